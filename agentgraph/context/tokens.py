@@ -238,10 +238,9 @@ def _load_exact_counter(encoding_name: str) -> Callable[[str], int]:
     """
     # The binding's count() returns the length without building a token list
     # and has none of the wrapper's 1M-character / 200k-token limits.
-    from bpe_openai import _bindings
+    from agentgraph.private_api import bpe_exact_counter
 
-    count: Callable[[str], int] = _bindings.tokenizer_for_encoding(encoding_name).count
-    return count
+    return bpe_exact_counter(encoding_name)
 
 
 def _safe_exact(count: Callable[[str], int], text: str) -> int:

@@ -23,17 +23,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._typing import MISSING as _MISSING
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.sqlite._delta import (
-    DELTA_STAGE1_SQL,
-    build_delta_channels_writes_history,
-    build_delta_stage2_sql,
-)
 
 from agentgraph.persistence.delta import messages_delta_reducer
+from agentgraph.private_api import (
+    DELTA_STAGE1_SQL,
+    MISSING,
+    build_delta_channels_writes_history,
+    build_delta_stage2_sql,
+    sqlite_has_task_path,
+)
 
 # Threads whose rebuilt ``messages`` stay in memory (the REPL uses one or two;
 # subagents add a few). Each entry holds references to messages already loaded.
@@ -124,7 +125,7 @@ class AgentSqliteSaver(SqliteSaver):
         )
         entry = history[channel]
         rebuilt = DeltaChannel(self._reducers[channel], list).from_checkpoint(
-            entry.get("seed", _MISSING)
+            entry.get("seed", MISSING)
         )
         rebuilt.replay_writes(entry["writes"])
         self._remember(key, checkpoint_id, list(rebuilt.value))
@@ -167,7 +168,9 @@ class AgentSqliteSaver(SqliteSaver):
                     break  # a snapshot comes first: the normal path uses it
             if not hit:
                 return None
-            sql = build_delta_stage2_sql(has_task_path=self._has_task_path, chain_lens=[len(chain)])
+            sql = build_delta_stage2_sql(
+                has_task_path=sqlite_has_task_path(self), chain_lens=[len(chain)]
+            )
             cur.execute(sql, [thread_id, checkpoint_ns, channel, *chain])
             rows = cast("list[tuple[str, str, str, int, str, bytes, str]]", cur.fetchall())
         self.memory_hits += 1

@@ -1,0 +1,137 @@
+"""Contract of the private dependency names agentgraph uses (agentgraph/private_api.py).
+
+An upgrade of langgraph, langgraph-checkpoint-sqlite or bpe-openai that renames,
+re-signs or changes one of them fails here, by name, before a session breaks.
+The last test keeps the fence closed: no other module imports a private name.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import sqlite3
+from pathlib import Path
+
+import langgraph.channels.delta as delta_module
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from agentgraph import private_api
+from agentgraph.agent import Agent
+from agentgraph.config import Settings
+from agentgraph.persistence import Store
+from agentgraph.persistence.delta import messages_delta_reducer
+from agentgraph.persistence.saver import AgentSqliteSaver
+from tests.fakes.chat_model import ScriptedChatModel
+from tests.fakes.scripts import ai_text
+
+PACKAGE_DIR = Path(private_api.__file__).parent
+
+
+def test_missing_is_the_sentinel_delta_channels_start_empty_from() -> None:
+    assert delta_module.MISSING is private_api.MISSING
+    channel = DeltaChannel(messages_delta_reducer, list).from_checkpoint(private_api.MISSING)
+    assert channel.value == []
+
+
+def test_stage1_sql_walks_parent_links_with_five_parameters(tmp_path: Path) -> None:
+    assert private_api.DELTA_STAGE1_SQL.count("?") == 5
+    conn = sqlite3.connect(tmp_path / "c.db", check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    rows = [("t", "", "c1", None), ("t", "", "c2", "c1"), ("t", "", "c3", "c2")]
+    conn.executemany(
+        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+        "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, 'json', x'', x'')",
+        rows,
+    )
+    walked = conn.execute(private_api.DELTA_STAGE1_SQL, ("t", "", "c3", "t", "")).fetchall()
+    assert [r[0] for r in walked] == ["c3", "c2", "c1"]
+    assert all(len(r) == 3 for r in walked)  # (checkpoint_id, type, checkpoint)
+
+
+def test_stage2_sql_selects_seven_columns_of_the_writes_table(tmp_path: Path) -> None:
+    params = inspect.signature(private_api.build_delta_stage2_sql).parameters
+    assert {"chain_lens", "has_task_path"} <= set(params)
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
+    conn = sqlite3.connect(tmp_path / "c.db", check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    assert private_api.sqlite_has_task_path(saver) is True
+    sql = private_api.build_delta_stage2_sql(has_task_path=True, chain_lens=[2])
+    assert sql.count("?") == 3 + 2
+    cursor = conn.execute(sql, ["t", "", "messages", "c1", "c2"])
+    assert len(cursor.description) == 7  # the row shape build_..._history unpacks
+
+
+def test_sqlite_saver_still_records_the_task_path_flag() -> None:
+    # sqlite_has_task_path falls back to True: a renamed attribute must fail here.
+    assert "_has_task_path" in vars(SqliteSaver) or "_has_task_path" in getattr(
+        SqliteSaver, "__annotations__", {}
+    )
+
+
+def test_history_builder_keeps_its_keyword_parameters() -> None:
+    params = inspect.signature(private_api.build_delta_channels_writes_history).parameters
+    assert list(params) == [
+        "channels",
+        "chain_by_ch",
+        "seed_val_by_ch",
+        "seeded",
+        "stage2_rows",
+        "serde",
+    ]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
+
+
+def test_the_saver_memory_path_rebuilds_the_same_history(
+    settings: Settings, store: Store, workspace: Path
+) -> None:
+    """Through the real graph: the second turn's read goes through the private SQL."""
+    model = ScriptedChatModel([ai_text("one"), ai_text("two")])
+    agent = Agent(settings, store, model=model)
+    agent.run_turn("t1", "first", workspace)
+    agent.run_turn("t1", "second", workspace)
+    saver = store.checkpointer
+    assert isinstance(saver, AgentSqliteSaver)
+    assert saver.memory_hits > 0
+    texts = [m.content for m in agent.messages("t1")]
+    saver.forget()
+    assert [m.content for m in agent.messages("t1")] == texts
+    assert texts[-1] == "two"
+
+
+def test_bpe_counter_counts_o200k_tokens() -> None:
+    count = private_api.bpe_exact_counter("o200k_base")
+    assert count("hello world") == 2
+    assert count("") == 0
+
+
+def _private_imports(path: Path) -> list[str]:
+    """``module.name`` of every import in ``path`` naming a private foreign name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] in ("agentgraph", "__future__"):
+                continue
+            private_module = any(part.startswith("_") for part in node.module.split("."))
+            private_names = [a.name for a in node.names if a.name.startswith("_")]
+            if private_module or private_names:
+                found.append(f"{node.module}:{','.join(a.name for a in node.names)}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] != "agentgraph" and any(p.startswith("_") for p in parts):
+                    found.append(alias.name)
+    return found
+
+
+def test_no_other_module_imports_a_private_dependency_name() -> None:
+    offenders = {
+        str(path.relative_to(PACKAGE_DIR)): hits
+        for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        if path.name != "private_api.py" and (hits := _private_imports(path))
+    }
+    assert offenders == {}
+    assert _private_imports(PACKAGE_DIR / "private_api.py")  # the scanner does see them
