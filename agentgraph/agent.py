@@ -52,6 +52,7 @@ from agentgraph.subagents import (
 )
 from agentgraph.tools import build_tools
 from agentgraph.tools.bash import kill_running_commands
+from agentgraph.tools.search import cancel_running_searches
 
 Event = dict[str, Any]
 OnEvent = Callable[[Event], None]
@@ -303,6 +304,7 @@ class Agent:
         except BaseException:
             # Cancel before the graph stream is closed: closing waits for running tasks.
             self.subagents.cancel_all()
+            cancel_running_searches()
             raise
 
     def cancel(self) -> None:
@@ -314,6 +316,7 @@ class Agent:
         self.cancelled.set()
         self.subagents.cancel_all()
         kill_running_commands()
+        cancel_running_searches()
 
     def stream_turn(
         self, thread_id: str, text: str, workspace: Path, *, attach_root: Path | None = None

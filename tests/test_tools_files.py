@@ -1,8 +1,11 @@
 """read_file, write_file, edit_file, list_dir, glob, grep, todos, now and build_tools."""
 
+import json
 import os
 import re
 import stat
+import subprocess
+import sys
 import tracemalloc
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -13,7 +16,9 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 
+from agentgraph.agent import Agent
 from agentgraph.config import Settings
+from agentgraph.persistence import open_store
 from agentgraph.state import AppState
 from agentgraph.tools import (
     FILE_PATH_ARGS,
@@ -32,7 +37,15 @@ from agentgraph.tools.files import (
     compile_glob,
     human_size,
 )
+from agentgraph.tools.search import (
+    GREP_TIMEOUT_S,
+    SEARCH_PATTERN_MAX_CHARS,
+    SearchBudget,
+    SearchCancelled,
+    cancel_running_searches,
+)
 from agentgraph.tools.todos import format_todos, validate_todos
+from tests.fakes.chat_model import ScriptedChatModel
 
 MIB = 1024 * 1024
 READ_HUGE_FILE_MAX_PEAK_BYTES = 8 * MIB
@@ -538,3 +551,88 @@ def test_human_size() -> None:
     assert human_size(1536) == "1.5 KiB"
     assert human_size(3 * MIB) == "3.0 MiB"
     assert human_size(5 * 1024 * MIB) == "5.0 GiB"
+
+
+# --------------------------------------------------------------------------- bounded search
+
+# A hang guard, not a timing assertion: on a backtracking engine these searches run
+# for hours inside one C call that no signal interrupts, so they run in a child
+# process that is killed after this long; RE2 answers in milliseconds.
+HANG_GUARD_S = 120
+SEARCH_IN_CHILD = """
+import json, sys
+from tests.test_tools_files import call, text
+from pathlib import Path
+message = call(Path(sys.argv[1]), sys.argv[2], **json.loads(sys.argv[3]))
+print(json.dumps({"status": message.status, "text": text(message)}))
+"""
+
+
+def _search_in_child(workspace: Path, tool: str, **args: Any) -> dict[str, str]:
+    """Run one grep/glob call through a real ToolNode in a child process."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", SEARCH_IN_CHILD, str(workspace), tool, json.dumps(args)],
+            capture_output=True,
+            text=True,
+            timeout=HANG_GUARD_S,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{tool} {args} did not return within {HANG_GUARD_S}s (unbounded search)")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr  # no RE2 log lines on the user's terminal
+    result: dict[str, str] = json.loads(done.stdout)
+    return result
+
+
+def test_grep_catastrophic_pattern_is_answered(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "evil.txt").write_text("a" * 40 + "!\n" + "aaaa\n")
+    result = _search_in_child(ws, "grep", pattern="(a+)+$")
+    assert result == {"status": "success", "text": "evil.txt:2: aaaa"}
+
+
+def test_glob_catastrophic_pattern_is_answered(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ("a" * 200)).write_text("x")
+    (ws / "ab").write_text("x")
+    result = _search_in_child(ws, "glob", pattern="*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b")
+    assert result["status"] == "success"
+    assert result["text"].startswith("no files match")
+    result = _search_in_child(ws, "glob", pattern="**/**/**/**/**/**/**/**/**/**/*a*a*a*b")
+    assert result["status"] == "success"
+    assert result["text"].startswith("no files match")
+
+
+def test_grep_backreference_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("abab\n")
+    for pattern in (r"(ab)\1", r"a(?=b)", r"(?<!x)b"):
+        result = call(tmp_path, "grep", pattern=pattern)
+        assert result.status == "error"
+        assert text(result).startswith(f"Error: unsupported regular expression {pattern!r}")
+        assert "RE2" in text(result) and "run_bash" in text(result)
+    result = call(tmp_path, "grep", pattern="x" * (SEARCH_PATTERN_MAX_CHARS + 1))
+    assert result.status == "error" and "SEARCH_PATTERN_MAX_CHARS" in text(result)
+
+
+def test_search_budget_names_its_limit_and_stops_on_cancel() -> None:
+    limit_re = r"grep stopped after 0s, its time limit \(GREP_TIMEOUT_S\)"
+    with pytest.raises(ToolError, match=limit_re):
+        SearchBudget("grep", 0.0, "GREP_TIMEOUT_S").check("3 matching lines found before it")
+    budget = SearchBudget("grep", GREP_TIMEOUT_S, "GREP_TIMEOUT_S")
+    budget.check()
+    cancel_running_searches()
+    with pytest.raises(SearchCancelled):
+        budget.check()
+    SearchBudget("grep", GREP_TIMEOUT_S, "GREP_TIMEOUT_S").check()  # later searches run
+
+
+def test_agent_cancel_stops_running_searches(settings: Settings) -> None:
+    budget = SearchBudget("grep", GREP_TIMEOUT_S, "GREP_TIMEOUT_S")
+    with open_store(settings) as store:
+        Agent(settings, store, model=ScriptedChatModel([])).cancel()  # what Ctrl-C calls
+    with pytest.raises(SearchCancelled, match="grep was cancelled"):
+        budget.check()

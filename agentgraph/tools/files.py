@@ -16,12 +16,18 @@ import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
 
 from agentgraph.tools.base import ToolError
+from agentgraph.tools.search import (
+    GLOB_TIMEOUT_S,
+    GREP_TIMEOUT_S,
+    SearchBudget,
+    compile_linear,
+)
 from agentgraph.tools.workspace import (
     artifacts_dir_from_state,
     display_path,
@@ -532,7 +538,7 @@ def _translate_glob(pattern: str) -> str:
     return "".join(out)
 
 
-def compile_glob(pattern: str) -> re.Pattern[str]:
+def compile_glob(pattern: str) -> Any:
     """Compile a glob into a regex matched against POSIX relative paths.
 
     ``*`` and ``?`` stay within one path component, ``**`` spans components
@@ -543,7 +549,8 @@ def compile_glob(pattern: str) -> re.Pattern[str]:
         pattern: The glob, relative (no ``..``, not absolute).
 
     Returns:
-        A compiled regex to use with ``fullmatch``.
+        A compiled RE2 regex to use with ``fullmatch`` (linear time: a glob
+        such as ``**/**/**/*a*a*a*b`` cannot backtrack exponentially).
 
     Raises:
         ToolError: The pattern is empty, absolute, escapes with ``..`` or is
@@ -558,14 +565,18 @@ def compile_glob(pattern: str) -> re.Pattern[str]:
     if ".." in pattern.split("/"):
         raise ToolError(f"glob pattern {pattern!r} uses '..'; search inside the workspace only")
     try:
-        return re.compile(_translate_glob(pattern), re.DOTALL)
-    except re.error as exc:
+        return compile_linear(_translate_glob(pattern), dot_nl=True)
+    except ToolError as exc:
         raise ToolError(f"invalid glob pattern {pattern!r}: {exc}") from exc
 
 
-def _walk_files(top: Path, max_depth: int | None = None) -> Iterator[tuple[str, os.stat_result]]:
+def _walk_files(
+    top: Path, max_depth: int | None = None, budget: SearchBudget | None = None
+) -> Iterator[tuple[str, os.stat_result]]:
     """Yield (POSIX path relative to top, lstat) per file, sorted, not entering symlinks."""
     for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        if budget is not None:
+            budget.check()
         rel_dir = os.path.relpath(dirpath, top)
         depth = 0 if rel_dir == "." else rel_dir.count(os.sep) + 1
         dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIR_NAMES)
@@ -594,8 +605,10 @@ def glob_files(workspace: str, pattern: str, path: str = ".") -> str:
         first, capped at :data:`GLOB_MAX_RESULTS` with a count of the rest.
 
     Raises:
-        ToolError: Bad pattern or path.
+        ToolError: Bad pattern or path, or the search took longer than
+            :data:`GLOB_TIMEOUT_S` or was cancelled.
     """
+    budget = SearchBudget("glob", GLOB_TIMEOUT_S, "GLOB_TIMEOUT_S")
     regex = compile_glob(pattern)
     root = workspace_root(workspace)
     top = resolve_in_workspace(root, path, must_exist=True)
@@ -605,7 +618,7 @@ def glob_files(workspace: str, pattern: str, path: str = ".") -> str:
     # Without '**', a match can be no deeper than the pattern's own '/' count.
     max_depth = None if "**" in pattern else pattern.count("/")
     matches: list[tuple[float, str]] = []
-    for rel, st in _walk_files(top, max_depth):
+    for rel, st in _walk_files(top, max_depth, budget):
         if regex.fullmatch(rel):
             matches.append((st.st_mtime, display_path(root, top / rel)))
     if not matches:
@@ -637,14 +650,17 @@ def grep_files(
     glob: str | None = None,
     ignore_case: bool = False,
 ) -> str:
-    """Search text files for a Python regular expression.
+    """Search text files for a regular expression, in linear time and bounded time.
 
-    Binary files, symlinks, files over :data:`GREP_MAX_FILE_BYTES` and the
-    :data:`SKIPPED_DIR_NAMES` directories are skipped.
+    The pattern is compiled with RE2 (see :mod:`agentgraph.tools.search`), and the
+    whole search stops with an error after :data:`GREP_TIMEOUT_S` or when the turn
+    is cancelled. Binary files, symlinks, files over :data:`GREP_MAX_FILE_BYTES` and
+    the :data:`SKIPPED_DIR_NAMES` directories are skipped.
 
     Args:
         workspace: The workspace directory.
-        pattern: A Python ``re`` pattern, searched in each line.
+        pattern: An RE2 pattern (Python syntax without backreferences or
+            lookaround), searched in each line.
         path: The model-supplied file or directory to search.
         glob: Only search files matching this glob; a glob without ``/``
             matches file names, one with ``/`` matches paths relative to ``path``.
@@ -655,12 +671,11 @@ def grep_files(
         count of the rest.
 
     Raises:
-        ToolError: Invalid regex or glob, or a bad path.
+        ToolError: Invalid or unsupported regex, invalid glob, a bad path, or
+            the time limit passed (the message names it).
     """
-    try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except (re.error, OverflowError, RecursionError) as exc:
-        raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from exc
+    budget = SearchBudget("grep", GREP_TIMEOUT_S, "GREP_TIMEOUT_S")
+    regex = compile_linear(pattern, ignore_case=ignore_case)
     name_filter = compile_glob(glob) if glob else None
     filter_on_path = bool(glob and "/" in glob)
     root = workspace_root(workspace)
@@ -669,7 +684,7 @@ def grep_files(
     candidates: Iterator[tuple[str, os.stat_result]]
     if target.is_dir():
         base = target
-        candidates = _walk_files(target)
+        candidates = _walk_files(target, budget=budget)
     else:
         base = target.parent
         candidates = iter([(target.name, os.stat(target))])
@@ -694,6 +709,7 @@ def grep_files(
                 handle.seek(0)
                 shown: str | None = None
                 for number, raw in enumerate(handle, start=1):
+                    budget.check(f"{total} matching lines found before it")
                     line = raw.decode("utf-8", errors="replace").rstrip("\n").removesuffix("\r")
                     if not regex.search(line):
                         continue
@@ -829,13 +845,15 @@ def make_file_tools() -> list[BaseTool]:
         glob: str | None = None,
         ignore_case: bool = False,
     ) -> str:
-        """Search file contents with a Python regular expression.
+        """Search file contents with a regular expression (RE2 syntax).
 
         Prints `path:line: text` for each matching line (at most 200). Skips
-        binary files and .git, node_modules, .venv, __pycache__.
+        binary files and .git, node_modules, .venv, __pycache__. Python regex
+        syntax without backreferences or lookahead/lookbehind. Gives up after
+        a time limit.
 
         Args:
-            pattern: Python `re` regular expression searched in each line.
+            pattern: Regular expression searched in each line.
             path: File or directory to search, relative to the workspace.
             glob: Only search files whose name matches this glob, e.g. `*.py`.
             ignore_case: Match case-insensitively.
