@@ -1,0 +1,399 @@
+"""MCP servers as tools, through ``langchain-mcp-adapters``.
+
+Configuration uses the ``mcpServers`` schema of Claude Code's ``.mcp.json``, read from
+``$AGENTGRAPH_HOME/mcp.json`` and then the workspace's ``.agentgraph/mcp.json`` (a server
+named in both takes the workspace's entry)::
+
+    {"mcpServers": {
+        "files": {"command": "npx", "args": ["-y", "some-server"], "env": {"KEY": "${KEY}"}},
+        "docs":  {"type": "http", "url": "http://127.0.0.1:8000/mcp", "headers": {}}
+    }}
+
+Each server is connected once per process on a background event loop and its session is
+kept open, so a stdio server is not restarted per call. Tools are exposed as
+``mcp__<server>__<tool>`` (Claude Code's naming: no clash with built-in tools). A server
+that fails — bad config, unknown command, hang at start, hostile schema — is one status
+line in ``/mcp`` and a notice; the session goes on without it.
+
+Why not the adapters' tools as they are: they are async-only and open a new session per
+call unless a session is held; agentgraph's tools node runs tools synchronously in worker
+threads. :class:`McpManager` holds the sessions on one loop thread and gives each tool a
+synchronous entry point with a time limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+
+MCP_CONFIG_NAME = "mcp.json"
+# A server that has not answered initialize + tools/list by then is reported as hung.
+MCP_START_TIMEOUT_S = 20.0
+# One tool call; the model gets an error naming the limit past it.
+MCP_TOOL_TIMEOUT_S = 120.0
+# A result larger than this is cut before it reaches the truncation layer (which then
+# keeps head+tail and an artifact): a server can send anything.
+MCP_RESULT_MAX_CHARS = 2_000_000
+# Schemas or descriptions past these sizes are hostile or broken: the tool is skipped.
+MCP_SCHEMA_MAX_CHARS = 50_000
+MCP_DESCRIPTION_MAX_CHARS = 4_000
+MCP_TOOLS_PER_SERVER_MAX = 100
+# OpenAI's limit for function names.
+TOOL_NAME_MAX_CHARS = 64
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class McpConfigError(ValueError):
+    """An MCP configuration file or entry that cannot be used."""
+
+
+@dataclass
+class ServerStatus:
+    """What ``/mcp`` shows for one server."""
+
+    name: str
+    source: str
+    transport: str
+    state: str = "pending"  # pending | connected | failed
+    error: str | None = None
+    tools: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def _expand(value: str, env: Mapping[str, str]) -> str:
+    """``${VAR}`` and ``${VAR:-default}`` from ``env`` (Claude Code's expansion)."""
+    return _ENV_REF.sub(lambda m: env.get(m.group(1), m.group(2) or ""), value)
+
+
+def _str_map(raw: Any, what: str, env: Mapping[str, str]) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(k, str) for k in raw):
+        raise McpConfigError(f"{what} must be an object of strings")
+    return {k: _expand(str(v), env) for k, v in raw.items()}
+
+
+def connection_for(
+    name: str, entry: Any, *, env: Mapping[str, str], base_env: Mapping[str, str], cwd: Path
+) -> dict[str, Any]:
+    """The adapters' connection dict for one ``mcpServers`` entry.
+
+    Args:
+        name: Server name (for messages).
+        entry: The entry as parsed from JSON.
+        env: Variables ``${VAR}`` references may read (the agent's environment).
+        base_env: Environment a stdio server starts with (secrets already removed); the
+            entry's own ``env`` is added on top.
+        cwd: Folder a stdio server starts in (the workspace).
+
+    Raises:
+        McpConfigError: the entry is not a usable server definition.
+    """
+    if not isinstance(entry, dict):
+        raise McpConfigError(f"server {name!r}: entry must be an object")
+    kind = str(entry.get("type") or entry.get("transport") or "").lower()
+    if "url" in entry or kind in ("http", "streamable-http", "streamable_http", "sse"):
+        url = entry.get("url")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise McpConfigError(f"server {name!r}: url must be an http(s) URL")
+        transport = "sse" if kind == "sse" else "streamable_http"
+        return {
+            "transport": transport,
+            "url": _expand(url, env),
+            "headers": _str_map(entry.get("headers"), f"server {name!r}: headers", env),
+        }
+    command = entry.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise McpConfigError(f"server {name!r}: needs a command or a url")
+    args = entry.get("args") or []
+    if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
+        raise McpConfigError(f"server {name!r}: args must be a list of strings")
+    server_env = {**base_env, **_str_map(entry.get("env"), f"server {name!r}: env", env)}
+    return {
+        "transport": "stdio",
+        "command": _expand(command, env),
+        "args": [_expand(str(a), env) for a in args],
+        "env": server_env,
+        "cwd": str(cwd),
+    }
+
+
+def config_paths(workspace: Path, home: Path) -> list[Path]:
+    """The config files read, general first."""
+    return [home / MCP_CONFIG_NAME, workspace / ".agentgraph" / MCP_CONFIG_NAME]
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """The ``mcpServers`` object of one file ({} when the file does not exist).
+
+    Raises:
+        McpConfigError: the file is unreadable, not JSON, or has no ``mcpServers`` object.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise McpConfigError(f"{path}: cannot read ({exc})") from exc
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise McpConfigError(f"{path}: not valid JSON ({exc})") from exc
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        raise McpConfigError(f'{path}: expected {{"mcpServers": {{...}}}}')
+    return servers
+
+
+def tool_name(server: str, tool: str) -> str:
+    """``mcp__server__tool`` with characters providers accept, at most 64 long."""
+    name = f"mcp__{_NAME_CHARS.sub('_', server)}__{_NAME_CHARS.sub('_', tool)}"
+    return name[:TOOL_NAME_MAX_CHARS]
+
+
+def result_text(content: Any) -> str:
+    """Plain text of an MCP tool result (content blocks joined; media named, not inlined)."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        parts: list[str] = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            elif isinstance(block, dict):
+                kind = block.get("type", "content")
+                mime = block.get("mime_type") or block.get("mimeType") or ""
+                parts.append(f"[{kind} {mime}]".replace(" ]", "]"))
+            else:
+                parts.append(str(block))
+        text = "\n".join(parts)
+    else:
+        text = str(content)
+    if len(text) > MCP_RESULT_MAX_CHARS:
+        cut = len(text) - MCP_RESULT_MAX_CHARS
+        text = text[:MCP_RESULT_MAX_CHARS] + f"\n…[{cut:,} more characters cut by agentgraph]"
+    return text
+
+
+class McpManager:
+    """Connects the configured MCP servers and exposes their tools synchronously.
+
+    Args:
+        workspace: The session workspace (its ``.agentgraph/mcp.json``; stdio cwd).
+        home: ``AGENTGRAPH_HOME`` (its ``mcp.json``).
+        base_env: Environment stdio servers start with (secrets removed by the caller).
+        env: Variables that ``${VAR}`` in the config may read.
+        start_timeout_s: Per-server limit for connecting and listing tools.
+        tool_timeout_s: Per-call limit.
+    """
+
+    def __init__(
+        self,
+        workspace: Path,
+        home: Path,
+        *,
+        base_env: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        start_timeout_s: float = MCP_START_TIMEOUT_S,
+        tool_timeout_s: float = MCP_TOOL_TIMEOUT_S,
+    ) -> None:
+        self.workspace = workspace
+        self.home = home
+        self.base_env = dict(base_env or {})
+        self.env = dict(env if env is not None else os.environ)
+        self.start_timeout_s = start_timeout_s
+        self.tool_timeout_s = tool_timeout_s
+        self.servers: dict[str, ServerStatus] = {}
+        self.problems: list[str] = []
+        self.tools: list[BaseTool] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stop: asyncio.Event | None = None
+        self._holders: list[asyncio.Task[None]] = []
+
+    # -- configuration ---------------------------------------------------------------
+    def _connections(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        merged: dict[str, tuple[str, Any]] = {}
+        for path in config_paths(self.workspace, self.home):
+            try:
+                servers = read_config(path)
+            except McpConfigError as exc:
+                self.problems.append(f"MCP config ignored: {exc}")
+                continue
+            for name, entry in servers.items():
+                merged[str(name)] = (str(path), entry)
+        out: dict[str, tuple[str, dict[str, Any]]] = {}
+        for name, (source, entry) in merged.items():
+            try:
+                conn = connection_for(
+                    name, entry, env=self.env, base_env=self.base_env, cwd=self.workspace
+                )
+            except McpConfigError as exc:
+                status = ServerStatus(name, source, "?", state="failed", error=str(exc))
+                self.servers[name] = status
+                self.problems.append(f"MCP server {name!r} not started: {exc}")
+                continue
+            self.servers[name] = ServerStatus(name, source, conn["transport"])
+            out[name] = (source, conn)
+        return out
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> list[BaseTool]:
+        """Connect every configured server; return the tools of those that answered."""
+        connections = self._connections()
+        if not connections:
+            return []
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(target=loop.run_forever, name="mcp-loop", daemon=True)
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._connect_all(connections), loop)
+        try:
+            future.result(timeout=self.start_timeout_s + 5)
+        except Exception as exc:  # a bug in one server must not stop the CLI
+            self.problems.append(f"MCP start-up failed: {type(exc).__name__}: {exc}")
+        for status in self.servers.values():
+            if status.state == "pending":
+                status.state, status.error = "failed", "did not start in time"
+        return self.tools
+
+    async def _connect_all(self, connections: dict[str, tuple[str, dict[str, Any]]]) -> None:
+        self._stop = asyncio.Event()
+        await asyncio.gather(
+            *(self._connect(name, conn) for name, (_src, conn) in connections.items())
+        )
+
+    async def _connect(self, name: str, conn: dict[str, Any]) -> None:
+        status = self.servers[name]
+        ready: asyncio.Future[list[BaseTool]] = asyncio.get_running_loop().create_future()
+        holder = asyncio.create_task(self._hold(name, conn, ready))
+        self._holders.append(holder)
+        try:
+            raw_tools = await asyncio.wait_for(asyncio.shield(ready), self.start_timeout_s)
+        except TimeoutError:
+            holder.cancel()
+            status.state, status.error = "failed", f"no answer within {self.start_timeout_s:g}s"
+        except Exception as exc:
+            status.state, status.error = "failed", _one_line(exc)
+        else:
+            status.state = "connected"
+            for tool in raw_tools[:MCP_TOOLS_PER_SERVER_MAX]:
+                wrapped = self._wrap(name, tool)
+                if wrapped is None:
+                    status.skipped.append(tool.name)
+                    continue
+                status.tools.append(wrapped.name)
+                self.tools.append(wrapped)
+        if status.state == "failed":
+            self.problems.append(f"MCP server {name!r} failed: {status.error}")
+
+    async def _hold(
+        self, name: str, conn: dict[str, Any], ready: asyncio.Future[list[BaseTool]]
+    ) -> None:
+        """Keep one server's session open until :meth:`close`."""
+        from langchain_mcp_adapters.sessions import create_session
+        from langchain_mcp_adapters.tools import load_mcp_tools
+
+        try:
+            async with create_session(conn) as session:  # type: ignore[arg-type]
+                await session.initialize()
+                tools = await load_mcp_tools(session, server_name=name)
+                ready.set_result(tools)
+                assert self._stop is not None
+                await self._stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(exc))
+            elif not isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+                self.servers[name].state = "failed"
+                self.servers[name].error = f"disconnected: {_one_line(exc)}"
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    def _wrap(self, server: str, tool: BaseTool) -> BaseTool | None:
+        schema = tool.args_schema if isinstance(tool.args_schema, dict) else None
+        if schema is None and tool.args_schema is not None:
+            try:
+                schema = tool.args_schema.model_json_schema()  # type: ignore[union-attr]
+            except Exception:
+                return None
+        schema = schema or {"type": "object", "properties": {}}
+        try:
+            schema_text = json.dumps(schema)
+        except (TypeError, ValueError, RecursionError):
+            return None
+        if len(schema_text) > MCP_SCHEMA_MAX_CHARS or schema.get("type", "object") != "object":
+            return None
+        description = (tool.description or f"MCP tool {tool.name} of server {server}")[
+            :MCP_DESCRIPTION_MAX_CHARS
+        ]
+        call = self._caller(server, tool)
+        return StructuredTool.from_function(
+            func=call,
+            name=tool_name(server, tool.name),
+            description=description,
+            args_schema=schema,
+            metadata={"mcp_server": server, "mcp_tool": tool.name},
+        )
+
+    def _caller(self, server: str, tool: BaseTool) -> Callable[..., str]:
+        def call(**kwargs: Any) -> str:
+            loop = self._loop
+            status = self.servers.get(server)
+            if loop is None or status is None or status.state != "connected":
+                error = status.error if status is not None else "not connected"
+                return f"error: MCP server {server!r} is not available ({error})"
+            future = asyncio.run_coroutine_threadsafe(tool.ainvoke(kwargs), loop)
+            try:
+                content = future.result(timeout=self.tool_timeout_s)
+            except TimeoutError:
+                future.cancel()
+                return f"error: MCP tool timed out after {self.tool_timeout_s:g}s"
+            except Exception as exc:
+                return f"error: MCP tool failed: {_one_line(exc)}"
+            return result_text(content)
+
+        return call
+
+    def close(self) -> None:
+        """Close every session and stop the loop thread (servers exit with their stdin)."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        stop = self._stop
+
+        async def shutdown() -> None:
+            if stop is not None:
+                stop.set()
+            if self._holders:
+                _done, pending = await asyncio.wait(self._holders, timeout=5)
+                for task in pending:
+                    task.cancel()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        self._loop = self._thread = None
+
+
+def _one_line(exc: BaseException) -> str:
+    """A short one-line description, including the first cause of an exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:300]

@@ -1,0 +1,137 @@
+"""Tool calls written as text (local models) become real calls; other text stays text."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentgraph.text_tool_calls import extract_text_tool_calls
+
+TOOLS = {"read_file", "run_bash", "edit_file"}
+
+
+def names_args(text: str) -> list[tuple[str, dict[str, object]]]:
+    return [(c["name"], c["args"]) for c in extract_text_tool_calls(text, TOOLS).calls]
+
+
+def test_bare_json_name_arguments() -> None:
+    text = '{"name": "read_file", "arguments": {"path": "a.py"}}'
+    assert names_args(text) == [("read_file", {"path": "a.py"})]
+
+
+def test_several_bare_objects_on_lines() -> None:
+    text = (
+        '{"name": "read_file", "arguments": {"path": "a.py"}}\n'
+        '{"name": "run_bash", "arguments": {"command": "pytest -q"}}'
+    )
+    assert names_args(text) == [
+        ("read_file", {"path": "a.py"}),
+        ("run_bash", {"command": "pytest -q"}),
+    ]
+
+
+def test_fenced_json_with_prose_around() -> None:
+    text = (
+        "I'll read the file first.\n```json\n"
+        '{"name": "read_file", "parameters": {"path": "src/x.py"}}\n```\n'
+    )
+    found = extract_text_tool_calls(text, TOOLS)
+    assert [(c["name"], c["args"]) for c in found.calls] == [("read_file", {"path": "src/x.py"})]
+    assert found.text == "I'll read the file first."
+
+
+def test_hermes_tags_and_openai_function_shape_with_string_arguments() -> None:
+    args = json.dumps({"command": "ls"})
+    text = (
+        "<tool_call>\n"
+        + json.dumps({"type": "function", "function": {"name": "run_bash", "arguments": args}})
+        + "\n</tool_call>"
+    )
+    assert names_args(text) == [("run_bash", {"command": "ls"})]
+
+
+def test_array_and_tool_calls_wrapper() -> None:
+    one = {"name": "read_file", "arguments": {"path": "a"}}
+    two = {"function": {"name": "edit_file", "arguments": {"path": "a", "old": "x"}}}
+    assert len(names_args(json.dumps([one, two]))) == 2
+    assert len(names_args(json.dumps({"tool_calls": [one, two]}))) == 2
+
+
+def test_ids_are_unique_and_calls_are_typed() -> None:
+    text = json.dumps([{"name": "read_file", "arguments": {"path": str(i)}} for i in range(5)])
+    calls = extract_text_tool_calls(text, TOOLS).calls
+    assert len({c["id"] for c in calls}) == 5
+    assert all(c["type"] == "tool_call" for c in calls)
+
+
+def test_undeclared_tool_is_rejected_and_text_kept() -> None:
+    text = '{"name": "delete_everything", "arguments": {}}'
+    found = extract_text_tool_calls(text, TOOLS)
+    assert found.calls == []
+    assert found.rejected == ["delete_everything"]
+    assert found.text == text
+
+
+def test_prose_with_inline_json_stays_text() -> None:
+    text = 'Set it like {"name": "read_file", "arguments": {"path": "a"}} in your config.'
+    assert extract_text_tool_calls(text, TOOLS).calls == []
+
+
+def test_json_data_that_is_not_a_call_stays_text() -> None:
+    for text in (
+        '{"name": "read_file", "version": 3}',  # extra keys: data
+        '{"path": "a.py"}',
+        "[1, 2, 3]",
+        '```json\n{"name": "read_file", "arguments": [1]}\n```',
+        "```json\nnot json at all\n```",
+        "<tool_call>{broken</tool_call>",
+    ):
+        assert extract_text_tool_calls(text, TOOLS).calls == [], text
+
+
+def test_no_declared_tools_means_no_calls() -> None:
+    assert extract_text_tool_calls('{"name": "read_file", "arguments": {}}', set()).calls == []
+
+
+def test_deep_nesting_and_huge_text_are_left_alone() -> None:
+    deep = '{"name": "read_file", "arguments": {"a": ' + "[" * 5000 + "]" * 5000 + "}}"
+    assert extract_text_tool_calls(deep, TOOLS).calls == []
+    huge = '{"name": "read_file", "arguments": {"path": "' + "x" * 300_000 + '"}}'
+    assert extract_text_tool_calls(huge, TOOLS).calls == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_arbitrary_text_never_raises_and_only_declared_tools_come_out(text: str) -> None:
+    found = extract_text_tool_calls(text, TOOLS)
+    assert all(c["name"] in TOOLS for c in found.calls)
+    assert all(isinstance(c["args"], dict) for c in found.calls)
+    if not found.calls:
+        assert found.text == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(sorted(TOOLS)),
+            st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=20), max_size=3),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sampled_from(["bare", "fenced", "tagged"]),
+)
+def test_every_written_call_round_trips(
+    calls: list[tuple[str, dict[str, str]]], syntax: str
+) -> None:
+    objs = [json.dumps({"name": n, "arguments": a}) for n, a in calls]
+    if syntax == "bare":
+        text = "\n".join(objs)
+    elif syntax == "fenced":
+        text = "\n".join(f"```json\n{o}\n```" for o in objs)
+    else:
+        text = "\n".join(f"<tool_call>\n{o}\n</tool_call>" for o in objs)
+    assert names_args(text) == calls
