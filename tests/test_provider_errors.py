@@ -711,7 +711,8 @@ def test_connection_refused_names_the_endpoint() -> None:
     with pytest.raises(openai.APIConnectionError) as info:
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     err = classify_provider_error(info.value)
-    assert err.kind == "transient"
+    # Nothing listens there: retrying only makes the user wait.
+    assert err.kind == "unreachable" and not err.retryable
     assert err.status is None
     assert (
         "cannot reach the model endpoint at http://localhost:9/v1/chat/completions" in err.message
@@ -741,7 +742,8 @@ def test_timeouts_and_dropped_connections_are_transient() -> None:
     err = classify_provider_error(dropped)
     assert err.kind == "transient" and "dropped" in err.message
     assert classify_provider_error(httpx.ReadError("reset")).kind == "transient"
-    assert classify_provider_error(httpx.ConnectError("refused")).kind == "transient"
+    assert classify_provider_error(httpx.ConnectError("refused")).kind == "unreachable"
+    assert classify_provider_error(httpx.ConnectTimeout("slow")).kind == "transient"
     assert classify_provider_error(ConnectionResetError(104, "reset by peer")).kind == "transient"
     assert classify_provider_error(TimeoutError()).kind == "transient"
 

@@ -183,6 +183,7 @@ def test_should_retry_rules() -> None:
         "output_overflow",
         "auth",
         "not_found",
+        "unreachable",
         "bad_request",
         "other",
     )

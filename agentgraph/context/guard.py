@@ -14,16 +14,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from langchain_core.exceptions import ContextOverflowError, ModelError
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 from agentgraph.context.compaction import since_last_boundary
-from agentgraph.context.provider_errors import (
-    ProviderError,
-    classify_provider_error,
-    shrink_max_tokens,
-)
+from agentgraph.context.model_errors import OutputOverflowError, provider_error_of, to_model_error
+from agentgraph.context.provider_errors import ProviderError, shrink_max_tokens
 from agentgraph.context.retry import RetryPolicy, call_with_retries
 from agentgraph.context.truncation import shrink_tool_messages
 from agentgraph.deps import AgentDeps, Emit
@@ -149,16 +147,17 @@ def call_model(
                 on_retry=on_retry,
             )
         except Exception as exc:
-            err = classify_provider_error(exc)
-            if err.kind == "other":
+            typed = to_model_error(exc)
+            err = provider_error_of(typed)
+            if not isinstance(typed, ModelError) or err is None:
                 raise  # not a provider failure: a programming error must surface
-            if err.kind == "output_overflow":
+            if isinstance(typed, OutputOverflowError):
                 smaller = shrink_max_tokens(err, max_tokens)
                 if smaller is not None and smaller != max_tokens:
                     emit({"type": "notice", "text": f"output reservation shrunk to {smaller}"})
                     max_tokens = smaller
                     continue
-            if err.kind in ("overflow", "output_overflow"):
+            if isinstance(typed, ContextOverflowError):
                 if not shrunk_outputs:
                     shrunk_outputs = True
                     cap = max(

@@ -14,6 +14,7 @@ fork), ``anthropic``-style SDKs (``status_code``/``body``/``response``), LangCha
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import time
@@ -22,11 +23,24 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
+from langchain_core.exceptions import (
+    ContextOverflowError,
+    ModelAPIError,
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelInvalidRequestError,
+    ModelNotFoundError,
+    ModelPermissionDeniedError,
+    ModelRateLimitError,
+    ModelTimeoutError,
+)
+
 ProviderErrorKind = Literal[
     "overflow",
     "output_overflow",
     "rate_limit",
     "transient",
+    "unreachable",
     "auth",
     "not_found",
     "bad_request",
@@ -200,17 +214,54 @@ _KIND_LABELS: dict[str, str] = {
     "output_overflow": "prompt plus max_tokens exceed the context window",
     "rate_limit": "rate limited",
     "transient": "temporary provider failure",
+    "unreachable": "connection failed",
     "auth": "not authorized",
     "not_found": "model or endpoint not found",
     "bad_request": "request rejected",
     "other": "provider error",
 }
 
-_HTTP_MODULE_ROOTS = ("httpx", "httpx2", "httpcore")
-_HTTP_CONNECT_NAMES = frozenset({"ConnectError", "ConnectTimeout"})
-_HTTP_TIMEOUT_NAMES = frozenset({"TimeoutException", "ReadTimeout", "WriteTimeout", "PoolTimeout"})
-_HTTP_DROPPED_NAMES = frozenset(
-    {
+# The HTTP stacks a model SDK may raise from: httpx, and the openai SDK's own fork
+# (httpx2) with their transports. Classes are looked up in whichever are installed.
+_HTTP_MODULES = ("httpx", "httpx2", "httpcore", "httpcore2")
+
+
+def _http_classes(*names: str) -> tuple[type[BaseException], ...]:
+    found: list[type[BaseException]] = []
+    for module_name in _HTTP_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name in names:
+            cls = getattr(module, name, None)
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                found.append(cls)
+    return tuple(found)
+
+
+def _sdk_classes(*names: str) -> tuple[type[BaseException], ...]:
+    """Classes of the ``openai`` SDK, when installed (other SDKs may be used instead)."""
+    try:
+        module = importlib.import_module("openai")
+    except ImportError:  # pragma: no cover - langchain-openai depends on it
+        return ()
+    return tuple(c for n in names if isinstance(c := getattr(module, n, None), type))
+
+
+# Nothing listens or the host does not resolve: retrying only makes the user wait.
+_HTTP_CONNECT = _http_classes("ConnectError")
+_TIMEOUTS: tuple[type[BaseException], ...] = (
+    *_http_classes(
+        "TimeoutException", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout"
+    ),
+    *_sdk_classes("APITimeoutError"),
+    ModelTimeoutError,
+    TimeoutError,
+)
+_SDK_CONNECTION = _sdk_classes("APIConnectionError")
+_DROPPED: tuple[type[BaseException], ...] = (
+    *_http_classes(
         "RemoteProtocolError",
         "ReadError",
         "WriteError",
@@ -218,7 +269,19 @@ _HTTP_DROPPED_NAMES = frozenset(
         "ProtocolError",
         "TransportError",
         "CloseError",
-    }
+    ),
+    ConnectionError,
+)
+# Typed failures without a status (a stream that broke, an integration that
+# classified it already): the type says what the caller must do.
+_LANGCHAIN_KINDS: tuple[tuple[type[BaseException], ProviderErrorKind], ...] = (
+    (ContextOverflowError, "overflow"),
+    (ModelRateLimitError, "rate_limit"),
+    (ModelAuthenticationError, "auth"),
+    (ModelPermissionDeniedError, "auth"),
+    (ModelNotFoundError, "not_found"),
+    (ModelAPIError, "transient"),
+    (ModelInvalidRequestError, "bad_request"),
 )
 
 
@@ -235,6 +298,7 @@ class ProviderError:
             rejection: the tokens the request needed).
         limit_tokens: Context window (or per-minute limit) the provider reported.
         requested_output_tokens: ``max_tokens`` the provider saw, when reported.
+        timed_out: The failure is a timeout (no answer in time), not a refusal.
     """
 
     kind: ProviderErrorKind
@@ -244,6 +308,7 @@ class ProviderError:
     prompt_tokens: int | None = None
     limit_tokens: int | None = None
     requested_output_tokens: int | None = None
+    timed_out: bool = False
 
     @property
     def is_overflow(self) -> bool:
@@ -471,6 +536,8 @@ def _build(
     detail: str,
     numbers: Mapping[str, int],
     retry_after_s: float | None,
+    *,
+    timed_out: bool = False,
 ) -> ProviderError:
     label = _KIND_LABELS[kind]
     where = f" (HTTP {status})" if status is not None else ""
@@ -484,6 +551,7 @@ def _build(
         prompt_tokens=numbers.get("p"),
         limit_tokens=numbers.get("l"),
         requested_output_tokens=numbers.get("r"),
+        timed_out=timed_out,
     )
 
 
@@ -541,19 +609,6 @@ def _status_of(exc: BaseException) -> int | None:
     return None
 
 
-def _http_class_names(exc: BaseException) -> set[str]:
-    """Names of httpx-family classes (httpx, openai's httpx2, httpcore) in the MRO."""
-    return {
-        cls.__name__
-        for cls in type(exc).__mro__
-        if cls.__module__.split(".")[0] in _HTTP_MODULE_ROOTS
-    }
-
-
-def _class_names(exc: BaseException) -> set[str]:
-    return {cls.__name__ for cls in type(exc).__mro__}
-
-
 def _safe_url(exc: BaseException) -> str | None:
     """The request URL without query string or credentials (they may hold keys)."""
     url = _safe_attr(_safe_attr(exc, "request"), "url")
@@ -589,7 +644,7 @@ def _from_status_exception(exc: BaseException, status: int) -> ProviderError:
     if message is None:
         own = _safe_attr(exc, "message")
         message = _extract_message(own if isinstance(own, str) and own else str(exc))
-    if "ContextOverflowError" in _class_names(exc) and not _OVERFLOW_RE.search(text):
+    if isinstance(exc, ContextOverflowError) and not _OVERFLOW_RE.search(text):
         return _overflow_from_langchain(status, text, message)
     return classify_error_text(
         status, text, headers=headers if isinstance(headers, Mapping) else None, message=message
@@ -605,18 +660,18 @@ def _from_transport(chain: list[BaseException]) -> ProviderError | None:
     url = _first_url(chain)
     where = f" at {url}" if url else ""
     for item in chain:
-        names = _http_class_names(item)
-        if names & _HTTP_CONNECT_NAMES:
+        if isinstance(item, _HTTP_CONNECT) and not isinstance(item, _TIMEOUTS):
             reason = _one_line(str(item), 120) or type(item).__name__
             return _build(
-                "transient", None, f"cannot reach the model endpoint{where} ({reason})", {}, None
+                "unreachable", None, f"cannot reach the model endpoint{where} ({reason})", {}, None
             )
     for item in chain:
-        names = _http_class_names(item) | _class_names(item)
-        if names & (_HTTP_TIMEOUT_NAMES | {"APITimeoutError", "ModelTimeoutError", "TimeoutError"}):
-            return _build("transient", None, f"the model endpoint{where} timed out", {}, None)
+        if isinstance(item, _TIMEOUTS):
+            return _build(
+                "transient", None, f"the model endpoint{where} timed out", {}, None, timed_out=True
+            )
     for item in chain:
-        if _http_class_names(item) & _HTTP_DROPPED_NAMES or isinstance(item, ConnectionError):
+        if isinstance(item, _DROPPED):
             reason = _one_line(str(item), 120) or type(item).__name__
             return _build(
                 "transient",
@@ -626,20 +681,9 @@ def _from_transport(chain: list[BaseException]) -> ProviderError | None:
                 None,
             )
     for item in chain:
-        if _class_names(item) & {"APIConnectionError", "ModelConnectionError"}:
+        if isinstance(item, (ModelConnectionError, *_SDK_CONNECTION)):
             return _build("transient", None, f"cannot reach the model endpoint{where}", {}, None)
     return None
-
-
-_LANGCHAIN_KINDS: tuple[tuple[str, ProviderErrorKind], ...] = (
-    ("ContextOverflowError", "overflow"),
-    ("ModelRateLimitError", "rate_limit"),
-    ("ModelAuthenticationError", "auth"),
-    ("ModelPermissionDeniedError", "auth"),
-    ("ModelNotFoundError", "not_found"),
-    ("ModelAPIError", "transient"),
-    ("ModelInvalidRequestError", "bad_request"),
-)
 
 
 def classify_provider_error(exc: BaseException) -> ProviderError:
@@ -666,15 +710,14 @@ def classify_provider_error(exc: BaseException) -> ProviderError:
     for item in chain:
         body = _safe_attr(item, "body")
         text = f"{item}\n{_body_text(body)}"
-        names = _class_names(item)
         message = _body_message(body) or _extract_message(str(item))
-        if "ContextOverflowError" in names:
+        if isinstance(item, ContextOverflowError):
             return _overflow_from_langchain(None, text, message)
         result = classify_error_text(None, text, message=message)
         if result.kind != "other":
             return result
-        for class_name, kind in _LANGCHAIN_KINDS:
-            if class_name in names:
+        for cls, kind in _LANGCHAIN_KINDS:
+            if isinstance(item, cls):
                 return _build(kind, None, message, {}, None)
     return _build("other", None, f"{type(exc).__name__}: {exc}", {}, None)
 

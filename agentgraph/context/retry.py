@@ -15,7 +15,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from agentgraph.context.provider_errors import ProviderError, classify_provider_error
+from langchain_core.exceptions import ModelError
+
+from agentgraph.context.model_errors import provider_error_of, to_model_error
+from agentgraph.context.provider_errors import ProviderError
 
 T = TypeVar("T")
 
@@ -83,6 +86,15 @@ class RetryPolicy:
         return max(0.0, min(self.max_delay_s, base + offset))
 
 
+def _retryable(exc: BaseException, attempt: int, policy: RetryPolicy) -> ProviderError | None:
+    """The classification of ``exc`` when retry number ``attempt`` should happen, else None."""
+    typed = to_model_error(exc)
+    err = provider_error_of(typed)
+    if not isinstance(typed, ModelError) or not typed.is_retryable or err is None:
+        return None
+    return err if policy.should_retry(attempt, err) else None
+
+
 def call_with_retries(
     fn: Callable[[], T],
     policy: RetryPolicy,
@@ -113,8 +125,8 @@ def call_with_retries(
             return fn()
         except Exception as exc:
             attempt += 1
-            err = classify_provider_error(exc)
-            if not policy.should_retry(attempt, err):
+            err = _retryable(exc, attempt, policy)
+            if err is None:
                 raise
             delay = policy.delay_for(attempt, err, rng=rng)
             if on_retry is not None:
@@ -152,8 +164,8 @@ async def acall_with_retries(
             return await fn()
         except Exception as exc:
             attempt += 1
-            err = classify_provider_error(exc)
-            if not policy.should_retry(attempt, err):
+            err = _retryable(exc, attempt, policy)
+            if err is None:
                 raise
             delay = policy.delay_for(attempt, err, rng=rng)
             if on_retry is not None:
