@@ -30,6 +30,7 @@ from langchain_core.messages import (
 )
 
 from agentgraph.config import MAX_MESSAGE_HISTORY_DEFAULT
+from agentgraph.tool_ids import unique_call_ids
 
 __all__ = [
     "AGENTGRAPH_KEY",
@@ -462,6 +463,7 @@ class RepairReport:
         duplicate_calls: Calls dropped because their id was already used (or empty).
         duplicate_messages: Messages dropped because their message id was already used.
         dropped_assistant: Assistant messages dropped because nothing was left in them.
+        renamed_calls: Calls given a fresh id (empty, repeated or reused provider id).
     """
 
     synthetic: int = 0
@@ -471,6 +473,7 @@ class RepairReport:
     duplicate_calls: int = 0
     duplicate_messages: int = 0
     dropped_assistant: int = 0
+    renamed_calls: int = 0
 
     @property
     def total(self) -> int:
@@ -483,6 +486,7 @@ class RepairReport:
             + self.duplicate_calls
             + self.duplicate_messages
             + self.dropped_assistant
+            + self.renamed_calls
         )
 
 
@@ -500,6 +504,9 @@ def normalize_with_report(
         The normalized history and a :class:`RepairReport`.
     """
     pending = frozenset(pending_call_ids)
+    # 0. Histories stored before ids were rewritten at the door (or imported) may
+    # repeat a call id: give each call its own id, with its results.
+    messages, renamed = unique_call_ids(messages)
 
     # 1. One message per message id (the first). 2. Each call id belongs to its
     # first call; later uses and empty ids are dropped. Fused in one pass, with
@@ -596,6 +603,7 @@ def normalize_with_report(
         duplicate_calls=dup_calls,
         duplicate_messages=dup_messages,
         dropped_assistant=dropped_ai,
+        renamed_calls=renamed,
     )
     return out, report
 
@@ -611,8 +619,10 @@ def normalize(
     * moves results that are out of place to directly after their call
       (results already in place first, then the others in call order);
     * drops duplicate results (the first is kept);
-    * drops a call whose id is empty or was already used by an earlier call,
-      and an assistant message left with neither content nor calls;
+    * gives a call whose id is empty, repeats in its message or was used by an
+      earlier call a fresh id, and the results that follow it the same id
+      (matched in call order, see :func:`agentgraph.tool_ids.unique_call_ids`);
+      the provider's id is kept in the message's metadata;
     * drops messages whose message id was already used (the first is kept).
 
     Removing a call removes its output. The start-with-a-user-message rule is

@@ -35,6 +35,7 @@ from langchain_core.messages import (
 from agentgraph.errors import AgentGraphError
 from agentgraph.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.persistence.index import SessionInfo
+from agentgraph.tool_ids import provider_ids, unique_call_ids
 
 ENTRY_TYPES = frozenset({"user", "assistant", "tool_use", "tool_result", "system"})
 TOOL_USE_SUFFIX = "#tool_use-"
@@ -132,6 +133,7 @@ def export_entries(messages: Sequence[BaseMessage], info: SessionInfo) -> list[d
             entry["message"] = body
             entries.append(entry)
             parent = uid
+            original_ids = provider_ids(msg)
             for i, call in enumerate(msg.tool_calls):
                 use_id = f"{uid}{TOOL_USE_SUFFIX}{i}"
                 use: dict[str, Any] = {
@@ -142,6 +144,8 @@ def export_entries(messages: Sequence[BaseMessage], info: SessionInfo) -> list[d
                     "type": "tool_use",
                     "tool": {"id": call["id"], "name": call["name"], "input": call["args"]},
                 }
+                if call["id"] in original_ids:  # the id the provider sent, rewritten
+                    use["tool"]["providerId"] = original_ids[call["id"]]
                 entries.append(use)
                 parent = use_id
             continue
@@ -331,6 +335,9 @@ def parse_jsonl(lines: Iterable[str]) -> ImportedSession:
         messages.append(msg)
     if valid == 0:
         raise TranscriptError("not a JSONL session transcript (no valid entry); nothing imported")
+    # A transcript from elsewhere may repeat call ids (in one message, across turns,
+    # empty): stored with unique ids, each result with its call, it resumes.
+    messages, _ = unique_call_ids(messages)
     now = datetime.now(tz=UTC).timestamp()
     return ImportedSession(
         session_id=session_id if isinstance(session_id, str) else None,

@@ -31,6 +31,7 @@ from agentgraph.history import (
     truncate_messages_safely,
     validate_history,
 )
+from agentgraph.tool_ids import provider_ids
 
 
 def count(messages: Sequence[BaseMessage]) -> int:
@@ -226,27 +227,31 @@ def test_normalize_drops_orphans_and_duplicate_results_keeping_first() -> None:
     assert (report.orphans, report.duplicate_results) == (1, 1)
 
 
-def test_normalize_drops_reused_call_id_and_its_output() -> None:
+def test_normalize_renames_a_reused_call_id_and_keeps_its_output() -> None:
     first = ai("", "a")
     reuse = ai("text stays", "a", "b")
     msgs = [human(), first, tool("a", "r1"), reuse, tool("a", "r2"), tool("b")]
     snapshot = copy.deepcopy(msgs)
-    out = normalize(msgs)
-    assert [m.content for m in out] == ["hi", "", "r1", "text stays", "ok"]
-    assert [tc["id"] for tc in out[3].tool_calls] == ["b"]  # type: ignore[attr-defined]
+    out, report = normalize_with_report(msgs)
+    assert [m.content for m in out] == ["hi", "", "r1", "text stays", "r2", "ok"]
+    new_id = out[3].tool_calls[0]["id"]  # type: ignore[attr-defined]
+    assert new_id not in ("a", "b") and out[4].tool_call_id == new_id  # type: ignore[attr-defined]
+    assert provider_ids(out[3]) == {new_id: "a"}
     assert out[3].id == reuse.id
+    assert report.renamed_calls == 1
     assert msgs == snapshot  # inputs untouched
+    assert validate_history(out) == []
+    assert normalize(out) == out
+
+
+def test_normalize_keeps_every_call_of_a_constant_id() -> None:
+    msgs = [human(), ai("", "a"), tool("a", "r1"), ai("", "a"), tool("a", "r2"), ai("end")]
+    out = normalize(msgs)
+    assert [m.content for m in out] == ["hi", "", "r1", "", "r2", "end"]
     assert validate_history(out) == []
 
 
-def test_normalize_drops_assistant_left_empty_by_reused_ids() -> None:
-    msgs = [human(), ai("", "a"), tool("a"), ai("", "a"), tool("a"), ai("end")]
-    out = normalize(msgs)
-    assert [m.type for m in out] == ["human", "ai", "tool", "ai"]
-    assert out[-1].content == "end"
-
-
-def test_normalize_filters_raw_openai_tool_calls() -> None:
+def test_normalize_renames_raw_openai_tool_calls_with_the_calls() -> None:
     raw = [
         {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
         {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}},
@@ -256,17 +261,30 @@ def test_normalize_filters_raw_openai_tool_calls() -> None:
     assert [tc["id"] for tc in second.tool_calls] == ["a", "b"]
     out = normalize([human(), first, tool("a"), second, tool("b")])
     kept = out[3]
-    assert [tc["id"] for tc in kept.additional_kwargs["tool_calls"]] == ["b"]
+    ids = [tc["id"] for tc in kept.tool_calls]  # type: ignore[attr-defined]
+    assert ids[1] == "b" and ids[0] != "a"
+    assert [tc["id"] for tc in kept.additional_kwargs["tool_calls"]] == ids
     assert len(second.additional_kwargs["tool_calls"]) == 2
 
 
-def test_normalize_drops_empty_call_ids_and_duplicate_message_ids() -> None:
-    msgs = [human(id="h"), ai("keep", "", "a"), tool(""), tool("a"), human("dup", id="h")]
+def test_normalize_renames_empty_call_ids_and_drops_duplicate_message_ids() -> None:
+    msgs = [human(id="h"), ai("keep", "", "a"), tool("", "r0"), tool("a"), human("dup", id="h")]
     out, report = normalize_with_report(msgs)
-    assert [m.content for m in out] == ["hi", "keep", "ok"]
+    assert [m.content for m in out] == ["hi", "keep", "r0", "ok"]
     assert report.duplicate_messages == 1
-    assert report.duplicate_calls == 1
-    assert report.orphans == 1
+    assert report.renamed_calls == 1
+    assert out[2].tool_call_id == out[1].tool_calls[0]["id"] != ""  # type: ignore[attr-defined]
+    assert validate_history(out) == []
+
+
+def test_normalize_matches_duplicate_ids_in_one_message_by_order() -> None:
+    msgs = [human(), ai("", "a", "a", "a"), tool("a", "r1"), tool("a", "r2"), tool("a", "r3")]
+    out = normalize(msgs)
+    calls = [tc["id"] for tc in out[1].tool_calls]  # type: ignore[attr-defined]
+    assert calls[0] == "a" and len(set(calls)) == 3
+    assert [(m.tool_call_id, m.content) for m in out[2:]] == list(  # type: ignore[attr-defined]
+        zip(calls, ["r1", "r2", "r3"], strict=True)
+    )
     assert validate_history(out) == []
 
 
@@ -496,8 +514,11 @@ def test_prompt_view_shortcut_on_long_history_matches_full_pipeline() -> None:
 
 def test_prompt_view_shortcut_falls_back_when_old_part_is_linked() -> None:
     # The newest turn re-uses a call id from the oldest turn: only the whole
-    # history shows that the re-used call must be dropped.
+    # history shows that the re-used call needs a fresh id.
     msgs = [*_turns(200), human("now"), ai("again", "c0"), tool("c0", "late")]
     view = build_prompt_view(msgs, max_tokens=200, counter=count)
-    assert [m.content for m in view.messages[-2:]] == ["now", "again"]
+    assert [m.content for m in view.messages[-3:]] == ["now", "again", "late"]
+    assert view.messages[-1].tool_call_id not in ("", "c0")  # type: ignore[attr-defined]
     assert validate_history(view.messages) == []
+    full = history._build_view(msgs, [], None, 200, count, ())
+    assert view.messages == full.messages

@@ -35,6 +35,7 @@ from agentgraph.history import (
     truncate_messages_safely,
     validate_history,
 )
+from agentgraph.tool_ids import admit_reply, provider_ids
 
 # --------------------------------------------------------------------------- profiles
 
@@ -279,7 +280,9 @@ def assert_nothing_invented(out: Sequence[BaseMessage], inp: Sequence[BaseMessag
         original = by_tag.get(tag(m)) if tag(m) is not None else None
         assert original is not None, m
         assert m.content == original.content and type(m) is type(original)
-        assert set(call_ids_of(m)) <= set(call_ids_of(original))
+        # A call given a fresh id (repeated or empty provider id) names the old one.
+        renamed = provider_ids(m)
+        assert {renamed.get(c, c) for c in call_ids_of(m)} <= set(call_ids_of(original))
 
 
 def assert_order_kept(out: Sequence[BaseMessage], inp: Sequence[BaseMessage]) -> None:
@@ -505,3 +508,101 @@ def test_prompt_view_window_shortcut_gives_the_full_result(
     full = history._build_view(msgs, live, keep, budget, count, ())
     assert fast.messages == full.messages
     assert (fast.tokens, fast.overflow, fast.dropped) == (full.tokens, full.overflow, full.dropped)
+
+
+# --------------------------------------------------------------------------- provider ids
+
+# How a provider fills tool-call ids: each mode is one that real providers or
+# local servers have been seen to send.
+PROVIDER_ID_MODES = ["fine", "dup_in_message", "reused_across_turns", "empty", "constant"]
+
+
+def _provider_id(mode: str, turn: int, k: int) -> str:
+    if mode == "dup_in_message":
+        return f"call_t{turn}"
+    if mode == "reused_across_turns":
+        return f"call_{k}"
+    if mode == "empty":
+        return ""
+    if mode == "constant":
+        return "call_0"
+    return f"call_t{turn}_{k}"
+
+
+@st.composite
+def provider_sessions(draw: st.DrawFn) -> tuple[list[BaseMessage], list[str]]:
+    """A session stored as the old tools node stored it, with a provider's ids.
+
+    The tools node answers each call with the id the provider gave it, in call
+    order. Returns the history and the contents of every stored result (each
+    unique, so a hidden result is visible as a missing content).
+    """
+    b = _Builder()
+    mode = draw(st.sampled_from(PROVIDER_ID_MODES))
+    msgs: list[BaseMessage] = [b.human("read the five files")]
+    results: list[str] = []
+    for turn in range(draw(st.integers(1, 8))):
+        if draw(st.integers(0, 4)) == 0:
+            msgs.append(b.human(f"and then {turn}"))
+        n = draw(st.integers(1, 4))
+        ids = [_provider_id(mode, turn, k) for k in range(n)]
+        msgs.append(b.ai(draw(st.sampled_from(["", "reading"])), ids))
+        interrupted = draw(st.integers(0, 6)) == 0
+        answered = draw(st.integers(0, n - 1)) if interrupted else n
+        for k in range(answered):
+            content = f"content of file {turn}.{k}"
+            results.append(content)
+            msgs.append(b.tool(ids[k], content))
+        if interrupted:
+            break
+    if draw(st.booleans()):
+        msgs.append(b.ai("all five files read"))
+    return msgs, results
+
+
+@PROFILE
+@given(provider_sessions())
+def test_prompt_view_of_bad_provider_ids_is_valid_and_hides_no_result(
+    session: tuple[list[BaseMessage], list[str]],
+) -> None:
+    msgs, results = session
+    view = build_prompt_view(msgs, counter=count)
+    assert validate_history(view.messages) == []
+    shown = [m.content for m in view.messages if isinstance(m, ToolMessage) and not is_synthetic(m)]
+    assert shown == results  # 0 hidden results, each once, in order
+    calls_in = sum(len(call_ids_of(m)) for m in msgs)
+    assert sum(len(call_ids_of(m)) for m in view.messages) == calls_in  # no call dropped
+    out = normalize(msgs)
+    assert normalize(out) == out
+    assert_nothing_invented(out, msgs)
+
+
+@PROFILE
+@given(provider_sessions())
+def test_ids_admitted_at_the_door_need_no_repair(
+    session: tuple[list[BaseMessage], list[str]],
+) -> None:
+    msgs, results = session
+    stored: list[BaseMessage] = []
+    current: dict[str, list[str]] = {}
+    for msg in msgs:
+        if isinstance(msg, AIMessage):
+            admitted = admit_reply(msg, stored)
+            current = {}
+            for old, new in zip(call_ids_of(msg), call_ids_of(admitted), strict=True):
+                current.setdefault(old, []).append(new)
+            stored.append(admitted)
+        elif isinstance(msg, ToolMessage):
+            # The tools node answers each call of the stored (admitted) message.
+            stored.append(msg.model_copy(update={"tool_call_id": current[msg.tool_call_id].pop(0)}))
+        else:
+            stored.append(msg)
+    ids = [cid for m in stored for cid in call_ids_of(m)]
+    assert all(ids) and len(set(ids)) == len(ids)
+    for original, admitted in zip(msgs, stored, strict=True):
+        renamed = provider_ids(admitted)
+        assert [renamed.get(c, c) for c in call_ids_of(admitted)] == call_ids_of(original)
+    out = normalize(stored)
+    assert validate_history(out) == []
+    assert [m for m in out if not is_synthetic(m)] == stored  # nothing to rename or drop
+    assert [m.content for m in out if isinstance(m, ToolMessage) and not is_synthetic(m)] == results

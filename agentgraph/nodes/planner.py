@@ -15,6 +15,7 @@ from agentgraph.context.tokens import anchored_prompt_tokens
 from agentgraph.deps import AgentDeps
 from agentgraph.nodes.common import allowed_tools, emit, repair_invalid_tool_calls, system_messages
 from agentgraph.state import AppState
+from agentgraph.tool_ids import admit_reply
 
 
 def needs_compaction(
@@ -69,7 +70,8 @@ def make_planner(deps: AgentDeps) -> Callable[[AppState, RunnableConfig], dict[s
         updates.extend(result.state_updates)
         if result.compaction is not None:
             emit({"type": "compaction", **result.compaction})
-        ai = repair_invalid_tool_calls(result.ai)
+        # Provider ids are untrusted: unique in the session before the tools run.
+        ai = admit_reply(repair_invalid_tool_calls(result.ai), [*state["messages"], *updates])
         emit({"type": "prompt_tokens", "tokens": result.prompt_tokens})
         return {"messages": [*updates, ai], "loops": int(state.get("loops") or 0) + 1}
 

@@ -11,7 +11,8 @@ Script replies (JSON-able dicts, also the ``--script FILE.json`` format of the C
 
 * ``{"content": "text"}`` — a text answer (a bare string is accepted too).
 * ``{"tool_calls": [{"name": "read_file", "arguments": {...}, "id"?: "call_1"}],
-  "content"?: "..."}`` — tool calls (ids ``call_<n>`` filled when absent).
+  "content"?: "..."}`` — tool calls (ids ``call_<n>`` filled when absent; an explicit
+  ``""`` is sent as is).
 * ``{"error": {"status": 429, "body": {...} | "text", "headers": {"Retry-After": "1"}}}``
 * ``{"reset": true, "after_chunks"?: 2, "hard"?: false}`` — drop the connection.
 * optional on answers: ``"finish_reason"``, ``"usage"`` (overrides of the computed
@@ -78,6 +79,12 @@ TEXT_PART_TYPES = ("text",)
 
 Reply = Mapping[str, Any] | str | Callable[[dict[str, Any]], Any]
 OnExhausted = Literal["repeat_last", "raise", "answer"]
+# How the server fills tool-call ids, as providers and local servers really do:
+# ``unique`` (OpenAI), ``duplicate`` (one id for every call of a reply), ``reused``
+# (``call_0``, ``call_1``… again in every reply), ``empty`` (``""``), ``constant``
+# (``call_0`` everywhere). Ids given explicitly in the script win.
+IdMode = Literal["unique", "duplicate", "reused", "empty", "constant"]
+ID_MODES: tuple[IdMode, ...] = ("unique", "duplicate", "reused", "empty", "constant")
 EXHAUSTED_ANSWER = "done"
 REPLY_KEYS = frozenset(
     {"content", "tool_calls", "error", "reset", "after_chunks", "hard", "finish_reason"}
@@ -643,6 +650,7 @@ class FakeOpenAIServer:
         require_key: str | None = None,
         known_models: set[str] | frozenset[str] | None = None,
         on_exhausted: OnExhausted = "repeat_last",
+        id_mode: IdMode = "unique",
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -659,6 +667,7 @@ class FakeOpenAIServer:
             known_models: If set, other model names get OpenAI's 404.
             on_exhausted: After the script: ``repeat_last``, ``raise`` (HTTP 500 and a
                 recorded ``script exhausted`` violation) or ``answer`` (``"done"``).
+            id_mode: How tool-call ids absent from the script are filled (see ``IdMode``).
             host: Loopback address to bind.
             port: Port to bind (0 = a free one).
         """
@@ -674,6 +683,9 @@ class FakeOpenAIServer:
         self.require_key = require_key
         self.known_models = set(known_models) if known_models is not None else None
         self.on_exhausted: OnExhausted = on_exhausted
+        if id_mode not in ID_MODES:
+            raise ValueError(f"unknown id_mode {id_mode!r}")
+        self.id_mode: IdMode = id_mode
         self._host = host
         self._port = port
         self._script: list[Reply] = list(script)
@@ -880,17 +892,31 @@ class FakeOpenAIServer:
         if reply.get("reset"):
             return _Plan("reset", 0, reply=reply)
         calls = []
-        for call in reply.get("tool_calls") or []:
+        reply_n = self._new_id()
+        for k, call in enumerate(reply.get("tool_calls") or []):
             arguments = call.get("arguments", {})
+            given = call.get("id")
             calls.append(
                 {
-                    "id": call.get("id") or f"call_{self._new_id()}",
+                    "id": given if isinstance(given, str) else self._call_id(reply_n, k),
                     "name": call["name"],
                     "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
                 }
             )
         reply["tool_calls"] = calls
         return _Plan("answer", 200, reply=reply)
+
+    def _call_id(self, reply_n: int, k: int) -> str:
+        """The id of call ``k`` of a reply under ``id_mode``."""
+        if self.id_mode == "duplicate":
+            return f"call_r{reply_n}"
+        if self.id_mode == "reused":
+            return f"call_{k}"
+        if self.id_mode == "empty":
+            return ""
+        if self.id_mode == "constant":
+            return "call_0"
+        return f"call_{self._new_id()}"
 
     def _new_id(self) -> int:
         with self._lock:
@@ -1334,6 +1360,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--on-exhausted", choices=("repeat_last", "raise", "answer"), default="repeat_last"
     )
+    parser.add_argument("--id-mode", choices=ID_MODES, default="unique")
     parser.add_argument("--report", type=Path, default=None, help="write a JSON report on exit")
     return parser.parse_args(argv)
 
@@ -1360,6 +1387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         require_key=args.require_key,
         known_models=set(args.models) if args.models else None,
         on_exhausted=args.on_exhausted,
+        id_mode=args.id_mode,
         host=args.host,
         port=args.port,
     )
