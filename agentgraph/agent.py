@@ -29,7 +29,8 @@ from agentgraph.context.windows import budget_for
 from agentgraph.deps import AgentDeps
 from agentgraph.graph import build_graph
 from agentgraph.history import agentgraph_kind
-from agentgraph.mentions import attach_to_text, resolve_mentions
+from agentgraph.images import model_accepts_images
+from agentgraph.mentions import resolve_mentions, user_content
 from agentgraph.model import build_chat_model
 from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.persistence.sessions import SessionHooks, ensure_not_in_use, mark_in_use
@@ -224,6 +225,15 @@ class Agent:
             sections.append(listing)
         return sections
 
+    def accepts_images(self) -> bool:
+        """Whether the model in use takes image input (``AGENTGRAPH_VISION``, profile, name)."""
+        profile = getattr(self.deps.model, "profile", None)
+        return model_accepts_images(
+            self.settings.model,
+            profile if isinstance(profile, dict) else None,
+            self.settings.vision,
+        )
+
     def notices(self) -> list[str]:
         """One-line notices about the model set-up (unknown window, estimated counts)."""
         return [n for n in (self.deps.budget.source_notice, self.deps.counter.notice) if n]
@@ -267,6 +277,7 @@ class Agent:
             root=attach_root or workspace,
             skill_ids=catalog.skills,
             count=self.deps.counter.count_text,
+            images_allowed=self.accepts_images(),
             copy_to=copy_to,
         )
         inputs: dict[str, Any] = {}
@@ -280,9 +291,14 @@ class Agent:
                 inputs.update(update)
                 inputs["skill_dirs"] = [*inputs.get("skill_dirs", []), *update["skill_dirs"]]
                 messages.append(skill_message(skill))
-        content = attach_to_text(text, found.attachments)
-        messages.append(HumanMessage(content=content, id=f"user-{uuid.uuid4().hex}"))
+        content = user_content(text, found.attachments, found.images)
+        meta = {"agentgraph": {"images": [i.path for i in found.images]}} if found.images else {}
+        messages.append(
+            HumanMessage(content=content, id=f"user-{uuid.uuid4().hex}", additional_kwargs=meta)
+        )
         inputs["messages"] = messages
+        if found.images:
+            inputs["images"] = [i.path for i in found.images]
         if found.attachments:
             inputs["uploaded_files"] = [a.path for a in found.attachments]
         if found.mentioned:
@@ -291,6 +307,9 @@ class Agent:
         notices += [
             f"attached {a.path}" + (" (truncated)" if a.truncated else "")
             for a in found.attachments
+        ]
+        notices += [
+            f"attached image {i.path} ({i.info.width}x{i.info.height})" for i in found.images
         ]
         notices += [f"loaded skill {s}" for s in found.skills]
         return inputs, notices

@@ -126,6 +126,8 @@ class Settings(BaseSettings):
         validation_alias=_env("AGENTGRAPH_TOOL_OUTPUT_MAX_TOKENS", "TOOL_OUTPUT_MAX_TOKENS"),
     )
     bash: Literal["off", "ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_BASH"))
+    # Whether the model takes images: auto = its profile, else known model families.
+    vision: Literal["auto", "on", "off"] = Field("auto", validation_alias=_env("AGENTGRAPH_VISION"))
     bash_timeout_s: int = Field(
         BASH_TIMEOUT_S_DEFAULT, ge=1, le=3600, validation_alias=_env("AGENTGRAPH_BASH_TIMEOUT_S")
     )

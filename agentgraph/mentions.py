@@ -18,6 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgraph.context.truncation import truncate_text
+from agentgraph.images import (
+    IMAGES_PER_TURN_MAX,
+    ImageError,
+    ImageInfo,
+    image_block,
+    load_image,
+    looks_like_image_path,
+    sniff_image,
+)
 from agentgraph.tools.base import ToolError
 from agentgraph.tools.files import BINARY_SNIFF_BYTES, binary_kind
 from agentgraph.tools.workspace import display_path, resolve_in_workspace
@@ -34,6 +43,11 @@ _TRAILING_PUNCTUATION = ".,;:!?)]}'\""
 # "@" at the start or after whitespace/an opening bracket, so e-mail addresses
 # (user@host) are not mentions; @"quoted path" allows spaces.
 _MENTION_RE = re.compile(r'(?:^|(?<=[\s(\[{]))@(?:"([^"\n]+)"|([^\s"]+))')
+# A file dropped into a terminal is pasted as its path: absolute, maybe quoted, spaces
+# escaped with a backslash. Only image paths are picked up this way.
+_DROPPED_IMAGE_RE = re.compile(
+    r"""(?:^|(?<=\s))(?:'(/[^'\n]+)'|"(/[^"\n]+)"|(/(?:\\ |[^\s'"])+))""", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -53,11 +67,27 @@ class Attachment:
     truncated: bool
 
 
+@dataclass(frozen=True)
+class ImageAttachment:
+    """An image attached by ``@shot.png`` or by dropping its path into the prompt.
+
+    Attributes:
+        path: The path recorded in ``images`` (workspace-relative when inside it).
+        info: Format and size.
+        block: The content block sent to the model.
+    """
+
+    path: str
+    info: ImageInfo
+    block: dict[str, object]
+
+
 @dataclass
 class MentionResult:
     """Everything the mentions of one message amount to."""
 
     attachments: list[Attachment] = field(default_factory=list)
+    images: list[ImageAttachment] = field(default_factory=list)
     skills: list[str] = field(default_factory=list)
     agents: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -85,6 +115,22 @@ def parse_mentions(text: str) -> list[str]:
         if len(found) >= MENTIONS_MAX:
             break
     return found
+
+
+def dropped_image_paths(text: str) -> list[str]:
+    """Absolute image paths pasted into ``text`` (a file dropped into the terminal)."""
+    found: list[str] = []
+    for match in _DROPPED_IMAGE_RE.finditer(text):
+        raw = match.group(1) or match.group(2) or (match.group(3) or "").replace("\\ ", " ")
+        raw = raw.rstrip(_TRAILING_PUNCTUATION) if not (match.group(1) or match.group(2)) else raw
+        if looks_like_image_path(raw) and raw not in found:
+            found.append(raw)
+    return found[:IMAGES_PER_TURN_MAX]
+
+
+def _image_attachment(real: Path, shown: str) -> ImageAttachment:
+    info, data = load_image(real)
+    return ImageAttachment(path=shown, info=info, block=image_block(info, data))
 
 
 def read_attachment(real: Path) -> str:
@@ -115,6 +161,7 @@ def resolve_mentions(
     skill_ids: Iterable[str],
     count: Callable[[str], int],
     copy_to: Path | None = None,
+    images_allowed: bool = True,
     file_max_tokens: int = MENTION_FILE_MAX_TOKENS,
     total_max_tokens: int = MENTION_TOTAL_MAX_TOKENS,
 ) -> MentionResult:
@@ -132,6 +179,8 @@ def resolve_mentions(
         count: Token counter for the caps.
         copy_to: Workspace of an isolated session: attached files are copied to its
             ``uploads/`` folder and recorded by that path.
+        images_allowed: Whether the model accepts images; when not, image mentions
+            are refused with a problem line instead of attached.
         file_max_tokens: Cap per attached file.
         total_max_tokens: Cap on all attachments of the message.
 
@@ -152,6 +201,10 @@ def resolve_mentions(
         looks_like_path = "/" in target or "." in target
         try:
             real = resolve_in_workspace(root, target, must_exist=True)
+            if looks_like_image_path(real.name) or _sniff_file(real) is not None:
+                shown = display_path(root, real)
+                _add_image(result, real, shown, images_allowed, label=f"@{target}")
+                continue
             content = read_attachment(real)
         except ToolError as exc:
             if looks_like_path:
@@ -173,7 +226,50 @@ def resolve_mentions(
         cut = truncate_text(content, min(file_max_tokens, remaining), count=count)
         remaining -= count(cut.text)
         result.attachments.append(Attachment(target, shown, cut.text, cut.truncated))
+    for dropped in dropped_image_paths(text):
+        _add_image(result, Path(dropped), dropped, images_allowed)
     return result
+
+
+def _sniff_file(real: Path) -> ImageInfo | None:
+    try:
+        with real.open("rb") as fh:
+            return sniff_image(fh.read(BINARY_SNIFF_BYTES))
+    except OSError:
+        return None
+
+
+def _add_image(
+    result: MentionResult, real: Path, shown: str, allowed: bool, *, label: str | None = None
+) -> None:
+    """Attach one image to ``result``, or record why not (one line, naming ``label``)."""
+    label = label or shown
+    if any(img.path == shown for img in result.images):
+        return
+    if not allowed:
+        result.problems.append(
+            f"{label} not attached: the model does not accept images "
+            "(set AGENTGRAPH_VISION=on if it does)"
+        )
+        return
+    if len(result.images) >= IMAGES_PER_TURN_MAX:
+        result.problems.append(f"{label} not attached: at most {IMAGES_PER_TURN_MAX} images a turn")
+        return
+    try:
+        result.images.append(_image_attachment(real, shown))
+    except ImageError as exc:
+        result.problems.append(f"{label} not attached: {exc}")
+
+
+def user_content(
+    text: str, attachments: Iterable[Attachment], images: Iterable[ImageAttachment]
+) -> str | list[str | dict[str, object]]:
+    """Content of the user message: text with file blocks, then image blocks if any."""
+    body = attach_to_text(text, attachments)
+    blocks = [img.block for img in images]
+    if not blocks:
+        return body
+    return [{"type": "text", "text": body}, *blocks]
 
 
 def attach_to_text(text: str, attachments: Iterable[Attachment]) -> str:
