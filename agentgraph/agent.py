@@ -6,7 +6,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,9 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import StreamMode
+from langgraph.types import Command, StreamMode
 
+from agentgraph.approvals import APPROVAL_TYPE
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor
 from agentgraph.context.retry import RetryPolicy
@@ -35,6 +36,7 @@ from agentgraph.model import build_chat_model
 from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.persistence.sessions import SessionHooks, ensure_not_in_use, mark_in_use
 from agentgraph.persistence.store import Store
+from agentgraph.runctx import RunContext
 from agentgraph.skills import (
     SkillCatalog,
     activation_update,
@@ -104,6 +106,8 @@ class TurnResult:
     output_tokens: int
     tool_calls: int
     prompt_tokens: int | None
+    # Approval questions the turn stopped at (answer them with Agent.stream_resume).
+    pending_approvals: list[dict[str, Any]] = field(default_factory=list)
 
 
 def message_text(message: BaseMessage) -> str:
@@ -128,7 +132,6 @@ class Agent:
         store: Opened store (checkpointer + session index).
         model: Chat model to use instead of building one from settings (tests).
         base_env: Environment for tool subprocesses (secrets are scrubbed).
-        approve_command: Callback asked before each shell command when bash=ask.
         sleep: Backoff sleep (tests pass a fake).
         summarizer: Model for compaction summaries (default: AGENTGRAPH_SUMMARY_MODEL or
             the main model).
@@ -143,7 +146,6 @@ class Agent:
         *,
         model: BaseChatModel | None = None,
         base_env: Mapping[str, str] | None = None,
-        approve_command: Callable[[str], bool] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         summarizer: BaseChatModel | None = None,
         titler: BaseChatModel | None = None,
@@ -159,10 +161,10 @@ class Agent:
             )
         counter = get_counter(settings.model)
         budget = budget_for(settings)
-        tools = build_tools(settings, base_env=base_env, approve_command=approve_command)
+        tools = build_tools(settings, base_env=base_env)
         delegate = settings.subagent_max_depth > 0
         names = [t.name for t in tools] + ["load_skill"] + ([SUBAGENT_TOOL] if delegate else [])
-        tools.append(make_load_skill_tool(self._skills_for_state, names))
+        tools.append(make_load_skill_tool(self.skills, names))
         # The runner gets the graph once it is compiled (the tool is part of the graph).
         self.subagents = SubagentRunner(
             settings,
@@ -208,10 +210,7 @@ class Agent:
         """The skills visible from ``workspace`` (repo, home, workspace sources)."""
         return catalog_for(self.settings.home, workspace)
 
-    def _skills_for_state(self, state: Mapping[str, Any]) -> SkillCatalog:
-        return self.skills(state.get("workspace_path"))
-
-    def _system_sections(self, state: Mapping[str, Any]) -> list[str]:
+    def _system_sections(self, state: Mapping[str, Any], workspace: str) -> list[str]:
         """Skills listing (names and descriptions only) and the delegation hint."""
         sections: list[str] = []
         allowed = state.get("allowed_tools")
@@ -220,7 +219,7 @@ class Agent:
         delegate = any(t.name == SUBAGENT_TOOL for t in self.deps.tools)
         if delegate and usable and SUBAGENT_TOOL not in denied:
             sections.append(SUBAGENT_PROMPT_SECTION)
-        listing = skills_prompt_section(self._skills_for_state(state), state.get("active_skill"))
+        listing = skills_prompt_section(self.skills(workspace), state.get("active_skill"))
         if listing:
             sections.append(listing)
         return sections
@@ -242,6 +241,21 @@ class Agent:
         """Run config for ``thread_id`` (no secrets: configs may be persisted)."""
         limit = self.settings.max_loops * RECURSION_STEPS_PER_LOOP + RECURSION_SLACK_STEPS
         return RunnableConfig(configurable={"thread_id": thread_id}, recursion_limit=limit)
+
+    def run_context(self, thread_id: str, workspace: Path) -> RunContext:
+        """The runtime context of a turn of ``thread_id`` in ``workspace`` (not checkpointed)."""
+        return RunContext(
+            workspace_path=str(workspace),
+            thread_id=thread_id,
+            artifacts_dir=str(self.deps.artifacts_dir(thread_id)),
+            max_loops=self.settings.max_loops,
+            user_id=self.settings.user_id,
+        )
+
+    def _workspace_of(self, thread_id: str) -> str:
+        """The workspace recorded for a stored session (for prompts built outside a run)."""
+        info = self.store.index.get(thread_id)
+        return info.workspace if info is not None and info.workspace else str(Path.cwd())
 
     def messages(self, thread_id: str) -> list[BaseMessage]:
         """The stored history of ``thread_id`` (empty when unknown)."""
@@ -338,9 +352,19 @@ class Agent:
         cancel_running_searches()
 
     def stream_turn(
-        self, thread_id: str, text: str, workspace: Path, *, attach_root: Path | None = None
+        self,
+        thread_id: str,
+        text: str,
+        workspace: Path,
+        *,
+        attach_root: Path | None = None,
+        can_ask: bool = True,
     ) -> Iterator[Event]:
         """Run one user turn, yielding UI events; the last event is ``turn_end``.
+
+        When a tool call needs the user's approval the run stops at a LangGraph
+        interrupt: ``approval`` events carry the questions, ``turn_end``'s result lists
+        them in ``pending_approvals``, and :meth:`stream_resume` continues the turn.
 
         Args:
             thread_id: The session.
@@ -348,6 +372,8 @@ class Agent:
             workspace: The session workspace.
             attach_root: Folder ``@path`` mentions resolve in when it is not the
                 workspace (an isolated session: files are copied to ``uploads/``).
+            can_ask: Whether approval questions can be put to the user; False
+                (``agentgraph run``) declines the calls that need one.
         """
         workspace = workspace.resolve()
         self.cancelled.clear()
@@ -363,17 +389,61 @@ class Agent:
         inputs: dict[str, Any] = {
             **mention_inputs,
             "loops": 0,
-            "max_loops": self.settings.max_loops,
-            "workspace_path": str(workspace),
-            "thread_id": thread_id,
             "context_id": info.context_id,
-            "artifacts_dir": str(self.deps.artifacts_dir(thread_id)),
+            "user_id": self.settings.user_id,
         }
+        yield from self._stream(thread_id, workspace, inputs, info, can_ask=can_ask)
+
+    def pending_approvals(self, thread_id: str) -> list[dict[str, Any]]:
+        """Approval questions the session is stopped at (``id`` + the interrupt payload).
+
+        A session killed while a question was on screen still has it: the REPL asks
+        it again on resume, before anything else.
+        """
+        snapshot = self.graph.get_state(self.config(thread_id))
+        return [
+            {**intr.value, "id": intr.id}
+            for intr in snapshot.interrupts
+            if isinstance(intr.value, dict) and intr.value.get("type") == APPROVAL_TYPE
+        ]
+
+    def stream_resume(
+        self, thread_id: str, workspace: Path, answers: Mapping[str, Any]
+    ) -> Iterator[Event]:
+        """Continue a turn stopped at approval questions; events as :meth:`stream_turn`.
+
+        Args:
+            thread_id: The session.
+            workspace: The session workspace.
+            answers: Interrupt id -> answer (True/False, ``"y"``/``"n"``…; see
+                ``approvals.is_approved``), as LangGraph's ``Command(resume=...)`` takes.
+        """
+        workspace = workspace.resolve()
+        self.cancelled.clear()
+        ensure_not_in_use(self.settings.home, thread_id, "continue")
+        mark_in_use(self.settings.home, thread_id)
+        info = self._touch_index(thread_id, workspace, "")
+        yield from self._stream(thread_id, workspace, Command(resume=dict(answers)), info)
+
+    def _stream(
+        self,
+        thread_id: str,
+        workspace: Path,
+        graph_input: Any,
+        info: SessionInfo,
+        *,
+        can_ask: bool = True,
+    ) -> Iterator[Event]:
+        """Stream the graph on ``graph_input`` and turn its output into UI events."""
         usage_in = usage_out = tool_calls = 0
         answer = ""
         prompt_tokens: int | None = None
+        context = replace(self.run_context(thread_id, workspace), can_ask=can_ask)
         stream: Iterator[Any] = self.graph.stream(
-            inputs, self.config(thread_id), stream_mode=STREAM_MODES
+            graph_input,
+            self.config(thread_id),
+            context=context,
+            stream_mode=STREAM_MODES,
         )
         stream = self._cancelling_subagents(stream)
         for mode, payload in stream:
@@ -436,7 +506,10 @@ class Agent:
         if latest is not None:
             info.title, info.title_source = latest.title, latest.title_source
         self.store.index.upsert(info)
-        self.sessions.after_turn(thread_id, workspace, history)
+        pending = [] if self.cancelled.is_set() else self.pending_approvals(thread_id)
+        yield from pending  # {"type": "approval", "id", "tool", "command" | "path", …}
+        if not pending:  # a turn waiting for an answer is not over yet
+            self.sessions.after_turn(thread_id, workspace, history)
         yield {
             "type": "turn_end",
             "result": TurnResult(
@@ -446,6 +519,7 @@ class Agent:
                 output_tokens=usage_out,
                 tool_calls=tool_calls,
                 prompt_tokens=prompt_tokens,
+                pending_approvals=pending,
             ),
         }
 
@@ -464,7 +538,7 @@ class Agent:
         messages = list(state.get("messages") or [])
         report = context_report(
             since_last_boundary(messages),
-            system=system_messages(state, self.deps),
+            system=system_messages(state, self.deps, workspace=self._workspace_of(thread_id)),
             tools=allowed_tools(state, self.deps),
             counter=self.deps.counter,
             budget=self.deps.budget,
@@ -493,13 +567,14 @@ class Agent:
             return None
         from agentgraph.nodes.common import allowed_tools, system_messages
 
+        workspace = self._workspace_of(thread_id)
         outcome = self.deps.compactor(
             messages,
             trigger="manual",
-            system=system_messages(state, self.deps),  # type: ignore[arg-type]
+            system=system_messages(state, self.deps, workspace=workspace),  # type: ignore[arg-type]
             tools=allowed_tools(state, self.deps),  # type: ignore[arg-type]
             focus=focus,
-            workspace=state.get("workspace_path"),
+            workspace=workspace,
         )
         if outcome is None:
             return None
@@ -524,19 +599,32 @@ class Agent:
         on_event: OnEvent | None = None,
         *,
         attach_root: Path | None = None,
+        approve: Callable[[dict[str, Any]], Any] | None = None,
     ) -> TurnResult:
         """Run one user turn to completion and return its result.
 
         Ctrl-C during the turn cancels it: subagents and running commands stop
         (see ``sigint_cancels`` and :meth:`cancel`).
         ``attach_root`` is passed to :meth:`stream_turn`.
+
+        Args:
+            approve: Answers an approval question (the ``approval`` event) between
+                graph runs; None means nobody can be asked, so calls that need approval
+                are declined (``agentgraph run``).
         """
         result: TurnResult | None = None
+        events = self.stream_turn(
+            thread_id, text, workspace, attach_root=attach_root, can_ask=approve is not None
+        )
         with sigint_cancels(self.cancel):
-            for event in self.stream_turn(thread_id, text, workspace, attach_root=attach_root):
-                if on_event is not None:
-                    on_event(event)
-                if event["type"] == "turn_end":
-                    result = event["result"]
-        assert result is not None
-        return result
+            while True:
+                for event in events:
+                    if on_event is not None:
+                        on_event(event)
+                    if event["type"] == "turn_end":
+                        result = event["result"]
+                assert result is not None
+                if not result.pending_approvals or approve is None:
+                    return result
+                answers = {q["id"]: approve(q) for q in result.pending_approvals}
+                events = self.stream_resume(thread_id, workspace, answers)

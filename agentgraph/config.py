@@ -44,6 +44,21 @@ POSTGRES_CONNECT_TIMEOUT_S_DEFAULT = 10.0
 DB_PASSWORD_REDACT_MIN_CHARS = 8
 
 
+DEFAULT_USER_ID = "user"
+USER_ID_MAX_CHARS = 128
+
+
+def os_user_name() -> str:
+    """The OS user name (``AGENTGRAPH_USER_ID``'s default), or ``"user"`` if unknown."""
+    import getpass
+
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no USER/LOGNAME (containers)
+        return DEFAULT_USER_ID
+    return name or DEFAULT_USER_ID
+
+
 def _env(*names: str) -> AliasChoices:
     return AliasChoices(*names)
 
@@ -128,6 +143,15 @@ class Settings(BaseSettings):
     bash: Literal["off", "ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_BASH"))
     # Whether the model takes images: auto = its profile, else known model families.
     vision: Literal["auto", "on", "off"] = Field("auto", validation_alias=_env("AGENTGRAPH_VISION"))
+    # write_file / edit_file: "ask" pauses the run for the user's approval of each change.
+    edits: Literal["ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_EDITS"))
+    # Who runs the agent: recorded in each turn's state (the scope of per-user data).
+    user_id: str = Field(
+        default_factory=os_user_name,
+        min_length=1,
+        max_length=USER_ID_MAX_CHARS,
+        validation_alias=_env("AGENTGRAPH_USER_ID"),
+    )
     bash_timeout_s: int = Field(
         BASH_TIMEOUT_S_DEFAULT, ge=1, le=3600, validation_alias=_env("AGENTGRAPH_BASH_TIMEOUT_S")
     )

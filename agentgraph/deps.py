@@ -10,11 +10,13 @@ from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 from agentgraph.config import Settings
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.windows import Budget
+from agentgraph.runctx import RunContext, artifacts_dir_for, complete_context
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -66,11 +68,18 @@ class AgentDeps:
     budget: Budget
     compactor: Compactor | None = None
     sleep: Callable[[float], None] = time.sleep
-    extra_system_sections: Callable[[Any], Sequence[str]] | None = None
+    # Prompt sections for (state, workspace): the skills listing, the delegation hint.
+    extra_system_sections: Callable[[Any, str], Sequence[str]] | None = None
     # The subagent runner (agentgraph.subagents.SubagentRunner) holding the compiled
     # graph, so call_subagent can run child threads on it; None when not wired.
     subagents: Any = None
+    # The LangGraph server's workspace: it overrides whatever a client's run context says.
+    pinned_workspace: Path | None = None
 
     def artifacts_dir(self, thread_id: str) -> Path:
         """Folder holding full tool outputs for ``thread_id``."""
-        return self.settings.home / "artifacts" / thread_id
+        return artifacts_dir_for(self.settings, thread_id)
+
+    def run_context(self, raw: Any, config: RunnableConfig | None = None) -> RunContext:
+        """This run's completed ``RunContext`` (see ``runctx.complete_context``)."""
+        return complete_context(raw, self.settings, config, pinned_workspace=self.pinned_workspace)

@@ -6,8 +6,6 @@ import platform
 from collections.abc import Sequence
 from datetime import datetime
 
-from agentgraph.state import AppState
-
 SYSTEM_PROMPT_TEMPLATE = """\
 You are agentgraph, a careful software engineering agent working in a workspace on the \
 user's machine. Use the tools to inspect and change files and to run commands; do not guess \
@@ -37,13 +35,13 @@ LOOP_CAP_TOOL_RESULT = "not executed: the step limit ({max_loops}) for this requ
 
 
 def build_system_prompt(
-    state: AppState, *, extra_sections: Sequence[str] = (), now: datetime | None = None
+    workspace: str, *, extra_sections: Sequence[str] = (), now: datetime | None = None
 ) -> str:
-    """The system prompt for this state: workspace, date, OS and extra sections."""
+    """The system prompt of a run in ``workspace``: workspace, date, OS and extra sections."""
     moment = now or datetime.now().astimezone()
     extra = "\n".join(s for s in extra_sections if s)
     return SYSTEM_PROMPT_TEMPLATE.format(
-        workspace=state.get("workspace_path", "."),
+        workspace=workspace,
         date=moment.strftime("%Y-%m-%d (%A)"),
         os=f"{platform.system()} {platform.release()}",
         extra=("\n" + extra) if extra else "",

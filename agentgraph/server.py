@@ -7,10 +7,16 @@ its own checkpointer (PostgreSQL in a deployment), so the graph is compiled with
 The served graph is the CLI's graph (``agentgraph.graph.build_graph`` over the same
 :class:`~agentgraph.agent.Agent` dependencies: tools, skills, subagents, compaction)
 with one node in front, ``turn_start``. A server client sends only
-``{"messages": [...]}``; ``turn_start`` supplies what the CLI passes with every turn:
-the loop counter reset to 0, ``max_loops`` from the settings, the thread id and the
-workspace. The workspace is the server's (``AGENTGRAPH_SERVER_WORKSPACE``, default the
-server's working directory): a client cannot point the agent at another directory.
+``{"messages": [...]}``; ``turn_start`` resets the loop counter to 0 and records the
+user, as the CLI's turn input does. Run data comes from the run's ``context``
+(LangGraph's runtime context, see ``agentgraph/runctx.py``), every field optional:
+``max_loops`` (at most the server's ``MAX_LOOPS``), ``user_id`` (default: the server's
+``AGENTGRAPH_USER_ID``); the thread id is the run's. The workspace and artifacts folder
+are always the server's (``AGENTGRAPH_SERVER_WORKSPACE``, default the server's working
+directory): a client cannot point the agent at another directory.
+
+Approvals (``AGENTGRAPH_BASH=ask``, ``AGENTGRAPH_EDITS=ask``) reach the client as
+ordinary LangGraph interrupts; it answers with ``Command(resume=...)``.
 
 Settings come from the server's environment and ``.env`` (this module is an edge, like
 the CLI). Secrets stay there: nothing secret goes into the graph, its state or config.
@@ -26,17 +32,18 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 
 from agentgraph.agent import RECURSION_SLACK_STEPS, RECURSION_STEPS_PER_LOOP, Agent
 from agentgraph.config import Settings
 from agentgraph.graph import build_graph
 from agentgraph.persistence.index import SessionInfo
 from agentgraph.persistence.store import Store
+from agentgraph.runctx import RunContext
 from agentgraph.state import MAIN_CONTEXT_ID, AppState
 
 TURN_START_NODE = "turn_start"
 SERVER_GRAPH_NAME = "agentgraph"
-SERVER_THREAD_FALLBACK = "server"
 
 
 class MemorySessionIndex:
@@ -90,19 +97,17 @@ class MemorySessionIndex:
         raise AttributeError(f"MemorySessionIndex has no {name!r} (server mode)")
 
 
-def make_turn_start(settings: Settings, agent: Agent, workspace: Path) -> Any:
+def make_turn_start(agent: Agent) -> Any:
     """The node that starts every server turn the way ``Agent.stream_turn`` does."""
 
-    def turn_start(state: AppState, config: RunnableConfig) -> dict[str, Any]:
-        configurable = config.get("configurable") or {}
-        thread_id = str(configurable.get("thread_id") or SERVER_THREAD_FALLBACK)
+    def turn_start(
+        state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]
+    ) -> dict[str, Any]:
+        ctx = agent.deps.run_context(runtime.context, config)
         return {
             "loops": 0,
-            "max_loops": settings.max_loops,
-            "workspace_path": str(workspace),
-            "thread_id": thread_id,
             "context_id": state.get("context_id") or MAIN_CONTEXT_ID,
-            "artifacts_dir": str(agent.deps.artifacts_dir(thread_id)),
+            "user_id": ctx.user_id,
         }
 
     return turn_start
@@ -127,9 +132,10 @@ def build_server_graph(
     local = Store(checkpointer=InMemorySaver(), index=MemorySessionIndex(), location="memory")
     # base_env=None: tool subprocesses get a minimal environment, never the server's.
     agent = Agent(settings, local, model=model)
+    agent.deps.pinned_workspace = root  # whatever a client's run context says
     builder = build_graph(agent.deps).builder
     builder.compiled = False  # a fresh builder from build_graph: safe to extend
-    builder.add_node(TURN_START_NODE, make_turn_start(settings, agent, root))
+    builder.add_node(TURN_START_NODE, make_turn_start(agent))
     entries = {end for start, end in builder.edges if start == START}
     builder.edges -= {(START, end) for end in entries}
     builder.add_edge(START, TURN_START_NODE)

@@ -30,6 +30,8 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 
+from agentgraph.runctx import RunContext, context_of
+
 SKILL_FILE_NAME = "SKILL.md"
 WORKSPACE_SKILLS_DIR = Path(".agentgraph") / "skills"
 HOME_SKILLS_DIR_NAME = "skills"
@@ -328,14 +330,15 @@ def skill_message(skill: Skill) -> HumanMessage:
     )
 
 
-CatalogProvider = Callable[[Mapping[str, Any]], SkillCatalog]
+# The skill catalog seen from a workspace.
+CatalogProvider = Callable[[str], SkillCatalog]
 
 
 def make_load_skill_tool(catalog: CatalogProvider, tool_names: Sequence[str]) -> BaseTool:
     """Build the ``load_skill`` tool.
 
     Args:
-        catalog: Returns the skill catalog for a graph state (its workspace).
+        catalog: Returns the skill catalog seen from a workspace (the run's).
         tool_names: Every tool name the agent has (to validate ``allowed_tools``).
 
     Returns:
@@ -343,14 +346,14 @@ def make_load_skill_tool(catalog: CatalogProvider, tool_names: Sequence[str]) ->
     """
 
     @tool(LOAD_SKILL_TOOL, parse_docstring=True)
-    def load_skill(name: str, runtime: ToolRuntime) -> Command[Any] | str:
+    def load_skill(name: str, runtime: ToolRuntime[RunContext, Any]) -> Command[Any] | str:
         """Load a skill's instructions (listed under Skills in the system prompt).
 
         Args:
             name: The skill id, e.g. python-tests.
         """
         state: Mapping[str, Any] = runtime.state if isinstance(runtime.state, Mapping) else {}
-        found = catalog(state)
+        found = catalog(context_of(runtime).workspace_path)
         skill = found.find(name)
         if skill is None:
             known = ", ".join(sorted(found.skills)) or "none"

@@ -39,7 +39,11 @@ class Todo(TypedDict):
 
 
 class AppState(TypedDict, total=False):
-    """State that flows planner -> tools -> planner ... -> finalize."""
+    """State that flows planner -> tools -> planner ... -> finalize.
+
+    Run data (workspace, thread id, artifacts folder, loop cap) is not here: it travels
+    in the runtime context (``agentgraph/runctx.py``) and is never checkpointed.
+    """
 
     # Stored as deltas (only each step's new messages + periodic snapshots), with
     # exactly add_messages' semantics: see persistence/delta.py.
@@ -48,18 +52,20 @@ class AppState(TypedDict, total=False):
     allowed_tools: Annotated[list[str] | None, replace]
     persistent_tools: Annotated[list[str], merge_unique]
     active_skill: Annotated[str | None, replace]
+    # @agent / @skill names the user mentioned; shown by the REPL's /current.
     mentioned_agents: Annotated[list[str], merge_unique]
     context_id: Annotated[str, replace]
     parent_context: Annotated[str | None, replace]
+    # Model calls in the current turn; reset to 0 by every turn's input.
     loops: Annotated[int, replace]
-    max_loops: Annotated[int, replace]
+    # The session's chosen model; read by the REPL's /model (not yet written by anything).
     model_pref: Annotated[str | None, replace]
-    thread_id: Annotated[str, replace]
+    # Who ran the latest turn (AGENTGRAPH_USER_ID): the scope of per-user memory; /current.
     user_id: Annotated[str | None, replace]
-    workspace_path: Annotated[str, replace]
+    # Files attached with @path (workspace-relative); shown by /current.
     uploaded_files: Annotated[list[str], merge_unique]
+    # Images attached to the session; read by image input (not yet written by anything).
     images: Annotated[list[str], merge_unique]
-    artifacts_dir: Annotated[str | None, replace]
     # Tools a subagent's caller excluded: neither a skill nor allowed_tools brings them back.
     denied_tools: Annotated[list[str], merge_unique]
     # Folders of loaded skills: read_file may read them even outside the workspace.

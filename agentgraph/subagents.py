@@ -43,6 +43,7 @@ from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import truncate_text
 from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_title
 from agentgraph.prompts import LOOP_CAP_TOOL_RESULT
+from agentgraph.runctx import RunContext, context_of
 from agentgraph.state import MAIN_CONTEXT_ID
 
 SUBAGENT_TOOL = "call_subagent"
@@ -203,6 +204,7 @@ class SubagentRunner:
         self,
         task: str,
         state: Mapping[str, Any],
+        context: RunContext,
         *,
         max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
         exclude_tools: Sequence[str] = (),
@@ -213,6 +215,7 @@ class SubagentRunner:
         Args:
             task: What the subagent must do (its only message).
             state: The caller's graph state.
+            context: The caller's run context (its workspace, thread and user).
             max_loops: The subagent's own loop cap (bounded by ``settings.max_loops``).
             exclude_tools: Tools the subagent may not use.
             emit: UI event sink of the caller (start/end notices).
@@ -220,7 +223,7 @@ class SubagentRunner:
         Returns:
             The outcome; never raises for a subagent failure.
         """
-        parent_thread = str(state.get("thread_id") or "")
+        parent_thread = context.thread_id
         parent_context = str(state.get("context_id") or MAIN_CONTEXT_ID)
         depth = self.depth_of(parent_thread) + 1
         limit = self.settings.subagent_max_depth
@@ -242,7 +245,7 @@ class SubagentRunner:
         loops_cap = max(1, min(int(max_loops), self.settings.max_loops))
         thread_id, context_id = new_subagent_ids()
         allowed, denied = self.child_tools(state, exclude_tools, depth >= limit)
-        workspace = str(state.get("workspace_path") or "")
+        workspace = context.workspace_path
         now = time.time()
         self.index.upsert(
             SessionInfo(
@@ -260,9 +263,7 @@ class SubagentRunner:
             "messages": [HumanMessage(content=task, id=f"user-{uuid.uuid4().hex}")],
             "todos": [],
             "loops": 0,
-            "max_loops": loops_cap,
-            "workspace_path": workspace,
-            "thread_id": thread_id,
+            "user_id": context.user_id,
             "context_id": context_id,
             "parent_context": parent_context,
             "allowed_tools": allowed,
@@ -270,11 +271,19 @@ class SubagentRunner:
             "denied_tools": denied,
             "active_skill": None,
             "mentioned_agents": [],
-            "artifacts_dir": str(self.artifacts_dir(thread_id)),
         }
+        # A subagent runs unattended: it cannot put an approval question to the user.
+        child = RunContext(
+            workspace_path=workspace,
+            thread_id=thread_id,
+            artifacts_dir=str(self.artifacts_dir(thread_id)),
+            max_loops=loops_cap,
+            user_id=context.user_id,
+            can_ask=False,
+        )
         if emit is not None:
             emit({"type": "subagent_start", "context_id": context_id, "task": shorten_title(task)})
-        outcome = self._run_thread(inputs, thread_id, context_id, loops_cap)
+        outcome = self._run_thread(inputs, child, context_id)
         self._record(thread_id)
         if emit is not None:
             emit(
@@ -288,8 +297,9 @@ class SubagentRunner:
         return outcome
 
     def _run_thread(
-        self, inputs: dict[str, Any], thread_id: str, context_id: str, loops_cap: int
+        self, inputs: dict[str, Any], child: RunContext, context_id: str
     ) -> SubagentOutcome:
+        thread_id, loops_cap = child.thread_id, child.max_loops
         config = self._config(thread_id, loops_cap)
         generation = self.generation
         stop = threading.Event()
@@ -300,7 +310,8 @@ class SubagentRunner:
 
         def drive() -> None:
             try:
-                for _ in self.graph.stream(inputs, config, stream_mode="updates"):
+                updates = self.graph.stream(inputs, config, context=child, stream_mode="updates")
+                for _ in updates:
                     if cancelled():
                         raise SubagentCancelled()
                 box["done"] = True
@@ -420,7 +431,7 @@ def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
     @tool(SUBAGENT_TOOL, parse_docstring=True)
     def call_subagent(
         task: str,
-        runtime: ToolRuntime,
+        runtime: ToolRuntime[RunContext, Any],
         max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
         exclude_tools: list[str] | None = None,
     ) -> ToolMessage:
@@ -445,6 +456,7 @@ def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
         outcome = runner.run(
             task,
             state,
+            context_of(runtime),
             max_loops=max_loops,
             exclude_tools=list(exclude_tools or []),
             emit=emit,

@@ -80,9 +80,17 @@ def _two_turns(factory: Callable[..., Any], server: FakeOpenAIServer, saver: Any
         {"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]},
         {"content": "There is a.txt."},
     )
-    out = graph.invoke({"messages": [{"role": "user", "content": "read a.txt"}]}, config)
+    # A client's run context cannot move the agent out of the server's workspace.
+    hostile = {"workspace_path": "/", "artifacts_dir": "/tmp", "max_loops": 400}
+    out = graph.invoke(
+        {"messages": [{"role": "user", "content": "read a.txt"}]}, config, context=hostile
+    )
     assert out["messages"][-1].content == "It says alpha."
-    assert out["loops"] == 2 and out["workspace_path"] == str(Path.cwd() / "ws")
+    assert out["loops"] == 2 and out["user_id"]
+    # Run data is not state: nothing of it was checkpointed.
+    assert {"workspace_path", "thread_id", "artifacts_dir", "max_loops"}.isdisjoint(out)
+    system = server.requests[0]["messages"][0]["content"]
+    assert str(Path.cwd() / "ws") in system
     out = graph.invoke({"messages": [{"role": "user", "content": "list files"}]}, config)
     assert out["messages"][-1].content == "There is a.txt."
     history = out["messages"]

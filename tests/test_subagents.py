@@ -17,6 +17,7 @@ from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.history import validate_history
 from agentgraph.persistence import Store, open_store
+from agentgraph.runctx import RunContext
 from agentgraph.subagents import SUBAGENT_RESULT_MAX_TOKENS, SUBAGENT_TOOL
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools, tool_call
@@ -210,8 +211,8 @@ def test_depth_limit(make_settings: Callable[..., Settings], workspace: Path) ->
         (only,) = store.index.children("p")
         assert store.index.children(only.thread_id) == []
         # The runner itself refuses a call from a thread already at the limit.
-        state = {"thread_id": only.thread_id, "workspace_path": str(workspace)}
-        refused = agent.subagents.run("anything", state)
+        context = RunContext(workspace_path=str(workspace), thread_id=only.thread_id)
+        refused = agent.subagents.run("anything", {}, context)
         assert refused.ok is False and "nest 1 level" in refused.result
 
 

@@ -5,7 +5,6 @@ import re
 import secrets
 import threading
 import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from agentgraph.config import Settings
+from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 from agentgraph.tools import build_tools, format_tool_error
 from agentgraph.tools.bash import (
@@ -48,12 +48,11 @@ def run_bash(
     *,
     settings: Settings,
     base_env: dict[str, str] | None = None,
-    approve: Callable[[str], bool] | None = None,
     **args: Any,
 ) -> ToolMessage:
     """One run_bash call through a real ToolNode, in a thread guarded against hangs."""
-    tools = build_tools(settings, base_env=base_env, approve_command=approve)
-    graph = StateGraph(AppState)
+    tools = build_tools(settings, base_env=base_env)
+    graph = StateGraph(AppState, context_schema=RunContext)
     graph.add_node("tools", ToolNode(tools, handle_tool_errors=format_tool_error))
     graph.add_edge(START, "tools")
     graph.add_edge("tools", END)
@@ -65,7 +64,7 @@ def run_bash(
 
     def target() -> None:
         box["out"] = graph.compile().invoke(
-            {"messages": [message], "workspace_path": str(workspace)}
+            {"messages": [message]}, context=RunContext(workspace_path=str(workspace))
         )
 
     worker = threading.Thread(target=target, daemon=True)
@@ -259,33 +258,11 @@ def test_printenv_shows_no_secret(tmp_path: Path) -> None:
     assert redact(f"a{FAKE_KEY}b", [FAKE_KEY, ""]) == "a[REDACTED]b"
 
 
-# --------------------------------------------------------------------------- approval
-
-
-def test_ask_mode_requires_approval(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, AGENTGRAPH_BASH="ask")
-    asked: list[str] = []
-
-    def decline(command: str) -> bool:
-        asked.append(command)
-        return False
-
-    declined = run_bash(tmp_path, "touch made", settings=settings, approve=decline)
-    assert declined.status == "error"
-    assert "declined" in text(declined)
-    assert asked == ["touch made"]
-    assert not (tmp_path / "made").exists()
-    headless = run_bash(tmp_path, "touch made", settings=settings)
-    assert headless.status == "error"
-    assert "no interactive terminal" in text(headless)
-    assert not (tmp_path / "made").exists()
-    approved = run_bash(tmp_path, "touch made", settings=settings, approve=lambda _: True)
-    assert text(approved) == "[exit code 0]"
-    assert (tmp_path / "made").exists()
+# Approval (AGENTGRAPH_BASH=ask) happens in the tools node: tests/test_approvals.py.
 
 
 @pytest.mark.parametrize("mode", ["on", "ask"])
 def test_default_timeout_comes_from_settings(tmp_path: Path, mode: str) -> None:
     settings = _settings(tmp_path, AGENTGRAPH_BASH=mode, AGENTGRAPH_BASH_TIMEOUT_S=1)
-    result = run_bash(tmp_path, f"sleep {_marker()}", settings=settings, approve=lambda _: True)
+    result = run_bash(tmp_path, f"sleep {_marker()}", settings=settings)
     assert text(result).endswith("[timed out after 1s; process group killed]")

@@ -19,6 +19,7 @@ from langgraph.prebuilt import ToolNode
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
+from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 from agentgraph.tools import (
     FILE_PATH_ARGS,
@@ -51,16 +52,12 @@ MIB = 1024 * 1024
 READ_HUGE_FILE_MAX_PEAK_BYTES = 8 * MIB
 
 
-class _State(AppState, total=False):
-    artifacts_dir: str
-
-
 def invoke(
     workspace: Path, calls: list[tuple[str, dict[str, Any]]], **state: Any
 ) -> tuple[list[ToolMessage], dict[str, Any]]:
     """Run tool calls through a real ToolNode in a one-node graph; results in call order."""
     tools = build_tools(Settings(AGENTGRAPH_HOME=str(workspace / ".home"), _env_file=None))
-    graph = StateGraph(_State)
+    graph = StateGraph(AppState, context_schema=RunContext)
     graph.add_node("tools", ToolNode(tools, handle_tool_errors=format_tool_error))
     graph.add_edge(START, "tools")
     graph.add_edge("tools", END)
@@ -70,7 +67,9 @@ def invoke(
             {"name": name, "args": args, "id": f"call-{i}"} for i, (name, args) in enumerate(calls)
         ],
     )
-    out = graph.compile().invoke({"messages": [message], "workspace_path": str(workspace), **state})
+    artifacts = state.pop("artifacts_dir", None)
+    context = RunContext(workspace_path=str(workspace), artifacts_dir=artifacts)
+    out = graph.compile().invoke({"messages": [message], **state}, context=context)
     by_id = {m.tool_call_id: m for m in out["messages"] if isinstance(m, ToolMessage)}
     return [by_id[f"call-{i}"] for i in range(len(calls))], out
 

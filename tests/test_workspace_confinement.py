@@ -12,6 +12,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from agentgraph.config import Settings
+from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 from agentgraph.tools import build_tools, format_tool_error
 from agentgraph.tools.base import ToolError
@@ -25,15 +26,11 @@ from agentgraph.tools.workspace import (
 SECRET_TEXT = "TOPSECRET-outside-content"
 
 
-class _State(AppState, total=False):
-    artifacts_dir: str
-
-
 def run_calls(
     tools: list[Any], workspace: Path, calls: list[tuple[str, dict[str, Any]]], **extra: Any
 ) -> list[ToolMessage]:
     """Execute tool calls through a real ToolNode inside a one-node graph."""
-    graph = StateGraph(_State)
+    graph = StateGraph(AppState, context_schema=RunContext)
     graph.add_node("tools", ToolNode(tools, handle_tool_errors=format_tool_error))
     graph.add_edge(START, "tools")
     graph.add_edge("tools", END)
@@ -43,7 +40,9 @@ def run_calls(
             {"name": name, "args": args, "id": f"call-{i}"} for i, (name, args) in enumerate(calls)
         ],
     )
-    out = graph.compile().invoke({"messages": [message], "workspace_path": str(workspace), **extra})
+    state = {k: v for k, v in extra.items() if k != "artifacts_dir"}
+    context = RunContext(workspace_path=str(workspace), artifacts_dir=extra.get("artifacts_dir"))
+    out = graph.compile().invoke({"messages": [message], **state}, context=context)
     results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     by_id = {m.tool_call_id: m for m in results}
     return [by_id[f"call-{i}"] for i in range(len(calls))]
@@ -290,9 +289,9 @@ def test_resolution_never_leaves_the_workspace(
     assert os.path.realpath(resolved) == str(resolved)
 
 
-def test_missing_workspace_in_state_is_a_programming_error(tmp_path: Path) -> None:
+def test_missing_run_context_is_a_programming_error(tmp_path: Path) -> None:
     tools = build_tools(Settings(AGENTGRAPH_HOME=str(tmp_path / "home"), _env_file=None))
-    graph = StateGraph(_State)
+    graph = StateGraph(AppState, context_schema=RunContext)
     graph.add_node("tools", ToolNode(tools, handle_tool_errors=format_tool_error))
     graph.add_edge(START, "tools")
     graph.add_edge("tools", END)

@@ -1,27 +1,25 @@
-"""``AGENTGRAPH_BASH=ask``: the REPL asks before each shell command.
+"""The REPL side of approvals: show the question of a LangGraph interrupt, read the answer.
 
-:class:`CommandApprover` is the ``approve_command`` callback of ``build_tools``. The
-tool calls it from a ToolNode worker thread while the REPL's main thread shows the
-turn's events, so it serializes questions (parallel ``run_bash`` calls are asked one by
-one) and stops the spinner while a question is on screen.
+The graph stops at an ``approval`` interrupt (see ``agentgraph/approvals.py``) before
+any tool of the step runs; the REPL asks here, on its main thread, after the turn's
+output so far is printed and its spinner stopped, so the question is the last thing on
+screen; then it resumes the graph with the answer.
 
 The command shown is the one that will run, byte for byte, with control characters
 made visible: a model could otherwise hide part of a command behind a carriage return
-or a terminal escape sequence.
+or a terminal escape sequence. Nothing the model wrote is ever read as rich markup.
 """
 
 from __future__ import annotations
 
-import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
-APPROVE_ANSWERS = frozenset({"y", "yes"})
 SHOWN_COMMAND_MAX_CHARS = 2000
+APPROVAL_QUESTION = "allow? [y/N] "
 
 
 def visible(command: str) -> str:
@@ -39,52 +37,43 @@ def visible(command: str) -> str:
     return text
 
 
-class CommandApprover:
-    """Asks the user before each ``run_bash`` command (only ``y``/``yes`` approves).
+def show_request(console: Console, request: Mapping[str, Any]) -> None:
+    """Print what an approval question is about (the command, or the path and diff)."""
+    tool = str(request.get("tool", "a tool"))
+    if "command" in request:
+        console.print(Text(f"{tool} wants to run:", style="yellow"))
+        console.print(Text("  " + visible(str(request.get("command", "")))))
+        return
+    console.print(
+        Text(f"{tool} wants to change {visible(str(request.get('path', '')))}:", style="yellow")
+    )
+    diff = request.get("diff")
+    if not diff:
+        console.print(Text("  (no preview: the file cannot be read or the edit may not apply)"))
+        return
+    for line in str(diff).splitlines():
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+        console.print(Text(visible(line), style=style))
+
+
+def ask_approval(console: Console, read: Callable[[str], str], request: Mapping[str, Any]) -> bool:
+    """Show ``request`` and ask ``allow? [y/N]`` on the REPL's input.
+
+    Only ``y``/``yes`` approves; end of input or Ctrl-C mean no.
 
     Args:
-        console: Where the question is printed (stderr).
-        read_line: Reads the answer (default: a line from stdin; EOF means no).
+        console: Where the request is shown (stderr).
+        read: The REPL's line reader; it prints the question itself (plain text).
+        request: The interrupt payload.
+
+    Returns:
+        Whether the user approved.
     """
-
-    def __init__(self, console: Console, read_line: Callable[[], str] | None = None) -> None:
-        self._console = console
-        self._read = read_line or sys.stdin.readline
-        self._one_question = threading.Lock()
-        self._ui = threading.Lock()
-        self._prompting = False
-        self._stop_spinner: Callable[[], None] | None = None
-
-    def attach(self, stop_spinner: Callable[[], None] | None) -> None:
-        """Register how to stop the current turn's spinner."""
-        self._stop_spinner = stop_spinner
-
-    @contextmanager
-    def spinner_guard(self) -> Iterator[bool]:
-        """Hold while starting a spinner; yields whether one may start now."""
-        with self._ui:
-            yield not self._prompting
-
-    def __call__(self, command: str) -> bool:
-        """Show ``command`` and return whether the user approved it."""
-        with self._one_question:
-            with self._ui:
-                self._prompting = True
-                if self._stop_spinner is not None:
-                    self._stop_spinner()
-            try:
-                shown = escape(visible(command))
-                self._console.print(f"[yellow]run_bash wants to run:[/]\n  {shown}")
-                self._console.print("[bold]allow? [y/N][/] ", end="")
-                try:
-                    answer = self._read()
-                except (EOFError, OSError, KeyboardInterrupt):
-                    answer = ""
-                approved = answer.strip().lower() in APPROVE_ANSWERS
-                if not answer.endswith("\n"):
-                    self._console.print()
-                self._console.print("[dim]approved[/]" if approved else "[dim]declined[/]")
-                return approved
-            finally:
-                with self._ui:
-                    self._prompting = False
+    show_request(console, request)
+    try:
+        answer = read(APPROVAL_QUESTION)
+    except (EOFError, KeyboardInterrupt):
+        answer = ""
+    approved = answer.strip().lower() in ("y", "yes")
+    console.print(Text("approved" if approved else "declined", style="dim"))
+    return approved

@@ -9,7 +9,6 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Callable
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
-from agentgraph.agent import Agent, message_text, new_thread_id
-from agentgraph.cli.approval import CommandApprover
+from agentgraph.agent import Agent, TurnResult, message_text, new_thread_id
+from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace
 from agentgraph.cli.render import EventPrinter
 from agentgraph.cli.slash import ReplContext, dispatch
@@ -49,19 +48,30 @@ EVENT_POLL_S = 0.1
 
 
 def run_turn_interruptibly(
-    agent: Agent, on_event: Callable[[dict[str, Any]], None], *args: Any, **kwargs: Any
-) -> None:
-    """Run a turn in a worker thread so Ctrl-C is handled at once.
+    agent: Agent,
+    on_event: Callable[[dict[str, Any]], None],
+    *args: Any,
+    resume: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> TurnResult | None:
+    """Run a turn (or, with ``resume``, continue one) in a worker thread so Ctrl-C is
+    handled at once; returns the turn's result.
 
     On Ctrl-C the agent is cancelled (running commands are killed, the graph stops
     at its next step, so the stored history stays valid), then KeyboardInterrupt
     is re-raised to the caller.
     """
     events: queue.Queue[tuple[str, Any]] = queue.Queue()
+    result: TurnResult | None = None
 
     def work() -> None:
+        stream = (
+            agent.stream_resume(args[0], args[1], resume)
+            if resume is not None
+            else agent.stream_turn(*args, **kwargs)
+        )
         try:
-            for event in agent.stream_turn(*args, **kwargs):
+            for event in stream:
                 events.put(("event", event))
         except BaseException as exc:  # handed to the main thread, which re-raises
             events.put(("error", exc))
@@ -78,10 +88,12 @@ def run_turn_interruptibly(
                 continue
             if kind == "event":
                 on_event(payload)
+                if payload.get("type") == "turn_end":
+                    result = payload["result"]
             elif kind == "error":
                 raise payload
             else:
-                return
+                return result
     except KeyboardInterrupt:
         agent.cancel()
         worker.join(timeout=CANCEL_WAIT_S)
@@ -97,13 +109,9 @@ def load_slash_commands() -> None:
 class SpinnerPrinter(EventPrinter):
     """Event printer that shows a spinner while tools run."""
 
-    def __init__(self, out: Console, err: Console, approver: CommandApprover | None = None) -> None:
+    def __init__(self, out: Console, err: Console) -> None:
         super().__init__(out, err, stream_tokens=True)
         self._status: Status | None = None
-        # AGENTGRAPH_BASH=ask: no spinner over an approval question.
-        self._approver = approver
-        if approver is not None:
-            approver.attach(self._stop)
 
     def _stop(self) -> None:
         if self._status is not None:
@@ -114,11 +122,8 @@ class SpinnerPrinter(EventPrinter):
         self._stop()
         super().__call__(event)
         if event.get("type") == "tool_call" and self.err.is_terminal:
-            guard = self._approver.spinner_guard() if self._approver else nullcontext(True)
-            with guard as allowed:
-                if allowed:
-                    self._status = self.err.status(f"running {event['name']}…", spinner="dots")
-                    self._status.start()
+            self._status = self.err.status(f"running {event['name']}…", spinner="dots")
+            self._status.start()
 
     def finish(self) -> None:
         """Stop the spinner and end the line."""
@@ -181,13 +186,11 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings) as store:
         from agentgraph.titles import build_titler
 
-        approver = CommandApprover(err) if settings.bash == "ask" else None
         kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
         agent = Agent(
             settings,
             store,
             base_env=process_environment(),
-            approve_command=approver,
             titler=build_titler(settings, interactive=sys.stdin.isatty()),
         )
         thread_id, resumed = _initial_thread(args, store, workspace)
@@ -210,6 +213,8 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
         read = _reader(settings)
         if ctx.confirm is ReplContext.confirm:  # not wired by another feature yet
             ctx.confirm = lambda question: _ask_yes_no(read, question)
+        if resumed:  # a session killed at an approval question asks it again, first
+            answer_pending_approvals(ctx, out, err, read)
         while True:
             try:
                 line = read("› ").strip()
@@ -226,11 +231,11 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 except (AgentGraphError, sqlite3.Error) as exc:  # the command fails, not the REPL
                     err.print(f"[red]{escape(str(exc))}[/]")
                 continue
-            printer = SpinnerPrinter(out, err, approver)
+            printer = SpinnerPrinter(out, err)
             if launch_dir is not None and ctx.workspace.name != ctx.thread_id:
                 ctx.workspace = isolated_workspace(settings.home, ctx.thread_id)  # after /new
             try:
-                run_turn_interruptibly(
+                result = run_turn_interruptibly(
                     agent,
                     printer,
                     ctx.thread_id,
@@ -238,6 +243,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                     ctx.workspace,
                     attach_root=launch_dir,
                 )
+                printer.finish()
+                if result is not None and result.pending_approvals:
+                    answer_pending_approvals(ctx, out, err, read)
             except KeyboardInterrupt:
                 printer.finish()
                 err.print("[yellow]cancelled — the session is kept; continue or /new[/]")
@@ -254,6 +262,28 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             print_status_line(err, agent, ctx.thread_id)
         session_shutdown(ctx, settings)
     return 0
+
+
+def answer_pending_approvals(
+    ctx: ReplContext, out: Console, err: Console, read: Callable[[str], str]
+) -> None:
+    """Ask the session's pending approval questions and resume, until none is left.
+
+    Each question is asked after everything before it is printed; the graph then
+    continues with ``Command(resume={interrupt_id: answer})`` and may stop at the next.
+    Ctrl-C while the resumed part runs cancels it, like a turn.
+    """
+    pending = ctx.agent.pending_approvals(ctx.thread_id)
+    while pending:
+        answers = {q["id"]: ask_approval(err, read, q) for q in pending}
+        printer = SpinnerPrinter(out, err)
+        try:
+            result = run_turn_interruptibly(
+                ctx.agent, printer, ctx.thread_id, ctx.workspace, resume=answers
+            )
+        finally:
+            printer.finish()
+        pending = result.pending_approvals if result is not None else []
 
 
 def print_status_line(console: Console, agent: Agent, thread_id: str) -> None:

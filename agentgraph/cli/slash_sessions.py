@@ -85,10 +85,11 @@ command("switch", "/switch <prefix>", "switch to a session by id prefix")(_load)
 command("load", "/load <prefix>", "same as /switch")(_load)
 
 
-@command("current", "/current", "this session: id, title, messages, workspace")
+@command("current", "/current", "this session: id, title, messages, workspace, mentions, files")
 def _current(ctx: ReplContext, _rest: str) -> None:
     info = ctx.store.index.get(ctx.thread_id)
-    count = len(ctx.agent.messages(ctx.thread_id))
+    state = ctx.agent.graph.get_state(ctx.agent.config(ctx.thread_id)).values or {}
+    count = len(state.get("messages") or [])
     title = info.title if info is not None else "(new, not saved yet)"
     compactions = info.compactions if info is not None else 0
     ctx.console.print(
@@ -96,6 +97,13 @@ def _current(ctx: ReplContext, _rest: str) -> None:
         f"workspace {ctx.workspace}",
         markup=False,
     )
+    # What the user brought into the session: @agent/@skill mentions and @file uploads.
+    for label, key in (("mentioned", "mentioned_agents"), ("files", "uploaded_files")):
+        values = state.get(key) or []
+        if values:
+            ctx.console.print(f"  {label}: {', '.join(map(str, values))}", markup=False)
+    if state.get("user_id"):
+        ctx.console.print(f"  user: {state['user_id']}", markup=False)
 
 
 def _set_title(ctx: ReplContext, text: str) -> SessionInfo:

@@ -26,10 +26,10 @@ def emit(event: dict[str, Any]) -> None:
     writer(event)
 
 
-def system_messages(state: AppState, deps: AgentDeps) -> list[SystemMessage]:
-    """The live system prompt for this state (never read back from history)."""
-    extra = deps.extra_system_sections(state) if deps.extra_system_sections else ()
-    return [SystemMessage(content=build_system_prompt(state, extra_sections=extra))]
+def system_messages(state: AppState, deps: AgentDeps, *, workspace: str) -> list[SystemMessage]:
+    """The live system prompt for this state and run (never read back from history)."""
+    extra = deps.extra_system_sections(state, workspace) if deps.extra_system_sections else ()
+    return [SystemMessage(content=build_system_prompt(workspace, extra_sections=extra))]
 
 
 def allowed_tools(state: AppState, deps: AgentDeps) -> list[BaseTool]:

@@ -7,24 +7,31 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 from agentgraph.context.guard import call_model
 from agentgraph.deps import AgentDeps
 from agentgraph.nodes.common import allowed_tools, emit, system_messages
 from agentgraph.prompts import LOOP_CAP_INSTRUCTION, LOOP_CAP_TOOL_RESULT
+from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 
 
-def make_finalize(deps: AgentDeps) -> Callable[[AppState, RunnableConfig], dict[str, Any]]:
+def make_finalize(
+    deps: AgentDeps,
+) -> Callable[[AppState, RunnableConfig, Runtime[RunContext]], dict[str, Any]]:
     """Build the finalize node bound to ``deps``."""
 
-    def finalize(state: AppState, config: RunnableConfig) -> dict[str, Any]:
+    def finalize(
+        state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]
+    ) -> dict[str, Any]:
         messages = list(state.get("messages") or [])
         last = messages[-1] if messages else None
         if not (isinstance(last, AIMessage) and last.tool_calls):
             return {}
         # Loop cap: answer the pending calls, then ask once, without tools, for an answer.
-        max_loops = int(state.get("max_loops") or deps.settings.max_loops)
+        ctx = deps.run_context(runtime.context, config)
+        max_loops = ctx.max_loops
         skipped = [
             ToolMessage(
                 content=LOOP_CAP_TOOL_RESULT.format(max_loops=max_loops),
@@ -41,7 +48,7 @@ def make_finalize(deps: AgentDeps) -> Callable[[AppState, RunnableConfig], dict[
             }
         )
         system = [
-            *system_messages(state, deps),
+            *system_messages(state, deps, workspace=ctx.workspace_path),
             SystemMessage(content=LOOP_CAP_INSTRUCTION.format(max_loops=max_loops)),
         ]
         # Tools stay declared (strict providers reject tool calls in a history without
@@ -53,7 +60,7 @@ def make_finalize(deps: AgentDeps) -> Callable[[AppState, RunnableConfig], dict[
             allowed_tools(state, deps),
             config,
             emit=emit,
-            workspace=state.get("workspace_path"),
+            workspace=ctx.workspace_path,
             tool_choice="none",
         )
         answer = result.ai

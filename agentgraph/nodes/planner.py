@@ -8,12 +8,14 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph.runtime import Runtime
 
 from agentgraph.context.compaction import since_last_boundary
 from agentgraph.context.guard import build_view, call_model, fixed_tokens
 from agentgraph.context.tokens import anchored_prompt_tokens
 from agentgraph.deps import AgentDeps
 from agentgraph.nodes.common import allowed_tools, emit, repair_invalid_tool_calls, system_messages
+from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 from agentgraph.tool_ids import admit_reply
 
@@ -44,15 +46,19 @@ def needs_compaction(
     return tokens >= deps.budget.compact_at
 
 
-def make_planner(deps: AgentDeps) -> Callable[[AppState, RunnableConfig], dict[str, Any]]:
+def make_planner(
+    deps: AgentDeps,
+) -> Callable[[AppState, RunnableConfig, Runtime[RunContext]], dict[str, Any]]:
     """Build the planner node bound to ``deps``."""
 
-    def planner(state: AppState, config: RunnableConfig) -> dict[str, Any]:
+    def planner(
+        state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]
+    ) -> dict[str, Any]:
         messages: list[BaseMessage] = list(state.get("messages") or [])
-        system = system_messages(state, deps)
+        workspace = deps.run_context(runtime.context, config).workspace_path
+        system = system_messages(state, deps, workspace=workspace)
         tools = allowed_tools(state, deps)
         updates: list[Any] = []
-        workspace = state.get("workspace_path")
         view = build_view(deps, messages, system, tools)
         prebuilt: tuple[list[BaseMessage], int, bool] | None = view
         if deps.compactor is not None and needs_compaction(deps, messages, system, tools, view):

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import ToolMessage
-from langgraph.prebuilt import ToolNode
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command
+from langgraph.runtime import Runtime
+from langgraph.types import Command, interrupt
 
+from agentgraph.approvals import approval_request, cannot_ask_text, declined_text, is_approved
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.deps import AgentDeps
 from agentgraph.nodes.common import INVALID_ARGS_KEY
+from agentgraph.runctx import RunContext
+from agentgraph.state import AppState
 from agentgraph.tools.base import format_tool_error
 from agentgraph.tools.bash import redact
 
@@ -34,8 +41,68 @@ def _save_artifact(folder: Path, tool_call_id: str, content: str) -> Path:
     return path
 
 
-def make_tools_node(deps: AgentDeps) -> ToolNode:
-    """Build the tools node bound to ``deps``."""
+def refusal(call: ToolCall, state: Any) -> ToolMessage | None:
+    """The error result of a call that must not run (tool not allowed, broken JSON)."""
+    name, call_id = call["name"], call["id"] or ""
+    allowed = state.get("allowed_tools") if isinstance(state, dict) else None
+    persistent = set(state.get("persistent_tools") or []) if isinstance(state, dict) else set()
+    if allowed is not None and name not in allowed and name not in persistent:
+        return ToolMessage(
+            content=f"Error: tool {name!r} is not allowed here (allowed: {', '.join(allowed)})",
+            tool_call_id=call_id,
+            name=name,
+            status="error",
+        )
+    if INVALID_ARGS_KEY in (call.get("args") or {}):
+        return ToolMessage(
+            content=(
+                f"Error: the arguments of this {name} call were not valid JSON "
+                f"({str(call['args'][INVALID_ARGS_KEY])[:200]!r}); re-issue the call"
+            ),
+            tool_call_id=call_id,
+            name=name,
+            status="error",
+        )
+    return None
+
+
+# Tool-call id -> error text of the calls of the running step that were not approved.
+# Set by the tools node around its ToolNode run; ToolNode's worker threads copy it.
+_NOT_APPROVED: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "agentgraph_not_approved", default=None
+)
+
+
+def ask_approvals(
+    calls: list[ToolCall], state: Any, deps: AgentDeps, ctx: RunContext
+) -> dict[str, str]:
+    """Ask for every call of the step that needs approval, before any tool runs.
+
+    One ``interrupt()`` per such call, in call order, from the node's own thread: on
+    resume the node runs again, the answered interrupts return their answers and the
+    next one (if any) stops the run again. See ``agentgraph/approvals.py``.
+
+    Returns:
+        Tool-call id -> error text, for the calls that may not run.
+    """
+    refused: dict[str, str] = {}
+    for call in calls:
+        if refusal(call, state) is not None:
+            continue  # answered with an error anyway: nothing to ask
+        request = approval_request(call, deps.settings, ctx.workspace_path)
+        if request is None:
+            continue
+        if not ctx.can_ask:
+            refused[call["id"] or ""] = cannot_ask_text(request)
+        elif not is_approved(interrupt(request)):
+            refused[call["id"] or ""] = declined_text(request)
+    return refused
+
+
+def make_tools_node(
+    deps: AgentDeps,
+) -> Callable[[AppState, RunnableConfig, Runtime[RunContext]], Any]:
+    """Build the tools node bound to ``deps``: approvals, then LangGraph's ToolNode."""
     cap = tool_output_cap_tokens(deps)
     secrets = deps.settings.secret_values()
 
@@ -44,25 +111,18 @@ def make_tools_node(deps: AgentDeps) -> ToolNode:
     ) -> ToolMessage | Command:
         call = request.tool_call
         state: Any = request.state
-        name, call_id = call["name"], call["id"] or ""
-        allowed = state.get("allowed_tools") if isinstance(state, dict) else None
-        persistent = set(state.get("persistent_tools") or []) if isinstance(state, dict) else set()
-        if allowed is not None and name not in allowed and name not in persistent:
+        # Tools read run data from runtime.context: hand them the completed context.
+        runtime: ToolRuntime[Any, Any] = request.runtime
+        ctx = deps.run_context(runtime.context, runtime.config)
+        request = replace(request, runtime=replace(runtime, context=ctx))
+        call_id = call["id"] or ""
+        refused = refusal(call, state)
+        if refused is not None:
+            return refused
+        not_approved = (_NOT_APPROVED.get() or {}).get(call_id)
+        if not_approved is not None:
             return ToolMessage(
-                content=f"Error: tool {name!r} is not allowed here (allowed: {', '.join(allowed)})",
-                tool_call_id=call_id,
-                name=name,
-                status="error",
-            )
-        if INVALID_ARGS_KEY in (call.get("args") or {}):
-            return ToolMessage(
-                content=(
-                    f"Error: the arguments of this {name} call were not valid JSON "
-                    f"({str(call['args'][INVALID_ARGS_KEY])[:200]!r}); re-issue the call"
-                ),
-                tool_call_id=call_id,
-                name=name,
-                status="error",
+                content=not_approved, tool_call_id=call_id, name=call["name"], status="error"
             )
         result = execute(request)
         if not isinstance(result, ToolMessage) or not isinstance(result.content, str):
@@ -79,11 +139,24 @@ def make_tools_node(deps: AgentDeps) -> ToolNode:
             return result
         if deps.counter.count_text(content) <= cap:
             return result
-        thread_id = str(state.get("thread_id") or "unknown") if isinstance(state, dict) else "x"
-        artifact = _save_artifact(deps.artifacts_dir(thread_id), call_id, content)
+        folder = Path(ctx.artifacts_dir) if ctx.artifacts_dir else deps.artifacts_dir(ctx.thread_id)
+        artifact = _save_artifact(folder, call_id, content)
         cut = truncate_tool_output(
             content, cap, count=deps.counter.count_text, artifact_path=str(artifact)
         )
         return result.model_copy(update={"content": cut.text})
 
-    return ToolNode(deps.tools, handle_tool_errors=format_tool_error, wrap_tool_call=wrap)
+    tool_node = ToolNode(deps.tools, handle_tool_errors=format_tool_error, wrap_tool_call=wrap)
+
+    def tools(state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]) -> Any:
+        messages = state.get("messages") or []
+        last = messages[-1] if messages else None
+        calls = list(last.tool_calls) if isinstance(last, AIMessage) else []
+        ctx = deps.run_context(runtime.context, config)
+        token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx))
+        try:
+            return tool_node.invoke(state, config)
+        finally:
+            _NOT_APPROVED.reset(token)
+
+    return tools

@@ -3,7 +3,7 @@
 :func:`build_tools` is the single entry point used by the graph.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from langchain_core.tools import BaseTool
 
@@ -34,7 +34,6 @@ __all__ = [
 def build_tools(
     settings: Settings,
     base_env: Mapping[str, str] | None = None,
-    approve_command: Callable[[str], bool] | None = None,
 ) -> list[BaseTool]:
     """The tools the agent may call.
 
@@ -43,8 +42,6 @@ def build_tools(
         base_env: Environment for run_bash, usually ``dict(os.environ)`` from
             the CLI; credentials are removed. None runs commands with a
             minimal PATH/HOME/LANG environment.
-        approve_command: Asked before each command when ``settings.bash`` is
-            ``"ask"``; returns whether the user approved.
 
     Returns:
         read_file, write_file, edit_file, list_dir, glob, grep, run_bash
@@ -52,7 +49,7 @@ def build_tools(
     """
     tools = make_file_tools()
     if settings.bash != "off":
-        tools.append(make_bash_tool(settings, base_env, approve_command))
+        tools.append(make_bash_tool(settings, base_env))
     tools.extend(make_todo_tools())
     tools.append(make_clock_tool())
     return tools

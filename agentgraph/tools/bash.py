@@ -21,14 +21,16 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
 
 from agentgraph.config import BASH_TIMEOUT_S_DEFAULT, Settings
 from agentgraph.process import pid_alive
+from agentgraph.runctx import RunContext
 from agentgraph.tools.base import ToolError
-from agentgraph.tools.workspace import workspace_from_state, workspace_root
+from agentgraph.tools.workspace import workspace_from_runtime, workspace_root
 
 BASH_TIMEOUT_S = BASH_TIMEOUT_S_DEFAULT
 BASH_TIMEOUT_MAX_S = 600
@@ -448,11 +450,7 @@ def format_bash_result(result: BashResult) -> str:
     return f"{output}{status}"
 
 
-def make_bash_tool(
-    settings: Settings,
-    base_env: Mapping[str, str] | None = None,
-    approve_command: Callable[[str], bool] | None = None,
-) -> BaseTool:
+def make_bash_tool(settings: Settings, base_env: Mapping[str, str] | None = None) -> BaseTool:
     """Build the run_bash tool.
 
     Args:
@@ -460,7 +458,9 @@ def make_bash_tool(
             secret values.
         base_env: Environment to run commands with (scrubbed of credentials);
             None means :func:`minimal_environment`.
-        approve_command: Asked before each command when ``settings.bash == "ask"``.
+
+    With ``settings.bash == "ask"`` the tools node asks the user before the tool runs
+    (a LangGraph interrupt, see ``agentgraph/approvals.py``).
 
     Returns:
         The run_bash tool.
@@ -468,10 +468,11 @@ def make_bash_tool(
     secret_values = settings.secret_values()
     scrubbed = None if base_env is None else scrub_environment(base_env, secret_values)
     default_timeout_s = min(settings.bash_timeout_s, BASH_TIMEOUT_MAX_S)
-    needs_approval = settings.bash == "ask"
 
     @tool("run_bash", parse_docstring=True)
-    def run_bash(command: str, runtime: ToolRuntime, timeout_s: int | None = None) -> str:
+    def run_bash(
+        command: str, runtime: ToolRuntime[RunContext, Any], timeout_s: int | None = None
+    ) -> str:
         """Run a bash command in the workspace directory and return its output.
 
         stdout and stderr are merged; stdin is closed, so interactive prompts
@@ -483,7 +484,7 @@ def make_bash_tool(
             command: The bash command line.
             timeout_s: Seconds before the command is killed (at most 600).
         """
-        workspace = workspace_root(workspace_from_state(runtime.state))
+        workspace = workspace_root(workspace_from_runtime(runtime))
         if not command.strip():
             raise ToolError("command is empty")
         if "\x00" in command:
@@ -491,14 +492,6 @@ def make_bash_tool(
         timeout = default_timeout_s if timeout_s is None else timeout_s
         if not 1 <= timeout <= BASH_TIMEOUT_MAX_S:
             raise ToolError(f"timeout_s must be between 1 and {BASH_TIMEOUT_MAX_S}, got {timeout}")
-        if needs_approval:
-            if approve_command is None:
-                raise ToolError(
-                    "run_bash needs approval (AGENTGRAPH_BASH=ask) but no interactive "
-                    "terminal is attached"
-                )
-            if not approve_command(command):
-                raise ToolError("the user declined to run this command")
         env = (
             dict(scrubbed)
             if scrubbed is not None

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
 
+from agentgraph.runctx import RunContext
 from agentgraph.tools.base import ToolError
 from agentgraph.tools.search import (
     GLOB_TIMEOUT_S,
@@ -29,11 +30,11 @@ from agentgraph.tools.search import (
     compile_linear,
 )
 from agentgraph.tools.workspace import (
-    artifacts_dir_from_state,
+    artifacts_dir_from_runtime,
     display_path,
     resolve_in_workspace,
     resolve_readable,
-    workspace_from_state,
+    workspace_from_runtime,
     workspace_root,
 )
 
@@ -743,7 +744,10 @@ def make_file_tools() -> list[BaseTool]:
 
     @tool("read_file", parse_docstring=True)
     def read_file_tool(
-        path: str, runtime: ToolRuntime, offset: int = 0, limit: int = READ_FILE_MAX_LINES
+        path: str,
+        runtime: ToolRuntime[RunContext, Any],
+        offset: int = 0,
+        limit: int = READ_FILE_MAX_LINES,
     ) -> str:
         """Read a UTF-8 text file, with line numbers like `cat -n`.
 
@@ -757,10 +761,10 @@ def make_file_tools() -> list[BaseTool]:
             offset: 0-based index of the first line to show.
             limit: Number of lines to show (at most 2000).
         """
-        workspace = workspace_from_state(runtime.state)
+        workspace = workspace_from_runtime(runtime)
         try:
             real = resolve_readable(
-                workspace, path, artifacts_dir=artifacts_dir_from_state(runtime.state)
+                workspace, path, artifacts_dir=artifacts_dir_from_runtime(runtime)
             )
         except ToolError as exc:
             # Loaded skills' folders (state "skill_dirs") are readable by absolute path,
@@ -778,7 +782,7 @@ def make_file_tools() -> list[BaseTool]:
         return read_text_file(real, display_path(workspace, real), offset, limit)
 
     @tool("write_file", parse_docstring=True)
-    def write_file_tool(path: str, content: str, runtime: ToolRuntime) -> str:
+    def write_file_tool(path: str, content: str, runtime: ToolRuntime[RunContext, Any]) -> str:
         """Create a file or overwrite it entirely with the given content.
 
         Parent directories are created. Prefer edit_file for changing part of
@@ -788,14 +792,14 @@ def make_file_tools() -> list[BaseTool]:
             path: File path, relative to the workspace.
             content: The complete new file content.
         """
-        return write_text_file(workspace_from_state(runtime.state), path, content)
+        return write_text_file(workspace_from_runtime(runtime), path, content)
 
     @tool("edit_file", parse_docstring=True)
     def edit_file_tool(
         path: str,
         old_string: str,
         new_string: str,
-        runtime: ToolRuntime,
+        runtime: ToolRuntime[RunContext, Any],
         replace_all: bool = False,
     ) -> str:
         """Replace exact text in a file.
@@ -811,20 +815,20 @@ def make_file_tools() -> list[BaseTool]:
             replace_all: Replace every occurrence of old_string.
         """
         return edit_text_file(
-            workspace_from_state(runtime.state), path, old_string, new_string, replace_all
+            workspace_from_runtime(runtime), path, old_string, new_string, replace_all
         )
 
     @tool("list_dir", parse_docstring=True)
-    def list_dir_tool(runtime: ToolRuntime, path: str = ".") -> str:
+    def list_dir_tool(runtime: ToolRuntime[RunContext, Any], path: str = ".") -> str:
         """List a directory: subdirectories first, then files with their sizes.
 
         Args:
             path: Directory path, relative to the workspace.
         """
-        return list_directory(workspace_from_state(runtime.state), path)
+        return list_directory(workspace_from_runtime(runtime), path)
 
     @tool("glob", parse_docstring=True)
-    def glob_tool(pattern: str, runtime: ToolRuntime, path: str = ".") -> str:
+    def glob_tool(pattern: str, runtime: ToolRuntime[RunContext, Any], path: str = ".") -> str:
         """Find files by name pattern, most recently modified first.
 
         `*` matches within one directory level, `**` across levels (use
@@ -835,12 +839,12 @@ def make_file_tools() -> list[BaseTool]:
             pattern: Glob pattern relative to path, e.g. `src/**/*.{ts,tsx}`.
             path: Directory to search, relative to the workspace.
         """
-        return glob_files(workspace_from_state(runtime.state), pattern, path)
+        return glob_files(workspace_from_runtime(runtime), pattern, path)
 
     @tool("grep", parse_docstring=True)
     def grep_tool(
         pattern: str,
-        runtime: ToolRuntime,
+        runtime: ToolRuntime[RunContext, Any],
         path: str = ".",
         glob: str | None = None,
         ignore_case: bool = False,
@@ -858,6 +862,6 @@ def make_file_tools() -> list[BaseTool]:
             glob: Only search files whose name matches this glob, e.g. `*.py`.
             ignore_case: Match case-insensitively.
         """
-        return grep_files(workspace_from_state(runtime.state), pattern, path, glob, ignore_case)
+        return grep_files(workspace_from_runtime(runtime), pattern, path, glob, ignore_case)
 
     return [read_file_tool, write_file_tool, edit_file_tool, list_dir_tool, glob_tool, grep_tool]

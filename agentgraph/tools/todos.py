@@ -13,6 +13,7 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
+from agentgraph.runctx import RunContext
 from agentgraph.state import Todo
 from agentgraph.tools.base import ToolError
 
@@ -108,7 +109,7 @@ def make_todo_tools() -> list[BaseTool]:
     """
 
     @tool("todo_write", parse_docstring=True)
-    def todo_write(todos: list[TodoItem], runtime: ToolRuntime) -> Command[Any]:
+    def todo_write(todos: list[TodoItem], runtime: ToolRuntime[RunContext, Any]) -> Command[Any]:
         """Replace the task list with this one (send the whole list every time).
 
         Use it for work with several steps: add the steps as pending, mark one
@@ -126,7 +127,7 @@ def make_todo_tools() -> list[BaseTool]:
         return Command(update={"todos": validated, "messages": [message]})
 
     @tool("todo_read")
-    def todo_read(runtime: ToolRuntime) -> str:
+    def todo_read(runtime: ToolRuntime[RunContext, Any]) -> str:
         """Show the current task list with each task's status."""
         state = runtime.state
         todos = state.get("todos") if isinstance(state, Mapping) else getattr(state, "todos", None)

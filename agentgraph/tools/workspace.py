@@ -7,10 +7,10 @@ symlink inside the workspace cannot redirect a later open() outside it.
 """
 
 import os
-from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from agentgraph.runctx import context_of
 from agentgraph.tools.base import ToolError
 
 PATH_MAX_CHARS = 4096
@@ -181,38 +181,30 @@ def display_path(workspace: str | Path, p: str | Path) -> str:
     return PurePosixPath(Path(target)).as_posix()
 
 
-def _state_get(state: Any, key: str) -> Any:
-    if isinstance(state, Mapping):
-        return state.get(key)
-    return getattr(state, key, None)
-
-
-def workspace_from_state(state: Any) -> str:
-    """The ``workspace_path`` of a graph state.
+def workspace_from_runtime(runtime: Any) -> str:
+    """The workspace of the run a tool is called in.
 
     Args:
-        state: The graph state as injected into a tool (``runtime.state``).
+        runtime: The tool's ``ToolRuntime``; its ``context`` is the run's
+            :class:`~agentgraph.runctx.RunContext`.
 
     Returns:
         The workspace path.
 
     Raises:
-        RuntimeError: The state has no workspace (a wiring bug, not a model error).
+        RuntimeError: The run has no context with a workspace (a wiring bug, not a
+            model error).
     """
-    value = _state_get(state, "workspace_path")
-    if not isinstance(value, str) or not value:
-        raise RuntimeError("the graph state has no 'workspace_path'; tools cannot run")
-    return value
+    return context_of(runtime).workspace_path
 
 
-def artifacts_dir_from_state(state: Any) -> str | None:
-    """The optional ``artifacts_dir`` of a graph state.
+def artifacts_dir_from_runtime(runtime: Any) -> str | None:
+    """The run's artifacts folder (full copies of truncated outputs), if any.
 
     Args:
-        state: The graph state as injected into a tool (``runtime.state``).
+        runtime: The tool's ``ToolRuntime``.
 
     Returns:
-        The artifacts directory, or None when the state has none.
+        The folder, or None when the run has none.
     """
-    value = _state_get(state, "artifacts_dir")
-    return value if isinstance(value, str) and value else None
+    return context_of(runtime).artifacts_dir or None

@@ -1,0 +1,172 @@
+"""Approvals as LangGraph interrupts: shell commands and file edits the user must allow.
+
+With ``AGENTGRAPH_BASH=ask`` every ``run_bash`` call, and with ``AGENTGRAPH_EDITS=ask``
+every ``write_file`` / ``edit_file`` call, needs the user's approval. The tools node
+asks before it runs any tool of the step: for each such call, in call order, it calls
+LangGraph's ``interrupt()`` with an :func:`approval_request` payload. The run stops
+there and is checkpointed; whoever drives the graph (the REPL, a ``langgraph dev``
+client) shows the question and resumes with ``Command(resume={interrupt_id: answer})``.
+Only then do the step's tools run, each once: a declined call gets an error result the
+model can read, an approved one runs.
+
+Because the question lives in the checkpoint, a session killed while it waits asks
+the same question when it is resumed. A run that cannot ask (``agentgraph run``,
+subagents: ``RunContext.can_ask`` is False) declines such calls with a message that
+says why.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import ToolCall
+
+from agentgraph.config import Settings
+from agentgraph.tools.base import ToolError
+from agentgraph.tools.workspace import display_path, resolve_in_workspace
+
+APPROVAL_TYPE = "approval"
+APPROVE_ANSWERS = frozenset({"y", "yes", "approve", "approved", "allow", "ok"})
+# A diff shown with an approval question is a preview: bounded, never the whole file.
+APPROVAL_DIFF_MAX_LINES = 400
+APPROVAL_DIFF_MAX_CHARS = 20_000
+APPROVAL_DIFF_SOURCE_MAX_BYTES = 2 * 1024 * 1024
+SHELL_TOOLS = frozenset({"run_bash"})
+EDIT_TOOLS = frozenset({"write_file", "edit_file"})
+
+
+def needs_approval(name: str, settings: Settings) -> str | None:
+    """The setting that makes tool ``name`` need approval, or None when it does not."""
+    if name in SHELL_TOOLS and settings.bash == "ask":
+        return "AGENTGRAPH_BASH"
+    if name in EDIT_TOOLS and settings.edits == "ask":
+        return "AGENTGRAPH_EDITS"
+    return None
+
+
+def _bounded(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    if len(lines) > APPROVAL_DIFF_MAX_LINES:
+        more = len(lines) - APPROVAL_DIFF_MAX_LINES
+        text = "".join(lines[:APPROVAL_DIFF_MAX_LINES]) + f"… ({more} more diff lines)\n"
+    if len(text) > APPROVAL_DIFF_MAX_CHARS:
+        text = text[:APPROVAL_DIFF_MAX_CHARS] + "… (diff cut)\n"
+    return text
+
+
+def _current_text(workspace: str, path: str) -> tuple[str, str] | None:
+    """``(shown path, current text)`` of a file the call would change; None if unknowable."""
+    try:
+        real = resolve_in_workspace(workspace, path)
+    except ToolError:
+        return None  # the tool itself will refuse the path
+    shown = display_path(workspace, real)
+    if not os.path.exists(real):
+        return shown, ""
+    try:
+        if os.path.getsize(real) > APPROVAL_DIFF_SOURCE_MAX_BYTES:
+            return None
+        with open(real, encoding="utf-8") as handle:
+            return shown, handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def edit_preview(name: str, args: Mapping[str, Any], workspace: str) -> str | None:
+    """The unified diff ``write_file`` / ``edit_file`` would make, or None if unknown.
+
+    Args:
+        name: ``write_file`` or ``edit_file``.
+        args: The call's arguments.
+        workspace: The run's workspace.
+
+    Returns:
+        A bounded unified diff (``--- a/path`` / ``+++ b/path``), or None when the
+        file cannot be read or the edit would not apply (the tool reports why).
+    """
+    path = args.get("path")
+    if not isinstance(path, str):
+        return None
+    found = _current_text(workspace, path)
+    if found is None:
+        return None
+    shown, before = found
+    if name == "write_file":
+        after = args.get("content")
+        if not isinstance(after, str):
+            return None
+    else:
+        old, new = args.get("old_string"), args.get("new_string")
+        if not isinstance(old, str) or not isinstance(new, str) or not old or old not in before:
+            return None
+        after = before.replace(old, new) if args.get("replace_all") else before.replace(old, new, 1)
+    diff = difflib.unified_diff(
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=f"a/{shown}",
+        tofile=f"b/{shown}",
+    )
+    return _bounded("".join(line if line.endswith("\n") else line + "\n" for line in diff))
+
+
+def approval_request(call: ToolCall, settings: Settings, workspace: str) -> dict[str, Any] | None:
+    """The interrupt payload asking to approve ``call``, or None when it needs none.
+
+    Args:
+        call: A tool call of the model.
+        settings: Which tools need approval (``bash``, ``edits``).
+        workspace: The run's workspace (for the edit preview).
+
+    Returns:
+        ``{"type": "approval", "tool", "tool_call_id", "setting", "command"}`` for a
+        shell command, or ``{…, "path", "diff"}`` for a file change (``diff`` may be
+        None when no preview is possible).
+    """
+    name = call["name"]
+    setting = needs_approval(name, settings)
+    if setting is None:
+        return None
+    args = call.get("args") or {}
+    request: dict[str, Any] = {
+        "type": APPROVAL_TYPE,
+        "tool": name,
+        "tool_call_id": call.get("id") or "",
+        "setting": setting,
+    }
+    if name in SHELL_TOOLS:
+        request["command"] = str(args.get("command", ""))
+    else:
+        request["path"] = str(args.get("path", ""))
+        request["diff"] = edit_preview(name, args, workspace)
+    return request
+
+
+def is_approved(answer: Any) -> bool:
+    """Whether a resume value approves: True, ``"y"``/``"yes"``…, or ``{"approved": True}``.
+
+    Anything else (None, ``"n"``, an empty string, an unknown shape) declines: a
+    client that answers something unexpected never runs a command by accident.
+    """
+    if isinstance(answer, Mapping):
+        answer = answer.get("approved")
+    if answer is True:
+        return True
+    return isinstance(answer, str) and answer.strip().lower() in APPROVE_ANSWERS
+
+
+def declined_text(request: Mapping[str, Any]) -> str:
+    """The tool result of a call the user declined."""
+    what = "command" if request.get("tool") in SHELL_TOOLS else "change"
+    return f"Error: the user declined this {what}; it was not made. Ask or try another way."
+
+
+def cannot_ask_text(request: Mapping[str, Any]) -> str:
+    """The tool result of a call that needs approval in a run that cannot ask."""
+    return (
+        f"Error: {request.get('tool')} needs the user's approval ({request.get('setting')}=ask) "
+        "but this run cannot ask for it (non-interactive `agentgraph run`, or a subagent); "
+        "it was not run. Do without it or tell the user what to run."
+    )

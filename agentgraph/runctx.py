@@ -1,0 +1,134 @@
+"""Run data: what one graph run needs that is not conversation state.
+
+The workspace, the thread id, the artifacts folder and the loop cap describe *this
+run*, not the conversation: they travel in LangGraph's runtime context
+(``StateGraph(AppState, context_schema=RunContext)``, ``graph.stream(...,
+context=RunContext(...))``) and never reach a checkpoint. Nodes receive it as
+``runtime: Runtime[RunContext]``; tools as ``runtime: ToolRuntime`` (the tools node
+hands them the completed context, see :func:`complete_context`).
+
+Checkpoints written before this change still carry ``workspace_path``, ``thread_id``,
+``artifacts_dir`` and ``max_loops`` channel values; ``AppState`` no longer declares
+them, so LangGraph ignores them when it loads such a checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from agentgraph.config import Settings
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """One run's data (LangGraph runtime context; never checkpointed).
+
+    Every field has a default so a LangGraph server client may send a partial
+    ``context`` (or none); :func:`complete_context` fills the rest.
+
+    Attributes:
+        workspace_path: The folder the tools work in (absolute).
+        thread_id: The session (LangGraph thread) id.
+        artifacts_dir: Where full copies of truncated tool outputs go; read_file may
+            read them by absolute path.
+        max_loops: Model calls this run may make before it must answer (0: the
+            ``MAX_LOOPS`` setting).
+        user_id: Who runs the agent (``AGENTGRAPH_USER_ID``); copied to the state's
+            ``user_id`` each turn.
+        can_ask: Whether the run can put an approval question to a person (the REPL, a
+            LangGraph server client). False for ``agentgraph run`` and subagents: calls
+            that need approval are then declined (see ``agentgraph/approvals.py``).
+    """
+
+    workspace_path: str = ""
+    thread_id: str = ""
+    artifacts_dir: str | None = None
+    max_loops: int = 0
+    user_id: str | None = None
+    can_ask: bool = True
+
+
+def artifacts_dir_for(settings: Settings, thread_id: str) -> Path:
+    """``AGENTGRAPH_HOME/artifacts/<thread_id>``: full outputs of truncated tool results."""
+    return settings.home / "artifacts" / thread_id
+
+
+def loop_cap(raw: Any, settings: Settings) -> int:
+    """Model calls the run may make: the context's ``max_loops``, bounded by the setting."""
+    asked = raw.max_loops if isinstance(raw, RunContext) else 0
+    return settings.max_loops if asked <= 0 else min(asked, settings.max_loops)
+
+
+def _thread_id_of(config: RunnableConfig | None) -> str:
+    configurable = (config or {}).get("configurable") or {}
+    return str(configurable.get("thread_id") or "")
+
+
+def complete_context(
+    raw: Any,
+    settings: Settings,
+    config: RunnableConfig | None = None,
+    *,
+    pinned_workspace: Path | None = None,
+) -> RunContext:
+    """The run's context with every field set.
+
+    Args:
+        raw: ``runtime.context`` as LangGraph passed it (a :class:`RunContext`, or None
+            when a server client sent none).
+        settings: Supplies ``max_loops`` and ``user_id`` defaults, and bounds the loop
+            cap a caller may ask for.
+        config: The run config; its ``thread_id`` fills a missing one.
+        pinned_workspace: A workspace that overrides the caller's (the LangGraph
+            server: a client may not point the agent at another folder), along with
+            the artifacts folder, which then always follows the thread id.
+
+    Returns:
+        A complete :class:`RunContext`.
+
+    Raises:
+        RuntimeError: No workspace at all (a wiring bug, not a model error).
+    """
+    ctx = raw if isinstance(raw, RunContext) else RunContext()
+    thread_id = ctx.thread_id or _thread_id_of(config) or "default"
+    workspace = str(pinned_workspace) if pinned_workspace is not None else ctx.workspace_path
+    if not workspace:
+        raise RuntimeError("the run context has no workspace_path; tools cannot run")
+    artifacts = ctx.artifacts_dir
+    if pinned_workspace is not None or not artifacts:
+        artifacts = str(artifacts_dir_for(settings, thread_id))
+    return replace(
+        ctx,
+        workspace_path=os.fspath(workspace),
+        thread_id=thread_id,
+        artifacts_dir=artifacts,
+        max_loops=loop_cap(ctx, settings),
+        user_id=ctx.user_id or settings.user_id,
+    )
+
+
+def context_of(runtime: Any) -> RunContext:
+    """The completed :class:`RunContext` a tool receives in ``runtime.context``.
+
+    Args:
+        runtime: The tool's ``ToolRuntime`` (or a node's ``Runtime``).
+
+    Returns:
+        The context.
+
+    Raises:
+        RuntimeError: The runtime carries no run context with a workspace (a tool run
+            outside agentgraph's tools node without ``context=RunContext(...)``).
+    """
+    ctx = getattr(runtime, "context", None)
+    if not isinstance(ctx, RunContext) or not ctx.workspace_path:
+        raise RuntimeError(
+            "the run context has no workspace_path; run the graph with "
+            "context=RunContext(workspace_path=...)"
+        )
+    return ctx

@@ -1,0 +1,208 @@
+"""Approvals as LangGraph interrupts, through the real graph on a real SQLite file.
+
+``AGENTGRAPH_BASH=ask`` / ``AGENTGRAPH_EDITS=ask`` stop the run before any tool of the
+step runs; answers resume it with ``Command(resume={interrupt_id: answer})``. The
+question survives a restart (a new Agent on the same file), several questions in one
+step are asked one by one and every approved command runs exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+
+from agentgraph.agent import Agent, TurnResult
+from agentgraph.approvals import is_approved
+from agentgraph.config import Settings
+from agentgraph.history import validate_history
+from agentgraph.persistence import Store, open_store
+from tests.fakes.chat_model import ScriptedChatModel
+from tests.fakes.scripts import ai_text, ai_tools, tool_call
+
+
+def _drain(events: Any) -> tuple[list[dict[str, Any]], TurnResult]:
+    seen = list(events)
+    assert seen[-1]["type"] == "turn_end"
+    return seen, seen[-1]["result"]
+
+
+def _tool_results(agent: Agent, thread_id: str) -> dict[str, ToolMessage]:
+    return {m.tool_call_id: m for m in agent.messages(thread_id) if isinstance(m, ToolMessage)}
+
+
+def test_bash_ask_stops_before_the_command_and_runs_it_once_approved(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    settings = make_settings(AGENTGRAPH_BASH="ask")
+    model = ScriptedChatModel(
+        [ai_tools(tool_call("run_bash", {"command": "echo x >> log.txt"}, id="b1")), ai_text("ok")]
+    )
+    agent = Agent(settings, store, model=model)
+    events, result = _drain(agent.stream_turn("t", "log once", workspace))
+    (question,) = result.pending_approvals
+    assert question["type"] == "approval" and question["tool"] == "run_bash"
+    assert question["command"] == "echo x >> log.txt" and question["tool_call_id"] == "b1"
+    assert [e for e in events if e["type"] == "approval"] == [question]
+    assert not (workspace / "log.txt").exists()  # nothing ran before the answer
+    assert agent.pending_approvals("t") == [question]
+
+    _, resumed = _drain(agent.stream_resume("t", workspace, {question["id"]: "y"}))
+    assert resumed.pending_approvals == [] and resumed.answer == "ok"
+    assert (workspace / "log.txt").read_text() == "x\n"  # exactly once
+    assert "[exit code 0]" in str(_tool_results(agent, "t")["b1"].content)
+    assert agent.pending_approvals("t") == []
+    for prompt in model.calls:
+        assert validate_history(prompt) == []
+
+
+def test_a_declined_command_is_not_run_and_the_model_is_told(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    settings = make_settings(AGENTGRAPH_BASH="ask")
+    model = ScriptedChatModel(
+        [ai_tools(tool_call("run_bash", {"command": "touch made"}, id="b1")), ai_text("fine")]
+    )
+    agent = Agent(settings, store, model=model)
+    result = agent.run_turn("t", "make it", workspace, approve=lambda q: False)
+    assert result.answer == "fine" and result.pending_approvals == []
+    assert not (workspace / "made").exists()
+    tool = _tool_results(agent, "t")["b1"]
+    assert tool.status == "error" and "declined" in str(tool.content)
+
+
+def test_two_questions_in_one_step_are_asked_in_turn_and_answered_by_id(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    settings = make_settings(AGENTGRAPH_BASH="ask")
+    model = ScriptedChatModel(
+        [
+            ai_tools(
+                tool_call("run_bash", {"command": "echo a >> a.txt"}, id="b1"),
+                tool_call("now", {}, id="n1"),
+                tool_call("run_bash", {"command": "echo b >> b.txt"}, id="b2"),
+            ),
+            ai_text("both handled"),
+        ]
+    )
+    agent = Agent(settings, store, model=model)
+    _, first = _drain(agent.stream_turn("t", "two commands", workspace))
+    (q1,) = first.pending_approvals
+    assert q1["tool_call_id"] == "b1"
+    _, second = _drain(agent.stream_resume("t", workspace, {q1["id"]: True}))
+    (q2,) = second.pending_approvals
+    assert q2["tool_call_id"] == "b2" and q2["id"] != q1["id"]
+    assert not (workspace / "a.txt").exists()  # still nothing ran: one more question
+    _, done = _drain(agent.stream_resume("t", workspace, {q2["id"]: {"approved": False}}))
+    assert done.answer == "both handled"
+    assert (workspace / "a.txt").read_text() == "a\n"  # once, although the node ran 3 times
+    assert not (workspace / "b.txt").exists()
+    results = _tool_results(agent, "t")
+    assert results["b2"].status == "error" and "declined" in str(results["b2"].content)
+    assert results["n1"].status != "error"
+    for prompt in model.calls:
+        assert validate_history(prompt) == []
+
+
+def test_a_question_survives_a_restart(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    settings = make_settings(AGENTGRAPH_BASH="ask")
+    script = [
+        ai_tools(tool_call("run_bash", {"command": "echo r > r.txt"}, id="b1")),
+        ai_text("ok"),
+    ]
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=ScriptedChatModel(script[:1]))
+        _, result = _drain(agent.stream_turn("t", "go", workspace))
+        (asked,) = result.pending_approvals
+    # A new process: a new store and agent on the same SQLite file.
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=ScriptedChatModel(script[1:]))
+        assert agent.pending_approvals("t") == [asked]
+        _, resumed = _drain(agent.stream_resume("t", workspace, {asked["id"]: "yes"}))
+    assert resumed.answer == "ok"
+    assert (workspace / "r.txt").read_text() == "r\n"
+
+
+def test_edits_ask_shows_a_diff_and_writes_only_when_approved(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    settings = make_settings(AGENTGRAPH_EDITS="ask")
+    (workspace / "a.py").write_text("x = 1\ny = 2\n")
+    model = ScriptedChatModel(
+        [
+            ai_tools(
+                tool_call(
+                    "edit_file",
+                    {"path": "a.py", "old_string": "y = 2", "new_string": "y = 3"},
+                    id="e1",
+                )
+            ),
+            ai_tools(tool_call("write_file", {"path": "new.txt", "content": "hello\n"}, id="w1")),
+            ai_text("edited"),
+        ]
+    )
+    agent = Agent(settings, store, model=model)
+    seen: list[dict[str, Any]] = []
+
+    def approve(question: dict[str, Any]) -> bool:
+        seen.append(question)
+        return question["tool"] == "edit_file"
+
+    result = agent.run_turn("t", "edit", workspace, approve=approve)
+    assert result.answer == "edited"
+    edit, write = seen
+    assert edit["path"] == "a.py" and edit["setting"] == "AGENTGRAPH_EDITS"
+    assert "-y = 2" in edit["diff"] and "+y = 3" in edit["diff"] and "--- a/a.py" in edit["diff"]
+    assert write["path"] == "new.txt" and "+hello" in write["diff"]
+    assert (workspace / "a.py").read_text() == "x = 1\ny = 3\n"
+    assert not (workspace / "new.txt").exists()
+
+
+def test_a_run_that_cannot_ask_declines_with_a_reason(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    settings = make_settings(AGENTGRAPH_BASH="ask", AGENTGRAPH_EDITS="ask")
+    model = ScriptedChatModel(
+        [
+            ai_tools(
+                tool_call("run_bash", {"command": "touch made"}, id="b1"),
+                tool_call("write_file", {"path": "f.txt", "content": "x"}, id="w1"),
+            ),
+            ai_text("could not"),
+        ]
+    )
+    agent = Agent(settings, store, model=model)
+    result = agent.run_turn("t", "try", workspace)  # no approve: `agentgraph run`
+    assert result.answer == "could not" and result.pending_approvals == []
+    results = _tool_results(agent, "t")
+    assert "AGENTGRAPH_BASH=ask" in str(results["b1"].content)
+    assert "AGENTGRAPH_EDITS=ask" in str(results["w1"].content)
+    assert "cannot ask" in str(results["b1"].content)
+    assert not (workspace / "made").exists() and not (workspace / "f.txt").exists()
+
+
+def test_bash_on_and_edits_on_never_ask(settings: Settings, store: Store, workspace: Path) -> None:
+    model = ScriptedChatModel(
+        [
+            ai_tools(
+                tool_call("run_bash", {"command": "touch made"}, id="b1"),
+                tool_call("write_file", {"path": "f.txt", "content": "x"}, id="w1"),
+            ),
+            ai_text("done"),
+        ]
+    )
+    agent = Agent(settings, store, model=model)
+    result = agent.run_turn("t", "do", workspace)
+    assert result.pending_approvals == []
+    assert (workspace / "made").exists() and (workspace / "f.txt").exists()
+
+
+def test_only_clear_yes_answers_approve() -> None:
+    for yes in (True, "y", "YES ", {"approved": True}, "approve"):
+        assert is_approved(yes)
+    for no in (False, None, "", "n", "no", 1, {"approved": "maybe"}, ["y"], "yes please"):
+        assert not is_approved(no)
