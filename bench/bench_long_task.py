@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
+from agentgraph.runctx import RunContext
 from agentgraph.tools import build_tools
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.long_task import PLANTED_FACTS, LongTaskDriver, make_workspace
@@ -66,9 +67,7 @@ def run_agentgraph(files: int, window: int, tmp: Path) -> dict[str, Any]:
 
 
 class BaselineState(MessagesState):
-    """Plain messages state plus the workspace the tools need."""
-
-    workspace_path: str
+    """Plain messages state (the tools get their workspace from the run context)."""
 
 
 def run_baseline(files: int, window: int, tmp: Path) -> dict[str, Any]:
@@ -92,7 +91,7 @@ def run_baseline(files: int, window: int, tmp: Path) -> dict[str, Any]:
             last = state["messages"][-1]
             return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
 
-        graph = StateGraph(BaselineState)
+        graph = StateGraph(BaselineState, context_schema=RunContext)
         graph.add_node("planner", planner)
         graph.add_node("tools", ToolNode(tools))
         graph.add_edge(START, "planner")
@@ -102,11 +101,9 @@ def run_baseline(files: int, window: int, tmp: Path) -> dict[str, Any]:
         error = ""
         try:
             app.invoke(
-                {
-                    "messages": [HumanMessage("read every log and report the facts")],
-                    "workspace_path": str(ws),
-                },
+                {"messages": [HumanMessage("read every log and report the facts")]},
                 {"recursion_limit": 200},
+                context=RunContext(workspace_path=str(ws)),
             )
         except openai.BadRequestError as exc:
             error = str(exc.body)[:120] if exc.body else str(exc)[:120]

@@ -166,11 +166,7 @@ def turn_input(user: HumanMessage, workdir: Path) -> dict[str, Any]:
     return {
         "messages": [user],
         "loops": 0,
-        "max_loops": 100,
-        "workspace_path": str(workdir),
-        "thread_id": "bench",
         "context_id": "main",
-        "artifacts_dir": str(workdir / "artifacts"),
     }
 
 

@@ -270,8 +270,6 @@ def import_session(store: Store, imported: ImportedSession) -> SessionInfo:
         config,
         {
             "messages": imported.messages,
-            "workspace_path": imported.workspace,
-            "thread_id": thread_id,
             "context_id": MAIN_CONTEXT_ID,
         },
         as_node="finalize",
