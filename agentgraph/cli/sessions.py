@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -17,8 +17,10 @@ from rich.table import Table
 from agentgraph.cli.common import resolve_workspace
 from agentgraph.config import CLEANUP_DAYS_DEFAULT, Settings
 from agentgraph.errors import EXIT_USAGE, AgentGraphError
-from agentgraph.persistence import Store, open_store
-from agentgraph.persistence.index import SessionInfo, resolve_session
+from agentgraph.persistence.index import SessionIndex, SessionInfo, resolve_session
+
+if TYPE_CHECKING:
+    from agentgraph.persistence import Store
 
 SHOW_PREVIEW_CHARS = 200
 DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dhm]?)\s*$")
@@ -46,34 +48,6 @@ def sessions_table(rows: list[SessionInfo], *, show_workspace: bool = True) -> T
         cells += [_when(info.updated_at), str(info.message_count)]
         table.add_row(*cells)
     return table
-
-
-def add_session_commands(ssub: Any, common: argparse.ArgumentParser) -> None:
-    """Add ``delete``, ``export``, ``import``, ``clean`` and ``prune`` to ``sessions``."""
-    delete = ssub.add_parser("delete", parents=[common], help="delete a session and its files")
-    delete.add_argument("id")
-    delete.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
-    export = ssub.add_parser("export", parents=[common], help="export a session transcript")
-    export.add_argument("id")
-    export.add_argument("--format", choices=("jsonl", "md"), default="jsonl")
-    export.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
-    imp = ssub.add_parser("import", parents=[common], help="import a JSONL transcript")
-    imp.add_argument("file")
-    clean = ssub.add_parser("clean", parents=[common], help="delete sessions not used lately")
-    clean.add_argument(
-        "--older-than",
-        metavar="AGE",
-        help="age like 30d, 12h or 90m (default: AGENTGRAPH_CLEANUP_DAYS, else 30d)",
-    )
-    clean.add_argument("--dry-run", action="store_true", help="only list what would go")
-    ssub.add_parser(
-        "prune", parents=[common], help="drop old checkpoints (keeps resumable state) and VACUUM"
-    )
-    compact = ssub.add_parser(
-        "compact", parents=[common], help="summarize a session's older history now"
-    )
-    compact.add_argument("id")
-    compact.add_argument("--focus", help="what the summary should keep above all")
 
 
 def parse_age_days(text: str) -> float:
@@ -311,16 +285,16 @@ def _prune(store: Store, settings: Settings, _args: argparse.Namespace) -> int:
     return 0
 
 
-def _list(store: Store, _settings: Settings, args: argparse.Namespace) -> int:
+def _list(index: SessionIndex, args: argparse.Namespace) -> int:
     workspace = None
     if not args.all:
         workspace = str(resolve_workspace(getattr(args, "workspace", None)))
-    rows = store.index.list_sessions(workspace=workspace, include_subagents=args.all)
+    rows = index.list_sessions(workspace=workspace, include_subagents=args.all)
     if args.all:
         ordered: list[SessionInfo] = []
         for top in [r for r in rows if r.parent_thread_id is None]:
             ordered.append(top)
-            ordered.extend(store.index.children(top.thread_id))
+            ordered.extend(index.children(top.thread_id))
         rows = ordered
     if args.json:
         sys.stdout.write(json.dumps([r.to_json() for r in rows], ensure_ascii=False) + "\n")
@@ -332,7 +306,6 @@ def _list(store: Store, _settings: Settings, args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
-    "list": _list,
     "show": _show,
     "delete": _delete,
     "export": _export,
@@ -345,6 +318,12 @@ COMMANDS = {
 
 def cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
     """Dispatch ``sessions`` subcommands."""
+    from agentgraph.persistence.store import open_index, open_store
+
+    if args.sessions_command == "list":
+        # The index alone: listing must not pay for loading the checkpointer stack.
+        with open_index(settings) as index:
+            return _list(index, args)
     handler = COMMANDS.get(args.sessions_command)
     if handler is None:
         return EXIT_USAGE

@@ -22,11 +22,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.checkpoint.serde.base import SerializerProtocol
-
-from agentgraph.history import AGENTGRAPH_KEY
+if TYPE_CHECKING:
+    from langgraph.checkpoint.serde.base import SerializerProtocol
 
 PRUNE_KEEP_LATEST_CHECKPOINTS = 20
 # Bound of one automatic prune (all threads + VACUUM); the next start-up continues.
@@ -63,6 +62,10 @@ def db_bytes(path: Path) -> int:
 
 
 def _is_boundary(value: Any) -> bool:
+    # Imported here: this module is loaded with the store, which ``sessions list``
+    # opens without the message stack.
+    from agentgraph.history import AGENTGRAPH_KEY
+
     items = value if isinstance(value, list) else [value]
     for item in items:
         kwargs = getattr(item, "additional_kwargs", None)

@@ -9,8 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from typing import TYPE_CHECKING
 
 from agentgraph.config import SQLITE_BUSY_TIMEOUT_S_DEFAULT, Settings
 from agentgraph.errors import StoreError
@@ -22,7 +21,14 @@ from agentgraph.persistence.prune import (
     prune_database,
     prune_thread,
 )
-from agentgraph.persistence.saver import AgentSqliteSaver
+
+# The checkpointer stack (LangGraph, LangSmith through langgraph.types) costs about
+# half a second to import: it is loaded when a store is opened, never for the index
+# alone (``sessions list``, ``--help``).
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    from agentgraph.persistence.saver import AgentSqliteSaver
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 # A thread is pruned in the background of its turns every this many turns: the
@@ -49,10 +55,16 @@ class Store:
         self.checkpointer.delete_thread(thread_id)
         self.index.delete(thread_id)
 
+    def _sqlite_saver(self) -> AgentSqliteSaver | None:
+        from agentgraph.persistence.saver import AgentSqliteSaver
+
+        saver = self.checkpointer
+        return saver if isinstance(saver, AgentSqliteSaver) else None
+
     @property
     def prunable(self) -> bool:
         """Whether this store supports :meth:`prune` (the SQLite store)."""
-        return self.path is not None and isinstance(self.checkpointer, AgentSqliteSaver)
+        return self.path is not None and self._sqlite_saver() is not None
 
     def size_bytes(self) -> int:
         """Bytes on disk (0 when not a file store)."""
@@ -66,8 +78,8 @@ class Store:
         do_vacuum: bool = True,
     ) -> PruneStats:
         """Prune old checkpoints of every thread, then VACUUM (SQLite only)."""
-        saver = self.checkpointer
-        if self.path is None or not isinstance(saver, AgentSqliteSaver):
+        saver = self._sqlite_saver()
+        if self.path is None or saver is None:
             return PruneStats(complete=False)
         stats = prune_database(
             saver.conn,
@@ -88,8 +100,8 @@ class Store:
         The prune reads only this thread's rows, which earlier prunes keep to about
         one snapshot interval, so its cost does not grow with the session.
         """
-        saver = self.checkpointer
-        if not isinstance(saver, AgentSqliteSaver):
+        saver = self._sqlite_saver()
+        if saver is None:
             return
         count = self._turns.get(thread_id, 0) + 1
         self._turns[thread_id] = count
@@ -241,6 +253,8 @@ def open_store(settings: Settings) -> Iterator[Store]:
     conn = connect_sqlite(path, timeout)
     index_conn = connect_sqlite(path, timeout)
     try:
+        from agentgraph.persistence.saver import AgentSqliteSaver
+
         saver = AgentSqliteSaver(conn)
         try:
             saver.setup()
@@ -251,3 +265,30 @@ def open_store(settings: Settings) -> Iterator[Store]:
     finally:
         conn.close()
         index_conn.close()
+
+
+@contextmanager
+def open_index(settings: Settings) -> Iterator[SessionIndex]:
+    """Open the session index alone (``sessions list``): no checkpointer is loaded.
+
+    Raises:
+        StoreError: the store cannot be opened.
+    """
+    database_url = settings.database_url.get_secret_value() if settings.database_url else ""
+    if database_url.strip():
+        with open_store(settings) as store:
+            yield store.index
+        return
+    path = settings.db_path
+    timeout = settings.sqlite_busy_timeout_s
+    _check_sqlite_file(path)
+    verify_sqlite_file(path, timeout)
+    conn = connect_sqlite(path, timeout)
+    try:
+        try:
+            index = SqliteSessionIndex(conn)
+        except sqlite3.Error as exc:
+            raise describe_sqlite_error(path, exc, timeout) from exc
+        yield index
+    finally:
+        conn.close()

@@ -1,0 +1,84 @@
+"""The ``agentgraph`` argument parser.
+
+Kept apart from the commands so that ``agentgraph --help`` and argument errors need
+only ``argparse``: the commands import LangGraph, the store and rich when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``agentgraph`` argument parser (imports nothing heavy: ``--help`` is instant)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--workspace", "-w", default=argparse.SUPPRESS, help="workspace directory (default: cwd)"
+    )
+    common.add_argument(
+        "--isolated",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="give the session its own workspace under AGENTGRAPH_HOME/workspaces/<id> "
+        "(@file mentions are copied into its uploads/)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="agentgraph",
+        description="A LangGraph coding agent that manages its own context.",
+        parents=[common],
+    )
+    resume = parser.add_mutually_exclusive_group()
+    resume.add_argument("--resume", "-r", metavar="ID", help="reopen a session (id or prefix)")
+    resume.add_argument(
+        "--continue",
+        "-c",
+        dest="cont",
+        action="store_true",
+        help="reopen the most recent session of this workspace",
+    )
+    sub = parser.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", parents=[common], help="run one task non-interactively")
+    run.add_argument("prompt", help="the task")
+    run.add_argument("--thread", "-t", metavar="ID", help="continue (or create) this thread id")
+    run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+    sessions = sub.add_parser("sessions", parents=[common], help="list and manage sessions")
+    ssub = sessions.add_subparsers(dest="sessions_command", required=True)
+    ls = ssub.add_parser("list", parents=[common], help="list sessions")
+    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--all", action="store_true", help="all workspaces, with subagent sessions")
+    show = ssub.add_parser("show", parents=[common], help="show one session")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true")
+    add_session_commands(ssub, common)
+    return parser
+
+
+def add_session_commands(ssub: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``delete``, ``export``, ``import``, ``clean`` and ``prune`` to ``sessions``."""
+    delete = ssub.add_parser("delete", parents=[common], help="delete a session and its files")
+    delete.add_argument("id")
+    delete.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    export = ssub.add_parser("export", parents=[common], help="export a session transcript")
+    export.add_argument("id")
+    export.add_argument("--format", choices=("jsonl", "md"), default="jsonl")
+    export.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    imp = ssub.add_parser("import", parents=[common], help="import a JSONL transcript")
+    imp.add_argument("file")
+    clean = ssub.add_parser("clean", parents=[common], help="delete sessions not used lately")
+    clean.add_argument(
+        "--older-than",
+        metavar="AGE",
+        help="age like 30d, 12h or 90m (default: AGENTGRAPH_CLEANUP_DAYS, else 30d)",
+    )
+    clean.add_argument("--dry-run", action="store_true", help="only list what would go")
+    ssub.add_parser(
+        "prune", parents=[common], help="drop old checkpoints (keeps resumable state) and VACUUM"
+    )
+    compact = ssub.add_parser(
+        "compact", parents=[common], help="summarize a session's older history now"
+    )
+    compact.add_argument("id")
+    compact.add_argument("--focus", help="what the summary should keep above all")
