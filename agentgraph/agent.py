@@ -31,6 +31,7 @@ from agentgraph.deps import AgentDeps
 from agentgraph.graph import build_graph
 from agentgraph.history import agentgraph_kind
 from agentgraph.images import model_accepts_images
+from agentgraph.mcp import McpManager
 from agentgraph.mentions import resolve_mentions, user_content
 from agentgraph.model import build_chat_model
 from agentgraph.persistence.index import SessionInfo, shorten_title
@@ -149,8 +150,10 @@ class Agent:
         sleep: Callable[[float], None] = time.sleep,
         summarizer: BaseChatModel | None = None,
         titler: BaseChatModel | None = None,
+        mcp: McpManager | None = None,
     ) -> None:
         self.settings = settings
+        self.mcp = mcp
         self.store = store
         chat_model = model if model is not None else build_chat_model(settings)
         if summarizer is None:
@@ -162,6 +165,8 @@ class Agent:
         counter = get_counter(settings.model)
         budget = budget_for(settings)
         tools = build_tools(settings, base_env=base_env)
+        # MCP tools come after the built-ins, in config order: a stable tool list.
+        tools.extend(mcp.tools if mcp is not None else [])
         delegate = settings.subagent_max_depth > 0
         names = [t.name for t in tools] + ["load_skill"] + ([SUBAGENT_TOOL] if delegate else [])
         tools.append(make_load_skill_tool(self.skills, names))

@@ -141,6 +141,12 @@ class Settings(BaseSettings):
         validation_alias=_env("AGENTGRAPH_TOOL_OUTPUT_MAX_TOKENS", "TOOL_OUTPUT_MAX_TOKENS"),
     )
     bash: Literal["off", "ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_BASH"))
+    # MCP servers from ~/.agentgraph/mcp.json and the workspace's .agentgraph/mcp.json.
+    mcp: Literal["on", "off"] = Field("on", validation_alias=_env("AGENTGRAPH_MCP"))
+    # Start the workspace's MCP servers without asking (scripts, CI, trusted checkouts).
+    mcp_trust_workspace: bool = Field(
+        False, validation_alias=_env("AGENTGRAPH_MCP_TRUST_WORKSPACE")
+    )
     # Whether the model takes images: auto = its profile, else known model families.
     vision: Literal["auto", "on", "off"] = Field("auto", validation_alias=_env("AGENTGRAPH_VISION"))
     # write_file / edit_file: "ask" pauses the run for the user's approval of each change.

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 
 MCP_CONFIG_NAME = "mcp.json"
+# sha256 of each workspace config the user allowed to start, under AGENTGRAPH_HOME.
+MCP_TRUST_FILE = "mcp-trusted.json"
 # A server that has not answered initialize + tools/list by then is reported as hung.
 MCP_START_TIMEOUT_S = 20.0
 # One tool call; the model gets an error naming the limit past it.
@@ -132,7 +135,62 @@ def connection_for(
 
 def config_paths(workspace: Path, home: Path) -> list[Path]:
     """The config files read, general first."""
-    return [home / MCP_CONFIG_NAME, workspace / ".agentgraph" / MCP_CONFIG_NAME]
+    return [home / MCP_CONFIG_NAME, workspace_config(workspace)]
+
+
+def workspace_config(workspace: Path) -> Path:
+    """The workspace's MCP config file (it may not exist)."""
+    return workspace / ".agentgraph" / MCP_CONFIG_NAME
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _trusted(home: Path) -> dict[str, str]:
+    try:
+        data = json.loads((home / MCP_TRUST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def is_trusted(workspace: Path, home: Path) -> bool:
+    """Whether the workspace's MCP config, as it is now, was allowed by the user.
+
+    A repository can ship ``.agentgraph/mcp.json``: starting its servers runs its
+    commands, so they start only once the user has allowed that exact file content
+    (Claude Code asks the same for a project's ``.mcp.json``).
+    """
+    digest = _digest(workspace_config(workspace))
+    return digest is not None and _trusted(home).get(str(workspace_config(workspace))) == digest
+
+
+def trust(workspace: Path, home: Path) -> None:
+    """Record the workspace's MCP config, as it is now, as allowed."""
+    digest = _digest(workspace_config(workspace))
+    if digest is None:
+        return
+    entries = _trusted(home)
+    entries[str(workspace_config(workspace))] = digest
+    home.mkdir(parents=True, exist_ok=True)
+    tmp = home / (MCP_TRUST_FILE + ".tmp")
+    tmp.write_text(json.dumps(entries, indent=1), encoding="utf-8")
+    tmp.replace(home / MCP_TRUST_FILE)
+
+
+def untrusted_servers(workspace: Path, home: Path) -> list[str]:
+    """Names of the workspace config's servers when that config is not yet allowed."""
+    path = workspace_config(workspace)
+    if not path.is_file() or is_trusted(workspace, home):
+        return []
+    try:
+        return sorted(read_config(path))
+    except McpConfigError:
+        return []
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -210,6 +268,7 @@ class McpManager:
         env: Mapping[str, str] | None = None,
         start_timeout_s: float = MCP_START_TIMEOUT_S,
         tool_timeout_s: float = MCP_TOOL_TIMEOUT_S,
+        workspace_trusted: bool = True,
     ) -> None:
         self.workspace = workspace
         self.home = home
@@ -217,6 +276,7 @@ class McpManager:
         self.env = dict(env if env is not None else os.environ)
         self.start_timeout_s = start_timeout_s
         self.tool_timeout_s = tool_timeout_s
+        self.workspace_trusted = workspace_trusted
         self.servers: dict[str, ServerStatus] = {}
         self.problems: list[str] = []
         self.tools: list[BaseTool] = []
@@ -229,6 +289,15 @@ class McpManager:
     def _connections(self) -> dict[str, tuple[str, dict[str, Any]]]:
         merged: dict[str, tuple[str, Any]] = {}
         for path in config_paths(self.workspace, self.home):
+            if path == workspace_config(self.workspace) and not self.workspace_trusted:
+                names = untrusted_servers(self.workspace, self.home)
+                if names:
+                    self.problems.append(
+                        f"MCP servers of {path} not started ({', '.join(names)}): not yet "
+                        "allowed; start the REPL here to allow them, or set "
+                        "AGENTGRAPH_MCP_TRUST_WORKSPACE=1"
+                    )
+                continue
             try:
                 servers = read_config(path)
             except McpConfigError as exc:
@@ -389,6 +458,33 @@ class McpManager:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
         self._loop = self._thread = None
+
+
+@contextlib.contextmanager
+def open_mcp(
+    workspace: Path,
+    home: Path,
+    *,
+    enabled: bool,
+    base_env: Mapping[str, str],
+    workspace_trusted: bool,
+) -> Iterator[McpManager]:
+    """Start the configured MCP servers for a CLI run and close them after it.
+
+    Args:
+        workspace: The session workspace.
+        home: ``AGENTGRAPH_HOME``.
+        enabled: ``AGENTGRAPH_MCP`` is on (off: no server is started).
+        base_env: Environment for stdio servers (the tools' environment: no secrets).
+        workspace_trusted: Whether the workspace's config may start its servers.
+    """
+    manager = McpManager(workspace, home, base_env=base_env, workspace_trusted=workspace_trusted)
+    try:
+        if enabled:
+            manager.start()
+        yield manager
+    finally:
+        manager.close()
 
 
 def _one_line(exc: BaseException) -> str:

@@ -191,3 +191,46 @@ def test_config_parsing_rules(tmp_path: Path) -> None:
     assert conn == {"transport": "streamable_http", "url": "https://h/mcp", "headers": {"A": "t"}}
     assert tool_name("my server", "x" * 100).startswith("mcp__my_server__")
     assert len(tool_name("s", "x" * 100)) == 64
+
+
+def _cli_workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    write_config(ws / ".agentgraph", {"demo": stdio_entry("demo.py")})
+    return ws
+
+
+def test_cli_run_calls_an_mcp_tool_of_an_allowed_workspace_server(tmp_path: Path) -> None:
+    from tests.cli_helpers import cli_env, run_cli
+    from tests.fakes.openai_server import fake_openai_server
+    from tests.fakes.scripts import reply_text, reply_tools
+
+    ws = _cli_workspace(tmp_path)
+    script = [reply_tools(("mcp__demo__add", {"a": 19, "b": 23})), reply_text("it is 42")]
+    with fake_openai_server(script) as server:
+        env = cli_env(
+            tmp_path / "home",
+            OPENAI_BASE_URL=server.url,
+            AGENTGRAPH_MCP_TRUST_WORKSPACE="true",
+        )
+        res = run_cli(["run", "add 19 and 23", "--json"], cwd=ws, env=env)
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["answer"] == "it is 42"
+        declared = [t["function"]["name"] for t in server.requests[0]["tools"]]
+        assert "mcp__demo__add" in declared
+        results = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
+        assert results[-1]["content"] == "42"
+
+
+def test_cli_run_does_not_start_servers_of_a_workspace_config_not_allowed(tmp_path: Path) -> None:
+    from tests.cli_helpers import cli_env, run_cli
+    from tests.fakes.openai_server import fake_openai_server
+    from tests.fakes.scripts import reply_text
+
+    ws = _cli_workspace(tmp_path)
+    with fake_openai_server([reply_text("ok")]) as server:
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=server.url)
+        res = run_cli(["run", "hello"], cwd=ws, env=env)
+        assert res.returncode == 0, res.stderr
+        assert "not started (demo): not yet allowed" in " ".join(res.stderr.split())
+        declared = [t["function"]["name"] for t in server.requests[0]["tools"]]
+        assert not any(name.startswith("mcp__") for name in declared)

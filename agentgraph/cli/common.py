@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from agentgraph.config import Settings
 from agentgraph.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentgraph.mcp import McpManager
 
 
 def load_settings(env_file: str | None = ".env") -> Settings:
@@ -39,3 +44,36 @@ def resolve_workspace(value: str | None) -> Path:
 def process_environment() -> Mapping[str, str]:
     """Snapshot of the environment for tool subprocesses (scrubbed by the tools)."""
     return dict(os.environ)
+
+
+def start_mcp(
+    settings: Settings, workspace: Path, *, ask: Callable[[str], bool] | None = None
+) -> AbstractContextManager[McpManager]:
+    """Open the MCP servers for a CLI run (a context manager yielding the manager).
+
+    Args:
+        settings: Configuration (``AGENTGRAPH_MCP``, ``AGENTGRAPH_MCP_TRUST_WORKSPACE``).
+        workspace: The session workspace.
+        ask: Asks the user to allow the workspace's servers (the REPL); None never asks.
+    """
+    from agentgraph.mcp import is_trusted, open_mcp, trust, untrusted_servers
+    from agentgraph.tools.bash import scrub_environment
+
+    trusted = settings.mcp_trust_workspace or is_trusted(workspace, settings.home)
+    names = [] if trusted or settings.mcp == "off" else untrusted_servers(workspace, settings.home)
+    if names and ask is not None:
+        question = (
+            f"this workspace's .agentgraph/mcp.json starts MCP servers ({', '.join(names)}), "
+            "which run commands on this machine; allow them?"
+        )
+        if ask(question):
+            trust(workspace, settings.home)
+            trusted = True
+    env = scrub_environment(process_environment(), settings.secret_values())
+    return open_mcp(
+        workspace,
+        settings.home,
+        enabled=settings.mcp == "on",
+        base_env=env,
+        workspace_trusted=trusted,
+    )

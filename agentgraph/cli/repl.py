@@ -19,7 +19,7 @@ from rich.status import Status
 
 from agentgraph.agent import Agent, TurnResult, message_text, new_thread_id
 from agentgraph.cli.approval import ask_approval
-from agentgraph.cli.common import process_environment, resolve_workspace
+from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.render import EventPrinter
 from agentgraph.cli.slash import ReplContext, dispatch
 from agentgraph.config import Settings
@@ -39,6 +39,7 @@ SLASH_MODULES = (
     "agentgraph.cli.slash_context",
     "agentgraph.cli.slash_workspace",
     "agentgraph.cli.slash_sessions",
+    "agentgraph.cli.slash_integrations",
 )
 
 
@@ -183,7 +184,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
     check_model_config(settings)
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
-    with open_store(settings) as store:
+    read = _reader(settings)
+    ask = (lambda q: _ask_yes_no(read, q)) if sys.stdin.isatty() else None
+    with open_store(settings) as store, start_mcp(settings, workspace, ask=ask) as mcp:
         from agentgraph.titles import build_titler
 
         kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
@@ -192,6 +195,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             store,
             base_env=process_environment(),
             titler=build_titler(settings, interactive=sys.stdin.isatty()),
+            mcp=mcp,
         )
         thread_id, resumed = _initial_thread(args, store, workspace)
         # --isolated: each session works in its own folder; @files come from the launch dir.
@@ -203,14 +207,13 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             agent=agent, store=store, console=err, thread_id=thread_id, workspace=workspace
         )
         err.print(f"[bold]agentgraph[/] — {settings.model} — {workspace} — /help for commands")
-        for notice in agent.notices():
+        for notice in [*mcp.problems, *agent.notices()]:
             err.print(f"[yellow]{escape(notice)}[/]")
         if resumed:
             show_history_briefly(err, agent, thread_id)
         from agentgraph.cli.slash_sessions import session_shutdown, session_startup
 
         session_startup(ctx, settings, resumed)
-        read = _reader(settings)
         if ctx.confirm is ReplContext.confirm:  # not wired by another feature yet
             ctx.confirm = lambda question: _ask_yes_no(read, question)
         if resumed:  # a session killed at an approval question asks it again, first

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentgraph.agent import Agent, new_thread_id
-from agentgraph.cli.common import process_environment, resolve_workspace
+from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.render import EventPrinter
 from agentgraph.config import Settings
 from agentgraph.errors import EXIT_USAGE, AgentGraphError, AmbiguousSession, SessionNotFound
@@ -47,10 +47,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     workspace = resolve_workspace(getattr(args, "workspace", None))
     check_model_config(settings)
     err = Console(stderr=True, highlight=False)
-    with open_store(settings) as store:
+    with open_store(settings) as store, start_mcp(settings, workspace) as mcp:
         kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
-        agent = Agent(settings, store, base_env=process_environment())
-        for notice in agent.notices():
+        agent = Agent(settings, store, base_env=process_environment(), mcp=mcp)
+        for notice in [*mcp.problems, *agent.notices()]:
             err.print(f"[yellow]{escape(notice)}[/]")
         thread_id = thread_for_run(store, args.thread)
         printer = EventPrinter(out=err, err=err, stream_tokens=False)
