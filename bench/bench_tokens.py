@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import math
 import pickle
 import re
@@ -189,6 +190,74 @@ def calibrate() -> None:
         print(f"{name:>14} {coef:.4f}")
 
 
+# OpenAI cookbook "How to count tokens with tiktoken": prompt tokens the API reported
+# for its weather-tool request (two messages + one tool with an enum).
+COOKBOOK_REPORTED = {"gpt-4o": 101, "gpt-4o-mini": 101, "gpt-4": 105, "gpt-3.5-turbo": 105}
+COOKBOOK_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_current_weather",
+        "description": "Get the current weather in a given location",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "location": {
+                    "type": "string",
+                    "description": "The city and state, e.g. San Francisco, CA",
+                },
+                "unit": {
+                    "type": "string",
+                    "description": "The unit of temperature to return",
+                    "enum": ["celsius", "fahrenheit"],
+                },
+            },
+            "required": ["location"],
+        },
+    },
+}
+
+
+def bench_tool_schemas() -> list[str]:
+    """Tool-schema tokens: OpenAI's formula (ours) vs the JSON text, vs reported usage."""
+    from langchain_core.messages import SystemMessage
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from agentgraph.config import Settings
+    from agentgraph.tools import build_tools
+
+    messages = [
+        SystemMessage(
+            "You are a helpful assistant that can answer to questions about the weather."
+        ),
+        HumanMessage("What's the weather like in San Francisco?"),
+    ]
+    rows = [
+        "| request | model | provider reported | agentgraph (formula) | error | JSON text (before) | error |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for model, reported in COOKBOOK_REPORTED.items():
+        counter = TokenCounter(model)
+        base = counter.count_messages(messages)
+        ours = base + counter.count_tools([COOKBOOK_TOOL])
+        as_json = base + counter.count_text(json.dumps(COOKBOOK_TOOL, ensure_ascii=False))
+        rows.append(
+            f"| cookbook weather tool | {model} | {reported} | {ours} | {(ours - reported) / reported * 100:+.1f}% "
+            f"| {as_json} | {(as_json - reported) / reported * 100:+.1f}% |"
+        )
+    tools = build_tools(Settings(_env_file=None))  # type: ignore[call-arg]
+    counter = TokenCounter(EXACT_MODEL)
+    ours = counter.count_tools(tools)
+    as_json = sum(
+        counter.count_text(json.dumps(convert_to_openai_tool(t), ensure_ascii=False)) for t in tools
+    )
+    rows += [
+        "",
+        f"Built-in tools ({len(tools)}), {EXACT_MODEL}: formula {ours:,} tokens, JSON text {as_json:,} "
+        f"(+{as_json - ours:,} tokens, +{(as_json - ours) / ours * 100:.0f}% per request before).",
+    ]
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calibrate", action="store_true")
@@ -202,6 +271,8 @@ def main() -> None:
     print("\n".join(bench_turns(repeats)))
     print("\n## Estimate error vs exact o200k (sum over samples; worst single sample)\n")
     print("\n".join(bench_errors(seed=2)))
+    print("\n## Tool schemas vs reported usage\n")
+    print("\n".join(bench_tool_schemas()))
 
 
 if __name__ == "__main__":

@@ -9,9 +9,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.tools import tool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agentgraph.context import tokens
 from agentgraph.context.tokens import (
@@ -271,23 +276,93 @@ def test_dead_messages_leave_the_identity_cache() -> None:
     assert counter._by_object == {}
 
 
-def test_count_tools_uses_openai_json_and_caches() -> None:
+# OpenAI cookbook "How to count tokens with tiktoken": this request, sent to the API,
+# is reported as 101 prompt tokens by gpt-4o / gpt-4o-mini and 105 by gpt-4 / gpt-3.5.
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_current_weather",
+        "description": "Get the current weather in a given location",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "location": {
+                    "type": "string",
+                    "description": "The city and state, e.g. San Francisco, CA",
+                },
+                "unit": {
+                    "type": "string",
+                    "description": "The unit of temperature to return",
+                    "enum": ["celsius", "fahrenheit"],
+                },
+            },
+            "required": ["location"],
+        },
+    },
+}
+WEATHER_MESSAGES = [
+    SystemMessage("You are a helpful assistant that can answer to questions about the weather."),
+    HumanMessage("What's the weather like in San Francisco?"),
+]
+
+
+@pytest.mark.parametrize(
+    ("model", "reported"),
+    [("gpt-4o", 101), ("gpt-4o-mini", 101), ("gpt-4", 105), ("gpt-3.5-turbo", 105)],
+)
+def test_request_with_a_tool_matches_the_tokens_openai_reports(model: str, reported: int) -> None:
+    counter = TokenCounter(model)
+    total = counter.count_messages(WEATHER_MESSAGES) + counter.count_tools([WEATHER_TOOL])
+    assert total == reported
+
+
+def test_tool_schemas_cost_less_than_their_json_text() -> None:
+    # The schema JSON is not what the model sees: counting it over-counts by ~half.
+    counter = TokenCounter("gpt-4o")
+    as_json = counter.count_text(json.dumps(WEATHER_TOOL, ensure_ascii=False))
+    assert counter.count_tools([WEATHER_TOOL]) < as_json
+
+
+def test_count_tools_counts_nested_parameters_and_caches() -> None:
     @tool
     def read_file(path: str, limit: int = 100) -> str:
         """Read a file from the workspace."""
         return path
 
-    schema = {
+    bare = {
         "type": "function",
         "function": {"name": "bash", "description": "Run a command", "parameters": {}},
     }
+    nested = {
+        "type": "function",
+        "function": {
+            "name": "plan",
+            "description": "Write the plan.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "steps": {
+                        "type": "array",
+                        "description": "The steps.",
+                        "items": {
+                            "type": "object",
+                            "properties": {"text": {"type": "string", "description": "A step"}},
+                        },
+                    }
+                },
+            },
+        },
+    }
     counter = TokenCounter("gpt-4o")
-    expected = counter.count_text(
-        json.dumps(convert_to_openai_tool(read_file), ensure_ascii=False)
-    ) + counter.count_text(json.dumps(convert_to_openai_tool(schema), ensure_ascii=False))
-    assert counter.count_tools([read_file, schema]) == expected
+    one = counter.count_tools([bare])
+    assert one == 12 + 7 + counter.count_text("bash:Run a command")
+    with_nested = counter.count_tools([bare, nested])
+    # The nested item's field and its description are part of the rendered type.
+    flat = counter.count_text("steps:array:The steps")
+    assert with_nested - one > 7 + counter.count_text("plan:Write the plan") + 3 + 3 + flat
+    total = counter.count_tools([read_file, bare, nested])
     encoded = counter.texts_counted
-    assert counter.count_tools([read_file, schema]) == expected
+    assert counter.count_tools([read_file, bare, nested]) == total
     assert counter.texts_counted == encoded
     assert counter.count_tools([]) == 0
 

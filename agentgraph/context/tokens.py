@@ -53,6 +53,28 @@ TOOL_CALL_OVERHEAD_TOKENS = 3
 # 765 keeps typical screenshots from being under-counted badly.
 IMAGE_BLOCK_TOKENS = 765
 
+# OpenAI's function-definition cost (cookbook "How to count tokens with tiktoken",
+# checked there against the API's reported usage): per function, per parameter,
+# per enum value, and once per request when any tool is sent. The cl100k models
+# (gpt-4, gpt-3.5) spend 3 more per function.
+FUNCTION_INIT_TOKENS = 7
+FUNCTION_INIT_TOKENS_CL100K = 10
+PROPERTIES_INIT_TOKENS = 3
+PROPERTY_KEY_TOKENS = 3
+ENUM_INIT_TOKENS = -3
+ENUM_ITEM_TOKENS = 3
+TOOLS_END_TOKENS = 12
+TYPE_TEXT_MAX_DEPTH = 6
+_TS_TYPES = {
+    "string": "string",
+    "integer": "number",
+    "number": "number",
+    "boolean": "boolean",
+    "null": "null",
+    "object": "object",
+    "array": "any[]",
+}
+
 TOKEN_CACHE_MAX_ENTRIES = 50_000
 TOOL_CACHE_MAX_ENTRIES = 1_024
 COUNTER_REGISTRY_MAX_MODELS = 64
@@ -487,26 +509,111 @@ class TokenCounter:
         return _json(convert_to_openai_tool(dict(tool)))
 
     def count_tools(self, tools: Sequence[BaseTool | dict[str, Any]]) -> int:
-        """Tokens of the tool schemas sent with the prompt (their OpenAI JSON).
+        """Tokens the tool schemas add to a request, by OpenAI's published formula.
+
+        OpenAI does not send the JSON schema to the model: it renders each function
+        as a short TypeScript-like declaration in the system message. Its cookbook
+        ("How to count tokens with tiktoken") gives the cost: per function a fixed
+        overhead plus ``name:description``, per parameter ``name:type:description``
+        (a trailing period dropped), enum values, and a fixed end once per request.
+        Counting the JSON text instead over-counts by about half again
+        (docs/bench/tokens.md).
 
         Args:
             tools: LangChain tools or tool schemas in any format
                 ``convert_to_openai_tool`` accepts.
 
         Returns:
-            Sum of the token counts of each tool's JSON schema.
+            The request's tool tokens (0 without tools).
         """
-        total = 0
+        if not tools:
+            return 0
+        total = TOOLS_END_TOKENS
         for tool in tools:
             text = self._tool_schema_json(tool)
             key = (len(text), hash(text))
             count = self._tools.get(key)
             if count is None:
-                count = self._tools[key] = self.count_text(text)
+                count = self._tools[key] = self._function_tokens(json.loads(text))
                 if len(self._tools) > TOOL_CACHE_MAX_ENTRIES:
                     self._tools.popitem(last=False)
             total += count
         return total
+
+    def _function_tokens(self, schema: Mapping[str, Any]) -> int:
+        function = schema.get("function", schema)
+        init = (
+            FUNCTION_INIT_TOKENS_CL100K
+            if self.encoding_name == ENCODING_CL100K
+            else FUNCTION_INIT_TOKENS
+        )
+        name = str(function.get("name", ""))
+        total = init + self.count_text(f"{name}:{_no_period(function.get('description'))}")
+        params = function.get("parameters") or {}
+        properties = params.get("properties") if isinstance(params, Mapping) else None
+        if not isinstance(properties, Mapping) or not properties:
+            return total
+        total += PROPERTIES_INIT_TOKENS
+        for key, prop in properties.items():
+            prop = prop if isinstance(prop, Mapping) else {}
+            total += PROPERTY_KEY_TOKENS
+            enum = prop.get("enum")
+            if isinstance(enum, list):
+                total += ENUM_INIT_TOKENS
+                for item in enum:
+                    total += ENUM_ITEM_TOKENS + self.count_text(str(item))
+            kind = prop.get("type")
+            # The cookbook covers scalar parameters; arrays, objects and unions are
+            # rendered as OpenAI renders them (their structure costs tokens too).
+            scalar = isinstance(kind, str) and kind not in ("array", "object")
+            type_text = kind if scalar else _type_text(prop)
+            line = f"{key}:{type_text}:{_no_period(prop.get('description'))}"
+            total += self.count_text(line)
+        return max(total, 0)
+
+
+def _no_period(text: object) -> str:
+    value = text if isinstance(text, str) else ""
+    return value[:-1] if value.endswith(".") else value
+
+
+def _type_text(schema: Mapping[str, Any], depth: int = 0) -> str:
+    """A TypeScript-like rendering of a JSON schema, as OpenAI shows it to the model.
+
+    Used for parameters the cookbook formula does not cover (unions, arrays,
+    nested objects): their structure costs tokens too.
+    """
+    if depth > TYPE_TEXT_MAX_DEPTH:
+        return "any"
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return " | ".join(_json(v) for v in schema["enum"])
+    for union in ("anyOf", "oneOf"):
+        options = schema.get(union)
+        if isinstance(options, list):
+            return " | ".join(
+                _type_text(o, depth + 1) if isinstance(o, Mapping) else "any" for o in options
+            )
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(_TS_TYPES.get(str(k), str(k)) for k in kind)
+    if kind == "array":
+        items = schema.get("items")
+        inner = _type_text(items, depth + 1) if isinstance(items, Mapping) else "any"
+        return f"{inner}[]"
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties")
+        if not isinstance(props, Mapping) or not props:
+            return "object"
+        required = set(schema.get("required") or ())
+        fields = []
+        for key, value in props.items():
+            sub = value if isinstance(value, Mapping) else {}
+            note = sub.get("description")
+            comment = f"// {note}\n" if isinstance(note, str) and note else ""
+            optional = "" if key in required else "?"
+            fields.append(f"{comment}{key}{optional}: {_type_text(sub, depth + 1)},")
+        return "{\n" + "\n".join(fields) + "\n}"
+    return _TS_TYPES.get(str(kind), "any")
 
 
 _COUNTERS: OrderedDict[str, TokenCounter] = OrderedDict()
