@@ -31,6 +31,7 @@ from agentgraph.deps import AgentDeps
 from agentgraph.graph import build_graph
 from agentgraph.history import agentgraph_kind
 from agentgraph.images import model_accepts_images
+from agentgraph.instructions import InstructionsCache
 from agentgraph.mcp import McpManager
 from agentgraph.mentions import resolve_mentions, user_content
 from agentgraph.model import build_chat_model
@@ -154,6 +155,8 @@ class Agent:
     ) -> None:
         self.settings = settings
         self.mcp = mcp
+        # AGENTS.md files, read once per workspace and process: a stable system prompt.
+        self.instructions = InstructionsCache(settings.home)
         self.store = store
         chat_model = model if model is not None else build_chat_model(settings)
         if summarizer is None:
@@ -216,7 +219,7 @@ class Agent:
         return catalog_for(self.settings.home, workspace)
 
     def _system_sections(self, state: Mapping[str, Any], workspace: str) -> list[str]:
-        """Skills listing (names and descriptions only) and the delegation hint."""
+        """Delegation hint, skills listing (names and descriptions) and AGENTS.md files."""
         sections: list[str] = []
         allowed = state.get("allowed_tools")
         denied = set(state.get("denied_tools") or [])
@@ -227,6 +230,9 @@ class Agent:
         listing = skills_prompt_section(self.skills(workspace), state.get("active_skill"))
         if listing:
             sections.append(listing)
+        project = self.instructions.section(workspace)
+        if project:
+            sections.append(project)
         return sections
 
     def accepts_images(self) -> bool:
@@ -547,6 +553,7 @@ class Agent:
             tools=allowed_tools(state, self.deps),
             counter=self.deps.counter,
             budget=self.deps.budget,
+            instructions=self.instructions.section(self._workspace_of(thread_id)),
         )
         report["compactions"] = [
             {k: v for k, v in (m.additional_kwargs.get("agentgraph") or {}).items() if k != "kind"}

@@ -117,10 +117,11 @@ def instructions_section(files: list[InstructionFile], workspace: Path) -> str:
 
 
 class InstructionsCache:
-    """The instructions section of each session, read once and then kept.
+    """The instructions section of each workspace, read once and then kept.
 
-    Keyed by thread id: a session sees the files as they were when it first needed them,
-    so its system prompt stays byte-stable. ``/init`` and a new session read them again.
+    A session (and its subagents, in the same workspace) sees the files as they were
+    when first needed, so its system prompt stays byte-stable; ``/init`` and the next
+    start of agentgraph read them again.
     """
 
     def __init__(self, home: Path) -> None:
@@ -128,15 +129,16 @@ class InstructionsCache:
         self._sections: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def section(self, thread_id: str, workspace: Path) -> str:
-        """The instructions section for ``thread_id`` (read on first use)."""
+    def section(self, workspace: Path | str) -> str:
+        """The instructions section for ``workspace`` (read on first use)."""
+        key = str(workspace)
         with self._lock:
-            if thread_id not in self._sections:
-                files = load_instructions(workspace, self._home)
-                self._sections[thread_id] = instructions_section(files, workspace)
-            return self._sections[thread_id]
+            if key not in self._sections:
+                files = load_instructions(Path(workspace), self._home)
+                self._sections[key] = instructions_section(files, Path(workspace))
+            return self._sections[key]
 
-    def forget(self, thread_id: str) -> None:
+    def forget(self, workspace: Path | str) -> None:
         """Read the files again on the next use (after ``/init`` wrote one)."""
         with self._lock:
-            self._sections.pop(thread_id, None)
+            self._sections.pop(str(workspace), None)

@@ -73,9 +73,46 @@ def test_cache_keeps_a_session_stable_until_forgotten(tmp_path: Path) -> None:
     home, repo, _ = make_repo(tmp_path)
     (repo / "AGENTS.md").write_text("version one")
     cache = InstructionsCache(home)
-    first = cache.section("t1", repo)
+    first = cache.section(repo)
     (repo / "AGENTS.md").write_text("version two")
-    assert cache.section("t1", repo) == first  # same session: byte-stable
-    assert "version two" in cache.section("t2", repo)  # a new session reads it again
-    cache.forget("t1")
-    assert "version two" in cache.section("t1", repo)
+    assert cache.section(repo) == first  # same process: byte-stable
+    assert "version two" in InstructionsCache(home).section(repo)  # next start reads again
+    cache.forget(repo)
+    assert "version two" in cache.section(repo)
+
+
+def test_agent_puts_instructions_in_a_system_prompt_that_stays_byte_stable(
+    tmp_path: Path,
+) -> None:
+    from langchain_core.messages import SystemMessage
+
+    from agentgraph.agent import Agent
+    from agentgraph.config import Settings
+    from agentgraph.persistence import open_store
+    from tests.fakes.chat_model import ScriptedChatModel
+    from tests.fakes.scripts import ai_text, ai_tools
+
+    home, repo, _ = make_repo(tmp_path)
+    (repo / "AGENTS.md").write_text("Always run `make check` before answering.")
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        AGENTGRAPH_HOME=str(home),
+        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+        AGENTGRAPH_MODEL="gpt-4o-mini",
+    )
+    model = ScriptedChatModel(
+        [
+            ai_tools(("write_file", {"path": "AGENTS.md", "content": "changed"})),
+            ai_text("ok"),
+            ai_text("again"),
+        ]
+    )
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=model, sleep=lambda _s: None)
+        agent.run_turn("t1", "hello", repo)
+        agent.run_turn("t1", "and again", repo)
+        report = agent.context_report("t1")
+    systems = [str(call[0].content) for call in model.calls if isinstance(call[0], SystemMessage)]
+    assert len(systems) == 3 and len(set(systems)) == 1  # the edit did not change the prompt
+    assert "Always run `make check` before answering." in systems[0]
+    assert report["by_category"]["instructions"] > 5

@@ -21,7 +21,7 @@ from agentgraph.agent import Agent, TurnResult, message_text, new_thread_id
 from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.render import EventPrinter
-from agentgraph.cli.slash import ReplContext, dispatch
+from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, dispatch
 from agentgraph.config import Settings
 from agentgraph.errors import AgentGraphError
 from agentgraph.model import check_model_config
@@ -233,7 +233,10 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                         break
                 except (AgentGraphError, sqlite3.Error) as exc:  # the command fails, not the REPL
                     err.print(f"[red]{escape(str(exc))}[/]")
-                continue
+                # A command may hand the agent a request (/init): it runs as a turn.
+                line = str(ctx.extras.pop(SUBMIT_KEY, "") or "")
+                if not line:
+                    continue
             printer = SpinnerPrinter(out, err)
             if launch_dir is not None and ctx.workspace.name != ctx.thread_id:
                 ctx.workspace = isolated_workspace(settings.home, ctx.thread_id)  # after /new

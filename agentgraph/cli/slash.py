@@ -31,6 +31,10 @@ class ReplContext:
     confirm: Callable[[str], bool] = lambda _question: False
 
 
+# A command that puts a request here (ctx.extras[SUBMIT_KEY] = text) has the REPL run it
+# as the next turn, as if the user had typed it.
+SUBMIT_KEY = "submit"
+
 # Returns "exit" to leave the REPL, anything else to continue.
 Handler = Callable[[ReplContext, str], str | None]
 

@@ -1,8 +1,8 @@
-"""REPL commands for what agentgraph connects to: /mcp."""
+"""REPL commands for what agentgraph connects to: /mcp, /init."""
 
 from __future__ import annotations
 
-from agentgraph.cli.slash import ReplContext, command
+from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, command
 from agentgraph.mcp import McpManager
 
 STATE_STYLE = {"connected": "green", "failed": "red", "pending": "yellow"}
@@ -33,3 +33,26 @@ def _mcp(ctx: ReplContext, _rest: str) -> None:
     for problem in ctx.agent.mcp.problems if ctx.agent.mcp is not None else []:
         if "not started" in problem and "allowed" in problem:
             ctx.console.print(problem, style="yellow", markup=False)
+
+
+INIT_REQUEST = """\
+Write an AGENTS.md file at the root of this workspace: instructions for coding agents \
+working in this repository. Explore first (list_dir, glob, read the README, the build and \
+test configuration, a few central modules). Then write AGENTS.md, at most about 60 lines, \
+with: what the project is (two sentences); how to set up, build, run and test it (exact \
+commands that you found, not guesses); the layout (where things live); the conventions a \
+contributor must follow (style, tests, commits) as they appear in the code. \
+{existing}Do not invent anything you did not see in the files."""
+INIT_EXISTING = "An AGENTS.md exists already: read it, keep what is still true and improve it. "
+
+
+@command("init", "/init", "draft an AGENTS.md for this workspace (the agent explores, then writes)")
+def _init(ctx: ReplContext, _rest: str) -> None:
+    exists = (ctx.workspace / "AGENTS.md").is_file()
+    ctx.extras[SUBMIT_KEY] = INIT_REQUEST.format(existing=INIT_EXISTING if exists else "")
+    # The next start reads the new file; this session keeps its cache-stable prompt.
+    ctx.console.print(
+        "drafting AGENTS.md — it is read into the system prompt from the next session on",
+        style="dim",
+        markup=False,
+    )

@@ -27,6 +27,7 @@ __all__ = ["CATEGORIES", "context_report", "render_context", "status_line"]
 
 CATEGORIES = (
     "system_prompt",
+    "instructions",
     "tool_schemas",
     "user",
     "assistant",
@@ -50,6 +51,7 @@ _SOURCE_TEXT = {
 }
 _CATEGORY_TEXT = {
     "system_prompt": "system prompt",
+    "instructions": "project instructions (AGENTS.md)",
     "tool_schemas": "tool schemas",
     "user": "user messages",
     "assistant": "assistant messages",
@@ -102,6 +104,7 @@ def context_report(
     tools: Sequence[BaseTool | dict[str, Any]],
     counter: TokenCounter,
     budget: Budget,
+    instructions: str = "",
 ) -> dict[str, Any]:
     """Size and composition of the prompt the next model call would send.
 
@@ -115,6 +118,8 @@ def context_report(
         tools: Tools whose schemas are sent.
         counter: Token counter for the model.
         budget: The model's budget.
+        instructions: The project-instructions section inside the system prompt; its
+            tokens are shown as their own category (and not again as system prompt).
 
     Returns:
         A JSON-ready dict: ``tokens``, ``budget`` (usable tokens), ``window``,
@@ -124,8 +129,11 @@ def context_report(
     """
     by_category = dict.fromkeys(CATEGORIES, 0)
     by_category["system_prompt"] = sum(map(counter.count_message, system))
+    if instructions:
+        by_category["instructions"] = counter.count_text(instructions)
+        by_category["system_prompt"] -= by_category["instructions"]
     by_category["tool_schemas"] = counter.count_tools(tools)
-    fixed = by_category["system_prompt"] + by_category["tool_schemas"]
+    fixed = sum(by_category[k] for k in ("system_prompt", "instructions", "tool_schemas"))
 
     sent: list[BaseMessage] = []
     sized: list[tuple[int, int, BaseMessage]] = []
