@@ -1,4 +1,17 @@
-"""Chat-model construction: any OpenAI-compatible endpoint through langchain-openai."""
+"""Chat-model construction: OpenAI-compatible endpoints, and other providers by name.
+
+A model name is either a plain name (``gpt-4o-mini``, ``qwen2.5-coder:7b``) for the
+OpenAI-compatible endpoint at ``OPENAI_BASE_URL``, or ``provider:model``:
+
+- ``openai:``, ``ollama:``, ``vllm:``, ``llamacpp:``, ``lmstudio:`` — OpenAI-compatible,
+  out of the box (local servers at their usual port unless ``OPENAI_BASE_URL`` is set);
+- any other provider LangChain's ``init_chat_model`` knows (``anthropic:``,
+  ``google_genai:``, ``mistralai:``, ``groq:``, ``bedrock_converse:`` …), with the
+  provider's package installed (``agentgraph[anthropic]`` and the other extras).
+
+Only a known provider prefix makes a ``provider:`` string: Ollama's own tags contain a
+colon (``qwen2.5-coder:7b``) and are plain names.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +23,59 @@ from agentgraph.errors import ConfigError
 # llama.cpp / Ollama / vLLM accept any key, but the OpenAI client insists on one.
 LOCAL_ENDPOINT_PLACEHOLDER_KEY = "not-needed"
 
+# Providers served through langchain-openai, with the base URL their servers use by
+# default (None: OpenAI itself, or OPENAI_BASE_URL).
+OPENAI_COMPATIBLE_PROVIDERS: dict[str, str | None] = {
+    "openai": None,
+    "ollama": "http://127.0.0.1:11434/v1",
+    "vllm": "http://127.0.0.1:8000/v1",
+    "llamacpp": "http://127.0.0.1:8080/v1",
+    "lmstudio": "http://127.0.0.1:1234/v1",
+}
+# Providers of LangChain's init_chat_model → the package and agentgraph extra they need.
+LANGCHAIN_PROVIDERS: dict[str, tuple[str, str | None]] = {
+    "anthropic": ("langchain-anthropic", "anthropic"),
+    "google_genai": ("langchain-google-genai", "google"),
+    "google_vertexai": ("langchain-google-vertexai", None),
+    "google_anthropic_vertex": ("langchain-google-vertexai", None),
+    "mistralai": ("langchain-mistralai", "mistral"),
+    "groq": ("langchain-groq", "groq"),
+    "bedrock": ("langchain-aws", "aws"),
+    "bedrock_converse": ("langchain-aws", "aws"),
+    "azure_openai": ("langchain-openai", None),
+    "azure_ai": ("langchain-azure-ai", None),
+    "cohere": ("langchain-cohere", None),
+    "fireworks": ("langchain-fireworks", None),
+    "together": ("langchain-together", None),
+    "huggingface": ("langchain-huggingface", None),
+    "deepseek": ("langchain-deepseek", None),
+    "xai": ("langchain-xai", None),
+    "nvidia": ("langchain-nvidia-ai-endpoints", None),
+    "ibm": ("langchain-ibm", None),
+    "perplexity": ("langchain-perplexity", None),
+}
 
-def check_model_config(settings: Settings) -> None:
+
+def split_provider(name: str) -> tuple[str | None, str]:
+    """``("anthropic", "claude-…")`` for a known provider prefix, else ``(None, name)``."""
+    prefix, sep, rest = name.partition(":")
+    key = prefix.lower()
+    if sep and rest and (key in OPENAI_COMPATIBLE_PROVIDERS or key in LANGCHAIN_PROVIDERS):
+        return key, rest
+    return None, name
+
+
+def check_model_config(settings: Settings, model: str | None = None) -> None:
     """Fail early, with the variables to set, when no endpoint can be reached.
 
     Raises:
         ConfigError: neither an API key nor an endpoint is configured.
     """
-    model = settings.model
-    if ":" in model and not model.startswith(("openai:", "ft:")):
-        return  # provider:model strings use that provider's own credentials
+    provider, _ = split_provider(model or settings.model)
+    if provider in LANGCHAIN_PROVIDERS:
+        return  # that provider's package reads its own credentials
+    if provider is not None and OPENAI_COMPATIBLE_PROVIDERS.get(provider):
+        return  # a local server with a known default address
     if settings.api_key is None and not settings.base_url:
         raise ConfigError(
             "no model endpoint configured: set OPENAI_API_KEY (for OpenAI) or "
@@ -27,30 +83,40 @@ def check_model_config(settings: Settings) -> None:
         )
 
 
+def _langchain_model(provider: str, name: str, settings: Settings) -> BaseChatModel:
+    package, extra = LANGCHAIN_PROVIDERS[provider]
+    how = f"uv pip install 'agentgraph[{extra}]'" if extra else f"uv pip install {package}"
+    try:
+        from langchain.chat_models import init_chat_model
+    except ImportError as exc:  # pragma: no cover - langchain is a dependency
+        raise ConfigError(f"model {provider}:{name} needs the `langchain` package") from exc
+    kwargs: dict[str, object] = {"timeout": settings.request_timeout_s, "max_retries": 0}
+    if settings.max_output_tokens is not None:
+        kwargs["max_tokens"] = settings.max_output_tokens
+    try:
+        return init_chat_model(name, model_provider=provider, **kwargs)  # type: ignore[no-any-return,unused-ignore]
+    except ImportError:
+        raise ConfigError(f"model {provider}:{name} needs the {package} package: {how}") from None
+    except Exception as exc:  # e.g. a missing API key, reported by the provider package
+        text = " ".join(str(exc).split())[:300]
+        raise ConfigError(f"model {provider}:{name} cannot be set up: {text}") from None
+
+
 def build_chat_model(settings: Settings, model: str | None = None) -> BaseChatModel:
     """Build the chat model named by ``model`` (default: ``settings.model``).
-
-    ``provider:model`` strings go through LangChain's ``init_chat_model`` when the
-    provider's package is installed; everything else is an OpenAI-compatible
-    endpoint at ``settings.base_url``.
 
     Raises:
         ConfigError: the configuration cannot produce a model.
     """
-    name = model or settings.model
-    if ":" in name and not name.startswith(("openai:", "ft:")):
-        try:
-            from langchain.chat_models import init_chat_model
-
-            return init_chat_model(name)  # type: ignore[no-any-return,unused-ignore]
-        except ImportError as exc:  # depends on installed extras
-            raise ConfigError(
-                f"model {name!r} needs `langchain` and the provider's package installed ({exc})"
-            ) from exc
-    name = name.removeprefix("openai:")
-    check_model_config(settings)
+    provider, name = split_provider(model or settings.model)
+    if provider in LANGCHAIN_PROVIDERS:
+        return _langchain_model(provider, name, settings)  # type: ignore[arg-type]
+    check_model_config(settings, model)
     from langchain_openai import ChatOpenAI
 
+    base_url = settings.base_url or (
+        OPENAI_COMPATIBLE_PROVIDERS.get(provider) if provider is not None else None
+    )
     key = (
         settings.api_key.get_secret_value()
         if settings.api_key is not None
@@ -61,10 +127,10 @@ def build_chat_model(settings: Settings, model: str | None = None) -> BaseChatMo
         kwargs["max_tokens"] = settings.max_output_tokens
     return ChatOpenAI(
         model=name,
-        base_url=settings.base_url,
+        base_url=base_url,
         api_key=key,  # type: ignore[arg-type]
         timeout=settings.request_timeout_s,
-        # Retries are ours (context/retry.py): they know overflow from rate limit.
+        # Retries are ours (the retry middleware): they know overflow from rate limit.
         max_retries=0,
         stream_usage=True,
         **kwargs,  # type: ignore[arg-type]

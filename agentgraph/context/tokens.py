@@ -236,13 +236,16 @@ def encoding_for_model(model: str) -> str | None:
     """Name of the OpenAI encoding a model uses, or None if it is not OpenAI's.
 
     Args:
-        model: A model name, optionally with a ``provider/`` prefix or a
-            ``[1m]``-style suffix.
+        model: A model name, optionally with a ``provider/`` or ``openai:`` prefix or
+            a ``[1m]``-style suffix.
 
     Returns:
         ``"o200k_base"``, ``"cl100k_base"`` or ``None``.
     """
     name = model.strip().lower().rsplit("/", 1)[-1].split("[", 1)[0]
+    provider, sep, rest = name.partition(":")
+    if sep and provider in ("openai", "azure_openai"):
+        name = rest  # "openai:gpt-4o" is gpt-4o; "qwen2.5-coder:7b" keeps its tag
     if name.startswith(_O200K_PREFIXES):
         return ENCODING_O200K
     if name.startswith(_CL100K_PREFIXES):
