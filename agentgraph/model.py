@@ -15,6 +15,8 @@ colon (``qwen2.5-coder:7b``) and are plain names.
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain_core.language_models import BaseChatModel
 
 from agentgraph.config import Settings
@@ -90,11 +92,12 @@ def _langchain_model(provider: str, name: str, settings: Settings) -> BaseChatMo
         from langchain.chat_models import init_chat_model
     except ImportError as exc:  # pragma: no cover - langchain is a dependency
         raise ConfigError(f"model {provider}:{name} needs the `langchain` package") from exc
-    kwargs: dict[str, object] = {"timeout": settings.request_timeout_s, "max_retries": 0}
+    kwargs: dict[str, Any] = {"timeout": settings.request_timeout_s, "max_retries": 0}
     if settings.max_output_tokens is not None:
         kwargs["max_tokens"] = settings.max_output_tokens
     try:
-        return init_chat_model(name, model_provider=provider, **kwargs)  # type: ignore[no-any-return,unused-ignore]
+        model: BaseChatModel = init_chat_model(name, model_provider=provider, **kwargs)
+        return model
     except ImportError:
         raise ConfigError(f"model {provider}:{name} needs the {package} package: {how}") from None
     except Exception as exc:  # e.g. a missing API key, reported by the provider package
@@ -109,8 +112,8 @@ def build_chat_model(settings: Settings, model: str | None = None) -> BaseChatMo
         ConfigError: the configuration cannot produce a model.
     """
     provider, name = split_provider(model or settings.model)
-    if provider in LANGCHAIN_PROVIDERS:
-        return _langchain_model(provider, name, settings)  # type: ignore[arg-type]
+    if provider is not None and provider in LANGCHAIN_PROVIDERS:
+        return _langchain_model(provider, name, settings)
     check_model_config(settings, model)
     from langchain_openai import ChatOpenAI
 
