@@ -34,6 +34,7 @@ from agentgraph.images import model_accepts_images
 from agentgraph.instructions import InstructionsCache
 from agentgraph.mcp import McpManager
 from agentgraph.mentions import resolve_mentions, user_content
+from agentgraph.middleware import context_pipeline
 from agentgraph.model import build_chat_model
 from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.persistence.sessions import SessionHooks, ensure_not_in_use, mark_in_use
@@ -575,12 +576,13 @@ class Agent:
         snapshot = self.graph.get_state(self.config(thread_id))
         state = dict(snapshot.values or {})
         messages = list(state.get("messages") or [])
-        if not messages or self.deps.compactor is None:
+        compaction = context_pipeline(self.deps).compaction
+        if not messages or compaction is None:
             return None
         from agentgraph.nodes.common import allowed_tools, system_messages
 
         workspace = self._workspace_of(thread_id)
-        outcome = self.deps.compactor(
+        outcome = compaction.compact(
             messages,
             trigger="manual",
             system=system_messages(state, self.deps, workspace=workspace),  # type: ignore[arg-type]

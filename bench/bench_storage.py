@@ -16,7 +16,7 @@ Reported at 100, 1,000 and 5,000 messages: database bytes (after a WAL
 checkpoint), and the median and 90th-percentile wall time of the turns that
 ended in the last 20% before the mark. Resume = open the file with a new
 connection, load the state and build the first prompt view
-(``context.guard.build_view``). The default side stops at 1,000 messages (its
+(``middleware.PromptViewMiddleware.build``). The default side stops at 1,000 messages (its
 file is several GB by then). The last section measures undo snapshots on a
 5,000-file workspace.
 """
@@ -40,10 +40,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from agentgraph.config import Settings
-from agentgraph.context.guard import build_view
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
-from agentgraph.deps import AgentDeps
+from agentgraph.middleware import PromptViewMiddleware
 from agentgraph.persistence.index import SqliteSessionIndex
 from agentgraph.persistence.prune import db_bytes
 from agentgraph.persistence.saver import AgentSqliteSaver
@@ -179,16 +178,12 @@ def resume_ms(kind: str, path: Path, settings: Settings) -> tuple[float, int, in
         graph, _ = build(default_state() if kind == "default" else AppState, saver)
         values = graph.get_state({"configurable": {"thread_id": "bench"}}).values
         messages = list(values.get("messages") or [])
-        deps = AgentDeps(
-            settings=settings,
-            model=None,  # type: ignore[arg-type]
-            tools=[],
-            counter=get_counter(settings.model),
-            budget=budget_for(settings),
+        unit = PromptViewMiddleware(
+            get_counter(settings.model),
+            budget_for(settings),
+            keep_recent=settings.max_message_history,
         )
-        view, _tokens, _overflow = build_view(
-            deps, messages, [SystemMessage("You are a coding agent.")], []
-        )
+        view = unit.build(messages, SystemMessage("You are a coding agent."), []).messages
         elapsed = (time.perf_counter() - start) * 1000
         return elapsed, len(messages), len(view)
     finally:

@@ -247,16 +247,26 @@ def test_compacting_harder_keeps_the_uncut_originals_in_the_transcript(
 def test_provider_reported_usage_can_trigger_compaction(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
+    from langchain.agents.middleware import ModelRequest
     from langchain_core.messages import SystemMessage
 
-    from agentgraph.context.guard import build_view
-    from agentgraph.nodes.planner import needs_compaction
+    from agentgraph.middleware import context_pipeline
 
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     with open_store(settings) as store:
         agent = Agent(settings, store, model=ScriptedChatModel([]), sleep=lambda _s: None)
         deps = agent.deps
-        system = [SystemMessage("you are a test")]
+        system = SystemMessage("you are a test")
+        pipeline = context_pipeline(deps)
+        compaction = pipeline.compaction
+        assert compaction is not None
+
+        def request(messages: list[BaseMessage]) -> ModelRequest:
+            view = pipeline.view.build(messages, system, [])
+            return ModelRequest(
+                model=deps.model, messages=view.messages, system_message=system, tools=[]
+            )
+
         words = " ".join(f"word{n} value{n * 7 % 101}" for n in range(250))
         history: list[BaseMessage] = [HumanMessage("go", id="u0")]
         while deps.counter.count_messages(history) < deps.budget.compact_at * 0.75:
@@ -267,8 +277,8 @@ def test_provider_reported_usage_can_trigger_compaction(
                 )
             )
             history.append(ToolMessage(content=words, tool_call_id=f"c{i}", id=f"t{i}"))
-        view = build_view(deps, history, system, [])
-        assert not needs_compaction(deps, history, system, [], view)  # our own count: not yet
+        # Our own count: not yet.
+        assert not compaction.needs_compaction(history, request(history))
         # The provider counted ~25% more (another tokenizer): its figure decides.
         reported = int(deps.counter.count_messages(history) * 1.25) + 200
         assert reported >= deps.budget.compact_at
@@ -282,4 +292,4 @@ def test_provider_reported_usage_can_trigger_compaction(
             },
         )
         later = [*history, last, HumanMessage("next", id="hn")]
-        assert needs_compaction(deps, later, system, [], build_view(deps, later, system, []))
+        assert compaction.needs_compaction(later, request(later))

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import BaseTool
-from langgraph.config import get_stream_writer
 
 from agentgraph.deps import AgentDeps
 from agentgraph.prompts import build_system_prompt
@@ -15,15 +12,6 @@ from agentgraph.state import AppState
 # Placeholder argument for a tool call whose JSON the model got wrong; the tools
 # node answers it with an error so the model can re-issue the call.
 INVALID_ARGS_KEY = "__invalid_json_arguments__"
-
-
-def emit(event: dict[str, Any]) -> None:
-    """Send a UI event on LangGraph's ``custom`` stream (no-op outside a run)."""
-    try:
-        writer = get_stream_writer()
-    except RuntimeError:
-        return
-    writer(event)
 
 
 def system_messages(state: AppState, deps: AgentDeps, *, workspace: str) -> list[SystemMessage]:

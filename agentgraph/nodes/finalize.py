@@ -9,9 +9,10 @@ from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from agentgraph.context.guard import call_model
 from agentgraph.deps import AgentDeps
-from agentgraph.nodes.common import allowed_tools, emit, system_messages
+from agentgraph.middleware.events import emit
+from agentgraph.nodes.common import allowed_tools, system_messages
+from agentgraph.nodes.model_call import make_model_call
 from agentgraph.prompts import LOOP_CAP_INSTRUCTION, LOOP_CAP_TOOL_RESULT
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
@@ -21,6 +22,7 @@ def make_finalize(
     deps: AgentDeps,
 ) -> Callable[[AppState, RunnableConfig, Runtime[RunContext]], dict[str, Any]]:
     """Build the finalize node bound to ``deps``."""
+    call_model = make_model_call(deps)
 
     def finalize(
         state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]
@@ -47,20 +49,18 @@ def make_finalize(
                 "text": f"step limit reached ({max_loops} model calls); asking for a final answer",
             }
         )
-        system = [
-            *system_messages(state, deps, workspace=ctx.workspace_path),
-            SystemMessage(content=LOOP_CAP_INSTRUCTION.format(max_loops=max_loops)),
-        ]
+        (base,) = system_messages(state, deps, workspace=ctx.workspace_path)
+        instruction = LOOP_CAP_INSTRUCTION.format(max_loops=max_loops)
+        system = SystemMessage(content=f"{base.text}\n\n{instruction}")
         # Tools stay declared (strict providers reject tool calls in a history without
         # them) but the model may not call one.
         result = call_model(
-            deps,
+            state,
             [*messages, *skipped],
             system,
             allowed_tools(state, deps),
             config,
-            emit=emit,
-            workspace=ctx.workspace_path,
+            runtime=runtime.override(context=ctx),
             tool_choice="none",
         )
         answer = result.ai
@@ -69,6 +69,6 @@ def make_finalize(
             answer = answer.model_copy(
                 update={"tool_calls": [], "invalid_tool_calls": [], "additional_kwargs": kwargs}
             )
-        return {"messages": [*skipped, *result.state_updates, answer]}
+        return {"messages": [*skipped, *result.messages[:-1], answer]}
 
     return finalize

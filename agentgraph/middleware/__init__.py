@@ -1,0 +1,59 @@
+"""agentgraph's context management as LangChain v1 middleware.
+
+Each context concern is one unit, one module, one ``wrap_model_call`` hook:
+
+=========================  ===============================  ===================================
+unit                       module                           what it does
+=========================  ===============================  ===================================
+prompt view                ``middleware/prompt_view.py``    valid view of the history, in budget
+compaction                 ``middleware/compaction.py``     summary at threshold/overflow/manual
+overflow recovery          ``middleware/overflow.py``       cut tool outputs, shrink max_tokens
+retry                      ``middleware/retry.py``          429/5xx/dropped connections again
+=========================  ===============================  ===================================
+
+The same objects serve agentgraph's own graph (the planner node composes them with
+:func:`compose`) and any LangChain agent::
+
+    from langchain.agents import create_agent
+    from agentgraph.middleware import context_middleware
+
+    agent = create_agent(llm, tools, middleware=context_middleware("gpt-4o-mini", summarizer=llm))
+
+Provider failures come out as langchain-core's exception types (``ContextOverflowError``,
+``ModelRateLimitError`` …; see :mod:`agentgraph.context.model_errors`).
+"""
+
+from agentgraph.context.model_errors import (
+    EndpointUnreachableError,
+    OutputOverflowError,
+    provider_error_of,
+    to_model_error,
+)
+from agentgraph.middleware.compaction import CompactionMiddleware
+from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
+from agentgraph.middleware.pipeline import (
+    ContextPipeline,
+    PipelineResult,
+    compose,
+    context_middleware,
+    context_pipeline,
+)
+from agentgraph.middleware.prompt_view import PromptView, PromptViewMiddleware
+from agentgraph.middleware.retry import RetryMiddleware
+
+__all__ = [
+    "CompactionMiddleware",
+    "ContextPipeline",
+    "EndpointUnreachableError",
+    "OutputOverflowError",
+    "OverflowRecoveryMiddleware",
+    "PipelineResult",
+    "PromptView",
+    "PromptViewMiddleware",
+    "RetryMiddleware",
+    "compose",
+    "context_middleware",
+    "context_pipeline",
+    "provider_error_of",
+    "to_model_error",
+]

@@ -1,0 +1,177 @@
+"""Compaction unit: one entry point for every compaction.
+
+:meth:`CompactionMiddleware.compact` is the only way a history is compacted: by
+``wrap_model_call`` when the prompt reaches the compaction threshold (trigger
+``"auto"``) or the provider still reports an overflow after overflow recovery
+(``"guard"``), and by ``Agent.compact`` for ``/compact`` and ``sessions compact``
+(``"manual"``). The strategy (LLM handoff summary, files re-read, fallback) lives in
+:mod:`agentgraph.context.compaction`.
+
+Hook: ``wrap_model_call``. When it compacted, the result carries the compaction's
+messages as a ``Command`` with the model's reply after them: ``create_agent`` applies
+a model response before middleware commands, and the reply must land after the
+compaction boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+)
+from langchain_core.exceptions import ContextOverflowError
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langgraph.types import Command
+
+from agentgraph.context.compaction import since_last_boundary
+from agentgraph.context.model_errors import to_model_error
+from agentgraph.context.tokens import anchored_prompt_tokens
+from agentgraph.deps import CompactionOutcome, Compactor
+from agentgraph.middleware.events import Emit, emit
+from agentgraph.middleware.prompt_view import PromptViewMiddleware, Tools
+
+__all__ = ["CompactionMiddleware"]
+
+
+def _workspace(request: ModelRequest) -> str | None:
+    """The workspace whose files are re-read after a compaction, when the run has one."""
+    context = getattr(request.runtime, "context", None)
+    for source in (context, request.state):
+        if isinstance(source, Mapping):
+            value = source.get("workspace_path")
+        else:
+            value = getattr(source, "workspace_path", None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+class CompactionMiddleware(AgentMiddleware):
+    """Compacts the history at the threshold, on overflow, and on request.
+
+    Args:
+        compactor: The compaction strategy (``agentgraph.context.compaction.Compactor``).
+        view: The prompt-view unit: its budget and counter decide the threshold, and
+            it rebuilds the view of a compacted history.
+        emit: Told ``{"type": "compaction", **record}`` after each compaction.
+    """
+
+    def __init__(
+        self, compactor: Compactor, view: PromptViewMiddleware, *, emit: Emit = emit
+    ) -> None:
+        super().__init__()
+        self.compactor = compactor
+        self.view = view
+        self.emit = emit
+
+    def compact(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        trigger: str,
+        system: Sequence[BaseMessage],
+        tools: Tools,
+        focus: str | None = None,
+        workspace: str | None = None,
+    ) -> CompactionOutcome | None:
+        """Compact ``messages`` (a full history); None when there is nothing to compact.
+
+        Args:
+            messages: The full history (the state's ``messages``).
+            trigger: ``"auto"``, ``"guard"`` (overflow) or ``"manual"``.
+            system: The live system prompt.
+            tools: The tools sent with the prompt.
+            focus: What the summary should keep above all (``/compact FOCUS``).
+            workspace: Folder whose recently used files are re-read into the view.
+
+        Returns:
+            The state update and new history, or None.
+        """
+        outcome = self.compactor(
+            messages,
+            trigger=trigger,
+            system=system,
+            tools=tools,  # type: ignore[arg-type]
+            focus=focus,
+            workspace=workspace,
+        )
+        if outcome is not None:
+            self.emit({"type": "compaction", **outcome.record})
+        return outcome
+
+    def needs_compaction(self, history: Sequence[BaseMessage], request: ModelRequest) -> bool:
+        """Compact at the token threshold, or before messages would leave the window.
+
+        ``request.messages`` is the prompt view of ``history``. Its size is our own
+        count or, when larger, the provider's reported usage of the last reply plus
+        what came after it (Claude Code's anchor): the provider's tokenizer is the
+        one that decides what overflows.
+        """
+        recent = [m for m in since_last_boundary(history) if not isinstance(m, SystemMessage)]
+        keep = self.view.keep_recent
+        if keep is not None and len(recent) > keep:
+            return True
+        counter = self.view.counter
+        fixed = self.view.fixed_tokens(request.system_message, request.tools)
+        body = [m for m in request.messages if not isinstance(m, SystemMessage)]
+        system = [request.system_message] if request.system_message is not None else []
+        tokens = counter.count_messages([*system, *body]) + counter.count_tools(request.tools)
+        reported, source = anchored_prompt_tokens(body, counter, fixed_tokens=fixed)
+        if source == "reported":
+            tokens = max(tokens, reported)
+        return tokens >= self.view.budget.compact_at
+
+    def _compacted(
+        self, request: ModelRequest, history: list[BaseMessage], trigger: str
+    ) -> tuple[ModelRequest, CompactionOutcome] | None:
+        outcome = self.compact(
+            history,
+            trigger=trigger,
+            system=[request.system_message] if request.system_message is not None else [],
+            tools=request.tools,
+            workspace=_workspace(request),
+        )
+        if outcome is None:
+            return None
+        view = self.view.build(outcome.messages, request.system_message, request.tools)
+        state: Any = {**request.state, "messages": outcome.messages}
+        return request.override(messages=view.messages, state=state), outcome  # type: ignore[arg-type]
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], ModelResponse],
+    ) -> ModelResponse | AIMessage | ExtendedModelResponse:
+        """Compact before the call at the threshold, and once more on an overflow."""
+        history: list[BaseMessage] = list(request.state.get("messages") or request.messages)
+        updates: list[BaseMessage] = []
+        if self.needs_compaction(history, request):
+            done = self._compacted(request, history, "auto")
+            if done is not None:
+                request, outcome = done
+                history, updates = list(outcome.messages), list(outcome.updates)
+        try:
+            response = handler(request)
+        except Exception as exc:
+            typed = to_model_error(exc)
+            if not isinstance(typed, ContextOverflowError):
+                raise
+            done = self._compacted(request, history, "guard")
+            if done is None:
+                raise typed from exc
+            request, outcome = done
+            updates.extend(outcome.updates)
+            response = handler(request)  # a second overflow is the caller's to report
+        if not updates:
+            return response
+        return ExtendedModelResponse(
+            model_response=ModelResponse(
+                result=[], structured_response=response.structured_response
+            ),
+            command=Command(update={"messages": [*updates, *response.result]}),
+        )

@@ -1,0 +1,226 @@
+"""The model-call pipeline: the units in order, and a composer for our own graph.
+
+Order, outermost first (each unit wraps the ones after it)::
+
+    prompt view → [observation masking, to come] → compaction → overflow recovery
+    → retry → the model
+
+:func:`compose` chains ``wrap_model_call`` hooks as ``create_agent`` does (first in
+the list is outermost); the planner node calls the chain around its model call.
+:func:`context_middleware` builds the same units for any LangChain agent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+)
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+
+from agentgraph.config import Settings
+from agentgraph.context.compaction import Compactor
+from agentgraph.context.retry import RetryPolicy
+from agentgraph.context.tokens import get_counter
+from agentgraph.context.windows import budget_for
+from agentgraph.deps import AgentDeps
+from agentgraph.middleware.compaction import CompactionMiddleware
+from agentgraph.middleware.events import Emit, emit
+from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
+from agentgraph.middleware.prompt_view import PromptViewMiddleware
+from agentgraph.middleware.retry import RetryMiddleware
+
+__all__ = [
+    "ContextPipeline",
+    "PipelineResult",
+    "compose",
+    "context_middleware",
+    "context_pipeline",
+]
+
+Handler = Callable[[ModelRequest], ModelResponse]
+# A composed layer: runs a request, appending the command messages it produced.
+Layer = Callable[[ModelRequest, list[BaseMessage]], ModelResponse]
+
+
+@dataclass
+class PipelineResult:
+    """What one composed call produced.
+
+    Attributes:
+        response: The model response as the outermost unit returned it.
+        messages: State updates for ``messages`` in order: the units' (a compaction's
+            boundary, summary and kept messages) and the model's reply.
+    """
+
+    response: ModelResponse
+    messages: list[BaseMessage] = field(default_factory=list)
+
+    @property
+    def reply(self) -> AIMessage:
+        """The model's reply (the last AI message of :attr:`messages`)."""
+        for message in reversed(self.messages):
+            if isinstance(message, AIMessage):
+                return message
+        raise ValueError("the model call produced no AI message")
+
+
+def _settle(
+    result: ModelResponse | AIMessage | ExtendedModelResponse, commands: list[BaseMessage]
+) -> ModelResponse:
+    """Normalize a unit's result; a command's messages are appended to ``commands``."""
+    if isinstance(result, AIMessage):
+        return ModelResponse(result=[result])
+    if isinstance(result, ExtendedModelResponse):
+        update = result.command.update if result.command is not None else None
+        if isinstance(update, dict):
+            commands.extend(update.get("messages") or [])
+        return result.model_response
+    return result
+
+
+def compose(
+    middleware: Sequence[AgentMiddleware],
+) -> Callable[[ModelRequest, Handler], PipelineResult]:
+    """Chain the units' ``wrap_model_call`` hooks, first in the list outermost.
+
+    Like ``create_agent``: a unit's command messages are applied after the model
+    response's, and an inner unit's commands before an outer one's; a retried inner
+    call forgets the commands of its failed attempt.
+
+    Args:
+        middleware: Units in order.
+
+    Returns:
+        ``call(request, model_call)`` running the chain around ``model_call``.
+    """
+
+    def layer(unit: AgentMiddleware, inner: Layer) -> Layer:
+        def run(request: ModelRequest, commands: list[BaseMessage]) -> ModelResponse:
+            mine: list[BaseMessage] = []
+
+            def handler(req: ModelRequest) -> ModelResponse:
+                mine.clear()  # an attempt that failed leaves nothing behind
+                return inner(req, mine)
+
+            result = _settle(unit.wrap_model_call(request, handler), mine)
+            commands.extend(mine)
+            return result
+
+        return run
+
+    def call(request: ModelRequest, model_call: Handler) -> PipelineResult:
+        def innermost(req: ModelRequest, _commands: list[BaseMessage]) -> ModelResponse:
+            return model_call(req)
+
+        chain: Layer = innermost
+        for unit in reversed(middleware):
+            chain = layer(unit, chain)
+        commands: list[BaseMessage] = []
+        response = chain(request, commands)
+        return PipelineResult(response=response, messages=[*response.result, *commands])
+
+    return call
+
+
+@dataclass(frozen=True)
+class ContextPipeline:
+    """The units of agentgraph's model call, built from its dependencies."""
+
+    view: PromptViewMiddleware
+    compaction: CompactionMiddleware | None
+    overflow: OverflowRecoveryMiddleware
+    retry: RetryMiddleware
+
+    @property
+    def middleware(self) -> list[AgentMiddleware]:
+        """The units in pipeline order (outermost first)."""
+        units: list[AgentMiddleware] = [self.view]
+        # Observation masking (view-only placeholders for old tool outputs) goes here:
+        # after the view, before compaction, so fewer calls reach the threshold.
+        if self.compaction is not None:
+            units.append(self.compaction)
+        units.extend([self.overflow, self.retry])
+        return units
+
+
+def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
+    """The pipeline for agentgraph's graph (``deps`` supplies settings and strategies)."""
+    settings = deps.settings
+    view = PromptViewMiddleware(
+        deps.counter,
+        deps.budget,
+        keep_recent=settings.max_message_history,
+        validate=settings.debug,
+    )
+    return ContextPipeline(
+        view=view,
+        compaction=(
+            CompactionMiddleware(deps.compactor, view, emit=emit)
+            if deps.compactor is not None
+            else None
+        ),
+        overflow=OverflowRecoveryMiddleware(
+            deps.counter, deps.budget, max_output_tokens=settings.max_output_tokens, emit=emit
+        ),
+        retry=RetryMiddleware(
+            RetryPolicy(max_retries=settings.provider_max_retries), sleep=deps.sleep, emit=emit
+        ),
+    )
+
+
+def context_middleware(
+    model: str,
+    *,
+    summarizer: BaseChatModel | None = None,
+    settings: Settings | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[AgentMiddleware]:
+    """agentgraph's context management for any LangChain agent.
+
+    Usage: ``create_agent(llm, tools, middleware=context_middleware("gpt-4o-mini",
+    summarizer=llm))``.
+
+    Args:
+        model: The model's name: picks its tokenizer and context window.
+        summarizer: Chat model that writes compaction summaries; without one there is
+            no compaction (the view, overflow recovery and retry still apply).
+        settings: Limits and thresholds (``AGENTGRAPH_CONTEXT_WINDOW`` …); read from
+            the environment when omitted.
+        sleep: Waits between retries.
+
+    Returns:
+        The units in pipeline order.
+    """
+    settings = settings if settings is not None else Settings()  # type: ignore[call-arg]
+    counter = get_counter(model)
+    budget = budget_for(settings, model)
+    compactor = (
+        Compactor(
+            summarizer,
+            counter,
+            budget,
+            sleep=sleep,
+            retry=RetryPolicy(max_retries=settings.provider_max_retries),
+            keep_recent_messages=settings.max_message_history // 2,
+        )
+        if summarizer is not None
+        else None
+    )
+    deps = AgentDeps(
+        settings=settings,
+        model=summarizer,  # type: ignore[arg-type]
+        tools=[],
+        counter=counter,
+        budget=budget,
+        compactor=compactor,
+        sleep=sleep,
+    )
+    return context_pipeline(deps).middleware

@@ -1,0 +1,129 @@
+"""Prompt view unit: the list the model sees, valid and within the budget.
+
+The state keeps the full history; every model call sees a view of it: from the last
+compaction boundary on, internal records dropped, tool calls paired with results,
+windowed to ``keep_recent`` messages and trimmed to the token budget left once the
+system prompt and tool schemas are paid for. When the newest turn alone is over
+budget, its tool outputs are cut in the view (state keeps them whole).
+
+Hook: ``wrap_model_call`` (the request's ``messages`` become the view).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.tools import BaseTool
+
+from agentgraph.context.compaction import since_last_boundary
+from agentgraph.context.tokens import TokenCounter
+from agentgraph.context.truncation import shrink_tool_messages
+from agentgraph.context.windows import Budget
+from agentgraph.history import build_prompt_view, validate_history
+
+__all__ = [
+    "VIEW_TOOL_OUTPUT_FRACTION",
+    "VIEW_TOOL_OUTPUT_MIN_TOKENS",
+    "PromptView",
+    "PromptViewMiddleware",
+]
+
+# When the newest turn alone is over budget, its tool outputs share this fraction of
+# the usable window in the view (view-only: state keeps what it had).
+VIEW_TOOL_OUTPUT_FRACTION = 0.25
+VIEW_TOOL_OUTPUT_MIN_TOKENS = 300
+
+Tools = Sequence[BaseTool | dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class PromptView:
+    """A built view.
+
+    Attributes:
+        messages: What follows the system prompt in the request.
+        tokens: Tokens of the whole prompt: system prompt, ``messages``, tool schemas.
+        overflow: The newest turn alone was over budget (its tool outputs were cut).
+    """
+
+    messages: list[BaseMessage]
+    tokens: int
+    overflow: bool
+
+
+def _system(message: SystemMessage | None) -> list[SystemMessage]:
+    return [message] if message is not None else []
+
+
+class PromptViewMiddleware(AgentMiddleware):
+    """Turns the request's full history into the prompt view.
+
+    Args:
+        counter: Token counter of the model.
+        budget: The model's prompt budget.
+        keep_recent: Most non-system messages in the view (None: no count window).
+        validate: Check every view against the provider invariants and raise
+            ``AssertionError`` on a violation (a bug in the view, never the provider's
+            fault); for debugging.
+    """
+
+    def __init__(
+        self,
+        counter: TokenCounter,
+        budget: Budget,
+        *,
+        keep_recent: int | None = None,
+        validate: bool = False,
+    ) -> None:
+        super().__init__()
+        self.counter = counter
+        self.budget = budget
+        self.keep_recent = keep_recent
+        self.validate = validate
+
+    def fixed_tokens(self, system: SystemMessage | None, tools: Tools) -> int:
+        """Tokens of the system prompt and tool schemas, sent with every call."""
+        return self.counter.count_messages(_system(system)) + self.counter.count_tools(list(tools))
+
+    def build(
+        self, messages: Sequence[BaseMessage], system: SystemMessage | None, tools: Tools
+    ) -> PromptView:
+        """The view of ``messages`` (a full history) under ``system`` and ``tools``."""
+        live = _system(system)
+        budget = max(self.budget.usable - self.fixed_tokens(system, tools), 1)
+        view = build_prompt_view(
+            since_last_boundary(messages),
+            system=live,
+            keep_recent=self.keep_recent,
+            max_tokens=budget,
+            counter=self.counter,
+        )
+        prompt = list(view.messages)
+        if view.overflow:
+            tool_count = sum(1 for m in prompt if m.type == "tool")
+            cap = max(
+                int(self.budget.usable * VIEW_TOOL_OUTPUT_FRACTION / max(tool_count, 1)),
+                VIEW_TOOL_OUTPUT_MIN_TOKENS,
+            )
+            prompt, _ = shrink_tool_messages(prompt, cap, count=self.counter.count_text)
+        tokens = self.counter.count_messages(prompt) + self.counter.count_tools(list(tools))
+        # With no live system prompt the stored ones lead the view and stay in it.
+        body = prompt[len(live) :]
+        if self.validate:
+            problems = validate_history(prompt)
+            if problems:
+                raise AssertionError("invalid prompt view: " + "; ".join(problems))
+        return PromptView(messages=body, tokens=tokens, overflow=view.overflow)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], ModelResponse],
+    ) -> ModelResponse | AIMessage:
+        """Send the view of ``request.messages`` instead of the full history."""
+        view = self.build(request.messages, request.system_message, request.tools)
+        return handler(request.override(messages=view.messages))  # type: ignore[arg-type]

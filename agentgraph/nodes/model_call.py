@@ -1,0 +1,138 @@
+"""The graph's model call: the context pipeline around the chat model.
+
+The planner and finalize nodes call the model through this one function. It builds
+LangChain's ``ModelRequest`` from the node's state, runs the middleware chain of
+:mod:`agentgraph.middleware` around the real call, and turns a provider failure the
+pipeline could not recover from into one clear :class:`ProviderFailure` line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from langchain.agents.middleware import ModelRequest, ModelResponse
+from langchain_core.exceptions import ContextOverflowError, ModelError
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.runtime import Runtime, get_runtime
+
+from agentgraph.context.model_errors import provider_error_of, to_model_error
+from agentgraph.deps import AgentDeps
+from agentgraph.errors import ProviderFailure
+from agentgraph.middleware import PipelineResult, compose, context_pipeline
+
+__all__ = ["ModelCallResult", "make_model_call"]
+
+
+@dataclass
+class ModelCallResult:
+    """A finished model call.
+
+    Attributes:
+        ai: The model's reply.
+        messages: State updates in order (a compaction's messages, then ``ai``).
+        prompt_tokens: Tokens of the last prompt sent (system, messages, tool schemas).
+    """
+
+    ai: AIMessage
+    messages: list[BaseMessage]
+    prompt_tokens: int
+
+
+ModelCall = Callable[..., ModelCallResult]
+
+
+def _runtime() -> Runtime[Any] | None:
+    try:
+        return get_runtime()
+    except RuntimeError:  # called outside a graph run
+        return None
+
+
+def _failure(exc: Exception, prompt_tokens: int) -> Exception:
+    """The user-facing error for what the pipeline raised (``exc`` if not a provider's)."""
+    typed = to_model_error(exc)
+    if isinstance(typed, ContextOverflowError):
+        return ProviderFailure(
+            f"the prompt (~{prompt_tokens:,} tokens) does not fit the model's context window "
+            "even after truncating tool outputs and compacting; the session is intact "
+            "(set AGENTGRAPH_CONTEXT_WINDOW to the real window, or use a larger model)"
+        )
+    if isinstance(typed, ModelError) and provider_error_of(typed) is not None:
+        return ProviderFailure(f"model call failed: {typed}")
+    return exc  # not a provider failure: a programming error must surface
+
+
+def make_model_call(deps: AgentDeps) -> ModelCall:
+    """The model call of ``deps.model`` through the context pipeline."""
+    chain = compose(context_pipeline(deps).middleware)
+    max_tokens = deps.settings.max_output_tokens
+
+    def call_model(
+        state: Mapping[str, Any],
+        messages: Sequence[BaseMessage],
+        system: SystemMessage,
+        tools: Sequence[BaseTool],
+        config: RunnableConfig | None = None,
+        *,
+        tool_choice: str | None = None,
+        runtime: Runtime[Any] | None = None,
+    ) -> ModelCallResult:
+        """Call the model on the prompt view of ``messages`` (the full history).
+
+        ``runtime`` carries the run's completed context (its workspace is where a
+        compaction re-reads files); the current run's by default.
+
+        Raises:
+            ProviderFailure: the endpoint failed (auth, unknown model, retries used up)
+                or the prompt cannot be made to fit.
+        """
+        sent: list[int] = []
+
+        def execute(request: ModelRequest) -> ModelResponse:
+            prompt = [
+                *([request.system_message] if request.system_message else []),
+                *request.messages,
+            ]
+            sent.append(
+                deps.counter.count_messages(prompt) + deps.counter.count_tools(request.tools)
+            )
+            model: Any = deps.model
+            if request.tools:
+                model = (
+                    model.bind_tools(request.tools, tool_choice=request.tool_choice)
+                    if request.tool_choice
+                    else model.bind_tools(request.tools)
+                )
+            if request.model_settings:
+                model = model.bind(**request.model_settings)
+            ai = model.invoke(prompt, config)
+            if not isinstance(ai, AIMessage):  # pragma: no cover - defensive for odd models
+                ai = AIMessage(content=str(getattr(ai, "content", ai)))
+            return ModelResponse(result=[ai])
+
+        request = ModelRequest(
+            model=deps.model,
+            messages=cast(Any, list(messages)),
+            system_message=system,
+            tools=list(tools),
+            tool_choice=tool_choice,
+            state=cast(Any, {**state, "messages": list(messages)}),
+            runtime=runtime if runtime is not None else _runtime(),
+            model_settings={"max_tokens": max_tokens} if max_tokens is not None else {},
+        )
+        try:
+            result: PipelineResult = chain(request, execute)
+        except Exception as exc:
+            failure = _failure(exc, sent[-1] if sent else 0)
+            if failure is exc:
+                raise
+            raise failure from exc
+        return ModelCallResult(
+            ai=result.reply, messages=result.messages, prompt_tokens=sent[-1] if sent else 0
+        )
+
+    return call_model

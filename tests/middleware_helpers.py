@@ -1,0 +1,80 @@
+"""Shared pieces of the middleware unit tests: a recording model call and a history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain.agents.middleware import ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from agentgraph.config import Settings
+from agentgraph.context.tokens import get_counter
+from agentgraph.context.windows import budget_for
+from tests.fakes.chat_model import ScriptedChatModel
+
+SYSTEM = SystemMessage("You are a test agent.")
+
+
+class ModelCall:
+    """The innermost handler: answers or raises per script, records every request."""
+
+    def __init__(self, *outcomes: AIMessage | BaseException) -> None:
+        self.outcomes = list(outcomes)
+        self.requests: list[ModelRequest] = []
+
+    def __call__(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        outcome = self.outcomes.pop(0) if self.outcomes else AIMessage("done")
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return ModelResponse(result=[outcome])
+
+
+def history(turns: int, *, result_chars: int = 4000) -> list[BaseMessage]:
+    """A user request followed by ``turns`` read_file calls and their results."""
+    msgs: list[BaseMessage] = [HumanMessage("Audit the files; the code word is TULIP.", id="u0")]
+    for i in range(turns):
+        msgs.append(
+            AIMessage(
+                content=f"reading file {i}",
+                id=f"a{i}",
+                tool_calls=[{"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}],
+            )
+        )
+        msgs.append(
+            ToolMessage(
+                content=f"content of f{i} " + "x" * result_chars,
+                tool_call_id=f"c{i}",
+                name="read_file",
+                id=f"t{i}",
+            )
+        )
+    return msgs
+
+
+def request(messages: list[BaseMessage], **overrides: Any) -> ModelRequest:
+    """A request as ``create_agent`` builds it: the state's messages, no view yet."""
+    fields: dict[str, Any] = {
+        "model": ScriptedChatModel([]),
+        "messages": list(messages),
+        "system_message": SYSTEM,
+        "tools": [],
+        "state": {"messages": list(messages)},
+    }
+    fields.update(overrides)
+    return ModelRequest(**fields)
+
+
+def small_settings(window: int = 16_000, **env: Any) -> Settings:
+    """Settings of a small window (no .env read)."""
+    return Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        AGENTGRAPH_CONTEXT_WINDOW=str(window),
+        AGENTGRAPH_MODEL="gpt-4o-mini",
+        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+        **env,
+    )
+
+
+def counter_and_budget(settings: Settings) -> tuple[Any, Any]:
+    return get_counter(settings.model), budget_for(settings)

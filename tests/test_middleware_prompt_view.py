@@ -1,0 +1,68 @@
+"""Prompt view unit (agentgraph.middleware.prompt_view): valid, in budget, view-only."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from agentgraph.history import validate_history
+from agentgraph.middleware import PromptViewMiddleware
+from tests.middleware_helpers import (
+    SYSTEM,
+    ModelCall,
+    counter_and_budget,
+    history,
+    request,
+    small_settings,
+)
+
+
+def _unit(keep_recent: int | None = None) -> PromptViewMiddleware:
+    counter, budget = counter_and_budget(small_settings())
+    return PromptViewMiddleware(counter, budget, keep_recent=keep_recent, validate=True)
+
+
+def test_the_model_sees_a_valid_view_within_budget_and_state_is_untouched() -> None:
+    unit = _unit(keep_recent=12)
+    full = history(30)
+    # A dangling call (the process died before its result) and an empty answer:
+    # both are rejected by strict providers.
+    full += [
+        AIMessage("", id="dangling", tool_calls=[{"name": "grep", "args": {}, "id": "lost"}]),
+        HumanMessage("next question", id="u1"),
+        AIMessage("", id="empty"),
+        HumanMessage("and now?", id="u2"),
+    ]
+    call = ModelCall()
+    unit.wrap_model_call(request(full), call)
+    sent = call.requests[0]
+    prompt = [SYSTEM, *sent.messages]
+    assert validate_history(prompt) == []
+    assert len(sent.messages) <= 12
+    assert unit.counter.count_messages(prompt) <= unit.budget.usable
+    assert sent.messages[-1].content == "and now?"
+    assert sent.state["messages"] == full  # the state keeps the whole history
+
+
+def test_the_view_starts_after_the_last_compaction_boundary() -> None:
+    unit = _unit()
+    boundary = SystemMessage(
+        "[compaction boundary: auto]",
+        id="b1",
+        additional_kwargs={"agentgraph": {"kind": "compact_boundary"}},
+    )
+    summary = HumanMessage("summary of earlier work", id="s1")
+    full = [*history(3), boundary, summary, HumanMessage("go on", id="u9")]
+    view = unit.build(full, SYSTEM, [])
+    assert [m.id for m in view.messages] == ["s1", "u9"]
+    assert view.tokens == unit.counter.count_messages([SYSTEM, *view.messages])
+
+
+def test_a_newest_turn_over_budget_has_its_tool_outputs_cut_in_the_view_only() -> None:
+    unit = _unit()
+    full = history(3, result_chars=60_000)
+    view = unit.build(full, SYSTEM, [])
+    assert view.overflow
+    results = [m for m in view.messages if isinstance(m, ToolMessage)]
+    assert results and all("truncated" in str(m.content) for m in results)
+    assert view.tokens <= unit.budget.usable
+    assert all(len(str(m.content)) > 60_000 for m in full if isinstance(m, ToolMessage))
