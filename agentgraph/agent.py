@@ -156,6 +156,8 @@ class Agent:
     ) -> None:
         self.settings = settings
         self.mcp = mcp
+        # Kept to build the same agent around another model (/model).
+        self._rebuild = {"base_env": base_env, "sleep": sleep, "titler": titler, "mcp": mcp}
         # AGENTS.md files, read once per workspace and process: a stable system prompt.
         self.instructions = InstructionsCache(settings.home)
         self.store = store
@@ -235,6 +237,38 @@ class Agent:
         if project:
             sections.append(project)
         return sections
+
+    def with_model(self, name: str) -> Agent:
+        """The same agent (store, tools, MCP servers) around the model ``name``.
+
+        Its token counter, window, budget and prices are those of ``name``; the
+        summarizer stays ``AGENTGRAPH_SUMMARY_MODEL`` when set, else the new model.
+
+        Raises:
+            ConfigError: ``name`` cannot be built (unknown provider, missing package).
+        """
+        settings = self.settings.model_copy(update={"model": name})
+        chat_model = build_chat_model(settings)
+        summarizer = (
+            build_chat_model(settings, settings.summary_model) if settings.summary_model else None
+        )
+        return Agent(
+            settings,
+            self.store,
+            model=chat_model,
+            summarizer=summarizer,
+            **self._rebuild,  # type: ignore[arg-type]
+        )
+
+    def model_preference(self, thread_id: str) -> str | None:
+        """The model ``/model`` chose for ``thread_id`` (its state's ``model_pref``)."""
+        values = self.graph.get_state(self.config(thread_id)).values or {}
+        pref = values.get("model_pref")
+        return pref if isinstance(pref, str) and pref else None
+
+    def set_model_preference(self, thread_id: str, name: str) -> None:
+        """Record ``name`` as ``thread_id``'s model (resuming the session uses it again)."""
+        self.graph.update_state(self.config(thread_id), {"model_pref": name}, as_node="finalize")
 
     def accepts_images(self) -> bool:
         """Whether the model in use takes image input (``AGENTGRAPH_VISION``, profile, name)."""

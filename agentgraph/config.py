@@ -147,6 +147,8 @@ class Settings(BaseSettings):
     mcp_trust_workspace: bool = Field(
         False, validation_alias=_env("AGENTGRAPH_MCP_TRUST_WORKSPACE")
     )
+    # Turn tool calls a local model wrote as text (JSON, <tool_call> tags) into real calls.
+    text_tool_calls: bool = Field(True, validation_alias=_env("AGENTGRAPH_TEXT_TOOL_CALLS"))
     # Whether the model takes images: auto = its profile, else known model families.
     vision: Literal["auto", "on", "off"] = Field("auto", validation_alias=_env("AGENTGRAPH_VISION"))
     # write_file / edit_file: "ask" pauses the run for the user's approval of each change.

@@ -22,6 +22,10 @@ from langchain_core.language_models import BaseChatModel
 from agentgraph.config import Settings
 from agentgraph.errors import ConfigError
 
+# Checking a model name against the endpoint's /models list must not hang /model.
+MODEL_LIST_TIMEOUT_S = 5.0
+MODELS_SHOWN_MAX = 8
+
 # llama.cpp / Ollama / vLLM accept any key, but the OpenAI client insists on one.
 LOCAL_ENDPOINT_PLACEHOLDER_KEY = "not-needed"
 
@@ -138,3 +142,39 @@ def build_chat_model(settings: Settings, model: str | None = None) -> BaseChatMo
         stream_usage=True,
         **kwargs,  # type: ignore[arg-type]
     )
+
+
+def check_model_available(settings: Settings, name: str) -> None:
+    """Refuse a model the OpenAI-compatible endpoint does not list (``/model NAME``).
+
+    Endpoints that cannot list their models (or cannot be reached now) are given the
+    benefit of the doubt: the first call then reports the problem in one line.
+
+    Raises:
+        ConfigError: the endpoint lists its models and ``name`` is not among them.
+    """
+    provider, bare = split_provider(name)
+    if provider is not None and provider in LANGCHAIN_PROVIDERS:
+        return
+    base = settings.base_url or (
+        OPENAI_COMPATIBLE_PROVIDERS.get(provider) if provider is not None else None
+    )
+    base = base or "https://api.openai.com/v1"
+    import httpx
+
+    headers = {}
+    if settings.api_key is not None:
+        headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
+    try:
+        response = httpx.get(
+            base.rstrip("/") + "/models", headers=headers, timeout=MODEL_LIST_TIMEOUT_S
+        )
+        data = response.json().get("data") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return
+    if not isinstance(data, list):
+        return
+    ids = [str(item.get("id")) for item in data if isinstance(item, dict) and item.get("id")]
+    if ids and bare not in ids:
+        shown = ", ".join(ids[:MODELS_SHOWN_MAX]) + (" …" if len(ids) > MODELS_SHOWN_MAX else "")
+        raise ConfigError(f"unknown model {name!r}: the endpoint offers {shown}")

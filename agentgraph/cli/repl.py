@@ -211,6 +211,14 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             err.print(f"[yellow]{escape(notice)}[/]")
         if resumed:
             show_history_briefly(err, agent, thread_id)
+            preferred = agent.model_preference(thread_id)
+            if preferred and preferred != settings.model:
+                from agentgraph.cli.slash_integrations import switch_model
+
+                try:  # the session's /model choice outlives the process
+                    switch_model(ctx, preferred, record=False)
+                except AgentGraphError as exc:
+                    err.print(f"[yellow]kept {escape(settings.model)}: {escape(str(exc))}[/]")
         from agentgraph.cli.slash_sessions import session_shutdown, session_startup
 
         session_startup(ctx, settings, resumed)
@@ -242,7 +250,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 ctx.workspace = isolated_workspace(settings.home, ctx.thread_id)  # after /new
             try:
                 result = run_turn_interruptibly(
-                    agent,
+                    ctx.agent,  # /model may have replaced it
                     printer,
                     ctx.thread_id,
                     line,
@@ -265,7 +273,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 err.print(f"[red]session store error: {escape(str(exc))} — try again[/]")
                 continue
             printer.finish()
-            print_status_line(err, agent, ctx.thread_id)
+            print_status_line(err, ctx.agent, ctx.thread_id)
         session_shutdown(ctx, settings)
     return 0
 

@@ -1,9 +1,10 @@
-"""REPL commands for what agentgraph connects to: /mcp, /init."""
+"""REPL commands for what agentgraph connects to: /mcp, /init, /model."""
 
 from __future__ import annotations
 
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, command
 from agentgraph.mcp import McpManager
+from agentgraph.model import check_model_available
 
 STATE_STYLE = {"connected": "green", "failed": "red", "pending": "yellow"}
 
@@ -56,3 +57,46 @@ def _init(ctx: ReplContext, _rest: str) -> None:
         style="dim",
         markup=False,
     )
+
+
+def switch_model(ctx: ReplContext, name: str, *, record: bool = True) -> None:
+    """Make ``name`` the model of this REPL and session, compacting first if it must.
+
+    Raises:
+        ConfigError: the model cannot be built (the current one stays).
+    """
+    check_model_available(ctx.agent.settings, name)
+    agent = ctx.agent.with_model(name)
+    report = agent.context_report(ctx.thread_id)
+    budget = agent.deps.budget
+    ctx.agent = agent
+    if record:
+        agent.set_model_preference(ctx.thread_id, name)
+    ctx.console.print(
+        f"model: {name} — window {budget.window:,} tokens, budget {budget.usable:,}",
+        markup=False,
+    )
+    if int(report.get("tokens") or 0) >= budget.compact_at:
+        # The session no longer fits the smaller window: compact before the next call.
+        record_ = agent.compact(ctx.thread_id)
+        if record_ is not None and record_.get("applied", True):
+            ctx.console.print(
+                f"compacted for the smaller window: {record_.get('tokens_before', '?')} → "
+                f"{record_.get('tokens_after', '?')} tokens",
+                markup=False,
+            )
+
+
+@command("model", "/model [NAME]", "show the model, or switch this session to NAME")
+def _model(ctx: ReplContext, rest: str) -> None:
+    name = rest.strip()
+    if not name:
+        budget = ctx.agent.deps.budget
+        ctx.console.print(
+            f"model: {ctx.agent.settings.model} — window {budget.window:,} tokens, "
+            f"budget {budget.usable:,} (/model NAME switches; e.g. gpt-4o, "
+            "ollama:qwen2.5-coder:7b, anthropic:claude-sonnet-4-5)",
+            markup=False,
+        )
+        return
+    switch_model(ctx, name)

@@ -9,6 +9,7 @@ prompt view                ``middleware/prompt_view.py``    valid view of the hi
 compaction                 ``middleware/compaction.py``     summary at threshold/overflow/manual
 overflow recovery          ``middleware/overflow.py``       cut tool outputs, shrink max_tokens
 retry                      ``middleware/retry.py``          429/5xx/dropped connections again
+text tool calls            ``middleware/text_tool_calls.py`` calls written as text made real
 =========================  ===============================  ===================================
 
 The same objects serve agentgraph's own graph (the planner node composes them with
@@ -40,6 +41,7 @@ from agentgraph.middleware.pipeline import (
 )
 from agentgraph.middleware.prompt_view import PromptView, PromptViewMiddleware
 from agentgraph.middleware.retry import RetryMiddleware
+from agentgraph.middleware.text_tool_calls import TextToolCallsMiddleware
 
 __all__ = [
     "CompactionMiddleware",
@@ -51,6 +53,7 @@ __all__ = [
     "PromptView",
     "PromptViewMiddleware",
     "RetryMiddleware",
+    "TextToolCallsMiddleware",
     "compose",
     "context_middleware",
     "context_pipeline",

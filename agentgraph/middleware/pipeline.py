@@ -3,7 +3,7 @@
 Order, outermost first (each unit wraps the ones after it)::
 
     prompt view → [observation masking, to come] → compaction → overflow recovery
-    → retry → the model
+    → retry → text tool calls → the model
 
 :func:`compose` chains ``wrap_model_call`` hooks as ``create_agent`` does (first in
 the list is outermost); the planner node calls the chain around its model call.
@@ -36,6 +36,7 @@ from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 from agentgraph.middleware.retry import RetryMiddleware
+from agentgraph.middleware.text_tool_calls import TextToolCallsMiddleware
 
 __all__ = [
     "ContextPipeline",
@@ -138,6 +139,7 @@ class ContextPipeline:
     compaction: CompactionMiddleware | None
     overflow: OverflowRecoveryMiddleware
     retry: RetryMiddleware
+    text_calls: TextToolCallsMiddleware | None = None
 
     @property
     def middleware(self) -> list[AgentMiddleware]:
@@ -148,6 +150,8 @@ class ContextPipeline:
         if self.compaction is not None:
             units.append(self.compaction)
         units.extend([self.overflow, self.retry])
+        if self.text_calls is not None:
+            units.append(self.text_calls)
         return units
 
 
@@ -173,6 +177,7 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
         retry=RetryMiddleware(
             RetryPolicy(max_retries=settings.provider_max_retries), sleep=deps.sleep, emit=emit
         ),
+        text_calls=TextToolCallsMiddleware(emit=emit) if settings.text_tool_calls else None,
     )
 
 

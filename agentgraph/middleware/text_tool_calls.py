@@ -1,0 +1,89 @@
+"""Text tool-call unit: calls a local model wrote as text become real tool calls.
+
+When the request declared tools and the reply has no ``tool_calls`` but its text is a
+call (or several) of declared tools — bare JSON, fenced JSON or ``<tool_call>`` tags —
+the reply is rewritten into an ``AIMessage`` with those ``tool_calls`` and the prose
+around them as content (see :mod:`agentgraph.text_tool_calls` for the rules). The user
+is told once per unit; a text call of an undeclared tool stays text and is reported.
+
+Hook: ``wrap_model_call`` (innermost: each attempt's reply is checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage
+from langchain_core.tools import BaseTool
+
+from agentgraph.middleware.events import Emit, emit
+from agentgraph.text_tool_calls import extract_text_tool_calls
+
+__all__ = ["TextToolCallsMiddleware"]
+
+
+def _tool_names(request: ModelRequest) -> set[str]:
+    names: set[str] = set()
+    for tool in request.tools:
+        if isinstance(tool, BaseTool):
+            names.add(tool.name)
+        elif isinstance(tool, dict):
+            inner = tool.get("function")
+            fn: dict[str, object] = inner if isinstance(inner, dict) else tool
+            name = fn.get("name")
+            if isinstance(name, str):
+                names.add(name)
+    return names
+
+
+class TextToolCallsMiddleware(AgentMiddleware):
+    """Turns tool calls written as text into real tool calls.
+
+    Args:
+        emit: Told a ``notice`` the first time a reply is rewritten, and whenever a
+            reply tried to call an undeclared tool.
+    """
+
+    def __init__(self, *, emit: Emit = emit) -> None:
+        super().__init__()
+        self.emit = emit
+        self.told = False
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], ModelResponse],
+    ) -> ModelResponse | AIMessage:
+        """Call the model; rewrite a text-only reply that is really a tool call."""
+        response = handler(request)
+        if not request.tools or request.tool_choice == "none":
+            return response
+        replies = [m for m in response.result if isinstance(m, AIMessage)]
+        if len(replies) != 1 or replies[0].tool_calls or replies[0].invalid_tool_calls:
+            return response
+        ai = replies[0]
+        found = extract_text_tool_calls(ai.text, _tool_names(request))
+        if found.rejected:
+            self.emit(
+                {
+                    "type": "notice",
+                    "text": "the model wrote a call of an undeclared tool as text ("
+                    + ", ".join(found.rejected)
+                    + "); left as text",
+                }
+            )
+        if not found.calls:
+            return response
+        if not self.told:
+            self.told = True
+            self.emit(
+                {
+                    "type": "notice",
+                    "text": "the model wrote its tool calls as text; agentgraph runs them as "
+                    "tool calls",
+                }
+            )
+        fixed = ai.model_copy(update={"content": found.text, "tool_calls": found.calls})
+        result = [fixed if m is ai else m for m in response.result]
+        return ModelResponse(result=result, structured_response=response.structured_response)

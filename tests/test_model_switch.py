@@ -1,0 +1,81 @@
+"""/model: switch a session's model; the choice is kept in the session (model_pref)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from agentgraph.agent import Agent
+from agentgraph.cli.repl import load_slash_commands
+from agentgraph.cli.slash import ReplContext, dispatch
+from agentgraph.config import Settings
+from agentgraph.errors import ConfigError
+from agentgraph.persistence import open_store
+from tests.fakes.openai_server import fake_openai_server
+from tests.fakes.scripts import reply_text
+
+
+def test_model_switch_is_used_recorded_and_refused_for_unknown_names(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    load_slash_commands()
+    script = [reply_text("from the first"), reply_text("from the second")]
+    with fake_openai_server(script, known_models={"gpt-4o-mini", "gpt-4.1"}) as server:
+        settings = make_settings(OPENAI_BASE_URL=server.url, AGENTGRAPH_MODEL="gpt-4o-mini")
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            agent.run_turn("t1", "hello", workspace)
+            out = io.StringIO()
+            ctx = ReplContext(
+                agent=agent,
+                store=store,
+                console=Console(file=out, width=200),
+                thread_id="t1",
+                workspace=workspace,
+            )
+            with pytest.raises(ConfigError, match="unknown model 'gpt-9'"):
+                dispatch(ctx, "/model gpt-9")
+            assert ctx.agent is agent  # a refused switch changes nothing
+            dispatch(ctx, "/model gpt-4.1")
+            assert ctx.agent is not agent and ctx.agent.settings.model == "gpt-4.1"
+            assert "model: gpt-4.1 — window" in out.getvalue()
+            ctx.agent.run_turn("t1", "again", workspace)
+            assert ctx.agent.model_preference("t1") == "gpt-4.1"
+            # A new process (a fresh Agent) finds the session's choice.
+            assert Agent(settings, store).model_preference("t1") == "gpt-4.1"
+    assert [r["model"] for r in server.requests if "messages" in (r or {})] == [
+        "gpt-4o-mini",
+        "gpt-4.1",
+    ]
+
+
+def test_switch_to_a_smaller_window_compacts_first(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    load_slash_commands()
+    big = "lorem ipsum dolor sit amet " * 900  # ~5k tokens: over gpt-4's 8k budget share
+    script = [reply_text(big), reply_text("summary of the session"), reply_text("ok")]
+    with fake_openai_server(script, known_models={"gpt-4.1", "gpt-4"}) as server:
+        settings = make_settings(OPENAI_BASE_URL=server.url, AGENTGRAPH_MODEL="gpt-4.1")
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            agent.run_turn("t1", "write a lot", workspace)
+            agent.run_turn("t1", "more " * 10, workspace)
+            out = io.StringIO()
+            ctx = ReplContext(
+                agent=agent,
+                store=store,
+                console=Console(file=out, width=200),
+                thread_id="t1",
+                workspace=workspace,
+            )
+            before = ctx.agent.context_report("t1")["tokens"]
+            dispatch(ctx, "/model gpt-4")
+            after = ctx.agent.context_report("t1")
+            assert "compacted for the smaller window" in out.getvalue()
+            assert after["tokens"] < before
+            assert after["tokens"] < ctx.agent.deps.budget.compact_at
