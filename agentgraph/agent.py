@@ -111,6 +111,8 @@ class TurnResult:
     prompt_tokens: int | None
     # Approval questions the turn stopped at (answer them with Agent.stream_resume).
     pending_approvals: list[dict[str, Any]] = field(default_factory=list)
+    # Why the turn ended early ("max_loops": the loop cap), None when it just finished.
+    stop_reason: str | None = None
 
 
 def message_text(message: BaseMessage) -> str:
@@ -485,6 +487,7 @@ class Agent:
         answer = ""
         prompt_tokens: int | None = None
         context = replace(self.run_context(thread_id, workspace), can_ask=can_ask)
+        stop_reason: str | None = None
         stream: Iterator[Any] = self.graph.stream(
             graph_input,
             self.config(thread_id),
@@ -508,6 +511,8 @@ class Agent:
                 if isinstance(payload, dict):
                     if payload.get("type") == "prompt_tokens":
                         prompt_tokens = int(payload["tokens"])
+                    elif payload.get("type") == "stopped":
+                        stop_reason = str(payload.get("reason"))
                     elif payload.get("type") == "compaction":
                         info.compactions += 1
                     yield payload
@@ -566,6 +571,7 @@ class Agent:
                 tool_calls=tool_calls,
                 prompt_tokens=prompt_tokens,
                 pending_approvals=pending,
+                stop_reason=stop_reason,
             ),
         }
 

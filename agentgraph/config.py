@@ -22,6 +22,8 @@ MAX_MESSAGE_HISTORY_DEFAULT = 40
 MAX_MESSAGE_HISTORY_MIN = 10
 MAX_MESSAGE_HISTORY_MAX = 100
 BASH_TIMEOUT_S_DEFAULT = 120
+# Wall-clock cap of one `agentgraph run`; 0 = no cap (the default).
+RUN_TIMEOUT_S_DEFAULT = 0.0
 REQUEST_TIMEOUT_S_DEFAULT = 600.0
 PROVIDER_MAX_RETRIES_DEFAULT = 4
 CLEANUP_DAYS_DEFAULT = 30
@@ -165,6 +167,9 @@ class Settings(BaseSettings):
     )
     request_timeout_s: float = Field(
         REQUEST_TIMEOUT_S_DEFAULT, gt=0, validation_alias=_env("AGENTGRAPH_REQUEST_TIMEOUT_S")
+    )
+    run_timeout_s: float = Field(
+        RUN_TIMEOUT_S_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_RUN_TIMEOUT_S")
     )
     provider_max_retries: int = Field(
         PROVIDER_MAX_RETRIES_DEFAULT,

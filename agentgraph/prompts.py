@@ -31,6 +31,14 @@ LOOP_CAP_INSTRUCTION = (
     "what remains to be done."
 )
 
+# Stored as the answer when the model, asked to answer without tools at the loop
+# cap, still returns only tool calls (it ignores tool_choice=none): the run must
+# never end with an empty answer.
+LOOP_CAP_NO_ANSWER = (
+    "Stopped: the step limit ({max_loops} model calls) was reached before a final answer. "
+    "Ask me to continue to pick up where I left off."
+)
+
 LOOP_CAP_TOOL_RESULT = "not executed: the step limit ({max_loops}) for this request was reached"
 
 

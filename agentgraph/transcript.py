@@ -41,6 +41,10 @@ ENTRY_TYPES = frozenset({"user", "assistant", "tool_use", "tool_result", "system
 TOOL_USE_SUFFIX = "#tool_use-"
 MARKDOWN_TOOL_OUTPUT_MAX_CHARS = 2_000
 IMPORT_PROBLEMS_SHOWN = 10
+# Deeper JSON is refused line by line: no real transcript nests this deep, and
+# deeper values would exhaust the recursion of the JSON parser, the serializer or
+# the token counter later on.
+MAX_JSON_NESTING_LEVELS = 64
 
 
 class TranscriptError(AgentGraphError):
@@ -272,6 +276,34 @@ def _content(entry: dict[str, Any], line_no: int) -> Any:
     return content
 
 
+def _nesting_exceeds(raw: str, limit: int) -> bool:
+    """Whether the JSON text ``raw`` opens more than ``limit`` nested arrays/objects.
+
+    A linear scan of the text (strings skipped), before any recursive parser sees it.
+    """
+    if raw.count("[") + raw.count("{") <= limit:
+        return False
+    depth = 0
+    in_string = escaped = False
+    for ch in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
 def parse_jsonl(lines: Iterable[str]) -> ImportedSession:
     """Read a JSONL transcript; corrupt lines are skipped and listed in ``problems``.
 
@@ -291,6 +323,12 @@ def parse_jsonl(lines: Iterable[str]) -> ImportedSession:
     valid = 0
     for line_no, raw in enumerate(lines, start=1):
         if not raw.strip():
+            continue
+        if _nesting_exceeds(raw, MAX_JSON_NESTING_LEVELS):
+            problems.append(
+                f"line {line_no}: JSON nested deeper than {MAX_JSON_NESTING_LEVELS} levels "
+                "(skipped)"
+            )
             continue
         try:
             entry = json.loads(raw)
@@ -334,7 +372,10 @@ def parse_jsonl(lines: Iterable[str]) -> ImportedSession:
             compactions += 1
         messages.append(msg)
     if valid == 0:
-        raise TranscriptError("not a JSONL session transcript (no valid entry); nothing imported")
+        first = f": {problems[0]}" if problems else ""
+        raise TranscriptError(
+            f"not a JSONL session transcript (no valid entry{first}); nothing imported"
+        )
     # A transcript from elsewhere may repeat call ids (in one message, across turns,
     # empty): stored with unique ids, each result with its call, it resumes.
     messages, _ = unique_call_ids(messages)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -13,12 +14,24 @@ from agentgraph.agent import Agent, new_thread_id
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.render import EventPrinter
 from agentgraph.config import Settings
-from agentgraph.errors import EXIT_USAGE, AgentGraphError, AmbiguousSession, SessionNotFound
+from agentgraph.errors import (
+    EXIT_RUN_TIMEOUT,
+    EXIT_STEP_LIMIT,
+    EXIT_USAGE,
+    AgentGraphError,
+    AmbiguousSession,
+    SessionNotFound,
+)
 from agentgraph.model import check_model_config
+from agentgraph.nodes.finalize import STOP_STEP_LIMIT
 from agentgraph.persistence import Store, open_store
 from agentgraph.persistence.index import resolve_session
+from agentgraph.run_limits import RunTimedOut, wall_clock_cap
 from agentgraph.tools.bash import kill_orphaned_commands
 from agentgraph.workspaces import isolated_workspace
+
+STOP_TIMEOUT = "timeout"
+"""``stopped`` in ``--json`` when AGENTGRAPH_RUN_TIMEOUT_S ended the run."""
 
 
 def thread_for_run(store: Store, requested: str | None) -> str:
@@ -58,20 +71,43 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         launch_dir = workspace if getattr(args, "isolated", False) else None
         if launch_dir is not None:
             workspace = isolated_workspace(settings.home, thread_id)
-        result = agent.run_turn(
-            thread_id, args.prompt, workspace, on_event=printer, attach_root=launch_dir
-        )
+        try:
+            with wall_clock_cap(settings.run_timeout_s, agent.cancel):
+                result = agent.run_turn(
+                    thread_id, args.prompt, workspace, on_event=printer, attach_root=launch_dir
+                )
+        except RunTimedOut:
+            printer.finish()
+            if args.json:
+                stopped: dict[str, Any] = {"thread_id": thread_id, "answer": None}
+                stopped.update(stopped=STOP_TIMEOUT, exit_code=EXIT_RUN_TIMEOUT)
+                sys.stdout.write(json.dumps(stopped) + "\n")
+            raise AgentGraphError(
+                f"run stopped: AGENTGRAPH_RUN_TIMEOUT_S ({settings.run_timeout_s:g}s) reached; "
+                f"the session is saved (continue with: agentgraph run --thread {thread_id} ...)",
+                EXIT_RUN_TIMEOUT,
+            ) from None
         printer.finish()
+    code = EXIT_STEP_LIMIT if result.stop_reason == STOP_STEP_LIMIT else 0
     if args.json:
-        payload = {
+        payload: dict[str, Any] = {
             "thread_id": result.thread_id,
             "answer": result.answer,
             "usage": {"input_tokens": result.input_tokens, "output_tokens": result.output_tokens},
             "tool_calls": result.tool_calls,
+            "stopped": result.stop_reason,
+            "exit_code": code,
         }
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     else:
         # Plain write: rich would re-wrap the answer at the terminal width when piped.
         sys.stdout.write(result.answer + "\n")
         err.print(f"[dim]thread: {result.thread_id}[/]")
-    return 0
+    if code == EXIT_STEP_LIMIT:
+        err.print(
+            f"agentgraph: stopped at the step limit (MAX_LOOPS={settings.max_loops}); the "
+            f"answer may be partial (continue with: agentgraph run --thread {result.thread_id} "
+            "...)",
+            markup=False,
+        )
+    return code

@@ -13,9 +13,12 @@ from agentgraph.deps import AgentDeps
 from agentgraph.middleware.events import emit
 from agentgraph.nodes.common import allowed_tools, system_messages
 from agentgraph.nodes.model_call import make_model_call
-from agentgraph.prompts import LOOP_CAP_INSTRUCTION, LOOP_CAP_TOOL_RESULT
+from agentgraph.prompts import LOOP_CAP_INSTRUCTION, LOOP_CAP_NO_ANSWER, LOOP_CAP_TOOL_RESULT
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
+
+STOP_STEP_LIMIT = "max_loops"
+"""``stopped`` event reason: the run ended at the loop cap."""
 
 
 def make_finalize(
@@ -69,6 +72,11 @@ def make_finalize(
             answer = answer.model_copy(
                 update={"tool_calls": [], "invalid_tool_calls": [], "additional_kwargs": kwargs}
             )
+        if not answer.text.strip():
+            answer = answer.model_copy(
+                update={"content": LOOP_CAP_NO_ANSWER.format(max_loops=max_loops)}
+            )
+        emit({"type": "stopped", "reason": STOP_STEP_LIMIT})
         return {"messages": [*skipped, *result.messages[:-1], answer]}
 
     return finalize

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -167,11 +168,29 @@ def verify_sqlite_file(path: Path, busy_timeout_s: float) -> None:
         )
 
 
+def _write_problem(folder: Path) -> str | None:
+    """Why a file cannot be created in ``folder``, or None when it can."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+
+
 def describe_sqlite_error(
     path: Path, exc: sqlite3.Error, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S_DEFAULT
 ) -> StoreError:
     """Turn an SQLite error into a one-line, actionable message."""
     text = str(exc)
+    if "unable to open" in text or "readonly" in text:
+        # SQLite says "unable to open database file" for a folder it cannot write
+        # (read-only home, full disk, permissions): name the real cause.
+        reason = _write_problem(path.parent)
+        if reason is not None:
+            return StoreError(
+                f"cannot write the session store in {path.parent}: {reason}; "
+                "AGENTGRAPH_HOME must be a writable folder"
+            )
     if "locked" in text or "busy" in text:
         return StoreError(
             f"session store {path} is locked by another process (waited "
