@@ -427,20 +427,27 @@ class Agent:
         self.cancelled.clear()
         # Another live process (a REPL, a run) holds it: never take its marker over.
         ensure_not_in_use(self.settings.home, thread_id, "continue")
-        info = self._touch_index(thread_id, workspace, text)
         mention_inputs, notices = self._mention_inputs(thread_id, text, workspace, attach_root)
         mark_in_use(self.settings.home, thread_id)
-        preamble = self.sessions.before_turn(thread_id, workspace, lambda: self.messages(thread_id))
+        preamble = self.sessions.preamble(thread_id, lambda: self.messages(thread_id))
         mention_inputs["messages"] = [*preamble, *mention_inputs["messages"]]
-        for notice in notices:
-            yield {"type": "notice", "text": notice}
+        known = self.store.index.get(thread_id)
         inputs: dict[str, Any] = {
             **mention_inputs,
             "loops": 0,
-            "context_id": info.context_id,
+            "context_id": known.context_id if known is not None else MAIN_CONTEXT_ID,
             "user_id": self.settings.user_id,
         }
-        yield from self._stream(thread_id, workspace, inputs, info, can_ask=can_ask)
+        # The prompt is durable before anything slow or fallible (undo snapshot, model
+        # call): its own checkpoint, written synchronously, as if the tools node had
+        # just run, so the graph continues at the planner. A kill from here on loses
+        # nothing; LangGraph's input checkpoint is written in the background instead.
+        self.graph.update_state(self.config(thread_id), inputs, as_node="tools")
+        info = self._touch_index(thread_id, workspace, text)
+        self.sessions.snapshot(thread_id, workspace)
+        for notice in notices:
+            yield {"type": "notice", "text": notice}
+        yield from self._stream(thread_id, workspace, None, info, can_ask=can_ask)
 
     def pending_approvals(self, thread_id: str) -> list[dict[str, Any]]:
         """Approval questions the session is stopped at (``id`` + the interrupt payload).

@@ -116,7 +116,8 @@ def test_the_context_loop_cap_bounds_the_run(
         context=context,
     )
     assert out["loops"] == 1
-    assert out["messages"][-1].content in ("capped answer", "")  # finalize answered
+    # finalize asked once more; the model still called a tool, so the stop is recorded.
+    assert str(out["messages"][-1].content).startswith("Stopped: the step limit (1 model")
     skipped = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert skipped and all("step limit (1)" in str(m.content) for m in skipped)
 

@@ -344,11 +344,21 @@ class SessionHooks:
         self, thread_id: str, workspace: Path, history: Callable[[], list[BaseMessage]]
     ) -> list[BaseMessage]:
         """Snapshot the workspace; return messages to put before the user's message."""
+        self.snapshot(thread_id, workspace)
+        return self.preamble(thread_id, history)
+
+    def snapshot(self, thread_id: str, workspace: Path) -> None:
+        """Snapshot the workspace for undo (before the turn's tools run)."""
         if self.settings.undo_max_files > 0:
             with contextlib.suppress(OSError):
                 self._scans[thread_id] = self.undo_store(thread_id).snapshot(
                     workspace, previous=self._scans.get(thread_id)
                 )
+
+    def preamble(
+        self, thread_id: str, history: Callable[[], list[BaseMessage]]
+    ) -> list[BaseMessage]:
+        """Messages to put before the user's message (the one-time resume preamble)."""
         extra: list[BaseMessage] = []
         if thread_id in self._resumed:
             self._resumed.discard(thread_id)

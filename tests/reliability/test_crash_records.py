@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import threading
 import time
@@ -30,6 +31,8 @@ from tests.reliability.helpers import (
 HOLD_S = 60.0
 RUN_TIMEOUT_S = "2"
 SLEEP_S = 60
+INDEX_POLL_S = 0.002
+WORKSPACE_FILES = 3_000
 
 
 def _wait_for_requests(server: FakeOpenAIServer, n: int, proc: subprocess.Popen[str]) -> None:
@@ -47,32 +50,67 @@ def _sent_text(request: dict[str, Any]) -> str:
     return json.dumps(request["messages"], ensure_ascii=False)
 
 
+def _wait_for_index_row(db: Path, thread_id: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + WAIT_FOR_FILE_S
+    while True:
+        if db.exists():
+            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+            try:
+                row = conn.execute(
+                    "SELECT 1 FROM agentgraph_sessions WHERE thread_id = ?", (thread_id,)
+                ).fetchone()
+            except sqlite3.Error:
+                row = None
+            finally:
+                conn.close()
+            if row:
+                return
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"process exited {proc.returncode} first: {err}{out}")
+        if time.monotonic() > deadline:
+            raise AssertionError("the session never appeared in the index")
+        time.sleep(INDEX_POLL_S)
+
+
 def test_prompt_survives_a_kill_during_the_first_model_call(home: Path, workspace: Path) -> None:
+    """The session's row appears, the store is then held, the model call hangs: SIGKILL.
+
+    Nothing the run writes after its session row can land (the test holds the write
+    lock), so the prompt survives only if it was durable by then.
+    """
+    for n in range(WORKSPACE_FILES):  # the undo snapshot takes a while
+        (workspace / f"file{n}.txt").write_text(str(n))
     release = threading.Event()
 
     def held(_request: dict[str, Any]) -> dict[str, Any]:
         release.wait(HOLD_S)
         return {"content": "too late"}
 
+    db = home / ".agentgraph" / "sessions.db"
     with FakeOpenAIServer([held]) as server:
-        env = agent_env(home, server)
-        proc = spawn_cli(
-            ["run", "remember the word QUINCE", "--thread", "k1"], cwd=workspace, env=env
-        )
+        env = agent_env(home, server, AGENTGRAPH_SQLITE_BUSY_TIMEOUT_S=str(HOLD_S))
+        proc = spawn_cli(["run", "remember QUINCE", "--thread", "k1"], cwd=workspace, env=env)
+        holder: sqlite3.Connection | None = None
         try:
+            _wait_for_index_row(db, "k1", proc)
+            holder = sqlite3.connect(db, isolation_level=None, timeout=HOLD_S)
+            holder.execute("BEGIN IMMEDIATE")
             _wait_for_requests(server, 1, proc)
             sigkill(proc)
         finally:
             release.set()
+            if holder is not None:
+                holder.execute("ROLLBACK")
+                holder.close()
     with FakeOpenAIServer([{"content": "QUINCE"}]) as server:
         env = agent_env(home, server)
-        resumed = run_cli(
-            ["run", "what was the word?", "--thread", "k1", "--json"], cwd=workspace, env=env
-        )
+        args = ["run", "what was the word?", "--thread", "k1", "--json"]
+        resumed = run_cli(args, cwd=workspace, env=env)
         assert resumed.returncode == 0, resumed.stderr
         assert server.violations == []
         sent = _sent_text(server.requests[0])
-    assert "remember the word QUINCE" in sent and "what was the word?" in sent
+    assert "remember QUINCE" in sent and "what was the word?" in sent
 
 
 def test_loop_cap_with_a_model_that_ignores_tool_choice_none(home: Path, workspace: Path) -> None:
