@@ -115,20 +115,6 @@ class TurnResult:
     stop_reason: str | None = None
 
 
-def message_text(message: BaseMessage) -> str:
-    """Plain text of a message (content blocks joined)."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
 class Agent:
     """The agent graph over a store, with session bookkeeping.
 
@@ -171,7 +157,8 @@ class Agent:
                 else chat_model
             )
         counter = get_counter(settings.model)
-        budget = budget_for(settings)
+        # The model's LangChain profile knows its window (unless AGENTGRAPH_CONTEXT_WINDOW).
+        budget = budget_for(settings, profile=chat_model.profile)
         tools = build_tools(settings, base_env=base_env)
         # MCP tools come after the built-ins, in config order: a stable tool list.
         tools.extend(mcp.tools if mcp is not None else [])
@@ -511,7 +498,7 @@ class Agent:
                     "planner",
                     "finalize",
                 ):
-                    delta = message_text(chunk)
+                    delta = chunk.text
                     if delta:
                         yield {"type": "token", "text": delta}
             elif mode == "custom":
@@ -543,14 +530,14 @@ class Agent:
                                     "id": call["id"],
                                 }
                             if not msg.tool_calls:
-                                answer = message_text(msg)
+                                answer = msg.text
                                 yield {"type": "answer", "text": answer}
                         elif isinstance(msg, ToolMessage):
                             yield {
                                 "type": "tool_result",
                                 "name": msg.name,
                                 "id": msg.tool_call_id,
-                                "content": message_text(msg),
+                                "content": msg.text,
                                 "status": msg.status,
                             }
         history = self.messages(thread_id)

@@ -95,17 +95,6 @@ class SubagentOutcome:
         return json.dumps(payload, ensure_ascii=False)
 
 
-def _text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(
-        str(b.get("text", "")) if isinstance(b, dict) else str(b)
-        for b in content
-        if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")
-    )
-
-
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     if len(text) > SUBAGENT_ERROR_MAX_CHARS:
@@ -370,11 +359,11 @@ class SubagentRunner:
         messages: list[BaseMessage] = list(values.get("messages") or [])
         loops = int(values.get("loops") or 0)
         answer = next(
-            (_text(m) for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls),
+            (m.text for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls),
             "",
         )
         cap_text = LOOP_CAP_TOOL_RESULT.format(max_loops=loops_cap)
-        hit_cap = any(isinstance(m, ToolMessage) and _text(m) == cap_text for m in messages)
+        hit_cap = any(isinstance(m, ToolMessage) and m.text == cap_text for m in messages)
         if hit_cap:
             text = f"subagent stopped at its loop cap ({loops_cap} steps); last answer: {answer}"
             return SubagentOutcome(False, self._cap(text, thread_id), context_id, thread_id, loops)

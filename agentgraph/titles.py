@@ -35,21 +35,14 @@ TITLE_PROMPT = (
 )
 
 
-def _text(msg: BaseMessage) -> str:
-    content = msg.content
-    if isinstance(content, str):
-        return content
-    return " ".join(str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content)
-
-
 def title_prompt(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """The title request for a conversation (user requests and answers only)."""
     lines = []
     for msg in messages:
         if is_user_request(msg):
-            lines.append(f"User: {_text(msg)}")
-        elif isinstance(msg, AIMessage) and not msg.tool_calls and _text(msg).strip():
-            lines.append(f"Assistant: {_text(msg)}")
+            lines.append(f"User: {msg.text}")
+        elif isinstance(msg, AIMessage) and not msg.tool_calls and msg.text.strip():
+            lines.append(f"Assistant: {msg.text}")
     conversation = "\n".join(lines)[:TITLE_INPUT_MAX_CHARS]
     return [
         SystemMessage(content=TITLE_SYSTEM),
@@ -75,7 +68,7 @@ def generate_title(model: BaseChatModel, messages: Sequence[BaseMessage]) -> str
         reply = model.invoke(title_prompt(messages), config={"tags": [NOSTREAM_TAG]})
     except Exception:
         return None
-    return clean_title(_text(reply))
+    return clean_title(reply.text)
 
 
 def build_titler(settings: Settings, interactive: bool) -> BaseChatModel | None:

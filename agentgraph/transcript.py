@@ -175,18 +175,6 @@ def export_jsonl(messages: Sequence[BaseMessage], info: SessionInfo) -> str:
     return "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in export_entries(messages, info))
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
 def export_markdown(messages: Sequence[BaseMessage], info: SessionInfo) -> str:
     """The session as readable Markdown (tool outputs shortened)."""
     lines = [
@@ -200,7 +188,7 @@ def export_markdown(messages: Sequence[BaseMessage], info: SessionInfo) -> str:
     ]
     for msg in messages:
         kind = agentgraph_kind(msg)
-        text = _content_text(msg.content)
+        text: str = msg.text
         if kind == "compact_boundary":
             lines += ["---", f"*{text}*", "---", ""]
         elif isinstance(msg, HumanMessage):

@@ -127,3 +127,23 @@ def test_default_thresholds_compact_before_warn(tmp_path: Path) -> None:
     assert budget.level(budget.compact_at) == "compact"
     assert budget.level(budget.warn_at) == "compact"  # compaction is never skipped
     assert budget.level(budget.compact_at - 1) == "notice"
+
+
+def test_the_model_profile_window_comes_before_the_table_and_after_the_override(
+    tmp_path: Path,
+) -> None:
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(model="gpt-5", api_key="sk-test", base_url="http://127.0.0.1:9/v1")  # type: ignore[arg-type]
+    assert llm.profile is not None
+    profile_window = llm.profile["max_input_tokens"]
+    assert profile_window != context_window_for("gpt-5")[0]  # the profile is what decides
+    assert context_window_for("gpt-5", profile=llm.profile) == (profile_window, None)
+    settings = _settings(tmp_path, AGENTGRAPH_MODEL="gpt-5")
+    assert budget_for(settings, profile=llm.profile).window == profile_window
+    override = _settings(tmp_path, AGENTGRAPH_MODEL="gpt-5", AGENTGRAPH_CONTEXT_WINDOW="50000")
+    assert budget_for(override, profile=llm.profile).window == 50_000
+    # No profile (a local model): the table, then the default with a notice.
+    assert context_window_for("qwen3-coder-30b", profile=None)[0] == 262_144
+    window, notice = context_window_for("my-local-model", profile={"max_input_tokens": None})
+    assert window == DEFAULT_CONTEXT_WINDOW_TOKENS and notice is not None

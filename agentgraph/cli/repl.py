@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
-from agentgraph.agent import Agent, TurnResult, message_text, new_thread_id
+from agentgraph.agent import Agent, TurnResult, new_thread_id
 from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.render import EventPrinter
@@ -150,7 +150,7 @@ def show_history_briefly(console: Console, agent: Agent, thread_id: str) -> None
     messages = agent.messages(thread_id)
     console.print(f"[dim]resumed {thread_id[:12]} — {len(messages)} messages[/]")
     for msg in messages[-RESUME_PREVIEW_MESSAGES:]:
-        text = " ".join(message_text(msg).split())
+        text = " ".join(msg.text.split())
         if len(text) > RESUME_PREVIEW_CHARS:
             text = text[: RESUME_PREVIEW_CHARS - 1] + "…"
         label = {"human": "you", "ai": "agent", "tool": "tool"}.get(msg.type, msg.type)

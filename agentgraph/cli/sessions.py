@@ -70,7 +70,6 @@ def transcript_summary(messages: list[Any]) -> dict[str, Any]:
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
     from agentgraph.history import agentgraph_kind, is_user_request
-    from agentgraph.transcript import _content_text
 
     kinds: Counter[str] = Counter()
     tools: Counter[str] = Counter()
@@ -83,7 +82,7 @@ def transcript_summary(messages: list[Any]) -> dict[str, Any]:
     answers = [m for m in messages if isinstance(m, AIMessage) and not m.tool_calls]
 
     def preview(msg: Any) -> str:
-        text = " ".join(_content_text(msg.content).split())
+        text = " ".join(msg.text.split())
         return text if len(text) <= SHOW_PREVIEW_CHARS else text[: SHOW_PREVIEW_CHARS - 1] + "…"
 
     return {

@@ -114,17 +114,6 @@ def since_last_boundary(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     return list(messages)
 
 
-def _text(msg: BaseMessage) -> str:
-    content = msg.content
-    if isinstance(content, str):
-        return content
-    return "".join(
-        b if isinstance(b, str) else str(b.get("text", ""))
-        for b in content
-        if isinstance(b, str | dict)
-    )
-
-
 def rank_touched_files(messages: Sequence[BaseMessage]) -> list[TouchedFile]:
     """Files the conversation touched: modified first, then most mentioned, then newest."""
     modified: set[str] = set()
@@ -145,7 +134,7 @@ def rank_touched_files(messages: Sequence[BaseMessage]) -> list[TouchedFile]:
     mentions: Counter[str] = Counter()
     # Re-injected copies name their file in a header; counting them would make the
     # files of the previous compaction win every later one.
-    texts = [_text(m) for m in messages if agentgraph_kind(m) != "reinjected_file"]
+    texts = [m.text for m in messages if agentgraph_kind(m) != "reinjected_file"]
     for path in last:
         name = Path(path).name
         mentions[path] = sum(t.count(path) or t.count(name) for t in texts)
@@ -182,7 +171,7 @@ def render_transcript(messages: Sequence[BaseMessage], count: Callable[[str], in
     out: list[str] = []
     for msg in messages:
         kind = agentgraph_kind(msg)
-        text = _text(msg)
+        text: str = msg.text
         if isinstance(msg, ToolMessage):
             text = truncate_text(text, SUMMARY_TOOL_RESULT_MAX_TOKENS, count=count).text
             out.append(f"[tool result {msg.name or ''}]\n{text}")
@@ -271,7 +260,7 @@ class Compactor:
             reply = call_with_retries(
                 partial(self.summarizer.invoke, prompt), self.retry, sleep=self.sleep
             )
-            summary = _text(reply).strip()
+            summary = reply.text.strip()
             if not summary:
                 raise ValueError("the summarizer returned an empty summary")
         if not summary:

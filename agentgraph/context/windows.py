@@ -8,8 +8,9 @@ reserve never exceeds the configured ``max_output_tokens``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from agentgraph.config import Settings
 
@@ -79,18 +80,35 @@ _COMPILED = tuple((re.compile(pattern), window) for pattern, window in _WINDOWS)
 _ONE_MILLION_SUFFIX = "[1m]"
 
 
-def context_window_for(model: str, settings: Settings | None = None) -> tuple[int, str | None]:
+def _profile_window(profile: Mapping[str, Any] | None) -> int | None:
+    value = profile.get("max_input_tokens") if profile is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def context_window_for(
+    model: str,
+    settings: Settings | None = None,
+    *,
+    profile: Mapping[str, Any] | None = None,
+) -> tuple[int, str | None]:
     """The context window of ``model`` in tokens, and a notice if it is a guess.
+
+    Order: the ``AGENTGRAPH_CONTEXT_WINDOW`` override, then the model's LangChain
+    profile (``ChatOpenAI(...).profile["max_input_tokens"]``), then the table below.
 
     Args:
         model: Model name; a ``[1m]`` suffix means a 1,000,000-token window.
         settings: When ``settings.context_window`` is set it wins.
+        profile: The chat model's ``profile``, when it has one.
 
     Returns:
         ``(window, notice)``; notice is one line for an unknown model, else None.
     """
     if settings is not None and settings.context_window is not None:
         return settings.context_window, None
+    from_profile = _profile_window(profile)
+    if from_profile is not None:
+        return from_profile, None
     name = model.strip().lower()
     if name.endswith(_ONE_MILLION_SUFFIX):
         return ONE_MILLION_TOKENS, None
@@ -152,18 +170,25 @@ class Budget:
         return 100.0 * tokens / self.usable if self.usable > 0 else 100.0
 
 
-def budget_for(settings: Settings, model: str | None = None) -> Budget:
+def budget_for(
+    settings: Settings,
+    model: str | None = None,
+    *,
+    profile: Mapping[str, Any] | None = None,
+) -> Budget:
     """The prompt budget for a model under the given settings.
 
     Args:
         settings: Supplies ``context_window`` (override), ``max_output_tokens``
             (caps the output reserve) and the notice/warn/compact thresholds.
         model: Model name; defaults to ``settings.model``.
+        profile: The chat model's LangChain ``profile`` (its ``max_input_tokens``
+            is the window unless the override is set).
 
     Returns:
         A :class:`Budget`.
     """
-    window, notice = context_window_for(model or settings.model, settings)
+    window, notice = context_window_for(model or settings.model, settings, profile=profile)
     if window <= SMALL_WINDOW_MAX_TOKENS:
         reserve = window - int(window * SMALL_WINDOW_INPUT_FRACTION)
     else:

@@ -18,7 +18,7 @@ The same objects serve agentgraph's own graph (the planner node composes them wi
     from langchain.agents import create_agent
     from agentgraph.middleware import context_middleware
 
-    agent = create_agent(llm, tools, middleware=context_middleware("gpt-4o-mini", summarizer=llm))
+    agent = create_agent(llm, tools, middleware=context_middleware(llm, summarizer=llm))
 
 Provider failures come out as langchain-core's exception types (``ContextOverflowError``,
 ``ModelRateLimitError`` …; see :mod:`agentgraph.context.model_errors`).

@@ -181,8 +181,16 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
     )
 
 
+def _model_name(model: BaseChatModel, default: str) -> str:
+    for field_name in ("model_name", "model", "model_id"):
+        value = getattr(model, field_name, None)
+        if isinstance(value, str) and value:
+            return value
+    return default
+
+
 def context_middleware(
-    model: str,
+    model: str | BaseChatModel,
     *,
     summarizer: BaseChatModel | None = None,
     settings: Settings | None = None,
@@ -190,11 +198,11 @@ def context_middleware(
 ) -> list[AgentMiddleware]:
     """agentgraph's context management for any LangChain agent.
 
-    Usage: ``create_agent(llm, tools, middleware=context_middleware("gpt-4o-mini",
-    summarizer=llm))``.
+    Usage: ``create_agent(llm, tools, middleware=context_middleware(llm, summarizer=llm))``.
 
     Args:
-        model: The model's name: picks its tokenizer and context window.
+        model: The chat model (or its name): its name picks the tokenizer, its
+            profile (or the name) the context window.
         summarizer: Chat model that writes compaction summaries; without one there is
             no compaction (the view, overflow recovery and retry still apply).
         settings: Limits and thresholds (``AGENTGRAPH_CONTEXT_WINDOW`` …); read from
@@ -205,8 +213,10 @@ def context_middleware(
         The units in pipeline order.
     """
     settings = settings if settings is not None else Settings()  # type: ignore[call-arg]
-    counter = get_counter(model)
-    budget = budget_for(settings, model)
+    profile = model.profile if isinstance(model, BaseChatModel) else None
+    name = model if isinstance(model, str) else _model_name(model, settings.model)
+    counter = get_counter(name)
+    budget = budget_for(settings, name, profile=profile)
     compactor = (
         Compactor(
             summarizer,
