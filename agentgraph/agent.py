@@ -39,6 +39,7 @@ from agentgraph.model import build_chat_model
 from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.persistence.sessions import SessionHooks, ensure_not_in_use, mark_in_use
 from agentgraph.persistence.store import Store
+from agentgraph.redaction import build_redactor
 from agentgraph.runctx import RunContext
 from agentgraph.skills import (
     SkillCatalog,
@@ -57,7 +58,7 @@ from agentgraph.subagents import (
     sigint_cancels,
 )
 from agentgraph.tools import build_tools
-from agentgraph.tools.bash import kill_running_commands
+from agentgraph.tools.bash import kill_running_commands, sandbox_plan_for
 from agentgraph.tools.search import cancel_running_searches
 
 Event = dict[str, Any]
@@ -122,7 +123,7 @@ class Agent:
         settings: Configuration.
         store: Opened store (checkpointer + session index).
         model: Chat model to use instead of building one from settings (tests).
-        base_env: Environment for tool subprocesses (secrets are scrubbed).
+        base_env: The agent's environment: tools pass on only its allowlisted part.
         sleep: Backoff sleep (tests pass a fake).
         summarizer: Model for compaction summaries (default: AGENTGRAPH_SUMMARY_MODEL or
             the main model).
@@ -159,7 +160,9 @@ class Agent:
         counter = get_counter(settings.model)
         # The model's LangChain profile knows its window (unless AGENTGRAPH_CONTEXT_WINDOW).
         budget = budget_for(settings, profile=chat_model.profile)
-        tools = build_tools(settings, base_env=base_env)
+        # Decided (and bwrap probed) once: the notice is shown once, at start.
+        self.sandbox = sandbox_plan_for(settings, base_env) if settings.bash != "off" else None
+        tools = build_tools(settings, base_env=base_env, sandbox=self.sandbox)
         # MCP tools come after the built-ins, in config order: a stable tool list.
         tools.extend(mcp.tools if mcp is not None else [])
         delegate = settings.subagent_max_depth > 0
@@ -198,6 +201,7 @@ class Agent:
             ),
             extra_system_sections=self._system_sections,
             subagents=self.subagents,
+            redactor=build_redactor(settings.secret_values(), base_env),
         )
         self.graph = build_graph(self.deps, checkpointer=store.checkpointer)
         # Set by cancel() (Ctrl-C): the running turn stops at its next event.
@@ -269,8 +273,9 @@ class Agent:
         )
 
     def notices(self) -> list[str]:
-        """One-line notices about the model set-up (unknown window, estimated counts)."""
-        return [n for n in (self.deps.budget.source_notice, self.deps.counter.notice) if n]
+        """One-line notices about the set-up (unknown window, estimated counts, no sandbox)."""
+        sandbox = (self.sandbox.notice or self.sandbox.refusal) if self.sandbox else None
+        return [n for n in (self.deps.budget.source_notice, self.deps.counter.notice, sandbox) if n]
 
     def config(self, thread_id: str) -> RunnableConfig:
         """Run config for ``thread_id`` (no secrets: configs may be persisted)."""

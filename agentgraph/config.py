@@ -165,6 +165,16 @@ class Settings(BaseSettings):
     bash_timeout_s: int = Field(
         BASH_TIMEOUT_S_DEFAULT, ge=1, le=3600, validation_alias=_env("AGENTGRAPH_BASH_TIMEOUT_S")
     )
+    # Shell sandbox (bubblewrap, Linux): auto = use it when it can start, else say so
+    # once and run unsandboxed; on = refuse commands without it; off = never.
+    sandbox: Literal["auto", "on", "off"] = Field(
+        "auto", validation_alias=_env("AGENTGRAPH_SANDBOX")
+    )
+    bash_network: Literal["off", "on"] = Field(
+        "off", validation_alias=_env("AGENTGRAPH_BASH_NETWORK")
+    )
+    # Comma-separated names of more variables passed to shell commands.
+    bash_env_allow: str = Field("", validation_alias=_env("AGENTGRAPH_BASH_ENV_ALLOW"))
     request_timeout_s: float = Field(
         REQUEST_TIMEOUT_S_DEFAULT, gt=0, validation_alias=_env("AGENTGRAPH_REQUEST_TIMEOUT_S")
     )
@@ -227,6 +237,11 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @property
+    def bash_env_allow_names(self) -> list[str]:
+        """``AGENTGRAPH_BASH_ENV_ALLOW`` as a list of variable names."""
+        return [name.strip() for name in self.bash_env_allow.split(",") if name.strip()]
 
     @property
     def db_path(self) -> Path:

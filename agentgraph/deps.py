@@ -16,6 +16,7 @@ from langchain_core.tools import BaseTool
 from agentgraph.config import Settings
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.windows import Budget
+from agentgraph.redaction import Redactor
 from agentgraph.runctx import RunContext, artifacts_dir_for, complete_context
 
 Emit = Callable[[dict[str, Any]], None]
@@ -75,6 +76,8 @@ class AgentDeps:
     subagents: Any = None
     # The LangGraph server's workspace: it overrides whatever a client's run context says.
     pinned_workspace: Path | None = None
+    # Redacts credentials from tool results; None: built from the settings' secrets alone.
+    redactor: Redactor | None = None
 
     def artifacts_dir(self, thread_id: str) -> Path:
         """Folder holding full tool outputs for ``thread_id``."""

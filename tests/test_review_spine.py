@@ -12,10 +12,14 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from agentgraph.history import build_prompt_view, validate_history
-from agentgraph.tools.bash import run_command, scrub_environment
+from agentgraph.tools.bash import run_command, tool_environment
+from agentgraph.tools.sandbox import plan_sandbox, sandbox_args
 from tests.cli_helpers import cli_env, run_cli
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.proc_helpers import live_processes, wait_until_gone
+from tests.sandbox_helpers import sandbox_mode
+
+__all__ = ["sandbox_mode"]  # a fixture, used by name
 
 
 def _count(messages: Sequence[BaseMessage]) -> int:
@@ -119,14 +123,22 @@ def test_repl_survives_a_locked_store_during_a_turn(tmp_path: Path) -> None:
         "(setsid sleep {m} > /dev/null 2>&1 &); sleep 30",
     ],
 )
-def test_run_bash_leaves_no_process_even_after_setsid(tmp_path: Path, template: str) -> None:
+def test_run_bash_leaves_no_process_even_after_setsid(
+    tmp_path: Path, template: str, sandbox_mode: str
+) -> None:
     marker = f"{900 + secrets.randbelow(99)}.{secrets.randbelow(10**6):06d}"
+    launcher: list[str] = []
+    if sandbox_mode == "on":
+        bwrap = plan_sandbox("on", network=False, env={"PATH": os.defpath}).bwrap
+        assert bwrap is not None
+        launcher = sandbox_args(bwrap, str(tmp_path), network=False)
     try:
         run_command(
             template.format(m=marker),
             cwd=str(tmp_path),
             env={"PATH": os.defpath},
             timeout_s=1,
+            sandbox=launcher,
         )
         assert wait_until_gone(lambda cmd, _: marker in cmd) == []
     finally:
@@ -134,17 +146,19 @@ def test_run_bash_leaves_no_process_even_after_setsid(tmp_path: Path, template: 
             os.kill(pid, 9)
 
 
-def test_scrub_environment_drops_urls_with_credentials() -> None:
+def test_tool_environment_drops_allowlisted_names_holding_urls_with_credentials() -> None:
     env = {
+        "PATH": "/usr/bin",
+        "TMPDIR": "postgres://app:pw12345678@db.internal/app",
+        "PAGER": "redis://:onlypassword@cache:6379/0",
+        "EDITOR": "https://example.com/path?q=1",
+        "TERM": "ssh://git@github.com/org/repo",
+        "LANG": "someone@example.com",
         "DATABASE_URL": "postgres://app:pw12345678@db.internal/app",
-        "HTTPS_PROXY": "http://user:pass@proxy:3128",
-        "REDIS_URL": "redis://:onlypassword@cache:6379/0",
-        "PLAIN_URL": "https://example.com/path?q=1",
-        "USER_ONLY": "ssh://git@github.com/org/repo",
-        "EMAIL": "someone@example.com",
     }
-    assert scrub_environment(env, []) == {
-        "PLAIN_URL": "https://example.com/path?q=1",
-        "USER_ONLY": "ssh://git@github.com/org/repo",
-        "EMAIL": "someone@example.com",
+    assert tool_environment(env) == {
+        "PATH": "/usr/bin",
+        "EDITOR": "https://example.com/path?q=1",
+        "TERM": "ssh://git@github.com/org/repo",
+        "LANG": "someone@example.com",
     }

@@ -23,11 +23,12 @@ from agentgraph.tools.bash import (
     BASH_OUTPUT_MAX_BYTES,
     BASH_TIMEOUT_MAX_S,
     HeadTailBuffer,
-    is_secret_env_name,
-    redact,
-    scrub_environment,
+    tool_environment,
 )
 from tests.proc_helpers import wait_until_gone
+from tests.sandbox_helpers import sandbox_mode
+
+__all__ = ["sandbox_mode"]  # a fixture, used by name
 
 MIB = 1024 * 1024
 BIG_OUTPUT_BYTES = 50_000_000
@@ -88,8 +89,8 @@ def _marker() -> str:
 # --------------------------------------------------------------------------- basics
 
 
-def test_exit_code_and_merged_output(tmp_path: Path) -> None:
-    settings = _settings(tmp_path)
+def test_exit_code_and_merged_output(tmp_path: Path, sandbox_mode: str) -> None:
+    settings = _settings(tmp_path, AGENTGRAPH_SANDBOX=sandbox_mode)
     result = run_bash(tmp_path, "echo out; echo err >&2; exit 3", settings=settings)
     assert result.status == "success"  # a failing command is data, not a tool error
     assert text(result) == "out\nerr\n[exit code 3]"
@@ -97,16 +98,23 @@ def test_exit_code_and_merged_output(tmp_path: Path) -> None:
     assert text(run_bash(tmp_path, "true", settings=settings)) == "[exit code 0]"
 
 
-def test_runs_in_the_workspace_with_stdin_closed(tmp_path: Path) -> None:
+def test_runs_in_the_workspace_with_stdin_closed(tmp_path: Path, sandbox_mode: str) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    result = run_bash(ws, "pwd; cat; echo HOME=$HOME", settings=_settings(tmp_path))
+    result = run_bash(
+        ws,
+        "pwd; cat; echo HOME=$HOME",
+        settings=_settings(tmp_path, AGENTGRAPH_SANDBOX=sandbox_mode),
+    )
     assert text(result) == f"{ws.resolve()}\nHOME={ws.resolve()}\n[exit code 0]"
 
 
-def test_killed_by_signal_is_reported(tmp_path: Path) -> None:
-    result = run_bash(tmp_path, "kill -9 $$", settings=_settings(tmp_path))
-    assert text(result) == "[exit code -9 (killed by SIGKILL)]"
+def test_killed_by_signal_is_reported(tmp_path: Path, sandbox_mode: str) -> None:
+    settings = _settings(tmp_path, AGENTGRAPH_SANDBOX=sandbox_mode)
+    result = run_bash(tmp_path, "kill -9 $$", settings=settings)
+    # The sandbox's launcher reports a killed command like a shell does: 128 + signal.
+    expected = "[exit code -9 (killed by SIGKILL)]" if sandbox_mode == "off" else "[exit code 137]"
+    assert text(result) == expected
 
 
 def test_invalid_timeout_and_empty_command(tmp_path: Path) -> None:
@@ -120,27 +128,30 @@ def test_invalid_timeout_and_empty_command(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- timeouts
 
 
-def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
+def test_timeout_kills_the_whole_group(tmp_path: Path, sandbox_mode: str) -> None:
     marker = _marker()
     result = run_bash(
         tmp_path,
         f"echo pgid=$$; sleep {marker} & sleep {marker} & wait",
-        settings=_settings(tmp_path),
+        settings=_settings(tmp_path, AGENTGRAPH_SANDBOX=sandbox_mode),
         timeout_s=1,
     )
     assert text(result).endswith("[timed out after 1s; process group killed]")
     match = re.search(r"pgid=(\d+)", text(result))
     assert match is not None
-    pgid = int(match.group(1))
-    assert wait_until_gone(lambda cmd, pgrp: pgrp == pgid or marker in cmd) == []
+    if sandbox_mode == "off":
+        pgid = int(match.group(1))
+        assert wait_until_gone(lambda cmd, pgrp: pgrp == pgid or marker in cmd) == []
+    else:  # $$ is a pid of the sandbox's own namespace: find the sleeps by marker
+        assert wait_until_gone(lambda cmd, _: marker in cmd) == []
 
 
-def test_timeout_when_the_shell_ignores_sigterm(tmp_path: Path) -> None:
+def test_timeout_when_the_shell_ignores_sigterm(tmp_path: Path, sandbox_mode: str) -> None:
     marker = _marker()
     result = run_bash(
         tmp_path,
         f"trap '' TERM; sleep {marker}; echo never",
-        settings=_settings(tmp_path),
+        settings=_settings(tmp_path, AGENTGRAPH_SANDBOX=sandbox_mode),
         timeout_s=1,
     )
     assert "never" not in text(result)
@@ -148,12 +159,12 @@ def test_timeout_when_the_shell_ignores_sigterm(tmp_path: Path) -> None:
     assert wait_until_gone(lambda cmd, _: marker in cmd) == []
 
 
-def test_grandchild_holding_the_pipe_does_not_hang(tmp_path: Path) -> None:
+def test_grandchild_holding_the_pipe_does_not_hang(tmp_path: Path, sandbox_mode: str) -> None:
     marker = _marker()
     result = run_bash(
         tmp_path,
         f"(sleep {marker} &); echo started",
-        settings=_settings(tmp_path),
+        settings=_settings(tmp_path, AGENTGRAPH_SANDBOX=sandbox_mode),
         timeout_s=BASH_TIMEOUT_MAX_S,
     )
     # The shell exited at once; the daemonized sleep kept stdout open and was
@@ -162,10 +173,21 @@ def test_grandchild_holding_the_pipe_does_not_hang(tmp_path: Path) -> None:
     assert wait_until_gone(lambda cmd, _: marker in cmd) == []
 
 
-def test_background_job_output_within_the_drain_window_is_kept(tmp_path: Path) -> None:
+def test_background_job_output_within_the_drain_window_is_kept(
+    tmp_path: Path, sandbox_mode: str
+) -> None:
     assert BASH_DRAIN_S >= 0.5
-    result = run_bash(tmp_path, "(sleep 0.1; echo late) & echo early", settings=_settings(tmp_path))
-    assert text(result) == "early\nlate\n[exit code 0]"
+    result = run_bash(
+        tmp_path,
+        "(sleep 0.1; echo late) & echo early",
+        settings=_settings(tmp_path, AGENTGRAPH_SANDBOX=sandbox_mode),
+    )
+    if sandbox_mode == "off":
+        assert text(result) == "early\nlate\n[exit code 0]"
+    else:
+        # The sandbox ends with its shell: its PID namespace takes background jobs down.
+        assert text(result).startswith("early\n")
+        assert text(result).endswith("[exit code 0]")
 
 
 def test_kill_grace_constant_is_bounded() -> None:
@@ -175,11 +197,15 @@ def test_kill_grace_constant_is_bounded() -> None:
 # --------------------------------------------------------------------------- output size
 
 
-def test_huge_output_keeps_head_and_tail_in_bounded_memory(tmp_path: Path) -> None:
+def test_huge_output_keeps_head_and_tail_in_bounded_memory(
+    tmp_path: Path, sandbox_mode: str
+) -> None:
     command = f"printf START; head -c {BIG_OUTPUT_BYTES} /dev/zero | tr '\\0' x; printf END"
     tracemalloc.start()
     try:
-        result = run_bash(tmp_path, command, settings=_settings(tmp_path))
+        result = run_bash(
+            tmp_path, command, settings=_settings(tmp_path, AGENTGRAPH_SANDBOX=sandbox_mode)
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -210,52 +236,61 @@ def test_head_tail_buffer_cuts_on_character_boundaries() -> None:
 # --------------------------------------------------------------------------- secrets
 
 
-def test_scrub_environment_drops_credentials_by_name_and_value() -> None:
+# Named like the credentials a hostile test pass saw printed by `printenv`.
+SECRET_ENV = {
+    "MY_PRIVATE_KEY": "pk-9f8e7d6c5b4a3921",
+    "STRIPE_KEY": "stripe-Zq81hVx03kLm",
+    "DEPLOY_KEY": "dk-71HqPz0aLm2Xc9",
+    "DB_PASS": "Tr0ub4dor&3-prod",
+    "AUTH_BEARER": "bearer-Qw3rty-8812",
+    "SLACK_WEBHOOK_URL": "https://hooks.example.net/T0/B0/xY9zW8",
+    "SENTRY_DSN": "https://abc123def456@errors.example.net/42",
+    "GITHUB_TOKEN": "gh-token-0aZ9bY8cX7",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI-K7MDENG",
+    "PGPASSWORD": "pg-Secret-4711-x",
+    "OPENAI_API_KEY": FAKE_KEY,
+}
+
+
+def test_tool_environment_is_an_allowlist() -> None:
     env = {
+        **SECRET_ENV,
         "PATH": "/usr/bin",
-        "OPENAI_API_KEY": "a",
-        "ANTHROPIC_BASE_URL": "b",
-        "AWS_SECRET_ACCESS_KEY": "c",
-        "AWS_SESSION_TOKEN": "d",
-        "GITHUB_TOKEN": "e",
-        "GH_TOKEN": "f",
-        "HF_TOKEN": "g",
-        "AGENTGRAPH_DATABASE_URL": "postgres://u:p@h/db",
-        "STRIPE_API_KEY": "h",
-        "my_service_token": "i",
-        "DJANGO_SECRET_KEY": "j",
-        "DB_PASSWORD": "k",
-        "GOOGLE_APIKEY": "l",
-        "MAPS_API_ACCESS_KEY": "m",
-        "INNOCENT": FAKE_KEY,
-        "PROXY_URL": f"https://x:{FAKE_KEY}@proxy",
-        "EDITOR": "vim",
-        "SHORT": "ab",
+        "HOME": "/home/u",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "xterm",
+        "TZ": "UTC",
+        "INNOCENT_LOOKING": "value",
+        "HTTPS_PROXY": "http://user:pass@proxy:3128",
+        "TMPDIR": "postgres://u:pw12345678@h/db",  # allowlisted name, credential value
+        "MY_TOOL_HOME": "/opt/tool",
     }
     original = dict(env)
-    scrubbed = scrub_environment(env, [FAKE_KEY, "", "ab"])
-    assert scrubbed == {"PATH": "/usr/bin", "EDITOR": "vim"}
-    assert env == original
-    assert not is_secret_env_name("KEYBOARD_LAYOUT")
-    assert is_secret_env_name("openai_api_key")
-
-
-def test_printenv_shows_no_secret(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, OPENAI_API_KEY=FAKE_KEY)
-    base_env = {
-        "PATH": os.defpath,
-        "OPENAI_API_KEY": FAKE_KEY,
-        "RENAMED_COPY": FAKE_KEY,
-        "GITHUB_TOKEN": "ghp_other_secret_value",
-        "VISIBLE": "yes",
+    assert tool_environment(env, ["MY_TOOL_HOME"]) == {
+        "PATH": "/usr/bin",
+        "HOME": "/home/u",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "xterm",
+        "TZ": "UTC",
+        "MY_TOOL_HOME": "/opt/tool",
     }
+    assert env == original
+    assert tool_environment({}) == {"PATH": os.defpath}
+
+
+def test_printenv_shows_no_secret(tmp_path: Path, sandbox_mode: str) -> None:
+    settings = _settings(
+        tmp_path, AGENTGRAPH_SANDBOX=sandbox_mode, AGENTGRAPH_BASH_ENV_ALLOW="VISIBLE, OTHER"
+    )
+    base_env = {**SECRET_ENV, "PATH": os.defpath, "VISIBLE": "yes", "HIDDEN": "no"}
     result = text(run_bash(tmp_path, "printenv", settings=settings, base_env=base_env))
-    assert FAKE_KEY not in result
-    assert "ghp_other_secret_value" not in result
+    for name, value in SECRET_ENV.items():
+        assert name not in result
+        assert value not in result
     assert "VISIBLE=yes" in result
-    echoed = text(run_bash(tmp_path, f"echo key={FAKE_KEY}", settings=settings))
-    assert echoed == "key=[REDACTED]\n[exit code 0]"
-    assert redact(f"a{FAKE_KEY}b", [FAKE_KEY, ""]) == "a[REDACTED]b"
+    assert "HIDDEN" not in result
 
 
 # Approval (AGENTGRAPH_BASH=ask) happens in the tools node: tests/test_approvals.py.

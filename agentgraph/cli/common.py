@@ -42,7 +42,7 @@ def resolve_workspace(value: str | None) -> Path:
 
 
 def process_environment() -> Mapping[str, str]:
-    """Snapshot of the environment for tool subprocesses (scrubbed by the tools)."""
+    """Snapshot of the agent's environment (tools pass on only its allowlisted part)."""
     return dict(os.environ)
 
 
@@ -57,7 +57,7 @@ def start_mcp(
         ask: Asks the user to allow the workspace's servers (the REPL); None never asks.
     """
     from agentgraph.mcp import is_trusted, open_mcp, trust, untrusted_servers
-    from agentgraph.tools.bash import scrub_environment
+    from agentgraph.tools.bash import tool_environment
 
     trusted = settings.mcp_trust_workspace or is_trusted(workspace, settings.home)
     names = [] if trusted or settings.mcp == "off" else untrusted_servers(workspace, settings.home)
@@ -69,7 +69,9 @@ def start_mcp(
         if ask(question):
             trust(workspace, settings.home)
             trusted = True
-    env = scrub_environment(process_environment(), settings.secret_values())
+    # Servers start with the shell tool's allowlisted environment; the secrets they
+    # need are named in their mcp.json "env" ("KEY": "${KEY}").
+    env = tool_environment(process_environment(), settings.bash_env_allow_names)
     return open_mcp(
         workspace,
         settings.home,

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from agentgraph.cli.common import resolve_workspace
+from agentgraph.cli.common import process_environment, resolve_workspace
 from agentgraph.config import CLEANUP_DAYS_DEFAULT, Settings
 from agentgraph.errors import EXIT_USAGE, AgentGraphError
 from agentgraph.persistence.index import SessionIndex, SessionInfo, resolve_session
+from agentgraph.redaction import build_redactor
 
 if TYPE_CHECKING:
     from agentgraph.persistence import Store
@@ -200,9 +201,9 @@ def _export(store: Store, settings: Settings, args: argparse.Namespace) -> int:
     ensure_not_in_use(settings.home, info.thread_id, "export")
     messages = load_messages(store, info.thread_id)
     text = export_markdown(messages, info) if args.format == "md" else export_jsonl(messages, info)
-    for secret in settings.secret_values():
-        # There is none in the state; if one ever got there, it must not leave.
-        text = text.replace(secret, "[redacted]")
+    # Tool results were redacted when stored; sessions stored before that, and any
+    # credential that got into the history another way, must not leave either.
+    text = build_redactor(settings.secret_values(), process_environment()).redact(text)
     if args.output:
         path = Path(args.output).expanduser()
         try:

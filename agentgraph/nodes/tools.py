@@ -20,10 +20,10 @@ from agentgraph.approvals import approval_request, cannot_ask_text, declined_tex
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.deps import AgentDeps
 from agentgraph.nodes.common import INVALID_ARGS_KEY
+from agentgraph.redaction import Redactor, build_redactor
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 from agentgraph.tools.base import format_tool_error
-from agentgraph.tools.bash import redact
 
 
 def tool_output_cap_tokens(deps: AgentDeps) -> int:
@@ -39,6 +39,20 @@ def _save_artifact(folder: Path, tool_call_id: str, content: str) -> Path:
     path = folder / f"tool-{safe}.txt"
     path.write_text(content, encoding="utf-8")
     return path
+
+
+def _redact_command(command: Command, redactor: Redactor) -> Command:
+    """A tool's Command with the ToolMessages of its state update redacted."""
+    update = command.update
+    if not isinstance(update, dict) or not isinstance(update.get("messages"), list):
+        return command
+    messages = [
+        m.model_copy(update={"content": redactor.redact_content(m.content)})
+        if isinstance(m, ToolMessage)
+        else m
+        for m in update["messages"]
+    ]
+    return replace(command, update={**update, "messages": messages})
 
 
 def refusal(call: ToolCall, state: Any) -> ToolMessage | None:
@@ -104,7 +118,7 @@ def make_tools_node(
 ) -> Callable[[AppState, RunnableConfig, Runtime[RunContext]], Any]:
     """Build the tools node bound to ``deps``: approvals, then LangGraph's ToolNode."""
     cap = tool_output_cap_tokens(deps)
-    secrets = deps.settings.secret_values()
+    redactor = deps.redactor or build_redactor(deps.settings.secret_values(), None)
 
     def wrap(
         request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command]
@@ -125,15 +139,17 @@ def make_tools_node(
                 content=not_approved, tool_call_id=call_id, name=call["name"], status="error"
             )
         result = execute(request)
-        if not isinstance(result, ToolMessage) or not isinstance(result.content, str):
+        if isinstance(result, Command):
+            return _redact_command(result, redactor)
+        # Any tool can surface a credential (printenv, read_file on a .env, grep over a
+        # config, an MCP server's answer): redacted here, before the model, the
+        # checkpoints or the artifacts see it. Error results too.
+        redacted = redactor.redact_content(result.content)
+        if redacted != result.content:
+            result = result.model_copy(update={"content": redacted})
+        if not isinstance(result.content, str):
             return result
         content = result.content
-        # Any tool can surface a credential (read_file on a .env, grep over a config):
-        # known secrets never reach the model, the checkpoints or the artifacts.
-        redacted = redact(content, secrets)
-        if redacted != content:
-            result = result.model_copy(update={"content": redacted})
-            content = redacted
         # Cheap pre-check on characters before paying for an exact count.
         if len(content) <= cap:
             return result

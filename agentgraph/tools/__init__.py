@@ -9,9 +9,10 @@ from langchain_core.tools import BaseTool
 
 from agentgraph.config import Settings
 from agentgraph.tools.base import HANDLED_TOOL_ERRORS, ToolError, format_tool_error
-from agentgraph.tools.bash import make_bash_tool, scrub_environment
+from agentgraph.tools.bash import make_bash_tool, tool_environment
 from agentgraph.tools.clock import make_clock_tool
 from agentgraph.tools.files import make_file_tools
+from agentgraph.tools.sandbox import SandboxPlan
 from agentgraph.tools.todos import make_todo_tools
 from agentgraph.tools.workspace import display_path, resolve_in_workspace
 
@@ -27,21 +28,24 @@ __all__ = [
     "display_path",
     "format_tool_error",
     "resolve_in_workspace",
-    "scrub_environment",
+    "tool_environment",
 ]
 
 
 def build_tools(
     settings: Settings,
     base_env: Mapping[str, str] | None = None,
+    sandbox: SandboxPlan | None = None,
 ) -> list[BaseTool]:
     """The tools the agent may call.
 
     Args:
         settings: Configuration (bash mode and timeout, secret values).
-        base_env: Environment for run_bash, usually ``dict(os.environ)`` from
-            the CLI; credentials are removed. None runs commands with a
-            minimal PATH/HOME/LANG environment.
+        base_env: The agent's environment, usually ``dict(os.environ)`` from
+            the CLI; run_bash passes on only its allowlisted variables. None runs
+            commands with a minimal PATH/HOME/LANG environment.
+        sandbox: How run_bash runs commands (``agentgraph.tools.bash.sandbox_plan_for``);
+            None: decided from the settings.
 
     Returns:
         read_file, write_file, edit_file, list_dir, glob, grep, run_bash
@@ -49,7 +53,7 @@ def build_tools(
     """
     tools = make_file_tools()
     if settings.bash != "off":
-        tools.append(make_bash_tool(settings, base_env))
+        tools.append(make_bash_tool(settings, base_env, sandbox=sandbox))
     tools.extend(make_todo_tools())
     tools.append(make_clock_tool())
     return tools

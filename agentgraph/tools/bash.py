@@ -1,5 +1,10 @@
 """run_bash: a shell command in the workspace, bounded in time, memory and reach.
 
+Reach: the command sees only an allowlisted part of the agent's environment
+(:func:`tool_environment`) and, on Linux with bubblewrap, runs in a sandbox
+(:mod:`agentgraph.tools.sandbox`): own PID namespace and /proc, writes only in the
+workspace and a private /tmp, no network by default.
+
 The command runs as ``bash -c`` in its own session (so it has no controlling
 terminal and its whole process group can be killed), with stdin closed and
 stdout+stderr merged into one pipe. The pipe is read incrementally into a
@@ -12,14 +17,13 @@ is drained for at most :data:`BASH_DRAIN_S`, then the group is killed.
 import codecs
 import contextlib
 import os
-import re
 import secrets
 import selectors
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +32,16 @@ from langgraph.prebuilt import ToolRuntime
 
 from agentgraph.config import BASH_TIMEOUT_S_DEFAULT, Settings
 from agentgraph.process import pid_alive
+from agentgraph.redaction import redact_token_formats
 from agentgraph.runctx import RunContext
 from agentgraph.tools.base import ToolError
+from agentgraph.tools.sandbox import (
+    SANDBOX_TMP_DIR,
+    SandboxPlan,
+    plan_sandbox,
+    require_runnable,
+    sandbox_args,
+)
 from agentgraph.tools.workspace import workspace_from_runtime, workspace_root
 
 BASH_TIMEOUT_S = BASH_TIMEOUT_S_DEFAULT
@@ -41,83 +53,71 @@ BASH_OUTPUT_MAX_BYTES = 1024 * 1024
 BASH_READ_CHUNK_BYTES = 64 * 1024
 BASH_EXECUTABLE = "bash"
 UTF8_MAX_CONTINUATION_BYTES = 3
-SECRET_VALUE_MIN_CHARS = 8
-REDACTED = "[REDACTED]"
 # Every command's processes inherit this variable, so the ones that left the process
 # group (setsid, daemonizing tools) are still found in /proc and killed.
 COMMAND_MARKER_ENV = "AGENTGRAPH_COMMAND_ID"
 PROC_DIR = "/proc"
 
-SECRET_ENV_NAMES = frozenset(
+# The variables a command inherits from the agent's environment: what a shell and
+# ordinary tools need to behave (locale, terminal, user, temp dir), nothing that
+# carries a credential. More names: AGENTGRAPH_BASH_ENV_ALLOW.
+ENV_ALLOWLIST = frozenset(
     {
-        "OPENAI_API_KEY",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "GITHUB_TOKEN",
-        "GH_TOKEN",
-        "HF_TOKEN",
-        "AGENTGRAPH_DATABASE_URL",
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TERM",
+        "COLORTERM",
+        "NO_COLOR",
+        "TMPDIR",
+        "TZ",
+        "PWD",
+        "EDITOR",
+        "PAGER",
     }
 )
-SECRET_ENV_PREFIXES = ("ANTHROPIC_",)
-SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN")
-SECRET_ENV_SUBSTRINGS = ("SECRET", "PASSWORD", "PASSWD", "APIKEY")
-# A URL carrying a password (``scheme://user:password@host``), e.g. DATABASE_URL.
-URL_WITH_PASSWORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*:[^\s/@]+@")
+ENV_ALLOWLIST_PREFIXES = ("LC_",)
 
 
-def is_secret_env_name(name: str) -> bool:
-    """Whether an environment variable's name marks it as a credential.
+def is_allowed_env_name(name: str, extra: Iterable[str] = ()) -> bool:
+    """Whether a variable of the agent's environment is passed to commands.
 
     Args:
-        name: The variable name (compared case-insensitively).
+        name: The variable name (exact case).
+        extra: More allowed names (``AGENTGRAPH_BASH_ENV_ALLOW``).
 
     Returns:
-        True for the known credential variables and the generic patterns
-        ``*_API_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``, ``*APIKEY*``,
-        ``*_KEY`` containing ``API``, and ``ANTHROPIC_*``.
+        True for :data:`ENV_ALLOWLIST`, ``LC_*`` and the extra names.
     """
-    upper = name.upper()
-    return (
-        upper in SECRET_ENV_NAMES
-        or upper == "TOKEN"
-        or upper.startswith(SECRET_ENV_PREFIXES)
-        or upper.endswith(SECRET_ENV_SUFFIXES)
-        or any(part in upper for part in SECRET_ENV_SUBSTRINGS)
-        or (upper.endswith("_KEY") and "API" in upper)
-    )
+    return name in ENV_ALLOWLIST or name.startswith(ENV_ALLOWLIST_PREFIXES) or name in extra
 
 
-def _usable_secrets(secret_values: Iterable[str]) -> list[str]:
-    return [value for value in secret_values if value]
+def tool_environment(env: Mapping[str, str], extra_allowed: Iterable[str] = ()) -> dict[str, str]:
+    """The environment a command runs with: an allowlisted copy of ``env``.
 
-
-def scrub_environment(env: Mapping[str, str], secret_values: Iterable[str]) -> dict[str, str]:
-    """A copy of ``env`` without credentials.
-
-    Drops variables whose name looks like a credential (see
-    :func:`is_secret_env_name`), variables whose value equals a known
-    secret or, for secrets of at least :data:`SECRET_VALUE_MIN_CHARS`
-    characters, contains one (a URL with an embedded key), and variables
-    holding a URL with a password (``postgres://user:pw@host``).
+    Anything not allowed is left out whatever its name: a credential never has to
+    be recognised to be kept from the command. An allowlisted (not extra) variable
+    whose value holds a credential format (a URL with a password…) is left out too.
 
     Args:
-        env: The environment to filter; not modified.
-        secret_values: Secret strings that must not reach the command.
+        env: The agent's environment; not modified.
+        extra_allowed: Names the user allowed too (passed as they are).
 
     Returns:
-        A new dict with the remaining variables.
+        A new dict, with ``PATH`` always set.
     """
-    secrets = _usable_secrets(secret_values)
-    long_secrets = [s for s in secrets if len(s) >= SECRET_VALUE_MIN_CHARS]
-    return {
+    extra = frozenset(extra_allowed)
+    kept = {
         name: value
         for name, value in env.items()
-        if not is_secret_env_name(name)
-        and value not in secrets
-        and not any(secret in value for secret in long_secrets)
-        and not URL_WITH_PASSWORD_RE.search(value)
+        if name in extra or (is_allowed_env_name(name) and redact_token_formats(value) == value)
     }
+    kept.setdefault("PATH", os.defpath)
+    return kept
 
 
 def minimal_environment(workspace: str) -> dict[str, str]:
@@ -320,6 +320,7 @@ def run_command(
     env: Mapping[str, str],
     timeout_s: float,
     max_output_bytes: int = BASH_OUTPUT_MAX_BYTES,
+    sandbox: Sequence[str] = (),
 ) -> BashResult:
     """Run ``bash -c command`` and collect its bounded output.
 
@@ -329,6 +330,10 @@ def run_command(
         env: The complete environment of the command.
         timeout_s: Seconds before the process group is terminated.
         max_output_bytes: Output bytes kept (head and tail halves).
+        sandbox: A launcher command line to run the shell in (the ``bwrap`` prefix
+            from :func:`agentgraph.tools.sandbox.sandbox_args`); empty: run directly.
+            The launcher stays in the command's process group and takes its
+            children down with it, so the group kill below works the same.
 
     Returns:
         The result; a non-zero exit or a timeout is data, not an exception.
@@ -342,7 +347,7 @@ def run_command(
     marker = f"{os.getpid()}-{secrets.token_hex(8)}"
     try:
         proc = subprocess.Popen(
-            [BASH_EXECUTABLE, "-c", command],
+            [*sandbox, BASH_EXECUTABLE, "-c", command],
             cwd=cwd,
             env={**env, COMMAND_MARKER_ENV: marker},
             stdin=subprocess.DEVNULL,
@@ -352,7 +357,8 @@ def run_command(
             close_fds=True,
         )
     except OSError as exc:
-        raise ToolError(f"could not start {BASH_EXECUTABLE}: {exc.strerror or exc}") from exc
+        launcher = sandbox[0] if sandbox else BASH_EXECUTABLE
+        raise ToolError(f"could not start {launcher}: {exc.strerror or exc}") from exc
     pgid = proc.pid  # a new session makes the shell its group leader
     with _RUNNING_LOCK:
         _RUNNING_GROUPS[pgid] = marker
@@ -409,21 +415,6 @@ def run_command(
     )
 
 
-def redact(text: str, secret_values: Iterable[str]) -> str:
-    """Replace every occurrence of each secret in ``text`` with ``[REDACTED]``.
-
-    Args:
-        text: Any text.
-        secret_values: Secret strings; empty ones are ignored.
-
-    Returns:
-        The redacted text.
-    """
-    for secret in _usable_secrets(secret_values):
-        text = text.replace(secret, REDACTED)
-    return text
-
-
 def format_bash_result(result: BashResult) -> str:
     """The tool's answer: the output, then a status line.
 
@@ -450,14 +441,20 @@ def format_bash_result(result: BashResult) -> str:
     return f"{output}{status}"
 
 
-def make_bash_tool(settings: Settings, base_env: Mapping[str, str] | None = None) -> BaseTool:
+def make_bash_tool(
+    settings: Settings,
+    base_env: Mapping[str, str] | None = None,
+    sandbox: SandboxPlan | None = None,
+) -> BaseTool:
     """Build the run_bash tool.
 
     Args:
-        settings: Supplies the bash mode (``on``/``ask``), default timeout and
-            secret values.
-        base_env: Environment to run commands with (scrubbed of credentials);
-            None means :func:`minimal_environment`.
+        settings: Supplies the default timeout, the extra allowed variables and the
+            sandbox settings.
+        base_env: The agent's environment; commands get its allowlisted part
+            (:func:`tool_environment`). None means :func:`minimal_environment`.
+        sandbox: How commands run (see :func:`sandbox_plan_for`); None decides it
+            from the settings.
 
     With ``settings.bash == "ask"`` the tools node asks the user before the tool runs
     (a LangGraph interrupt, see ``agentgraph/approvals.py``).
@@ -465,8 +462,10 @@ def make_bash_tool(settings: Settings, base_env: Mapping[str, str] | None = None
     Returns:
         The run_bash tool.
     """
-    secret_values = settings.secret_values()
-    scrubbed = None if base_env is None else scrub_environment(base_env, secret_values)
+    allowed_env = (
+        None if base_env is None else tool_environment(base_env, settings.bash_env_allow_names)
+    )
+    plan = sandbox if sandbox is not None else sandbox_plan_for(settings, base_env)
     default_timeout_s = min(settings.bash_timeout_s, BASH_TIMEOUT_MAX_S)
 
     @tool("run_bash", parse_docstring=True)
@@ -492,14 +491,32 @@ def make_bash_tool(settings: Settings, base_env: Mapping[str, str] | None = None
         timeout = default_timeout_s if timeout_s is None else timeout_s
         if not 1 <= timeout <= BASH_TIMEOUT_MAX_S:
             raise ToolError(f"timeout_s must be between 1 and {BASH_TIMEOUT_MAX_S}, got {timeout}")
-        env = (
-            dict(scrubbed)
-            if scrubbed is not None
-            else scrub_environment(minimal_environment(workspace), secret_values)
-        )
-        env.setdefault("PATH", os.defpath)
-        result = run_command(command, cwd=workspace, env=env, timeout_s=timeout)
-        return redact(format_bash_result(result), secret_values)
+        require_runnable(plan)  # AGENTGRAPH_SANDBOX=on without a sandbox: refused
+        env = dict(allowed_env) if allowed_env is not None else minimal_environment(workspace)
+        launcher: list[str] = []
+        if plan.bwrap is not None:
+            launcher = sandbox_args(plan.bwrap, workspace, network=plan.network)
+            env["TMPDIR"] = SANDBOX_TMP_DIR  # the only writable temp dir in there
+        result = run_command(command, cwd=workspace, env=env, timeout_s=timeout, sandbox=launcher)
+        return format_bash_result(result)
 
     run_bash.description += f" Default timeout: {default_timeout_s}s."
+    if plan.bwrap is not None:
+        run_bash.description += (
+            " Runs in a sandbox: only the workspace and /tmp (private, emptied after "
+            "each command) are writable" + ("." if plan.network else "; no network access.")
+        )
     return run_bash
+
+
+def sandbox_plan_for(settings: Settings, base_env: Mapping[str, str] | None) -> SandboxPlan:
+    """The sandbox plan for ``settings`` (probing ``bwrap`` once per process).
+
+    Args:
+        settings: ``AGENTGRAPH_SANDBOX`` and ``AGENTGRAPH_BASH_NETWORK``.
+        base_env: The agent's environment, whose PATH is searched for ``bwrap``.
+
+    Returns:
+        The plan.
+    """
+    return plan_sandbox(settings.sandbox, network=settings.bash_network == "on", env=base_env or {})

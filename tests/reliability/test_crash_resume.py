@@ -50,7 +50,9 @@ def test_sigkill_during_a_tool_call_then_resume(home: Path, workspace: Path) -> 
     ]
     try:
         with FakeOpenAIServer(script) as server:
-            env = agent_env(home, server)
+            # Unsandboxed (the fallback): a sandboxed command dies with the agent at once
+            # (tests/test_sandbox.py), and its $$ is a pid of the sandbox's namespace.
+            env = agent_env(home, server, AGENTGRAPH_SANDBOX="off")
             proc = spawn_cli(["run", "do both", "--thread", "crash-1"], cwd=workspace, env=env)
             wait_for(workspace / "slow_started", proc)
             sigkill(proc)

@@ -116,7 +116,12 @@ def test_background_sleep_and_grandchild_holding_the_pipe(
     model = ScriptedChatModel(
         [*(ai_tools(("run_bash", {"command": c})) for c in commands), ai_text("done")]
     )
-    agent = agent_for(model, AGENTGRAPH_BASH_TIMEOUT_S=str(BASH_TIMEOUT_S))
+    # Unsandboxed: the pids the commands write are then host pids this test can check
+    # (in the sandbox they are pids of its own namespace; tests/test_tools_bash.py runs
+    # the kill tests both ways).
+    agent = agent_for(
+        model, AGENTGRAPH_BASH_TIMEOUT_S=str(BASH_TIMEOUT_S), AGENTGRAPH_SANDBOX="off"
+    )
     started = time.monotonic()
     agent.run_turn("hang", "run them", workspace)
     elapsed = time.monotonic() - started
