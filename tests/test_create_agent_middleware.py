@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agentgraph.config import Settings
 from agentgraph.context.compaction import since_last_boundary
 from agentgraph.history import agentgraph_kind, validate_history
-from agentgraph.middleware import context_middleware
+from agentgraph.middleware import RetryMiddleware, context_middleware
 from tests.fakes.openai_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,6 +89,38 @@ def test_an_overflowing_tool_output_is_recovered_without_an_invalid_request(
     assert "truncated" in tool_sent["content"]
     stored = next(m for m in result["messages"] if isinstance(m, ToolMessage))
     assert "truncated" not in stored.text and "01500 ERROR disk full" in stored.text
+
+
+def test_the_async_path_recovers_too(tmp_path: Path) -> None:
+    script: list[dict[str, Any]] = [
+        {"error": {"status": 503, "body": "upstream busy"}},
+        {"tool_calls": [{"name": "read_log", "arguments": "{}"}]},
+        {"content": "Async: disk full."},
+    ]
+    waits: list[float] = []
+
+    async def fake_sleep(delay: float) -> None:
+        waits.append(delay)
+
+    with FakeOpenAIServer(script, window=SERVER_WINDOW_TOKENS, on_exhausted="raise") as server:
+        llm = _llm(server)
+        units = context_middleware(
+            llm,
+            summarizer=llm,
+            settings=_settings(tmp_path, CLAIMED_WINDOW_TOKENS).model_copy(
+                update={"provider_max_retries": 2}
+            ),
+        )
+        for unit in units:
+            if isinstance(unit, RetryMiddleware):
+                unit.asleep = fake_sleep
+        agent = create_agent(llm, [read_log], middleware=units)
+        result = asyncio.run(
+            agent.ainvoke({"messages": [HumanMessage("What is wrong per the log?")]})
+        )
+    assert server.violations == []
+    assert server.overflow_count == 1 and len(waits) == 1  # the 503 retried once
+    assert result["messages"][-1].text == "Async: disk full."
 
 
 def _long_history(turns: int) -> list[BaseMessage]:

@@ -15,7 +15,8 @@ compaction boundary.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from langchain.agents.middleware import (
@@ -142,31 +143,35 @@ class CompactionMiddleware(AgentMiddleware):
         state: Any = {**request.state, "messages": outcome.messages}
         return request.override(messages=view.messages, state=state), outcome  # type: ignore[arg-type]
 
-    def wrap_model_call(
-        self,
-        request: ModelRequest,
-        handler: Callable[[ModelRequest], ModelResponse],
-    ) -> ModelResponse | AIMessage | ExtendedModelResponse:
-        """Compact before the call at the threshold, and once more on an overflow."""
+    def _before_call(
+        self, request: ModelRequest
+    ) -> tuple[ModelRequest, list[BaseMessage], list[BaseMessage]]:
+        """``(request, history, state updates)``, compacted first at the threshold."""
         history: list[BaseMessage] = list(request.state.get("messages") or request.messages)
-        updates: list[BaseMessage] = []
         if self.needs_compaction(history, request):
             done = self._compacted(request, history, "auto")
             if done is not None:
                 request, outcome = done
-                history, updates = list(outcome.messages), list(outcome.updates)
-        try:
-            response = handler(request)
-        except Exception as exc:
-            typed = to_model_error(exc)
-            if not isinstance(typed, ContextOverflowError):
-                raise
-            done = self._compacted(request, history, "guard")
-            if done is None:
-                raise typed from exc
-            request, outcome = done
-            updates.extend(outcome.updates)
-            response = handler(request)  # a second overflow is the caller's to report
+                return request, list(outcome.messages), list(outcome.updates)
+        return request, history, []
+
+    def _after_overflow(
+        self, request: ModelRequest, history: list[BaseMessage], exc: Exception
+    ) -> tuple[ModelRequest, CompactionOutcome]:
+        """The compacted request after ``exc``; raises when it is not an overflow or
+        nothing can be compacted."""
+        typed = to_model_error(exc)
+        if not isinstance(typed, ContextOverflowError):
+            raise exc
+        done = self._compacted(request, history, "guard")
+        if done is None:
+            raise typed from exc
+        return done
+
+    @staticmethod
+    def _result(
+        response: ModelResponse, updates: list[BaseMessage]
+    ) -> ModelResponse | ExtendedModelResponse:
         if not updates:
             return response
         return ExtendedModelResponse(
@@ -175,3 +180,33 @@ class CompactionMiddleware(AgentMiddleware):
             ),
             command=Command(update={"messages": [*updates, *response.result]}),
         )
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], ModelResponse],
+    ) -> ModelResponse | AIMessage | ExtendedModelResponse:
+        """Compact before the call at the threshold, and once more on an overflow."""
+        request, history, updates = self._before_call(request)
+        try:
+            response = handler(request)
+        except Exception as exc:
+            request, outcome = self._after_overflow(request, history, exc)
+            updates.extend(outcome.updates)
+            response = handler(request)  # a second overflow is the caller's to report
+        return self._result(response, updates)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse | AIMessage | ExtendedModelResponse:
+        """Async :meth:`wrap_model_call` (the summary call runs in a worker thread)."""
+        request, history, updates = await asyncio.to_thread(self._before_call, request)
+        try:
+            response = await handler(request)
+        except Exception as exc:
+            request, outcome = await asyncio.to_thread(self._after_overflow, request, history, exc)
+            updates.extend(outcome.updates)
+            response = await handler(request)
+        return self._result(response, updates)

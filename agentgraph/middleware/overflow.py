@@ -11,7 +11,7 @@ Hook: ``wrap_model_call``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.exceptions import ContextOverflowError
@@ -77,6 +77,30 @@ class OverflowRecoveryMiddleware(AgentMiddleware):
         self.emit({"type": "notice", "text": f"context overflow: truncated {changed} tool outputs"})
         return request.override(messages=messages)  # type: ignore[arg-type]
 
+    def _recover(self, request: ModelRequest, exc: Exception, cut_outputs: bool) -> ModelRequest:
+        """The request to try after ``exc``; raises when there is none.
+
+        Raises:
+            Exception: ``exc`` itself when it is not an overflow, else its typed
+                ``ContextOverflowError`` once nothing is left to shrink.
+        """
+        typed = to_model_error(exc)
+        if not isinstance(typed, ContextOverflowError):
+            raise exc
+        detail = provider_error_of(typed)
+        if isinstance(typed, OutputOverflowError) and detail is not None:
+            current = request.model_settings.get("max_tokens", self.max_output_tokens)
+            smaller = shrink_max_tokens(detail, current)
+            if smaller is not None and smaller != current:
+                self.emit({"type": "notice", "text": f"output reservation shrunk to {smaller}"})
+                return request.override(
+                    model_settings={**request.model_settings, "max_tokens": smaller}
+                )
+        retry = None if cut_outputs else self._cut_tool_outputs(request)
+        if retry is None:
+            raise typed from exc
+        return retry
+
     def wrap_model_call(
         self,
         request: ModelRequest,
@@ -88,24 +112,24 @@ class OverflowRecoveryMiddleware(AgentMiddleware):
             try:
                 return handler(request)
             except Exception as exc:
-                typed = to_model_error(exc)
-                if not isinstance(typed, ContextOverflowError):
-                    raise
-                retry: ModelRequest | None = None
-                detail = provider_error_of(typed)
-                if isinstance(typed, OutputOverflowError) and detail is not None:
-                    current = request.model_settings.get("max_tokens", self.max_output_tokens)
-                    smaller = shrink_max_tokens(detail, current)
-                    if smaller is not None and smaller != current:
-                        self.emit(
-                            {"type": "notice", "text": f"output reservation shrunk to {smaller}"}
-                        )
-                        settings = {**request.model_settings, "max_tokens": smaller}
-                        retry = request.override(model_settings=settings)
-                if retry is None and not cut_outputs:
-                    cut_outputs = True
-                    retry = self._cut_tool_outputs(request)
-                if retry is None:
-                    raise typed from exc
+                retry = self._recover(request, exc, cut_outputs)
+                # A max_tokens shrink keeps the message list; only the cut replaces it.
+                cut_outputs = cut_outputs or retry.messages is not request.messages
                 request = retry
         return handler(request)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse | AIMessage:
+        """Async :meth:`wrap_model_call`."""
+        cut_outputs = False
+        for _attempt in range(OVERFLOW_MAX_ATTEMPTS):
+            try:
+                return await handler(request)
+            except Exception as exc:
+                retry = self._recover(request, exc, cut_outputs)
+                cut_outputs = cut_outputs or retry.messages is not request.messages
+                request = retry
+        return await handler(request)

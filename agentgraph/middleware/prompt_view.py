@@ -11,7 +11,7 @@ Hook: ``wrap_model_call`` (the request's ``messages`` become the view).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,3 +127,12 @@ class PromptViewMiddleware(AgentMiddleware):
         """Send the view of ``request.messages`` instead of the full history."""
         view = self.build(request.messages, request.system_message, request.tools)
         return handler(request.override(messages=view.messages))  # type: ignore[arg-type]
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse | AIMessage:
+        """Async :meth:`wrap_model_call`."""
+        view = self.build(request.messages, request.system_message, request.tools)
+        return await handler(request.override(messages=view.messages))  # type: ignore[arg-type]

@@ -11,15 +11,16 @@ Hook: ``wrap_model_call`` (innermost: each retry repeats only the HTTP call).
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage
 
 from agentgraph.context.model_errors import to_model_error
 from agentgraph.context.provider_errors import ProviderError
-from agentgraph.context.retry import RetryPolicy, call_with_retries
+from agentgraph.context.retry import RetryPolicy, acall_with_retries, call_with_retries
 from agentgraph.middleware.events import Emit, emit
 
 __all__ = ["RetryMiddleware"]
@@ -32,6 +33,7 @@ class RetryMiddleware(AgentMiddleware):
         policy: Retry limits and delays.
         sleep: Waits between attempts (tests pass a fake).
         emit: Told a ``retry`` event before each wait.
+        asleep: Waits between attempts of an async call.
     """
 
     def __init__(
@@ -40,10 +42,12 @@ class RetryMiddleware(AgentMiddleware):
         *,
         sleep: Callable[[float], None] = time.sleep,
         emit: Emit = emit,
+        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         super().__init__()
         self.policy = policy or RetryPolicy()
         self.sleep = sleep
+        self.asleep = asleep
         self.emit = emit
 
     def _on_retry(self, attempt: int, err: ProviderError, delay: float) -> None:
@@ -58,6 +62,22 @@ class RetryMiddleware(AgentMiddleware):
         try:
             return call_with_retries(
                 lambda: handler(request), self.policy, sleep=self.sleep, on_retry=self._on_retry
+            )
+        except Exception as exc:
+            typed = to_model_error(exc)
+            if typed is exc:
+                raise
+            raise typed from exc
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse | AIMessage:
+        """Async :meth:`wrap_model_call`."""
+        try:
+            return await acall_with_retries(
+                lambda: handler(request), self.policy, sleep=self.asleep, on_retry=self._on_retry
             )
         except Exception as exc:
             typed = to_model_error(exc)

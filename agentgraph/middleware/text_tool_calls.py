@@ -11,7 +11,7 @@ Hook: ``wrap_model_call`` (innermost: each attempt's reply is checked).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage
@@ -56,7 +56,17 @@ class TextToolCallsMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse | AIMessage:
         """Call the model; rewrite a text-only reply that is really a tool call."""
-        response = handler(request)
+        return self._rewrite(request, handler(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse | AIMessage:
+        """Async :meth:`wrap_model_call`."""
+        return self._rewrite(request, await handler(request))
+
+    def _rewrite(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
         if not request.tools or request.tool_choice == "none":
             return response
         replies = [m for m in response.result if isinstance(m, AIMessage)]
