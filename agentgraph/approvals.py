@@ -18,6 +18,7 @@ says why.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -36,6 +37,9 @@ APPROVAL_DIFF_MAX_CHARS = 20_000
 APPROVAL_DIFF_SOURCE_MAX_BYTES = 2 * 1024 * 1024
 SHELL_TOOLS = frozenset({"run_bash"})
 EDIT_TOOLS = frozenset({"write_file", "edit_file"})
+# MCP tools are named mcp__<server>__<tool> (agentgraph/mcp.py).
+MCP_TOOL_PREFIX = "mcp__"
+MCP_ARGS_SHOWN_MAX_CHARS = 2_000
 
 
 def needs_approval(name: str, settings: Settings) -> str | None:
@@ -44,6 +48,8 @@ def needs_approval(name: str, settings: Settings) -> str | None:
         return "AGENTGRAPH_BASH"
     if name in EDIT_TOOLS and settings.edits == "ask":
         return "AGENTGRAPH_EDITS"
+    if name.startswith(MCP_TOOL_PREFIX) and settings.mcp_tools == "ask":
+        return "AGENTGRAPH_MCP_TOOLS"
     return None
 
 
@@ -138,6 +144,12 @@ def approval_request(call: ToolCall, settings: Settings, workspace: str) -> dict
     }
     if name in SHELL_TOOLS:
         request["command"] = str(args.get("command", ""))
+    elif name.startswith(MCP_TOOL_PREFIX):
+        # Shown like a command: the tool and its arguments, bounded.
+        shown = json.dumps(args, ensure_ascii=False, default=str)
+        if len(shown) > MCP_ARGS_SHOWN_MAX_CHARS:
+            shown = shown[:MCP_ARGS_SHOWN_MAX_CHARS] + "…"
+        request["command"] = f"{name} {shown}"
     else:
         request["path"] = str(args.get("path", ""))
         request["diff"] = edit_preview(name, args, workspace)
@@ -159,7 +171,14 @@ def is_approved(answer: Any) -> bool:
 
 def declined_text(request: Mapping[str, Any]) -> str:
     """The tool result of a call the user declined."""
-    what = "command" if request.get("tool") in SHELL_TOOLS else "change"
+    tool = str(request.get("tool", ""))
+    what = (
+        "command"
+        if tool in SHELL_TOOLS
+        else "tool call"
+        if tool.startswith(MCP_TOOL_PREFIX)
+        else "change"
+    )
     return f"Error: the user declined this {what}; it was not made. Ask or try another way."
 
 

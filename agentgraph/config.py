@@ -145,6 +145,8 @@ class Settings(BaseSettings):
     bash: Literal["off", "ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_BASH"))
     # MCP servers from ~/.agentgraph/mcp.json and the workspace's .agentgraph/mcp.json.
     mcp: Literal["on", "off"] = Field("on", validation_alias=_env("AGENTGRAPH_MCP"))
+    # MCP tool calls: "ask" pauses the run for the user's approval of each call.
+    mcp_tools: Literal["ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_MCP_TOOLS"))
     # Start the workspace's MCP servers without asking (scripts, CI, trusted checkouts).
     mcp_trust_workspace: bool = Field(
         False, validation_alias=_env("AGENTGRAPH_MCP_TRUST_WORKSPACE")

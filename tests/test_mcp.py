@@ -234,3 +234,24 @@ def test_cli_run_does_not_start_servers_of_a_workspace_config_not_allowed(tmp_pa
         assert "not started (demo): not yet allowed" in " ".join(res.stderr.split())
         declared = [t["function"]["name"] for t in server.requests[0]["tools"]]
         assert not any(name.startswith("mcp__") for name in declared)
+
+
+def test_mcp_tools_follow_the_approval_mode(tmp_path: Path) -> None:
+    from tests.cli_helpers import cli_env, run_cli
+    from tests.fakes.openai_server import fake_openai_server
+    from tests.fakes.scripts import reply_text, reply_tools
+
+    ws = _cli_workspace(tmp_path)
+    script = [reply_tools(("mcp__demo__add", {"a": 1, "b": 2})), reply_text("could not")]
+    with fake_openai_server(script) as server:
+        env = cli_env(
+            tmp_path / "home",
+            OPENAI_BASE_URL=server.url,
+            AGENTGRAPH_MCP_TRUST_WORKSPACE="true",
+            AGENTGRAPH_MCP_TOOLS="ask",
+        )
+        res = run_cli(["run", "add", "--json"], cwd=ws, env=env)
+        assert res.returncode == 0, res.stderr
+        result = [m for m in server.requests[1]["messages"] if m["role"] == "tool"][-1]
+        assert "AGENTGRAPH_MCP_TOOLS=ask" in result["content"]
+        assert result["content"] != "3"
