@@ -298,14 +298,19 @@ class SubagentRunner:
             return stop.is_set() or self.generation != generation
 
         def drive() -> None:
+            updates = self.graph.stream(inputs, config, context=child, stream_mode="updates")
             try:
-                updates = self.graph.stream(inputs, config, context=child, stream_mode="updates")
                 for _ in updates:
                     if cancelled():
                         raise SubagentCancelled()
                 box["done"] = True
             except BaseException as exc:  # reported to the caller, never re-raised
                 box["error"] = exc
+            finally:
+                # Close here, in this thread: the stored exception's traceback keeps this
+                # frame alive, and a stream closed later (by the garbage collector) would
+                # write its last checkpoint after the caller is gone, maybe into a closed store.
+                updates.close()
 
         # A fresh, empty context: LangGraph must not see the caller's run config.
         worker = threading.Thread(

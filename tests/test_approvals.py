@@ -206,3 +206,42 @@ def test_only_clear_yes_answers_approve() -> None:
         assert is_approved(yes)
     for no in (False, None, "", "n", "no", 1, {"approved": "maybe"}, ["y"], "yes please"):
         assert not is_approved(no)
+
+
+def test_a_new_message_instead_of_an_answer_drops_the_question(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    settings = make_settings(AGENTGRAPH_BASH="ask")
+    model = ScriptedChatModel(
+        [ai_tools(tool_call("run_bash", {"command": "touch x"}, id="b1")), ai_text("other")]
+    )
+    agent = Agent(settings, store, model=model)
+    _, first = _drain(agent.stream_turn("t", "first", workspace))
+    assert first.pending_approvals
+    _, second = _drain(agent.stream_turn("t", "never mind", workspace))
+    assert second.answer == "other" and second.pending_approvals == []
+    assert agent.pending_approvals("t") == []
+    assert not (workspace / "x").exists()  # the unanswered command never runs
+    assert validate_history(model.calls[-1]) == []
+
+
+def test_a_subagent_cannot_ask_and_declines(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    settings = make_settings(AGENTGRAPH_BASH="ask")
+    model = ScriptedChatModel(
+        [
+            ai_tools(tool_call("call_subagent", {"task": "make a file"}, id="s1")),
+            ai_tools(tool_call("run_bash", {"command": "touch made"}, id="b1")),  # the child
+            ai_text("child could not"),
+            ai_text("parent done"),
+        ]
+    )
+    agent = Agent(settings, store, model=model)
+    asked: list[dict[str, Any]] = []
+    result = agent.run_turn("p", "delegate", workspace, approve=asked.append)
+    assert result.answer == "parent done" and asked == []  # the user was never asked
+    assert not (workspace / "made").exists()
+    (child,) = store.index.children("p")
+    child_results = _tool_results(agent, child.thread_id)
+    assert "cannot ask" in str(child_results["b1"].content)

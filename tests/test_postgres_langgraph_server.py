@@ -137,3 +137,30 @@ def test_served_graph_on_postgres_saver(
         saver.setup()
         assert isinstance(saver, BaseCheckpointSaver)
         _two_turns(factory, server, saver)
+
+
+def test_served_graph_surfaces_approvals_as_interrupts(
+    served: tuple[Callable[..., Any], FakeOpenAIServer],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ``langgraph dev`` client sees an ordinary interrupt and resumes by its id."""
+    from langgraph.types import Command
+
+    factory, server = served
+    monkeypatch.setenv("AGENTGRAPH_BASH", "ask")
+    sys.modules["langgraph_json_agent"].reset_graph_cache()
+    graph = factory({}).copy(update={"checkpointer": InMemorySaver()})
+    config = {"configurable": {"thread_id": "srv-ask"}}
+    server.add_replies(
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": "echo ok > ok.txt"}}]},
+        {"content": "ran it"},
+    )
+    out = graph.invoke({"messages": [{"role": "user", "content": "run it"}]}, config)
+    (question,) = out["__interrupt__"]
+    assert question.value["type"] == "approval" and question.value["tool"] == "run_bash"
+    assert question.value["command"] == "echo ok > ok.txt"
+    assert not (tmp_path / "ws" / "ok.txt").exists()
+    out = graph.invoke(Command(resume={question.id: True}), config)
+    assert out["messages"][-1].content == "ran it"
+    assert (tmp_path / "ws" / "ok.txt").read_text() == "ok\n"
