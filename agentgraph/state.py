@@ -58,13 +58,13 @@ class AppState(TypedDict, total=False):
     parent_context: Annotated[str | None, replace]
     # Model calls in the current turn; reset to 0 by every turn's input.
     loops: Annotated[int, replace]
-    # The session's chosen model; read by the REPL's /model (not yet written by anything).
+    # The session's chosen model: written by /model, reapplied when the session resumes.
     model_pref: Annotated[str | None, replace]
     # Who ran the latest turn (AGENTGRAPH_USER_ID): the scope of per-user memory; /current.
     user_id: Annotated[str | None, replace]
     # Files attached with @path (workspace-relative); shown by /current.
     uploaded_files: Annotated[list[str], merge_unique]
-    # Images attached to the session; read by image input (not yet written by anything).
+    # Image files attached with @path (workspace-relative); shown by /current.
     images: Annotated[list[str], merge_unique]
     # Tools a subagent's caller excluded: neither a skill nor allowed_tools brings them back.
     denied_tools: Annotated[list[str], merge_unique]

@@ -98,7 +98,8 @@ def _current(ctx: ReplContext, _rest: str) -> None:
         markup=False,
     )
     # What the user brought into the session: @agent/@skill mentions and @file uploads.
-    for label, key in (("mentioned", "mentioned_agents"), ("files", "uploaded_files")):
+    shown = (("mentioned", "mentioned_agents"), ("files", "uploaded_files"), ("images", "images"))
+    for label, key in shown:
         values = state.get(key) or []
         if values:
             ctx.console.print(f"  {label}: {', '.join(map(str, values))}", markup=False)
