@@ -22,6 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, StreamMode
 
 from agentgraph.approvals import APPROVAL_TYPE
+from agentgraph.cancel import CancelGuard, RunningTurn, TurnCancelled, interrupted_message
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor
 from agentgraph.context.retry import RetryPolicy
@@ -206,6 +207,7 @@ class Agent:
         self.graph = build_graph(self.deps, checkpointer=store.checkpointer)
         # Set by cancel() (Ctrl-C): the running turn stops at its next event.
         self.cancelled = threading.Event()
+        self._turn: RunningTurn | None = None
         self.subagents.bind(self.graph)
         # Session upkeep around turns: undo snapshots, titles, pruning, resume preamble.
         self.sessions = SessionHooks(settings, store, titler)
@@ -383,13 +385,40 @@ class Agent:
     def cancel(self) -> None:
         """Stop the running turn: kill running shell commands, end the stream.
 
-        Safe to call from another thread (the REPL's Ctrl-C handler). The graph
-        stops at its next step boundary, so the checkpoint stays consistent.
+        Safe to call from another thread (the REPL's Ctrl-C handler) and from a
+        signal handler: it only sets events and kills processes. The turn's next
+        model token, tool or node end raises inside the graph (see cancel.py), so
+        nothing of it is written after this; :meth:`record_interrupted` records it.
         """
         self.cancelled.set()
+        if self._turn is not None:
+            self._turn.cancelled.set()
         self.subagents.cancel_all()
         kill_running_commands()
         cancel_running_searches()
+
+    def record_interrupted(self, turn: RunningTurn | None = None) -> None:
+        """Record a cancelled turn now: its partial answer, the index, undo changes.
+
+        The partial answer is stored as an assistant message marked ``interrupted``
+        (nothing when the model had not said anything yet) and the graph is left at
+        its end, so the next turn starts cleanly. Does nothing for a settled turn.
+
+        Args:
+            turn: The turn (default: the current one).
+        """
+        turn = turn if turn is not None else self._turn
+        if turn is None or not turn.settle():
+            return
+        message = interrupted_message("".join(turn.partial))
+        update = {"messages": [message] if message is not None else []}
+        self.graph.update_state(self.config(turn.thread_id), update, as_node="finalize")
+        history = self.messages(turn.thread_id)
+        info = self.store.index.get(turn.thread_id) or turn.info
+        info.message_count = len(history)
+        info.updated_at = time.time()
+        self.store.index.upsert(info)
+        self.sessions.after_turn(turn.thread_id, turn.workspace, history)
 
     def stream_turn(
         self,
@@ -487,16 +516,19 @@ class Agent:
         prompt_tokens: int | None = None
         context = replace(self.run_context(thread_id, workspace), can_ask=can_ask)
         stop_reason: str | None = None
+        turn = self._turn = RunningTurn(thread_id, workspace, info)
+        if self.cancelled.is_set():  # Ctrl-C before the turn was registered
+            turn.cancelled.set()
+        config = self.config(thread_id)
+        config["callbacks"] = [CancelGuard(turn.cancelled)]
         stream: Iterator[Any] = self.graph.stream(
             graph_input,
-            self.config(thread_id),
+            config,
             context=context,
             stream_mode=STREAM_MODES,
         )
         stream = self._cancelling_subagents(stream)
-        for mode, payload in stream:
-            if self.cancelled.is_set():
-                break  # closing the stream stops the graph after its current step
+        for mode, payload in turn.guard(stream, self.record_interrupted):
             if mode == "messages":
                 chunk, meta = payload
                 if isinstance(chunk, AIMessageChunk) and meta.get("langgraph_node") in (
@@ -505,6 +537,7 @@ class Agent:
                 ):
                     delta = chunk.text
                     if delta:
+                        turn.partial.append(delta)
                         yield {"type": "token", "text": delta}
             elif mode == "custom":
                 if isinstance(payload, dict):
@@ -523,6 +556,7 @@ class Agent:
                             yield {"type": "todos", "todos": list(part["todos"])}
                     for msg in new_messages(update):
                         if isinstance(msg, AIMessage):
+                            turn.partial.clear()  # this reply is complete and stored
                             usage: dict[str, Any] = dict(msg.usage_metadata or {})
                             usage_in += int(usage.get("input_tokens", 0))
                             usage_out += int(usage.get("output_tokens", 0))
@@ -545,6 +579,8 @@ class Agent:
                                 "content": msg.text,
                                 "status": msg.status,
                             }
+        if not turn.settle():  # cancelled: recorded as interrupted by the canceller
+            raise TurnCancelled()
         history = self.messages(thread_id)
         info.message_count = len(history)
         info.input_tokens += usage_in

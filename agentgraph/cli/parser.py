@@ -29,7 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
     )
     resume = parser.add_mutually_exclusive_group()
-    resume.add_argument("--resume", "-r", metavar="ID", help="reopen a session (id or prefix)")
+    resume.add_argument(
+        "--resume",
+        "-r",
+        metavar="ID",
+        nargs="?",
+        const="",
+        help="reopen a session (id or prefix); without ID, pick one from a list",
+    )
     resume.add_argument(
         "--continue",
         "-c",
@@ -40,9 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     run = sub.add_parser("run", parents=[common], help="run one task non-interactively")
-    run.add_argument("prompt", help="the task")
+    run.add_argument("prompt", help="the task ('-' reads it from stdin)")
     run.add_argument("--thread", "-t", metavar="ID", help="continue (or create) this thread id")
     run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    run.add_argument(
+        "--output-format",
+        choices=("text", "json", "stream-json"),
+        default="text",
+        help="text (default), json (same as --json) or stream-json: one JSON event per "
+        "line as it happens (docs/events.md)",
+    )
 
     sessions = sub.add_parser("sessions", parents=[common], help="list and manage sessions")
     ssub = sessions.add_subparsers(dest="sessions_command", required=True)

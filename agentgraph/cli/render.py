@@ -7,11 +7,15 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from agentgraph.tools.todos import format_todos
 
 TOOL_ARGS_PREVIEW_CHARS = 80
 TOOL_RESULT_PREVIEW_CHARS = 100
+# A diff longer than this is folded in the turn's output ("/diff" shows all of it).
+DIFF_FOLD_LINES = 40
+DIFF_LINE_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
 
 
 def short_args(args: Any) -> str:
@@ -49,6 +53,9 @@ class EventPrinter:
         self.err = err
         self.stream_tokens = stream_tokens
         self._mid_line = False
+        # Diffs arrive while their tool runs; they are shown under its result line.
+        self._open_calls: set[str] = set()
+        self._held_diffs: dict[str, list[dict[str, Any]]] = {}
 
     def _end_line(self) -> None:
         if self._mid_line:
@@ -64,6 +71,7 @@ class EventPrinter:
             self._mid_line = not event["text"].endswith("\n")
         elif kind == "tool_call":
             self._end_line()
+            self._open_calls.add(str(event.get("id")))
             self.err.print(
                 f"[cyan]⏺ {escape(event['name'])}[/]([dim]{escape(short_args(event['args']))}[/])"
             )
@@ -71,6 +79,17 @@ class EventPrinter:
             style = "red" if event.get("status") == "error" else "dim"
             summary = result_summary(event.get("content", ""), event.get("status"))
             self.err.print(f"  [{style}]⎿ {escape(summary)}[/]")
+            call_id = str(event.get("id"))
+            self._open_calls.discard(call_id)
+            for diff in self._held_diffs.pop(call_id, []):
+                print_diff(self.err, diff, fold_at=DIFF_FOLD_LINES)
+        elif kind == "diff":
+            call_id = str(event.get("tool_call_id"))
+            if call_id in self._open_calls:
+                self._held_diffs.setdefault(call_id, []).append(event)
+            else:
+                self._end_line()
+                print_diff(self.err, event, fold_at=DIFF_FOLD_LINES)
         elif kind in ("notice", "retry"):
             self._end_line()
             self.err.print(f"[yellow]{escape(str(event.get('text', '')))}[/]")
@@ -91,8 +110,44 @@ class EventPrinter:
             self._end_line()
 
     def finish(self) -> None:
-        """Terminate a partially printed line."""
+        """Terminate a partially printed line; show diffs whose result never came."""
         self._end_line()
+        for diffs in self._held_diffs.values():
+            for diff in diffs:
+                print_diff(self.err, diff, fold_at=DIFF_FOLD_LINES)
+        self._held_diffs.clear()
+
+
+def diff_text(diff: str, *, fold_at: int | None = None, indent: str = "    ") -> Text:
+    """A unified diff coloured line by line, folded after ``fold_at`` lines."""
+    lines = diff.splitlines()
+    shown = lines if fold_at is None else lines[:fold_at]
+    text = Text()
+    for line in shown:
+        style = next((s for prefix, s in DIFF_LINE_STYLES if line.startswith(prefix)), "")
+        text.append(indent + line + "\n", style=style)
+    hidden = len(lines) - len(shown)
+    if hidden > 0:
+        text.append(f"{indent}… {hidden} more lines (/diff shows them all)\n", style="dim")
+    return text
+
+
+def print_diff(console: Console, event: dict[str, Any], *, fold_at: int | None = None) -> None:
+    """Print one ``diff`` event (see docs/events.md): a header, then the coloured diff."""
+    added, removed = int(event.get("added") or 0), int(event.get("removed") or 0)
+    note = f" ({event['note']})" if event.get("note") else ""
+    console.print(
+        Text.assemble(
+            ("    ", ""),
+            (str(event.get("path")), "bold"),
+            (f" +{added}", "green"),
+            (f" -{removed}", "red"),
+            (note, "dim"),
+        ),
+        soft_wrap=True,
+    )
+    if event.get("diff"):
+        console.print(diff_text(str(event["diff"]), fold_at=fold_at), end="", soft_wrap=True)
 
 
 def compaction_line(record: dict[str, Any]) -> str:

@@ -15,13 +15,12 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from rich.console import Console
 from rich.markup import escape
-from rich.status import Status
 
 from agentgraph.agent import Agent, TurnResult, new_thread_id
 from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
-from agentgraph.cli.render import EventPrinter
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, dispatch
+from agentgraph.cli.terminal import TerminalPrinter
 from agentgraph.config import Settings
 from agentgraph.errors import AgentGraphError
 from agentgraph.model import check_model_config
@@ -40,11 +39,14 @@ SLASH_MODULES = (
     "agentgraph.cli.slash_workspace",
     "agentgraph.cli.slash_sessions",
     "agentgraph.cli.slash_integrations",
+    "agentgraph.cli.slash_diff",
+    "agentgraph.cli.slash_resume",
 )
 
 
-# After Ctrl-C, how long to wait for the graph to reach its next step boundary.
-CANCEL_WAIT_S = 15.0
+# After Ctrl-C, how long the turn may take to stop by itself before it is recorded as
+# interrupted anyway (the prompt must come back within a second).
+CANCEL_GRACE_S = 0.5
 EVENT_POLL_S = 0.1
 
 
@@ -58,9 +60,10 @@ def run_turn_interruptibly(
     """Run a turn (or, with ``resume``, continue one) in a worker thread so Ctrl-C is
     handled at once; returns the turn's result.
 
-    On Ctrl-C the agent is cancelled (running commands are killed, the graph stops
-    at its next step, so the stored history stays valid), then KeyboardInterrupt
-    is re-raised to the caller.
+    On Ctrl-C the agent is cancelled (running commands are killed; the graph raises at
+    its next model token or step, so nothing of the turn is written later), the partial
+    answer is recorded as interrupted, and KeyboardInterrupt is re-raised to the caller
+    without waiting for a model that is slow to notice.
     """
     events: queue.Queue[tuple[str, Any]] = queue.Queue()
     result: TurnResult | None = None
@@ -97,7 +100,8 @@ def run_turn_interruptibly(
                 return result
     except KeyboardInterrupt:
         agent.cancel()
-        worker.join(timeout=CANCEL_WAIT_S)
+        worker.join(timeout=CANCEL_GRACE_S)
+        agent.record_interrupted()
         raise
 
 
@@ -107,32 +111,32 @@ def load_slash_commands() -> None:
         importlib.import_module(name)
 
 
-class SpinnerPrinter(EventPrinter):
-    """Event printer that shows a spinner while tools run."""
+def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
+    """Tab completion for the REPL line (see cli/completion.py); empty before start-up."""
+    from agentgraph.cli.completion import ReplCompleter
+    from agentgraph.cli.slash import REGISTRY
 
-    def __init__(self, out: Console, err: Console) -> None:
-        super().__init__(out, err, stream_tokens=True)
-        self._status: Status | None = None
+    def sessions() -> list[Any]:
+        ctx = get_ctx()
+        return ctx.store.index.list_sessions(include_subagents=False) if ctx else []
 
-    def _stop(self) -> None:
-        if self._status is not None:
-            self._status.stop()
-            self._status = None
+    def skills() -> list[str]:
+        ctx = get_ctx()
+        return list(ctx.agent.skills(ctx.workspace).skills) if ctx else []
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        self._stop()
-        super().__call__(event)
-        if event.get("type") == "tool_call" and self.err.is_terminal:
-            self._status = self.err.status(f"running {event['name']}…", spinner="dots")
-            self._status.start()
+    def workspace() -> Path:
+        ctx = get_ctx()
+        return ctx.workspace if ctx else Path.cwd()
 
-    def finish(self) -> None:
-        """Stop the spinner and end the line."""
-        self._stop()
-        super().finish()
+    return ReplCompleter(
+        commands=lambda: {name: cmd.help for name, cmd in REGISTRY.items()},
+        sessions=sessions,
+        skills=skills,
+        workspace=workspace,
+    )
 
 
-def _reader(settings: Settings) -> Callable[[str], str]:
+def _reader(settings: Settings, completer: Any = None) -> Callable[[str], str]:
     if not sys.stdin.isatty():
         return input
     from prompt_toolkit import PromptSession
@@ -140,7 +144,9 @@ def _reader(settings: Settings) -> Callable[[str], str]:
 
     settings.home.mkdir(parents=True, exist_ok=True)
     session: PromptSession[str] = PromptSession(
-        history=FileHistory(str(settings.home / "input_history"))
+        history=FileHistory(str(settings.home / "input_history")),
+        completer=completer,
+        complete_while_typing=False,
     )
     return session.prompt
 
@@ -167,7 +173,18 @@ def _ask_yes_no(read: Callable[[str], str], question: str) -> bool:
         return False
 
 
-def _initial_thread(args: argparse.Namespace, store: Store, workspace: Path) -> tuple[str, bool]:
+def _initial_thread(
+    args: argparse.Namespace, store: Store, workspace: Path, err: Console
+) -> tuple[str, bool] | None:
+    """The session to start in and whether it is resumed; None: the picker was cancelled."""
+    if args.resume == "":  # -r without an id: pick one
+        from agentgraph.cli.picker import pick_session
+
+        rows = store.index.list_sessions(include_subagents=False)
+        if not rows:
+            raise AgentGraphError("no session to resume yet; start one with `agentgraph`")
+        info = pick_session(rows, err)
+        return (info.thread_id, True) if info is not None else None
     if args.resume:
         return resolve_session(store.index, args.resume).thread_id, True
     if args.cont:
@@ -184,7 +201,8 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
     check_model_config(settings)
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
-    read = _reader(settings)
+    started: list[ReplContext] = []  # the REPL's context, once there is one
+    read = _reader(settings, _completer(lambda: started[0] if started else None))
     ask = (lambda q: _ask_yes_no(read, q)) if sys.stdin.isatty() else None
     with open_store(settings) as store, start_mcp(settings, workspace, ask=ask) as mcp:
         from agentgraph.titles import build_titler
@@ -197,7 +215,11 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             titler=build_titler(settings, interactive=sys.stdin.isatty()),
             mcp=mcp,
         )
-        thread_id, resumed = _initial_thread(args, store, workspace)
+        initial = _initial_thread(args, store, workspace, err)
+        if initial is None:
+            err.print("no session picked", markup=False)
+            return 0
+        thread_id, resumed = initial
         # --isolated: each session works in its own folder; @files come from the launch dir.
         launch_dir = workspace if getattr(args, "isolated", False) else None
         if launch_dir is not None:
@@ -206,6 +228,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
         ctx = ReplContext(
             agent=agent, store=store, console=err, thread_id=thread_id, workspace=workspace
         )
+        started.append(ctx)
         err.print(f"[bold]agentgraph[/] — {settings.model} — {workspace} — /help for commands")
         for notice in [*mcp.problems, *agent.notices()]:
             err.print(f"[yellow]{escape(notice)}[/]")
@@ -245,7 +268,8 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 line = str(ctx.extras.pop(SUBMIT_KEY, "") or "")
                 if not line:
                     continue
-            printer = SpinnerPrinter(out, err)
+            printer = TerminalPrinter(out, err)
+            printer.begin()
             if launch_dir is not None and ctx.workspace.name != ctx.thread_id:
                 ctx.workspace = isolated_workspace(settings.home, ctx.thread_id)  # after /new
             try:
@@ -290,7 +314,8 @@ def answer_pending_approvals(
     pending = ctx.agent.pending_approvals(ctx.thread_id)
     while pending:
         answers = {q["id"]: ask_approval(err, read, q) for q in pending}
-        printer = SpinnerPrinter(out, err)
+        printer = TerminalPrinter(out, err)
+        printer.begin()
         try:
             result = run_turn_interruptibly(
                 ctx.agent, printer, ctx.thread_id, ctx.workspace, resume=answers

@@ -11,8 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentgraph.agent import Agent, new_thread_id
+from agentgraph.cancel import EXIT_CANCELLED
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.render import EventPrinter
+from agentgraph.cli.stream_json import StreamJsonPrinter
 from agentgraph.config import Settings
 from agentgraph.errors import (
     EXIT_RUN_TIMEOUT,
@@ -52,8 +54,31 @@ def thread_for_run(store: Store, requested: str | None) -> str:
         return requested
 
 
+# `run -` reads the prompt from stdin, up to this many bytes.
+STDIN_PROMPT_MAX_BYTES = 10 * 1024 * 1024
+
+
+def read_prompt(value: str) -> str:
+    """The prompt argument, or stdin for ``-`` (UTF-8; invalid bytes replaced).
+
+    Raises:
+        AgentGraphError: stdin is larger than STDIN_PROMPT_MAX_BYTES.
+    """
+    if value != "-":
+        return value
+    data = sys.stdin.buffer.read(STDIN_PROMPT_MAX_BYTES + 1)
+    if len(data) > STDIN_PROMPT_MAX_BYTES:
+        raise AgentGraphError(
+            f"the prompt on stdin is over {STDIN_PROMPT_MAX_BYTES // (1024 * 1024)} MiB",
+            EXIT_USAGE,
+        )
+    return data.decode("utf-8", errors="replace")
+
+
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    """Run the agent on ``args.prompt`` and print the answer (or one JSON object)."""
+    """Run the agent on ``args.prompt`` and print the answer (or JSON, see --output-format)."""
+    args.prompt = read_prompt(args.prompt)
+    output = "json" if args.json else args.output_format
     if not args.prompt.strip():
         # Providers reject an empty user turn; say so before touching the session.
         raise AgentGraphError('the prompt is empty: agentgraph run "WHAT TO DO"', EXIT_USAGE)
@@ -67,6 +92,16 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             err.print(f"[yellow]{escape(notice)}[/]")
         thread_id = thread_for_run(store, args.thread)
         printer = EventPrinter(out=err, err=err, stream_tokens=False)
+        stream = StreamJsonPrinter(sys.stdout) if output == "stream-json" else None
+        diffs: list[dict[str, Any]] = []
+
+        def on_event(event: dict[str, Any]) -> None:
+            if event.get("type") == "diff":
+                diffs.append(event)
+            (stream or printer)(event)
+
+        if stream is not None:
+            stream.write({"type": "start", "thread_id": thread_id, "model": settings.model})
         # --isolated: own workspace; @file mentions resolve in the launch dir and are copied.
         launch_dir = workspace if getattr(args, "isolated", False) else None
         if launch_dir is not None:
@@ -74,22 +109,34 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         try:
             with wall_clock_cap(settings.run_timeout_s, agent.cancel):
                 result = agent.run_turn(
-                    thread_id, args.prompt, workspace, on_event=printer, attach_root=launch_dir
+                    thread_id, args.prompt, workspace, on_event=on_event, attach_root=launch_dir
                 )
         except RunTimedOut:
             printer.finish()
-            if args.json:
+            message = (
+                f"run stopped: AGENTGRAPH_RUN_TIMEOUT_S ({settings.run_timeout_s:g}s) reached; "
+                f"the session is saved (continue with: agentgraph run --thread {thread_id} ...)"
+            )
+            if stream is not None:
+                stream.error(message, EXIT_RUN_TIMEOUT)
+            elif output == "json":
                 stopped: dict[str, Any] = {"thread_id": thread_id, "answer": None}
                 stopped.update(stopped=STOP_TIMEOUT, exit_code=EXIT_RUN_TIMEOUT)
                 sys.stdout.write(json.dumps(stopped) + "\n")
-            raise AgentGraphError(
-                f"run stopped: AGENTGRAPH_RUN_TIMEOUT_S ({settings.run_timeout_s:g}s) reached; "
-                f"the session is saved (continue with: agentgraph run --thread {thread_id} ...)",
-                EXIT_RUN_TIMEOUT,
-            ) from None
+            raise AgentGraphError(message, EXIT_RUN_TIMEOUT) from None
+        except AgentGraphError as exc:
+            if stream is not None:
+                stream.error(str(exc), exc.exit_code)
+            raise
+        except KeyboardInterrupt:
+            if stream is not None:
+                stream.error("interrupted", EXIT_CANCELLED)
+            raise
         printer.finish()
     code = EXIT_STEP_LIMIT if result.stop_reason == STOP_STEP_LIMIT else 0
-    if args.json:
+    if stream is not None:
+        return code
+    if output == "json":
         payload: dict[str, Any] = {
             "thread_id": result.thread_id,
             "answer": result.answer,
@@ -97,6 +144,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             "tool_calls": result.tool_calls,
             "stopped": result.stop_reason,
             "exit_code": code,
+            "diffs": diffs,
         }
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     else:

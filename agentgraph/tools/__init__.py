@@ -51,7 +51,7 @@ def build_tools(
         read_file, write_file, edit_file, list_dir, glob, grep, run_bash
         (absent when ``settings.bash == "off"``), todo_write, todo_read, now.
     """
-    tools = make_file_tools()
+    tools = make_file_tools(settings.secret_values())
     if settings.bash != "off":
         tools.append(make_bash_tool(settings, base_env, sandbox=sandbox))
     tools.extend(make_todo_tools())

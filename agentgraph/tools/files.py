@@ -14,7 +14,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
@@ -735,12 +735,52 @@ def grep_files(
 # --------------------------------------------------------------------------- tools
 
 
-def make_file_tools() -> list[BaseTool]:
+def _bytes_for_diff(workspace: str, path: str) -> bytes | None:
+    """The current bytes of a workspace file, None when absent or too large to diff."""
+    from agentgraph.diffs import DIFF_MAX_INPUT_BYTES
+
+    try:
+        real = resolve_in_workspace(workspace_root(workspace), path)
+        if real.stat().st_size > DIFF_MAX_INPUT_BYTES or not real.is_file():
+            return None
+        return real.read_bytes()
+    except (OSError, ToolError):
+        return None
+
+
+def _send_diff(
+    runtime: ToolRuntime[Any, Any],
+    workspace: str,
+    path: str,
+    before: bytes | None,
+    secrets: list[str],
+) -> None:
+    """Send the change's unified diff on the custom stream (see agentgraph/diffs.py)."""
+    from agentgraph.diffs import diff_event, unified
+    from agentgraph.tools.bash import redact
+
+    root = workspace_root(workspace)
+    try:
+        shown = display_path(root, resolve_in_workspace(root, path))
+    except ToolError:
+        return
+    change = unified(shown, before, _bytes_for_diff(workspace, path))
+    event = diff_event(change, runtime.tool_call_id)
+    event["diff"] = redact(event["diff"], secrets)  # a written .env must not leak
+    if runtime.stream_writer is not None:
+        runtime.stream_writer(event)
+
+
+def make_file_tools(secrets: Iterable[str] = ()) -> list[BaseTool]:
     """Build the six file tools (they read the workspace from the injected state).
+
+    Args:
+        secrets: Values redacted from the diffs that write_file/edit_file emit.
 
     Returns:
         read_file, write_file, edit_file, list_dir, glob, grep.
     """
+    secret_list = list(secrets)
 
     @tool("read_file", parse_docstring=True)
     def read_file_tool(
@@ -792,7 +832,11 @@ def make_file_tools() -> list[BaseTool]:
             path: File path, relative to the workspace.
             content: The complete new file content.
         """
-        return write_text_file(workspace_from_runtime(runtime), path, content)
+        workspace = workspace_from_runtime(runtime)
+        before = _bytes_for_diff(workspace, path)
+        result = write_text_file(workspace, path, content)
+        _send_diff(runtime, workspace, path, before, secret_list)
+        return result
 
     @tool("edit_file", parse_docstring=True)
     def edit_file_tool(
@@ -814,9 +858,11 @@ def make_file_tools() -> list[BaseTool]:
             new_string: The text to put in its place.
             replace_all: Replace every occurrence of old_string.
         """
-        return edit_text_file(
-            workspace_from_runtime(runtime), path, old_string, new_string, replace_all
-        )
+        workspace = workspace_from_runtime(runtime)
+        before = _bytes_for_diff(workspace, path)
+        result = edit_text_file(workspace, path, old_string, new_string, replace_all)
+        _send_diff(runtime, workspace, path, before, secret_list)
+        return result
 
     @tool("list_dir", parse_docstring=True)
     def list_dir_tool(runtime: ToolRuntime[RunContext, Any], path: str = ".") -> str:

@@ -1,0 +1,166 @@
+"""The REPL's live output: markdown rendered as it streams, a spinner while waiting.
+
+The answer is re-rendered with rich's ``Markdown`` as tokens arrive, in a ``Live``
+region at the bottom of the screen. Only the last screenful is live: lines that scroll
+above it are printed for good (they no longer change), so a long answer never
+repaints the whole terminal, and when the answer ends every line has been printed
+exactly once (the live region is transient). When stdout is not a terminal the text is
+written as it comes, unrendered.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.status import Status
+from rich.text import Text
+
+from agentgraph.cli.render import EventPrinter
+
+# Seconds between two re-renders of the streamed answer (rendering is O(answer)).
+MARKDOWN_REFRESH_S = 0.1
+# Lines of the screen left out of the live region (the prompt, the status line).
+LIVE_MARGIN_LINES = 4
+LIVE_MIN_LINES = 5
+CODE_THEME = "monokai"
+SPINNER = "dots"
+WAITING_TEXT = "thinking…"
+
+
+class MarkdownStream:
+    """Streams markdown to ``console``, rendered, the last screenful live.
+
+    Args:
+        console: A terminal console (stdout).
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.text = ""
+        self._printed = 0
+        self._live: Live | None = None
+        self._last_render = 0.0
+
+    def _lines(self) -> list[str]:
+        buffer = io.StringIO()
+        render = Console(
+            file=buffer,
+            width=self.console.width,
+            force_terminal=True,
+            color_system=self.console.color_system,  # type: ignore[arg-type]
+            no_color=self.console.no_color,
+            highlight=False,
+        )
+        render.print(Markdown(self.text, code_theme=CODE_THEME))
+        return buffer.getvalue().rstrip("\n").splitlines()
+
+    def update(self, delta: str) -> None:
+        """Add streamed text; re-render at most every MARKDOWN_REFRESH_S."""
+        self.text += delta
+        now = time.monotonic()
+        if now - self._last_render >= MARKDOWN_REFRESH_S:
+            self._last_render = now
+            self._render(final=False)
+
+    def _render(self, *, final: bool) -> None:
+        lines = self._lines()
+        window = max(self.console.height - LIVE_MARGIN_LINES, LIVE_MIN_LINES)
+        stable = len(lines) if final else max(len(lines) - window, 0)
+        if self._live is None:
+            self._live = Live(Text(""), console=self.console, auto_refresh=False, transient=True)
+            self._live.start()
+        if final:
+            self._live.update(Text(""))  # printed for good below: never shown twice
+        if stable > self._printed:
+            self._live.console.print(Text.from_ansi("\n".join(lines[self._printed : stable])))
+            self._printed = stable
+        self._live.update(Text.from_ansi("\n".join(lines[self._printed :])), refresh=True)
+
+    def finish(self) -> None:
+        """Print the final rendering once and close the live region."""
+        if self._live is None and not self.text.strip():
+            return
+        self._render(final=True)
+        if self._live is not None:
+            self._live.update(Text(""), refresh=True)
+            self._live.stop()
+            self._live = None
+
+
+class TerminalPrinter(EventPrinter):
+    """Event printer for a terminal: rendered markdown, spinners, folded diffs.
+
+    A "thinking…" spinner runs on stderr from the moment the turn starts (and again
+    after each tool result) until the first token or tool call; a "running …" spinner
+    while a tool runs.
+
+    Args:
+        out: Where the answer goes (stdout).
+        err: Where progress goes (stderr).
+    """
+
+    def __init__(self, out: Console, err: Console) -> None:
+        super().__init__(out, err, stream_tokens=True)
+        self._status: Status | None = None
+        self._status_text = WAITING_TEXT
+        self._markdown: MarkdownStream | None = None
+        self.render_markdown = out.is_terminal
+
+    # -- spinner -----------------------------------------------------------------
+
+    def _may_spin(self) -> bool:
+        """Whether a spinner may start now (subclasses hold it back during a question)."""
+        return True
+
+    def _spin(self, text: str) -> None:
+        self._stop()
+        self._status_text = text
+        if self.err.is_terminal and self._may_spin():
+            self._status = self.err.status(text, spinner=SPINNER)
+            self._status.start()
+
+    def _stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def begin(self) -> None:
+        """The request is on its way: spin until the first token or tool call."""
+        self._spin(WAITING_TEXT)
+
+    # -- events ------------------------------------------------------------------
+
+    def _end_answer(self) -> None:
+        if self._markdown is not None:
+            self._markdown.finish()
+            self._markdown = None
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        waiting = self._status is not None
+        self._stop()
+        if kind == "token" and self.render_markdown:
+            if self._markdown is None:
+                self._markdown = MarkdownStream(self.out)
+            self._markdown.update(event["text"])
+            return
+        if kind not in ("token",):
+            self._end_answer()
+        super().__call__(event)
+        if kind == "tool_call":
+            self._spin(f"running {event['name']}…")
+        elif kind == "tool_result":
+            self._spin(WAITING_TEXT)  # the model is called again with the result
+        elif waiting and kind in ("notice", "retry", "compaction", "todos", "diff"):
+            self._spin(self._status_text)  # still waiting for the same thing
+
+    def finish(self) -> None:
+        """Stop the spinner, print the rest of the answer, end the line."""
+        self._stop()
+        self._end_answer()
+        super().finish()

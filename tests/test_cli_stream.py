@@ -1,0 +1,123 @@
+"""``agentgraph run -`` and ``--output-format stream-json`` through the real CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.cli_helpers import run_cli, server_env
+from tests.fakes.openai_server import FakeOpenAIServer
+
+KEY = "sk-test-secret-0123456789abcdef"
+
+
+def test_run_dash_reads_the_prompt_from_stdin(home: Path, workspace: Path) -> None:
+    prompt = "summarize this:\nline one\nline two — ünïcode"
+    with FakeOpenAIServer([{"content": "A summary."}], require_key=KEY) as server:
+        res = run_cli(
+            ["run", "-"], cwd=workspace, env=server_env(home, server.url, KEY), stdin=prompt
+        )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "A summary."
+    users = [m for m in server.requests[-1]["messages"] if m["role"] == "user"]
+    assert users[-1]["content"] == prompt
+
+
+def test_run_dash_with_empty_stdin_is_a_usage_error(home: Path, workspace: Path) -> None:
+    with FakeOpenAIServer([{"content": "never"}], require_key=KEY) as server:
+        res = run_cli(["run", "-"], cwd=workspace, env=server_env(home, server.url, KEY), stdin="")
+    assert res.returncode == 2
+    assert res.stderr.strip().startswith("agentgraph: the prompt is empty")
+    assert "Traceback" not in res.stderr
+    assert server.requests == []
+
+
+def _events(stdout: str) -> list[dict[str, object]]:
+    lines = stdout.splitlines()
+    assert lines, "no output"
+    return [json.loads(line) for line in lines]
+
+
+def test_stream_json_prints_one_event_per_line(home: Path, workspace: Path) -> None:
+    (workspace / "app.py").write_text("x = 1\n")
+    script = [
+        {
+            "content": "Let me fix it.",
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "arguments": {"path": "app.py", "old_string": "x = 1", "new_string": "x = 2"},
+                }
+            ],
+        },
+        {"content": "Done: x is now 2."},
+    ]
+    with FakeOpenAIServer(script, require_key=KEY) as server:
+        res = run_cli(
+            ["run", "set x to 2", "--output-format", "stream-json", "--thread", "t-stream"],
+            cwd=workspace,
+            env=server_env(home, server.url, KEY),
+        )
+    assert res.returncode == 0, res.stderr
+    events = _events(res.stdout)
+    types = [e["type"] for e in events]
+    assert types[0] == "start" and events[0]["thread_id"] == "t-stream"
+    assert types[-2:] == ["usage", "result"]
+    deltas = "".join(str(e["text"]) for e in events if e["type"] == "text_delta")
+    assert deltas == "Let me fix it.Done: x is now 2."
+    call = next(e for e in events if e["type"] == "tool_call")
+    assert call["name"] == "edit_file" and call["args"] == {
+        "path": "app.py",
+        "old_string": "x = 1",
+        "new_string": "x = 2",
+    }
+    result = next(e for e in events if e["type"] == "tool_result")
+    assert result["id"] == call["id"] and result["status"] == "success"
+    diff = next(e for e in events if e["type"] == "diff")
+    assert diff["tool_call_id"] == call["id"] and diff["path"] == "app.py"
+    assert "-x = 1\n+x = 2\n" in str(diff["diff"])
+    assert (diff["added"], diff["removed"]) == (1, 1)
+    # Order: the call, its diff, its result, then the answer.
+    assert types.index("tool_call") < types.index("diff") < types.index("tool_result")
+    assert types.index("tool_result") < types.index("answer")
+    final = events[-1]
+    assert final["answer"] == "Done: x is now 2." and final["thread_id"] == "t-stream"
+    usage = events[-2]
+    assert int(str(usage["input_tokens"])) > 0 and int(str(usage["output_tokens"])) > 0
+    # The model got the one-line confirmation, never the diff.
+    sent = json.dumps(server.requests[-1]["messages"])
+    assert "edited app.py" in sent and "+x = 2" not in sent
+
+
+def test_stream_json_ends_with_an_error_event(home: Path, workspace: Path) -> None:
+    script = [{"error": {"status": 401, "body": {"error": {"message": "bad key"}}}}]
+    with FakeOpenAIServer(script) as server:
+        res = run_cli(
+            ["run", "hi", "--output-format", "stream-json"],
+            cwd=workspace,
+            env=server_env(home, server.url, KEY),
+        )
+    assert res.returncode == 1
+    events = _events(res.stdout)
+    assert events[-1]["type"] == "error" and events[-1]["exit_code"] == 1
+    assert "Traceback" not in res.stderr
+
+
+def test_json_output_carries_the_diffs(home: Path, workspace: Path) -> None:
+    script = [
+        {
+            "tool_calls": [
+                {"name": "write_file", "arguments": {"path": "new.txt", "content": "hi\n"}}
+            ]
+        },
+        {"content": "Created."},
+    ]
+    with FakeOpenAIServer(script, require_key=KEY) as server:
+        res = run_cli(
+            ["run", "make it", "--json"], cwd=workspace, env=server_env(home, server.url, KEY)
+        )
+    assert res.returncode == 0, res.stderr
+    payload = json.loads(res.stdout)
+    assert [d["path"] for d in payload["diffs"]] == ["new.txt"]
+    assert payload["diffs"][0]["diff"].endswith("+hi\n")
+    assert "new.txt" in res.stderr  # the text progress on stderr shows it too
