@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import sys
+import time
 from pathlib import Path
 
 import pexpect
@@ -79,6 +81,21 @@ def screen_lines(child: pexpect.spawn) -> list[str]:
     while lines and not lines[-1]:
         lines.pop()
     return lines
+
+
+SCREEN_POLL_S = 0.2
+
+
+def expect_on_screen(child: pexpect.spawn, text: str, timeout_s: float = PTY_TIMEOUT_S) -> None:
+    """Wait until ``text`` is on the emulated screen (edits redraw in pieces, so the raw
+    output may never hold ``text`` in one run of characters)."""
+    deadline = time.monotonic() + timeout_s
+    while not any(text in line for line in screen_lines(child)):
+        if time.monotonic() > deadline:
+            shown = "\n".join(screen_lines(child)[-15:])
+            raise AssertionError(f"{text!r} not on screen; last lines:\n{shown}")
+        with contextlib.suppress(pexpect.TIMEOUT):
+            child.read_nonblocking(size=4096, timeout=SCREEN_POLL_S)
 
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]")

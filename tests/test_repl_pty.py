@@ -19,6 +19,7 @@ from tests.pty_helpers import (
     PROMPT,
     TAB,
     close_repl,
+    expect_on_screen,
     only_session,
     plain,
     pty_env,
@@ -190,10 +191,10 @@ def test_resume_picker_and_tab_completion(home: Path, workspace: Path) -> None:
             child.expect_exact(PROMPT)
             # Slash command names complete…
             child.send("/swi" + TAB)
-            child.expect_exact("/switch")
+            expect_on_screen(child, "› /switch")
             # …and so do session ids, from a prefix.
             child.send(" " + ids["second task"][:6] + TAB)
-            child.expect_exact(ids["second task"][:12])
+            expect_on_screen(child, "› /switch " + ids["second task"][:12])
             child.send(ENTER)
             child.expect_exact(f"resumed {ids['second task'][:12]}")
             child.expect_exact(PROMPT)
@@ -205,7 +206,7 @@ def test_resume_picker_and_tab_completion(home: Path, workspace: Path) -> None:
             child.expect_exact(PROMPT)
             # @path completes workspace files; the completed mention attaches the file.
             child.send("read @notes" + TAB)
-            child.expect_exact("notes_for_agent.md")
+            expect_on_screen(child, "› read @notes_for_agent.md")
             child.send(ENTER)
             child.expect_exact("attached notes_for_agent.md")
             child.expect_exact("Noted.")
