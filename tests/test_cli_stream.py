@@ -121,3 +121,26 @@ def test_json_output_carries_the_diffs(home: Path, workspace: Path) -> None:
     assert [d["path"] for d in payload["diffs"]] == ["new.txt"]
     assert payload["diffs"][0]["diff"].endswith("+hi\n")
     assert "new.txt" in res.stderr  # the text progress on stderr shows it too
+
+
+def test_diffs_never_carry_the_api_key(home: Path, workspace: Path) -> None:
+    script = [
+        {
+            "tool_calls": [
+                {"name": "write_file", "arguments": {"path": ".env", "content": f"KEY={KEY}\n"}}
+            ]
+        },
+        {"content": "Saved."},
+    ]
+    with FakeOpenAIServer(script, require_key=KEY) as server:
+        res = run_cli(
+            ["run", "save the key", "--output-format", "stream-json"],
+            cwd=workspace,
+            env=server_env(home, server.url, KEY),
+        )
+    assert res.returncode == 0, res.stderr
+    events = _events(res.stdout)
+    diff = next(e for e in events if e["type"] == "diff")
+    assert KEY not in json.dumps(diff) and "+KEY=[REDACTED]" in str(diff["diff"])
+    # (The tool_call event repeats the model's own arguments, which held the key.)
+    assert all(KEY not in json.dumps(e) for e in events if e["type"] != "tool_call")

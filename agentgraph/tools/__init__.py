@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from langchain_core.tools import BaseTool
 
 from agentgraph.config import Settings
+from agentgraph.redaction import build_redactor
 from agentgraph.tools.base import HANDLED_TOOL_ERRORS, ToolError, format_tool_error
 from agentgraph.tools.bash import make_bash_tool, tool_environment
 from agentgraph.tools.clock import make_clock_tool
@@ -51,7 +52,7 @@ def build_tools(
         read_file, write_file, edit_file, list_dir, glob, grep, run_bash
         (absent when ``settings.bash == "off"``), todo_write, todo_read, now.
     """
-    tools = make_file_tools(settings.secret_values())
+    tools = make_file_tools(build_redactor(settings.secret_values(), base_env))
     if settings.bash != "off":
         tools.append(make_bash_tool(settings, base_env, sandbox=sandbox))
     tools.extend(make_todo_tools())

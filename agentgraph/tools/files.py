@@ -14,13 +14,14 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
 
+from agentgraph.redaction import Redactor
 from agentgraph.runctx import RunContext
 from agentgraph.tools.base import ToolError
 from agentgraph.tools.search import (
@@ -753,11 +754,10 @@ def _send_diff(
     workspace: str,
     path: str,
     before: bytes | None,
-    secrets: list[str],
+    redactor: Redactor | None,
 ) -> None:
     """Send the change's unified diff on the custom stream (see agentgraph/diffs.py)."""
     from agentgraph.diffs import diff_event, unified
-    from agentgraph.tools.bash import redact
 
     root = workspace_root(workspace)
     try:
@@ -766,21 +766,21 @@ def _send_diff(
         return
     change = unified(shown, before, _bytes_for_diff(workspace, path))
     event = diff_event(change, runtime.tool_call_id)
-    event["diff"] = redact(event["diff"], secrets)  # a written .env must not leak
+    if redactor is not None:  # a written .env must not leak
+        event["diff"] = redactor.redact(event["diff"])
     if runtime.stream_writer is not None:
         runtime.stream_writer(event)
 
 
-def make_file_tools(secrets: Iterable[str] = ()) -> list[BaseTool]:
+def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
     """Build the six file tools (they read the workspace from the injected state).
 
     Args:
-        secrets: Values redacted from the diffs that write_file/edit_file emit.
+        redactor: Redacts the diffs that write_file/edit_file emit.
 
     Returns:
         read_file, write_file, edit_file, list_dir, glob, grep.
     """
-    secret_list = list(secrets)
 
     @tool("read_file", parse_docstring=True)
     def read_file_tool(
@@ -835,7 +835,7 @@ def make_file_tools(secrets: Iterable[str] = ()) -> list[BaseTool]:
         workspace = workspace_from_runtime(runtime)
         before = _bytes_for_diff(workspace, path)
         result = write_text_file(workspace, path, content)
-        _send_diff(runtime, workspace, path, before, secret_list)
+        _send_diff(runtime, workspace, path, before, redactor)
         return result
 
     @tool("edit_file", parse_docstring=True)
@@ -861,7 +861,7 @@ def make_file_tools(secrets: Iterable[str] = ()) -> list[BaseTool]:
         workspace = workspace_from_runtime(runtime)
         before = _bytes_for_diff(workspace, path)
         result = edit_text_file(workspace, path, old_string, new_string, replace_all)
-        _send_diff(runtime, workspace, path, before, secret_list)
+        _send_diff(runtime, workspace, path, before, redactor)
         return result
 
     @tool("list_dir", parse_docstring=True)
