@@ -25,8 +25,9 @@ from agentgraph.tools.bash import (
     HeadTailBuffer,
     tool_environment,
 )
+from agentgraph.tools.sandbox import SANDBOX_CACHE_DIR
 from tests.proc_helpers import wait_until_gone
-from tests.sandbox_helpers import sandbox_mode
+from tests.sandbox_helpers import require_sandbox, sandbox_mode
 
 __all__ = ["sandbox_mode"]  # a fixture, used by name
 
@@ -278,6 +279,14 @@ def test_tool_environment_is_an_allowlist() -> None:
     }
     assert env == original
     assert tool_environment({}) == {"PATH": os.defpath}
+
+
+def test_sandbox_gives_a_writable_temp_dir_and_cache(tmp_path: Path) -> None:
+    require_sandbox()
+    settings = _settings(tmp_path, AGENTGRAPH_SANDBOX="on")
+    command = 'mkdir -p "$XDG_CACHE_HOME/tool" && touch "$TMPDIR/t" && echo "$XDG_CACHE_HOME"'
+    result = run_bash(tmp_path, command, settings=settings, base_env={"PATH": os.defpath})
+    assert text(result) == f"{SANDBOX_CACHE_DIR}\n[exit code 0]"
 
 
 def test_printenv_shows_no_secret(tmp_path: Path, sandbox_mode: str) -> None:

@@ -36,6 +36,7 @@ from agentgraph.redaction import redact_token_formats
 from agentgraph.runctx import RunContext
 from agentgraph.tools.base import ToolError
 from agentgraph.tools.sandbox import (
+    SANDBOX_CACHE_DIR,
     SANDBOX_TMP_DIR,
     SandboxPlan,
     plan_sandbox,
@@ -497,6 +498,7 @@ def make_bash_tool(
         if plan.bwrap is not None:
             launcher = sandbox_args(plan.bwrap, workspace, network=plan.network)
             env["TMPDIR"] = SANDBOX_TMP_DIR  # the only writable temp dir in there
+            env["XDG_CACHE_HOME"] = SANDBOX_CACHE_DIR  # ~/.cache is read-only in there
         result = run_command(command, cwd=workspace, env=env, timeout_s=timeout, sandbox=launcher)
         return format_bash_result(result)
 

@@ -37,6 +37,10 @@ BWRAP_EXECUTABLE = "bwrap"
 SANDBOX_PROBE_TIMEOUT_S = 10.0
 SANDBOX_PROBE_ERROR_MAX_CHARS = 300
 SANDBOX_TMP_DIR = "/tmp"
+# The home directory is read-only in the sandbox, so tools that keep a cache there
+# (uv, pip, most XDG programs) get one in the private /tmp instead: writable, and gone
+# after the command, so a command cannot poison a cache that later runs outside trust.
+SANDBOX_CACHE_DIR = f"{SANDBOX_TMP_DIR}/.cache"
 
 SandboxMode = Literal["auto", "on", "off"]
 
