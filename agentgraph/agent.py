@@ -22,6 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, StreamMode
 
 from agentgraph.approvals import APPROVAL_TYPE
+from agentgraph.call_records import interrupted_results
 from agentgraph.cancel import CancelGuard, RunningTurn, TurnCancelled, interrupted_message
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor
@@ -451,7 +452,11 @@ class Agent:
         mention_inputs, notices = self._mention_inputs(thread_id, text, workspace, attach_root)
         mark_in_use(self.settings.home, thread_id)
         preamble = self.sessions.preamble(thread_id, lambda: self.messages(thread_id))
-        mention_inputs["messages"] = [*preamble, *mention_inputs["messages"]]
+        # Calls that were running when a previous process died: "may have completed".
+        interrupted = interrupted_results(
+            self.messages(thread_id), self.deps.artifacts_dir(thread_id)
+        )
+        mention_inputs["messages"] = [*interrupted, *preamble, *mention_inputs["messages"]]
         known = self.store.index.get(thread_id)
         inputs: dict[str, Any] = {
             **mention_inputs,

@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
 from agentgraph.approvals import approval_request, cannot_ask_text, declined_text, is_approved
+from agentgraph.call_records import record_end, record_start
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.deps import AgentDeps
 from agentgraph.nodes.common import INVALID_ARGS_KEY
@@ -138,7 +139,14 @@ def make_tools_node(
             return ToolMessage(
                 content=not_approved, tool_call_id=call_id, name=call["name"], status="error"
             )
-        result = execute(request)
+        folder = Path(ctx.artifacts_dir) if ctx.artifacts_dir else deps.artifacts_dir(ctx.thread_id)
+        # A crash while the tool runs leaves this record: the resume then says the
+        # call may have completed instead of that it never ran.
+        record = record_start(folder, call_id, call["name"])
+        try:
+            result = execute(request)
+        finally:
+            record_end(record)
         if isinstance(result, Command):
             return _redact_command(result, redactor)
         # Any tool can surface a credential (printenv, read_file on a .env, grep over a
@@ -155,7 +163,6 @@ def make_tools_node(
             return result
         if deps.counter.count_text(content) <= cap:
             return result
-        folder = Path(ctx.artifacts_dir) if ctx.artifacts_dir else deps.artifacts_dir(ctx.thread_id)
         artifact = _save_artifact(folder, call_id, content)
         cut = truncate_tool_output(
             content, cap, count=deps.counter.count_text, artifact_path=str(artifact)

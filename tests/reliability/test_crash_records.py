@@ -24,6 +24,7 @@ from tests.reliability.helpers import (
     kill_pid_file,
     sigkill,
     spawn_cli,
+    wait_for,
 )
 
 # How long the server holds the first request: far longer than the test needs to
@@ -209,3 +210,31 @@ def test_read_only_home_is_one_line(home: Path, workspace: Path) -> None:
     assert "unable to open database file" not in lines[0]
     assert "not writable" in lines[0] or "Read-only file system" in lines[0], lines[0]
     assert "AGENTGRAPH_HOME" in lines[0]
+
+
+def test_a_call_running_when_the_agent_died_is_reported_as_maybe_completed(
+    home: Path, workspace: Path
+) -> None:
+    slow = f"echo $$ > slow.pid; echo ran >> slow_started; sleep {SLEEP_S}"
+    script = [{"tool_calls": [{"name": "run_bash", "arguments": {"command": slow}}]}]
+    try:
+        with FakeOpenAIServer(script) as server:
+            env = agent_env(home, server)
+            proc = spawn_cli(["run", "do it", "--thread", "orphan"], cwd=workspace, env=env)
+            wait_for(workspace / "slow_started", proc)
+            sigkill(proc)
+        with FakeOpenAIServer([{"content": "checked"}], on_exhausted="raise") as server:
+            env = agent_env(home, server)
+            args = ["run", "carry on", "--thread", "orphan", "--json"]
+            resumed = run_cli(args, cwd=workspace, env=env)
+            assert resumed.returncode == 0, resumed.stderr
+            assert server.violations == []
+            sent = server.requests[0]["messages"]
+    finally:
+        kill_pid_file(workspace / "slow.pid")
+    results = [m["content"] for m in sent if m["role"] == "tool"]
+    assert len(results) == 1
+    assert results[0].startswith("interrupted: the command was started at 20"), results
+    assert "may have completed" in results[0] and "check its effects" in results[0]
+    assert "aborted" not in results[0]
+    assert (workspace / "slow_started").read_text() == "ran\n"  # not run again

@@ -1,0 +1,117 @@
+"""Which tool calls were started: honest results for calls cut off by a crash.
+
+The tools node writes a small record just before a tool runs and removes it when
+the result exists. A record still present when a session is resumed means the
+agent died while that call ran: the command may have completed, and the model
+must be told so (not that it never ran). A call left unanswered without a record
+never started; the prompt view answers it with the usual "aborted" result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+__all__ = [
+    "CALLS_DIR",
+    "INTERRUPTED_KIND",
+    "interrupted_results",
+    "record_end",
+    "record_start",
+]
+
+CALLS_DIR = "calls"
+"""Folder under a session's artifacts holding the records of running calls."""
+INTERRUPTED_KIND = "interrupted_result"
+BASH_TOOL = "run_bash"
+INTERRUPTED_TEMPLATE = (
+    "interrupted: {what} was started at {started} and may have completed; check its "
+    "effects before running it again (agentgraph stopped before its result was recorded)"
+)
+
+
+def _record_path(folder: Path, call_id: str) -> Path:
+    safe = hashlib.sha1(call_id.encode()).hexdigest()[:16]
+    return folder / CALLS_DIR / f"call-{safe}.json"
+
+
+def record_start(folder: Path, call_id: str, name: str) -> Path | None:
+    """Note that ``call_id`` is about to run (best effort: a full disk must not stop it).
+
+    Args:
+        folder: The session's artifacts folder.
+        call_id: The tool call's id.
+        name: The tool's name.
+
+    Returns:
+        The record's path, or None when it could not be written.
+    """
+    path = _record_path(folder, call_id)
+    started = datetime.now(tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"id": call_id, "name": name, "started_at": started}))
+    except OSError:
+        return None
+    return path
+
+
+def record_end(path: Path | None) -> None:
+    """Remove a record written by :func:`record_start` (the result now exists)."""
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def interrupted_results(messages: Sequence[BaseMessage], folder: Path) -> list[ToolMessage]:
+    """Results for the calls of the last assistant message that ran when the agent died.
+
+    Only calls with a start record and no result are answered (and their records
+    removed); the results go right after the history's existing tail, so the
+    pairing stays valid.
+
+    Args:
+        messages: The stored history.
+        folder: The session's artifacts folder.
+
+    Returns:
+        ``status="error"`` results marked with kind ``interrupted_result``.
+    """
+    tail = len(messages)
+    while tail > 0 and isinstance(messages[tail - 1], ToolMessage):
+        tail -= 1
+    if tail == 0 or not isinstance(messages[tail - 1], AIMessage):
+        return []
+    last = messages[tail - 1]
+    answered = {m.tool_call_id for m in messages[tail:] if isinstance(m, ToolMessage)}
+    out: list[ToolMessage] = []
+    for call in last.tool_calls:  # type: ignore[attr-defined]
+        call_id = call.get("id") or ""
+        if not call_id or call_id in answered:
+            continue
+        path = _record_path(folder, call_id)
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # never started: the prompt view answers it as aborted
+        name = str(call.get("name") or "")
+        what = "the command" if name == BASH_TOOL else f"this {name} call"
+        started = str(record.get("started_at") or "an unknown time")
+        out.append(
+            ToolMessage(
+                content=INTERRUPTED_TEMPLATE.format(what=what, started=started),
+                tool_call_id=call_id,
+                name=name or None,
+                status="error",
+                id=f"agentgraph-interrupted-{call_id}",
+                additional_kwargs={"agentgraph": {"kind": INTERRUPTED_KIND}},
+            )
+        )
+        record_end(path)
+    return out
