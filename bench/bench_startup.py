@@ -205,7 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(user + system) the process has used when its first chat request reaches the "
         "server (`/proc/<pid>/stat`). Baseline: `create_react_agent(ChatOpenAI(...))` "
         "making one request, same server, same measure. Medians of "
-        f"{args.runs} runs (from source: {max(3, args.runs // 2)} runs).",
+        f"{args.runs} runs (from source: {max(3, args.runs // 2)} runs). On a shared, "
+        "loaded machine wall time includes waiting for a CPU: CPU seconds are the "
+        "comparable measure.",
         "",
         "| command | wall s | CPU s | from source (no bytecode): wall s | CPU s | target |",
         "| --- | ---: | ---: | ---: | ---: | --- |",

@@ -1,354 +1,338 @@
-"""Benchmark: session storage of agentgraph vs LangGraph's defaults.
+"""Benchmark: session storage and turn cost on the real graph.
 
-Run: ``uv run python bench/bench_storage.py`` (writes docs/bench/storage.md).
+Run: ``uv run python bench/bench_storage.py`` (writes docs/bench/storage.md);
+``--messages 5000`` sets the last mark, ``--quick`` stops at 1,000 messages.
 
-Both sides run the same graph shape as agentgraph (planner → tools → planner …
-→ finalize) with a scripted model (no model time) over the same generated
-coding-agent session, each in a fresh SQLite file under a temporary directory:
+Every run drives the real :class:`agentgraph.agent.Agent` graph (planner with its
+prompt view and auto-compaction, the tools node running the real ``read_file``,
+finalize, undo snapshots, the store's pruning) with a scripted chat model that
+takes no time: each user turn makes 1-4 tool steps of 1-3 ``read_file`` calls on a
+generated workspace whose files are 200 B-20 KB (log-uniform) and 5% 20-60 KB, then
+answers; summary requests (no tools bound) get a 1.5 KB summary. Usage is reported
+as a provider would (prompt characters / 4), so compaction happens as in real use.
 
-* ``default``: LangGraph's ``SqliteSaver`` and a ``messages`` channel with
-  ``add_messages`` (the whole list in every checkpoint);
-* ``agentgraph``: ``AppState`` (``DeltaChannel`` messages), ``AgentSqliteSaver``
-  and the store's per-thread pruning every ``PRUNE_EVERY_TURNS`` turns, as the
-  Agent does.
+Side by side, in one run, each in a fresh SQLite file:
 
-Reported at 100, 1,000 and 5,000 messages: database bytes (after a WAL
-checkpoint), and the median and 90th-percentile wall time of the turns that
-ended in the last 20% before the mark. Resume = open the file with a new
-connection, load the state and build the first prompt view
-(``middleware.PromptViewMiddleware.build``). The default side stops at 1,000 messages (its
-file is several GB by then). The last section measures undo snapshots on a
-5,000-file workspace.
+* ``agentgraph`` at a 16k and a 128k window: ``AgentSqliteSaver`` + pruning;
+* ``DeltaChannel + SqliteSaver``: the same graph and channel on LangGraph's own
+  ``SqliteSaver`` (no remembered value, no pruning), 16k window;
+* ``create_react_agent + add_messages``: LangGraph's prebuilt agent with the same
+  tools and model on ``SqliteSaver`` (the whole list in every checkpoint), 1k only.
+
+Reported per mark: database bytes (after a WAL checkpoint; "live" excludes free
+pages SQLite reuses), the message payload (bytes of contents and tool-call
+arguments of the stored transcript), compactions so far, and the wall time of the
+turns that ended in the last 20% before the mark (median, p99, max).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import gc
+import json
+import math
 import random
-import shutil
+import sqlite3
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypedDict, get_type_hints
+from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from pydantic import Field
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from corpus import samples
+
+from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.context.tokens import get_counter
-from agentgraph.context.windows import budget_for
-from agentgraph.middleware import PromptViewMiddleware
 from agentgraph.persistence.index import SqliteSessionIndex
 from agentgraph.persistence.prune import db_bytes
-from agentgraph.persistence.saver import AgentSqliteSaver
-from agentgraph.persistence.store import PRUNE_EVERY_TURNS, Store, connect_sqlite
-from agentgraph.state import AppState
-from bench.corpus import samples
+from agentgraph.persistence.store import Store, connect_sqlite, open_store
 
-MARKS_MESSAGES = (100, 1_000, 5_000)
-BASELINE_MAX_MESSAGES = 1_000
-BASELINE_TIME_BUDGET_S = 420.0
-MIN_FREE_DISK_BYTES = 20 * 1024**3
+MARKS_MESSAGES = (1_000, 2_500, 5_000)
+BASELINE_REACT_MAX_MESSAGES = 1_000
+RUN_TIME_BUDGET_S = 1_800.0
 LATENCY_WINDOW_FRACTION = 0.2
 SEED = 20_250_101
+WORKSPACE_FILES = 400
 TOOL_RESULT_MIN_BYTES = 200
 TOOL_RESULT_MAX_BYTES = 20_000
 LARGE_RESULT_PROBABILITY = 0.05
 LARGE_RESULT_MAX_BYTES = 60_000
+SUMMARY_BYTES = 1_500
+CHARS_PER_TOKEN = 4
+THREAD = "bench"
+OUTPUT_PATH = Path(__file__).resolve().parent.parent / "docs" / "bench" / "storage.md"
+UNDO_OUTPUT_PATH = OUTPUT_PATH.with_name("undo.md")
 UNDO_FILES = 5_000
 UNDO_FILE_BYTES = 2_000
-OUTPUT_PATH = Path(__file__).resolve().parent.parent / "docs" / "bench" / "storage.md"
 
 
-class Session:
-    """Deterministic coding-agent turns: prompt, 1-4 tool steps, final answer."""
+class BenchModel(BaseChatModel):
+    """A scripted chat model that takes no time (see the module docstring)."""
 
-    def __init__(self, seed: int = SEED) -> None:
-        self.rng = random.Random(seed)
-        self.pool = "".join(
-            samples("code", 30, seed) + samples("shell", 30, seed) + samples("json", 30, seed)
-        )
+    seed: int = SEED
+    files: list[str] = Field(default_factory=list)
+    _rng: random.Random
+    _steps_left: int = 0
+    _pool: str = ""
+    _n: int = 0
+
+    def model_post_init(self, context: Any) -> None:
+        self._rng = random.Random(self.seed)
+        self._pool = "".join(samples("prose", 40, self.seed) + samples("code", 40, self.seed))
+
+    @property
+    def _llm_type(self) -> str:
+        return "bench-scripted"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, BaseMessage]:
+        names = [getattr(t, "name", None) or t.get("function", {}).get("name") for t in tools]
+        return self.bind(tools=names, **kwargs)
 
     def text(self, size: int) -> str:
-        pool = self.pool * (1 + size // len(self.pool))
-        start = self.rng.randrange(0, len(pool) - size)
-        return pool[start : start + size]
+        start = self._rng.randrange(0, len(self._pool) - size)
+        return self._pool[start : start + size]
 
-    def result_size(self) -> int:
-        if self.rng.random() < LARGE_RESULT_PROBABILITY:
-            return self.rng.randint(TOOL_RESULT_MAX_BYTES, LARGE_RESULT_MAX_BYTES)
-        low, high = TOOL_RESULT_MIN_BYTES, TOOL_RESULT_MAX_BYTES
-        return int(10 ** self.rng.uniform(len(str(low)) - 1 + 0.3, len(str(high)) - 1 + 0.3))
-
-    def turn(
-        self, t: int
-    ) -> tuple[HumanMessage, list[tuple[AIMessage, list[ToolMessage]]], AIMessage]:
-        rng = self.rng
-        user = HumanMessage(self.text(rng.randint(50, 600)), id=f"user-{t}")
-        steps = []
-        for s in range(rng.randint(1, 4)):
-            calls = [
-                {
-                    "name": rng.choice(("read_file", "run_bash", "write_file", "grep")),
-                    "args": {
-                        "path": f"src/m{t}_{s}_{c}.py",
-                        "text": self.text(rng.randint(50, 1500)),
-                    },
-                    "id": f"call_{t}_{s}_{c}",
-                    "type": "tool_call",
-                }
-                for c in range(rng.choice((1, 1, 1, 2, 3)))
-            ]
-            ai = AIMessage(
-                self.text(rng.randint(0, 300)),
-                tool_calls=calls,
-                id=f"ai-{t}-{s}",
-                usage_metadata={"input_tokens": 1000, "output_tokens": 100, "total_tokens": 1100},
-            )
-            results = [
-                ToolMessage(
-                    self.text(self.result_size()),
-                    tool_call_id=c["id"],
-                    name=c["name"],
-                    id=f"tool-{c['id']}",
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self._n += 1
+        prompt_chars = sum(len(str(m.content)) for m in messages)
+        usage = {
+            "input_tokens": prompt_chars // CHARS_PER_TOKEN,
+            "output_tokens": 100,
+            "total_tokens": prompt_chars // CHARS_PER_TOKEN + 100,
+        }
+        rng = self._rng
+        if not kwargs.get("tools"):
+            reply = AIMessage(self.text(SUMMARY_BYTES), usage_metadata=usage)  # type: ignore[arg-type]
+        else:
+            last = messages[-1]
+            if not isinstance(last, ToolMessage):
+                self._steps_left = rng.randint(1, 4)
+            if self._steps_left > 0:
+                self._steps_left -= 1
+                calls = [
+                    {
+                        "name": "read_file",
+                        "args": {"path": rng.choice(self.files)},
+                        "id": f"call_{self._n}_{c}",
+                        "type": "tool_call",
+                    }
+                    for c in range(rng.choice((1, 1, 1, 2, 3)))
+                ]
+                reply = AIMessage(
+                    self.text(rng.randint(0, 300)),
+                    tool_calls=calls,
+                    usage_metadata=usage,  # type: ignore[arg-type]
                 )
-                for c in calls
-            ]
-            steps.append((ai, results))
-        final = AIMessage(self.text(rng.randint(200, 2000)), id=f"final-{t}")
-        return user, steps, final
+            else:
+                reply = AIMessage(self.text(rng.randint(200, 2000)), usage_metadata=usage)  # type: ignore[arg-type]
+        return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
-def default_state() -> type:
-    """AppState with LangGraph's default ``add_messages`` channel."""
-    hints = get_type_hints(AppState, include_extras=True)
-    hints["messages"] = Annotated[list[BaseMessage], add_messages]
-    return TypedDict("DefaultState", hints, total=False)  # type: ignore[operator]
+def result_size(rng: random.Random) -> int:
+    if rng.random() < LARGE_RESULT_PROBABILITY:
+        return rng.randint(TOOL_RESULT_MAX_BYTES, LARGE_RESULT_MAX_BYTES)
+    low, high = math.log10(TOOL_RESULT_MIN_BYTES), math.log10(TOOL_RESULT_MAX_BYTES)
+    return int(10 ** rng.uniform(low, high))
 
 
-def build(state: type, checkpointer: Any) -> tuple[Any, dict[str, Any]]:
-    """The agent's graph shape with scripted nodes."""
-    script: dict[str, Any] = {}
-
-    def planner(st: dict[str, Any]) -> dict[str, Any]:
-        loops = int(st.get("loops") or 0) + 1
-        if script["steps"]:
-            ai, results = script["steps"].pop(0)
-            script["results"] = results
-            return {"messages": [ai], "loops": loops}
-        return {"messages": [script["final"]], "loops": loops}
-
-    def tools(_st: dict[str, Any]) -> dict[str, Any]:
-        return {"messages": script["results"]}
-
-    def route(st: dict[str, Any]) -> str:
-        last = st["messages"][-1]
-        return "tools" if isinstance(last, AIMessage) and last.tool_calls else "finalize"
-
-    graph = StateGraph(state)
-    graph.add_node("planner", planner)
-    graph.add_node("tools", tools)
-    graph.add_node("finalize", lambda _st: {})
-    graph.add_edge(START, "planner")
-    graph.add_conditional_edges("planner", route, ["tools", "finalize"])
-    graph.add_edge("tools", "planner")
-    graph.add_edge("finalize", END)
-    return graph.compile(checkpointer=checkpointer), script
+def make_workspace(root: Path) -> list[str]:
+    """Files of realistic sizes for ``read_file`` (lines of code and logs)."""
+    rng = random.Random(SEED)
+    pool = "".join(samples("code", 60, SEED) + samples("shell", 60, SEED))
+    names = []
+    for i in range(WORKSPACE_FILES):
+        size = result_size(rng)
+        start = rng.randrange(0, len(pool) - 1)
+        text = (pool[start:] + pool)[:size]
+        name = f"src/f{i:03d}.txt"
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+        names.append(name)
+    return names
 
 
-def turn_input(user: HumanMessage, workdir: Path) -> dict[str, Any]:
-    return {
-        "messages": [user],
-        "loops": 0,
-        "context_id": "main",
-    }
+def payload_bytes(messages: Sequence[BaseMessage]) -> int:
+    """Bytes of what the transcript says: contents and tool-call arguments."""
+    total = 0
+    for m in messages:
+        content = m.content if isinstance(m.content, str) else json.dumps(m.content)
+        total += len(content.encode("utf-8"))
+        if isinstance(m, AIMessage):
+            total += sum(len(json.dumps(c["args"])) for c in m.tool_calls)
+    return total
 
 
-def resume_ms(kind: str, path: Path, settings: Settings) -> tuple[float, int, int]:
-    """Open the file anew, load the session and build the first prompt view."""
-    start = time.perf_counter()
-    conn = connect_sqlite(path)
+def live_bytes(path: Path) -> int:
+    conn = sqlite3.connect(path)
     try:
-        saver = SqliteSaver(conn) if kind == "default" else AgentSqliteSaver(conn)
-        graph, _ = build(default_state() if kind == "default" else AppState, saver)
-        values = graph.get_state({"configurable": {"thread_id": "bench"}}).values
-        messages = list(values.get("messages") or [])
-        unit = PromptViewMiddleware(
-            get_counter(settings.model),
-            budget_for(settings),
-            keep_recent=settings.max_message_history,
-        )
-        view = unit.build(messages, SystemMessage("You are a coding agent."), []).messages
-        elapsed = (time.perf_counter() - start) * 1000
-        return elapsed, len(messages), len(view)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        return int((pages - free) * size)
     finally:
         conn.close()
 
 
-def run(
-    kind: str, limit: int, workdir: Path, settings: Settings, log: Callable[[str], None]
-) -> dict[int, dict[str, Any]]:
-    """Run one backend up to ``limit`` messages; return rows per mark."""
-    path = workdir / f"{kind}.db"
+def _settings(home: Path, window: int) -> Settings:
+    return Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        AGENTGRAPH_HOME=str(home),
+        AGENTGRAPH_MODEL="gpt-4o",
+        OPENAI_API_KEY="sk-bench",
+        AGENTGRAPH_CONTEXT_WINDOW=str(window),
+        AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+        AGENTGRAPH_UNDO_MAX_FILES="0",
+    )
+
+
+@contextmanager
+def _plain_store(settings: Settings) -> Iterator[Store]:
+    """LangGraph's own SqliteSaver under the same graph: no memory, no pruning."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = settings.db_path
     conn = connect_sqlite(path)
-    store: Store | None = None
-    if kind == "default":
-        saver: Any = SqliteSaver(conn)
-        state: type = default_state()
-    else:
-        saver = AgentSqliteSaver(conn)
-        state = AppState
-        index_conn = connect_sqlite(path)
-        store = Store(saver, SqliteSessionIndex(index_conn), str(path), path=path)
+    index_conn = connect_sqlite(path)
+    saver = SqliteSaver(conn)
     saver.setup()
-    graph, script = build(state, saver)
-    config = {"configurable": {"thread_id": "bench"}, "recursion_limit": 1000}
-    session = Session()
-    count = 0
-    t = 0
-    turns: list[tuple[int, float]] = []  # (messages at end of turn, seconds)
-    rows: dict[int, dict[str, Any]] = {}
-    started = time.monotonic()
-    marks = [m for m in MARKS_MESSAGES if m <= limit]
-    while marks:
-        user, steps, final = session.turn(t)
-        t += 1
-        added = 2 + sum(1 + len(r) for _, r in steps)
-        script["steps"], script["final"] = steps, final
-        begin = time.perf_counter()
-        graph.invoke(turn_input(user, workdir), config)
-        if store is not None:
-            store.after_turn("bench")
-        turns.append((count + added, time.perf_counter() - begin))
-        count += added
-        if count >= marks[0]:
-            mark = marks.pop(0)
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            window = [s for n, s in turns if n > mark * (1 - LATENCY_WINDOW_FRACTION)]
-            window = window if len(window) >= 5 else [s for _, s in turns[-5:]]
-            rows[mark] = {
-                "messages": count,
-                "bytes": db_bytes(path),
-                "median_ms": statistics.median(window) * 1000,
-                "p90_ms": statistics.quantiles(window, n=10)[-1] * 1000
-                if len(window) > 1
-                else window[0] * 1000,
-                "turns": t,
-            }
-            log(f"{kind}: {mark} messages -> {rows[mark]}")
-        if kind == "default" and time.monotonic() - started > BASELINE_TIME_BUDGET_S:
-            log(f"{kind}: time budget reached at {count} messages")
-            break
-    conn.close()
-    if store is not None:
-        store.index._conn.close()  # type: ignore[attr-defined]
-    for mark in rows:
-        if mark == max(rows):
-            ms, n, shown = resume_ms(kind, path, settings)
-            rows[mark]["resume_ms"] = ms
-            rows[mark]["resume_messages"] = n
-            rows[mark]["view_messages"] = shown
-    path.unlink(missing_ok=True)
-    return rows
+    try:
+        yield Store(checkpointer=saver, index=SqliteSessionIndex(index_conn), location=str(path))
+    finally:
+        conn.close()
+        index_conn.close()
 
 
-def mb(n: int) -> str:
-    return f"{n / 1024**2:,.1f} MB"
+def run_agent(
+    kind: str, window: int, limit: int, tmp: Path, log: Callable[[str], None]
+) -> dict[int, dict[str, Any]]:
+    """Turns on the real Agent until ``limit`` messages; stats at each mark."""
+    home = tmp / f"{kind}-{window}"
+    ws = home / "ws"
+    ws.mkdir(parents=True)
+    files = make_workspace(ws)
+    settings = _settings(home, window)
+    prompts = BenchModel(seed=SEED + 1, files=files)
+    opener = open_store if kind == "agentgraph" else _plain_store
+    marks = sorted({m for m in MARKS_MESSAGES if m <= limit} | {limit})
+    results: dict[int, dict[str, Any]] = {}
+    with opener(settings) as store:
+        agent = Agent(settings, store, model=BenchModel(files=files), sleep=lambda _s: None)
+        gc.collect()
+        gc.freeze()  # as the CLI does after start-up
+        times: list[tuple[int, float]] = []
+        count = 0
+        turn = 0
+        deadline = time.monotonic() + RUN_TIME_BUDGET_S
+        while marks and time.monotonic() < deadline:
+            turn += 1
+            start = time.perf_counter()
+            agent.run_turn(THREAD, prompts.text(prompts._rng.randint(50, 600)), ws)
+            elapsed = time.perf_counter() - start
+            info = store.index.get(THREAD)
+            count = info.message_count if info else count
+            times.append((count, elapsed))
+            if count >= marks[0]:
+                mark = marks.pop(0)
+                window_from = count * (1 - LATENCY_WINDOW_FRACTION)
+                recent = sorted(t for c, t in times if c >= window_from)
+                messages = agent.graph.get_state({"configurable": {"thread_id": THREAD}}).values[
+                    "messages"
+                ]
+                path = settings.db_path
+                live = live_bytes(path)
+                results[mark] = {
+                    "messages": count,
+                    "turns": turn,
+                    "bytes": db_bytes(path),
+                    "live": live,
+                    "payload": payload_bytes(messages),
+                    "compactions": info.compactions if info else 0,
+                    "median_ms": statistics.median(recent) * 1000,
+                    "p99_ms": recent[min(len(recent) - 1, int(len(recent) * 0.99))] * 1000,
+                    "max_ms": recent[-1] * 1000,
+                    "turns_in_window": len(recent),
+                }
+                log(f"{kind} {window}: {results[mark]}")
+        gc.unfreeze()
+    return results
 
 
-def report(
-    default: dict[int, dict[str, Any]], ours: dict[int, dict[str, Any]], undo: dict[str, Any] | None
-) -> str:
-    lines = [
-        "# Storage benchmark: agentgraph vs LangGraph defaults",
-        "",
-        "Command: `uv run python bench/bench_storage.py`",
-        "",
-        "Same graph shape (planner → tools → planner … → finalize), scripted model (no model "
-        "time), same generated session: user prompts 50-600 B, assistant text up to 2 KB, 1-4 "
-        "tool steps per turn with 1-3 calls (arguments 50-1,500 B), tool results 200 B-20 KB "
-        "(log-uniform) and 5% large ones of 20-60 KB. `default` = `SqliteSaver` + `add_messages`; "
-        "`agentgraph` = `DeltaChannel` messages + `AgentSqliteSaver` + per-thread pruning every "
-        f"{PRUNE_EVERY_TURNS} turns. Bytes = database + WAL after a WAL checkpoint. Latency = "
-        "wall time of one whole turn (all super-steps and checkpoint writes), median and p90 of "
-        "the turns ending in the last 20% before the mark; the p90 of agentgraph is the turns "
-        "that write a full snapshot (every 200 updates) or prune the thread (every "
-        f"{PRUNE_EVERY_TURNS} turns).",
-        "",
-        "| messages | backend | DB bytes | median turn ms | p90 turn ms |",
-        "| ---: | --- | ---: | ---: | ---: |",
-    ]
-    for mark in MARKS_MESSAGES:
-        for name, rows in (("default", default), ("agentgraph", ours)):
-            row = rows.get(mark)
-            if row is None:
-                lines.append(f"| {mark:,} | {name} | not measured (see below) | | |")
-                continue
-            lines.append(
-                f"| {row['messages']:,} | {name} | {mb(row['bytes'])} | "
-                f"{row['median_ms']:.1f} | {row['p90_ms']:.1f} |"
+def run_react(limit: int, tmp: Path, log: Callable[[str], None]) -> dict[int, dict[str, Any]]:
+    """LangGraph's prebuilt agent: add_messages, whole list in every checkpoint."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.prebuilt import create_react_agent
+
+    from agentgraph.runctx import RunContext
+    from agentgraph.tools import build_tools
+
+    home = tmp / "react"
+    ws = home / "ws"
+    ws.mkdir(parents=True)
+    files = make_workspace(ws)
+    settings = _settings(home, 128_000)
+    path = home / "react.db"
+    conn = connect_sqlite(path)
+    saver = SqliteSaver(conn)
+    prompts = BenchModel(seed=SEED + 1, files=files)
+    app = create_react_agent(
+        BenchModel(files=files),
+        build_tools(settings),
+        checkpointer=saver,
+        context_schema=RunContext,
+    )
+    config = {"configurable": {"thread_id": THREAD}, "recursion_limit": 100}
+    results: dict[int, dict[str, Any]] = {}
+    times: list[tuple[int, float]] = []
+    count = turn = 0
+    deadline = time.monotonic() + RUN_TIME_BUDGET_S
+    try:
+        while count < limit and time.monotonic() < deadline:
+            turn += 1
+            start = time.perf_counter()
+            out = app.invoke(
+                {"messages": [HumanMessage(prompts.text(prompts._rng.randint(50, 600)))]},
+                config,
+                context=RunContext(workspace_path=str(ws)),
             )
-    lines += ["", "Ratios:", ""]
-    if 1_000 in default and 1_000 in ours:
-        lines.append(
-            f"* bytes at 1,000 messages: agentgraph / default = "
-            f"1/{default[1_000]['bytes'] / ours[1_000]['bytes']:,.0f} (target ≤ 1/100)"
-        )
-        lines.append(
-            f"* median turn at 1,000 messages: agentgraph / default = "
-            f"1/{default[1_000]['median_ms'] / ours[1_000]['median_ms']:,.1f} (target ≤ 1/10)"
-        )
-    if 1_000 in ours and 5_000 in ours:
-        growth = ours[5_000]["bytes"] / ours[1_000]["bytes"]
-        size = ours[5_000]["messages"] / ours[1_000]["messages"]
-        lines.append(
-            f"* agentgraph bytes 1,000 → 5,000 messages: ×{growth:.2f} for ×{size:.2f} messages "
-            "(linear: at most ×1.1 the message ratio)"
-        )
-    if 100 in ours and 5_000 in ours:
-        lines.append(
-            f"* agentgraph median turn 100 → 5,000 messages: {ours[100]['median_ms']:.1f} → "
-            f"{ours[5_000]['median_ms']:.1f} ms"
-        )
-    for name, rows in (("agentgraph", ours), ("default", default)):
-        last = max(rows) if rows else None
-        if last is not None and "resume_ms" in rows[last]:
-            r = rows[last]
-            lines.append(
-                f"* resume ({name}, {r['resume_messages']:,} messages): {r['resume_ms']:.0f} ms "
-                f"to open the file, load the state and build the first prompt view "
-                f"({r['view_messages']} messages sent)"
-            )
-    lines += [
-        "",
-        f"The default baseline is measured up to {BASELINE_MAX_MESSAGES:,} messages only: "
-        "its database grows quadratically (every checkpoint stores the whole list) and would "
-        "need tens of GB and many minutes at 5,000.",
-    ]
-    if undo is not None:
-        lines += [
-            "",
-            "## Undo snapshots",
-            "",
-            f"Workspace of {undo['files']:,} files of {UNDO_FILE_BYTES:,} B "
-            f"({mb(undo['bytes'])}); `.git`, `.venv`, `node_modules`, `__pycache__` skipped.",
-            "",
-            "| operation | ms |",
-            "| --- | ---: |",
-            f"| first snapshot (hash + copy every file) | {undo['first_ms']:.0f} |",
-            f"| later snapshot (mtime/size unchanged → no re-hash) | {undo['again_ms']:.0f} |",
-            f"| record turn changes (10 files changed) | {undo['diff_ms']:.0f} |",
-            f"| undo that turn | {undo['undo_ms']:.0f} |",
-            "",
-            f"Snapshot store after the first snapshot: {mb(undo['store_bytes'])} (content-addressed, "
-            "shared by all turns of the session).",
-        ]
-    return "\n".join(lines) + "\n"
+            times.append((len(out["messages"]), time.perf_counter() - start))
+            count = len(out["messages"])
+        recent = sorted(t for c, t in times if c >= count * (1 - LATENCY_WINDOW_FRACTION))
+        results[limit] = {
+            "messages": count,
+            "turns": turn,
+            "bytes": db_bytes(path),
+            "live": live_bytes(path),
+            "payload": payload_bytes(out["messages"]),
+            "compactions": 0,
+            "median_ms": statistics.median(recent) * 1000,
+            "p99_ms": recent[min(len(recent) - 1, int(len(recent) * 0.99))] * 1000,
+            "max_ms": recent[-1] * 1000,
+            "turns_in_window": len(recent),
+        }
+        log(f"react: {results[limit]}")
+    finally:
+        conn.close()
+    return results
 
 
 def bench_undo(workdir: Path) -> dict[str, Any] | None:
@@ -390,33 +374,109 @@ def bench_undo(workdir: Path) -> dict[str, Any] | None:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-default", action="store_true", help="measure agentgraph only")
-    parser.add_argument("--max-messages", type=int, default=max(MARKS_MESSAGES))
-    parser.add_argument("--no-write", action="store_true", help="print, do not write the doc")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="agentgraph-bench-storage-") as tmp:
-        workdir = Path(tmp)
-        settings = Settings(_env_file=None, home=workdir / "home")  # type: ignore[call-arg]
-        default: dict[int, dict[str, Any]] = {}
-        free = shutil.disk_usage(tmp).free
-        if not args.skip_default and free < MIN_FREE_DISK_BYTES:
-            print(f"only {free / 1024**3:.0f} GB free: skipping the default baseline")
-        elif not args.skip_default:
-            default = run(
-                "default", min(BASELINE_MAX_MESSAGES, args.max_messages), workdir, settings, print
+def report_undo(undo: dict[str, Any]) -> str:
+    lines = [
+        "# Undo snapshots",
+        "",
+        "Command: `uv run python bench/bench_storage.py --only undo`",
+        "",
+        f"Workspace of {undo['files']:,} files of {UNDO_FILE_BYTES:,} B "
+        f"({mb(undo['bytes'])}); `.git`, `.venv`, `node_modules`, `__pycache__` skipped.",
+        "",
+        "| operation | ms |",
+        "| --- | ---: |",
+        f"| first snapshot (hash + copy every file) | {undo['first_ms']:.0f} |",
+        f"| later snapshot (mtime/size unchanged → no re-hash) | {undo['again_ms']:.0f} |",
+        f"| record turn changes (10 files changed) | {undo['diff_ms']:.0f} |",
+        f"| undo that turn | {undo['undo_ms']:.0f} |",
+        "",
+        f"Snapshot store after the first snapshot: {mb(undo['store_bytes'])} (content-addressed, "
+        "shared by all turns of the session).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def report(runs: dict[str, dict[int, dict[str, Any]]], command: str) -> str:
+    lines = [
+        "# Storage and turn cost on the real graph",
+        "",
+        f"Command: `{command}`",
+        "",
+        (__doc__ or "").split("\n\n", 1)[1].strip(),
+        "",
+        "| backend | messages | compactions | DB bytes | live bytes | payload | DB / payload "
+        "| median turn ms | p99 ms | max ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, marks in runs.items():
+        for _mark, r in sorted(marks.items()):
+            lines.append(
+                f"| {name} | {r['messages']:,} | {r['compactions']} | {mb(r['bytes'])} "
+                f"| {mb(r['live'])} | {mb(r['payload'])} | {r['bytes'] / r['payload']:.2f}× "
+                f"| {r['median_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} |"
             )
-        ours = run("agentgraph", args.max_messages, workdir, settings, print)
-        undo = bench_undo(workdir)
-    text = report(default, ours, undo)
+    lines += ["", "Ratios (same run):", ""]
+    for name, marks in runs.items():
+        have = sorted(marks)
+        if len(have) >= 2:
+            a, b = marks[have[-2]], marks[have[-1]]
+            first = marks[have[0]]
+            lines.append(
+                f"* {name}: bytes ×{b['bytes'] / a['bytes']:.2f} for messages "
+                f"×{b['messages'] / a['messages']:.2f} ({a['messages']:,} → {b['messages']:,}); "
+                f"median turn {first['median_ms']:.1f} → {b['median_ms']:.1f} ms "
+                f"(×{b['median_ms'] / first['median_ms']:.2f}, {first['messages']:,} → "
+                f"{b['messages']:,} messages)"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--messages", type=int, default=MARKS_MESSAGES[-1])
+    parser.add_argument("--only", choices=("agentgraph", "delta", "react", "undo"), action="append")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    only = set(args.only or ("agentgraph", "delta", "react", "undo"))
+    runs: dict[str, dict[int, dict[str, Any]]] = {}
+    if "undo" in only:
+        with tempfile.TemporaryDirectory(prefix="agentgraph-undo-") as tmp:
+            undo = bench_undo(Path(tmp))
+        if undo is not None:
+            print(report_undo(undo))
+            if not args.no_write:
+                UNDO_OUTPUT_PATH.write_text(report_undo(undo), encoding="utf-8")
+        if only == {"undo"}:
+            return 0
+    with tempfile.TemporaryDirectory(prefix="agentgraph-storage-") as tmp:
+        if "agentgraph" in only:
+            runs["agentgraph, 16k window"] = run_agent(
+                "agentgraph", 16_000, args.messages, Path(tmp), print
+            )
+            runs["agentgraph, 128k window"] = run_agent(
+                "agentgraph", 128_000, args.messages, Path(tmp), print
+            )
+        if "delta" in only:
+            runs["DeltaChannel + SqliteSaver, 16k"] = run_agent(
+                "delta", 16_000, args.messages, Path(tmp), print
+            )
+        if "react" in only:
+            runs["create_react_agent + add_messages"] = run_react(
+                min(args.messages, BASELINE_REACT_MAX_MESSAGES), Path(tmp), print
+            )
+    command = "uv run python bench/bench_storage.py" + (
+        f" --messages {args.messages}" if args.messages != MARKS_MESSAGES[-1] else ""
+    )
+    text = report(runs, command)
     print(text)
     if not args.no_write:
-        OUTPUT_PATH.parent.mkdir(parents=True, exist_ok=True)
         OUTPUT_PATH.write_text(text, encoding="utf-8")
-        print(f"wrote {OUTPUT_PATH}")
+    return 0
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONHASHSEED", "0")
-    main()
+    sys.exit(main())

@@ -8,7 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER = ("tokens", "history", "long_task", "storage", "delegation", "reliability")
+ORDER = (
+    "tokens",
+    "history",
+    "long_task",
+    "storage",
+    "undo",
+    "startup",
+    "delegation",
+    "reliability",
+)
 
 
 def demote(text: str) -> str:

@@ -1,4 +1,4 @@
-"""Pruning keeps the latest checkpoints, every compaction boundary, and everything they need."""
+"""Pruning keeps the latest checkpoints and what they need; compaction boundaries pin nothing."""
 
 from __future__ import annotations
 
@@ -60,7 +60,12 @@ def _states(graph: Any) -> dict[str, list[BaseMessage]]:
     }
 
 
-def test_prune_keeps_latest_and_boundaries_and_their_state(tmp_path: Path) -> None:
+def _snapshots(conn: sqlite3.Connection, saver: AgentSqliteSaver) -> int:
+    rows = conn.execute("SELECT type, checkpoint FROM checkpoints").fetchall()
+    return sum("messages" in (saver.serde.loads_typed(r).get("channel_values") or {}) for r in rows)
+
+
+def test_prune_keeps_latest_and_their_state_not_boundaries(tmp_path: Path) -> None:
     path = tmp_path / "p.db"
     conn = sqlite3.connect(path, check_same_thread=False)
     saver = AgentSqliteSaver(conn)
@@ -88,7 +93,12 @@ def test_prune_keeps_latest_and_boundaries_and_their_state(tmp_path: Path) -> No
     remaining = {cid for (cid,) in conn.execute("SELECT checkpoint_id FROM checkpoints")}
     assert len(remaining) == kept < len(before)
     assert set(ordered[-KEEP:]) <= remaining
-    assert boundary_parents <= remaining
+    # The checkpoints around old compaction boundaries, and the snapshots their
+    # replay chains walked back to, are gone: the latest state holds every message.
+    assert not boundary_parents & remaining
+    assert _snapshots(conn, saver) == 1
+    latest = before[ordered[-1]]
+    assert {"boundary-12", "boundary-27"} <= {m.id for m in latest}
     # Every kept checkpoint rebuilds exactly the state it had, with a fresh saver too.
     for saver_type in (AgentSqliteSaver, SqliteSaver):
         fresh = sqlite3.connect(path, check_same_thread=False)
@@ -100,8 +110,8 @@ def test_prune_keeps_latest_and_boundaries_and_their_state(tmp_path: Path) -> No
     # Resuming after the prune continues from the same state.
     graph2 = _graph(DeltaState, AgentSqliteSaver(conn), [[HumanMessage("after", id="after")]])
     graph2.invoke({"messages": []}, CONFIG)
-    latest = list(graph2.get_state(CONFIG).values["messages"])
-    assert _same(latest[:-1], before[ordered[-1]]) and latest[-1].id == "after"
+    resumed = list(graph2.get_state(CONFIG).values["messages"])
+    assert _same(resumed[:-1], before[ordered[-1]]) and resumed[-1].id == "after"
     conn.close()
 
 

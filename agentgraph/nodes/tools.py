@@ -25,6 +25,7 @@ from agentgraph.redaction import Redactor, build_redactor
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 from agentgraph.tools.base import format_tool_error
+from agentgraph.tools.injected import exclude_injected_from_dump
 
 
 def tool_output_cap_tokens(deps: AgentDeps) -> int:
@@ -169,6 +170,7 @@ def make_tools_node(
         )
         return result.model_copy(update={"content": cut.text})
 
+    exclude_injected_from_dump(deps.tools)  # else every call serializes the whole state
     tool_node = ToolNode(deps.tools, handle_tool_errors=format_tool_error, wrap_tool_call=wrap)
 
     def tools(state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]) -> Any:

@@ -1,15 +1,19 @@
 """Pruning old checkpoints without breaking the ones that are kept.
 
-Kept per thread (and checkpoint namespace): the latest ``keep_latest`` checkpoints
-and every checkpoint at a compaction boundary (the one whose step wrote the
-boundary record, i.e. the state just before compaction, and its children, the
-state just after). A ``DeltaChannel`` value is rebuilt by walking parent links
-back to the nearest full snapshot and replaying the writes on the way, so every
-checkpoint on that walk, with its writes, is kept too. Everything else goes.
+Kept per thread (and checkpoint namespace): the latest ``keep_latest`` checkpoints.
+A ``DeltaChannel`` value is rebuilt by walking parent links back to the nearest
+full snapshot and replaying the writes on the way, so every checkpoint on that
+walk, with its writes, is kept too. Everything else goes.
+
+Compaction boundaries pin nothing: compaction never drops a message from the state
+(it adds a boundary and moves the kept tail after it), so the latest checkpoint
+holds the whole transcript, boundaries included, and resume, export and search
+read it there. Keeping the checkpoints around each boundary would keep their
+replay chains, i.e. a full snapshot of the transcript per compaction, forever.
 
 Old snapshots hold the whole transcript at their time; once newer checkpoints no
-longer walk back to them they are deleted, which is what keeps a long session's
-database linear in its length (see docs/bench/storage.md).
+longer walk back to them they are deleted, so a thread keeps one snapshot and at
+most one snapshot interval of writes, whatever its length (docs/bench/storage.md).
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ PRUNE_KEEP_LATEST_CHECKPOINTS = 20
 PRUNE_TIME_BUDGET_S = 20.0
 # Ids per DELETE statement (SQLite's default limit on host parameters is 32,766).
 DELETE_BATCH_IDS = 500
-BOUNDARY_KIND = "compact_boundary"
 DELTA_CHANNELS: tuple[str, ...] = ("messages",)
+# Checkpoints known to hold (or not) a full snapshot of the delta channels.
+SNAPSHOT_CACHE_MAX_ENTRIES = 4_096
+_SNAPSHOTS: dict[tuple[str, str, str, tuple[str, ...]], bool] = {}
 
 
 @dataclass
@@ -59,21 +65,6 @@ def db_bytes(path: Path) -> int:
         with contextlib.suppress(OSError):
             total += Path(str(path) + suffix).stat().st_size
     return total
-
-
-def _is_boundary(value: Any) -> bool:
-    # Imported here: this module is loaded with the store, which ``sessions list``
-    # opens without the message stack.
-    from agentgraph.history import AGENTGRAPH_KEY
-
-    items = value if isinstance(value, list) else [value]
-    for item in items:
-        kwargs = getattr(item, "additional_kwargs", None)
-        if isinstance(kwargs, dict):
-            meta = kwargs.get(AGENTGRAPH_KEY)
-            if isinstance(meta, dict) and meta.get("kind") == BOUNDARY_KIND:
-                return True
-    return False
 
 
 def _batched(ids: Sequence[str]) -> Iterable[Sequence[str]]:
@@ -159,37 +150,43 @@ def _prune_namespace(
     ids = [r[0] for r in rows]
     keep: set[str] = set(ids[-keep_latest:]) if keep_latest > 0 else {ids[-1]}
 
-    # Compaction boundaries: find candidate writes by bytes, confirm by decoding.
-    placeholders = ",".join("?" for _ in delta_channels)
-    for cid, type_tag, value in conn.execute(
-        "SELECT checkpoint_id, type, value FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
-        f"AND channel IN ({placeholders}) AND instr(value, ?) > 0",
-        (thread_id, ns, *delta_channels, BOUNDARY_KIND.encode()),
-    ):
-        if cid in parent and _is_boundary(serde.loads_typed((type_tag, value))):
-            keep.add(cid)
-            keep.update(children.get(cid, ()))
-
-    snapshot_cache: dict[str, bool] = {}
-
     def has_all_snapshots(cid: str) -> bool:
-        if cid not in snapshot_cache:
-            # Cheap test first: a snapshot resets the channel's counters (absent).
-            if any(ch in counters[cid] for ch in delta_channels):
-                snapshot_cache[cid] = False
-            else:
-                row = conn.execute(
-                    "SELECT type, checkpoint FROM checkpoints "
-                    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                    (thread_id, ns, cid),
-                ).fetchone()
-                values = serde.loads_typed((row[0], row[1])).get("channel_values") or {}
-                snapshot_cache[cid] = all(ch in values for ch in delta_channels)
-        return snapshot_cache[cid]
+        # Cheap test first: a snapshot resets the channel's counters (absent)...
+        if any(ch in counters[cid] for ch in delta_channels):
+            return False
+        # ...and a reset right after a counted checkpoint is a snapshot: no need to
+        # decode it (that reads the whole transcript).
+        pid = parent.get(cid)
+        if pid in counters and all(ch in counters[pid] for ch in delta_channels):
+            return True
+        key = (thread_id, ns, cid, tuple(delta_channels))
+        known = _SNAPSHOTS.get(key)
+        if known is None:
+            # Decoding a snapshot reads the whole transcript: done once per checkpoint
+            # (checkpoints never change), not at every prune.
+            row = conn.execute(
+                "SELECT type, checkpoint FROM checkpoints "
+                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                (thread_id, ns, cid),
+            ).fetchone()
+            values = serde.loads_typed((row[0], row[1])).get("channel_values") or {}
+            known = _SNAPSHOTS[key] = all(ch in values for ch in delta_channels)
+            while len(_SNAPSHOTS) > SNAPSHOT_CACHE_MAX_ENTRIES:
+                del _SNAPSHOTS[next(iter(_SNAPSHOTS))]
+        return known
+
+    # Checkpoints older than the latest one's snapshot would keep the previous
+    # snapshot (a second copy of the transcript) alive: only the newer ones stay.
+    node: str | None = ids[-1]
+    while node is not None and node in parent:
+        if has_all_snapshots(node):
+            keep = {cid for cid in keep if cid >= node}
+            break
+        node = parent[node]
 
     needed: set[str] = set()
     for start in sorted(keep):
-        node: str | None = start
+        node = start
         while node is not None and node in parent:
             if node in needed:
                 break  # reached a chain already kept (walks complete one by one)

@@ -32,9 +32,11 @@ if TYPE_CHECKING:
     from agentgraph.persistence.saver import AgentSqliteSaver
 
 SQLITE_HEADER = b"SQLite format 3\x00"
-# A thread is pruned in the background of its turns every this many turns: the
-# older snapshots it no longer needs are dropped, so its rows stay linear in size.
-PRUNE_EVERY_TURNS = 20
+# A thread is pruned after every turn: it reads only the thread's own rows (one
+# snapshot interval, ~200 checkpoints, metadata only) and drops what the latest
+# checkpoints no longer need, so the file never holds two transcript snapshots
+# for long and no prune has a backlog to catch up on.
+PRUNE_EVERY_TURNS = 1
 
 
 @dataclass
@@ -109,13 +111,20 @@ class Store:
         if count % PRUNE_EVERY_TURNS == 0:
             # Busy (another process writes): skipped, the next prune catches up.
             with contextlib.suppress(sqlite3.OperationalError):
-                prune_thread(
+                deleted, _writes, _kept = prune_thread(
                     saver.conn,
                     saver.serde,
                     thread_id,
                     keep_latest=self.keep_latest,
                     lock=saver.lock,
                 )
+                if deleted:
+                    # Freed pages go back to the file system instead of the file
+                    # keeping the size of its largest moment (auto_vacuum is
+                    # incremental on files connect_sqlite creates). executescript:
+                    # a plain execute() frees only one page per step.
+                    with saver.lock:
+                        saver.conn.executescript("PRAGMA incremental_vacuum;")
 
 
 def _check_sqlite_file(path: Path) -> None:
@@ -238,6 +247,9 @@ def connect_sqlite(
     try:
         conn = sqlite3.connect(str(path), timeout=busy_timeout_s, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        # Takes effect on a new file (and at the next VACUUM of an older one): lets
+        # the per-turn prune give freed pages back (``PRAGMA incremental_vacuum``).
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         _enable_wal(conn, busy_timeout_s)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
