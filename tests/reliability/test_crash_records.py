@@ -136,7 +136,11 @@ def test_run_timeout_stops_cleanly_and_the_session_resumes(home: Path, workspace
     script = [{"tool_calls": [{"name": "run_bash", "arguments": {"command": command}}]}]
     try:
         with FakeOpenAIServer(script, on_exhausted="raise") as server:
-            env = agent_env(home, server, AGENTGRAPH_RUN_TIMEOUT_S=RUN_TIMEOUT_S)
+            # Unsandboxed: $$ is then a host pid that the clean-up below may kill (in the
+            # sandbox it is a pid of the sandbox's own namespace).
+            env = agent_env(
+                home, server, AGENTGRAPH_RUN_TIMEOUT_S=RUN_TIMEOUT_S, AGENTGRAPH_SANDBOX="off"
+            )
             stopped = run_cli(
                 ["run", "sleep a while", "--thread", "slow", "--json"], cwd=workspace, env=env
             )
