@@ -199,7 +199,7 @@ class Agent:
                 ),
                 sleep=sleep,
                 retry=RetryPolicy(max_retries=settings.provider_max_retries),
-                keep_recent_messages=settings.max_message_history // 2,
+                keep_recent_messages=settings.compaction_keep_messages,
             ),
             extra_system_sections=self._system_sections,
             subagents=self.subagents,

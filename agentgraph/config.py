@@ -18,6 +18,8 @@ SESSIONS_DB_NAME = "sessions.db"
 MAX_LOOPS_DEFAULT = 100
 MAX_LOOPS_MIN = 1
 MAX_LOOPS_MAX = 500
+# Window of the history helpers when a caller names none; the setting itself is unset
+# by default (the token budget alone decides what the model sees).
 MAX_MESSAGE_HISTORY_DEFAULT = 40
 MAX_MESSAGE_HISTORY_MIN = 10
 MAX_MESSAGE_HISTORY_MAX = 100
@@ -121,8 +123,11 @@ class Settings(BaseSettings):
         le=MAX_LOOPS_MAX,
         validation_alias=_env("MAX_LOOPS", "AGENTGRAPH_MAX_LOOPS"),
     )
-    max_message_history: int = Field(
-        MAX_MESSAGE_HISTORY_DEFAULT,
+    # Unset (the default): no message-count window, the token budget alone decides,
+    # so nothing is summarized while the prompt has room. Set: at most this many
+    # messages after the last summary (reaching it compacts).
+    max_message_history: int | None = Field(
+        None,
         ge=MAX_MESSAGE_HISTORY_MIN,
         le=MAX_MESSAGE_HISTORY_MAX,
         validation_alias=_env("MAX_MESSAGE_HISTORY", "AGENTGRAPH_MAX_MESSAGE_HISTORY"),
@@ -249,6 +254,16 @@ class Settings(BaseSettings):
     def db_path(self) -> Path:
         """The SQLite file holding checkpoints and the session index."""
         return self.home / SESSIONS_DB_NAME
+
+    @property
+    def compaction_keep_messages(self) -> int | None:
+        """Most messages a compaction keeps verbatim: half of ``MAX_MESSAGE_HISTORY``.
+
+        None when the setting is unset: the kept part is bounded by tokens alone.
+        """
+        if self.max_message_history is None:
+            return None
+        return self.max_message_history // 2
 
     def secret_values(self) -> list[str]:
         """Secret strings that must never be written anywhere."""

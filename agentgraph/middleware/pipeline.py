@@ -224,7 +224,7 @@ def context_middleware(
             budget,
             sleep=sleep,
             retry=RetryPolicy(max_retries=settings.provider_max_retries),
-            keep_recent_messages=settings.max_message_history // 2,
+            keep_recent_messages=settings.compaction_keep_messages,
         )
         if summarizer is not None
         else None
