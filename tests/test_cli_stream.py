@@ -144,3 +144,15 @@ def test_diffs_never_carry_the_api_key(home: Path, workspace: Path) -> None:
     assert KEY not in json.dumps(diff) and "+KEY=[REDACTED]" in str(diff["diff"])
     # (The tool_call event repeats the model's own arguments, which held the key.)
     assert all(KEY not in json.dumps(e) for e in events if e["type"] != "tool_call")
+
+
+def test_repl_with_piped_output_prints_markdown_as_plain_text_once(
+    home: Path, workspace: Path
+) -> None:
+    answer = "## Changes\n\nFixed **add**."
+    with FakeOpenAIServer([{"content": answer}], require_key=KEY) as server:
+        res = run_cli([], cwd=workspace, env=server_env(home, server.url, KEY), stdin="fix it\n")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("Fixed **add**.") == 1
+    assert "## Changes" in res.stdout
+    assert "\x1b[" not in res.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pexpect
 from langchain_core.messages import AIMessage, HumanMessage
@@ -48,6 +49,8 @@ def test_ctrl_c_while_streaming_returns_at_once_and_records_the_partial_answer(
         try:
             child.expect_exact(PROMPT)
             child.send("tell me a story" + ENTER)
+            child.expect_exact("thinking…")  # the spinner, from the request to the first token
+            child.expect_exact("word0 ")
             child.expect_exact("word5 ")
             child.send(CTRL_C)
             pressed = time.monotonic()
@@ -62,6 +65,7 @@ def test_ctrl_c_while_streaming_returns_at_once_and_records_the_partial_answer(
             assert agentgraph_kind(partial) == "interrupted"
             assert str(partial.content).startswith("word0 word1 word2 word3 word4 word5")
             assert "word119" not in str(partial.content)
+            assert _index_row(home, thread_id).message_count == len(history)  # index in step
 
             child.send("and now?" + ENTER)
             child.expect_exact("Second answer.")
@@ -145,6 +149,20 @@ def test_edits_show_coloured_diffs_and_markdown_is_rendered_once(
     assert "+line 99" not in raw
     assert "+line 99" in text
     assert "app.py +1 -1" in text and f"big.txt +{LONG_FILE_LINES} -0" in text
+    # The status line: context used, then the turn's tokens.
+    status = next(s for s in screen if "tokens (" in s)
+    assert " in · " in status and status.endswith(" out"), status
+
+
+def _index_row(home: Path, thread_id: str) -> Any:
+    from agentgraph.config import Settings
+    from agentgraph.persistence import open_store
+
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, AGENTGRAPH_HOME=str(home / ".agentgraph"), AGENTGRAPH_MODEL="gpt-4o-mini"
+    )
+    with open_store(settings) as store:
+        return store.index.get(thread_id)
 
 
 def _sessions(home: Path) -> dict[str, str]:

@@ -297,7 +297,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 err.print(f"[red]session store error: {escape(str(exc))} — try again[/]")
                 continue
             printer.finish()
-            print_status_line(err, ctx.agent, ctx.thread_id)
+            print_status_line(err, ctx.agent, ctx.thread_id, result)
         session_shutdown(ctx, settings)
     return 0
 
@@ -325,10 +325,35 @@ def answer_pending_approvals(
         pending = result.pending_approvals if result is not None else []
 
 
-def print_status_line(console: Console, agent: Agent, thread_id: str) -> None:
-    """Tokens used and percent of budget after a turn, coloured at the thresholds."""
+def turn_usage_text(result: TurnResult | None) -> str:
+    """``1.2k in · 45 out · 1k cached · $0.0031``: what the turn used (cached tokens and
+    cost only when the result carries them)."""
+    if result is None:
+        return ""
+    from agentgraph.context.report import format_tokens
+
+    parts = [
+        f"{format_tokens(result.input_tokens)} in",
+        f"{format_tokens(result.output_tokens)} out",
+    ]
+    cached = int(getattr(result, "cached_input_tokens", 0) or 0)
+    if cached:
+        parts.append(f"{format_tokens(cached)} cached")
+    cost = getattr(result, "cost_usd", None)
+    if cost is not None:
+        parts.append(f"${float(cost):.4f}")
+    return " · ".join(parts)
+
+
+def print_status_line(
+    console: Console, agent: Agent, thread_id: str, result: TurnResult | None = None
+) -> None:
+    """Context used and percent of budget after a turn, coloured at the thresholds,
+    then the turn's tokens (and cost when known)."""
     from agentgraph.cli.slash_context import LEVEL_STYLES
     from agentgraph.context.report import status_line
 
     text, level = status_line(agent.context_report(thread_id))
-    console.print(f"[{LEVEL_STYLES.get(level, 'dim')}]{escape(text)}[/]")
+    usage = turn_usage_text(result)
+    tail = f"[dim] · {escape(usage)}[/]" if usage else ""
+    console.print(f"[{LEVEL_STYLES.get(level, 'dim')}]{escape(text)}[/]{tail}")
