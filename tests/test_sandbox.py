@@ -270,6 +270,31 @@ def test_without_bwrap_auto_says_so_once_and_runs_with_the_allowlist(
         assert f"{name}=" not in results[0]
 
 
+def test_bwrap_that_cannot_start_is_reported_once_and_commands_still_run(
+    tmp_path: Path, home: Path, workspace: Path
+) -> None:
+    """What a host without unprivileged user namespaces looks like: bwrap fails at once."""
+    folder = _bin_without_bwrap(tmp_path)
+    broken = Path(folder) / BWRAP_EXECUTABLE
+    broken.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create a new namespace' >&2\nexit 1\n"
+    )
+    broken.chmod(0o755)
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": "touch ran"}}]},
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server)
+        env["PATH"] = folder
+        done = run_cli(["run", "go", "--thread", "nouserns"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+    notices = [line for line in done.stderr.splitlines() if "not sandboxed" in line]
+    assert len(notices) == 1, done.stderr
+    assert "No permissions to create a new namespace" in notices[0]
+    assert (workspace / "ran").exists()
+
+
 def test_sandbox_on_without_bwrap_refuses_commands(
     tmp_path: Path, home: Path, workspace: Path
 ) -> None:

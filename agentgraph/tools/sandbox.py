@@ -27,6 +27,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -150,7 +151,9 @@ def plan_sandbox(mode: SandboxMode, *, network: bool, env: Mapping[str, str]) ->
     if mode == "off":
         return SandboxPlan(bwrap=None, network=True)
     found = shutil.which(BWRAP_EXECUTABLE, path=env.get("PATH") or os.defpath)
-    if found is None:
+    if not sys.platform.startswith("linux"):
+        reason = f"the shell sandbox needs Linux (this is {sys.platform})"
+    elif found is None:
         reason = f"{BWRAP_EXECUTABLE} is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     else:
         reason = probe_sandbox(found, network) or ""
