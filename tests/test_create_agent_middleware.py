@@ -155,7 +155,10 @@ def test_compaction_in_create_agent_keeps_the_reply_after_the_boundary(tmp_path:
             [read_log],
             system_prompt="You are an operations assistant.",
             middleware=context_middleware(
-                "gpt-4o-mini", summarizer=llm, settings=_settings(tmp_path, 16_000)
+                "gpt-4o-mini",
+                summarizer=llm,
+                # The 48-message history passes a 40-message window: it compacts.
+                settings=_settings(tmp_path, 16_000).model_copy(update={"max_message_history": 40}),
             ),
             checkpointer=InMemorySaver(),
         )
