@@ -129,4 +129,5 @@ def test_connection_refused_fails_at_once_without_retries(
     attempts = 1 + len(retries)
     assert attempts == 1 and waits == []
     assert "cannot reach the model endpoint" in str(info.value)
+    assert "is the server running?" in str(info.value)
     assert "127.0.0.1" in str(info.value)

@@ -663,7 +663,11 @@ def _from_transport(chain: list[BaseException]) -> ProviderError | None:
         if isinstance(item, _HTTP_CONNECT) and not isinstance(item, _TIMEOUTS):
             reason = _one_line(str(item), 120) or type(item).__name__
             return _build(
-                "unreachable", None, f"cannot reach the model endpoint{where} ({reason})", {}, None
+                "unreachable",
+                None,
+                f"cannot reach the model endpoint{where} ({reason}); is the server running?",
+                {},
+                None,
             )
     for item in chain:
         if isinstance(item, _TIMEOUTS):
