@@ -54,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         settings = load_settings()
         debug = settings.debug
+        from agentgraph.cli.logs import route_logs
+
+        route_logs(settings.home, debug=debug)
         return _command(args.command)(args, settings)
     except AgentGraphError as exc:
         print(f"agentgraph: {exc}", file=sys.stderr)
