@@ -711,14 +711,21 @@ class Agent:
             thread_id, text, workspace, attach_root=attach_root, can_ask=approve is not None
         )
         with sigint_cancels(self.cancel):
-            while True:
-                for event in events:
-                    if on_event is not None:
-                        on_event(event)
-                    if event["type"] == "turn_end":
-                        result = event["result"]
-                assert result is not None
-                if not result.pending_approvals or approve is None:
-                    return result
-                answers = {q["id"]: approve(q) for q in result.pending_approvals}
-                events = self.stream_resume(thread_id, workspace, answers)
+            try:
+                while True:
+                    for event in events:
+                        if on_event is not None:
+                            on_event(event)
+                        if event["type"] == "turn_end":
+                            result = event["result"]
+                    assert result is not None
+                    if not result.pending_approvals or approve is None:
+                        return result
+                    answers = {q["id"]: approve(q) for q in result.pending_approvals}
+                    events = self.stream_resume(thread_id, workspace, answers)
+            except BaseException:
+                # Ctrl-C may land between two events, outside the turn's generator:
+                # record the turn now, while the store is still open.
+                if self.cancelled.is_set():
+                    self.record_interrupted()
+                raise

@@ -13,6 +13,7 @@ had streamed so far is recorded at once by the canceller as an assistant message
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -33,6 +34,17 @@ INTERRUPTED_KIND = "interrupted"
 EXIT_CANCELLED = 130  # the shell's code for a process stopped by SIGINT
 # Appended to a cut-off answer so the model knows why it stops mid-sentence.
 INTERRUPTED_NOTE = "[interrupted by the user]"
+
+
+class _DropCancelWarnings(logging.Filter):
+    """LangChain logs every exception a callback raises before re-raising it; a
+    cancellation is not an error worth a warning line on the user's terminal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(isinstance(arg, str) and "TurnCancelled" in arg for arg in record.args or ())
+
+
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_DropCancelWarnings())
 
 
 class TurnCancelled(AgentGraphError):

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.cli_helpers import run_cli, server_env
+from agentgraph.history import agentgraph_kind
+from tests.cli_helpers import CLI_TIMEOUT_S, run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.pty_helpers import only_session, stored_messages
 
 KEY = "sk-test-secret-0123456789abcdef"
 
@@ -156,3 +161,34 @@ def test_repl_with_piped_output_prints_markdown_as_plain_text_once(
     assert res.stdout.count("Fixed **add**.") == 1
     assert "## Changes" in res.stdout
     assert "\x1b[" not in res.stdout
+
+
+def test_ctrl_c_during_run_records_the_partial_answer_and_exits_130(
+    home: Path, workspace: Path
+) -> None:
+    story = " ".join(f"word{i}" for i in range(100))
+    with FakeOpenAIServer([{"content": story, "chunk_delay_s": 0.25}], require_key=KEY) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentgraph", "run", "story", "--output-format", "stream-json"],
+            cwd=workspace,
+            env=server_env(home, server.url, KEY),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(json.loads(line))
+            if seen[-1].get("text") == "word3 ":
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=CLI_TIMEOUT_S)
+    assert proc.returncode == 130
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last == {"type": "error", "message": "interrupted", "exit_code": 130}
+    assert err.strip() == "agentgraph: interrupted"  # no warning or traceback lines
+    history = stored_messages(home, only_session(home))
+    assert [m.type for m in history] == ["human", "ai"]
+    assert agentgraph_kind(history[1]) == "interrupted"
+    assert str(history[1].content).startswith("word0 word1 word2 word3")

@@ -77,6 +77,7 @@ def test_ctrl_c_while_streaming_returns_at_once_and_records_the_partial_answer(
     assert [t for t, _ in texts] == ["HumanMessage", "AIMessage", "HumanMessage", "AIMessage"]
     assert history[2].content == "and now?" and history[3].content == "Second answer."
     assert validate_history(history) == []
+    assert "Error in" not in plain(child.logfile_read.getvalue())  # no callback warnings
     # The model saw the partial answer, in order, in a history the strict server accepts.
     assert server.violations == []
     sent = server.requests[-1]["messages"]
