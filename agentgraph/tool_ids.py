@@ -167,8 +167,8 @@ def unique_call_ids(
     message with the old id are given the new one, matched in call order (the
     n-th result with id X answers the n-th call with id X). Results before any
     such message, and surplus results, are left as they are (repairing their
-    pairing is :func:`agentgraph.history.normalize` 's job). Messages whose
-    message id repeats are passed through untouched (normalize drops them).
+    pairing is :func:`agentgraph.history.repair.normalize_with_report` 's job). Messages
+    whose message id repeats are passed through untouched (the repair drops them).
 
     Args:
         messages: A history.

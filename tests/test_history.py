@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import pytest
 from langchain_core.messages import (
@@ -14,24 +14,29 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from agentgraph import history
 from agentgraph.history import (
     INTERNAL_KINDS,
     SYNTHETIC_RESULT_KIND,
     agentgraph_kind,
     build_prompt_view,
-    clean_message_history,
     group_messages,
     is_user_request,
     latest_user_request_index,
     make_synthetic_result,
-    normalize,
     normalize_with_report,
     trim_to_budget,
     truncate_messages_safely,
     validate_history,
 )
+from agentgraph.history import view as history_view
 from agentgraph.tool_ids import provider_ids
+
+
+def normalize(
+    msgs: Sequence[BaseMessage], *, pending_call_ids: Collection[str] = ()
+) -> list[BaseMessage]:
+    """The repaired history alone (the repair's report is not needed here)."""
+    return normalize_with_report(msgs, pending_call_ids=pending_call_ids)[0]
 
 
 def count(messages: Sequence[BaseMessage]) -> int:
@@ -151,13 +156,13 @@ def test_validate_counts_invalid_tool_calls_as_calls() -> None:
     assert validate_history([human(), bad, tool("inv")]) == []
 
 
-# --------------------------------------------------------------------------- clean
+# --------------------------------------------------------------------------- unanswered calls
 
 
-def test_clean_answers_unanswered_call_after_existing_results() -> None:
+def test_normalize_answers_unanswered_call_after_existing_results() -> None:
     call = ai("let me look", "a", "b", "c")
     msgs = [human(), call, tool("a"), tool("c"), human("stop")]
-    out = clean_message_history(msgs)
+    out = normalize(msgs)
     assert out[:4] == msgs[:4]
     assert is_synthetic(out[4]) and out[4].tool_call_id == "b"  # type: ignore[attr-defined]
     assert out[4].name == "tool_b"
@@ -165,28 +170,23 @@ def test_clean_answers_unanswered_call_after_existing_results() -> None:
     assert validate_history(out) == []
 
 
-def test_clean_never_drops_the_assistant_message_or_its_text() -> None:
+def test_normalize_never_drops_the_assistant_message_or_its_text() -> None:
     """The 004 design dropped the whole AIMessage when one call was unanswered."""
     call = ai("I'll run two commands", "a", "b")
-    out = clean_message_history([human(), call, tool("a"), human("nevermind")])
+    out = normalize([human(), call, tool("a"), human("nevermind")])
     assert out[1] is call
     assert out[2].tool_call_id == "a"  # type: ignore[attr-defined]
     assert out[3].tool_call_id == "b"  # type: ignore[attr-defined]
     assert validate_history(out) == []
 
 
-def test_clean_leaves_pending_calls_alone_and_does_not_mutate() -> None:
+def test_normalize_leaves_pending_calls_alone_and_does_not_mutate() -> None:
     msgs = [human(), ai("", "p", "q")]
     snapshot = copy.deepcopy(msgs)
-    out = clean_message_history(msgs, pending_call_ids={"p"})
+    out = normalize(msgs, pending_call_ids={"p"})
     assert [getattr(m, "tool_call_id", None) for m in out[2:]] == ["q"]
     assert msgs == snapshot
     assert len(msgs) == 2
-
-
-def test_clean_does_not_answer_calls_answered_elsewhere() -> None:
-    msgs = [human(), ai("", "a"), human("x"), tool("a")]
-    assert clean_message_history(msgs) == msgs
 
 
 # --------------------------------------------------------------------------- normalize
@@ -505,7 +505,7 @@ def test_prompt_view_shortcut_on_long_history_matches_full_pipeline() -> None:
     msgs = [sys(), *_turns(2_000), human("now"), ai("", "tail")]
     fast = build_prompt_view(msgs, system=[sys("live")], max_tokens=500, counter=counting)
     assert len(calls) < 300  # only the recent window is counted, not 8,002 messages
-    full = history._build_view(msgs, [sys("live")], None, 500, count, ())
+    full = history_view._build_view(msgs, [sys("live")], None, 500, count, ())
     assert fast.messages == full.messages
     assert (fast.tokens, fast.dropped, fast.overflow) == (full.tokens, full.dropped, False)
     assert validate_history(fast.messages) == []
@@ -520,5 +520,5 @@ def test_prompt_view_shortcut_falls_back_when_old_part_is_linked() -> None:
     assert [m.content for m in view.messages[-3:]] == ["now", "again", "late"]
     assert view.messages[-1].tool_call_id not in ("", "c0")  # type: ignore[attr-defined]
     assert validate_history(view.messages) == []
-    full = history._build_view(msgs, [], None, 200, count, ())
+    full = history_view._build_view(msgs, [], None, 200, count, ())
     assert view.messages == full.messages

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -21,21 +21,28 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from agentgraph import history
 from agentgraph.history import (
     INTERNAL_KINDS,
     SYNTHETIC_RESULT_KIND,
     agentgraph_kind,
     build_prompt_view,
-    clean_message_history,
     group_messages,
     latest_user_request_index,
-    normalize,
+    normalize_with_report,
     trim_to_budget,
     truncate_messages_safely,
     validate_history,
 )
+from agentgraph.history import view as history_view
 from agentgraph.tool_ids import admit_reply, provider_ids
+
+
+def normalize(
+    msgs: Sequence[BaseMessage], *, pending_call_ids: Collection[str] = ()
+) -> list[BaseMessage]:
+    """The repaired history alone (the repair's report is not needed here)."""
+    return normalize_with_report(msgs, pending_call_ids=pending_call_ids)[0]
+
 
 # --------------------------------------------------------------------------- profiles
 
@@ -341,28 +348,6 @@ def test_validate_is_empty_exactly_when_normalize_changes_nothing(
 
 
 @PROFILE
-@given(histories(), st.data())
-def test_clean_answers_every_call_and_drops_nothing(msgs: list[BaseMessage], data: Any) -> None:
-    all_calls = [cid for m in msgs for cid in call_ids_of(m) if cid]
-    pending = set(data.draw(st.lists(st.sampled_from(all_calls)))) if all_calls else set()
-    out = clean_message_history(msgs, pending)
-    assert [m for m in out if not is_synthetic(m)] == msgs
-    assert all(a is b for a, b in zip([m for m in out if not is_synthetic(m)], msgs, strict=True))
-    answered = {m.tool_call_id for m in out if isinstance(m, ToolMessage)}
-    assert set(all_calls) - pending <= answered
-    had = {m.tool_call_id for m in msgs if isinstance(m, ToolMessage)}
-    for i, m in enumerate(out):
-        if not is_synthetic(m):
-            continue
-        assert isinstance(m, ToolMessage)
-        assert m.tool_call_id not in pending and m.tool_call_id not in had
-        j = i - 1  # walk back over this call's results to its assistant message
-        while isinstance(out[j], ToolMessage):
-            j -= 1
-        assert m.tool_call_id in call_ids_of(out[j])
-
-
-@PROFILE
 @given(histories())
 def test_normalize_is_valid_idempotent_and_invents_nothing(msgs: list[BaseMessage]) -> None:
     msgs = with_human_first(msgs)
@@ -497,15 +482,15 @@ def test_prompt_view_window_shortcut_gives_the_full_result(
     msgs: list[BaseMessage], keep: int | None, budget: int | None
 ) -> None:
     live = [SystemMessage("live")]
-    saved = history.WINDOW_MIN_MESSAGES
-    history.WINDOW_MIN_MESSAGES = 0  # let short generated histories take the shortcut
+    saved = history_view.WINDOW_MIN_MESSAGES
+    history_view.WINDOW_MIN_MESSAGES = 0  # let short generated histories take the shortcut
     try:
         fast = build_prompt_view(
             msgs, system=live, keep_recent=keep, max_tokens=budget, counter=count
         )
     finally:
-        history.WINDOW_MIN_MESSAGES = saved
-    full = history._build_view(msgs, live, keep, budget, count, ())
+        history_view.WINDOW_MIN_MESSAGES = saved
+    full = history_view._build_view(msgs, live, keep, budget, count, ())
     assert fast.messages == full.messages
     assert (fast.tokens, fast.overflow, fast.dropped) == (full.tokens, full.overflow, full.dropped)
 

@@ -1,0 +1,84 @@
+"""The message-kind convention: agentgraph's marker in ``additional_kwargs``.
+
+A message agentgraph writes for itself (a compaction summary, a re-injected
+file, a synthetic tool result, an internal record) carries
+``additional_kwargs["agentgraph"] = {"kind": ...}``; an ordinary message carries
+no marker. These helpers read the marker and find the user's latest request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+AGENTGRAPH_KEY = "agentgraph"
+"""Key in ``additional_kwargs`` holding agentgraph's marker dict (``{"kind": ...}``)."""
+
+INTERNAL_KINDS = frozenset({"compact_boundary", "snapshot", "notice"})
+"""Marker kinds that are records for agentgraph only and never reach the model."""
+
+NON_REQUEST_KINDS = INTERNAL_KINDS | frozenset({"summary", "reinjected_file", "resume"})
+"""Kinds of HumanMessage that carry context, not a request typed by the user."""
+
+SYNTHETIC_RESULT_KIND = "synthetic_result"
+SYNTHETIC_RESULT_TEMPLATE = "aborted: no result was recorded for this call ({reason})"
+SYNTHETIC_REASON_INTERRUPTED = "interrupted"
+# Deterministic ids: rebuilding the view twice yields equal messages, and a
+# synthetic result persisted into the state is replaced, not duplicated, by
+# LangGraph's add_messages reducer.
+SYNTHETIC_ID_PREFIX = "agentgraph-synthetic-"
+
+
+def agentgraph_kind(msg: BaseMessage) -> str | None:
+    """Return the agentgraph marker kind of a message.
+
+    Args:
+        msg: Any message.
+
+    Returns:
+        ``msg.additional_kwargs["agentgraph"]["kind"]`` when it is a string,
+        else ``None`` (an ordinary message).
+    """
+    meta = msg.additional_kwargs.get(AGENTGRAPH_KEY)
+    if meta is None:  # the common case; isinstance against an ABC is slow
+        return None
+    if isinstance(meta, Mapping):
+        kind = meta.get("kind")
+        if isinstance(kind, str):
+            return kind
+    return None
+
+
+def is_user_request(msg: BaseMessage) -> bool:
+    """Whether ``msg`` is a request from the user (not a summary or re-injected file).
+
+    Args:
+        msg: Any message.
+
+    Returns:
+        True for a HumanMessage whose kind is not in :data:`NON_REQUEST_KINDS`.
+    """
+    return isinstance(msg, HumanMessage) and agentgraph_kind(msg) not in NON_REQUEST_KINDS
+
+
+def latest_user_request_index(messages: Sequence[BaseMessage]) -> int | None:
+    """Index of the latest user request, the message that must never be dropped.
+
+    Args:
+        messages: A history.
+
+    Returns:
+        The index of the last :func:`is_user_request` message; failing that, of
+        the last HumanMessage of any kind (e.g. a compaction summary); ``None``
+        when there is no HumanMessage at all.
+    """
+    last_human: int | None = None
+    for i in range(len(messages) - 1, -1, -1):
+        msg = messages[i]
+        if isinstance(msg, HumanMessage):
+            if is_user_request(msg):
+                return i
+            if last_human is None:
+                last_human = i
+    return last_human
