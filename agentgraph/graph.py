@@ -13,7 +13,7 @@ from langgraph.runtime import get_runtime
 
 from agentgraph.deps import AgentDeps
 from agentgraph.nodes.finalize import make_finalize
-from agentgraph.nodes.planner import make_planner
+from agentgraph.nodes.model_turn import make_model_turn
 from agentgraph.nodes.tools import make_tools_node
 from agentgraph.runctx import RunContext, loop_cap
 from agentgraph.state import AppState
@@ -44,7 +44,7 @@ def build_graph(
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the agent graph around ``deps``."""
     graph = StateGraph(AppState, context_schema=RunContext)
-    graph.add_node("planner", make_planner(deps))  # type: ignore[call-overload,arg-type,unused-ignore]
+    graph.add_node("planner", make_model_turn(deps))  # type: ignore[call-overload,arg-type,unused-ignore]
     graph.add_node("tools", make_tools_node(deps))  # type: ignore[call-overload,arg-type,unused-ignore]
     graph.add_node("finalize", make_finalize(deps))  # type: ignore[call-overload,arg-type,unused-ignore]
     graph.add_edge(START, "planner")

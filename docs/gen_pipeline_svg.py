@@ -17,7 +17,7 @@ FONT = "font-family='DejaVu Sans, Arial, sans-serif'"
 
 # (title, module, hook, what it does); the masking slot is drawn dashed.
 UNITS: list[tuple[str, str, str, str]] = [
-    ("planner node", "nodes/planner.py + nodes/model_call.py", "compose()", "state → ModelRequest"),
+    ("planner node", "nodes/model_turn.py, model_call.py", "compose()", "state → ModelRequest"),
     ("prompt view", "middleware/prompt_view.py", "wrap_model_call", "valid view, within budget"),
     ("observation masking (to come)", "—", "wrap_model_call", "slot: old tool outputs"),
     ("compaction", "middleware/compaction.py", "wrap_model_call", "auto · on overflow · /compact"),

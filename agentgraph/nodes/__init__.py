@@ -1,1 +1,1 @@
-"""Graph nodes: planner (model call), tools (execution), finalize (answer)."""
+"""Graph nodes: model turn (graph node "planner"), tools (execution), finalize (answer)."""

@@ -1,4 +1,8 @@
-"""The planner node: one model call through the context pipeline.
+"""The model-turn node (named "planner" in the graph): one model call through the pipeline.
+
+It does not plan: it asks the model for the next reply (text, tool calls or
+both) and records it. The graph keeps the node name "planner", which the
+design and stored checkpoints use.
 
 The pipeline (``agentgraph.middleware``: prompt view, compaction, overflow recovery,
 retry) runs around the call; this node only gathers the state's inputs and writes
@@ -23,13 +27,13 @@ from agentgraph.state import AppState
 from agentgraph.tool_ids import admit_reply
 
 
-def make_planner(
+def make_model_turn(
     deps: AgentDeps,
 ) -> Callable[[AppState, RunnableConfig, Runtime[RunContext]], dict[str, Any]]:
-    """Build the planner node bound to ``deps``."""
+    """Build the model-turn node (graph node "planner") bound to ``deps``."""
     call_model = make_model_call(deps)
 
-    def planner(
+    def model_turn(
         state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]
     ) -> dict[str, Any]:
         messages: list[BaseMessage] = list(state.get("messages") or [])
@@ -44,4 +48,4 @@ def make_planner(
         emit({"type": "prompt_tokens", "tokens": result.prompt_tokens})
         return {"messages": [*updates, ai], "loops": int(state.get("loops") or 0) + 1}
 
-    return planner
+    return model_turn
