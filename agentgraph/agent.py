@@ -39,7 +39,7 @@ from agentgraph.mentions import resolve_mentions, user_content
 from agentgraph.middleware import context_pipeline
 from agentgraph.model import build_chat_model
 from agentgraph.persistence.index import SessionInfo, shorten_title
-from agentgraph.persistence.sessions import SessionHooks, ensure_not_in_use, mark_in_use
+from agentgraph.persistence.sessions import SessionHooks
 from agentgraph.persistence.store import Store
 from agentgraph.redaction import build_redactor
 from agentgraph.runctx import RunContext
@@ -59,6 +59,7 @@ from agentgraph.subagents import (
     make_subagent_tool,
     sigint_cancels,
 )
+from agentgraph.thread_ids import session_path
 from agentgraph.tools import build_tools
 from agentgraph.tools.bash import kill_running_commands, sandbox_plan_for
 from agentgraph.tools.search import cancel_running_searches
@@ -175,7 +176,7 @@ class Agent:
             settings,
             store.index,
             counter,
-            lambda tid: settings.home / "artifacts" / tid,
+            lambda tid: session_path(settings.home, "artifacts", tid),
             names,
         )
         if delegate:
@@ -447,10 +448,10 @@ class Agent:
         """
         workspace = workspace.resolve()
         self.cancelled.clear()
-        # Another live process (a REPL, a run) holds it: never take its marker over.
-        ensure_not_in_use(self.settings.home, thread_id, "continue")
+        # One run per thread: refused (SessionInUse) before anything is written when
+        # another live process holds it; kept until the store closes.
+        self.store.leases.acquire(thread_id, "continue")
         mention_inputs, notices = self._mention_inputs(thread_id, text, workspace, attach_root)
-        mark_in_use(self.settings.home, thread_id)
         preamble = self.sessions.preamble(thread_id, lambda: self.messages(thread_id))
         # Calls that were running when a previous process died: "may have completed".
         interrupted = interrupted_results(
@@ -501,8 +502,7 @@ class Agent:
         """
         workspace = workspace.resolve()
         self.cancelled.clear()
-        ensure_not_in_use(self.settings.home, thread_id, "continue")
-        mark_in_use(self.settings.home, thread_id)
+        self.store.leases.acquire(thread_id, "continue")  # one run per thread
         info = self._touch_index(thread_id, workspace, "")
         yield from self._stream(thread_id, workspace, Command(resume=dict(answers)), info)
 

@@ -22,6 +22,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from agentgraph.config import Settings
+from agentgraph.thread_ids import session_path
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,12 @@ class RunContext:
 
 
 def artifacts_dir_for(settings: Settings, thread_id: str) -> Path:
-    """``AGENTGRAPH_HOME/artifacts/<thread_id>``: full outputs of truncated tool results."""
-    return settings.home / "artifacts" / thread_id
+    """``AGENTGRAPH_HOME/artifacts/<thread_id>``: full outputs of truncated tool results.
+
+    The folder name comes from :func:`~agentgraph.thread_ids.session_path`: whatever
+    the id, it stays inside the home.
+    """
+    return session_path(settings.home, "artifacts", thread_id)
 
 
 def loop_cap(raw: Any, settings: Settings) -> int:

@@ -41,6 +41,7 @@ from agentgraph.persistence.index import SessionInfo
 from agentgraph.persistence.store import Store
 from agentgraph.runctx import RunContext
 from agentgraph.state import MAIN_CONTEXT_ID, AppState
+from agentgraph.thread_ids import check_thread_id
 
 TURN_START_NODE = "turn_start"
 SERVER_GRAPH_NAME = "agentgraph"
@@ -104,6 +105,7 @@ def make_turn_start(agent: Agent) -> Any:
         state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]
     ) -> dict[str, Any]:
         ctx = agent.deps.run_context(runtime.context, config)
+        check_thread_id(ctx.thread_id)  # a client-chosen id must not name odd folders
         return {
             "loops": 0,
             "context_id": state.get("context_id") or MAIN_CONTEXT_ID,

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgraph.thread_ids import session_path
+
 UNDO_MAX_FILE_BYTES = 2 * 1024 * 1024
 UNDO_MAX_FILES = 20_000
 UNDO_MAX_TURNS_KEPT = 50
@@ -281,5 +283,5 @@ class UndoStore:
 
 
 def snapshots_dir(home: Path, thread_id: str) -> Path:
-    """``AGENTGRAPH_HOME/snapshots/<thread_id>``."""
-    return home / "snapshots" / thread_id
+    """``AGENTGRAPH_HOME/snapshots/<thread_id>`` (see :func:`session_path`)."""
+    return session_path(home, "snapshots", thread_id)

@@ -9,24 +9,19 @@ touched for :data:`WORKSPACE_MAX_AGE_DAYS` days.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentgraph.errors import ConfigError
+from agentgraph.thread_ids import InvalidThreadId, check_thread_id, session_path
 
 WORKSPACES_DIR_NAME = "workspaces"
 UPLOADS_DIR_NAME = "uploads"
 WORKSPACE_MAX_AGE_DAYS = 7
 SECONDS_PER_DAY = 86_400
-# Thread ids become folder names: only these characters are accepted.
-_SAFE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-
-
-class WorkspaceError(ConfigError):
-    """A thread id that cannot name a workspace folder (a usage error: exit status 2)."""
+# A thread id that cannot name a workspace folder (a usage error: exit status 2).
+WorkspaceError = InvalidThreadId
 
 
 def workspaces_root(home: Path) -> Path:
@@ -45,11 +40,10 @@ def isolated_workspace(home: Path, thread_id: str) -> Path:
         The resolved workspace folder, with an ``uploads/`` subfolder.
 
     Raises:
-        WorkspaceError: The id has characters unsafe in a folder name.
+        WorkspaceError: The id is not a valid thread id (see ``agentgraph.thread_ids``).
     """
-    if not _SAFE_ID_RE.match(thread_id) or thread_id in (".", ".."):
-        raise WorkspaceError(f"thread id {thread_id[:40]!r} cannot name a workspace folder")
-    folder = workspaces_root(home) / thread_id
+    check_thread_id(thread_id)
+    folder = session_path(home, WORKSPACES_DIR_NAME, thread_id)
     (folder / UPLOADS_DIR_NAME).mkdir(parents=True, exist_ok=True)
     return folder.resolve()
 

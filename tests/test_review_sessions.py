@@ -3,28 +3,20 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
-from agentgraph.persistence.sessions import (
-    RESUME_PREAMBLE,
-    import_session,
-    load_messages,
-    release,
-)
+from agentgraph.persistence.sessions import RESUME_PREAMBLE, import_session, load_messages
 from agentgraph.transcript import export_entries, parse_jsonl
 from agentgraph.undo import UndoStore
 from tests.cli_helpers import cli_env, run_cli, server_env
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scripts import ai_text
+from tests.lease_helpers import lease_holder
 
 KEY = "sk-test-review-sessions-0123456789"
 
@@ -155,34 +147,21 @@ def test_cli_import_with_bad_usage_is_not_an_internal_error(
 # --------------------------------------------------------------------------- in use
 
 
-@pytest.fixture
-def live_holder() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-def test_a_session_held_by_another_process_is_not_taken_over(
-    home: Path, workspace: Path, live_holder: subprocess.Popen[bytes]
-) -> None:
+def test_a_session_held_by_another_process_is_not_taken_over(home: Path, workspace: Path) -> None:
     with FakeOpenAIServer([{"content": "first"}]) as server:
         env = _env(home, server)
         seeded = run_cli(["run", "hello", "--thread", "busy1"], cwd=workspace, env=env)
         assert seeded.returncode == 0, seeded.stderr
-        lock = home / ".agentgraph" / "locks" / "busy1.pid"
-        lock.write_text(str(live_holder.pid))
-        before = _rows(home, workspace)
-        for args in (["--resume", "busy"], ["--continue"], ["run", "more", "--thread", "busy"]):
-            res = run_cli(args, cwd=workspace, env=env, stdin="go on\n/exit\n")
-            assert res.returncode == 1, (args, res.stderr)
-            assert f"in use by process {live_holder.pid}" in res.stderr, res.stderr
-            assert "Traceback" not in res.stderr
-        assert len(server.requests) == 1  # no turn was run
-        assert lock.read_text() == str(live_holder.pid)  # the marker was not taken over
-        assert _rows(home, workspace) == before  # the store is untouched
+        with lease_holder(env, "busy1", workspace) as holder:
+            before = _rows(home, workspace)
+            for args in (["--resume", "busy"], ["--continue"], ["run", "more", "--thread", "busy"]):
+                res = run_cli(args, cwd=workspace, env=env, stdin="go on\n/exit\n")
+                assert res.returncode == 1, (args, res.stderr)
+                assert f"in use by process {holder.pid} since " in res.stderr, res.stderr
+                assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+                assert len(server.requests) == 1  # no turn was run
+            assert _rows(home, workspace) == before  # the store is untouched
+            assert holder.poll() is None  # the lease was not taken over: it still runs
 
 
 # --------------------------------------------------------------------------- --continue
@@ -220,7 +199,7 @@ def _compacted_session(settings: Settings, workspace: Path, thread_id: str) -> N
         for i in range(6):
             agent.run_turn(thread_id, f"request {i}", workspace)
         assert agent.compact(thread_id) is not None
-    release(settings.home, thread_id)  # this process ran its turns: let the CLI have it
+    # Closing the store released the lease: the CLI may have the session.
 
 
 def test_resumed_compacted_session_gets_the_preamble_once_through_the_cli(

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.cli_helpers import cli_env, run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.lease_helpers import lease_holder
 
 KEY = "sk-test-secret-sessions-0123456789"
 
@@ -167,19 +166,15 @@ def test_session_in_use_by_another_process(home: Path, workspace: Path) -> None:
         env = _env(home, server)
         _seed(workspace, env, "busy1")
     env = cli_env(home, OPENAI_BASE_URL="http://127.0.0.1:9/v1")
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        lock = home / ".agentgraph" / "locks" / "busy1.pid"
-        lock.write_text(str(holder.pid))
-        for args in (["export", "busy"], ["delete", "busy", "--yes"]):
+    with lease_holder(env, "busy1", workspace) as holder:
+        for args in (["export", "busy"], ["delete", "busy", "--yes"], ["compact", "busy"]):
             res = run_cli(["sessions", *args], cwd=workspace, env=env)
             assert res.returncode == 1, res.stderr
             assert f"in use by process {holder.pid}" in res.stderr
+        show = run_cli(["sessions", "show", "busy1", "--json"], cwd=workspace, env=env)
+        assert json.loads(show.stdout)["in_use_by_pid"] == holder.pid
         clean = run_cli(["sessions", "clean", "--older-than", "0d"], cwd=workspace, env=env)
         assert clean.returncode == 0 and "kept busy1 (in use" in clean.stderr
-    finally:
-        holder.kill()
-        holder.wait()
     assert os.path.exists(home / ".agentgraph" / "sessions.db")
     res = run_cli(["sessions", "show", "busy1", "--json"], cwd=workspace, env=env)
     assert json.loads(res.stdout)["message_count"] == 4

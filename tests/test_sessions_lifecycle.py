@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -25,8 +24,10 @@ from agentgraph.persistence.sessions import (
 )
 from agentgraph.titles import SOURCE_MODEL, SOURCE_USER, clean_title
 from agentgraph.transcript import TranscriptError, export_entries, export_jsonl, parse_jsonl
+from tests.cli_helpers import cli_env
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
+from tests.lease_helpers import lease_holder
 
 KEY = "sk-test-super-secret-key-123456"
 
@@ -243,11 +244,12 @@ def test_import_reports_corrupt_lines_and_refuses_bad_files(settings: Settings) 
         assert isinstance(load_messages(store, "s")[0], HumanMessage)
 
 
-def test_in_use_marker_blocks_export(settings: Settings) -> None:
-    lock = settings.home / "locks" / "busy.pid"
-    lock.parent.mkdir(parents=True)
-    lock.write_text(str(os.getppid()))  # a live process that is not us
-    with pytest.raises(SessionInUse, match="in use by process"):
-        ensure_not_in_use(settings.home, "busy", "export")
-    lock.write_text("999999999")  # dead pid: stale marker ignored
-    ensure_not_in_use(settings.home, "busy", "export")
+def test_a_lease_held_elsewhere_blocks_export(settings: Settings, workspace: Path) -> None:
+    env = cli_env(workspace, AGENTGRAPH_HOME=str(settings.home))
+    with open_store(settings) as store:
+        with (
+            lease_holder(env, "busy", workspace) as holder,
+            pytest.raises(SessionInUse, match=f"in use by process {holder.pid} since"),
+        ):
+            ensure_not_in_use(store, "busy", "export")
+        ensure_not_in_use(store, "busy", "export")  # the holder is gone: free

@@ -26,6 +26,7 @@ from agentgraph.errors import AgentGraphError
 from agentgraph.model import check_model_config
 from agentgraph.persistence import Store, open_store
 from agentgraph.persistence.index import resolve_session
+from agentgraph.thread_ids import check_thread_id
 from agentgraph.tools.bash import kill_orphaned_commands
 from agentgraph.workspaces import isolated_workspace
 
@@ -197,6 +198,8 @@ def _initial_thread(
 
 def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
     """Run the interactive loop until /exit or end of input."""
+    if args.resume:  # "" is -r without an id: the picker
+        check_thread_id(args.resume, "--resume")
     workspace = resolve_workspace(getattr(args, "workspace", None))
     check_model_config(settings)
     out = Console(highlight=False)
@@ -220,6 +223,8 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             err.print("no session picked", markup=False)
             return 0
         thread_id, resumed = initial
+        # One run per thread: refused here, in one line, before anything is shown or made.
+        store.leases.acquire(thread_id, "resume" if resumed else "start")
         # --isolated: each session works in its own folder; @files come from the launch dir.
         launch_dir = workspace if getattr(args, "isolated", False) else None
         if launch_dir is not None:

@@ -29,6 +29,7 @@ from agentgraph.nodes.finalize import STOP_STEP_LIMIT
 from agentgraph.persistence import Store, open_store
 from agentgraph.persistence.index import resolve_session
 from agentgraph.run_limits import RunTimedOut, wall_clock_cap
+from agentgraph.thread_ids import check_thread_id
 from agentgraph.tools.bash import kill_orphaned_commands
 from agentgraph.workspaces import isolated_workspace
 
@@ -82,6 +83,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not args.prompt.strip():
         # Providers reject an empty user turn; say so before touching the session.
         raise AgentGraphError('the prompt is empty: agentgraph run "WHAT TO DO"', EXIT_USAGE)
+    if args.thread is not None:
+        check_thread_id(args.thread, "--thread")
     workspace = resolve_workspace(getattr(args, "workspace", None))
     check_model_config(settings)
     err = Console(stderr=True, highlight=False)

@@ -19,6 +19,7 @@ from agentgraph.config import CLEANUP_DAYS_DEFAULT, Settings
 from agentgraph.errors import EXIT_USAGE, AgentGraphError
 from agentgraph.persistence.index import SessionIndex, SessionInfo, resolve_session
 from agentgraph.redaction import build_redactor
+from agentgraph.thread_ids import check_thread_id
 
 if TYPE_CHECKING:
     from agentgraph.persistence import Store
@@ -100,12 +101,13 @@ def transcript_summary(messages: list[Any]) -> dict[str, Any]:
 
 
 def _show(store: Store, settings: Settings, args: argparse.Namespace) -> int:
-    from agentgraph.persistence.sessions import holder, load_messages
+    from agentgraph.persistence.sessions import load_messages
 
     info = resolve_session(store.index, args.id)
     messages = load_messages(store, info.thread_id)
     payload: dict[str, Any] = info.to_json()
-    payload["in_use_by_pid"] = holder(settings.home, info.thread_id)
+    holder = store.leases.holder(info.thread_id)
+    payload["in_use_by_pid"] = holder.pid if holder is not None else None
     payload["children"] = [c.thread_id for c in store.index.children(info.thread_id)]
     payload["transcript"] = transcript_summary(messages)
     payload["context"] = _reporting_agent(store, settings).context_report(info.thread_id)
@@ -151,12 +153,12 @@ def _compact(store: Store, settings: Settings, args: argparse.Namespace) -> int:
     from agentgraph.agent import Agent
     from agentgraph.cli.render import compaction_line
     from agentgraph.model import check_model_config
-    from agentgraph.persistence.sessions import ensure_not_in_use
+    from agentgraph.persistence.leases import holding
 
     info = resolve_session(store.index, args.id)
-    ensure_not_in_use(settings.home, info.thread_id, "compact")
     check_model_config(settings)
-    record = Agent(settings, store).compact(info.thread_id, focus=args.focus)
+    with holding(store.leases, info.thread_id, "compact"):
+        record = Agent(settings, store).compact(info.thread_id, focus=args.focus)
     err = Console(stderr=True, highlight=False)
     if record is None:
         err.print("nothing to compact", markup=False)
@@ -172,7 +174,7 @@ def _delete(store: Store, settings: Settings, args: argparse.Namespace) -> int:
     from agentgraph.persistence.sessions import delete_session, ensure_not_in_use
 
     info = resolve_session(store.index, args.id)
-    ensure_not_in_use(settings.home, info.thread_id, "delete")
+    ensure_not_in_use(store, info.thread_id, "delete")  # before asking; taken below
     if not args.yes:
         if not sys.stdin.isatty():
             raise AgentGraphError(
@@ -187,7 +189,10 @@ def _delete(store: Store, settings: Settings, args: argparse.Namespace) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             Console(stderr=True).print("kept", markup=False)
             return 1
-    count = delete_session(store, settings.home, info.thread_id)
+    from agentgraph.persistence.leases import holding
+
+    with holding(store.leases, info.thread_id, "delete"):
+        count = delete_session(store, settings.home, info.thread_id)
     extra = f" (and {count - 1} subagent sessions)" if count > 1 else ""
     Console(stderr=True).print(f"deleted {info.thread_id[:12]}{extra}", markup=False)
     return 0
@@ -198,7 +203,7 @@ def _export(store: Store, settings: Settings, args: argparse.Namespace) -> int:
     from agentgraph.transcript import export_jsonl, export_markdown
 
     info = resolve_session(store.index, args.id)
-    ensure_not_in_use(settings.home, info.thread_id, "export")
+    ensure_not_in_use(store, info.thread_id, "export")
     messages = load_messages(store, info.thread_id)
     text = export_markdown(messages, info) if args.format == "md" else export_jsonl(messages, info)
     # Tool results were redacted when stored; sessions stored before that, and any
@@ -267,11 +272,9 @@ def _clean(store: Store, settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _prune(store: Store, settings: Settings, _args: argparse.Namespace) -> int:
-    from agentgraph.persistence.sessions import holder
-
     if not store.prunable:
         raise AgentGraphError("sessions prune works on the SQLite store only")
-    stats = store.prune(skip=lambda tid: holder(settings.home, tid) is not None)
+    stats = store.prune(skip=lambda tid: store.leases.holder(tid) is not None)
     err = Console(stderr=True, highlight=False)
     err.print(
         f"pruned {stats.checkpoints_deleted} checkpoints and {stats.writes_deleted} writes "
@@ -327,5 +330,7 @@ def cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
     handler = COMMANDS.get(args.sessions_command)
     if handler is None:
         return EXIT_USAGE
+    if getattr(args, "id", None) is not None:
+        check_thread_id(args.id, "session id")
     with open_store(settings) as store:
         return handler(store, settings, args)

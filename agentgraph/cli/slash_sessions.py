@@ -9,15 +9,9 @@ from agentgraph.cli.slash import ReplContext, command
 from agentgraph.config import CLEANUP_DAYS_DEFAULT, Settings
 from agentgraph.errors import AgentGraphError
 from agentgraph.persistence.index import SessionInfo, resolve_session, shorten_title
-from agentgraph.persistence.sessions import (
-    clean_sessions,
-    ensure_not_in_use,
-    holder,
-    mark_in_use,
-    release,
-    start_background_maintenance,
-)
+from agentgraph.persistence.sessions import clean_sessions, start_background_maintenance
 from agentgraph.state import MAIN_CONTEXT_ID
+from agentgraph.thread_ids import check_thread_id
 from agentgraph.titles import SOURCE_USER
 
 UNDO_FILES_SHOWN = 20
@@ -29,23 +23,22 @@ def session_startup(ctx: ReplContext, settings: Settings, resumed: bool) -> None
     Raises:
         SessionInUse: ``--resume``/``--continue`` of a session another live process holds.
     """
-    ensure_not_in_use(settings.home, ctx.thread_id, "resume")
-    mark_in_use(settings.home, ctx.thread_id)
+    ctx.store.leases.acquire(ctx.thread_id, "resume" if resumed else "start")
     if resumed:
         ctx.agent.sessions.mark_resumed(ctx.thread_id)
     start_background_maintenance(settings, ctx.store, keep=lambda: {ctx.thread_id})
 
 
 def session_shutdown(ctx: ReplContext, settings: Settings) -> None:
-    """REPL exit: release the session marker."""
-    release(settings.home, ctx.thread_id)
+    """REPL exit: release the session's lease."""
+    ctx.store.leases.release(ctx.thread_id)
 
 
 def _switch_to(ctx: ReplContext, thread_id: str, *, resumed: bool) -> None:
-    home = ctx.agent.settings.home
-    release(home, ctx.thread_id)
+    """Take ``thread_id`` (SessionInUse if another process holds it), then let go of ours."""
+    ctx.store.leases.acquire(thread_id, "switch to")
+    ctx.store.leases.release(ctx.thread_id)
     ctx.thread_id = thread_id
-    mark_in_use(home, thread_id)
     if resumed:
         ctx.agent.sessions.mark_resumed(thread_id)
 
@@ -64,6 +57,7 @@ def _load(ctx: ReplContext, rest: str) -> None:
         ctx.console.print("usage: /switch <id prefix> (see /sessions)", markup=False)
         return
     try:
+        check_thread_id(rest, "session id")
         info = resolve_session(ctx.store.index, rest)
     except AgentGraphError as exc:
         ctx.console.print(f"[red]{escape(str(exc))}[/]")
@@ -71,11 +65,11 @@ def _load(ctx: ReplContext, rest: str) -> None:
     if info.thread_id == ctx.thread_id:
         ctx.console.print(f"already in {info.thread_id[:12]}", markup=False)
         return
-    pid = holder(ctx.agent.settings.home, info.thread_id)
-    if pid is not None:
-        ctx.console.print(f"[red]session {info.thread_id[:12]} is in use by process {pid}[/]")
+    try:
+        _switch_to(ctx, info.thread_id, resumed=True)
+    except AgentGraphError as exc:  # SessionInUse: another process holds it
+        ctx.console.print(f"[red]{escape(str(exc))}[/]")
         return
-    _switch_to(ctx, info.thread_id, resumed=True)
     from agentgraph.cli.repl import show_history_briefly
 
     show_history_briefly(ctx.console, ctx.agent, info.thread_id)

@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from agentgraph.errors import StoreError
 from agentgraph.persistence.index import _COLUMNS, SessionInfo, list_filter
+from agentgraph.persistence.leases import PG_CREATE_LEASES, PostgresLeases
 from agentgraph.persistence.store import Store
 
 POSTGRES_POOL_MIN_SIZE = 1
@@ -159,6 +160,7 @@ class PostgresSessionIndex:
         """
         conn.execute(_CREATE_TABLE)
         conn.execute(_CREATE_INDEX)
+        conn.execute(PG_CREATE_LEASES)
 
     def upsert(self, info: SessionInfo) -> None:
         """Insert or replace the row for ``info.thread_id``."""
@@ -287,6 +289,8 @@ def open_postgres_store(
         open=False,
         name="agentgraph",
     )
+    # One connection of its own holds this process's thread locks for the whole run.
+    leases = PostgresLeases(url, connect_timeout_s)
     try:
         try:
             pool.open(wait=True, timeout=connect_timeout_s)
@@ -296,8 +300,9 @@ def open_postgres_store(
         except (psycopg.Error, PoolTimeout) as exc:
             raise describe_postgres_error(url, exc) from None
         try:
-            yield Store(checkpointer=saver, index=index, location=mask_url(url))
+            yield Store(checkpointer=saver, index=index, location=mask_url(url), leases=leases)
         except psycopg.OperationalError as exc:
             raise describe_postgres_error(url, exc) from None
     finally:
+        leases.close()
         pool.close()

@@ -1,8 +1,7 @@
-"""Session lifecycle around the store: in-use markers, delete, cleanup, import, turn hooks.
+"""Session lifecycle around the store: in-use checks, delete, cleanup, import, turn hooks.
 
-A session in use by a process has a marker file
-``AGENTGRAPH_HOME/locks/<thread_id>.pid`` holding that process id; ``export``,
-``delete`` and cleanup refuse (or skip) a session another live process holds.
+A session in use by a process holds its lease (``persistence/leases.py``); ``export``,
+``delete``, ``compact`` and cleanup refuse (or skip) a session another live process holds.
 Deleting a session removes its checkpoints, index row, artifacts
 (``artifacts/<thread_id>``), undo snapshots (``snapshots/<thread_id>``) and
 isolated workspace (``workspaces/<thread_id>``).
@@ -11,11 +10,10 @@ isolated workspace (``workspaces/<thread_id>``).
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,17 +23,17 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 
 from agentgraph.config import Settings
-from agentgraph.errors import AgentGraphError
 from agentgraph.history import agentgraph_kind
 from agentgraph.persistence.index import SessionInfo, shorten_title
+from agentgraph.persistence.leases import SessionInUse, holding, in_use_error
 from agentgraph.persistence.store import Store
-from agentgraph.process import pid_alive
 from agentgraph.state import MAIN_CONTEXT_ID, AppState
+from agentgraph.thread_ids import is_valid_thread_id, session_path
 from agentgraph.titles import SOURCE_FIRST_MESSAGE, TitleWriter
 from agentgraph.transcript import ImportedSession, new_session_id
 from agentgraph.undo import Scan, TurnChanges, UndoStore, snapshots_dir
+from agentgraph.workspaces import WORKSPACES_DIR_NAME
 
-LOCKS_DIR = "locks"
 SECONDS_PER_DAY = 86_400
 # Bound of the start-up cleanup (it runs in a background thread).
 CLEANUP_TIME_BUDGET_S = 10.0
@@ -48,67 +46,18 @@ RESUME_PREAMBLE = (
 RESUME_KIND = "resume"
 
 
-class SessionInUse(AgentGraphError):
-    """Another live process holds the session."""
+# --------------------------------------------------------------------------- in use
 
 
-# --------------------------------------------------------------------------- markers
+def ensure_not_in_use(store: Store, thread_id: str, action: str) -> None:
+    """Raise :class:`SessionInUse` when another live process holds the session.
 
-
-def _lock_path(home: Path, thread_id: str) -> Path:
-    return home / LOCKS_DIR / f"{thread_id}.pid"
-
-
-def holder(home: Path, thread_id: str) -> int | None:
-    """Pid of another live process holding ``thread_id``, else None."""
-    try:
-        pid = int(_lock_path(home, thread_id).read_text().strip() or 0)
-    except (OSError, ValueError):
-        return None
-    if pid == os.getpid() or not pid_alive(pid):
-        return None
-    return pid
-
-
-def mark_in_use(home: Path, thread_id: str) -> None:
-    """Mark ``thread_id`` as held by this process (a stale marker is taken over)."""
-    path = _lock_path(home, thread_id)
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(str(os.getpid()))
-
-
-def release(home: Path, thread_id: str) -> None:
-    """Remove this process's marker of ``thread_id``."""
-    path = _lock_path(home, thread_id)
-    with contextlib.suppress(OSError, ValueError):
-        if int(path.read_text().strip() or 0) == os.getpid():
-            path.unlink()
-
-
-@contextlib.contextmanager
-def in_use(home: Path, thread_id: str) -> Iterator[None]:
-    """Hold the marker for the duration of a block (unless already held by us)."""
-    path = _lock_path(home, thread_id)
-    ours_before = False
-    with contextlib.suppress(OSError, ValueError):
-        ours_before = int(path.read_text().strip() or 0) == os.getpid()
-    mark_in_use(home, thread_id)
-    try:
-        yield
-    finally:
-        if not ours_before:
-            release(home, thread_id)
-
-
-def ensure_not_in_use(home: Path, thread_id: str, action: str) -> None:
-    """Raise :class:`SessionInUse` when another live process holds the session."""
-    pid = holder(home, thread_id)
-    if pid is not None:
-        raise SessionInUse(
-            f"cannot {action} session {thread_id[:12]}: it is in use by process {pid}; "
-            "try again when that process has finished"
-        )
+    For read-only actions (export); anything that writes takes the lease instead
+    (``store.leases.acquire`` or :func:`holding`).
+    """
+    current = store.leases.holder(thread_id)
+    if current is not None:
+        raise in_use_error(thread_id, action, current)
 
 
 # --------------------------------------------------------------------------- delete
@@ -117,9 +66,9 @@ def ensure_not_in_use(home: Path, thread_id: str, action: str) -> None:
 def session_dirs(home: Path, thread_id: str) -> list[Path]:
     """Folders belonging to a session (artifacts, snapshots, isolated workspace)."""
     return [
-        home / "artifacts" / thread_id,
+        session_path(home, "artifacts", thread_id),
         snapshots_dir(home, thread_id),
-        home / "workspaces" / thread_id,
+        session_path(home, WORKSPACES_DIR_NAME, thread_id),
     ]
 
 
@@ -141,7 +90,7 @@ def delete_session(store: Store, home: Path, thread_id: str, *, with_children: b
         for folder in session_dirs(home, tid):
             if folder.is_dir() and folder.parent.parent == home:
                 shutil.rmtree(folder, ignore_errors=True)
-        release(home, tid)
+        store.leases.release(tid)
     return len(ids)
 
 
@@ -163,7 +112,6 @@ def stale_sessions(
     *,
     now: float | None = None,
     keep: set[str] | frozenset[str] = frozenset(),
-    home: Path | None = None,
 ) -> CleanupResult:
     """Top-level sessions not updated for ``older_than_days`` (never ``keep`` or in use)."""
     now = time.time() if now is None else now
@@ -172,7 +120,7 @@ def stale_sessions(
     for info in store.index.list_sessions(include_subagents=False):
         if info.updated_at >= cutoff or info.thread_id in keep:
             continue
-        if home is not None and holder(home, info.thread_id) is not None:
+        if store.leases.holder(info.thread_id) is not None:
             result.skipped_in_use.append(info.thread_id)
             continue
         result.sessions.append(info)
@@ -191,7 +139,7 @@ def clean_sessions(
 ) -> CleanupResult:
     """Delete sessions not updated for ``older_than_days`` with their files."""
     start = time.monotonic()
-    result = stale_sessions(store, older_than_days, now=now, keep=keep, home=home)
+    result = stale_sessions(store, older_than_days, now=now, keep=keep)
     if dry_run:
         return result
     done: list[SessionInfo] = []
@@ -199,7 +147,13 @@ def clean_sessions(
         if time_budget_s is not None and time.monotonic() - start > time_budget_s:
             result.complete = False
             break
-        delete_session(store, home, info.thread_id)
+        try:
+            # Taken, not only checked: a run starting meanwhile waits for nothing gone.
+            with holding(store.leases, info.thread_id, "delete"):
+                delete_session(store, home, info.thread_id)
+        except SessionInUse:
+            result.skipped_in_use.append(info.thread_id)
+            continue
         done.append(info)
     result.sessions = done
     return result
@@ -229,7 +183,7 @@ def start_background_maintenance(
             if threshold > 0 and store.prunable and store.size_bytes() > threshold:
                 store.prune(
                     time_budget_s=settings.prune_time_budget_s,
-                    skip=lambda tid: holder(settings.home, tid) is not None,
+                    skip=lambda tid: store.leases.holder(tid) is not None,
                 )
 
     thread = threading.Thread(target=work, daemon=True, name="agentgraph-maintenance")
@@ -262,7 +216,7 @@ def import_session(store: Store, imported: ImportedSession) -> SessionInfo:
     if not taken:
         config = {"configurable": {"thread_id": thread_id}}
         taken = store.checkpointer.get_tuple(config) is not None  # type: ignore[arg-type]
-    if taken or not thread_id.replace("-", "").isalnum():
+    if taken or not is_valid_thread_id(thread_id):
         thread_id = new_session_id()
     graph = _import_graph(store)
     config = {"configurable": {"thread_id": thread_id}}

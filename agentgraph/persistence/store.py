@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from agentgraph.config import SQLITE_BUSY_TIMEOUT_S_DEFAULT, Settings
 from agentgraph.errors import StoreError
 from agentgraph.persistence.index import SessionIndex, SqliteSessionIndex
+from agentgraph.persistence.leases import LocalLeases, SqliteLeases, ThreadLeases
 from agentgraph.persistence.prune import (
     PRUNE_KEEP_LATEST_CHECKPOINTS,
     PruneStats,
@@ -41,15 +42,17 @@ PRUNE_EVERY_TURNS = 1
 
 @dataclass
 class Store:
-    """A checkpointer and the session index that live side by side.
+    """A checkpointer, the session index and the thread leases that live side by side.
 
     ``path`` is set for the SQLite store only (pruning and VACUUM need the file).
+    ``leases`` decide which process may run a thread (see ``persistence/leases.py``).
     """
 
     checkpointer: BaseCheckpointSaver
     index: SessionIndex
     location: str
     path: Path | None = None
+    leases: ThreadLeases = field(default_factory=LocalLeases)
     keep_latest: int = PRUNE_KEEP_LATEST_CHECKPOINTS
     _turns: dict[str, int] = field(default_factory=dict, repr=False)
 
@@ -232,9 +235,19 @@ def _enable_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
 
 
 def connect_sqlite(
-    path: Path, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S_DEFAULT
+    path: Path, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S_DEFAULT, *, check_header: bool = True
 ) -> sqlite3.Connection:
     """Open ``path`` with WAL and a busy timeout so several processes can share it.
+
+    Args:
+        path: The database file.
+        busy_timeout_s: How long to wait for another process's lock.
+        check_header: Read the file's header first. Must be False when this process
+            already has the file open through SQLite: closing any other descriptor of
+            the file drops the process's POSIX locks on it, among them the shared lock
+            telling other processes the WAL is in use; the next process to close its
+            last connection then deletes the WAL under this one, whose later commits
+            go to the deleted file and are lost.
 
     Raises:
         StoreError: the file is corrupt, locked or unreadable.
@@ -243,7 +256,8 @@ def connect_sqlite(
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"cannot create {path.parent}: {exc.strerror}") from exc
-    _check_sqlite_file(path)
+    if check_header:
+        _check_sqlite_file(path)
     try:
         conn = sqlite3.connect(str(path), timeout=busy_timeout_s, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
@@ -282,7 +296,9 @@ def open_store(settings: Settings) -> Iterator[Store]:
     _check_sqlite_file(path)
     verify_sqlite_file(path, timeout)
     conn = connect_sqlite(path, timeout)
-    index_conn = connect_sqlite(path, timeout)
+    index_conn = connect_sqlite(path, timeout, check_header=False)
+    # Released when the store closes; a crashed process's leases are void (pid check).
+    leases = SqliteLeases(path, timeout)
     try:
         from agentgraph.persistence.saver import AgentSqliteSaver
 
@@ -292,8 +308,9 @@ def open_store(settings: Settings) -> Iterator[Store]:
             index = SqliteSessionIndex(index_conn)
         except sqlite3.Error as exc:
             raise describe_sqlite_error(path, exc, timeout) from exc
-        yield Store(checkpointer=saver, index=index, location=str(path), path=path)
+        yield Store(checkpointer=saver, index=index, location=str(path), path=path, leases=leases)
     finally:
+        leases.close()
         conn.close()
         index_conn.close()
 
