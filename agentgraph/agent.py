@@ -38,6 +38,7 @@ from agentgraph.mcp import McpManager
 from agentgraph.mentions import resolve_mentions, user_content
 from agentgraph.middleware import context_pipeline
 from agentgraph.model import build_chat_model
+from agentgraph.nodes.tools import tool_output_cap_tokens
 from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.persistence.sessions import SessionHooks
 from agentgraph.persistence.store import Store
@@ -63,6 +64,7 @@ from agentgraph.thread_ids import session_path
 from agentgraph.tools import build_tools
 from agentgraph.tools.bash import kill_running_commands, sandbox_plan_for
 from agentgraph.tools.search import cancel_running_searches
+from agentgraph.user_offload import offload_user_messages
 
 Event = dict[str, Any]
 OnEvent = Callable[[Event], None]
@@ -354,7 +356,13 @@ class Agent:
         messages.append(
             HumanMessage(content=content, id=f"user-{uuid.uuid4().hex}", additional_kwargs=meta)
         )
-        inputs["messages"] = messages
+        # A pasted megabyte-sized message is kept whole in an artifact, cut in the history.
+        inputs["messages"] = offload_user_messages(
+            messages,
+            folder=self.deps.artifacts_dir(thread_id),
+            max_tokens=tool_output_cap_tokens(self.deps),
+            count=self.deps.counter.count_text,
+        )
         if found.images:
             inputs["images"] = [i.path for i in found.images]
         if found.attachments:

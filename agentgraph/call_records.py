@@ -30,6 +30,7 @@ CALLS_DIR = "calls"
 """Folder under a session's artifacts holding the records of running calls."""
 INTERRUPTED_KIND = "interrupted_result"
 BASH_TOOL = "run_bash"
+RECORD_WRITE_ATTEMPTS = 2
 INTERRUPTED_TEMPLATE = (
     "interrupted: {what} was started at {started} and may have completed; check its "
     "effects before running it again (agentgraph stopped before its result was recorded)"
@@ -54,12 +55,18 @@ def record_start(folder: Path, call_id: str, name: str) -> Path | None:
     """
     path = _record_path(folder, call_id)
     started = datetime.now(tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"id": call_id, "name": name, "started_at": started}))
-    except OSError:
-        return None
-    return path
+    text = json.dumps({"id": call_id, "name": name, "started_at": started})
+    # Two tries: a parallel call's record_end may remove the empty folder in between.
+    for _ in range(RECORD_WRITE_ATTEMPTS):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        return path
+    return None
 
 
 def record_end(path: Path | None) -> None:
@@ -67,6 +74,12 @@ def record_end(path: Path | None) -> None:
     if path is not None:
         with contextlib.suppress(OSError):
             path.unlink()
+        # No empty folders left behind: a session without big outputs has no artifacts.
+        for folder in (path.parent, path.parent.parent):
+            try:
+                folder.rmdir()
+            except OSError:
+                break  # not empty (or gone): stop
 
 
 def interrupted_results(messages: Sequence[BaseMessage], folder: Path) -> list[ToolMessage]:

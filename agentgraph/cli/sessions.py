@@ -22,6 +22,10 @@ from agentgraph.redaction import build_redactor
 from agentgraph.thread_ids import check_thread_id
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from langchain_core.messages import BaseMessage
+
     from agentgraph.persistence import Store
 
 SHOW_PREVIEW_CHARS = 200
@@ -223,6 +227,28 @@ def _export(store: Store, settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _offloader(settings: Settings) -> Callable[[str, list[BaseMessage]], list[BaseMessage]]:
+    """Cuts huge imported user messages to the tool-output cap (full text in artifacts)."""
+    from agentgraph.context.tokens import get_counter
+    from agentgraph.context.truncation import default_tool_output_max_tokens
+    from agentgraph.context.windows import budget_for
+    from agentgraph.runctx import artifacts_dir_for
+    from agentgraph.user_offload import offload_user_messages
+
+    cap = settings.tool_output_max_tokens or default_tool_output_max_tokens(
+        budget_for(settings).usable
+    )
+    counter = get_counter(settings.model)
+
+    def prepare(thread_id: str, messages: list[BaseMessage]) -> list[BaseMessage]:
+        folder = artifacts_dir_for(settings, thread_id)
+        return offload_user_messages(
+            messages, folder=folder, max_tokens=cap, count=counter.count_text
+        )
+
+    return prepare
+
+
 def _import(store: Store, settings: Settings, args: argparse.Namespace) -> int:
     from agentgraph.persistence.sessions import import_session
     from agentgraph.transcript import IMPORT_PROBLEMS_SHOWN, TranscriptError, parse_jsonl
@@ -242,7 +268,7 @@ def _import(store: Store, settings: Settings, args: argparse.Namespace) -> int:
         err.print(f"warning: {problem}", markup=False)
     if len(imported.problems) > IMPORT_PROBLEMS_SHOWN:
         err.print(f"warning: {len(imported.problems) - IMPORT_PROBLEMS_SHOWN} more", markup=False)
-    info = import_session(store, imported)
+    info = import_session(store, imported, prepare=_offloader(settings))
     err.print(
         f"imported {info.message_count} messages as session {info.thread_id} "
         f"(resume with: agentgraph --resume {info.thread_id[:12]})",

@@ -209,8 +209,20 @@ def load_messages(store: Store, thread_id: str) -> list[BaseMessage]:
     return list(values.get("messages") or [])
 
 
-def import_session(store: Store, imported: ImportedSession) -> SessionInfo:
-    """Store an imported transcript as a resumable session (new id unless free)."""
+def import_session(
+    store: Store,
+    imported: ImportedSession,
+    *,
+    prepare: Callable[[str, list[BaseMessage]], list[BaseMessage]] | None = None,
+) -> SessionInfo:
+    """Store an imported transcript as a resumable session (new id unless free).
+
+    Args:
+        store: The store.
+        imported: The parsed transcript.
+        prepare: Called with the session id and the messages before they are
+            stored (e.g. to offload huge user messages into its artifacts).
+    """
     thread_id = imported.session_id or new_session_id()
     taken = store.index.get(thread_id) is not None
     if not taken:
@@ -220,10 +232,13 @@ def import_session(store: Store, imported: ImportedSession) -> SessionInfo:
         thread_id = new_session_id()
     graph = _import_graph(store)
     config = {"configurable": {"thread_id": thread_id}}
+    messages = list(imported.messages)
+    if prepare is not None:
+        messages = prepare(thread_id, messages)
     graph.update_state(
         config,
         {
-            "messages": imported.messages,
+            "messages": messages,
             "context_id": MAIN_CONTEXT_ID,
         },
         as_node="finalize",
