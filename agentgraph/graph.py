@@ -40,7 +40,7 @@ def make_route_after_planner(deps: AgentDeps) -> Callable[[AppState], str]:
 
 
 def build_graph(
-    deps: AgentDeps, checkpointer: BaseCheckpointSaver | None = None
+    deps: AgentDeps, checkpointer: BaseCheckpointSaver[Any] | None = None
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the agent graph around ``deps``."""
     graph = StateGraph(AppState, context_schema=RunContext)

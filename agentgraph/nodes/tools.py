@@ -43,7 +43,7 @@ def _save_artifact(folder: Path, tool_call_id: str, content: str) -> Path:
     return path
 
 
-def _redact_command(command: Command, redactor: Redactor) -> Command:
+def _redact_command(command: Command[Any], redactor: Redactor) -> Command[Any]:
     """A tool's Command with the ToolMessages of its state update redacted."""
     update = command.update
     if not isinstance(update, dict) or not isinstance(update.get("messages"), list):
@@ -123,8 +123,8 @@ def make_tools_node(
     redactor = deps.redactor or build_redactor(deps.settings.secret_values(), None)
 
     def wrap(
-        request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command]
-    ) -> ToolMessage | Command:
+        request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
         call = request.tool_call
         state: Any = request.state
         # Tools read run data from runtime.context: hand them the completed context.

@@ -83,10 +83,13 @@ def _index_of(state: list[Any]) -> dict[str, int] | None:
     """A fresh id → position index of ``state``, or None when it needs the slow path."""
     # List equality compares identity element by element first: for a shallow copy
     # of a remembered output this is a C-speed pointer scan.
-    for result, index in reversed(_MEMO.entries):
+    # threading.local's attributes read as Any, and so does reversed() of a list
+    # under mypy: name the type and walk a reversed copy (at most MEMO_MAX_RESULTS).
+    entries: list[tuple[list[Any], dict[str, int]]] = _MEMO.entries
+    for result, remembered in entries[::-1]:
         if len(result) == len(state) and (state is result or state == result):
-            return index.copy()
-    index = {}
+            return remembered.copy()
+    index: dict[str, int] = {}
     for i, m in enumerate(state):
         if m.id is None:
             # add_messages gives id-less messages a random id; only the slow path

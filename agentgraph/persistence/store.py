@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentgraph.config import SQLITE_BUSY_TIMEOUT_S_DEFAULT, Settings
 from agentgraph.errors import StoreError
@@ -48,7 +48,7 @@ class Store:
     ``leases`` decide which process may run a thread (see ``persistence/leases.py``).
     """
 
-    checkpointer: BaseCheckpointSaver
+    checkpointer: BaseCheckpointSaver[Any]
     index: SessionIndex
     location: str
     path: Path | None = None
