@@ -135,6 +135,12 @@ class Settings(BaseSettings):
     compact_threshold: float = Field(
         0.80, gt=0.1, le=1.0, validation_alias=_env("AGENTGRAPH_COMPACT_THRESHOLD")
     )
+    # Old tool outputs are masked in the prompt view from this share of the budget on
+    # (1.0: never); below compact_threshold, so a summary comes only when masking is
+    # not enough.
+    mask_threshold: float = Field(
+        0.60, gt=0.1, le=1.0, validation_alias=_env("AGENTGRAPH_MASK_THRESHOLD")
+    )
     notice_threshold: float = Field(
         0.75, gt=0.0, le=1.0, validation_alias=_env("AGENTGRAPH_NOTICE_THRESHOLD")
     )

@@ -15,11 +15,16 @@ OUT = Path(__file__).with_name("pipeline.svg")
 BOX_W, BOX_H, GAP, MARGIN = 640, 58, 26, 30
 FONT = "font-family='DejaVu Sans, Arial, sans-serif'"
 
-# (title, module, hook, what it does); the masking slot is drawn dashed.
+# (title, module, hook, what it does); a unit still to come is drawn dashed.
 UNITS: list[tuple[str, str, str, str]] = [
     ("planner node", "nodes/model_turn.py, model_call.py", "compose()", "state → ModelRequest"),
     ("prompt view", "middleware/prompt_view.py", "wrap_model_call", "valid view, within budget"),
-    ("observation masking (to come)", "—", "wrap_model_call", "slot: old tool outputs"),
+    (
+        "observation masking",
+        "middleware/masking.py",
+        "wrap_model_call",
+        "old tool outputs → pointers, in batches",
+    ),
     ("compaction", "middleware/compaction.py", "wrap_model_call", "auto · on overflow · /compact"),
     (
         "overflow recovery",

@@ -6,6 +6,7 @@ keeps its meaning when a user sets it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,12 @@ from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.scenarios.long_task import PLANTED_FACTS, LongTaskDriver, make_workspace
+from tests.scenarios.long_task import (
+    PLANTED_FACTS,
+    LongTaskDriver,
+    is_summary_request,
+    make_workspace,
+)
 
 LARGE_WINDOW_TOKENS = 128_000
 SMALL_FILES = 60
@@ -97,3 +103,51 @@ def test_message_history_is_unset_by_default(make_settings: Callable[..., Settin
     assert settings.max_message_history is None
     assert settings.compaction_keep_messages is None
     assert make_settings(MAX_MESSAGE_HISTORY="40").compaction_keep_messages == 20
+
+
+def _main_requests(server: FakeOpenAIServer) -> list[dict[str, Any]]:
+    return [r for r in server.requests if not is_summary_request(r)]
+
+
+def _breaks(requests: list[dict[str, Any]]) -> list[int]:
+    """Indices of requests whose messages do not extend the previous request's."""
+    out = []
+    for n in range(1, len(requests)):
+        prev, cur = requests[n - 1]["messages"], requests[n]["messages"]
+        if cur[: len(prev)] != prev:
+            out.append(n)
+    return out
+
+
+MASK_WINDOW_TOKENS = 32_000
+MASK_FILES = 40
+MASK_FILE_LINES = 40
+
+
+def test_masking_past_its_threshold_does_not_summarize_and_keeps_the_prefix(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    driver, events, server = _run(
+        make_settings,
+        workspace,
+        window=MASK_WINDOW_TOKENS,
+        files=MASK_FILES,
+        lines=MASK_FILE_LINES,
+    )
+    requests = _main_requests(server)
+    maskings = [e for e in events if e["type"] == "masking"]
+    assert driver.step == MASK_FILES + 2
+    assert driver.summary_calls == 0
+    assert [e for e in events if e["type"] == "compaction"] == []
+    assert maskings, "the task passes the masking threshold"
+    assert all(e["tokens_after"] < e["tokens_before"] for e in maskings)
+    # Every request extends the previous one byte for byte, except at masking events.
+    assert len(_breaks(requests)) <= len(maskings)
+    assert all(r["tools"] == requests[0]["tools"] for r in requests)
+    assert all(r["messages"][0] == requests[0]["messages"][0] for r in requests)
+    # The masked outputs point at the transcript and are not in the prompt any more.
+    last = json.dumps(requests[-1]["messages"])
+    assert "tool output masked to save context: read_file" in last
+    assert "search_history" in last
+    assert max(server.token_estimate(r) for r in requests) <= MASK_WINDOW_TOKENS
+    assert server.overflow_count == 0

@@ -25,6 +25,9 @@ def test_long_task_at_a_small_window_finishes_with_facts(
             OPENAI_API_KEY="sk-test",
             AGENTGRAPH_CONTEXT_WINDOW=str(WINDOW_TOKENS),
             AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            # This test pins the summary tier: with observation masking off the task
+            # reaches the compaction threshold (tests/test_context_v2.py covers masking).
+            AGENTGRAPH_MASK_THRESHOLD="1.0",
         )
         events: list[dict] = []
         with open_store(settings) as store:

@@ -20,6 +20,7 @@ from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.middleware import (
     CompactionMiddleware,
+    ObservationMaskingMiddleware,
     OverflowRecoveryMiddleware,
     PromptViewMiddleware,
     RetryMiddleware,
@@ -40,6 +41,7 @@ def test_the_units_run_in_the_documented_order(make_settings: Callable[..., Sett
         units = context_pipeline(agent.deps).middleware
     assert [type(u) for u in units] == [
         PromptViewMiddleware,
+        ObservationMaskingMiddleware,
         CompactionMiddleware,
         OverflowRecoveryMiddleware,
         RetryMiddleware,

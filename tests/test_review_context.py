@@ -97,6 +97,8 @@ def test_compaction_mid_turn_does_not_replay_kept_messages_as_new(
             OPENAI_API_KEY="sk-test",
             AGENTGRAPH_CONTEXT_WINDOW="16000",
             AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            # Masking off: eight reads must reach the compaction threshold mid-turn.
+            AGENTGRAPH_MASK_THRESHOLD="1.0",
         )
         events: list[dict] = []
         with open_store(settings) as store:

@@ -6,6 +6,7 @@ Each context concern is one unit, one module, one ``wrap_model_call`` hook:
 unit                       module                           what it does
 =========================  ===============================  ===================================
 prompt view                ``middleware/prompt_view.py``    valid view of the history, in budget
+observation masking        ``middleware/masking.py``        old tool outputs → one-line pointers
 compaction                 ``middleware/compaction.py``     summary at threshold/overflow/manual
 overflow recovery          ``middleware/overflow.py``       cut tool outputs, shrink max_tokens
 retry                      ``middleware/retry.py``          429/5xx/dropped connections again
@@ -31,6 +32,7 @@ from agentgraph.context.model_errors import (
     to_model_error,
 )
 from agentgraph.middleware.compaction import CompactionMiddleware
+from agentgraph.middleware.masking import ObservationMaskingMiddleware
 from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
 from agentgraph.middleware.pipeline import (
     ContextPipeline,
@@ -47,6 +49,7 @@ __all__ = [
     "CompactionMiddleware",
     "ContextPipeline",
     "EndpointUnreachableError",
+    "ObservationMaskingMiddleware",
     "OutputOverflowError",
     "OverflowRecoveryMiddleware",
     "PipelineResult",

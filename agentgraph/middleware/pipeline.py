@@ -2,7 +2,7 @@
 
 Order, outermost first (each unit wraps the ones after it)::
 
-    prompt view → [observation masking, to come] → compaction → overflow recovery
+    prompt view → observation masking → compaction → overflow recovery
     → retry → text tool calls → the model
 
 :func:`compose` chains ``wrap_model_call`` hooks as ``create_agent`` does (first in
@@ -33,6 +33,7 @@ from agentgraph.context.windows import budget_for
 from agentgraph.deps import AgentDeps
 from agentgraph.middleware.compaction import CompactionMiddleware
 from agentgraph.middleware.events import Emit, emit
+from agentgraph.middleware.masking import ObservationMaskingMiddleware
 from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 from agentgraph.middleware.retry import RetryMiddleware
@@ -140,13 +141,16 @@ class ContextPipeline:
     overflow: OverflowRecoveryMiddleware
     retry: RetryMiddleware
     text_calls: TextToolCallsMiddleware | None = None
+    masking: ObservationMaskingMiddleware | None = None
 
     @property
     def middleware(self) -> list[AgentMiddleware]:
         """The units in pipeline order (outermost first)."""
         units: list[AgentMiddleware] = [self.view]
-        # Observation masking (view-only placeholders for old tool outputs) goes here:
-        # after the view, before compaction, so fewer calls reach the threshold.
+        # After the view, before compaction: masking old tool outputs comes first, a
+        # summary only when masking cannot bring the prompt under its threshold.
+        if self.masking is not None:
+            units.append(self.masking)
         if self.compaction is not None:
             units.append(self.compaction)
         units.extend([self.overflow, self.retry])
@@ -178,6 +182,7 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
             RetryPolicy(max_retries=settings.provider_max_retries), sleep=deps.sleep, emit=emit
         ),
         text_calls=TextToolCallsMiddleware(emit=emit) if settings.text_tool_calls else None,
+        masking=ObservationMaskingMiddleware(view, threshold=settings.mask_threshold, emit=emit),
     )
 
 

@@ -1,0 +1,321 @@
+"""Observation masking unit: old tool outputs become one-line pointers in the view.
+
+Tier 1 of context management, before any LLM summary: when the prompt passes the
+masking threshold (``AGENTGRAPH_MASK_THRESHOLD`` of the usable budget, below the
+compaction threshold), tool outputs older than the most recent turns are replaced,
+in the prompt view only, by a placeholder naming the call, its size and where the
+full output still is (the saved artifact, or the transcript that ``read_file`` and
+``search_history`` reach). The call itself stays, so the model knows what it did.
+The stored history is never changed.
+
+Masking advances in batches: the boundary (every tool output before it is masked)
+moves only when the prompt crosses the threshold again and the move frees at least
+``MASK_MIN_BATCH_FRACTION`` of the budget, so between two events every request
+extends the previous one byte for byte and a provider's prefix cache serves it.
+
+The boundary is not stored anywhere: it is replayed from the view (the history since
+the last compaction) and the budget at every call, request point by request point
+(each assistant message marks a past request), so it is the same after a restart.
+
+Hook: ``wrap_model_call`` (the request's ``messages`` are the view; masked copies
+replace old tool outputs). Emits ``{"type": "masking", ...}`` when the boundary moves.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from bisect import bisect_left
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from agentgraph.context.compaction import since_last_boundary
+from agentgraph.middleware.events import Emit, emit
+from agentgraph.middleware.prompt_view import PromptViewMiddleware
+
+__all__ = [
+    "MASK_KEEP_RECENT_FRACTION",
+    "MASK_KEEP_RECENT_TURNS",
+    "MASK_MIN_BATCH_FRACTION",
+    "MASK_MIN_OUTPUT_TOKENS",
+    "MASK_THRESHOLD_DEFAULT",
+    "MaskingPlan",
+    "ObservationMaskingMiddleware",
+    "placeholder",
+]
+
+# Share of the usable budget at which old tool outputs start to be masked; below the
+# compaction threshold (0.80) so masking comes first and a summary only when it is
+# not enough.
+MASK_THRESHOLD_DEFAULT = 0.60
+# Newest turns (an assistant message and its tool results) kept verbatim at an
+# event: at most this many, and only as many as fit this share of the budget.
+MASK_KEEP_RECENT_TURNS = 6
+MASK_KEEP_RECENT_FRACTION = 0.15
+# The boundary moves only when the move frees at least this share of the budget:
+# fewer, larger batches keep the prefix stable for longer.
+MASK_MIN_BATCH_FRACTION = 0.05
+# Outputs smaller than this stay: a placeholder would save next to nothing.
+MASK_MIN_OUTPUT_TOKENS = 100
+# Arguments shown in a placeholder, in characters.
+MASK_ARGS_MAX_CHARS = 120
+
+_ARTIFACT_RE = re.compile(r"full output: (\S+) — page through it")
+_MASKED_KEY = "agentgraph_masked"
+
+
+def _short_args(args: Any) -> str:
+    try:
+        text = json.dumps(args, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        text = str(args)
+    if len(text) > MASK_ARGS_MAX_CHARS:
+        text = text[: MASK_ARGS_MAX_CHARS - 1] + "…"
+    return text
+
+
+def placeholder(message: ToolMessage, call: dict[str, Any] | None, tokens: int) -> str:
+    """The one-line stand-in for a masked tool output (deterministic: cache-stable).
+
+    Args:
+        message: The tool result being masked.
+        call: The tool call it answers, when found in the view.
+        tokens: Size of the output in tokens.
+
+    Returns:
+        ``[tool output masked: NAME(ARGS) returned N tokens; the full output is …]``.
+    """
+    name = (call or {}).get("name") or message.name or "tool"
+    args = _short_args((call or {}).get("args") or {})
+    found = _ARTIFACT_RE.search(message.text)
+    if found:
+        where = f"saved in {found.group(1)} (read it with read_file)"
+    else:
+        where = (
+            f"in the session transcript (tool_call_id {message.tool_call_id}): find it "
+            "with search_history, or repeat the call"
+        )
+    return (
+        f"[tool output masked to save context: {name}({args}) returned {tokens:,} tokens; "
+        f"the full output is {where}]"
+    )
+
+
+@dataclass(frozen=True)
+class MaskingPlan:
+    """The replayed masking of one view.
+
+    Attributes:
+        boundary: Tool outputs at view indices below this are masked.
+        previous: The boundary of the previous request (differs at an event).
+        tokens_before: Prompt tokens with the previous request's boundary.
+        tokens_after: Prompt tokens with :attr:`boundary`.
+        masked: Tool outputs masked in this view.
+    """
+
+    boundary: int
+    previous: int
+    tokens_before: int
+    tokens_after: int
+    masked: int
+
+    @property
+    def event(self) -> bool:
+        """Whether the boundary moved at this request."""
+        return self.boundary != self.previous
+
+
+class ObservationMaskingMiddleware(AgentMiddleware):
+    """Masks old tool outputs in the prompt view once the prompt passes a threshold.
+
+    Args:
+        view: The prompt-view unit: its counter and budget size the prompt, and it
+            rebuilds the view of the masked history (masking before the view's
+            budget trim, so the trim never cuts what masking already made small).
+        threshold: Share of the usable budget that starts masking.
+        emit: Told ``{"type": "masking", ...}`` when the boundary moves.
+    """
+
+    def __init__(
+        self,
+        view: PromptViewMiddleware,
+        *,
+        threshold: float = MASK_THRESHOLD_DEFAULT,
+        emit: Emit = emit,
+    ) -> None:
+        super().__init__()
+        self.view = view
+        self.counter = view.counter
+        self.budget = view.budget
+        self.threshold = threshold
+        self.emit = emit
+
+    @property
+    def mask_at(self) -> int:
+        """Prompt tokens at which masking starts."""
+        return int(self.budget.usable * self.threshold)
+
+    # -- replay ---------------------------------------------------------------------
+
+    def _savings(
+        self, messages: Sequence[BaseMessage]
+    ) -> tuple[list[int], list[int], dict[int, str]]:
+        """Per message: its tokens and what masking it saves; the placeholders."""
+        calls: dict[str, dict[str, Any]] = {}
+        sizes: list[int] = []
+        saves: list[int] = []
+        texts: dict[int, str] = {}
+        for i, msg in enumerate(messages):
+            size = self.counter.count_message(msg)
+            sizes.append(size)
+            save = 0
+            if isinstance(msg, AIMessage):
+                for call in msg.tool_calls:
+                    if call.get("id"):
+                        calls[str(call["id"])] = dict(call)
+            elif isinstance(msg, ToolMessage) and size >= MASK_MIN_OUTPUT_TOKENS:
+                text = placeholder(msg, calls.get(msg.tool_call_id), size)
+                masked = msg.model_copy(update={"content": text})
+                save = max(size - self.counter.count_message(masked), 0)
+                if save > 0:
+                    texts[i] = text
+            saves.append(save)
+        return sizes, saves, texts
+
+    @staticmethod
+    def _kept_start(
+        turns: Sequence[int], point: int, cum_size: Sequence[int], keep_tokens: int
+    ) -> int:
+        """Start of the newest turns kept verbatim in the prompt ending at ``point``."""
+        k = bisect_left(turns, point)  # turns[:k] started before the request
+        if k == 0:
+            return 0
+        start = turns[k - 1]  # the newest turn always stays
+        for j in range(k - 2, max(k - 1 - MASK_KEEP_RECENT_TURNS, -1), -1):
+            if cum_size[point] - cum_size[turns[j]] > keep_tokens:
+                break
+            start = turns[j]
+        return start
+
+    def plan(
+        self, messages: Sequence[BaseMessage], fixed: int
+    ) -> tuple[MaskingPlan, dict[int, str]]:
+        """Replay the masking boundary over ``messages`` (a view) request by request.
+
+        Args:
+            messages: The prompt view (history since the last compaction).
+            fixed: Tokens of the system prompt and tool schemas.
+
+        Returns:
+            The plan and the placeholder text per masked view index.
+        """
+        sizes, saves, texts = self._savings(messages)
+        cum_size = [0, *accumulate(sizes)]
+        cum_save = [0, *accumulate(saves)]
+        turns = [i for i, m in enumerate(messages) if isinstance(m, AIMessage)]
+        keep_tokens = int(self.budget.usable * MASK_KEEP_RECENT_FRACTION)
+        min_batch = int(self.budget.usable * MASK_MIN_BATCH_FRACTION)
+        mask_at = self.mask_at
+        boundary = previous = 0
+        for point in [*[t for t in turns if t > 0], len(messages)]:
+            previous = boundary
+            tokens = fixed + cum_size[point] - cum_save[min(boundary, point)]
+            if tokens < mask_at:
+                continue
+            start = self._kept_start(turns, point, cum_size, keep_tokens)
+            if start > boundary and cum_save[start] - cum_save[boundary] >= min_batch:
+                boundary = start
+        total = fixed + cum_size[-1]
+        masked = {i: t for i, t in texts.items() if i < boundary}
+        result = MaskingPlan(
+            boundary=boundary,
+            previous=previous,
+            tokens_before=total - cum_save[previous],
+            tokens_after=total - cum_save[boundary],
+            masked=len(masked),
+        )
+        return result, masked
+
+    # -- the view ---------------------------------------------------------------------
+
+    def mask(
+        self, messages: Sequence[BaseMessage], fixed: int
+    ) -> tuple[list[BaseMessage], MaskingPlan]:
+        """``messages`` with old tool outputs masked, and the plan that masked them."""
+        plan, masked = self.plan(messages, fixed)
+        if not masked:
+            return list(messages), plan
+        out: list[BaseMessage] = []
+        for i, msg in enumerate(messages):
+            text = masked.get(i)
+            if text is not None:
+                msg = msg.model_copy(
+                    update={
+                        "content": text,
+                        "additional_kwargs": {**msg.additional_kwargs, _MASKED_KEY: True},
+                    }
+                )
+            out.append(msg)
+        if plan.event:
+            out = self._restate_usage(out, plan.tokens_before - plan.tokens_after)
+        return out, plan
+
+    @staticmethod
+    def _restate_usage(messages: list[BaseMessage], freed: int) -> list[BaseMessage]:
+        """The last reported usage, minus what this event freed.
+
+        The compaction unit anchors its count on the provider's usage of the last
+        reply; that usage describes the prompt before this masking event, so it would
+        overstate the masked prompt and compact for nothing.
+        """
+        for i in range(len(messages) - 1, -1, -1):
+            msg = messages[i]
+            if isinstance(msg, AIMessage) and msg.usage_metadata:
+                reported = msg.usage_metadata
+                prompt = max(int(reported.get("input_tokens") or 0) - freed, 0)
+                output = int(reported.get("output_tokens") or 0)
+                usage = {"input_tokens": prompt, "output_tokens": output}
+                usage["total_tokens"] = prompt + output
+                messages[i] = msg.model_copy(update={"usage_metadata": usage})
+                break
+        return messages
+
+    def _apply(self, request: ModelRequest) -> ModelRequest:
+        history = list(request.state.get("messages") or request.messages)
+        recent = since_last_boundary(history)
+        fixed = self.view.fixed_tokens(request.system_message, request.tools)
+        masked, plan = self.mask(recent, fixed)
+        if plan.event:
+            self.emit(
+                {
+                    "type": "masking",
+                    "masked_outputs": plan.masked,
+                    "tokens_before": plan.tokens_before,
+                    "tokens_after": plan.tokens_after,
+                }
+            )
+        if not plan.masked:
+            return request
+        view = self.view.build(masked, request.system_message, request.tools)
+        return request.override(messages=view.messages)  # type: ignore[arg-type]
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], ModelResponse],
+    ) -> ModelResponse | AIMessage:
+        """Send the view with old tool outputs masked (the state keeps them whole)."""
+        return handler(self._apply(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse | AIMessage:
+        """Async :meth:`wrap_model_call`."""
+        return await handler(self._apply(request))

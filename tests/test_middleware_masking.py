@@ -1,0 +1,98 @@
+"""Observation masking unit: view-only placeholders, batches, replayed boundary."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from agentgraph.context.truncation import ARTIFACT_POINTER_TEMPLATE
+from agentgraph.middleware.masking import ObservationMaskingMiddleware
+from agentgraph.middleware.prompt_view import PromptViewMiddleware
+from tests.middleware_helpers import (
+    ModelCall,
+    counter_and_budget,
+    history,
+    request,
+    small_settings,
+)
+
+WINDOW_TOKENS = 32_000
+
+
+def _unit(events: list[dict[str, Any]] | None = None) -> ObservationMaskingMiddleware:
+    counter, budget = counter_and_budget(small_settings(WINDOW_TOKENS))
+    sink = events if events is not None else []
+    return ObservationMaskingMiddleware(PromptViewMiddleware(counter, budget), emit=sink.append)
+
+
+def _sent(unit: ObservationMaskingMiddleware, messages: list[BaseMessage]) -> list[BaseMessage]:
+    call = ModelCall()
+    unit.wrap_model_call(request(messages), call)
+    return list(call.requests[-1].messages)
+
+
+def _masked(messages: list[BaseMessage]) -> list[int]:
+    return [i for i, m in enumerate(messages) if "tool output masked" in m.text]
+
+
+def test_under_the_threshold_nothing_is_masked() -> None:
+    events: list[dict[str, Any]] = []
+    messages = history(4, result_chars=2_000)
+    assert _sent(_unit(events), messages) == messages
+    assert events == []
+
+
+def test_past_the_threshold_old_outputs_are_masked_in_the_view_only() -> None:
+    events: list[dict[str, Any]] = []
+    messages = history(25, result_chars=6_000)
+    stored = [m.model_copy() for m in messages]
+    unit = _unit(events)
+    for n in range(1, 25):  # the requests before the last: the event is logged once
+        _sent(unit, messages[: 2 * n + 1])
+    sent = _sent(unit, messages)
+    masked = _masked(sent)
+    assert masked and all(sent[i].type == "tool" for i in masked)
+    # The newest turns stay verbatim; the calls themselves stay.
+    assert sent[-1].text == messages[-1].text
+    assert sum(1 for m in sent if isinstance(m, AIMessage)) == 25
+    first = sent[masked[0]].text
+    assert 'read_file({"path": "f0.txt"})' in first
+    assert "tokens" in first and "search_history" in first
+    # The stored history is untouched.
+    assert messages == stored
+    assert [e["type"] for e in events] == ["masking"]
+    assert events[0]["tokens_after"] < events[0]["tokens_before"]
+
+
+def test_the_boundary_moves_in_batches_and_the_masked_prefix_is_stable() -> None:
+    unit = _unit()
+    messages = history(60, result_chars=6_000)
+    views = [_sent(unit, messages[: 2 * n + 1]) for n in range(1, 61)]
+    moves = 0
+    for prev, cur in pairwise(views):
+        if cur[: len(prev)] != prev:
+            moves += 1
+            # Only what was verbatim before changes: the masked prefix stays.
+            stable = _masked(prev)[-1] + 1 if _masked(prev) else 0
+            assert cur[:stable] == prev[:stable]
+    assert 1 <= moves <= 6
+
+
+def test_the_boundary_is_replayed_from_the_history_alone() -> None:
+    messages = history(40, result_chars=6_000)
+    # Two units (a restart) see the same history: the same view, byte for byte.
+    assert _sent(_unit(), messages) == _sent(_unit(), messages)
+
+
+def test_a_saved_artifact_is_named_in_the_placeholder() -> None:
+    messages = history(25, result_chars=6_000)
+    pointer = ARTIFACT_POINTER_TEMPLATE.format(path="/home/u/.agentgraph/artifacts/c0.txt")
+    first = messages[2]
+    assert isinstance(first, ToolMessage)
+    messages[2] = first.model_copy(update={"content": first.text + "\n[cut]" + pointer})
+    sent = _sent(_unit(), messages)
+    assert "saved in /home/u/.agentgraph/artifacts/c0.txt (read it with read_file)" in (
+        sent[2].text
+    )
