@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from tests.fakes.scripts import ai_text, ai_tools, tool_call
 
 Route = Callable[[list[BaseMessage]], AIMessage | str]
 BARRIER_TIMEOUT_S = 20
+POLL_S = 0.01
 
 
 def task_of(messages: list[BaseMessage]) -> str:
@@ -258,6 +260,14 @@ def test_timeout_returns_ok_false(make_settings: Callable[..., Settings], worksp
         assert not any(isinstance(m, ToolMessage) for m in agent.messages(child.thread_id))
 
 
+def _wait_until(condition: Callable[[], bool]) -> None:
+    """Return once ``condition()`` holds (checked every POLL_S, at most BARRIER_TIMEOUT_S)."""
+    deadline = time.monotonic() + BARRIER_TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(POLL_S)
+
+
 def _join_subagent_threads(context_id: str) -> None:
     for thread in threading.enumerate():
         if thread.name == context_id:
@@ -279,7 +289,12 @@ def test_ctrl_c_cancels_running_subagents(
     def slow(messages: list[BaseMessage]) -> AIMessage | str:
         if not interrupted.is_set():
             interrupted.set()
+            before = agent.subagents.generation
             os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C mid-subagent
+            # The model call is still in flight until the main thread has run the
+            # Ctrl-C handler (late under load): wait for the runner's cancel, so the
+            # subagent cannot race ahead to a second step before the handler runs.
+            _wait_until(lambda: agent.subagents.generation != before)
         return ai_tools(("now", {}))
 
     agent = make_agent(settings, opened, router({"go": parent, "work": slow}))

@@ -126,8 +126,6 @@ def test_secrets_stay_out_of_tools_database_and_logs(home: Path, workspace: Path
 def test_secrets_stay_out_of_exports(home: Path, workspace: Path) -> None:
     with FakeOpenAIServer([{"content": "ok"}]) as server:
         env = agent_env(home, server)
-        if "export" not in run_cli(["sessions", "--help"], cwd=workspace, env=env).stdout:
-            pytest.skip("`agentgraph sessions export` does not exist yet")
         (workspace / "config.ini").write_text(f"key = {KEY}\n")
         server.add_replies(
             {"tool_calls": [{"name": "read_file", "arguments": {"path": "config.ini"}}]},

@@ -1,4 +1,4 @@
-"""Review of sessions, undo and subagent sessions: the gaps found, through the real CLI."""
+"""Sessions through the CLI: undo limits, import, locking, continue, resume, subagent sessions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Review of the runnable spine (issue 2) and the history rules (issue 3): regressions."""
+"""A turn cannot break the session: blank answers, empty prompts, locked stores, env, processes."""
 
 from __future__ import annotations
 

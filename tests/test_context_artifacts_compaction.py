@@ -1,4 +1,4 @@
-"""Review of issues 4 and 5: artifacts through the graph, compaction edge cases."""
+"""Artifacts paged through the graph; compaction edge cases (mid-turn, failed summaries)."""
 
 from __future__ import annotations
 
