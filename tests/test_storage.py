@@ -151,3 +151,22 @@ def test_store_prune_vacuums_and_session_resumes(settings: Settings, workspace: 
         after = agent.messages("s1")
         assert len(after) > len(history) and after[-1].content == "still here"
         assert any(m.content == "and now?" for m in after)
+
+
+def test_opening_an_existing_store_needs_no_write_lock(tmp_path: Path) -> None:
+    """Another process's write transaction must not fail a mere open of the file."""
+    from agentgraph.persistence.store import connect_sqlite
+
+    path = tmp_path / "sessions.db"
+    first = connect_sqlite(path)
+    first.execute("CREATE TABLE t (x)")
+    first.commit()
+    first.close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        conn = connect_sqlite(path, busy_timeout_s=0.2)
+        assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
+        conn.close()
+    finally:
+        holder.close()

@@ -261,9 +261,11 @@ def connect_sqlite(
     try:
         conn = sqlite3.connect(str(path), timeout=busy_timeout_s, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        # Takes effect on a new file (and at the next VACUUM of an older one): lets
-        # the per-turn prune give freed pages back (``PRAGMA incremental_vacuum``).
-        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        # On a new (empty) file only: lets the per-turn prune give freed pages back
+        # (``PRAGMA incremental_vacuum``). On an existing file the pragma needs the
+        # write lock, so another process's transaction would fail a mere open.
+        if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         _enable_wal(conn, busy_timeout_s)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
