@@ -223,13 +223,13 @@ class Agent:
     def _system_sections(self, state: Mapping[str, Any], workspace: str) -> list[str]:
         """Delegation hint, skills listing (names and descriptions) and AGENTS.md files."""
         sections: list[str] = []
-        allowed = state.get("allowed_tools")
+        # Nothing here depends on what changes within a session (an activated skill,
+        # its allowed_tools): the system prompt stays byte-stable for the prefix cache.
         denied = set(state.get("denied_tools") or [])
-        usable = allowed is None or SUBAGENT_TOOL in allowed
         delegate = any(t.name == SUBAGENT_TOOL for t in self.deps.tools)
-        if delegate and usable and SUBAGENT_TOOL not in denied:
+        if delegate and SUBAGENT_TOOL not in denied:
             sections.append(SUBAGENT_PROMPT_SECTION)
-        listing = skills_prompt_section(self.skills(workspace), state.get("active_skill"))
+        listing = skills_prompt_section(self.skills(workspace))
         if listing:
             sections.append(listing)
         project = self.instructions.section(workspace)

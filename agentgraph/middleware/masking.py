@@ -62,6 +62,9 @@ MASK_KEEP_RECENT_FRACTION = 0.15
 MASK_MIN_BATCH_FRACTION = 0.05
 # Outputs smaller than this stay: a placeholder would save next to nothing.
 MASK_MIN_OUTPUT_TOKENS = 100
+# Outputs of these tools are instructions the model keeps following (a skill's
+# playbook): never masked.
+MASK_EXEMPT_TOOLS = frozenset({"load_skill"})
 # Arguments shown in a placeholder, in characters.
 MASK_ARGS_MAX_CHARS = 120
 
@@ -178,7 +181,11 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 for call in msg.tool_calls:
                     if call.get("id"):
                         calls[str(call["id"])] = dict(call)
-            elif isinstance(msg, ToolMessage) and size >= MASK_MIN_OUTPUT_TOKENS:
+            elif (
+                isinstance(msg, ToolMessage)
+                and size >= MASK_MIN_OUTPUT_TOKENS
+                and msg.name not in MASK_EXEMPT_TOOLS
+            ):
                 text = placeholder(msg, calls.get(msg.tool_call_id), size)
                 masked = msg.model_copy(update={"content": text})
                 save = max(size - self.counter.count_message(masked), 0)

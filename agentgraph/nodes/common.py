@@ -21,14 +21,14 @@ def system_messages(state: AppState, deps: AgentDeps, *, workspace: str) -> list
 
 
 def allowed_tools(state: AppState, deps: AgentDeps) -> list[BaseTool]:
-    """Tools the model may call in this state (``allowed_tools`` narrows, None = all)."""
-    allowed = state.get("allowed_tools")
-    persistent = set(state.get("persistent_tools") or [])
-    denied = set(state.get("denied_tools") or [])  # a subagent's exclusions always win
-    if allowed is None:
-        return [t for t in deps.tools if t.name not in denied]
-    names = (set(allowed) | persistent) - denied
-    return [t for t in deps.tools if t.name in names]
+    """Tools sent to the model in this state: all but a subagent's exclusions.
+
+    A skill's ``allowed_tools`` does not shorten the list: the tools node refuses a
+    disallowed call with an error instead. The list then never changes within a
+    session, so the prompt prefix (tool schemas come first) stays cacheable.
+    """
+    denied = set(state.get("denied_tools") or [])  # fixed for a subagent's whole run
+    return [t for t in deps.tools if t.name not in denied]
 
 
 def repair_invalid_tool_calls(ai: AIMessage) -> AIMessage:
