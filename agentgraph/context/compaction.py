@@ -35,7 +35,7 @@ from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import shrink_tool_messages, truncate_text
 from agentgraph.context.windows import Budget
 from agentgraph.deps import CompactionOutcome
-from agentgraph.history import AGENTGRAPH_KEY, agentgraph_kind, group_messages
+from agentgraph.history import AGENTGRAPH_KEY, INTERNAL_KINDS, agentgraph_kind, group_messages
 
 KEEP_RECENT_BUDGET_FRACTION = 0.20
 FALLBACK_KEEP_BUDGET_FRACTION = 0.30
@@ -341,11 +341,7 @@ class Compactor:
 
     def _view_tokens(self, messages: Sequence[BaseMessage], fixed: int) -> int:
         return fixed + self.counter.count_messages(
-            [
-                m
-                for m in messages
-                if agentgraph_kind(m) not in ("compact_boundary", "snapshot", "notice")
-            ]
+            [m for m in messages if agentgraph_kind(m) not in INTERNAL_KINDS]
         )
 
     # -- entry point ----------------------------------------------------------------

@@ -22,6 +22,7 @@ from langchain_core.tools import BaseTool
 
 from agentgraph.context.tokens import TokenCounter, anchored_prompt_tokens
 from agentgraph.context.windows import Budget
+from agentgraph.history.kinds import INTERNAL_KINDS, agentgraph_kind
 
 __all__ = ["CATEGORIES", "context_report", "render_context", "status_line"]
 
@@ -39,10 +40,6 @@ LARGEST_MESSAGES_SHOWN = 5
 PREVIEW_MAX_CHARS = 60
 BAR_MIN_WIDTH = 10
 
-# The shared message convention (agentgraph/history.py owns the helper; a
-# local copy keeps this module independent of it).
-_AGENTGRAPH_KEY = "agentgraph"
-_INTERNAL_KINDS = frozenset({"compact_boundary", "snapshot", "notice"})
 _KIND_CATEGORY = {"summary": "summaries", "reinjected_file": "files_reinjected"}
 _SOURCE_TEXT = {
     "exact": "exact (local tokenizer)",
@@ -61,17 +58,8 @@ _CATEGORY_TEXT = {
 }
 
 
-def _kind(msg: BaseMessage) -> str | None:
-    meta = msg.additional_kwargs.get(_AGENTGRAPH_KEY)
-    if isinstance(meta, Mapping):
-        kind = meta.get("kind")
-        if isinstance(kind, str):
-            return kind
-    return None
-
-
 def _category(msg: BaseMessage) -> str:
-    kind = _kind(msg)
+    kind = agentgraph_kind(msg)
     if kind in _KIND_CATEGORY:
         return _KIND_CATEGORY[kind]
     if isinstance(msg, SystemMessage):
@@ -138,7 +126,7 @@ def context_report(
     sent: list[BaseMessage] = []
     sized: list[tuple[int, int, BaseMessage]] = []
     for index, msg in enumerate(messages):
-        if _kind(msg) in _INTERNAL_KINDS:
+        if agentgraph_kind(msg) in INTERNAL_KINDS:
             continue
         tokens = counter.count_message(msg)
         by_category[_category(msg)] += tokens

@@ -95,6 +95,27 @@ def _retryable(exc: BaseException, attempt: int, policy: RetryPolicy) -> Provide
     return err if policy.should_retry(attempt, err) else None
 
 
+def _delay_before_retry(
+    exc: BaseException,
+    attempt: int,
+    policy: RetryPolicy,
+    on_retry: OnRetry | None,
+    rng: random.Random | None,
+) -> float | None:
+    """Seconds to wait before retry ``attempt`` (``on_retry`` told), or None to give up.
+
+    The one decision shared by the sync and async loops, which differ only in how
+    they call and wait.
+    """
+    err = _retryable(exc, attempt, policy)
+    if err is None:
+        return None
+    delay = policy.delay_for(attempt, err, rng=rng)
+    if on_retry is not None:
+        on_retry(attempt, err, delay)
+    return delay
+
+
 def call_with_retries(
     fn: Callable[[], T],
     policy: RetryPolicy,
@@ -125,12 +146,9 @@ def call_with_retries(
             return fn()
         except Exception as exc:
             attempt += 1
-            err = _retryable(exc, attempt, policy)
-            if err is None:
+            delay = _delay_before_retry(exc, attempt, policy, on_retry, rng)
+            if delay is None:
                 raise
-            delay = policy.delay_for(attempt, err, rng=rng)
-            if on_retry is not None:
-                on_retry(attempt, err, delay)
             sleep(delay)
 
 
@@ -164,10 +182,7 @@ async def acall_with_retries(
             return await fn()
         except Exception as exc:
             attempt += 1
-            err = _retryable(exc, attempt, policy)
-            if err is None:
+            delay = _delay_before_retry(exc, attempt, policy, on_retry, rng)
+            if delay is None:
                 raise
-            delay = policy.delay_for(attempt, err, rng=rng)
-            if on_retry is not None:
-                on_retry(attempt, err, delay)
             await sleep(delay)

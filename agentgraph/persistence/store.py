@@ -274,6 +274,15 @@ def connect_sqlite(
     return conn
 
 
+def _open_checked_sqlite(settings: Settings) -> tuple[Path, float, sqlite3.Connection]:
+    """The SQLite file's path, busy timeout and a connection, after the file checks."""
+    path = settings.db_path
+    timeout = settings.sqlite_busy_timeout_s
+    _check_sqlite_file(path)
+    verify_sqlite_file(path, timeout)
+    return path, timeout, connect_sqlite(path, timeout)
+
+
 @contextmanager
 def open_store(settings: Settings) -> Iterator[Store]:
     """Open the configured store (SQLite file under ``AGENTGRAPH_HOME``, or PostgreSQL
@@ -293,11 +302,7 @@ def open_store(settings: Settings) -> Iterator[Store]:
         ) as store:
             yield store
         return
-    path = settings.db_path
-    timeout = settings.sqlite_busy_timeout_s
-    _check_sqlite_file(path)
-    verify_sqlite_file(path, timeout)
-    conn = connect_sqlite(path, timeout)
+    path, timeout, conn = _open_checked_sqlite(settings)
     index_conn = connect_sqlite(path, timeout, check_header=False)
     # Released when the store closes; a crashed process's leases are void (pid check).
     leases = SqliteLeases(path, timeout)
@@ -329,11 +334,7 @@ def open_index(settings: Settings) -> Iterator[SessionIndex]:
         with open_store(settings) as store:
             yield store.index
         return
-    path = settings.db_path
-    timeout = settings.sqlite_busy_timeout_s
-    _check_sqlite_file(path)
-    verify_sqlite_file(path, timeout)
-    conn = connect_sqlite(path, timeout)
+    path, timeout, conn = _open_checked_sqlite(settings)
     try:
         try:
             index = SqliteSessionIndex(conn)
