@@ -152,7 +152,8 @@ def test_delete_unknown_ambiguous_and_confirmation(home: Path, workspace: Path) 
     refused = run_cli(["sessions", "delete", "bbb"], cwd=workspace, env=env, stdin="y\n")
     assert refused.returncode == 2 and "pass --yes" in refused.stderr
     artifacts = home / ".agentgraph" / "artifacts" / "bbb1"
-    artifacts.mkdir(parents=True)
+    artifacts.mkdir(parents=True, exist_ok=True)  # tool-call start records may be there
+    (artifacts / "tool-full-output.txt").write_text("kept until the session goes\n")
     done = run_cli(["sessions", "delete", "bbb", "--yes"], cwd=workspace, env=env)
     assert done.returncode == 0 and "deleted bbb1" in done.stderr
     assert not artifacts.exists()
