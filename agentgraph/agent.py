@@ -26,6 +26,7 @@ from agentgraph.call_records import interrupted_results
 from agentgraph.cancel import CancelGuard, RunningTurn, TurnCancelled, interrupted_message
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor
+from agentgraph.context.pricing import UsageTotals, add_cost
 from agentgraph.context.retry import RetryPolicy
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
@@ -119,6 +120,10 @@ class TurnResult:
     pending_approvals: list[dict[str, Any]] = field(default_factory=list)
     # Why the turn ended early ("max_loops": the loop cap), None when it just finished.
     stop_reason: str | None = None
+    # Prompt tokens the provider served from its cache; estimated cost (None: unknown
+    # price, see context/pricing.py).
+    cached_input_tokens: int = 0
+    cost_usd: float | None = None
 
 
 class Agent:
@@ -524,7 +529,8 @@ class Agent:
         can_ask: bool = True,
     ) -> Iterator[Event]:
         """Stream the graph on ``graph_input`` and turn its output into UI events."""
-        usage_in = usage_out = tool_calls = 0
+        usage = UsageTotals()
+        tool_calls = 0
         answer = ""
         prompt_tokens: int | None = None
         context = replace(self.run_context(thread_id, workspace), can_ask=can_ask)
@@ -570,9 +576,7 @@ class Agent:
                     for msg in new_messages(update):
                         if isinstance(msg, AIMessage):
                             turn.partial.clear()  # this reply is complete and stored
-                            usage: dict[str, Any] = dict(msg.usage_metadata or {})
-                            usage_in += int(usage.get("input_tokens", 0))
-                            usage_out += int(usage.get("output_tokens", 0))
+                            usage.add_message(msg, self.settings.model)
                             tool_calls += len(msg.tool_calls)
                             for call in msg.tool_calls:
                                 yield {
@@ -596,8 +600,10 @@ class Agent:
             raise TurnCancelled()
         history = self.messages(thread_id)
         info.message_count = len(history)
-        info.input_tokens += usage_in
-        info.output_tokens += usage_out
+        info.input_tokens += usage.input_tokens
+        info.output_tokens += usage.output_tokens
+        info.cached_input_tokens += usage.cached_input_tokens
+        info.cost_usd = add_cost(info.cost_usd, usage.cost_usd)
         info.context_tokens = prompt_tokens or info.context_tokens
         info.updated_at = time.time()
         # A title written meanwhile (background model title, /title) must survive.
@@ -614,12 +620,14 @@ class Agent:
             "result": TurnResult(
                 thread_id=thread_id,
                 answer=answer,
-                input_tokens=usage_in,
-                output_tokens=usage_out,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
                 tool_calls=tool_calls,
                 prompt_tokens=prompt_tokens,
                 pending_approvals=pending,
                 stop_reason=stop_reason,
+                cached_input_tokens=usage.cached_input_tokens,
+                cost_usd=usage.cost_usd,
             ),
         }
 
@@ -644,6 +652,9 @@ class Agent:
             budget=self.deps.budget,
             instructions=self.instructions.section(self._workspace_of(thread_id)),
         )
+        info = self.store.index.get(thread_id)
+        if info is not None:
+            report["usage"] = info.to_json()["usage"]
         report["compactions"] = [
             {k: v for k, v in (m.additional_kwargs.get("agentgraph") or {}).items() if k != "kind"}
             for m in messages

@@ -380,14 +380,17 @@ class SubagentRunner:
         if info is None:
             return
         messages = list(self._values(thread_id).get("messages") or [])
-        usage_in = usage_out = 0
+        from agentgraph.context.pricing import UsageTotals
+
+        usage = UsageTotals()
         for m in messages:
-            if isinstance(m, AIMessage) and m.usage_metadata:
-                usage_in += int(m.usage_metadata.get("input_tokens", 0))
-                usage_out += int(m.usage_metadata.get("output_tokens", 0))
+            if isinstance(m, AIMessage):
+                usage.add_message(m, self.settings.model)
         info.message_count = len(messages)
-        info.input_tokens = usage_in
-        info.output_tokens = usage_out
+        info.input_tokens = usage.input_tokens
+        info.output_tokens = usage.output_tokens
+        info.cached_input_tokens = usage.cached_input_tokens
+        info.cost_usd = usage.cost_usd
         info.updated_at = time.time()
         self.index.upsert(info)
 

@@ -16,6 +16,7 @@ from agentgraph.cli.common import process_environment, resolve_workspace, start_
 from agentgraph.cli.render import EventPrinter
 from agentgraph.cli.stream_json import StreamJsonPrinter
 from agentgraph.config import Settings
+from agentgraph.context.pricing import usage_json
 from agentgraph.errors import (
     EXIT_RUN_TIMEOUT,
     EXIT_STEP_LIMIT,
@@ -143,7 +144,12 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         payload: dict[str, Any] = {
             "thread_id": result.thread_id,
             "answer": result.answer,
-            "usage": {"input_tokens": result.input_tokens, "output_tokens": result.output_tokens},
+            "usage": usage_json(
+                result.input_tokens,
+                result.output_tokens,
+                result.cached_input_tokens,
+                result.cost_usd,
+            ),
             "tool_calls": result.tool_calls,
             "stopped": result.stop_reason,
             "exit_code": code,

@@ -184,6 +184,17 @@ def status_line(report: Mapping[str, Any]) -> tuple[str, str]:
     return text, str(report["level"])
 
 
+def _usage_text(usage: Mapping[str, Any]) -> str:
+    from agentgraph.context.pricing import usage_line
+
+    return usage_line(
+        int(usage.get("input_tokens") or 0),
+        int(usage.get("output_tokens") or 0),
+        int(usage.get("cached_input_tokens") or 0),
+        usage.get("cost_usd"),
+    )
+
+
 def render_context(report: Mapping[str, Any], width: int = 40) -> str:
     """Plain-text view of a context report (the CLI adds colours).
 
@@ -206,6 +217,9 @@ def render_context(report: Mapping[str, Any], width: int = 40) -> str:
     ]
     if report.get("notice"):
         lines.append(f"Note: {report['notice']}")
+    if report.get("usage"):
+        cost = "" if report["usage"].get("cost_usd") is not None else " (no price for this model)"
+        lines.append(f"Session usage: {_usage_text(report['usage'])}{cost}")
     lines.append("By category:")
     for name in CATEGORIES:
         value = int(report["by_category"].get(name, 0))

@@ -29,6 +29,14 @@ _COLUMNS = (
     "parent_thread_id",
     "context_id",
     "compactions",
+    "cached_input_tokens",
+    "cost_usd",
+)
+# Columns added after the first release: (name, SQLite type, Postgres type). Opening an
+# older database adds them (existing rows: 0 cached tokens, unknown cost).
+ADDED_COLUMNS = (
+    ("cached_input_tokens", "INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0"),
+    ("cost_usd", "REAL", "DOUBLE PRECISION"),
 )
 
 
@@ -50,11 +58,20 @@ class SessionInfo:
     parent_thread_id: str | None = None
     context_id: str = "main"
     compactions: int = 0
+    # Prompt tokens served from the provider's cache, and the estimated cost in USD
+    # (None: a model without a known price was used, or usage predates costs).
+    cached_input_tokens: int = 0
+    cost_usd: float | None = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form used by ``sessions list --json``."""
+        from agentgraph.context.pricing import usage_json
+
         data = asdict(self)
         data["messages"] = self.message_count
+        data["usage"] = usage_json(
+            self.input_tokens, self.output_tokens, self.cached_input_tokens, self.cost_usd
+        )
         return data
 
 
@@ -141,6 +158,14 @@ class SqliteSessionIndex:
                     compactions INTEGER NOT NULL DEFAULT 0
                 )"""
             )
+            present = {
+                row[1] for row in self._conn.execute("PRAGMA table_info(agentgraph_sessions)")
+            }
+            for name, sqlite_type, _pg_type in ADDED_COLUMNS:
+                if name not in present:
+                    self._conn.execute(
+                        f"ALTER TABLE agentgraph_sessions ADD COLUMN {name} {sqlite_type}"
+                    )
             self._conn.execute(
                 "CREATE INDEX IF NOT EXISTS agentgraph_sessions_ws "
                 "ON agentgraph_sessions(workspace, updated_at)"

@@ -24,7 +24,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from agentgraph.errors import StoreError
-from agentgraph.persistence.index import _COLUMNS, SessionInfo, list_filter
+from agentgraph.persistence.index import _COLUMNS, ADDED_COLUMNS, SessionInfo, list_filter
 from agentgraph.persistence.leases import PG_CREATE_LEASES, PostgresLeases
 from agentgraph.persistence.store import Store
 
@@ -161,6 +161,10 @@ class PostgresSessionIndex:
         conn.execute(_CREATE_TABLE)
         conn.execute(_CREATE_INDEX)
         conn.execute(PG_CREATE_LEASES)
+        for name, _sqlite_type, pg_type in ADDED_COLUMNS:
+            conn.execute(
+                f"ALTER TABLE agentgraph_sessions ADD COLUMN IF NOT EXISTS {name} {pg_type}"
+            )
 
     def upsert(self, info: SessionInfo) -> None:
         """Insert or replace the row for ``info.thread_id``."""

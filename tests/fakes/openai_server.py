@@ -19,6 +19,11 @@ Script replies (JSON-able dicts, also the ``--script FILE.json`` format of the C
   ``prompt_tokens``/``completion_tokens``), ``"chunk_delay_s"`` (pause between SSE chunks).
 * in-process only: ``callable(request_json) -> reply``.
 
+Usage reports ``prompt_tokens_details.cached_tokens`` the way OpenAI's automatic prompt
+cache does: the longest prefix of whole messages (same model and tools) that an earlier
+answered request already sent, counted with :func:`token_estimate`, rounded down to
+``cache_step_tokens`` and 0 under ``cache_min_tokens`` (OpenAI: 128 and 1024).
+
 Run standalone for subprocess tests::
 
     python -m tests.fakes.openai_server --script replies.json --port 0 --window 4096
@@ -51,6 +56,9 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 CHARS_PER_TOKEN = 4
+# OpenAI's automatic prompt cache: prompts from 1,024 tokens, in steps of 128 tokens.
+CACHE_MIN_TOKENS = 1024
+CACHE_STEP_TOKENS = 128
 MESSAGE_OVERHEAD_TOKENS = 4
 IMAGE_PART_TOKENS = 85  # OpenAI's low-detail image cost
 TOOL_NAME_MAX_CHARS = 64
@@ -637,6 +645,7 @@ class FakeOpenAIServer:
         violation_details: The same as :class:`Violation` objects.
         overflow_count: Requests rejected for exceeding ``window``.
         log: Every HTTP request received, in order.
+        reported_usage: The usage block of every answer, in order.
     """
 
     def __init__(
@@ -653,6 +662,8 @@ class FakeOpenAIServer:
         id_mode: IdMode = "unique",
         host: str = "127.0.0.1",
         port: int = 0,
+        cache_min_tokens: int = CACHE_MIN_TOKENS,
+        cache_step_tokens: int = CACHE_STEP_TOKENS,
     ) -> None:
         """Configure the server (it does not listen until started).
 
@@ -670,6 +681,8 @@ class FakeOpenAIServer:
             id_mode: How tool-call ids absent from the script are filled (see ``IdMode``).
             host: Loopback address to bind.
             port: Port to bind (0 = a free one).
+            cache_min_tokens: Prompts shorter than this report no cached tokens.
+            cache_step_tokens: Cached tokens are reported in multiples of this.
         """
         unknown = set(disabled_rules) - ALL_RULES
         if unknown:
@@ -696,6 +709,12 @@ class FakeOpenAIServer:
         self.violations: list[str] = []
         self.violation_details: list[Violation] = []
         self.overflow_count = 0
+        self.cache_min_tokens = cache_min_tokens
+        self.cache_step_tokens = max(1, cache_step_tokens)
+        # (model, tools JSON, message JSONs) of every answered request: the prompt cache.
+        self._cached_prompts: list[tuple[str, str, list[str]]] = []
+        # The usage block of every answer, in order.
+        self.reported_usage: list[dict[str, Any]] = []
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
@@ -924,7 +943,7 @@ class FakeOpenAIServer:
 
     def completion_usage(
         self, request_json: Mapping[str, Any], reply: Mapping[str, Any]
-    ) -> dict[str, int]:
+    ) -> dict[str, Any]:
         """Usage block for an answer: prompt = token estimate, completion = reply chars / 4.
 
         Args:
@@ -932,17 +951,56 @@ class FakeOpenAIServer:
             reply: The normalized reply (``content``, ``tool_calls``, optional ``usage``).
 
         Returns:
-            ``{"prompt_tokens", "completion_tokens", "total_tokens"}``.
+            ``{"prompt_tokens", "completion_tokens", "total_tokens",
+            "prompt_tokens_details": {"cached_tokens"}}``.
         """
         chars = len(reply.get("content") or "")
         chars += sum(len(c["arguments"]) for c in reply.get("tool_calls") or [])
-        usage = {
+        usage: dict[str, Any] = {
             "prompt_tokens": token_estimate(request_json),
             "completion_tokens": _ceil_div(chars, CHARS_PER_TOKEN),
         }
-        usage.update({k: int(v) for k, v in (reply.get("usage") or {}).items()})
+        cached = self.cached_prompt_tokens(request_json)
+        overrides = dict(reply.get("usage") or {})
+        if "cached_tokens" in overrides:
+            cached = int(overrides.pop("cached_tokens"))
+        usage.update({k: int(v) for k, v in overrides.items()})
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        usage["prompt_tokens_details"] = {"cached_tokens": min(cached, usage["prompt_tokens"])}
+        with self._lock:
+            self.reported_usage.append(usage)
         return usage
+
+    def cached_prompt_tokens(self, request_json: Mapping[str, Any]) -> int:
+        """Tokens of the longest message prefix an earlier request sent; remembers this one.
+
+        Args:
+            request_json: The request body (answered).
+
+        Returns:
+            The cached tokens to report (see the module docstring).
+        """
+        messages = request_json.get("messages")
+        messages = messages if isinstance(messages, list) else []
+        model = str(request_json.get("model"))
+        tools = json.dumps(request_json.get("tools") or [], sort_keys=True)
+        keys = [json.dumps(m, sort_keys=True) for m in messages]
+        best = 0
+        with self._lock:
+            for seen_model, seen_tools, seen in self._cached_prompts:
+                if seen_model != model or seen_tools != tools:
+                    continue
+                same = 0
+                for a, b in zip(seen, keys, strict=False):
+                    if a != b:
+                        break
+                    same += 1
+                best = max(best, same)
+            self._cached_prompts.append((model, tools, keys))
+        if best == 0 or token_estimate(request_json) < self.cache_min_tokens:
+            return 0
+        prefix = token_estimate({"messages": messages[:best], "tools": request_json.get("tools")})
+        return prefix - prefix % self.cache_step_tokens
 
 
 def _split_content(content: str) -> list[str]:
@@ -954,7 +1012,7 @@ def _pieces(text: str, size: int) -> list[str]:
 
 
 def stream_events(
-    completion_id: str, model: str, reply: Mapping[str, Any], usage: dict[str, int] | None
+    completion_id: str, model: str, reply: Mapping[str, Any], usage: dict[str, Any] | None
 ) -> Iterator[dict[str, Any]]:
     """Yield the chat.completion.chunk objects OpenAI streams for one answer.
 
@@ -1011,7 +1069,7 @@ def stream_events(
 
 
 def completion_body(
-    completion_id: str, model: str, reply: Mapping[str, Any], usage: dict[str, int]
+    completion_id: str, model: str, reply: Mapping[str, Any], usage: dict[str, Any]
 ) -> dict[str, Any]:
     """Build a non-streaming ``chat.completion`` body for one answer.
 
