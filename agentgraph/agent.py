@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -43,6 +44,13 @@ from agentgraph.nodes.tools import tool_output_cap_tokens
 from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.persistence.sessions import SessionHooks
 from agentgraph.persistence.store import Store
+from agentgraph.recall.search import (
+    INDEX_ERRORS,
+    SEARCH_LIMIT_DEFAULT,
+    SearchResult,
+    read_message,
+    search_transcript,
+)
 from agentgraph.redaction import build_redactor
 from agentgraph.runctx import RunContext
 from agentgraph.skills import (
@@ -64,6 +72,7 @@ from agentgraph.subagents import (
 from agentgraph.thread_ids import session_path
 from agentgraph.tools import build_tools
 from agentgraph.tools.bash import kill_running_commands, sandbox_plan_for
+from agentgraph.tools.history_tools import make_history_tools
 from agentgraph.tools.search import cancel_running_searches
 from agentgraph.user_offload import offload_user_messages
 
@@ -173,6 +182,7 @@ class Agent:
         # Decided (and bwrap probed) once: the notice is shown once, at start.
         self.sandbox = sandbox_plan_for(settings, base_env) if settings.bash != "off" else None
         tools = build_tools(settings, base_env=base_env, sandbox=self.sandbox)
+        tools.extend(make_history_tools(lambda: self.store.history))
         # MCP tools come after the built-ins, in config order: a stable tool list.
         tools.extend(mcp.tools if mcp is not None else [])
         delegate = settings.subagent_max_depth > 0
@@ -599,6 +609,7 @@ class Agent:
         if not turn.settle():  # cancelled: recorded as interrupted by the canceller
             raise TurnCancelled()
         history = self.messages(thread_id)
+        self._index_history(thread_id, history)
         info.message_count = len(history)
         info.input_tokens += usage.input_tokens
         info.output_tokens += usage.output_tokens
@@ -630,6 +641,37 @@ class Agent:
                 cost_usd=usage.cost_usd,
             ),
         }
+
+    def _index_history(self, thread_id: str, history: list[BaseMessage]) -> None:
+        """Add the turn's messages to the transcript index (search_history, /search).
+
+        Best effort: a busy or damaged index never fails the turn; the next search
+        syncs (or rebuilds) it from the transcript.
+        """
+        if self.store.history is None:
+            return
+        with contextlib.suppress(*INDEX_ERRORS):
+            self.store.history.sync(thread_id, history)
+
+    def search_history(
+        self, thread_id: str, query: str, limit: int = SEARCH_LIMIT_DEFAULT
+    ) -> SearchResult:
+        """Full-text search over the session's whole stored transcript (``/search``).
+
+        Raises:
+            SearchError: empty or over-long query, bad limit.
+        """
+        return search_transcript(
+            self.store.history, thread_id, self.messages(thread_id), query, limit
+        )
+
+    def read_history(self, thread_id: str, ref: str) -> str:
+        """One stored message in full by its ``msg:N`` reference.
+
+        Raises:
+            SearchError: not a reference, or no such message.
+        """
+        return read_message(self.messages(thread_id), ref)
 
     def context_report(self, thread_id: str) -> dict[str, Any]:
         """Size and breakdown of the prompt the next model call would send.

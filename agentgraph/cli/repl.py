@@ -42,6 +42,7 @@ SLASH_MODULES = (
     "agentgraph.cli.slash_integrations",
     "agentgraph.cli.slash_diff",
     "agentgraph.cli.slash_resume",
+    "agentgraph.cli.slash_recall",
 )
 
 

@@ -57,7 +57,9 @@ SUMMARY_PREFIX = (
     "thinking process. You also have access to the state of the tools that were used by "
     "that language model. Use this to build on the work that has already been done and "
     "avoid duplicating work. Here is the summary produced by the other language model; "
-    "use the information in this summary to assist with your own analysis:\n\n"
+    "use the information in this summary to assist with your own analysis. The messages it "
+    "summarizes are kept: search_history(query) finds any detail of them and "
+    "read_history(ref) shows one in full.\n\n"
 )
 
 HANDOFF_PROMPT = """\
@@ -80,7 +82,8 @@ CONTINUE_PIECE_PROMPT = (
 
 FALLBACK_NOTE = (
     "[Compaction failed ({reason}); older messages were dropped from your view without a "
-    "summary. They are kept in the session transcript. Re-read files you need.]"
+    "summary. They are kept in the session transcript: search_history(query) finds them. "
+    "Re-read files you need.]"
 )
 
 REINJECTED_FILE_TEMPLATE = (

@@ -27,6 +27,7 @@ from agentgraph.errors import StoreError
 from agentgraph.persistence.index import _COLUMNS, ADDED_COLUMNS, SessionInfo, list_filter
 from agentgraph.persistence.leases import PG_CREATE_LEASES, PostgresLeases
 from agentgraph.persistence.store import Store
+from agentgraph.recall.search_pg import PostgresHistoryIndex
 
 POSTGRES_POOL_MIN_SIZE = 1
 POSTGRES_POOL_MAX_SIZE_DEFAULT = 10
@@ -238,6 +239,7 @@ def _setup_schema(pool: ConnectionPool[Any]) -> None:
         try:
             PostgresSaver(conn).setup()
             PostgresSessionIndex.setup(conn)
+            PostgresHistoryIndex.setup(conn)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
 
@@ -304,7 +306,13 @@ def open_postgres_store(
         except (psycopg.Error, PoolTimeout) as exc:
             raise describe_postgres_error(url, exc) from None
         try:
-            yield Store(checkpointer=saver, index=index, location=mask_url(url), leases=leases)
+            yield Store(
+                checkpointer=saver,
+                index=index,
+                location=mask_url(url),
+                leases=leases,
+                history=PostgresHistoryIndex(pool),
+            )
         except psycopg.OperationalError as exc:
             raise describe_postgres_error(url, exc) from None
     finally:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
     from agentgraph.persistence.saver import AgentSqliteSaver
+    from agentgraph.recall.search import HistoryIndex
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 # A thread is pruned after every turn: it reads only the thread's own rows (one
@@ -54,12 +55,16 @@ class Store:
     path: Path | None = None
     leases: ThreadLeases = field(default_factory=LocalLeases)
     keep_latest: int = PRUNE_KEEP_LATEST_CHECKPOINTS
+    # Full-text index of transcripts (search_history); None: searched in memory.
+    history: HistoryIndex | None = None
     _turns: dict[str, int] = field(default_factory=dict, repr=False)
 
     def delete_thread(self, thread_id: str) -> None:
         """Remove a thread's checkpoints and its index row."""
         self.checkpointer.delete_thread(thread_id)
         self.index.delete(thread_id)
+        if self.history is not None:
+            self.history.delete_thread(thread_id)
 
     def _sqlite_saver(self) -> AgentSqliteSaver | None:
         from agentgraph.persistence.saver import AgentSqliteSaver
@@ -306,20 +311,31 @@ def open_store(settings: Settings) -> Iterator[Store]:
     index_conn = connect_sqlite(path, timeout, check_header=False)
     # Released when the store closes; a crashed process's leases are void (pid check).
     leases = SqliteLeases(path, timeout)
+    history_conn = connect_sqlite(path, timeout, check_header=False)
     try:
         from agentgraph.persistence.saver import AgentSqliteSaver
+        from agentgraph.recall.search import SqliteHistoryIndex
 
         saver = AgentSqliteSaver(conn)
         try:
             saver.setup()
             index = SqliteSessionIndex(index_conn)
+            history = SqliteHistoryIndex(history_conn)
         except sqlite3.Error as exc:
             raise describe_sqlite_error(path, exc, timeout) from exc
-        yield Store(checkpointer=saver, index=index, location=str(path), path=path, leases=leases)
+        yield Store(
+            checkpointer=saver,
+            index=index,
+            location=str(path),
+            path=path,
+            leases=leases,
+            history=history,
+        )
     finally:
         leases.close()
         conn.close()
         index_conn.close()
+        history_conn.close()
 
 
 @contextmanager

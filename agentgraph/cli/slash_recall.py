@@ -1,0 +1,34 @@
+"""Recall commands: /search over the session's whole transcript, /memory across sessions."""
+
+from __future__ import annotations
+
+from agentgraph.cli.slash import ReplContext, command
+from agentgraph.recall.search import INDEX_ERRORS, SearchError, parse_ref
+
+
+@command("search", "/search QUERY | msg:N", "search this session's whole transcript; show msg:N")
+def _search(ctx: ReplContext, rest: str) -> None:
+    if not rest:
+        ctx.console.print("usage: /search WORDS (or /search msg:N to show one message)")
+        return
+    try:
+        try:
+            parse_ref(rest)
+        except SearchError:
+            result = ctx.agent.search_history(ctx.thread_id, rest)
+        else:
+            ctx.console.print(ctx.agent.read_history(ctx.thread_id, rest), markup=False)
+            return
+    except SearchError as exc:
+        ctx.console.print(f"search: {exc}", markup=False)
+        return
+    except INDEX_ERRORS as exc:
+        ctx.console.print(f"search: the index is not available ({exc}); try again", markup=False)
+        return
+    if result.rebuilt:
+        ctx.console.print("(the search index was damaged and has been rebuilt)", markup=False)
+    if not result.hits:
+        ctx.console.print(f"no messages match {rest!r}", markup=False)
+        return
+    for hit in result.hits:
+        ctx.console.print(f"{hit.ref:>8} [{hit.role}] {hit.snippet}", markup=False)

@@ -1,0 +1,244 @@
+"""search_history / read_history / /search: the whole transcript stays findable."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from rich.console import Console
+
+import agentgraph.cli.slash_recall  # noqa: F401  (registers /search)
+from agentgraph.agent import Agent
+from agentgraph.cli.slash import ReplContext, dispatch
+from agentgraph.config import Settings
+from agentgraph.persistence import Store, open_store
+from agentgraph.recall.search import (
+    SEARCH_QUERY_MAX_CHARS,
+    SearchError,
+    read_message,
+    search_transcript,
+)
+from tests.fakes.openai_server import FakeOpenAIServer
+
+FACT = "ZEBRA-QUASAR-77"
+CJK_FACT = "数据库连接池的上限是六十四"
+
+
+def _tool_texts(request: dict[str, Any]) -> list[str]:
+    return [str(m.get("content")) for m in request["messages"] if m.get("role") == "tool"]
+
+
+def _read_ref(request: dict[str, Any]) -> dict[str, Any]:
+    """Reply: read the reference of the search hit that shows the fact."""
+    found = re.search(rf"(msg:\d+) [^\n]*{FACT}", _tool_texts(request)[-1])
+    assert found is not None, _tool_texts(request)
+    return {"tool_calls": [{"name": "read_history", "arguments": {"ref": found.group(1)}}]}
+
+
+def _answer_from_tool(request: dict[str, Any]) -> dict[str, Any]:
+    text = _tool_texts(request)[-1]
+    return {"content": f"The codename is {FACT}." if FACT in text else "I could not find it."}
+
+
+def test_search_finds_a_fact_that_was_summarized_away(
+    make_backend_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    script: list[Any] = [
+        {"content": "Noted."},
+        {"content": "Sure, the logs are rotated daily."},
+        {"content": "## Summary\nThe user chatted about logs."},  # drops the fact
+        {"tool_calls": [{"name": "search_history", "arguments": {"query": "codename"}}]},
+        _read_ref,
+        _answer_from_tool,
+    ]
+    with FakeOpenAIServer(script, on_exhausted="raise") as server:
+        settings = make_backend_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            agent.run_turn("t1", f"Remember: the project codename is {FACT}.", workspace)
+            agent.run_turn("t1", "How are logs kept?", workspace)
+            record = agent.compact("t1")
+            assert record is not None and not record["fallback"]
+            result = agent.run_turn("t1", "What was the project codename?", workspace)
+            stored = agent.messages("t1")
+        requests = server.requests
+    assert server.violations == []
+    assert result.answer == f"The codename is {FACT}."
+    # The model's view no longer had the fact when it decided to search …
+    assert FACT not in json.dumps(requests[3]["messages"])
+    # … the search found it (with a reference), read_history showed it in full.
+    search_result, read_result = _tool_texts(requests[5])[-2:]
+    assert FACT in search_result and "msg:" in search_result
+    assert read_result.startswith("msg:") and f"the project codename is {FACT}" in read_result
+    # The tools and the summary tell the model the transcript is searchable.
+    tool_names = [t["function"]["name"] for t in requests[3]["tools"]]
+    assert {"search_history", "read_history"} <= set(tool_names)
+    assert "search_history" in json.dumps(requests[3]["messages"][:2])
+    assert sum(1 for m in stored if isinstance(m, HumanMessage) and FACT in str(m.content)) == 1
+
+
+def _transcript() -> list[Any]:
+    call = {"name": "read_file", "args": {"path": "notes/设计.md"}, "id": "c1"}
+    return [
+        HumanMessage(f"Note: {CJK_FACT}; also check config.yaml", id="u1"),
+        AIMessage("", tool_calls=[call], id="a1"),
+        ToolMessage(
+            'He said "NEAR" (a AND b) OR c* -- select * from t; 100% done_ok',
+            tool_call_id="c1",
+            name="read_file",
+            id="t1",
+        ),
+        AIMessage("The pool limit is documented in Chinese.", id="a2"),
+    ]
+
+
+@pytest.fixture
+def backend_store(make_backend_settings: Callable[..., Settings]) -> Any:
+    with open_store(make_backend_settings()) as store:
+        yield store
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        '""',
+        "*",
+        "NEAR",
+        "AND",
+        "OR",
+        "(",
+        ")",
+        "a AND (b",
+        '"unbalanced',
+        "col:val",
+        "^start",
+        "-foo",
+        "100%",
+        "done_ok",
+        "select * from",
+        "NEAR(a b)",
+        "\\",
+        "'; DROP TABLE agentgraph_history; --",
+        "\x00nul",
+    ],
+)
+def test_fts_syntax_characters_are_literal_text(backend_store: Store, query: str) -> None:
+    messages = _transcript()
+    result = search_transcript(backend_store.history, "bad", messages, query, 5)
+    for hit in result.hits:
+        assert hit.ref.startswith("msg:")
+    again = search_transcript(backend_store.history, "bad", messages, "Chinese", 5)
+    assert [h.position for h in again.hits] == [3]  # the table is still there
+
+
+def test_search_ranks_literal_operators_cjk_and_short_terms(backend_store: Store) -> None:
+    messages = _transcript()
+
+    def positions(query: str) -> list[int]:
+        result = search_transcript(backend_store.history, "s", messages, query, 5)
+        return [h.position for h in result.hits]
+
+    assert positions('"NEAR" (a AND b)')[0] == 2
+    assert positions("c*") == [2]
+    assert positions("100%") == [2]
+    assert positions("数据库连接池") == [0]  # CJK, trigram-length and longer
+    assert positions("上限") == [0]  # two characters: below a trigram
+    assert positions("设计.md") == [1]  # in a tool call's arguments
+    assert sorted(positions("config.yaml pool")) == [0, 3]  # one term each
+    assert positions("pool limit Chinese") == [3]
+    assert positions("nothing-like-this") == []
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t"])
+def test_empty_queries_are_refused_clearly(backend_store: Store, query: str) -> None:
+    with pytest.raises(SearchError, match="empty"):
+        search_transcript(backend_store.history, "s", _transcript(), query, 5)
+
+
+def test_huge_query_and_bad_limit_are_refused_with_the_limit_named(backend_store: Store) -> None:
+    with pytest.raises(SearchError, match=str(SEARCH_QUERY_MAX_CHARS)):
+        search_transcript(backend_store.history, "s", _transcript(), "x" * 10_000, 5)
+    with pytest.raises(SearchError, match="limit"):
+        search_transcript(backend_store.history, "s", _transcript(), "pool", 0)
+    with pytest.raises(SearchError, match="msg:12"):
+        read_message(_transcript(), "the first one")
+    with pytest.raises(SearchError, match="no message msg:99"):
+        read_message(_transcript(), "msg:99")
+
+
+def test_index_follows_compaction_moves_and_deletes(backend_store: Store) -> None:
+    messages = _transcript()
+    assert backend_store.history is not None
+    search_transcript(backend_store.history, "m", messages, "pool", 5)
+    # A compaction removes the kept tail and re-adds copies under new ids.
+    moved = AIMessage("The pool limit is documented in Chinese.", id="a2~1234")
+    after = [*messages[:3], moved]
+    hits = search_transcript(backend_store.history, "m", after, "Chinese", 5).hits
+    assert [h.position for h in hits] == [3]
+    backend_store.delete_thread("m")
+    assert search_transcript(backend_store.history, "m", [], "Chinese", 5).hits == []
+
+
+def test_corrupt_fts_index_is_rebuilt_from_the_transcript(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    script = [{"content": f"Stored: {FACT}."}]
+    with FakeOpenAIServer(script) as server:
+        settings = make_settings(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-test")
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            agent.run_turn("c1", f"keep {FACT} in mind", workspace)
+            before = agent.messages("c1")
+            assert sorted(h.position for h in agent.search_history("c1", FACT).hits) == [0, 1]
+    raw = sqlite3.connect(settings.db_path)
+    with raw:
+        raw.execute("UPDATE agentgraph_history_fts_data SET block = x'0102030405060708'")
+    raw.close()
+    with open_store(settings) as store:
+        agent = Agent(settings, store, sleep=lambda _s: None)
+        result = agent.search_history("c1", FACT)
+        assert result.rebuilt
+        assert sorted(h.position for h in result.hits) == [0, 1]
+        assert agent.messages("c1") == before  # the session itself is untouched
+        again = agent.search_history("c1", FACT)
+        assert not again.rebuilt and len(again.hits) == 2
+
+
+def test_slash_search_lists_hits_and_shows_a_message(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    script = [{"content": "Noted the port."}]
+    with FakeOpenAIServer(script) as server:
+        settings = make_settings(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-test")
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            agent.run_turn("r1", "the staging port is 6543", workspace)
+            out = io.StringIO()
+            ctx = ReplContext(
+                agent=agent,
+                store=store,
+                console=Console(file=out, width=200, no_color=True),
+                thread_id="r1",
+                workspace=workspace,
+            )
+            dispatch(ctx, "/search staging port")
+            dispatch(ctx, "/search msg:0")
+            dispatch(ctx, "/search")
+            dispatch(ctx, '/search "')
+    text = out.getvalue()
+    assert "msg:0 [user] the staging port is 6543" in text
+    assert "msg:0 [user]\nthe staging port is 6543" in text
+    assert "usage: /search" in text
+    assert "no messages match" in text
