@@ -44,6 +44,14 @@ from agentgraph.nodes.tools import tool_output_cap_tokens
 from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.persistence.sessions import SessionHooks
 from agentgraph.persistence.store import Store
+from agentgraph.recall.memory import (
+    Memory,
+    MemoryRefused,
+    delete_memory,
+    list_memories,
+    load_memory_prompt,
+)
+from agentgraph.recall.memory import namespace as memory_namespace
 from agentgraph.recall.search import (
     INDEX_ERRORS,
     SEARCH_LIMIT_DEFAULT,
@@ -73,6 +81,7 @@ from agentgraph.thread_ids import session_path
 from agentgraph.tools import build_tools
 from agentgraph.tools.bash import kill_running_commands, sandbox_plan_for
 from agentgraph.tools.history_tools import make_history_tools
+from agentgraph.tools.memory_tools import make_memory_tools
 from agentgraph.tools.search import cancel_running_searches
 from agentgraph.user_offload import offload_user_messages
 
@@ -183,6 +192,7 @@ class Agent:
         self.sandbox = sandbox_plan_for(settings, base_env) if settings.bash != "off" else None
         tools = build_tools(settings, base_env=base_env, sandbox=self.sandbox)
         tools.extend(make_history_tools(lambda: self.store.history))
+        tools.extend(make_memory_tools(settings))
         # MCP tools come after the built-ins, in config order: a stable tool list.
         tools.extend(mcp.tools if mcp is not None else [])
         delegate = settings.subagent_max_depth > 0
@@ -223,7 +233,7 @@ class Agent:
             subagents=self.subagents,
             redactor=build_redactor(settings.secret_values(), base_env),
         )
-        self.graph = build_graph(self.deps, checkpointer=store.checkpointer)
+        self.graph = build_graph(self.deps, checkpointer=store.checkpointer, store=store.memory)
         # Set by cancel() (Ctrl-C): the running turn stops at its next event.
         self.cancelled = threading.Event()
         self._turn: RunningTurn | None = None
@@ -250,6 +260,8 @@ class Agent:
         project = self.instructions.section(workspace)
         if project:
             sections.append(project)
+        if state.get("memory_prompt"):
+            sections.append(str(state["memory_prompt"]))
         return sections
 
     def with_model(self, name: str) -> Agent:
@@ -488,6 +500,12 @@ class Agent:
             "context_id": known.context_id if known is not None else MAIN_CONTEXT_ID,
             "user_id": self.settings.user_id,
         }
+        if self.store.memory is not None:
+            stored = self.graph.get_state(self.config(thread_id)).values or {}
+            if stored.get("memory_prompt") is None:  # the session's first turn
+                inputs["memory_prompt"] = load_memory_prompt(
+                    self.store.memory, self.settings.user_id, str(workspace)
+                )
         # The prompt is durable before anything slow or fallible (undo snapshot, model
         # call): its own checkpoint, written synchronously, as if the tools node had
         # just run, so the graph continues at the planner. A kill from here on loses
@@ -672,6 +690,24 @@ class Agent:
             SearchError: not a reference, or no such message.
         """
         return read_message(self.messages(thread_id), ref)
+
+    def memories(self, workspace: Path) -> list[Memory]:
+        """This user's long-term memories for ``workspace``, oldest first (``/memory``)."""
+        if self.store.memory is None:
+            return []
+        ns = memory_namespace(self.settings.user_id, str(workspace.resolve()))
+        return list_memories(self.store.memory, ns)
+
+    def forget_memory(self, workspace: Path, memory_id: str) -> Memory:
+        """Delete one memory (``/memory forget ID``).
+
+        Raises:
+            MemoryRefused: no such memory, or no memory store.
+        """
+        if self.store.memory is None:
+            raise MemoryRefused("long-term memory is not available with this store")
+        ns = memory_namespace(self.settings.user_id, str(workspace.resolve()))
+        return delete_memory(self.store.memory, ns, memory_id)
 
     def context_report(self, thread_id: str) -> dict[str, Any]:
         """Size and breakdown of the prompt the next model call would send.

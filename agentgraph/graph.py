@@ -10,6 +10,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
+from langgraph.store.base import BaseStore
 
 from agentgraph.deps import AgentDeps
 from agentgraph.nodes.finalize import make_finalize
@@ -40,9 +41,11 @@ def make_route_after_planner(deps: AgentDeps) -> Callable[[AppState], str]:
 
 
 def build_graph(
-    deps: AgentDeps, checkpointer: BaseCheckpointSaver[Any] | None = None
+    deps: AgentDeps,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    store: BaseStore | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Compile the agent graph around ``deps``."""
+    """Compile the agent graph around ``deps`` (``store``: long-term memory, if any)."""
     graph = StateGraph(AppState, context_schema=RunContext)
     graph.add_node("planner", make_model_turn(deps))  # type: ignore[call-overload,arg-type,unused-ignore]
     graph.add_node("tools", make_tools_node(deps))  # type: ignore[call-overload,arg-type,unused-ignore]
@@ -51,4 +54,4 @@ def build_graph(
     graph.add_conditional_edges("planner", make_route_after_planner(deps), ["tools", "finalize"])
     graph.add_edge("tools", "planner")
     graph.add_edge("finalize", END)
-    return graph.compile(checkpointer=checkpointer)
+    return graph.compile(checkpointer=checkpointer, store=store)

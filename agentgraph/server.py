@@ -39,6 +39,7 @@ from agentgraph.config import Settings
 from agentgraph.graph import build_graph
 from agentgraph.persistence.index import SessionInfo
 from agentgraph.persistence.store import Store
+from agentgraph.recall.memory import load_memory_prompt
 from agentgraph.runctx import RunContext
 from agentgraph.state import MAIN_CONTEXT_ID, AppState
 from agentgraph.thread_ids import check_thread_id
@@ -106,11 +107,18 @@ def make_turn_start(agent: Agent) -> Any:
     ) -> dict[str, Any]:
         ctx = agent.deps.run_context(runtime.context, config)
         check_thread_id(ctx.thread_id)  # a client-chosen id must not name odd folders
-        return {
+        update: dict[str, Any] = {
             "loops": 0,
             "context_id": state.get("context_id") or MAIN_CONTEXT_ID,
             "user_id": ctx.user_id,
         }
+        # Long-term memories from the platform's store, read once per thread (the
+        # system prompt stays byte-stable afterwards).
+        if runtime.store is not None and state.get("memory_prompt") is None:
+            update["memory_prompt"] = load_memory_prompt(
+                runtime.store, ctx.user_id or agent.settings.user_id, ctx.workspace_path
+            )
+        return update
 
     return turn_start
 

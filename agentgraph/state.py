@@ -62,6 +62,9 @@ class AppState(TypedDict, total=False):
     model_pref: Annotated[str | None, replace]
     # Who ran the latest turn (AGENTGRAPH_USER_ID): the scope of per-user memory; /current.
     user_id: Annotated[str | None, replace]
+    # Long-term memories listed in the system prompt, rendered once at the session's
+    # first turn and then kept, so the prompt prefix stays cache-stable (recall/memory.py).
+    memory_prompt: Annotated[str | None, replace]
     # Files attached with @path (workspace-relative); shown by /current.
     uploaded_files: Annotated[list[str], merge_unique]
     # Image files attached with @path (workspace-relative); shown by /current.

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 from agentgraph.cli.slash import ReplContext, command
+from agentgraph.recall.memory import MemoryRefused
 from agentgraph.recall.search import INDEX_ERRORS, SearchError, parse_ref
 
 
@@ -32,3 +35,36 @@ def _search(ctx: ReplContext, rest: str) -> None:
         return
     for hit in result.hits:
         ctx.console.print(f"{hit.ref:>8} [{hit.role}] {hit.snippet}", markup=False)
+
+
+@command("memory", "/memory [forget ID]", "long-term memories of this workspace; forget one")
+def _memory(ctx: ReplContext, rest: str) -> None:
+    verb, _, arg = rest.partition(" ")
+    if verb == "forget":
+        if not arg.strip():
+            ctx.console.print("usage: /memory forget ID (ids are listed by /memory)")
+            return
+        try:
+            memory = ctx.agent.forget_memory(ctx.workspace, arg.strip())
+        except MemoryRefused as exc:
+            ctx.console.print(f"memory: {exc}", markup=False)
+            return
+        ctx.console.print(f"forgot [{memory.id}] {memory.content}", markup=False)
+        return
+    if rest:
+        ctx.console.print("usage: /memory, or /memory forget ID", markup=False)
+        return
+    memories = ctx.agent.memories(ctx.workspace)
+    if not memories:
+        ctx.console.print(
+            "no memories for this workspace yet (the agent saves them with memory_save)",
+            markup=False,
+        )
+        return
+    for memory in memories:
+        when = time.strftime("%Y-%m-%d", time.localtime(memory.created_at))
+        ctx.console.print(f"[{memory.id}] {when}  {memory.content}", markup=False)
+    ctx.console.print(
+        "(the prompt of this session lists the memories as they were when it started)",
+        markup=False,
+    )

@@ -224,6 +224,7 @@ def _setup_schema(pool: ConnectionPool[Any]) -> None:
         StoreError: another process held the set-up lock for too long.
     """
     from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
 
     with pool.connection() as conn:
         deadline = time.monotonic() + POSTGRES_SETUP_WAIT_S
@@ -240,6 +241,7 @@ def _setup_schema(pool: ConnectionPool[Any]) -> None:
             PostgresSaver(conn).setup()
             PostgresSessionIndex.setup(conn)
             PostgresHistoryIndex.setup(conn)
+            PostgresStore(conn).setup()  # long-term memory (agentgraph/recall/memory.py)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
 
@@ -277,6 +279,7 @@ def open_postgres_store(
         StoreError: unreachable server, wrong credentials, bad URL, failed set-up.
     """
     from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
 
     _probe(url, connect_timeout_s)
     pool: ConnectionPool[Any] = ConnectionPool(
@@ -312,6 +315,7 @@ def open_postgres_store(
                 location=mask_url(url),
                 leases=leases,
                 history=PostgresHistoryIndex(pool),
+                memory=PostgresStore(pool),
             )
         except psycopg.OperationalError as exc:
             raise describe_postgres_error(url, exc) from None

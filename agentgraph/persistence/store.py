@@ -29,9 +29,13 @@ from agentgraph.persistence.prune import (
 # alone (``sessions list``, ``--help``).
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.store.base import BaseStore
 
     from agentgraph.persistence.saver import AgentSqliteSaver
     from agentgraph.recall.search import HistoryIndex
+
+# Long-term memory (agentgraph/recall/memory.py) lives in its own SQLite file.
+MEMORY_DB_NAME = "memory.db"
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 # A thread is pruned after every turn: it reads only the thread's own rows (one
@@ -57,6 +61,8 @@ class Store:
     keep_latest: int = PRUNE_KEEP_LATEST_CHECKPOINTS
     # Full-text index of transcripts (search_history); None: searched in memory.
     history: HistoryIndex | None = None
+    # Long-term memory across sessions (agentgraph/recall/memory.py); None: off.
+    memory: BaseStore | None = None
     _turns: dict[str, int] = field(default_factory=dict, repr=False)
 
     def delete_thread(self, thread_id: str) -> None:
@@ -309,9 +315,18 @@ def open_store(settings: Settings) -> Iterator[Store]:
         return
     path, timeout, conn = _open_checked_sqlite(settings)
     index_conn = connect_sqlite(path, timeout, check_header=False)
+    history_conn = connect_sqlite(path, timeout, check_header=False)
+    memory_path = settings.home / MEMORY_DB_NAME
+    try:
+        verify_sqlite_file(memory_path, timeout)
+        memory_conn = connect_sqlite(memory_path, timeout)
+    except StoreError:
+        conn.close()
+        index_conn.close()
+        history_conn.close()
+        raise
     # Released when the store closes; a crashed process's leases are void (pid check).
     leases = SqliteLeases(path, timeout)
-    history_conn = connect_sqlite(path, timeout, check_header=False)
     try:
         from agentgraph.persistence.saver import AgentSqliteSaver
         from agentgraph.recall.search import SqliteHistoryIndex
@@ -323,6 +338,10 @@ def open_store(settings: Settings) -> Iterator[Store]:
             history = SqliteHistoryIndex(history_conn)
         except sqlite3.Error as exc:
             raise describe_sqlite_error(path, exc, timeout) from exc
+        try:
+            memory = open_sqlite_memory(memory_conn)
+        except sqlite3.Error as exc:
+            raise describe_sqlite_error(memory_path, exc, timeout) from exc
         yield Store(
             checkpointer=saver,
             index=index,
@@ -330,12 +349,25 @@ def open_store(settings: Settings) -> Iterator[Store]:
             path=path,
             leases=leases,
             history=history,
+            memory=memory,
         )
     finally:
         leases.close()
         conn.close()
         index_conn.close()
         history_conn.close()
+        memory_conn.close()
+
+
+def open_sqlite_memory(conn: sqlite3.Connection) -> BaseStore:
+    """LangGraph's ``SqliteStore`` over ``conn`` (its own file), set up."""
+    from langgraph.store.sqlite import SqliteStore
+
+    # SqliteStore issues its own BEGIN/COMMIT: the connection must not open transactions.
+    conn.isolation_level = None
+    memory = SqliteStore(conn)
+    memory.setup()
+    return memory
 
 
 @contextmanager

@@ -1,0 +1,97 @@
+"""``memory_save`` / ``memory_search`` / ``memory_delete``: long-term memory tools.
+
+They use the LangGraph store the run provides (``runtime.store``: the CLI's SQLite or
+Postgres store, or the platform's under ``langgraph dev``), namespaced by the run's user
+and workspace. See :mod:`agentgraph.recall.memory`.
+"""
+
+from __future__ import annotations
+
+from langchain_core.tools import BaseTool, tool
+from langgraph.prebuilt import ToolRuntime
+from langgraph.store.base import BaseStore
+
+from agentgraph.config import Settings
+from agentgraph.recall.memory import (
+    MEMORY_SEARCH_LIMIT_DEFAULT,
+    MemoryRefused,
+    delete_memory,
+    format_memory,
+    namespace,
+    save_memory,
+    search_memories,
+)
+from agentgraph.runctx import context_of
+from agentgraph.tools.base import ToolError
+
+MEMORY_TOOLS = ("memory_save", "memory_search", "memory_delete")
+
+
+def make_memory_tools(settings: Settings) -> list[BaseTool]:
+    """Build the three memory tools.
+
+    Args:
+        settings: Supplies the secrets to redact and the default user id.
+
+    Returns:
+        memory_save, memory_search, memory_delete.
+    """
+    secrets = settings.secret_values()
+
+    def scope(runtime: ToolRuntime) -> tuple[BaseStore, tuple[str, ...]]:
+        store = runtime.store
+        if store is None:
+            raise ToolError("long-term memory is not available in this run (no store)")
+        ctx = context_of(runtime)
+        return store, namespace(ctx.user_id or settings.user_id, ctx.workspace_path)
+
+    @tool("memory_save", parse_docstring=True)
+    def memory_save(content: str, runtime: ToolRuntime) -> str:
+        """Save a lasting fact for future sessions in this workspace: a user preference,
+        a project convention, a decision, where something is. Never save secrets.
+
+        Args:
+            content: The fact, self-contained, at most 2000 characters.
+        """
+        store, ns = scope(runtime)
+        try:
+            memory, new = save_memory(store, ns, content, secret_values=secrets)
+        except MemoryRefused as exc:
+            raise ToolError(str(exc)) from None
+        verb = "saved" if new else "already saved"
+        return f"{verb} memory {memory.id}"
+
+    @tool("memory_search", parse_docstring=True)
+    def memory_search(
+        query: str, runtime: ToolRuntime, limit: int = MEMORY_SEARCH_LIMIT_DEFAULT
+    ) -> str:
+        """Search the long-term memories saved in earlier sessions for this workspace.
+
+        Args:
+            query: Words to find (substring match, any language).
+            limit: Most results to return (1-20).
+        """
+        store, ns = scope(runtime)
+        try:
+            found = search_memories(store, ns, query, limit)
+        except MemoryRefused as exc:
+            raise ToolError(str(exc)) from None
+        if not found:
+            return f"no memories match {query!r}"
+        return "\n".join(format_memory(m) for m in found)
+
+    @tool("memory_delete", parse_docstring=True)
+    def memory_delete(id: str, runtime: ToolRuntime) -> str:
+        """Delete a long-term memory that is wrong or outdated.
+
+        Args:
+            id: The memory's id, as shown in brackets.
+        """
+        store, ns = scope(runtime)
+        try:
+            memory = delete_memory(store, ns, id)
+        except MemoryRefused as exc:
+            raise ToolError(str(exc)) from None
+        return f"deleted memory {memory.id}"
+
+    return [memory_save, memory_search, memory_delete]

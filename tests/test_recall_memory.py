@@ -1,0 +1,194 @@
+"""Long-term memory: saved by the model, listed in later sessions' prompts, scoped."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.store.memory import InMemoryStore
+from rich.console import Console
+
+import agentgraph.cli.slash_recall  # noqa: F401  (registers /memory)
+from agentgraph.agent import Agent
+from agentgraph.cli.slash import ReplContext, dispatch
+from agentgraph.config import Settings
+from agentgraph.persistence import open_store
+from agentgraph.recall.memory import (
+    MEMORY_MAX_CHARS,
+    MemoryRefused,
+    delete_memory,
+    namespace,
+    save_memory,
+    search_memories,
+)
+from tests.cli_helpers import run_cli, server_env
+from tests.fakes.openai_server import FakeOpenAIServer
+
+KEY = "sk-test-secret-0123456789abcdef"
+FACT = "The team deploys with make ship-it"
+LEAKED = "sk-proj-ABCDEFGHIJKLMNOPQRSTUV123456"
+
+
+def _save(content: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "memory_save", "arguments": {"content": content}}]}
+
+
+def _system(request: dict[str, Any]) -> str:
+    return str(request["messages"][0]["content"])
+
+
+def _tool_results(request: dict[str, Any]) -> list[str]:
+    return [str(m["content"]) for m in request["messages"] if m.get("role") == "tool"]
+
+
+def test_memories_survive_a_new_session_and_stay_cache_stable(
+    make_backend_settings: Callable[..., Settings], workspace: Path, tmp_path: Path
+) -> None:
+    other_ws = tmp_path / "other-ws"
+    other_ws.mkdir()
+    script: list[Any] = [
+        _save(f"{FACT}; the deploy key {LEAKED} is in the vault"),
+        {"content": "Saved."},
+        {"content": "Hello again."},  # s2, turn 1
+        _save("Tests run with pytest -q"),  # s2, turn 2 saves another memory
+        {"content": "Saved too."},
+        {"content": "Third."},  # s2, turn 3
+        {"content": "bob"},  # s-bob
+        {"content": "elsewhere"},  # other workspace
+        {"content": "s3"},  # s3 sees both memories
+    ]
+    with FakeOpenAIServer(script, on_exhausted="raise") as server:
+        settings = make_backend_settings(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-test")
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            agent.run_turn("s1", "remember how we deploy", workspace)
+            saved = agent.memories(workspace)
+        with open_store(settings) as store:  # a new session on a reopened store
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            agent.run_turn("s2", "hi", workspace)
+            agent.run_turn("s2", "remember the test command", workspace)
+            agent.run_turn("s2", "and now?", workspace)
+            bob = make_backend_settings(
+                OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-test", AGENTGRAPH_USER_ID="bob"
+            )
+            Agent(bob, store, sleep=lambda _s: None).run_turn("s-bob", "hi", workspace)
+            agent.run_turn("s-other", "hi", other_ws)
+            agent.run_turn("s3", "hi", workspace)
+        requests = server.requests
+    assert server.violations == []
+    assert len(saved) == 1 and FACT in saved[0].content
+    assert LEAKED not in saved[0].content and "[redacted]" in saved[0].content
+    s2_first, s2_save, s2_after_save, s2_third = requests[2], requests[3], requests[4], requests[5]
+    assert FACT in _system(s2_first) and f"[{saved[0].id}]" in _system(s2_first)
+    assert LEAKED not in json.dumps(requests[2:])  # later sessions never see it
+    # Loaded once per session: the prompt of s2 does not change when s2 saves a memory.
+    assert _system(s2_first) == _system(s2_save) == _system(s2_after_save) == _system(s2_third)
+    assert "pytest -q" not in _system(s2_third)
+    assert FACT not in _system(requests[6])  # another user, same workspace
+    assert FACT not in _system(requests[7])  # same user, another workspace
+    assert FACT in _system(requests[8]) and "pytest -q" in _system(requests[8])
+
+
+def test_memory_tools_refuse_oversized_and_unknown_ids_through_the_graph(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    script: list[Any] = [
+        _save("x" * (MEMORY_MAX_CHARS + 1)),
+        {"tool_calls": [{"name": "memory_delete", "arguments": {"id": "nope"}}]},
+        {"tool_calls": [{"name": "memory_search", "arguments": {"query": ""}}]},
+        {"content": "ok"},
+    ]
+    with FakeOpenAIServer(script, on_exhausted="raise") as server:
+        settings = make_settings(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-test")
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            agent.run_turn("m", "try", workspace)
+            assert agent.memories(workspace) == []
+        results = _tool_results(server.requests[-1])
+    assert server.violations == []
+    oversized, unknown, empty = results
+    assert oversized.startswith("Error:") and "MEMORY_MAX_CHARS" in oversized
+    assert str(MEMORY_MAX_CHARS) in oversized
+    assert unknown.startswith("Error:") and "no memory 'nope'" in unknown
+    assert empty.startswith("Error:") and "empty" in empty
+
+
+def test_memory_functions_redact_dedupe_search_and_delete() -> None:
+    store = InMemoryStore()
+    ns = namespace("ann.lee", "/work/proj.v2")
+    assert all("." not in label for label in ns)
+    secret = "hunter2-production-pw"
+    memory, new = save_memory(
+        store, ns, f"db password is {secret}; ghp_{'a' * 36}", secret_values=[secret]
+    )
+    assert new and secret not in memory.content and "ghp_" not in memory.content
+    again, new_again = save_memory(
+        store, ns, f"db password is {secret}; ghp_{'a' * 36}", secret_values=[secret]
+    )
+    assert not new_again and again.id == memory.id
+    save_memory(store, ns, "数据库连接池上限 64")
+    assert [m.content for m in search_memories(store, ns, "连接池")] == ["数据库连接池上限 64"]
+    assert search_memories(store, ns, '"NEAR" AND (') == []
+    with pytest.raises(MemoryRefused, match="limit"):
+        search_memories(store, ns, "x", 0)
+    delete_memory(store, ns, memory.id)
+    with pytest.raises(MemoryRefused, match="no memory"):
+        delete_memory(store, ns, memory.id)
+
+
+def test_slash_memory_lists_and_forgets(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    settings = make_settings()
+    with open_store(settings) as store:
+        agent = Agent(settings, store, sleep=lambda _s: None)
+        assert store.memory is not None
+        ns = namespace(settings.user_id, str(workspace.resolve()))
+        memory, _ = save_memory(store.memory, ns, "Use tabs in Makefiles")
+        out = io.StringIO()
+        ctx = ReplContext(
+            agent=agent,
+            store=store,
+            console=Console(file=out, width=200, no_color=True),
+            thread_id="x",
+            workspace=workspace,
+        )
+        dispatch(ctx, "/memory")
+        dispatch(ctx, "/memory forget nope")
+        dispatch(ctx, f"/memory forget {memory.id}")
+        dispatch(ctx, "/memory")
+        dispatch(ctx, "/memory forget")
+    text = out.getvalue()
+    assert f"[{memory.id}]" in text and "Use tabs in Makefiles" in text
+    assert "memory: no memory 'nope'" in text
+    assert f"forgot [{memory.id}] Use tabs in Makefiles" in text
+    assert "no memories for this workspace yet" in text
+    assert "usage: /memory forget ID" in text
+
+
+def test_memories_survive_a_new_process_scoped_by_user(home: Path, workspace: Path) -> None:
+    script: list[Any] = [
+        _save(FACT),
+        {"content": "Saved."},
+        {"content": "I know how you deploy."},
+        {"content": "Who are you?"},
+    ]
+    with FakeOpenAIServer(script, require_key=KEY) as server:
+        env = server_env(home, server.url, KEY)
+        first = run_cli(["run", "remember how we deploy", "--json"], cwd=workspace, env=env)
+        assert first.returncode == 0, first.stderr
+        second = run_cli(["run", "how do we deploy?", "--json"], cwd=workspace, env=env)
+        assert second.returncode == 0, second.stderr
+        other = server_env(home, server.url, KEY, AGENTGRAPH_USER_ID="someone-else")
+        third = run_cli(["run", "how do we deploy?", "--json"], cwd=workspace, env=other)
+        assert third.returncode == 0, third.stderr
+        requests = server.requests
+    assert json.loads(first.stdout)["thread_id"] != json.loads(second.stdout)["thread_id"]
+    assert FACT not in _system(requests[0])
+    assert FACT in _system(requests[2])  # a new process, a new session
+    assert FACT not in _system(requests[3])  # another user
+    assert (home / ".agentgraph" / "memory.db").exists()
