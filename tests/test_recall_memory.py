@@ -192,3 +192,28 @@ def test_memories_survive_a_new_process_scoped_by_user(home: Path, workspace: Pa
     assert FACT in _system(requests[2])  # a new process, a new session
     assert FACT not in _system(requests[3])  # another user
     assert (home / ".agentgraph" / "memory.db").exists()
+
+
+def test_served_graph_uses_the_platform_store(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agentgraph.server import build_server_graph
+
+    platform_store = InMemoryStore()
+    script: list[Any] = [_save("Release notes go in CHANGES.md"), {"content": "Saved."}]
+    with FakeOpenAIServer(script, on_exhausted="raise") as server:
+        settings = make_settings(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-test")
+        ns = namespace(settings.user_id, str(workspace.resolve()))
+        save_memory(platform_store, ns, FACT)
+        graph = build_server_graph(settings, workspace=workspace)
+        # What LangGraph server does: its own checkpointer and store on the served graph.
+        graph = graph.copy(update={"checkpointer": InMemorySaver(), "store": platform_store})
+        config = {"configurable": {"thread_id": "srv"}}
+        graph.invoke({"messages": [{"role": "user", "content": "remember this"}]}, config)
+        requests = server.requests
+    assert server.violations == []
+    assert FACT in _system(requests[0]) and _system(requests[0]) == _system(requests[1])
+    saved = [m.content for m in search_memories(platform_store, ns, "CHANGES.md")]
+    assert saved == ["Release notes go in CHANGES.md"]
