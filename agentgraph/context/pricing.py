@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage
+if TYPE_CHECKING:
+    from langchain_core.messages import AIMessage
 
 TOKENS_PER_PRICE_UNIT = 1_000_000  # prices are per 1M tokens
 # JSON costs keep 1e-8 USD: one token of the cheapest model is 5e-9 USD.
