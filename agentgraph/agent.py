@@ -192,7 +192,8 @@ class Agent:
         self.sandbox = sandbox_plan_for(settings, base_env) if settings.bash != "off" else None
         tools = build_tools(settings, base_env=base_env, sandbox=self.sandbox)
         tools.extend(make_history_tools(lambda: self.store.history))
-        tools.extend(make_memory_tools(settings))
+        redactor = build_redactor(settings.secret_values(), base_env)
+        tools.extend(make_memory_tools(settings, redactor))
         # MCP tools come after the built-ins, in config order: a stable tool list.
         tools.extend(mcp.tools if mcp is not None else [])
         delegate = settings.subagent_max_depth > 0
@@ -231,7 +232,7 @@ class Agent:
             ),
             extra_system_sections=self._system_sections,
             subagents=self.subagents,
-            redactor=build_redactor(settings.secret_values(), base_env),
+            redactor=redactor,
         )
         self.graph = build_graph(self.deps, checkpointer=store.checkpointer, store=store.memory)
         # Set by cancel() (Ctrl-C): the running turn stops at its next event.

@@ -25,6 +25,7 @@ from agentgraph.recall.memory import (
     save_memory,
     search_memories,
 )
+from agentgraph.redaction import Redactor
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -81,7 +82,7 @@ def test_memories_survive_a_new_session_and_stay_cache_stable(
         requests = server.requests
     assert server.violations == []
     assert len(saved) == 1 and FACT in saved[0].content
-    assert LEAKED not in saved[0].content and "[redacted]" in saved[0].content
+    assert LEAKED not in saved[0].content and "[REDACTED]" in saved[0].content
     s2_first, s2_save, s2_after_save, s2_third = requests[2], requests[3], requests[4], requests[5]
     assert FACT in _system(s2_first) and f"[{saved[0].id}]" in _system(s2_first)
     assert LEAKED not in json.dumps(requests[2:])  # later sessions never see it
@@ -122,13 +123,11 @@ def test_memory_functions_redact_dedupe_search_and_delete() -> None:
     ns = namespace("ann.lee", "/work/proj.v2")
     assert all("." not in label for label in ns)
     secret = "hunter2-production-pw"
-    memory, new = save_memory(
-        store, ns, f"db password is {secret}; ghp_{'a' * 36}", secret_values=[secret]
-    )
+    redactor = Redactor(exact_values=[secret])
+    text = f"db password is {secret}; ghp_{'a' * 36}"
+    memory, new = save_memory(store, ns, text, redactor=redactor)
     assert new and secret not in memory.content and "ghp_" not in memory.content
-    again, new_again = save_memory(
-        store, ns, f"db password is {secret}; ghp_{'a' * 36}", secret_values=[secret]
-    )
+    again, new_again = save_memory(store, ns, text, redactor=redactor)
     assert not new_again and again.id == memory.id
     save_memory(store, ns, "数据库连接池上限 64")
     assert [m.content for m in search_memories(store, ns, "连接池")] == ["数据库连接池上限 64"]

@@ -16,25 +16,23 @@ prompt section kept in the session state (``memory_prompt``), so the prompt pref
 byte-stable for the whole session: memories saved meanwhile are in the transcript and
 found by ``memory_search``, and show in the prompt of the next session.
 
-Secrets are redacted before a memory is stored; oversized memories are refused.
+Secrets are redacted before a memory is stored (:mod:`agentgraph.redaction`, as tool
+outputs); oversized memories are refused.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from langgraph.store.base import BaseStore
 
-from agentgraph.context.provider_errors import redact_secrets
 from agentgraph.recall.search import SearchError, query_terms
-from agentgraph.tools.bash import redact
+from agentgraph.redaction import Redactor
 
 MEMORY_NAMESPACE_ROOT = "memories"
 MEMORY_MAX_CHARS = 2_000
@@ -48,15 +46,6 @@ MEMORY_PROMPT_MAX_CHARS = 6_000
 MEMORY_ID_HEX_CHARS = 10
 WORKSPACE_KEY_HEX_CHARS = 16
 
-# Token formats the provider-error redactor does not cover (AWS ids, Slack, PEM keys).
-_EXTRA_SECRET_RES = (
-    re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
-    re.compile(r"\bxox[abeoprs]-[A-Za-z0-9-]{10,}"),
-    re.compile(r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY-----[\s\S]*?(?:-----END[^-]*-----|$)"),
-    re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@]+:([^@\s/]+)@"),
-)
-REDACTED = "[redacted]"
-
 
 class MemoryRefused(ValueError):
     """A memory operation that cannot be done; the message says why (one line)."""
@@ -69,26 +58,6 @@ class Memory:
     id: str
     content: str
     created_at: float
-
-
-def redact_memory(text: str, secret_values: Iterable[str]) -> str:
-    """``text`` with known secret values and known token formats replaced.
-
-    Args:
-        text: What the model asked to remember.
-        secret_values: The settings' secrets (API key, database URL, password).
-
-    Returns:
-        The text safe to store.
-    """
-    text = redact(text, secret_values)
-    text = redact_secrets(text)
-    for pattern in _EXTRA_SECRET_RES:
-        if pattern.groups:
-            text = pattern.sub(lambda m: m.group(0).replace(m.group(1), REDACTED), text)
-        else:
-            text = pattern.sub(REDACTED, text)
-    return text
 
 
 def _label(value: str) -> str:
@@ -126,7 +95,7 @@ def save_memory(
     ns: tuple[str, ...],
     content: str,
     *,
-    secret_values: Iterable[str] = (),
+    redactor: Redactor | None = None,
     extra: dict[str, Any] | None = None,
 ) -> tuple[Memory, bool]:
     """Store a memory (secrets redacted); an identical one is not stored twice.
@@ -145,7 +114,8 @@ def save_memory(
             f"the memory is {len(text)} characters; the limit is {MEMORY_MAX_CHARS} "
             "(MEMORY_MAX_CHARS): save the essential fact, or save several shorter memories"
         )
-    text = redact_memory(text, secret_values)
+    # The same redaction as tool outputs: known secret values, known token formats.
+    text = (redactor or Redactor()).redact(text)
     existing = list_memories(store, ns)
     for memory in existing:
         if memory.content == text:

@@ -21,22 +21,23 @@ from agentgraph.recall.memory import (
     save_memory,
     search_memories,
 )
+from agentgraph.redaction import Redactor
 from agentgraph.runctx import context_of
 from agentgraph.tools.base import ToolError
 
 MEMORY_TOOLS = ("memory_save", "memory_search", "memory_delete")
 
 
-def make_memory_tools(settings: Settings) -> list[BaseTool]:
+def make_memory_tools(settings: Settings, redactor: Redactor) -> list[BaseTool]:
     """Build the three memory tools.
 
     Args:
-        settings: Supplies the secrets to redact and the default user id.
+        settings: Supplies the default user id.
+        redactor: Removes secrets before a memory is stored (the tool outputs' one).
 
     Returns:
         memory_save, memory_search, memory_delete.
     """
-    secrets = settings.secret_values()
 
     def scope(runtime: ToolRuntime) -> tuple[BaseStore, tuple[str, ...]]:
         store = runtime.store
@@ -55,7 +56,7 @@ def make_memory_tools(settings: Settings) -> list[BaseTool]:
         """
         store, ns = scope(runtime)
         try:
-            memory, new = save_memory(store, ns, content, secret_values=secrets)
+            memory, new = save_memory(store, ns, content, redactor=redactor)
         except MemoryRefused as exc:
             raise ToolError(str(exc)) from None
         verb = "saved" if new else "already saved"
