@@ -150,9 +150,11 @@ def test_edits_show_coloured_diffs_and_markdown_is_rendered_once(
     assert "+line 99" not in raw
     assert "+line 99" in text
     assert "app.py +1 -1" in text and f"big.txt +{LONG_FILE_LINES} -0" in text
-    # The status line: context used, then the turn's tokens.
+    # The status line: context used, then the turn's tokens, cached tokens and cost
+    # (gpt-4o-mini has a price; the test server reports its prompt cache).
     status = next(s for s in screen if "tokens (" in s)
-    assert " in · " in status and status.endswith(" out"), status
+    assert " in · " in status and " out · " in status, status
+    assert " cached · $0." in status, status
 
 
 def _index_row(home: Path, thread_id: str) -> Any:
