@@ -26,6 +26,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from agentgraph.bounded_read import BoundedReadError, read_bytes_bounded
+
 # OpenAI accepts up to 20 MB per image, Anthropic 5 MB: the smaller keeps both working.
 IMAGE_MAX_BYTES = 5 * 1024 * 1024
 # Past this, providers downscale anyway; such a "image" is more likely a hostile header.
@@ -136,12 +138,9 @@ def load_image(path: Path) -> tuple[ImageInfo, bytes]:
         ImageError: unreadable, too large, not a supported image, or corrupt.
     """
     try:
-        size = path.stat().st_size
-        if size > IMAGE_MAX_BYTES:
-            raise ImageError(f"{size:,} bytes; images are limited to {IMAGE_MAX_BYTES:,}")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ImageError(exc.strerror or str(exc)) from None
+        data = read_bytes_bounded(path, IMAGE_MAX_BYTES, "images")
+    except BoundedReadError as exc:
+        raise ImageError(str(exc)) from None
     info = sniff_image(data)
     if info is None:
         if looks_like_image_path(path.name):

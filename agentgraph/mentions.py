@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentgraph.bounded_read import BoundedReadError, read_bytes_bounded
 from agentgraph.context.truncation import truncate_text
 from agentgraph.images import (
     IMAGES_PER_TURN_MAX,
@@ -142,12 +143,9 @@ def read_attachment(real: Path) -> str:
     if real.is_dir():
         raise ToolError("is a directory")
     try:
-        size = real.stat().st_size
-        if size > MENTION_FILE_MAX_BYTES:
-            raise ToolError(f"{size} bytes; attachments are limited to {MENTION_FILE_MAX_BYTES}")
-        data = real.read_bytes()
-    except OSError as exc:
-        raise ToolError(exc.strerror or str(exc)) from None
+        data = read_bytes_bounded(real, MENTION_FILE_MAX_BYTES, "attachments")
+    except BoundedReadError as exc:
+        raise ToolError(str(exc)) from None
     kind = binary_kind(data[:BINARY_SNIFF_BYTES], real.name)
     if kind is not None:
         raise ToolError(f"not attached as text ({kind})")
