@@ -176,6 +176,8 @@ def test_huge_query_and_bad_limit_are_refused_with_the_limit_named(backend_store
         read_message(_transcript(), "the first one")
     with pytest.raises(SearchError, match="no message msg:99"):
         read_message(_transcript(), "msg:99")
+    # A masked output's placeholder names its tool call id: that reads it too.
+    assert read_message(_transcript(), "c1").startswith("msg:2 [tool read_file]\nHe said")
 
 
 def test_index_follows_compaction_moves_and_deletes(backend_store: Store) -> None:

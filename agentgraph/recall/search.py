@@ -523,17 +523,38 @@ def parse_ref(ref: str) -> int:
     """
     match = _REF_RE.match(str(ref or ""))
     if match is None:
-        raise SearchError(f"{str(ref)[:60]!r} is not a message reference; use one like msg:12")
+        raise SearchError(
+            f"{str(ref)[:60]!r} is not a message reference; use one like msg:12 (or a tool call id)"
+        )
     return int(match.group(1))
+
+
+def _position_of_id(messages: Sequence[BaseMessage], ref: str) -> int | None:
+    """Position of the tool result answering call ``ref`` (masking placeholders name the
+    ``tool_call_id``), else of the message whose id is ``ref``."""
+    key = str(ref or "").strip()
+    if not key:
+        return None
+    for position, msg in enumerate(messages):
+        if isinstance(msg, ToolMessage) and msg.tool_call_id == key:
+            return position
+    for position, msg in enumerate(messages):
+        if msg.id == key:
+            return position
+    return None
 
 
 def read_message(messages: Sequence[BaseMessage], ref: str) -> str:
     """The message at reference ``ref`` in full, with its role (bounded).
 
+    ``ref`` is ``msg:N`` (from ``search_history``) or a tool call id (from a masked
+    output's placeholder).
+
     Raises:
         SearchError: not a reference, or no such message.
     """
-    position = parse_ref(ref)
+    by_id = _position_of_id(messages, ref) if not _REF_RE.match(str(ref or "")) else None
+    position = by_id if by_id is not None else parse_ref(ref)
     if position >= len(messages) or not searchable(messages[position]):
         raise SearchError(
             f"there is no message {REF_PREFIX}{position} in this session "

@@ -76,7 +76,8 @@ def make_history_tools(index: Callable[[], HistoryIndex | None]) -> list[BaseToo
         """Show one earlier message of this session in full, by its reference.
 
         Args:
-            ref: A reference returned by search_history, like msg:42.
+            ref: A reference returned by search_history, like msg:42, or the
+                tool call id a masked output names.
         """
         try:
             return read_message(_messages(runtime), ref)
