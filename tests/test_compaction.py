@@ -162,7 +162,8 @@ def test_guard_recovers_from_a_provider_overflow_by_compacting(
 ) -> None:
     # The window we are told is larger than the real one, so only the provider's 400
     # reveals the overflow: the guard must truncate, then compact, then succeed.
-    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW="64000")
+    # Masking off: it would shrink the prompt under the real window before the guard.
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW="64000", AGENTGRAPH_MASK_THRESHOLD="1.0")
     model = ScriptedChatModel(
         [ai_tools(("now", {})), ai_text("after recovery")], max_input_tokens=9_000
     )
