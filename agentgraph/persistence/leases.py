@@ -78,6 +78,14 @@ PG_CREATE_LEASES = f"""CREATE TABLE IF NOT EXISTS {LEASES_TABLE} (
 _FIELDS = ("pid", "start_time", "host", "pid_space", "since", "heartbeat")
 
 
+def _stored_holder(conn: Any, thread_id: str, mark: str) -> Holder | None:
+    """The holder row of ``thread_id`` (``mark``: the driver's parameter placeholder)."""
+    row = conn.execute(
+        f"SELECT {','.join(_FIELDS)} FROM {LEASES_TABLE} WHERE thread_id = {mark}", (thread_id,)
+    ).fetchone()
+    return Holder(*row) if row else None
+
+
 class SessionInUse(AgentGraphError):
     """Another live process holds the session."""
 
@@ -215,6 +223,8 @@ class SqliteLeases:
         busy_timeout_s: How long to wait for another process's write transaction.
     """
 
+    _MARK = "?"  # sqlite3's parameter placeholder
+
     def __init__(self, path: Path, busy_timeout_s: float) -> None:
         self._path = path
         self._timeout = busy_timeout_s
@@ -235,12 +245,6 @@ class SqliteLeases:
             self._conn = conn
         return self._conn
 
-    def _row(self, conn: sqlite3.Connection, thread_id: str) -> Holder | None:
-        row = conn.execute(
-            f"SELECT {','.join(_FIELDS)} FROM {LEASES_TABLE} WHERE thread_id = ?", (thread_id,)
-        ).fetchone()
-        return Holder(*row) if row else None
-
     def acquire(self, thread_id: str, action: str) -> None:
         """Take ``thread_id``: check and write in one ``BEGIN IMMEDIATE`` transaction.
 
@@ -253,7 +257,7 @@ class SqliteLeases:
             conn = self._db()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                current = self._row(conn, thread_id)
+                current = _stored_holder(conn, thread_id, self._MARK)
                 if current is not None and not current.is_me() and current.alive():
                     raise in_use_error(thread_id, action, current)
                 me = Holder.me()
@@ -290,7 +294,7 @@ class SqliteLeases:
         with self._lock:
             if thread_id in self._held:
                 return None
-            current = self._row(self._db(), thread_id)
+            current = _stored_holder(self._db(), thread_id, self._MARK)
         if current is None or current.is_me() or not current.alive():
             return None
         return current
@@ -346,6 +350,8 @@ class PostgresLeases:
         connect_timeout_s: Seconds to wait for the server when connecting.
     """
 
+    _MARK = "%s"  # psycopg's parameter placeholder
+
     def __init__(self, url: str, connect_timeout_s: float) -> None:
         self._url = url
         self._timeout = connect_timeout_s
@@ -375,12 +381,6 @@ class PostgresLeases:
         row = conn.execute("SELECT pg_try_advisory_lock(%s)", (pg_lease_key(thread_id),))
         return bool(row.fetchone()[0])
 
-    def _row(self, conn: Any, thread_id: str) -> Holder | None:
-        row = conn.execute(
-            f"SELECT {','.join(_FIELDS)} FROM {LEASES_TABLE} WHERE thread_id = %s", (thread_id,)
-        ).fetchone()
-        return Holder(*row) if row else None
-
     def acquire(self, thread_id: str, action: str) -> None:
         """Take ``thread_id``'s advisory lock, then record this process as its holder.
 
@@ -393,7 +393,7 @@ class PostgresLeases:
             conn = self._db()
             deadline = time.monotonic() + DEAD_HOLDER_GRACE_S
             while not self._try_lock(conn, thread_id):
-                current = self._row(conn, thread_id)
+                current = _stored_holder(conn, thread_id, self._MARK)
                 # The lock proves a holder; the row names it once written (just after
                 # the lock). A row naming a dead local process is a crashed holder's
                 # whose lock the server has yet to drop, or an older holder's.
@@ -440,7 +440,7 @@ class PostgresLeases:
             if self._try_lock(conn, thread_id):
                 conn.execute("SELECT pg_advisory_unlock(%s)", (pg_lease_key(thread_id),))
                 return None
-            current = self._row(conn, thread_id)
+            current = _stored_holder(conn, thread_id, self._MARK)
         return current or Holder(0, None, "", "", time.time(), time.time())
 
     def held(self) -> set[str]:
