@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import NoReturn
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage
@@ -24,6 +25,14 @@ from agentgraph.context.retry import RetryPolicy, acall_with_retries, call_with_
 from agentgraph.middleware.events import Emit, emit
 
 __all__ = ["RetryMiddleware"]
+
+
+def _raise_typed(exc: Exception) -> NoReturn:
+    """Raise ``exc`` as langchain-core's typed model error (``exc`` itself when it is one)."""
+    typed = to_model_error(exc)
+    if typed is exc:
+        raise exc
+    raise typed from exc
 
 
 class RetryMiddleware(AgentMiddleware):
@@ -64,10 +73,7 @@ class RetryMiddleware(AgentMiddleware):
                 lambda: handler(request), self.policy, sleep=self.sleep, on_retry=self._on_retry
             )
         except Exception as exc:
-            typed = to_model_error(exc)
-            if typed is exc:
-                raise
-            raise typed from exc
+            _raise_typed(exc)
 
     async def awrap_model_call(
         self,
@@ -80,7 +86,4 @@ class RetryMiddleware(AgentMiddleware):
                 lambda: handler(request), self.policy, sleep=self.asleep, on_retry=self._on_retry
             )
         except Exception as exc:
-            typed = to_model_error(exc)
-            if typed is exc:
-                raise
-            raise typed from exc
+            _raise_typed(exc)
