@@ -6,7 +6,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langgraph.graph.message import add_messages
 
 from agentgraph.agent import Agent
@@ -26,6 +32,8 @@ from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 
 WINDOW = "16000"
+# Words of the large system prompt of the harder-pass test.
+RULES = 900
 
 
 def _history(turns: int, *, result_chars: int = 4000) -> list[BaseMessage]:
@@ -230,7 +238,10 @@ def test_compacting_harder_keeps_the_uncut_originals_in_the_transcript(
             )
         )
         history.append(ToolMessage(content=f"{i}: {words}", tool_call_id=f"c{i}", id=f"t{i}"))
-    outcome = _compactor(settings, summarizer)(history, trigger="manual", system=[], tools=[])
+    # The summary itself is bounded (15% of the budget): a large system prompt is what
+    # keeps the result over 50% here.
+    system = [SystemMessage(" ".join(f"rule{n} is {n * 11 % 89}" for n in range(RULES)))]
+    outcome = _compactor(settings, summarizer)(history, trigger="manual", system=system, tools=[])
     assert outcome is not None
     state = _apply(history, outcome.updates)
     view = since_last_boundary(state)

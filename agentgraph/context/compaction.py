@@ -41,6 +41,9 @@ KEEP_RECENT_BUDGET_FRACTION = 0.20
 FALLBACK_KEEP_BUDGET_FRACTION = 0.30
 TARGET_AFTER_BUDGET_FRACTION = 0.50
 FILES_BUDGET_FRACTION = 0.15
+# The summary's share of the usable budget at most: with the kept messages (20%) and the
+# re-read files (15%) the prompt after a compaction stays under half the budget.
+SUMMARY_MAX_BUDGET_FRACTION = 0.15
 REINJECT_MAX_FILES = 5
 REINJECT_MAX_LINES = 1000
 SUMMARY_INPUT_BUDGET_FRACTION = 0.70
@@ -459,8 +462,13 @@ class Compactor:
         kept: Sequence[BaseMessage],
     ) -> list[BaseMessage]:
         if summary is not None:
+            bounded = truncate_text(
+                summary,
+                int(self.budget.usable * SUMMARY_MAX_BUDGET_FRACTION),
+                count=self.counter.count_text,
+            ).text
             head: BaseMessage = HumanMessage(
-                content=SUMMARY_PREFIX + summary,
+                content=SUMMARY_PREFIX + bounded,
                 id=f"summary-{uuid.uuid4().hex}",
                 additional_kwargs=marker("summary"),
             )
