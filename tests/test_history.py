@@ -16,19 +16,17 @@ from langchain_core.messages import (
 
 from agentgraph.history import (
     INTERNAL_KINDS,
-    SYNTHETIC_RESULT_KIND,
     agentgraph_kind,
     build_prompt_view,
     group_messages,
     is_user_request,
     latest_user_request_index,
-    make_synthetic_result,
-    normalize_with_report,
-    trim_to_budget,
-    truncate_messages_safely,
     validate_history,
 )
 from agentgraph.history import view as history_view
+from agentgraph.history.kinds import SYNTHETIC_RESULT_KIND
+from agentgraph.history.repair import make_synthetic_result, normalize_with_report
+from agentgraph.history.trim import trim_to_budget, truncate_messages_safely
 from agentgraph.tool_ids import provider_ids
 
 

@@ -23,17 +23,16 @@ from langchain_core.messages import (
 
 from agentgraph.history import (
     INTERNAL_KINDS,
-    SYNTHETIC_RESULT_KIND,
     agentgraph_kind,
     build_prompt_view,
     group_messages,
     latest_user_request_index,
-    normalize_with_report,
-    trim_to_budget,
-    truncate_messages_safely,
     validate_history,
 )
 from agentgraph.history import view as history_view
+from agentgraph.history.kinds import SYNTHETIC_RESULT_KIND
+from agentgraph.history.repair import normalize_with_report
+from agentgraph.history.trim import trim_to_budget, truncate_messages_safely
 from agentgraph.tool_ids import admit_reply, provider_ids
 
 

@@ -25,38 +25,22 @@ from agentgraph.history.invariants import validate_history
 from agentgraph.history.kinds import (
     AGENTGRAPH_KEY,
     INTERNAL_KINDS,
-    NON_REQUEST_KINDS,
-    SYNTHETIC_RESULT_KIND,
     agentgraph_kind,
     is_user_request,
     latest_user_request_index,
 )
-from agentgraph.history.repair import RepairReport, make_synthetic_result, normalize_with_report
-from agentgraph.history.trim import (
-    TokenCounter,
-    TrimResult,
-    trim_to_budget,
-    truncate_messages_safely,
-)
 from agentgraph.history.view import PromptView, build_prompt_view
 
+# What the rest of agentgraph uses; the repair and trim steps are reached
+# through build_prompt_view (import them from their modules to test them alone).
 __all__ = [
     "AGENTGRAPH_KEY",
     "INTERNAL_KINDS",
-    "NON_REQUEST_KINDS",
-    "SYNTHETIC_RESULT_KIND",
     "PromptView",
-    "RepairReport",
-    "TokenCounter",
-    "TrimResult",
     "agentgraph_kind",
     "build_prompt_view",
     "group_messages",
     "is_user_request",
     "latest_user_request_index",
-    "make_synthetic_result",
-    "normalize_with_report",
-    "trim_to_budget",
-    "truncate_messages_safely",
     "validate_history",
 ]
