@@ -251,6 +251,14 @@ class Settings(BaseSettings):
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
 
+    @field_validator("base_url", mode="after")
+    @classmethod
+    def _http_base_url(cls, value: str | None) -> str | None:
+        # A URL without a scheme would be retried as a dropped connection: refuse it now.
+        if value and not value.strip().lower().startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.strip() if value else value
+
     @property
     def bash_env_allow_names(self) -> list[str]:
         """``AGENTGRAPH_BASH_ENV_ALLOW`` as a list of variable names."""

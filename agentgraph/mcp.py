@@ -290,6 +290,11 @@ class McpManager:
         merged: dict[str, tuple[str, Any]] = {}
         for path in config_paths(self.workspace, self.home):
             if path == workspace_config(self.workspace) and not self.workspace_trusted:
+                try:
+                    read_config(path)
+                except McpConfigError as exc:  # broken: say so, allowed or not
+                    self.problems.append(f"MCP config ignored: {exc}")
+                    continue
                 names = untrusted_servers(self.workspace, self.home)
                 if names:
                     self.problems.append(

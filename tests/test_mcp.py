@@ -255,3 +255,12 @@ def test_mcp_tools_follow_the_approval_mode(tmp_path: Path) -> None:
         result = [m for m in server.requests[1]["messages"] if m["role"] == "tool"][-1]
         assert "AGENTGRAPH_MCP_TOOLS=ask" in result["content"]
         assert result["content"] != "3"
+
+
+def test_a_broken_workspace_config_is_reported_even_when_not_allowed(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".agentgraph").mkdir(parents=True)
+    (ws / ".agentgraph" / "mcp.json").write_text('{"mcpServers": {"x": ')
+    manager = McpManager(ws, tmp_path / "home", workspace_trusted=False)
+    assert manager.start() == []
+    assert len(manager.problems) == 1 and "not valid JSON" in manager.problems[0]

@@ -55,3 +55,12 @@ def test_missing_provider_package_is_one_line_naming_the_extra(
     with pytest.raises(ConfigError) as info:
         build_chat_model(settings)
     assert "agentgraph[groq]" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_base_url_without_a_scheme_is_a_settings_error(
+    make_settings: Callable[..., Settings],
+) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="http:// or https://"):
+        make_settings(OPENAI_BASE_URL="notaurl")

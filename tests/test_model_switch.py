@@ -79,3 +79,28 @@ def test_switch_to_a_smaller_window_compacts_first(
             assert "compacted for the smaller window" in out.getvalue()
             assert after["tokens"] < before
             assert after["tokens"] < ctx.agent.deps.budget.compact_at
+
+
+def test_the_repl_follows_each_sessions_own_model_after_a_switch(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    from agentgraph.cli.slash_integrations import follow_session_model
+
+    load_slash_commands()
+    with fake_openai_server([], known_models={"gpt-4o-mini", "gpt-4.1"}) as server:
+        settings = make_settings(OPENAI_BASE_URL=server.url, AGENTGRAPH_MODEL="gpt-4o-mini")
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            agent.set_model_preference("chose", "gpt-4.1")
+            ctx = ReplContext(
+                agent=agent,
+                store=store,
+                console=Console(file=io.StringIO(), width=200),
+                thread_id="chose",
+                workspace=workspace,
+            )
+            follow_session_model(ctx, settings.model)
+            assert ctx.agent.settings.model == "gpt-4.1"
+            ctx.thread_id = "other"  # what /switch does
+            follow_session_model(ctx, settings.model)
+            assert ctx.agent.settings.model == "gpt-4o-mini"

@@ -225,7 +225,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         thread_id, resumed = initial
         # One run per thread: refused here, in one line, before anything is shown or made.
-        store.leases.acquire(thread_id, "resume" if resumed else "start")
+        from agentgraph.cli.slash_sessions import hold_session
+
+        hold_session(store, thread_id, "resume" if resumed else "start", err)
         # --isolated: each session works in its own folder; @files come from the launch dir.
         launch_dir = workspace if getattr(args, "isolated", False) else None
         if launch_dir is not None:
@@ -240,14 +242,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             err.print(f"[yellow]{escape(notice)}[/]")
         if resumed:
             show_history_briefly(err, agent, thread_id)
-            preferred = agent.model_preference(thread_id)
-            if preferred and preferred != settings.model:
-                from agentgraph.cli.slash_integrations import switch_model
+            from agentgraph.cli.slash_integrations import follow_session_model
 
-                try:  # the session's /model choice outlives the process
-                    switch_model(ctx, preferred, record=False)
-                except AgentGraphError as exc:
-                    err.print(f"[yellow]kept {escape(settings.model)}: {escape(str(exc))}[/]")
+            follow_session_model(ctx, settings.model)  # the session's /model choice
         from agentgraph.cli.slash_sessions import session_shutdown, session_startup
 
         session_startup(ctx, settings, resumed)
@@ -270,6 +267,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                         break
                 except (AgentGraphError, sqlite3.Error) as exc:  # the command fails, not the REPL
                     err.print(f"[red]{escape(str(exc))}[/]")
+                from agentgraph.cli.slash_integrations import follow_session_model
+
+                follow_session_model(ctx, settings.model)  # /switch, /resume, /new
                 # A command may hand the agent a request (/init): it runs as a turn.
                 line = str(ctx.extras.pop(SUBMIT_KEY, "") or "")
                 if not line:

@@ -74,7 +74,8 @@ def read_prompt(value: str) -> str:
             f"the prompt on stdin is over {STDIN_PROMPT_MAX_BYTES // (1024 * 1024)} MiB",
             EXIT_USAGE,
         )
-    return data.decode("utf-8", errors="replace")
+    # The newline a shell pipe or heredoc ends with is not part of the request.
+    return data.decode("utf-8", errors="replace").rstrip("\r\n")
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:

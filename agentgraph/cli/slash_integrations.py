@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, command
-from agentgraph.mcp import McpManager
+from agentgraph.errors import AgentGraphError
+from agentgraph.mcp import McpManager, config_paths
 from agentgraph.model import check_model_available
 
 STATE_STYLE = {"connected": "green", "failed": "red", "pending": "yellow"}
@@ -12,7 +13,12 @@ STATE_STYLE = {"connected": "green", "failed": "red", "pending": "yellow"}
 def mcp_lines(manager: McpManager | None) -> list[tuple[str, str]]:
     """``(style, text)`` lines describing every configured server and its tools."""
     if manager is None or not manager.servers:
-        return [("dim", "no MCP servers configured (~/.agentgraph/mcp.json, .agentgraph/mcp.json)")]
+        where = (
+            " or ".join(str(p) for p in config_paths(manager.workspace, manager.home))
+            if manager is not None
+            else "mcp.json"
+        )
+        return [("dim", f"no MCP servers configured ({where})")]
     lines: list[tuple[str, str]] = []
     for status in manager.servers.values():
         head = f"{status.name}  {status.transport}  {status.state}"
@@ -32,8 +38,7 @@ def _mcp(ctx: ReplContext, _rest: str) -> None:
     for style, text in mcp_lines(ctx.agent.mcp):
         ctx.console.print(text, style=style or None, markup=False, highlight=False)
     for problem in ctx.agent.mcp.problems if ctx.agent.mcp is not None else []:
-        if "not started" in problem and "allowed" in problem:
-            ctx.console.print(problem, style="yellow", markup=False)
+        ctx.console.print(problem, style="yellow", markup=False)
 
 
 INIT_REQUEST = """\
@@ -85,6 +90,22 @@ def switch_model(ctx: ReplContext, name: str, *, record: bool = True) -> None:
                 f"{record_.get('tokens_after', '?')} tokens",
                 markup=False,
             )
+
+
+def follow_session_model(ctx: ReplContext, default: str) -> None:
+    """Use the current session's model: its ``/model`` choice, else ``default``.
+
+    Called when the REPL starts on a session and after every command (``/switch``,
+    ``/resume``, ``/new`` change the session). A choice that cannot be built now is
+    reported and the current model stays.
+    """
+    wanted = ctx.agent.model_preference(ctx.thread_id) or default
+    if wanted == ctx.agent.settings.model:
+        return
+    try:
+        switch_model(ctx, wanted, record=False)
+    except AgentGraphError as exc:
+        ctx.console.print(f"kept {ctx.agent.settings.model}: {exc}", style="yellow", markup=False)
 
 
 @command("model", "/model [NAME]", "show the model, or switch this session to NAME")

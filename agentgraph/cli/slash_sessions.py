@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
+
+from rich.console import Console
 from rich.markup import escape
 
 from agentgraph.agent import new_thread_id
 from agentgraph.cli.slash import ReplContext, command
 from agentgraph.config import CLEANUP_DAYS_DEFAULT, Settings
 from agentgraph.errors import AgentGraphError
+from agentgraph.persistence import Store
 from agentgraph.persistence.index import SessionInfo, resolve_session, shorten_title
 from agentgraph.persistence.sessions import clean_sessions, start_background_maintenance
 from agentgraph.state import MAIN_CONTEXT_ID
@@ -17,13 +21,35 @@ from agentgraph.titles import SOURCE_USER
 UNDO_FILES_SHOWN = 20
 
 
+def hold_session(store: Store, thread_id: str, action: str, console: Console) -> None:
+    """Take ``thread_id``'s lease; a store locked by another process only delays that.
+
+    Another process's long write transaction is not a holder of the session: the REPL
+    starts anyway and its first turn takes the lease (or fails, and the REPL goes on).
+
+    Raises:
+        SessionInUse: another live process holds the session.
+    """
+    try:
+        store.leases.acquire(thread_id, action)
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc) and "busy" not in str(exc):
+            raise
+        console.print(
+            "the session store is locked by another process; the session is taken at "
+            "the first turn",
+            style="yellow",
+            markup=False,
+        )
+
+
 def session_startup(ctx: ReplContext, settings: Settings, resumed: bool) -> None:
     """REPL start: hold the session, preamble on resume, background cleanup/prune.
 
     Raises:
         SessionInUse: ``--resume``/``--continue`` of a session another live process holds.
     """
-    ctx.store.leases.acquire(ctx.thread_id, "resume" if resumed else "start")
+    hold_session(ctx.store, ctx.thread_id, "resume" if resumed else "start", ctx.console)
     if resumed:
         ctx.agent.sessions.mark_resumed(ctx.thread_id)
     start_background_maintenance(settings, ctx.store, keep=lambda: {ctx.thread_id})

@@ -48,7 +48,7 @@ _SOURCE_TEXT = {
 }
 _CATEGORY_TEXT = {
     "system_prompt": "system prompt",
-    "instructions": "project instructions (AGENTS.md)",
+    "instructions": "AGENTS.md",
     "tool_schemas": "tool schemas",
     "user": "user messages",
     "assistant": "assistant messages",
