@@ -155,7 +155,9 @@ class SqliteSessionIndex:
                     context_tokens INTEGER NOT NULL DEFAULT 0,
                     parent_thread_id TEXT,
                     context_id TEXT NOT NULL DEFAULT 'main',
-                    compactions INTEGER NOT NULL DEFAULT 0
+                    compactions INTEGER NOT NULL DEFAULT 0,
+                    cached_input_tokens INTEGER NOT NULL DEFAULT 0,
+                    cost_usd REAL
                 )"""
             )
             present = {
@@ -163,9 +165,14 @@ class SqliteSessionIndex:
             }
             for name, sqlite_type, _pg_type in ADDED_COLUMNS:
                 if name not in present:
-                    self._conn.execute(
-                        f"ALTER TABLE agentgraph_sessions ADD COLUMN {name} {sqlite_type}"
-                    )
+                    try:
+                        self._conn.execute(
+                            f"ALTER TABLE agentgraph_sessions ADD COLUMN {name} {sqlite_type}"
+                        )
+                    except sqlite3.OperationalError as exc:
+                        # Another process opening the same old file added it first.
+                        if "duplicate column" not in str(exc):
+                            raise
             self._conn.execute(
                 "CREATE INDEX IF NOT EXISTS agentgraph_sessions_ws "
                 "ON agentgraph_sessions(workspace, updated_at)"

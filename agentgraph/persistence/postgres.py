@@ -62,7 +62,9 @@ _CREATE_TABLE = """CREATE TABLE IF NOT EXISTS agentgraph_sessions (
     context_tokens BIGINT NOT NULL DEFAULT 0,
     parent_thread_id TEXT,
     context_id TEXT NOT NULL DEFAULT 'main',
-    compactions INTEGER NOT NULL DEFAULT 0
+    compactions INTEGER NOT NULL DEFAULT 0,
+    cached_input_tokens BIGINT NOT NULL DEFAULT 0,
+    cost_usd DOUBLE PRECISION
 )"""
 _CREATE_INDEX = (
     "CREATE INDEX IF NOT EXISTS agentgraph_sessions_ws "
