@@ -114,19 +114,6 @@ class HistoryIndex(Protocol):
 # ---------------------------------------------------------------- messages → documents
 
 
-def content_text(content: Any) -> str:
-    """Plain text of a message ``content`` (text blocks joined)."""
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
 def message_role(msg: BaseMessage) -> str:
     """A short label: user, assistant, tool NAME, summary, file…"""
     kind = agentgraph_kind(msg)
@@ -139,7 +126,7 @@ def message_role(msg: BaseMessage) -> str:
 
 def message_body(msg: BaseMessage) -> str:
     """The text of a message as searched and shown: content, then its tool calls."""
-    text = content_text(msg.content)
+    text = str(msg.text)  # langchain-core joins the text blocks
     if isinstance(msg, AIMessage):
         calls = [
             f"[tool call] {c['name']} {json.dumps(c['args'], ensure_ascii=False)}"
