@@ -131,6 +131,8 @@ def test_prune_twice_is_stable(tmp_path: Path) -> None:
 
 def test_store_prune_vacuums_and_session_resumes(settings: Settings, workspace: Path) -> None:
     replies = [ai_text(f"answer {i} " + "y" * 2_000) for i in range(30)]
+    # A 40-message window (unset by default): the 60-message session compacts.
+    settings = settings.model_copy(update={"max_message_history": 40})
     with open_store(settings) as store:
         agent = Agent(settings, store, model=ScriptedChatModel(replies), sleep=lambda _s: None)
         for i in range(30):
