@@ -59,7 +59,7 @@ MASK_KEEP_RECENT_TURNS = 6
 MASK_KEEP_RECENT_FRACTION = 0.15
 # The boundary moves only when the move frees at least this share of the budget:
 # fewer, larger batches keep the prefix stable for longer.
-MASK_MIN_BATCH_FRACTION = 0.05
+MASK_MIN_BATCH_FRACTION = 0.20
 # Outputs smaller than this stay: a placeholder would save next to nothing.
 MASK_MIN_OUTPUT_TOKENS = 100
 # Outputs of these tools are instructions the model keeps following (a skill's
