@@ -100,8 +100,8 @@ def placeholder(message: ToolMessage, call: dict[str, Any] | None, tokens: int) 
         where = f"saved in {found.group(1)} (read it with read_file)"
     else:
         where = (
-            f"in the session transcript (tool_call_id {message.tool_call_id}): find it "
-            "with search_history, or repeat the call"
+            f"in the session transcript: read_history(ref={message.tool_call_id!r}) shows "
+            "it, search_history finds it"
         )
     return (
         f"[tool output masked to save context: {name}({args}) returned {tokens:,} tokens; "
