@@ -216,3 +216,30 @@ def test_served_graph_uses_the_platform_store(
     assert FACT in _system(requests[0]) and _system(requests[0]) == _system(requests[1])
     saved = [m.content for m in search_memories(platform_store, ns, "CHANGES.md")]
     assert saved == ["Release notes go in CHANGES.md"]
+
+
+def test_a_new_memory_store_opened_by_many_at_once(make_settings: Callable[..., Settings]) -> None:
+    import threading
+
+    settings = make_settings()
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def opener() -> None:
+        try:
+            barrier.wait()
+            with open_store(settings) as store:
+                assert store.memory is not None
+                save_memory(store.memory, namespace("u", "/w"), f"fact {threading.get_ident()}")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=opener) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with open_store(settings) as store:
+        assert store.memory is not None
+        assert len(search_memories(store.memory, namespace("u", "/w"), "fact", 20)) == 4

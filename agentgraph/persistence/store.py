@@ -339,9 +339,13 @@ def open_store(settings: Settings) -> Iterator[Store]:
         except sqlite3.Error as exc:
             raise describe_sqlite_error(path, exc, timeout) from exc
         try:
-            memory = open_sqlite_memory(memory_conn)
+            memory = open_sqlite_memory(
+                memory_conn, memory_path.with_name(memory_path.name + ".setup-lock")
+            )
         except sqlite3.Error as exc:
             raise describe_sqlite_error(memory_path, exc, timeout) from exc
+        except OSError as exc:
+            raise StoreError(f"cannot lock {memory_path} for set-up: {exc.strerror}") from exc
         yield Store(
             checkpointer=saver,
             index=index,
@@ -359,14 +363,29 @@ def open_store(settings: Settings) -> Iterator[Store]:
         memory_conn.close()
 
 
-def open_sqlite_memory(conn: sqlite3.Connection) -> BaseStore:
-    """LangGraph's ``SqliteStore`` over ``conn`` (its own file), set up."""
+def open_sqlite_memory(conn: sqlite3.Connection, lock_path: Path | None = None) -> BaseStore:
+    """LangGraph's ``SqliteStore`` over ``conn`` (its own file), set up.
+
+    ``SqliteStore.setup()`` reads the migration version and applies the missing ones
+    outside one transaction: two processes opening a new file at once would both apply
+    them. An exclusive lock on ``lock_path`` (a file next to the database) serializes it.
+    """
+    import fcntl
+
     from langgraph.store.sqlite import SqliteStore
 
     # SqliteStore issues its own BEGIN/COMMIT: the connection must not open transactions.
     conn.isolation_level = None
     memory = SqliteStore(conn)
-    memory.setup()
+    if lock_path is None:
+        memory.setup()
+        return memory
+    with lock_path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            memory.setup()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
     return memory
 
 
