@@ -6,7 +6,7 @@ checkpointer's delta-history SQL (our saver remembers rebuilt message lists, see
 compiled counter (the public wrapper caps input size). Private names can change in
 any release, so they are imported here and nowhere else, the dependencies are pinned
 below their next minor version in ``pyproject.toml``, and
-``tests/test_private_api.py`` checks every name and the behaviour we rely on: an
+``tests/unit/test_private_api.py`` checks every name and the behaviour we rely on: an
 upgrade that changes one fails that test by name instead of breaking a session.
 """
 

@@ -2,7 +2,7 @@
 
 Writes ``docs/pipeline.svg`` next to this script (no dependencies beyond Python).
 The order is that of ``ContextPipeline.middleware`` in ``agentgraph/middleware/
-pipeline.py`` (outermost first); ``tests/test_middleware_pipeline.py`` checks that
+pipeline.py`` (outermost first); ``tests/unit/test_middleware_pipeline.py`` checks that
 the committed SVG is what this script draws.
 """
 

@@ -1,6 +1,6 @@
 """A long task that reads far more than the context window holds.
 
-Shared by tests/test_long_task.py and bench/bench_long_task.py. The model is the
+Shared by tests/integration/test_long_task.py and bench/bench_long_task.py. The model is the
 strict FakeOpenAIServer driven by :class:`LongTaskDriver`: it reads every file in
 turn, writes a report, then answers with every planted fact it can still see in
 its prompt — so the answer proves what survived compaction.

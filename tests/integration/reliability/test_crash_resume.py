@@ -1,0 +1,180 @@
+"""SIGKILL the real CLI mid-turn, then resume the session from another process (1, 2, 3)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from agentgraph.config import Settings
+from agentgraph.persistence import open_store
+from agentgraph.persistence.index import SessionInfo
+from tests.cli_helpers import run_cli
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.integration.reliability.helpers import (
+    KEY,
+    agent_env,
+    kill_pid_file,
+    sigkill,
+    spawn_cli,
+    wait_for,
+)
+
+SLOW_SLEEP_S = 30
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _settings_for(home: Path) -> Settings:
+    return Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        AGENTGRAPH_HOME=str(home / ".agentgraph"),
+        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+    )
+
+
+def test_sigkill_during_a_tool_call_then_resume(home: Path, workspace: Path) -> None:
+    """A finished tool is not run again, the killed one is answered, the request is valid."""
+    fast = "echo ran >> fast_count"
+    slow = f"echo $$ > slow.pid; echo ran >> slow_started; sleep {SLOW_SLEEP_S}; echo done > marker"
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": fast}}]},
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": slow}}]},
+    ]
+    try:
+        with FakeOpenAIServer(script) as server:
+            # Unsandboxed (the fallback): a sandboxed command dies with the agent at once
+            # (tests/integration/test_sandbox.py), and its $$ is a pid of the sandbox's namespace.
+            env = agent_env(home, server, AGENTGRAPH_SANDBOX="off")
+            proc = spawn_cli(["run", "do both", "--thread", "crash-1"], cwd=workspace, env=env)
+            wait_for(workspace / "slow_started", proc)
+            sigkill(proc)
+            assert server.violations == []
+        # The shell has its own process group, so the SIGKILL did not reach it ...
+        shell = int((workspace / "slow.pid").read_text().split()[0])
+        assert _alive(shell)
+
+        with FakeOpenAIServer([{"content": "resumed fine"}]) as server:
+            env = agent_env(home, server)
+            result = run_cli(
+                ["run", "carry on", "--thread", "crash-1", "--json"], cwd=workspace, env=env
+            )
+        # ... but the next agentgraph start stopped the orphan.
+        assert not _alive(shell)
+    finally:
+        kill_pid_file(workspace / "slow.pid")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["answer"] == "resumed fine"
+    assert server.violations == []  # the dangling slow call was answered
+    sent = server.requests[-1]["messages"]
+    assert (workspace / "fast_count").read_text() == "ran\n"  # the finished tool: once
+    assert (workspace / "slow_started").read_text() == "ran\n"  # the killed one: not re-run
+    assert not (workspace / "marker").exists()
+    text = json.dumps(sent)
+    assert "do both" in text and "carry on" in text
+    calls = [c for m in sent if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    answered = {m["tool_call_id"] for m in sent if m["role"] == "tool"}
+    assert len(calls) == 2 and {c["id"] for c in calls} == answered
+    assert "Traceback" not in result.stderr
+
+
+def test_sigkill_before_the_first_checkpoint(home: Path, workspace: Path) -> None:
+    """Killed while waiting to write its first row: the session is unknown, no traceback."""
+    with FakeOpenAIServer([{"content": "first"}]) as server:
+        env = agent_env(home, server, AGENTGRAPH_SQLITE_BUSY_TIMEOUT_S="60")
+        assert run_cli(["run", "hi", "--thread", "other"], cwd=workspace, env=env).returncode == 0
+        db = home / ".agentgraph" / "sessions.db"
+        requests_before = len(server.requests)
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # writers wait; the CLI can open and read
+        try:
+            proc = spawn_cli(["run", "never stored", "--thread", "early"], cwd=workspace, env=env)
+            wait_for(db)  # exists already; give the CLI its start-up time below
+            try:
+                proc.wait(timeout=3)
+            except Exception:
+                sigkill(proc)
+            else:
+                raise AssertionError(f"CLI finished while the store was locked: {proc.stderr}")
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert len(server.requests) == requests_before  # it never reached the model
+
+        shown = run_cli(["sessions", "show", "early"], cwd=workspace, env=env)
+        assert shown.returncode == 1 and "no session matches 'early'" in shown.stderr
+        resumed = run_cli(["--resume", "early"], cwd=workspace, env=env, stdin="")
+        assert resumed.returncode == 1 and "no session matches 'early'" in resumed.stderr
+        for output in (shown.stderr, resumed.stderr):
+            assert "Traceback" not in output and len(output.strip().splitlines()) == 1
+
+
+def test_index_row_without_checkpoints_resumes_as_empty(home: Path, workspace: Path) -> None:
+    """The state a kill between the index write and the first checkpoint leaves behind."""
+    with open_store(_settings_for(home)) as store:
+        store.index.upsert(SessionInfo(thread_id="half", title="half", workspace=str(workspace)))
+    with FakeOpenAIServer([{"content": "fresh start"}]) as server:
+        env = agent_env(home, server)
+        resumed = run_cli(["--resume", "half"], cwd=workspace, env=env, stdin="/exit\n")
+        assert resumed.returncode == 0, resumed.stderr
+        assert "0 messages" in resumed.stderr and "Traceback" not in resumed.stderr
+        again = run_cli(["run", "hello", "--thread", "half", "--json"], cwd=workspace, env=env)
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["answer"] == "fresh start"
+        assert server.violations == []
+
+
+def test_dangling_calls_in_stored_history_are_answered_before_the_next_call(
+    home: Path, workspace: Path
+) -> None:
+    """Stored history ending in unanswered (and half-answered) calls; the CLI resumes it."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from agentgraph.agent import Agent
+    from tests.fakes.chat_model import ScriptedChatModel
+
+    settings = _settings_for(home)
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=ScriptedChatModel([]))
+        agent.graph.update_state(
+            agent.config("dangling"),
+            {
+                "messages": [
+                    HumanMessage("look around", id="h1"),
+                    AIMessage(
+                        content="checking two things",
+                        id="a1",
+                        tool_calls=[
+                            {"name": "now", "args": {}, "id": "c1"},
+                            {"name": "list_dir", "args": {"path": "."}, "id": "c2"},
+                        ],
+                    ),
+                    ToolMessage("12:00", tool_call_id="c1", name="now", id="t1"),
+                    AIMessage(
+                        content="",
+                        id="a2",
+                        tool_calls=[{"name": "now", "args": {}, "id": "c3"}],
+                    ),
+                ],
+                "workspace_path": str(workspace),
+            },
+            as_node="planner",
+        )
+        store.index.upsert(SessionInfo(thread_id="dangling", workspace=str(workspace)))
+    with FakeOpenAIServer([{"content": "recovered"}]) as server:
+        env = agent_env(home, server)
+        result = run_cli(["run", "go on", "--thread", "dangling"], cwd=workspace, env=env)
+        assert result.returncode == 0, result.stderr
+        assert server.violations == []
+        sent = server.requests[0]["messages"]
+    answered = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    assert sorted(answered) == ["c1", "c2", "c3"]
+    assert any(m["role"] == "assistant" and m.get("content") == "checking two things" for m in sent)
+    assert KEY not in json.dumps(sent)

@@ -1,0 +1,211 @@
+"""Huge output (7), secrets (8) and a damaged or locked store (10), from the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli_helpers import CLI_TIMEOUT_S, run_cli
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.integration.reliability.helpers import KEY, agent_env, all_files_bytes, store_bytes
+
+HUGE_OUTPUT_BYTES = 50_000_000
+# What buffering the whole output would cost at least (one copy); the CLI must stay far
+# below that above its baseline. Measured growth is ~0-10 MB (docs/bench/reliability.md).
+RSS_GROWTH_LIMIT_KB = 25_000
+STORE_LIMIT_BYTES = 5_000_000
+LONG_RUN_RE = re.compile(rb"a{2000000}")
+
+MEASURE = """
+import resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True)
+sys.stderr.buffer.write(done.stderr)
+print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def _peak_rss_kb(args: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[int, int, str]:
+    """Run the CLI under a fresh parent; its peak RSS is the children's max RSS."""
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, sys.executable, "-m", "agentgraph", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
+    code, rss = done.stdout.split()
+    return int(code), int(rss), done.stderr
+
+
+def test_fifty_megabytes_of_output_bounded_memory_and_store(home: Path, workspace: Path) -> None:
+    big = f"printf HEAD-MARK; head -c {HUGE_OUTPUT_BYTES} /dev/zero | tr '\\0' a; printf TAIL-MARK"
+    small = "printf HEAD-MARK; printf aaaa; printf TAIL-MARK"
+    peaks = {}
+    for label, command in (("small", small), ("big", big)):
+        script = [
+            {"tool_calls": [{"name": "run_bash", "arguments": {"command": command}}]},
+            {"content": "done"},
+        ]
+        with FakeOpenAIServer(script) as server:
+            env = agent_env(home, server)
+            code, rss, err = _peak_rss_kb(
+                ["run", "print a lot", "--thread", label], cwd=workspace, env=env
+            )
+            assert code == 0, err
+            assert server.violations == []
+            sent = json.dumps(server.requests[-1]["messages"])
+        peaks[label] = rss
+        assert "HEAD-MARK" in sent and "TAIL-MARK" in sent  # head and tail kept
+    assert "truncated" in sent
+    growth = peaks["big"] - peaks["small"]
+    assert growth < RSS_GROWTH_LIMIT_KB, peaks
+    print(f"peak RSS small={peaks['small']} KB big={peaks['big']} KB growth={growth} KB")
+    data = store_bytes(home)
+    assert len(data) < STORE_LIMIT_BYTES
+    assert b"HEAD-MARK" in data and b"TAIL-MARK" in data
+    assert LONG_RUN_RE.search(data) is None  # only the truncated copy is stored
+
+
+SECRET_ENV = "MY_SERVICE_TOKEN"
+SECRET_ENV_VALUE = "tok-abcdefghijklmnop-123456"
+
+
+def _stored_files(home: Path) -> dict[Path, bytes]:
+    """Everything agentgraph wrote under its home: database (+ WAL), artifacts, logs.
+
+    ``snapshots/`` is left out: it holds byte-for-byte copies of the user's own workspace
+    files (for undo), in the same trust zone as the workspace itself (docs/security.md).
+    """
+    root = home / ".agentgraph"
+    return {p: b for p, b in all_files_bytes(root).items() if "snapshots" not in p.parts}
+
+
+def test_secrets_stay_out_of_tools_database_and_logs(home: Path, workspace: Path) -> None:
+    (workspace / "config.ini").write_text(f"[openai]\nkey = {KEY}\n")
+    script = [
+        {
+            "tool_calls": [
+                {
+                    "name": "run_bash",
+                    "arguments": {"command": "printenv; echo key=$OPENAI_API_KEY"},
+                },
+                {"name": "run_bash", "arguments": {"command": "cat config.ini"}},
+                {"name": "read_file", "arguments": {"path": "config.ini"}},
+                {"name": "grep", "arguments": {"pattern": "key", "path": "."}},
+            ]
+        },
+        {"content": "nothing to see"},
+    ]
+    with FakeOpenAIServer(script, require_key=KEY) as server:
+        env = agent_env(home, server, **{SECRET_ENV: SECRET_ENV_VALUE, "AGENTGRAPH_DEBUG": "1"})
+        result = run_cli(["run", "show env", "--thread", "sec"], cwd=workspace, env=env)
+        assert result.returncode == 0, result.stderr
+        assert server.violations == []
+        shown = run_cli(["sessions", "show", "sec"], cwd=workspace, env=env)
+        sent = json.dumps(server.requests[-1]["messages"])
+    tool_results = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert len(tool_results) == 4
+    assert "PATH=" in tool_results[0]  # printenv ran
+    assert SECRET_ENV not in tool_results[0]  # the credential variable is not passed on
+    assert all("[REDACTED]" in r for r in tool_results[1:]), tool_results
+    outputs = result.stdout + result.stderr + shown.stdout + shown.stderr
+    for secret in (KEY, SECRET_ENV_VALUE):
+        assert secret not in sent, "secret sent to the model in a tool result"
+        assert secret not in outputs
+        for path, data in _stored_files(home).items():
+            assert secret.encode() not in data, f"secret in {path}"
+
+
+def test_secrets_stay_out_of_exports(home: Path, workspace: Path) -> None:
+    with FakeOpenAIServer([{"content": "ok"}]) as server:
+        env = agent_env(home, server)
+        (workspace / "config.ini").write_text(f"key = {KEY}\n")
+        server.add_replies(
+            {"tool_calls": [{"name": "read_file", "arguments": {"path": "config.ini"}}]},
+            {"content": "done"},
+        )
+        assert run_cli(["run", "x", "--thread", "exp"], cwd=workspace, env=env).returncode == 0
+        assert run_cli(["run", "y", "--thread", "exp"], cwd=workspace, env=env).returncode == 0
+        exports = [
+            run_cli(["sessions", "export", "exp", "--format", fmt], cwd=workspace, env=env)
+            for fmt in ("jsonl", "md")
+        ]
+    for done in exports:
+        assert done.returncode == 0, done.stderr
+        assert "config.ini" in done.stdout and "[REDACTED]" in done.stdout
+        assert KEY not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("damage", ["header-kept", "random", "truncated", "wal-garbage"])
+def test_damaged_store_is_reported_and_untouched(home: Path, workspace: Path, damage: str) -> None:
+    with FakeOpenAIServer([{"content": "a"}] * 3) as server:
+        env = agent_env(home, server)
+        assert run_cli(["run", "hi", "--thread", "x1"], cwd=workspace, env=env).returncode == 0
+        db = home / ".agentgraph" / "sessions.db"
+        wal = Path(str(db) + "-wal")
+        for suffix in ("-wal", "-shm"):
+            Path(str(db) + suffix).unlink(missing_ok=True)
+        data = db.read_bytes()
+        if damage == "header-kept":  # a valid header over garbage pages
+            db.write_bytes(data[:100] + os.urandom(len(data) - 100))
+        elif damage == "random":
+            db.write_bytes(os.urandom(len(data)))
+        elif damage == "truncated":
+            db.write_bytes(data[: len(data) // 3])
+        else:
+            wal.write_bytes(os.urandom(8192))
+        before = {p.name: p.read_bytes() for p in db.parent.iterdir() if p.is_file()}
+        for args in (["run", "hi", "--thread", "x1"], ["sessions", "list"], ["--resume", "x1"]):
+            result = run_cli(args, cwd=workspace, env=env, stdin="")
+            if damage == "wal-garbage":
+                # SQLite ignores a WAL whose header checksum is wrong: the data is intact.
+                assert result.returncode == 0, (args, result.stderr)
+                continue
+            assert result.returncode != 0, args
+            assert "Traceback" not in result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+            assert "session store" in result.stderr and str(db) in result.stderr
+        if damage != "wal-garbage":
+            after = {p.name: p.read_bytes() for p in db.parent.iterdir() if p.is_file()}
+            assert after["sessions.db"] == before["sessions.db"]
+
+
+def test_store_locked_by_another_process_during_run(home: Path, workspace: Path) -> None:
+    with FakeOpenAIServer([{"content": "a"}, {"content": "b"}]) as server:
+        env = agent_env(home, server, AGENTGRAPH_SQLITE_BUSY_TIMEOUT_S="1")
+        assert run_cli(["run", "hi", "--thread", "x1"], cwd=workspace, env=env).returncode == 0
+        db = home / ".agentgraph" / "sessions.db"
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+                "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); sys.stdin.read()",
+                str(db),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+            before = db.read_bytes()
+            result = run_cli(["run", "again", "--thread", "x1"], cwd=workspace, env=env)
+            assert db.read_bytes() == before
+        finally:
+            holder.communicate("")
+        assert result.returncode == 1
+        assert "locked" in result.stderr and "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        # Once the lock is gone the session carries on where it was.
+        again = run_cli(["run", "again", "--thread", "x1", "--json"], cwd=workspace, env=env)
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["answer"] == "b"
+        assert server.violations == []

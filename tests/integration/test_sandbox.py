@@ -1,0 +1,339 @@
+"""Secrets out of reach, from the real CLI: allowlisted environment, sandboxed shell,
+redaction of credential formats before the model, the database and exports."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agentgraph.tools.bash import BASH_EXECUTABLE
+from agentgraph.tools.sandbox import BWRAP_EXECUTABLE
+from tests.cli_helpers import run_cli
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.integration.reliability.helpers import (
+    KEY,
+    agent_env,
+    all_files_bytes,
+    sigkill,
+    spawn_cli,
+    wait_for,
+)
+from tests.proc_helpers import wait_until_gone
+from tests.sandbox_helpers import require_sandbox, sandbox_mode
+
+__all__ = ["sandbox_mode"]  # a fixture, used by name
+
+# Credentials of the kinds a hostile test pass saw leave through printenv and
+# /proc/$PPID/environ. The values have no known token format on purpose: only the
+# environment allowlist and the sandbox keep them from the command.
+AGENT_SECRETS = {
+    "MY_PRIVATE_KEY": "pk-9f8e7d6c5b4a3921",
+    "STRIPE_KEY": "stripe-Zq81hVx03kLm",
+    "DEPLOY_KEY": "dk-71HqPz0aLm2Xc9",
+    "DB_PASS": "Tr0ub4dor-3-prod",
+    "AUTH_BEARER": "bearer-Qw3rty-8812",
+    "SLACK_WEBHOOK_URL": "https://hooks.example.net/T0/B0/xY9zW8",
+    "SENTRY_DSN": "https://abc123def456@errors.example.net/42",
+    "GITHUB_TOKEN": "gh-token-0aZ9bY8cX7",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI-K7MDENG",
+    "PGPASSWORD": "pg-Secret-4711-x",
+}
+
+# Known credential formats (fakes, built so no scanner takes them for real ones).
+TOKENS = {
+    "github": "ghp_" + "A1b2C3d4E5f6G7h8I9j0" + "K1l2M3n4O5p6",
+    "github_pat": "github_pat_" + "11ABCDEFG0" + "x" * 40,
+    "aws_id": "AKIA" + "IOSFODNN7EXAMPLE",
+    "slack": "xoxb-" + "1234567890-abcdefghijKLM",
+    "stripe": "sk_live_" + "51Habcdefghijklmnop",
+    "openai": "sk-proj-" + "abcdefghijklmnopqrstuvWXYZ0123",
+    "anthropic": "sk-ant-api03-" + "abcdefghijklmnopqrstuvwxyz",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0." + "dozjgNryP4J3jVmNHl0w5N",
+    "pem_body": "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun",
+    "url_password": "hunter2-db-Pa55",
+    "sentry_key": "0123456789abcdef0123456789abcdef",
+}
+TOKEN_FILE = f"""# deploy settings
+GITHUB = {TOKENS["github"]}
+GITHUB_FINE = {TOKENS["github_pat"]}
+aws_access_key_id = {TOKENS["aws_id"]}
+slack: {TOKENS["slack"]}
+stripe={TOKENS["stripe"]}
+openai={TOKENS["openai"]}
+anthropic={TOKENS["anthropic"]}
+session={TOKENS["jwt"]}
+DATABASE_URL=postgres://app:{TOKENS["url_password"]}@db.internal:5432/app
+SENTRY=https://{TOKENS["sentry_key"]}@o1.ingest.sentry.io/42
+-----BEGIN RSA PRIVATE KEY-----
+{TOKENS["pem_body"]}
+-----END RSA PRIVATE KEY-----
+plain line that stays
+"""
+
+
+def _tool_results(server: FakeOpenAIServer) -> list[str]:
+    return [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+
+
+def _stored(home: Path) -> bytes:
+    """Everything agentgraph wrote under its home but the undo snapshots (user files)."""
+    root = home / ".agentgraph"
+    return b"".join(b for p, b in all_files_bytes(root).items() if "snapshots" not in p.parts)
+
+
+def test_commands_never_see_the_agents_secrets(
+    home: Path, workspace: Path, sandbox_mode: str
+) -> None:
+    commands = [
+        "printenv",
+        "tr '\\0' '\\n' < /proc/$PPID/environ",
+        "tr '\\0' '\\n' < /proc/1/environ",
+        # Every process the command can see, the agent included when unsandboxed.
+        "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>/dev/null; true",
+    ]
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": c}} for c in commands]},
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX=sandbox_mode, **AGENT_SECRETS)
+        done = run_cli(["run", "look around", "--thread", "env"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+        results = _tool_results(server)
+        sent = json.dumps(server.requests[-1]["messages"])
+    assert len(results) == len(commands)
+    assert "PATH=" in results[0]  # printenv ran
+    for value in AGENT_SECRETS.values():
+        assert value not in sent
+        assert value.encode() not in _stored(home)
+    for name in AGENT_SECRETS:
+        assert f"{name}=" not in results[0], f"{name} passed to the command"
+    if sandbox_mode == "on":
+        # The agent's process is not even visible: no name, not only no value.
+        for result in results:
+            for name in [*AGENT_SECRETS, "OPENAI_API_KEY"]:
+                assert f"{name}=" not in result, f"{name} readable in the sandbox"
+            assert KEY not in result
+
+
+def test_sandbox_writes_only_the_workspace_and_its_own_tmp(
+    tmp_path: Path, home: Path, workspace: Path
+) -> None:
+    require_sandbox()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim.txt"
+    victim.write_text("original\n")
+    var_tmp = Path("/var/tmp") / f"agentgraph-sandbox-{secrets.token_hex(6)}"
+    command = (
+        f"echo pwned > {victim}; touch {outside}/new; touch {var_tmp}; "
+        f"echo x > {home}/dotfile; echo scratch > /tmp/s && cat /tmp/s; echo ok > inside.txt"
+    )
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": command}}]},
+        {"content": "done"},
+    ]
+    try:
+        with FakeOpenAIServer(script) as server:
+            env = agent_env(home, server, AGENTGRAPH_SANDBOX="on")
+            done = run_cli(["run", "write", "--thread", "fs"], cwd=workspace, env=env)
+            assert done.returncode == 0, done.stderr
+            (result,) = _tool_results(server)
+        assert victim.read_text() == "original\n"
+        assert not (outside / "new").exists()
+        assert not var_tmp.exists()
+        assert not (home / "dotfile").exists()
+        assert "scratch" in result  # its private /tmp is writable
+        assert (workspace / "inside.txt").read_text() == "ok\n"
+    finally:
+        var_tmp.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("network", ["off", "on"])
+def test_sandbox_network_is_off_unless_enabled(home: Path, workspace: Path, network: str) -> None:
+    require_sandbox()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        command = (
+            f"if (echo hello > /dev/tcp/127.0.0.1/{port}) 2>/dev/null; "
+            "then echo CONNECTED; else echo REFUSED; fi"
+        )
+        script = [
+            {"tool_calls": [{"name": "run_bash", "arguments": {"command": command}}]},
+            {"content": "done"},
+        ]
+        with FakeOpenAIServer(script) as server:
+            env = agent_env(home, server, AGENTGRAPH_SANDBOX="on", AGENTGRAPH_BASH_NETWORK=network)
+            done = run_cli(["run", "connect", "--thread", "net"], cwd=workspace, env=env)
+            assert done.returncode == 0, done.stderr
+            (result,) = _tool_results(server)
+        listener.setblocking(False)
+        try:
+            connection, _ = listener.accept()
+            connection.close()
+            reached = True
+        except BlockingIOError:
+            reached = False
+    if network == "off":
+        assert "REFUSED" in result and not reached
+    else:
+        assert "CONNECTED" in result and reached
+
+
+def test_sandboxed_command_dies_with_a_killed_agent(home: Path, workspace: Path) -> None:
+    require_sandbox()
+    marker = f"{900 + secrets.randbelow(99)}.{secrets.randbelow(10**6):06d}"
+    script = [
+        {
+            "tool_calls": [
+                {"name": "run_bash", "arguments": {"command": f"touch started; sleep {marker}"}}
+            ]
+        },
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX="on")
+        proc = spawn_cli(["run", "sleep", "--thread", "die"], cwd=workspace, env=env)
+        wait_for(workspace / "started", proc)
+        sigkill(proc)
+    # No later agentgraph start is needed: the kernel ends the sandbox with its parent.
+    assert wait_until_gone(lambda cmd, _: marker in cmd) == []
+
+
+def test_credential_formats_are_redacted_before_model_store_and_export(
+    home: Path, workspace: Path
+) -> None:
+    (workspace / "deploy.env").write_text(TOKEN_FILE)
+    script = [
+        {
+            "tool_calls": [
+                {"name": "read_file", "arguments": {"path": "deploy.env"}},
+                {"name": "grep", "arguments": {"pattern": "=", "path": "."}},
+                {"name": "run_bash", "arguments": {"command": "cat deploy.env"}},
+            ]
+        },
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server)
+        done = run_cli(["run", "read the config", "--thread", "tok"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+        results = _tool_results(server)
+        sent = json.dumps(server.requests[-1]["messages"])
+        exports = [
+            run_cli(["sessions", "export", "tok", "--format", fmt], cwd=workspace, env=env)
+            for fmt in ("jsonl", "md")
+        ]
+    assert len(results) == 3
+    for result in results:
+        assert "[REDACTED]" in result
+    assert "plain line that stays" in results[0]
+    assert "postgres://app:[REDACTED]@db.internal" in results[0]  # URL kept, password not
+    for export in exports:
+        assert export.returncode == 0, export.stderr
+        assert "[REDACTED]" in export.stdout
+    stored = _stored(home)
+    for kind, token in TOKENS.items():
+        assert token not in sent, f"{kind} sent to the model"
+        assert token.encode() not in stored, f"{kind} stored"
+        for export in exports:
+            assert token not in export.stdout, f"{kind} exported"
+
+
+def _bin_without_bwrap(tmp_path: Path) -> str:
+    """A PATH directory with the shell and a few tools, and no bwrap."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name in (BASH_EXECUTABLE, "printenv", "touch", "cat", "tr"):
+        found = subprocess.run(
+            ["bash", "-c", f"command -v {name}"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        (folder / name).symlink_to(found)
+    assert not (folder / BWRAP_EXECUTABLE).exists()
+    return str(folder)
+
+
+def test_without_bwrap_auto_says_so_once_and_runs_with_the_allowlist(
+    tmp_path: Path, home: Path, workspace: Path
+) -> None:
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": "touch ran; printenv"}}]},
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": "touch ran2"}}]},
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server, **AGENT_SECRETS)
+        env["PATH"] = _bin_without_bwrap(tmp_path)
+        done = run_cli(["run", "go", "--thread", "nobwrap"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+        results = _tool_results(server)
+    assert done.stderr.count("run_bash is not sandboxed") == 1, done.stderr
+    assert (workspace / "ran").exists() and (workspace / "ran2").exists()
+    for name in AGENT_SECRETS:
+        assert f"{name}=" not in results[0]
+
+
+def test_bwrap_that_cannot_start_is_reported_once_and_commands_still_run(
+    tmp_path: Path, home: Path, workspace: Path
+) -> None:
+    """What a host without unprivileged user namespaces looks like: bwrap fails at once."""
+    folder = _bin_without_bwrap(tmp_path)
+    broken = Path(folder) / BWRAP_EXECUTABLE
+    broken.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create a new namespace' >&2\nexit 1\n"
+    )
+    broken.chmod(0o755)
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": "touch ran"}}]},
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server)
+        env["PATH"] = folder
+        done = run_cli(["run", "go", "--thread", "nouserns"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+    notices = [line for line in done.stderr.splitlines() if "not sandboxed" in line]
+    assert len(notices) == 1, done.stderr
+    assert "No permissions to create a new namespace" in notices[0]
+    assert (workspace / "ran").exists()
+
+
+def test_sandbox_on_without_bwrap_refuses_commands(
+    tmp_path: Path, home: Path, workspace: Path
+) -> None:
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": "touch ran"}}]},
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX="on")
+        env["PATH"] = _bin_without_bwrap(tmp_path)
+        done = run_cli(["run", "go", "--thread", "refuse"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+        (result,) = _tool_results(server)
+    assert result.startswith("Error: the shell sandbox is required (AGENTGRAPH_SANDBOX=on)")
+    assert not (workspace / "ran").exists()
+
+
+def test_bash_env_allow_passes_named_variables(home: Path, workspace: Path) -> None:
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": "printenv"}}]},
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(
+            home,
+            server,
+            AGENTGRAPH_BASH_ENV_ALLOW="MY_TOOL_HOME,OTHER",
+            MY_TOOL_HOME="/opt/tool",
+            NOT_ALLOWED="x",
+        )
+        done = run_cli(["run", "go", "--thread", "allow"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+        (result,) = _tool_results(server)
+    assert "MY_TOOL_HOME=/opt/tool" in result
+    assert "NOT_ALLOWED" not in result

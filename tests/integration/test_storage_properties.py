@@ -1,0 +1,151 @@
+"""Sessions with compactions: the state rebuilt from the store is the state built in memory.
+
+Random sessions (turns of messages of random sizes, compactions that add a boundary
+and move the kept tail after it) are written through a graph whose ``messages`` is a
+``DeltaChannel``; pruning runs at random points. Before and after every prune, the
+latest state read back by a fresh saver (another process's view) equals
+``add_messages`` folded over the writes, and so does the exported transcript; the
+session then continues from the pruned store. Same on PostgreSQL (no pruning there).
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.message import add_messages
+
+from agentgraph.config import Settings
+from agentgraph.persistence import open_store
+from agentgraph.persistence.index import SessionInfo
+from agentgraph.persistence.prune import prune_thread
+from agentgraph.persistence.saver import AgentSqliteSaver
+from agentgraph.persistence.store import connect_sqlite
+from agentgraph.transcript import export_jsonl
+from tests.unit.test_delta_channel import DeltaState, _graph, _same
+
+Op = tuple[str, Any]
+FIXTURE_CHECK = HealthCheck.function_scoped_fixture
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> list[Op]:
+    """Writes (one list per step) and prunes (``keep_latest``), in order."""
+    ops: list[Op] = []
+    live: list[str] = []
+    n = 0
+    for _ in range(draw(st.integers(4, 30))):
+        kind = draw(st.sampled_from(["turn", "turn", "turn", "compact", "prune"]))
+        if kind == "prune":
+            ops.append(("prune", draw(st.integers(1, 5))))
+            continue
+        if kind == "compact" and len(live) >= 2:
+            n += 1
+            keep = live[-draw(st.integers(1, min(3, len(live)))) :]
+            boundary = AIMessage(
+                f"[compaction boundary {n}]",
+                id=f"boundary-{n}",
+                additional_kwargs={"agentgraph": {"kind": "compact_boundary"}},
+            )
+            moved = [HumanMessage(f"moved {k}", id=f"{k}~{n}") for k in keep]
+            ops.append(("write", [*(RemoveMessage(id=k) for k in keep), boundary, *moved]))
+            live = (
+                [m for m in live if m not in keep] + [f"boundary-{n}"] + [m.id or "" for m in moved]
+            )
+            continue
+        write: list[BaseMessage] = []
+        for _ in range(draw(st.integers(1, 4))):
+            n += 1
+            size = draw(st.sampled_from([0, 10, 200, 5_000]))
+            text = draw(st.text(min_size=0, max_size=8)) + "x" * size
+            mid = f"m{n}"
+            write.append(
+                ToolMessage(text, tool_call_id=f"c{n}", id=mid)
+                if draw(st.booleans())
+                else HumanMessage(text, id=mid)
+            )
+            live.append(mid)
+        ops.append(("write", write))
+    return ops
+
+
+def _fold(writes: list[list[BaseMessage]]) -> list[BaseMessage]:
+    return list(functools.reduce(add_messages, writes, []))  # type: ignore[arg-type]
+
+
+def _export(messages: list[BaseMessage]) -> str:
+    return export_jsonl(messages, SessionInfo(thread_id="t", created_at=0.0, updated_at=0.0))
+
+
+def _latest(saver: Any, thread_id: str) -> list[BaseMessage]:
+    graph = _graph(DeltaState, saver, [])
+    values = graph.get_state({"configurable": {"thread_id": thread_id}}).values
+    return list(values.get("messages") or [])
+
+
+def _check(expected: list[BaseMessage], got: list[BaseMessage]) -> None:
+    assert _same(got, expected)
+    assert _export(got) == _export(expected)
+
+
+def _replay(
+    ops: list[Op],
+    saver: Any,
+    thread_id: str,
+    on_prune: Callable[[int, list[list[BaseMessage]]], None],
+) -> None:
+    config = {"configurable": {"thread_id": thread_id}}
+    done: list[list[BaseMessage]] = []
+    for kind, value in ops:
+        if kind == "prune":
+            on_prune(value, done)
+            _check(_fold(done), _latest(saver, thread_id))
+            continue
+        _graph(DeltaState, saver, [list(value)]).invoke({"messages": []}, config)
+        done.append(value)
+    _check(_fold(done), _latest(saver, thread_id))
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(sessions())
+def test_sqlite_state_and_export_survive_pruning(
+    make_settings: Callable[..., Settings], ops: list[Op]
+) -> None:
+    settings_ = make_settings()
+    thread = uuid.uuid4().hex
+    with open_store(settings_) as store:
+        saver = store.checkpointer
+        assert isinstance(saver, AgentSqliteSaver)
+
+        def prune(keep: int, writes: list[list[BaseMessage]]) -> None:
+            prune_thread(saver.conn, saver.serde, thread, keep_latest=keep, lock=saver.lock)
+            # Another process (no remembered value, LangGraph's own saver) sees the same.
+            for saver_type in (SqliteSaver, AgentSqliteSaver):
+                conn = connect_sqlite(settings_.db_path)
+                try:
+                    _check(_fold(writes), _latest(saver_type(conn), thread))
+                finally:
+                    conn.close()
+
+        _replay(ops, saver, thread, prune)
+
+
+@pytest.mark.postgres
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(sessions())
+def test_postgres_state_and_export_equal_memory(
+    postgres_url: str, make_settings: Callable[..., Settings], ops: list[Op]
+) -> None:
+    with open_store(make_settings(AGENTGRAPH_DATABASE_URL=postgres_url)) as store:
+        _replay(ops, store.checkpointer, uuid.uuid4().hex, lambda _keep, _writes: None)

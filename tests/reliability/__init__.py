@@ -1,1 +1,0 @@
-"""Reliability and security suite: the agent under crashes, faults and hostile input."""

@@ -1,0 +1,79 @@
+"""Compaction unit (agentgraph.middleware.compaction): one entry point, three triggers."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.graph.message import add_messages
+
+from agentgraph.context.compaction import Compactor, since_last_boundary
+from agentgraph.history import agentgraph_kind, validate_history
+from agentgraph.middleware import CompactionMiddleware, PromptViewMiddleware, compose
+from tests.fakes.chat_model import ScriptedChatModel
+from tests.middleware_helpers import (
+    SYSTEM,
+    ModelCall,
+    counter_and_budget,
+    history,
+    request,
+    small_settings,
+)
+from tests.unit.test_retry import OVERFLOW, status_error
+
+
+def _units(
+    summary: str = "we audited; code word TULIP",
+) -> tuple[PromptViewMiddleware, CompactionMiddleware, list[dict]]:
+    counter, budget = counter_and_budget(small_settings())
+    summarizer = ScriptedChatModel([summary], on_exhausted="repeat_last")
+    compactor = Compactor(summarizer, counter, budget, sleep=lambda _s: None)
+    view = PromptViewMiddleware(counter, budget, keep_recent=200, validate=True)
+    events: list[dict] = []
+    return view, CompactionMiddleware(compactor, view, emit=events.append), events
+
+
+def _apply(state: list[BaseMessage], updates: list[BaseMessage]) -> list[BaseMessage]:
+    return list(add_messages(state, updates))  # type: ignore[arg-type]
+
+
+def test_at_the_threshold_it_compacts_before_the_call_and_the_reply_lands_after() -> None:
+    view, compaction, events = _units()
+    full = history(20)  # ~10.8k tokens of a 16k window: over the 80% threshold
+    call = ModelCall(AIMessage("answer", id="reply"))
+    result = compose([view, compaction])(request(full), call)
+    assert [e["trigger"] for e in events] == ["auto"]
+    sent = call.requests[0].messages
+    assert agentgraph_kind(sent[0]) == "summary" and "TULIP" in str(sent[0].content)
+    assert validate_history([SYSTEM, *sent]) == []
+    # As create_agent applies it: the model response, then the unit's command.
+    state = _apply(_apply(full, result.response.result), result.messages)
+    after = since_last_boundary(state)
+    assert after[-1].id == "reply" and agentgraph_kind(after[0]) == "summary"
+    assert len(state) > len(after)  # the transcript keeps the summarized messages
+
+
+def test_an_overflow_the_view_did_not_foresee_compacts_once_with_trigger_guard() -> None:
+    view, compaction, events = _units()
+    full = history(4)  # under the threshold by our count; the provider disagrees
+    call = ModelCall(status_error(400, OVERFLOW), AIMessage("after recovery"))
+    result = compose([view, compaction])(request(full), call)
+    assert [e["trigger"] for e in events] == ["guard"]
+    assert len(call.requests) == 2
+    assert agentgraph_kind(call.requests[1].messages[0]) == "summary"
+    assert result.reply.content == "after recovery"
+
+
+def test_no_compaction_below_the_threshold_and_no_command() -> None:
+    view, compaction, events = _units()
+    full = [HumanMessage("hi", id="u0")]
+    call = ModelCall(AIMessage("hello", id="r"))
+    result = compose([view, compaction])(request(full), call)
+    assert events == [] and [m.id for m in result.messages] == ["r"]
+
+
+def test_manual_compaction_is_the_same_entry_point() -> None:
+    _view, compaction, events = _units()
+    full = history(6)
+    outcome = compaction.compact(full, trigger="manual", system=[SYSTEM], tools=[], focus="TULIP")
+    assert outcome is not None and outcome.record["trigger"] == "manual"
+    assert events == [{"type": "compaction", **outcome.record}]
+    assert validate_history(since_last_boundary(_apply(full, outcome.updates))) == []
