@@ -289,24 +289,18 @@ class McpManager:
     def _connections(self) -> dict[str, tuple[str, dict[str, Any]]]:
         merged: dict[str, tuple[str, Any]] = {}
         for path in config_paths(self.workspace, self.home):
-            if path == workspace_config(self.workspace) and not self.workspace_trusted:
-                try:
-                    read_config(path)
-                except McpConfigError as exc:  # broken: say so, allowed or not
-                    self.problems.append(f"MCP config ignored: {exc}")
-                    continue
-                names = untrusted_servers(self.workspace, self.home)
-                if names:
-                    self.problems.append(
-                        f"MCP servers of {path} not started ({', '.join(names)}): not yet "
-                        "allowed; start the REPL here to allow them, or set "
-                        "AGENTGRAPH_MCP_TRUST_WORKSPACE=1"
-                    )
-                continue
             try:
                 servers = read_config(path)
-            except McpConfigError as exc:
+            except McpConfigError as exc:  # broken: say so, allowed or not
                 self.problems.append(f"MCP config ignored: {exc}")
+                continue
+            if path == workspace_config(self.workspace) and not self.workspace_trusted:
+                if servers:
+                    self.problems.append(
+                        f"MCP servers of {path} not started ({', '.join(sorted(servers))}): "
+                        "not yet allowed; start the REPL here to allow them, or set "
+                        "AGENTGRAPH_MCP_TRUST_WORKSPACE=1"
+                    )
                 continue
             for name, entry in servers.items():
                 merged[str(name)] = (str(path), entry)

@@ -109,6 +109,13 @@ def _langchain_model(provider: str, name: str, settings: Settings) -> BaseChatMo
         raise ConfigError(f"model {provider}:{name} cannot be set up: {text}") from None
 
 
+def _openai_base_url(settings: Settings, provider: str | None) -> str | None:
+    """``OPENAI_BASE_URL``, else the local server a provider prefix names (None: OpenAI)."""
+    if settings.base_url:
+        return settings.base_url
+    return OPENAI_COMPATIBLE_PROVIDERS.get(provider) if provider is not None else None
+
+
 def build_chat_model(settings: Settings, model: str | None = None) -> BaseChatModel:
     """Build the chat model named by ``model`` (default: ``settings.model``).
 
@@ -121,9 +128,7 @@ def build_chat_model(settings: Settings, model: str | None = None) -> BaseChatMo
     check_model_config(settings, model)
     from langchain_openai import ChatOpenAI
 
-    base_url = settings.base_url or (
-        OPENAI_COMPATIBLE_PROVIDERS.get(provider) if provider is not None else None
-    )
+    base_url = _openai_base_url(settings, provider)
     key = (
         settings.api_key.get_secret_value()
         if settings.api_key is not None
@@ -156,10 +161,7 @@ def check_model_available(settings: Settings, name: str) -> None:
     provider, bare = split_provider(name)
     if provider is not None and provider in LANGCHAIN_PROVIDERS:
         return
-    base = settings.base_url or (
-        OPENAI_COMPATIBLE_PROVIDERS.get(provider) if provider is not None else None
-    )
-    base = base or "https://api.openai.com/v1"
+    base = _openai_base_url(settings, provider) or "https://api.openai.com/v1"
     import httpx
 
     headers = {}
