@@ -10,8 +10,12 @@ written as it comes, unrendered.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import io
+import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -30,6 +34,40 @@ LIVE_MIN_LINES = 5
 CODE_THEME = "monokai"
 SPINNER = "dots"
 WAITING_TEXT = "thinking…"
+
+
+def suppress_input_echo() -> Callable[[], None] | None:
+    """Stop the terminal from echoing typed keys; returns the function that restores it.
+
+    While an answer streams, the live region's last line fills the terminal's width, so
+    the cursor waits at the right margin: a key the terminal echoed there (``^C`` above
+    all) would wrap to a new line, and the next redraw, which assumes the cursor is still
+    on the live region, would leave a copy of it on screen. Keys typed meanwhile stay
+    queued for the next prompt. None when stdin is not a terminal (or not a POSIX one).
+    """
+    try:
+        import termios
+    except ImportError:  # Windows: no termios, and the console does not echo this way
+        return None
+    try:
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd)
+    except (AttributeError, ValueError, OSError, termios.error):
+        return None
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHO  # the local-modes word
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    except termios.error:
+        return None
+
+    def restore() -> None:
+        atexit.unregister(restore)
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+    atexit.register(restore)  # the user's shell gets its echo back whatever happens
+    return restore
 
 
 class MarkdownStream:
@@ -110,6 +148,7 @@ class TerminalPrinter(EventPrinter):
         self._status_text = WAITING_TEXT
         self._markdown: MarkdownStream | None = None
         self.render_markdown = out.is_terminal
+        self._restore_echo: Callable[[], None] | None = None
 
     # -- spinner -----------------------------------------------------------------
 
@@ -130,7 +169,12 @@ class TerminalPrinter(EventPrinter):
             self._status = None
 
     def begin(self) -> None:
-        """The request is on its way: spin until the first token or tool call."""
+        """The request is on its way: spin until the first token or tool call.
+
+        Typed keys are not echoed until :meth:`finish` (see suppress_input_echo).
+        """
+        if self._restore_echo is None and self.out.is_terminal:
+            self._restore_echo = suppress_input_echo()
         self._spin(WAITING_TEXT)
 
     # -- events ------------------------------------------------------------------
@@ -160,7 +204,10 @@ class TerminalPrinter(EventPrinter):
             self._spin(self._status_text)  # still waiting for the same thing
 
     def finish(self) -> None:
-        """Stop the spinner, print the rest of the answer, end the line."""
+        """Stop the spinner, print the rest of the answer, end the line, echo keys again."""
         self._stop()
         self._end_answer()
         super().finish()
+        if self._restore_echo is not None:
+            self._restore_echo()
+            self._restore_echo = None
