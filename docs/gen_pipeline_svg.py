@@ -39,6 +39,12 @@ UNITS: list[tuple[str, str, str, str]] = [
         "wrap_model_call",
         "calls written as text → tool_calls",
     ),
+    (
+        "prompt caching",
+        "middleware/prompt_caching.py",
+        "wrap_model_call",
+        "Anthropic: cache_control breakpoints",
+    ),
     ("chat model", "langchain-core / provider", "invoke", "errors → langchain-core types"),
 ]
 

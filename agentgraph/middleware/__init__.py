@@ -11,6 +11,7 @@ compaction                 ``middleware/compaction.py``     summary at threshold
 overflow recovery          ``middleware/overflow.py``       cut tool outputs, shrink max_tokens
 retry                      ``middleware/retry.py``          429/5xx/dropped connections again
 text tool calls            ``middleware/text_tool_calls.py`` calls written as text made real
+prompt caching             ``middleware/prompt_caching.py`` Anthropic ``cache_control`` marks
 =========================  ===============================  ===================================
 
 The same objects serve agentgraph's own graph (the planner node composes them with
@@ -41,6 +42,7 @@ from agentgraph.middleware.pipeline import (
     context_middleware,
     context_pipeline,
 )
+from agentgraph.middleware.prompt_caching import PromptCachingMiddleware
 from agentgraph.middleware.prompt_view import PromptView, PromptViewMiddleware
 from agentgraph.middleware.retry import RetryMiddleware
 from agentgraph.middleware.text_tool_calls import TextToolCallsMiddleware
@@ -53,6 +55,7 @@ __all__ = [
     "OutputOverflowError",
     "OverflowRecoveryMiddleware",
     "PipelineResult",
+    "PromptCachingMiddleware",
     "PromptView",
     "PromptViewMiddleware",
     "RetryMiddleware",

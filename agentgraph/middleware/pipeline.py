@@ -3,7 +3,7 @@
 Order, outermost first (each unit wraps the ones after it)::
 
     prompt view → observation masking → compaction → overflow recovery
-    → retry → text tool calls → the model
+    → retry → text tool calls → prompt caching → the model
 
 :func:`compose` chains ``wrap_model_call`` hooks as ``create_agent`` does (first in
 the list is outermost); the planner node calls the chain around its model call.
@@ -35,6 +35,7 @@ from agentgraph.middleware.compaction import CompactionMiddleware
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.masking import ObservationMaskingMiddleware
 from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
+from agentgraph.middleware.prompt_caching import PromptCachingMiddleware
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 from agentgraph.middleware.retry import RetryMiddleware
 from agentgraph.middleware.text_tool_calls import TextToolCallsMiddleware
@@ -142,6 +143,7 @@ class ContextPipeline:
     retry: RetryMiddleware
     text_calls: TextToolCallsMiddleware | None = None
     masking: ObservationMaskingMiddleware | None = None
+    caching: PromptCachingMiddleware | None = None
 
     @property
     def middleware(self) -> list[AgentMiddleware]:
@@ -156,6 +158,8 @@ class ContextPipeline:
         units.extend([self.overflow, self.retry])
         if self.text_calls is not None:
             units.append(self.text_calls)
+        if self.caching is not None:
+            units.append(self.caching)
         return units
 
 
@@ -183,6 +187,7 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
         ),
         text_calls=TextToolCallsMiddleware(emit=emit) if settings.text_tool_calls else None,
         masking=ObservationMaskingMiddleware(view, threshold=settings.mask_threshold, emit=emit),
+        caching=PromptCachingMiddleware(),
     )
 
 

@@ -22,6 +22,7 @@ from agentgraph.middleware import (
     CompactionMiddleware,
     ObservationMaskingMiddleware,
     OverflowRecoveryMiddleware,
+    PromptCachingMiddleware,
     PromptViewMiddleware,
     RetryMiddleware,
     TextToolCallsMiddleware,
@@ -46,6 +47,7 @@ def test_the_units_run_in_the_documented_order(make_settings: Callable[..., Sett
         OverflowRecoveryMiddleware,
         RetryMiddleware,
         TextToolCallsMiddleware,
+        PromptCachingMiddleware,
     ]
 
 
