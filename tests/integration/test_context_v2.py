@@ -52,7 +52,14 @@ def _run(
         )
         with open_store(settings) as store:
             agent = Agent(settings, store, sleep=lambda _s: None)
-            agent.run_turn("v2", "read every log and report the facts", workspace, events.append)
+            # Each event notes how many requests the server had then: a masking or
+            # compaction event comes just before the request it changes.
+            agent.run_turn(
+                "v2",
+                "read every log and report the facts",
+                workspace,
+                lambda e: events.append({**e, "at_request": len(server.requests)}),
+            )
     assert server.violations == []
     return driver, events, server
 
@@ -141,8 +148,11 @@ def test_masking_past_its_threshold_does_not_summarize_and_keeps_the_prefix(
     assert [e for e in events if e["type"] == "compaction"] == []
     assert maskings, "the task passes the masking threshold"
     assert all(e["tokens_after"] < e["tokens_before"] for e in maskings)
-    # Every request extends the previous one byte for byte, except at masking events.
-    assert len(_breaks(requests)) <= len(maskings)
+    # Every request extends the previous one byte for byte, except at masking events:
+    # each break is the first request after a logged event.
+    breaks = _breaks(requests)
+    assert breaks, "masking changed the prompt at least once"
+    assert set(breaks) <= {e["at_request"] for e in maskings}
     assert all(r["tools"] == requests[0]["tools"] for r in requests)
     assert all(r["messages"][0] == requests[0]["messages"][0] for r in requests)
     # The masked outputs point at the transcript and are not in the prompt any more.

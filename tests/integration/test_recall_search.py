@@ -244,3 +244,94 @@ def test_slash_search_lists_hits_and_shows_a_message(
     assert "msg:0 [user]\nthe staging port is 6543" in text
     assert "usage: /search" in text
     assert "no messages match" in text
+
+
+MASK_WINDOW_TOKENS = 16_000
+MASK_READS_MAX = 20  # the driver gives up (and the test fails) if nothing is masked by then
+FILLER_LINE = "log line {n:04d}: the nightly job finished with status ok and no warnings\n"
+
+
+class _MaskedFactDriver:
+    """Reads logs until the first one (with the fact) is masked, then searches for it."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        self.reads = 0
+        self.searched_request: dict[str, Any] | None = None
+
+    def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+        texts = _tool_texts(request)
+        if self.searched_request is not None:
+            found = FACT in texts[-1]
+            return {"content": f"The codename is {FACT}." if found else "I could not find it."}
+        masked = bool(texts) and texts[0].startswith("[tool output masked to save context")
+        if masked or self.reads >= MASK_READS_MAX:
+            self.searched_request = request
+            query = {"query": "codename", "limit": 3}
+            return {"tool_calls": [{"name": "search_history", "arguments": query}]}
+        path = self.paths[self.reads]
+        self.reads += 1
+        return {"tool_calls": [{"name": "read_file", "arguments": {"path": path}}]}
+
+
+def test_search_finds_a_fact_whose_tool_output_was_masked(
+    make_backend_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    paths = []
+    for i in range(MASK_READS_MAX):
+        head = f"project codename: {FACT}\n" if i == 0 else ""
+        body = "".join(FILLER_LINE.format(n=n) for n in range(50))
+        (workspace / f"log_{i:02d}.txt").write_text(head + body)
+        paths.append(f"log_{i:02d}.txt")
+    driver = _MaskedFactDriver(paths)
+    events: list[dict[str, Any]] = []
+    with FakeOpenAIServer(
+        [driver], on_exhausted="repeat_last", window=MASK_WINDOW_TOKENS
+    ) as server:
+        settings = make_backend_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            AGENTGRAPH_CONTEXT_WINDOW=str(MASK_WINDOW_TOKENS),
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            result = agent.run_turn(
+                "m1",
+                "Read the logs one by one; then tell me the codename.",
+                workspace,
+                events.append,
+            )
+            api = agent.search_history("m1", FACT)
+            out = io.StringIO()
+            ctx = ReplContext(
+                agent=agent,
+                store=store,
+                console=Console(file=out, width=300, no_color=True),
+                thread_id="m1",
+                workspace=workspace,
+            )
+            dispatch(ctx, f"/search {FACT}")
+            stored = agent.messages("m1")
+        requests = server.requests
+    assert server.violations == []
+    # Masked (tier 1), never summarized: the output left the prompt, the state kept it.
+    assert [e for e in events if e["type"] == "masking"]
+    assert [e for e in events if e["type"] == "compaction"] == []
+    assert driver.searched_request is not None and driver.reads < MASK_READS_MAX
+    assert FACT not in json.dumps(driver.searched_request["messages"])
+    fact_outputs = [
+        m
+        for m in stored
+        if isinstance(m, ToolMessage) and m.name == "read_file" and FACT in str(m.content)
+    ]
+    assert len(fact_outputs) == 1
+    # search_history (the tool the model called) found it, with a reference …
+    search_output = _tool_texts(requests[-1])[-1]
+    assert FACT in search_output and "msg:" in search_output
+    assert result.answer == f"The codename is {FACT}."
+    # … and so do the API behind /search and /search itself.
+    position = stored.index(fact_outputs[0])
+    assert position in [h.position for h in api.hits]
+    assert f"msg:{position} [tool read_file]" in out.getvalue()
+    assert FACT in out.getvalue()
