@@ -1,71 +1,134 @@
-"""Context engine v2 on the real graph: summaries, prefix-cache share, facts, errors.
+"""Context engine v2 side by side: agentgraph vs LangChain v1 middleware vs deepagents.
 
-Run: uv run python bench/bench_context_v2.py [--quick]
+Run: uv run python bench/bench_context_v2.py [--quick] [--repeat N] [--out FILE]
 
-Each workload drives the real ``Agent`` graph against the strict loopback
-OpenAI-compatible server (real HTTP, real ChatOpenAI) with the scripted model of
-tests/scenarios/long_task.py: read every file, write a report, answer with the
-planted facts still visible in the prompt. Its summarizer keeps only every other
-fact it sees (a lossy summary). Measured per run: model calls, LLM summary calls,
-masking events, total prompt tokens, the share of prompt tokens a prefix cache would
-serve (per request, the longest prefix of its serialized messages already sent in an
-earlier request), planted facts answered, invalid requests and overflow 400s.
+Every harness runs the same workloads against the same strict loopback
+OpenAI-compatible server (real HTTP, real ``ChatOpenAI``) driven by the scripted model
+of tests/scenarios/long_task.py: read every file, write a report, then answer with the
+planted facts still visible in the prompt (30 facts spread over the files). Its
+summarizer keeps only every other fact it sees (a lossy summary). Harnesses:
 
-Only agentgraph is measured here; the LangChain ``create_agent`` +
-``SummarizationMiddleware`` / ``ContextEditingMiddleware`` and deepagents columns of
-the issue are not built yet.
+* ``agentgraph``: the real ``Agent`` graph with its defaults (window from
+  ``AGENTGRAPH_CONTEXT_WINDOW``).
+* ``lc-summary``: LangChain v1 ``create_agent`` + ``SummarizationMiddleware`` with the
+  trigger a user derives from the window: ``("fraction", <agentgraph's compaction
+  threshold>)``, keeping ``("fraction", 0.3)`` (the middleware's documented example).
+* ``lc-edit+summary``: ``create_agent`` + ``ContextEditingMiddleware(ClearToolUsesEdit)``
+  clearing old tool outputs from ``<agentgraph's masking threshold> × window`` tokens,
+  with the same ``SummarizationMiddleware`` as a backstop (clearing alone leaves the
+  calls, which still outgrow a 16k window on the long task).
+* ``deepagents``: ``create_deep_agent`` with its own filesystem tools over the workspace
+  (``FilesystemBackend(virtual_mode=True)``) and its own summarization defaults.
+
+The window reaches the peers the way a user gives it: the model profile's
+``max_input_tokens``. Measured per run: model calls, LLM summary calls, masking /
+clearing events (agentgraph only), total prompt tokens (server estimate), the share a
+prefix cache would serve (per request, the longest prefix of its tools + messages JSON
+already sent earlier), planted facts answered, invalid requests (strict rejections),
+overflow 400s, whether it ended with a real answer, and wall/CPU seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import (
+    ClearToolUsesEdit,
+    ContextEditingMiddleware,
+    SummarizationMiddleware,
+)
+from langchain_core.tools import BaseTool, tool
+from langchain_openai import ChatOpenAI
+from langgraph.errors import GraphRecursionError
 
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.long_task import (
-    PLANTED_FACTS,
+    LANGCHAIN_SUMMARY_MARKER,
+    SUMMARY_MARKER,
     LongTaskDriver,
-    facts_in,
     is_summary_request,
     make_workspace,
+    planted_facts,
 )
 
-# (name, files, lines per file, window): 60 small files at 128k; 300 files of ~3 KB
-# (36 log lines) at 16k.
-WORKLOADS = [
-    ("60 small files @128k", 60, 12, 128_000),
-    ("300 files of 3 KB @16k", 300, 36, 16_000),
-]
-QUICK_WORKLOADS = [
-    ("60 small files @128k", 60, 12, 128_000),
-    ("80 files of 3 KB @16k", 80, 36, 16_000),
-]
+FACTS = 30
+MODEL = "gpt-4o-mini"
+API_KEY = "sk-bench"
+TASK = "read every log and report the facts"
+PEER_SYSTEM_PROMPT = (
+    "You are a coding agent working in a workspace of log files. Use the file tools to "
+    "read them and write the report the user asks for."
+)
+# LangChain's SummarizationMiddleware docstring example keeps this share of the window.
+LC_KEEP_FRACTION = 0.3
+# The summarizer sees every message it replaces. LangChain's default (the last 4,000
+# tokens, starting on a human message) leaves nothing to summarize in one long agent
+# turn, whose only human message is the first: the history is then replaced by "Previous
+# conversation was too long to summarize." without any model call.
+LC_TRIM_TOKENS_TO_SUMMARIZE = None
+# ClearToolUsesEdit's default: the most recent tool results kept verbatim.
+LC_CLEAR_KEEP_RESULTS = 3
+# Settings' own defaults, so the peers follow agentgraph's thresholds if they change.
+COMPACT_THRESHOLD: float = Settings.model_fields["compact_threshold"].default
+MASK_THRESHOLD: float = Settings.model_fields["mask_threshold"].default
+
+# Variables that would change what is measured (agentgraph's settings, a real provider)
+# or reach the network (tracing): the bench runs without them.
+ENV_PREFIXES = ("AGENTGRAPH_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "MAX_LOOPS", "MAX_MESSAGE")
+
+HARNESSES = ("agentgraph", "lc-summary", "lc-edit+summary", "deepagents")
 
 
-class LossyDriver(LongTaskDriver):
-    """The long-task model whose summaries keep only every other fact they see."""
+@dataclass(frozen=True)
+class Workload:
+    """One task: ``files`` log files of ``lines`` lines each at a ``window``-token window."""
 
-    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
-        if is_summary_request(body):
-            with self._lock:
-                self.summary_calls += 1
-            kept = sorted(facts_in(body))[::2]
-            return {"content": "1. Task: reading logs.\n4. Critical data:\n" + "\n".join(kept)}
-        return super().__call__(body)
+    name: str
+    files: int
+    lines: int
+    window: int
 
 
-def cacheable_share(requests: list[dict[str, Any]]) -> tuple[int, float]:
-    """Total prompt characters and the share a prefix cache would serve."""
+# 60 small files at 128k; 300 files of ~3 KB (36 log lines) at 16k.
+WORKLOADS = (
+    Workload("60 small files @128k", 60, 12, 128_000),
+    Workload("300 files of 3 KB @16k", 300, 36, 16_000),
+)
+QUICK_WORKLOADS = (
+    Workload("60 small files @128k", 60, 12, 128_000),
+    Workload("80 files of 3 KB @16k", 80, 36, 16_000),
+)
+
+
+def common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b`` (binary search on slices)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def cacheable_share(requests: list[dict[str, Any]]) -> float:
+    """Share of prompt characters a prefix cache would serve over ``requests``."""
     sent: list[str] = []
     total = served = 0
     for body in requests:
@@ -73,78 +136,299 @@ def cacheable_share(requests: list[dict[str, Any]]) -> tuple[int, float]:
         text = json.dumps(body.get("tools"), sort_keys=True) + json.dumps(
             body["messages"], sort_keys=True
         )
-        best = 0
-        for prev in sent:
-            n = 0
-            limit = min(len(prev), len(text))
-            while n < limit and prev[n] == text[n]:
-                n += 1
-            best = max(best, n)
+        served += max((common_prefix(prev, text) for prev in sent), default=0)
         total += len(text)
-        served += best
         sent.append(text)
-    return total, (served / total if total else 0.0)
+    return served / total if total else 0.0
 
 
-def run(name: str, files: int, lines: int, window: int, tmp: Path) -> dict[str, Any]:
-    ws = tmp / f"ws-{files}-{window}"
-    ws.mkdir()
-    driver = LossyDriver(make_workspace(ws, files=files, lines_per_file=lines))
-    events: list[dict[str, Any]] = []
-    start = time.perf_counter()
-    with FakeOpenAIServer([driver], window=window, on_exhausted="repeat_last") as server:
-        settings = Settings(  # type: ignore[call-arg]
-            _env_file=None,
-            AGENTGRAPH_HOME=str(tmp / f"home-{files}-{window}"),
-            OPENAI_BASE_URL=server.url,
-            OPENAI_API_KEY="sk-bench",
-            AGENTGRAPH_MODEL="gpt-4o-mini",
-            AGENTGRAPH_CONTEXT_WINDOW=str(window),
-            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-            MAX_LOOPS=str(files + 5),
+def peer_model(server: FakeOpenAIServer, window: int) -> ChatOpenAI:
+    """The chat model a peer user configures: the window as the profile's input limit."""
+    return ChatOpenAI(
+        model=MODEL,
+        base_url=server.url,
+        api_key=API_KEY,  # type: ignore[arg-type]
+        max_retries=0,
+        profile={"max_input_tokens": window},
+    )
+
+
+def workspace_tools(ws: Path) -> list[BaseTool]:
+    """``read_file`` / ``write_file`` over ``ws`` for the LangChain peers."""
+    root = ws.resolve()
+
+    def resolve(path: str) -> Path:
+        target = (root / path).resolve()
+        if not target.is_relative_to(root):
+            raise ValueError(f"path outside the workspace: {path}")
+        return target
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a UTF-8 text file of the workspace (path relative to its root)."""
+        return resolve(path).read_text(encoding="utf-8")
+
+    @tool
+    def write_file(path: str, content: str) -> str:
+        """Write a UTF-8 text file in the workspace (path relative to its root)."""
+        target = resolve(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+        return f"wrote {len(content)} characters to {path}"
+
+    return [read_file, write_file]
+
+
+def summary_middleware(model: ChatOpenAI) -> SummarizationMiddleware:
+    """LangChain's summarization with the window-derived trigger (see module doc)."""
+    return SummarizationMiddleware(
+        model=model,
+        trigger=("fraction", COMPACT_THRESHOLD),
+        keep=("fraction", LC_KEEP_FRACTION),
+        trim_tokens_to_summarize=LC_TRIM_TOKENS_TO_SUMMARIZE,
+    )
+
+
+def run_peer(harness: str, server: FakeOpenAIServer, ws: Path, window: int) -> str | None:
+    """Run one peer harness to completion; return why it stopped early, or None."""
+    model = peer_model(server, window)
+    if harness == "deepagents":
+        from deepagents import create_deep_agent
+        from deepagents.backends import FilesystemBackend
+
+        agent: Any = create_deep_agent(
+            model=model,
+            system_prompt=PEER_SYSTEM_PROMPT,
+            backend=FilesystemBackend(root_dir=ws, virtual_mode=True),
         )
-        with open_store(settings) as store:
-            agent = Agent(settings, store, sleep=lambda _s: None)
-            agent.run_turn("bench", "read every log and report the facts", ws, events.append)
-        main = [r for r in server.requests if not is_summary_request(r)]
-        prompt_tokens = sum(server.token_estimate(r) for r in main)
-        _chars, share = cacheable_share(main)
+    else:
+        middleware: list[Any] = [summary_middleware(model)]
+        if harness == "lc-edit+summary":
+            edit = ClearToolUsesEdit(
+                trigger=int(MASK_THRESHOLD * window), keep=LC_CLEAR_KEEP_RESULTS
+            )
+            middleware.append(ContextEditingMiddleware(edits=[edit]))
+        agent = create_agent(
+            model, workspace_tools(ws), system_prompt=PEER_SYSTEM_PROMPT, middleware=middleware
+        )
+    try:
+        agent.invoke({"messages": [{"role": "user", "content": TASK}]})
+    except GraphRecursionError:
+        return "recursion limit"
+    except Exception as exc:  # a provider error ends the run: report it, measure the rest
+        return f"{type(exc).__name__}: {str(exc)[:80]}"
+    return None
+
+
+def run_agentgraph(server: FakeOpenAIServer, ws: Path, files: int, home: Path) -> tuple[int, str]:
+    """Run the real agentgraph graph; return its masking events and stop reason."""
+    events: list[dict[str, Any]] = []
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        AGENTGRAPH_HOME=str(home),
+        OPENAI_BASE_URL=server.url,
+        OPENAI_API_KEY=API_KEY,
+        AGENTGRAPH_MODEL=MODEL,
+        AGENTGRAPH_CONTEXT_WINDOW=str(server.window),
+        AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+        MAX_LOOPS=str(files + 5),
+    )
+    with open_store(settings) as store:
+        agent = Agent(settings, store, sleep=lambda _s: None)
+        result = agent.run_turn("bench", TASK, ws, events.append)
+    stop = "" if result.answer.strip() else "empty answer"
+    return sum(1 for e in events if e["type"] == "masking"), stop
+
+
+def driver_for(harness: str, paths: list[str]) -> LongTaskDriver:
+    """The scripted model, speaking the tool names and arguments of ``harness``."""
+    if harness == "agentgraph":
+        return LongTaskDriver(paths, lossy=True)
+    markers = (LANGCHAIN_SUMMARY_MARKER, SUMMARY_MARKER)
+    if harness == "deepagents":
+        return LongTaskDriver(
+            paths, lossy=True, path_key="file_path", path_prefix="/", summary_markers=markers
+        )
+    return LongTaskDriver(paths, lossy=True, summary_markers=markers)
+
+
+def run(harness: str, load: Workload, tmp: Path) -> dict[str, Any]:
+    """One harness on one workload: the measured row."""
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{harness}-{load.files}-", dir=tmp))
+    ws = run_dir / "ws"
+    ws.mkdir()
+    facts = planted_facts(min(FACTS, load.files), load.files)
+    paths = make_workspace(ws, files=load.files, lines_per_file=load.lines, facts=facts)
+    driver = driver_for(harness, paths)
+    maskings: int | None = None
+    wall, cpu = time.perf_counter(), time.process_time()
+    with FakeOpenAIServer([driver], window=load.window, on_exhausted="repeat_last") as server:
+        if harness == "agentgraph":
+            maskings, stop = run_agentgraph(server, ws, load.files, run_dir / "home")
+        else:
+            stop = run_peer(harness, server, ws, load.window) or ""
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        requests = server.requests
+        markers = driver.summary_markers
+        main = [r for r in requests if isinstance(r, dict) and not is_summary_request(r, markers)]
         return {
-            "workload": name,
-            "calls": len(server.requests),
+            "harness": harness,
+            "workload": load.name,
+            "calls": len(requests),
             "summaries": driver.summary_calls,
-            "maskings": sum(1 for e in events if e["type"] == "masking"),
-            "prompt_tokens": prompt_tokens,
-            "cacheable": share,
-            "facts": f"{len(driver.answer_facts & set(PLANTED_FACTS.values()))}/"
-            f"{len(PLANTED_FACTS)}",
+            "maskings": maskings,
+            "prompt_tokens": sum(server.token_estimate(r) for r in main),
+            "cacheable": cacheable_share(main),
+            "facts": len(driver.answer_facts & set(facts.values())),
+            "facts_total": len(facts),
             "invalid": len(server.violations),
             "overflow_400": server.overflow_count,
-            "finished": driver.step == files + 2,
-            "seconds": time.perf_counter() - start,
+            "answered": driver.answered and not stop,
+            "stop": stop,
+            "wall_s": wall,
+            "cpu_s": cpu,
         }
 
 
-def main() -> None:
-    """Run the workloads and print a Markdown table."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median of every numeric column over repeated runs (the scripted counts are equal)."""
+    out = dict(rows[0])
+    for key, value in rows[0].items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = statistics.median(r[key] for r in rows)
+    return out
+
+
+def fmt_row(r: dict[str, Any]) -> str:
+    """One Markdown table row."""
+    masked = "—" if r["maskings"] is None else f"{r['maskings']:.0f}"
+    end = "answer" if r["answered"] else (r["stop"] or "no answer")
+    return (
+        f"| {r['workload']} | {r['harness']} | {r['calls']:.0f} | {r['summaries']:.0f} "
+        f"| {masked} | {r['prompt_tokens']:,.0f} | {r['cacheable']:.1%} "
+        f"| {r['facts']:.0f}/{r['facts_total']:.0f} | {r['invalid']:.0f} "
+        f"| {r['overflow_400']:.0f} | {end} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} |"
+    )
+
+
+def ratio(a: float, b: float) -> str:
+    """``a / b`` as ``1.23×`` (``—`` when ``b`` is 0)."""
+    return f"{a / b:.2f}×" if b else "—"
+
+
+def ratio_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Per workload: agentgraph's summaries and prompt tokens relative to each peer."""
+    lines = []
+    for load in dict.fromkeys(r["workload"] for r in rows):
+        by = {r["harness"]: r for r in rows if r["workload"] == load}
+        ag = by.get("agentgraph")
+        if ag is None:
+            continue
+        for name, peer in by.items():
+            if name == "agentgraph":
+                continue
+            lines.append(
+                f"| {load} | {name} | {ag['summaries']:.0f} vs {peer['summaries']:.0f} "
+                f"| {ratio(ag['prompt_tokens'], peer['prompt_tokens'])} "
+                f"| {ag['facts']:.0f} vs {peer['facts']:.0f} |"
+            )
+    return lines
+
+
+def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
+    """The Markdown section for docs/bench/context_v2.md."""
+    head = (
+        "| workload | harness | calls | LLM summaries | masking events | prompt tokens "
+        "| cacheable | facts | invalid | overflow 400s | ended with | wall s | CPU s |\n"
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"
+    )
+    text = [
+        "# Context engine v2 side by side: agentgraph, LangChain v1 middleware, deepagents"
+        " (`bench/bench_context_v2.py`)",
+        "",
+        f"Command: `{command}` ({seconds / 60:.0f} min in all on 2 shared cores; `--quick` runs "
+        "80 files instead of 300 at 16k). Same strict loopback server and scripted model for "
+        "every harness: read every file, write a report, answer with the planted facts "
+        f"({FACTS}, spread over the files) still visible in the prompt; the summarizer keeps "
+        "every other fact it sees. Harnesses: `agentgraph` (its defaults: "
+        f"`MAX_MESSAGE_HISTORY` unset, masking at {MASK_THRESHOLD:.2f}, compaction at "
+        f"{COMPACT_THRESHOLD:.2f}); `lc-summary` = LangChain v1 `create_agent` + "
+        f'`SummarizationMiddleware(trigger=("fraction", {COMPACT_THRESHOLD:.2f}), '
+        f'keep=("fraction", {LC_KEEP_FRACTION}), trim_tokens_to_summarize=None)` (with the '
+        "default trim of 4,000 tokens starting on a human message, a single long turn "
+        'gets no summary call at all: the history is replaced by "Previous conversation '
+        'was too long to summarize.""); `lc-edit+summary` = the same plus '
+        f"`ContextEditingMiddleware(ClearToolUsesEdit(trigger={MASK_THRESHOLD:.2f}×window, "
+        f"keep={LC_CLEAR_KEEP_RESULTS}))` (clearing first, the summary as backstop); "
+        "`deepagents` = `create_deep_agent` with its filesystem tools on the workspace "
+        "and its own summarization defaults. The peers get the window as the model "
+        'profile\'s `max_input_tokens`. "cacheable" = share of prompt characters (tools, '
+        "then messages) that are the longest prefix already sent in an earlier request; "
+        '"masking events" is agentgraph\'s own event (— for peers); "ended with": a real '
+        "answer, or why the run stopped.",
+        "",
+        head,
+        *(fmt_row(r) for r in rows),
+        "",
+        "agentgraph against each peer (LLM summaries, prompt-token ratio agentgraph/peer, "
+        "facts answered):",
+        "",
+        "| workload | peer | summaries | prompt tokens | facts |",
+        "| --- | --- | --- | ---: | --- |",
+        *ratio_lines(rows),
+    ]
+    return "\n".join(text) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run every harness on every workload and print (and optionally write) the report."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="80 files instead of 300 at 16k")
-    args = parser.parse_args()
+    parser.add_argument("--repeat", type=int, default=1, help="runs per cell; medians shown")
+    parser.add_argument(
+        "--harness", action="append", choices=HARNESSES, help="only these (repeatable)"
+    )
+    parser.add_argument("--files", type=int, help="one custom workload: this many files")
+    parser.add_argument("--window", type=int, default=16_000, help="with --files")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--out", type=Path, help="write the Markdown report here")
+    args = parser.parse_args(argv)
+    if args.repeat < 1 or (args.files is not None and args.files < 1):
+        parser.error("--repeat and --files must be at least 1")
+    if args.files is not None:
+        loads: tuple[Workload, ...] = (
+            Workload(f"{args.files} files @{args.window // 1000}k", args.files, 36, args.window),
+        )
+    else:
+        loads = QUICK_WORKLOADS if args.quick else WORKLOADS
+    harnesses = tuple(args.harness or HARNESSES)
+    for name in [n for n in os.environ if n.startswith(ENV_PREFIXES)]:
+        del os.environ[name]
+    started = time.perf_counter()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for workload in QUICK_WORKLOADS if args.quick else WORKLOADS:
-            rows.append(run(*workload, Path(tmp)))
-    print(
-        "| workload | calls | LLM summaries | masking events | prompt tokens | cacheable "
-        "| facts | invalid | overflow 400s | finished | s |"
-    )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in rows:
-        print(
-            f"| {r['workload']} | {r['calls']} | {r['summaries']} | {r['maskings']} "
-            f"| {r['prompt_tokens']:,} | {r['cacheable']:.1%} | {r['facts']} | {r['invalid']} "
-            f"| {r['overflow_400']} | {r['finished']} | {r['seconds']:.0f} |"
-        )
+        for load in loads:
+            for harness in harnesses:
+                runs = [run(harness, load, Path(tmp)) for _ in range(args.repeat)]
+                rows.append(median_row(runs))
+                if not args.json:
+                    print(fmt_row(rows[-1]), file=sys.stderr, flush=True)
+    if args.json:
+        print(json.dumps(rows))
+        return
+    shown = ["--quick"] if args.quick else []
+    if args.repeat > 1:
+        shown += ["--repeat", str(args.repeat)]
+    if args.files is not None:
+        shown += ["--files", str(args.files), "--window", str(args.window)]
+    for name in args.harness or ():
+        shown += ["--harness", name]
+    command = " ".join(["uv run python bench/bench_context_v2.py", *shown])
+    text = report(rows, command, time.perf_counter() - started)
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ ORDER = (
     "tokens",
     "history",
     "long_task",
+    "context_v2",
     "storage",
     "undo",
     "startup",
