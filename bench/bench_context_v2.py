@@ -347,7 +347,7 @@ def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
         " (`bench/bench_context_v2.py`)",
         "",
         f"Command: `{command}` ({seconds / 60:.0f} min in all on 2 shared cores; `--quick` runs "
-        "80 files instead of 300 at 16k). Same strict loopback server and scripted model for "
+        "80 files instead of 300 at 16k, about half the time). Same strict loopback server and scripted model for "
         "every harness: read every file, write a report, answer with the planted facts "
         f"({FACTS}, spread over the files) still visible in the prompt; the summarizer keeps "
         "every other fact it sees. Harnesses: `agentgraph` (its defaults: "
@@ -359,7 +359,9 @@ def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
         'gets no summary call at all: the history is replaced by "Previous conversation '
         'was too long to summarize.""); `lc-edit+summary` = the same plus '
         f"`ContextEditingMiddleware(ClearToolUsesEdit(trigger={MASK_THRESHOLD:.2f}×window, "
-        f"keep={LC_CLEAR_KEEP_RESULTS}))` (clearing first, the summary as backstop); "
+        f"keep={LC_CLEAR_KEEP_RESULTS}))` (clearing first, the summary as backstop: clearing "
+        "edits only the request, while the summary's trigger counts the stored messages, "
+        "so clearing saves prompt tokens, not summaries); "
         "`deepagents` = `create_deep_agent` with its filesystem tools on the workspace "
         "and its own summarization defaults. The peers get the window as the model "
         'profile\'s `max_input_tokens`. "cacheable" = share of prompt characters (tools, '
