@@ -8,6 +8,7 @@ them never imports ``langchain_anthropic``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -17,14 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRequest, ModelResponse
+from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.context.pricing import PRICES
-from agentgraph.middleware import PromptCachingMiddleware
+from agentgraph.middleware import PromptCachingMiddleware, context_middleware
 from agentgraph.persistence import open_store
 from tests.cli_helpers import cli_env, run_cli
 from tests.fakes.anthropic_server import (
@@ -153,6 +157,47 @@ def test_run_json_reports_anthropic_cache_reads_and_writes(home: Path, workspace
     assert usage["cost_usd"] == pytest.approx(expected, abs=1e-8)
     session = json.loads(shown.stdout)
     assert session["usage"]["cached_input_tokens"] == read
+
+
+@tool
+def service_status() -> str:
+    """The service's status page."""
+    return "\n".join(f"node {n:03d}: healthy, 0 errors" for n in range(120))
+
+
+def test_create_agent_async_with_context_middleware_caches_anthropic_calls(
+    tmp_path: Path,
+) -> None:
+    script = [
+        {"tool_calls": [{"name": "service_status", "arguments": {}}]},
+        {"content": "All nodes are healthy."},
+    ]
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        AGENTGRAPH_HOME=str(tmp_path / "home"),
+        AGENTGRAPH_MODEL=f"anthropic:{MODEL}",
+        AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+    )
+    with FakeAnthropicServer(script, cache_min_tokens=0) as server:
+        llm = ChatAnthropic(  # type: ignore[call-arg]
+            model_name=MODEL, base_url=server.url, api_key=DEFAULT_API_KEY, max_retries=0
+        )
+        agent = create_agent(
+            llm,
+            [service_status],
+            system_prompt="You are an operations assistant.",
+            middleware=context_middleware(llm, settings=settings, sleep=lambda _s: None),
+        )
+        result = asyncio.run(agent.ainvoke({"messages": [HumanMessage("is the service ok?")]}))
+        requests, reports = server.requests, server.cache_reports
+    assert server.violations == []
+    assert result["messages"][-1].content == "All nodes are healthy."
+    assert len(requests) == 2
+    for body in requests:
+        assert body["cache_control"] == BREAKPOINT
+        assert body["tools"][-1]["cache_control"] == BREAKPOINT
+        assert body["system"][-1]["cache_control"] == BREAKPOINT
+    assert reports[1].read == reports[0].prompt_tokens > 0
 
 
 def _request(model: Any) -> ModelRequest:
