@@ -49,6 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="run one task non-interactively")
     run.add_argument("prompt", help="the task ('-' reads it from stdin)")
     run.add_argument("--thread", "-t", metavar="ID", help="continue (or create) this thread id")
+    # Also accepted before `run`, like the REPL's; SUPPRESS keeps that value.
+    reopen = run.add_mutually_exclusive_group()
+    reopen.add_argument(
+        "--resume", "-r", metavar="ID", default=argparse.SUPPRESS, help="continue this session"
+    )
+    reopen.add_argument(
+        "--continue",
+        "-c",
+        dest="cont",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="continue the most recent session of this workspace",
+    )
     run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     run.add_argument(
         "--output-format",

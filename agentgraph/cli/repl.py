@@ -25,7 +25,6 @@ from agentgraph.config import Settings
 from agentgraph.errors import AgentGraphError
 from agentgraph.model import check_model_config
 from agentgraph.persistence import Store, open_store
-from agentgraph.persistence.index import resolve_session
 from agentgraph.thread_ids import check_thread_id
 from agentgraph.tools.bash import kill_orphaned_commands
 from agentgraph.workspaces import isolated_workspace
@@ -187,14 +186,10 @@ def _initial_thread(
             raise AgentGraphError("no session to resume yet; start one with `agentgraph`")
         info = pick_session(rows, err)
         return (info.thread_id, True) if info is not None else None
-    if args.resume:
-        return resolve_session(store.index, args.resume).thread_id, True
-    if args.cont:
-        rows = store.index.list_sessions(workspace=str(workspace))
-        if not rows:
-            raise AgentGraphError(f"no previous session in {workspace} to continue")
-        return rows[0].thread_id, True
-    return new_thread_id(), False
+    from agentgraph.cli.reopen import session_to_reopen
+
+    named = session_to_reopen(store, resume=args.resume, cont=args.cont, workspace=workspace)
+    return (named, True) if named is not None else (new_thread_id(), False)
 
 
 def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:

@@ -56,6 +56,28 @@ def thread_for_run(store: Store, requested: str | None) -> str:
         return requested
 
 
+def check_reopen_options(args: argparse.Namespace) -> None:
+    """``--thread``, ``--resume ID`` and ``--continue`` each choose the session: one at most.
+
+    Raises:
+        AgentGraphError: (exit 2) several are given, ``-r`` has no id (the session
+            picker needs the REPL), or the id breaks the thread-id rule.
+    """
+    resume = getattr(args, "resume", None)
+    given = [args.thread is not None, resume is not None, bool(args.cont)]
+    if sum(given) > 1:
+        raise AgentGraphError(
+            "run takes one of --thread ID, --resume/-r ID and --continue/-c", EXIT_USAGE
+        )
+    if resume == "":
+        raise AgentGraphError(
+            "run needs the session's id: agentgraph -r ID run ... (the picker is the REPL's)",
+            EXIT_USAGE,
+        )
+    if resume is not None:
+        check_thread_id(resume, "--resume")
+
+
 # `run -` reads the prompt from stdin, up to this many bytes.
 STDIN_PROMPT_MAX_BYTES = 10 * 1024 * 1024
 
@@ -87,6 +109,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         raise AgentGraphError('the prompt is empty: agentgraph run "WHAT TO DO"', EXIT_USAGE)
     if args.thread is not None:
         check_thread_id(args.thread, "--thread")
+    check_reopen_options(args)
     workspace = resolve_workspace(getattr(args, "workspace", None))
     check_model_config(settings)
     err = Console(stderr=True, highlight=False)
@@ -95,7 +118,12 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         agent = Agent(settings, store, base_env=process_environment(), mcp=mcp)
         for notice in [*mcp.problems, *agent.notices()]:
             err.print(f"[yellow]{escape(notice)}[/]")
-        thread_id = thread_for_run(store, args.thread)
+        from agentgraph.cli.reopen import session_to_reopen
+
+        reopened = session_to_reopen(
+            store, resume=getattr(args, "resume", None), cont=args.cont, workspace=workspace
+        )
+        thread_id = reopened or thread_for_run(store, args.thread)
         printer = EventPrinter(out=err, err=err, stream_tokens=False)
         stream = StreamJsonPrinter(sys.stdout) if output == "stream-json" else None
         diffs: list[dict[str, Any]] = []
