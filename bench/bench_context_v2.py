@@ -233,8 +233,10 @@ def run_peer(harness: str, server: FakeOpenAIServer, ws: Path, window: int) -> s
     return None
 
 
-def run_agentgraph(server: FakeOpenAIServer, ws: Path, files: int, home: Path) -> tuple[int, str]:
-    """Run the real agentgraph graph; return its masking events and stop reason."""
+def run_agentgraph(
+    server: FakeOpenAIServer, ws: Path, files: int, home: Path
+) -> tuple[int, int, str]:
+    """Run the real agentgraph graph; return its compactions, masking events, stop reason."""
     events: list[dict[str, Any]] = []
     settings = Settings(  # type: ignore[call-arg]
         _env_file=None,
@@ -255,7 +257,8 @@ def run_agentgraph(server: FakeOpenAIServer, ws: Path, files: int, home: Path) -
             stop = f"{type(exc).__name__}: {str(exc)[:80]}"
         else:
             stop = "" if result.answer.strip() else "empty answer"
-    return sum(1 for e in events if e["type"] == "masking"), stop
+    kinds = [e["type"] for e in events]
+    return kinds.count("compaction"), kinds.count("masking"), stop
 
 
 def driver_for(harness: str, paths: list[str]) -> LongTaskDriver:
@@ -279,10 +282,11 @@ def run(harness: str, load: Workload, tmp: Path) -> dict[str, Any]:
     paths = make_workspace(ws, files=load.files, lines_per_file=load.lines, facts=facts)
     driver = driver_for(harness, paths)
     maskings: int | None = None
+    compactions: int | None = None
     wall, cpu = time.perf_counter(), time.process_time()
     with FakeOpenAIServer([driver], window=load.window, on_exhausted="repeat_last") as server:
         if harness == "agentgraph":
-            maskings, stop = run_agentgraph(server, ws, load.files, run_dir / "home")
+            compactions, maskings, stop = run_agentgraph(server, ws, load.files, run_dir / "home")
         else:
             stop = run_peer(harness, server, ws, load.window) or ""
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -294,6 +298,9 @@ def run(harness: str, load: Workload, tmp: Path) -> dict[str, Any]:
             "workload": load.name,
             "calls": len(requests),
             "summaries": driver.summary_calls,
+            # A peer's compaction is one summary call (LangChain's and deepagents'
+            # summarizer sends the whole part it replaces in one request).
+            "compactions": driver.summary_calls if compactions is None else compactions,
             "maskings": maskings,
             "prompt_tokens": sum(server.token_estimate(r) for r in main),
             "cacheable": cacheable_share(main),
@@ -322,7 +329,8 @@ def fmt_row(r: dict[str, Any]) -> str:
     masked = "—" if r["maskings"] is None else f"{r['maskings']:.0f}"
     end = "answer" if r["answered"] else (r["stop"] or "no answer")
     return (
-        f"| {r['workload']} | {r['harness']} | {r['calls']:.0f} | {r['summaries']:.0f} "
+        f"| {r['workload']} | {r['harness']} | {r['calls']:.0f} | {r['compactions']:.0f} "
+        f"| {r['summaries']:.0f} "
         f"| {masked} | {r['prompt_tokens']:,.0f} | {r['cacheable']:.1%} "
         f"| {r['facts']:.0f}/{r['facts_total']:.0f} | {r['invalid']:.0f} "
         f"| {r['overflow_400']:.0f} | {end} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} |"
@@ -346,7 +354,8 @@ def ratio_lines(rows: list[dict[str, Any]]) -> list[str]:
             if name == "agentgraph":
                 continue
             lines.append(
-                f"| {load} | {name} | {ag['summaries']:.0f} vs {peer['summaries']:.0f} "
+                f"| {load} | {name} | {ag['compactions']:.0f} vs {peer['compactions']:.0f} "
+                f"| {ag['summaries']:.0f} vs {peer['summaries']:.0f} "
                 f"| {ratio(ag['prompt_tokens'], peer['prompt_tokens'])} "
                 f"| {ag['facts']:.0f} vs {peer['facts']:.0f} |"
             )
@@ -357,9 +366,11 @@ def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
     """The Markdown section for docs/bench/context_v2.md."""
     took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
     head = (
-        "| workload | harness | calls | LLM summaries | masking events | prompt tokens "
+        "| workload | harness | calls | compactions | LLM summary calls | masking events "
+        "| prompt tokens "
         "| cacheable | facts | invalid | overflow 400s | ended with | wall s | CPU s |\n"
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: "
+        "| ---: |"
     )
     text = [
         "# Context engine v2 side by side: agentgraph, LangChain v1 middleware, deepagents"
@@ -385,18 +396,22 @@ def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
         "and its own summarization defaults. The peers get the window as the model "
         'profile\'s `max_input_tokens`. "cacheable" = share of prompt characters (tools, '
         "then messages) that are the longest prefix already sent in an earlier request; "
-        '"masking events" is agentgraph\'s own event (— for peers); "ended with": a real '
+        "\"compactions\": agentgraph's compaction events; a peer's are its summary calls "
+        "(one request each), while agentgraph's summarizer reads the replaced history in "
+        'pieces of a bounded size, one call each; "masking events" is agentgraph\'s own '
+        'event (— for peers); "ended with": a real '
         "answer, or why the run stopped; CPU s: the bench process (harness and loopback "
         "server).",
         "",
         head,
         *(fmt_row(r) for r in rows),
         "",
-        "agentgraph against each peer (LLM summaries, prompt-token ratio agentgraph/peer, "
+        "agentgraph against each peer (compactions, LLM summary calls, prompt-token ratio "
+        "agentgraph/peer, "
         "facts answered):",
         "",
-        "| workload | peer | summaries | prompt tokens | facts |",
-        "| --- | --- | --- | ---: | --- |",
+        "| workload | peer | compactions | summary calls | prompt tokens | facts |",
+        "| --- | --- | --- | --- | ---: | --- |",
         *ratio_lines(rows),
         "",
         HISTORY_NOTE,

@@ -39,6 +39,8 @@ def test_every_harness_runs_the_long_task_to_an_answer() -> None:
         assert row["calls"] == FILES + 2 + row["summaries"], name
         assert 0 < row["facts"] <= row["facts_total"] == FILES, name
         assert 0 < row["cacheable"] < 1, name
+        assert row["compactions"] <= row["summaries"], name
     assert rows["agentgraph"]["maskings"] > 0
     for peer in ("lc-summary", "lc-edit+summary", "deepagents"):
         assert rows[peer]["summaries"] > 0, peer
+        assert rows[peer]["compactions"] == rows[peer]["summaries"], peer
