@@ -30,6 +30,7 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool
 
+from agentgraph.context.masking_text import mask_outputs_before
 from agentgraph.context.retry import RetryPolicy, call_with_retries
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import shrink_tool_messages, truncate_text
@@ -39,18 +40,37 @@ from agentgraph.history import AGENTGRAPH_KEY, INTERNAL_KINDS, agentgraph_kind, 
 
 KEEP_RECENT_BUDGET_FRACTION = 0.20
 FALLBACK_KEEP_BUDGET_FRACTION = 0.30
-TARGET_AFTER_BUDGET_FRACTION = 0.50
 FILES_BUDGET_FRACTION = 0.15
-# The summary's share of the usable budget at most: with the kept messages (20%) and the
-# re-read files (15%) the prompt after a compaction stays under half the budget.
 SUMMARY_MAX_BUDGET_FRACTION = 0.15
+# Headroom: after any compaction the prompt is at most this share of the usable budget,
+# whatever the window, so the next compaction is far away (a prompt left at 75% of the
+# trigger compacts again a few steps later). The room under it, after the system prompt
+# and tool schemas, is shared: the summary, the re-read files and the kept messages each
+# get at most their share of it (and at most their fraction of the budget above).
+TARGET_AFTER_BUDGET_FRACTION = 0.50
+SUMMARY_ROOM_SHARE = 0.35
+FILES_ROOM_SHARE = 0.30
+KEEP_ROOM_SHARE = 0.35
+# The summary keeps at least this many tokens, even when the system prompt and tools
+# leave no room: without it the compaction would forget everything.
+SUMMARY_MIN_TOKENS = 256
 REINJECT_MAX_FILES = 5
 REINJECT_MAX_LINES = 1000
 SUMMARY_INPUT_BUDGET_FRACTION = 0.70
 SUMMARY_TOOL_RESULT_MAX_TOKENS = 2_000
+# When the part to summarize is larger than one summarizer call holds, its tool results
+# are cut further (largest first, evenly) so it still fits one call, down to this many
+# tokens each (head and tail: a file's first lines survive). Every extra piece is one
+# more paid call and one more lossy rewrite of the summary so far, while the full
+# outputs stay in the transcript (read_history / search_history).
+SUMMARY_TOOL_RESULT_MIN_TOKENS = 48
+# Room left in the summarizer's input for the instructions and message framing.
+SUMMARY_FRAMING_TOKENS = 600
+SUMMARY_ENTRY_FRAMING_TOKENS = 10
 SUMMARY_MAX_PIECES = 20
-HARDER_ATTEMPTS = 2
-HARDER_TOOL_OUTPUT_MAX_TOKENS = 500
+# Kept tool outputs are cut to this when the prompt after a compaction is still over
+# its target (after the re-read files are dropped).
+KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS = 500
 
 FILE_WRITE_TOOLS = frozenset({"write_file", "edit_file"})
 FILE_READ_TOOLS = frozenset({"read_file"})
@@ -172,14 +192,37 @@ def _read_fresh(
     return REINJECTED_FILE_TEMPLATE.format(path=rel, shown=len(shown), total=len(lines), body=body)
 
 
-def render_transcript(messages: Sequence[BaseMessage], count: Callable[[str], int]) -> list[str]:
+def fit_cap(sizes: Sequence[int], room: int) -> int:
+    """The largest cap ``c`` with ``sum(min(s, c) for s in sizes) <= room`` (water-filling).
+
+    Small items stay whole; the largest are cut to the same size. 0 when even
+    nothing fits.
+    """
+    if room <= 0 or not sizes:
+        return 0 if sizes else room
+    ordered = sorted(sizes)
+    used = 0
+    for i, size in enumerate(ordered):
+        rest = len(ordered) - i
+        if used + size * rest > room:
+            return (room - used) // rest
+        used += size
+    return ordered[-1]
+
+
+def render_transcript(
+    messages: Sequence[BaseMessage],
+    count: Callable[[str], int],
+    *,
+    tool_result_max_tokens: int = SUMMARY_TOOL_RESULT_MAX_TOKENS,
+) -> list[str]:
     """One text entry per message, tool results cut, for the summarizer."""
     out: list[str] = []
     for msg in messages:
         kind = agentgraph_kind(msg)
         text: str = msg.text
         if isinstance(msg, ToolMessage):
-            text = truncate_text(text, SUMMARY_TOOL_RESULT_MAX_TOKENS, count=count).text
+            text = truncate_text(text, tool_result_max_tokens, count=count).text
             out.append(f"[tool result {msg.name or ''}]\n{text}")
         elif isinstance(msg, AIMessage):
             calls = "".join(
@@ -231,9 +274,10 @@ class Compactor:
 
     def _summarize(self, older: Sequence[BaseMessage], focus: str | None) -> str:
         count = self.counter.count_text
-        entries = render_transcript(older, count)
         instructions = HANDOFF_PROMPT + (f"\n\nFocus especially on: {focus}" if focus else "")
         piece_budget = int(self.summarizer_budget * SUMMARY_INPUT_BUDGET_FRACTION)
+        cap = self._tool_result_cap(older, piece_budget - SUMMARY_FRAMING_TOKENS)
+        entries = render_transcript(older, count, tool_result_max_tokens=cap)
         pieces: list[str] = []
         current: list[str] = []
         used = 0
@@ -272,6 +316,22 @@ class Compactor:
         if not summary:
             raise ValueError("nothing to summarize")
         return summary
+
+    def _tool_result_cap(self, older: Sequence[BaseMessage], room: int) -> int:
+        """Tool-result size that lets ``older`` fit one summarizer call, when it can."""
+        count = self.counter.count_text
+        rest = render_transcript(
+            [m for m in older if not isinstance(m, ToolMessage)], count, tool_result_max_tokens=0
+        )
+        sizes = [
+            min(count(m.text), SUMMARY_TOOL_RESULT_MAX_TOKENS)
+            for m in older
+            if isinstance(m, ToolMessage)
+        ]
+        # Each tool entry also carries its "[tool result NAME]" line.
+        framing = SUMMARY_ENTRY_FRAMING_TOKENS * len(sizes)
+        cap = fit_cap(sizes, room - framing - sum(count(e) + 2 for e in rest))
+        return max(min(cap, SUMMARY_TOOL_RESULT_MAX_TOKENS), SUMMARY_TOOL_RESULT_MIN_TOKENS)
 
     # -- cutting --------------------------------------------------------------------
 
@@ -320,11 +380,10 @@ class Compactor:
         return older, kept, summary_input
 
     def _files(
-        self, messages: Sequence[BaseMessage], workspace: str | None
+        self, messages: Sequence[BaseMessage], workspace: str | None, total: int
     ) -> list[tuple[str, HumanMessage]]:
-        if not workspace:
+        if not workspace or total <= 0:
             return []
-        total = int(self.budget.usable * FILES_BUDGET_FRACTION)
         each = max(total // REINJECT_MAX_FILES, 200)
         out: list[tuple[str, HumanMessage]] = []
         for touched in rank_touched_files(messages):
@@ -344,6 +403,16 @@ class Compactor:
                 )
             )
         return out
+
+    def _mask_seen_outputs(self, kept: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """Kept messages with the outputs the model already answered masked (copies).
+
+        The newest turn's outputs, which the model has not answered yet, stay whole;
+        the older kept calls stay visible with one-line pointers, as the masking unit
+        showed them, so the kept part costs little of the room after compaction.
+        """
+        newest = max((i for i, m in enumerate(kept) if isinstance(m, AIMessage)), default=0)
+        return mask_outputs_before(kept, newest, self.counter.count_message)
 
     def _view_tokens(self, messages: Sequence[BaseMessage], fixed: int) -> int:
         return fixed + self.counter.count_messages(
@@ -366,9 +435,16 @@ class Compactor:
         fixed = self.counter.count_messages(list(system)) + self.counter.count_tools(list(tools))
         recent = [m for m in since_last_boundary(messages) if not isinstance(m, SystemMessage)]
         before = self._view_tokens(recent, fixed)
-        keep_tokens = int(self.budget.usable * KEEP_RECENT_BUDGET_FRACTION)
+        usable = self.budget.usable
+        target = int(usable * TARGET_AFTER_BUDGET_FRACTION)
+        room = max(target - fixed, 0)
+        keep_tokens = min(int(usable * KEEP_RECENT_BUDGET_FRACTION), int(room * KEEP_ROOM_SHARE))
+        files_tokens = min(int(usable * FILES_BUDGET_FRACTION), int(room * FILES_ROOM_SHARE))
+        summary_max = max(
+            min(int(usable * SUMMARY_MAX_BUDGET_FRACTION), int(room * SUMMARY_ROOM_SHARE)),
+            SUMMARY_MIN_TOKENS,
+        )
         keep_messages = self.keep_recent_messages
-        target = int(self.budget.usable * TARGET_AFTER_BUDGET_FRACTION)
         older, kept, summary_input = self._split(recent, keep_tokens, keep_messages)
         if not older and trigger != "auto":
             # Asked for explicitly (or by the guard) while everything fits the keep
@@ -384,32 +460,35 @@ class Compactor:
         except Exception as exc:  # any failure → the fallback keeps the session going
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         if summary is None:
-            older, kept, _ = self._split(
-                recent, int(self.budget.usable * FALLBACK_KEEP_BUDGET_FRACTION), keep_messages
-            )
-        files = self._files(since_last_boundary(messages), workspace) if summary is not None else []
-        attempts = 0
+            fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
+            older, kept, _ = self._split(recent, fallback_keep, keep_messages)
+        kept = self._mask_seen_outputs(kept)
+        files = (
+            self._files(since_last_boundary(messages), workspace, files_tokens)
+            if summary is not None
+            else []
+        )
         while True:
-            new_tail = self._assemble(summary, reason, files, kept)
+            new_tail = self._assemble(summary, reason, files, kept, summary_max)
             after = self._view_tokens(new_tail, fixed)
-            if after <= target or attempts >= HARDER_ATTEMPTS:
+            if after <= target:
                 break
-            attempts += 1  # compact harder: fewer kept messages, smaller tool outputs
-            keep_tokens //= 2
-            previous_kept = kept
-            extra_old, kept, _ = self._split(kept, keep_tokens, keep_messages)
-            if extra_old and summary is not None:
-                try:
-                    previous = HumanMessage(content=summary, additional_kwargs=marker("summary"))
-                    summary = self._summarize([previous, *extra_old], focus)
-                    older = [*older, *extra_old]
-                except Exception:
-                    # The first summary stands: keep what it does not cover, only smaller.
-                    kept = previous_kept
-            kept, _ = shrink_tool_messages(
-                kept, HARDER_TOOL_OUTPUT_MAX_TOKENS, count=self.counter.count_text
+            # Keep less rather than compact again a few steps later, and without a
+            # second paid summary: first a re-read file (still on disk), then long kept
+            # outputs (whole in the transcript), then the summary's own share.
+            if files:
+                files = files[:-1]
+                continue
+            shrunk, changed = shrink_tool_messages(
+                kept, KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS, count=self.counter.count_text
             )
-            files = files[: max(len(files) - 2, 0)]
+            if changed:
+                kept = shrunk
+                continue
+            if summary is not None and summary_max > SUMMARY_MIN_TOKENS:
+                summary_max = max(summary_max - (after - target), SUMMARY_MIN_TOKENS)
+                continue
+            break  # the system prompt and the latest request alone exceed the target
         record = {
             "trigger": trigger,
             "tokens_before": before,
@@ -429,7 +508,7 @@ class Compactor:
         )
         # add_messages replaces a re-added id in place, so moving the kept messages
         # after the boundary means removing them and adding copies with new ids. A
-        # message that compacting harder cut down is not removed: its full original
+        # message that keeping less cut down or masked is not removed: its full original
         # stays before the boundary, so the transcript keeps every byte.
         stored = {m.id: m for m in messages if m.id}
         moving = {m.id for m in kept if m.id and stored.get(m.id) is m}
@@ -460,13 +539,10 @@ class Compactor:
         reason: str,
         files: Sequence[tuple[str, HumanMessage]],
         kept: Sequence[BaseMessage],
+        summary_max: int,
     ) -> list[BaseMessage]:
         if summary is not None:
-            bounded = truncate_text(
-                summary,
-                int(self.budget.usable * SUMMARY_MAX_BUDGET_FRACTION),
-                count=self.counter.count_text,
-            ).text
+            bounded = truncate_text(summary, summary_max, count=self.counter.count_text).text
             head: BaseMessage = HumanMessage(
                 content=SUMMARY_PREFIX + bounded,
                 id=f"summary-{uuid.uuid4().hex}",

@@ -23,8 +23,6 @@ replace old tool outputs). Emits ``{"type": "masking", ...}`` when the boundary 
 
 from __future__ import annotations
 
-import json
-import re
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -35,10 +33,18 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from agentgraph.context.compaction import since_last_boundary
+from agentgraph.context.masking_text import (
+    MASK_EXEMPT_TOOLS,
+    MASK_MIN_OUTPUT_TOKENS,
+    MASKED_KEY,
+    placeholder,
+)
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 
 __all__ = [
+    "MASK_HARD_MARGIN_FRACTION",
+    "MASK_HARD_MIN_BATCH_FRACTION",
     "MASK_KEEP_RECENT_FRACTION",
     "MASK_KEEP_RECENT_TURNS",
     "MASK_MIN_BATCH_FRACTION",
@@ -60,53 +66,14 @@ MASK_KEEP_RECENT_FRACTION = 0.15
 # The boundary moves only when the move frees at least this share of the budget:
 # fewer, larger batches keep the prefix stable for longer.
 MASK_MIN_BATCH_FRACTION = 0.20
-# Outputs smaller than this stay: a placeholder would save next to nothing.
-MASK_MIN_OUTPUT_TOKENS = 100
-# Outputs of these tools are instructions the model keeps following (a skill's
-# playbook): never masked.
-MASK_EXEMPT_TOOLS = frozenset({"load_skill"})
-# Arguments shown in a placeholder, in characters.
-MASK_ARGS_MAX_CHARS = 120
-
-_ARTIFACT_RE = re.compile(r"full output: (\S+) — page through it")
-_MASKED_KEY = "agentgraph_masked"
-
-
-def _short_args(args: Any) -> str:
-    try:
-        text = json.dumps(args, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError):
-        text = str(args)
-    if len(text) > MASK_ARGS_MAX_CHARS:
-        text = text[: MASK_ARGS_MAX_CHARS - 1] + "…"
-    return text
-
-
-def placeholder(message: ToolMessage, call: dict[str, Any] | None, tokens: int) -> str:
-    """The one-line stand-in for a masked tool output (deterministic: cache-stable).
-
-    Args:
-        message: The tool result being masked.
-        call: The tool call it answers, when found in the view.
-        tokens: Size of the output in tokens.
-
-    Returns:
-        ``[tool output masked: NAME(ARGS) returned N tokens; the full output is …]``.
-    """
-    name = (call or {}).get("name") or message.name or "tool"
-    args = _short_args((call or {}).get("args") or {})
-    found = _ARTIFACT_RE.search(message.text)
-    if found:
-        where = f"saved in {found.group(1)} (read it with read_file)"
-    else:
-        where = (
-            f"in the session transcript: read_history(ref={message.tool_call_id!r}) shows "
-            "it, search_history finds it"
-        )
-    return (
-        f"[tool output masked to save context: {name}({args}) returned {tokens:,} tokens; "
-        f"the full output is {where}]"
-    )
+# Near the compaction threshold the batch rule gives way: rather than let the next
+# batch push the prompt into an LLM summary (paid, lossy, and a full cache miss),
+# every output but the newest turn's is masked once the prompt reaches
+# ``compact_at - MASK_HARD_MARGIN_FRACTION * usable``, provided that frees at least
+# ``MASK_HARD_MIN_BATCH_FRACTION`` of the budget. Masked outputs stay one
+# read_history call away; a summary is the last resort.
+MASK_HARD_MARGIN_FRACTION = 0.05
+MASK_HARD_MIN_BATCH_FRACTION = 0.05
 
 
 @dataclass(frozen=True)
@@ -162,6 +129,12 @@ class ObservationMaskingMiddleware(AgentMiddleware):
     def mask_at(self) -> int:
         """Prompt tokens at which masking starts."""
         return int(self.budget.usable * self.threshold)
+
+    @property
+    def hard_at(self) -> int:
+        """Prompt tokens from which every output but the newest turn's is masked."""
+        margin = int(self.budget.usable * MASK_HARD_MARGIN_FRACTION)
+        return max(self.budget.compact_at - margin, self.mask_at)
 
     # -- replay ---------------------------------------------------------------------
 
@@ -227,7 +200,9 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         turns = [i for i, m in enumerate(messages) if isinstance(m, AIMessage)]
         keep_tokens = int(self.budget.usable * MASK_KEEP_RECENT_FRACTION)
         min_batch = int(self.budget.usable * MASK_MIN_BATCH_FRACTION)
+        hard_batch = int(self.budget.usable * MASK_HARD_MIN_BATCH_FRACTION)
         mask_at = self.mask_at
+        hard_at = self.hard_at
         boundary = previous = 0
         for point in [*[t for t in turns if t > 0], len(messages)]:
             previous = boundary
@@ -237,6 +212,12 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             start = self._kept_start(turns, point, cum_size, keep_tokens)
             if start > boundary and cum_save[start] - cum_save[boundary] >= min_batch:
                 boundary = start
+            tokens = fixed + cum_size[point] - cum_save[boundary]
+            k = bisect_left(turns, point)
+            if tokens >= hard_at and k > 0:
+                newest = turns[k - 1]  # the outputs the model has not answered yet stay
+                if newest > boundary and cum_save[newest] - cum_save[boundary] >= hard_batch:
+                    boundary = newest
         total = fixed + cum_size[-1]
         masked = {i: t for i, t in texts.items() if i < boundary}
         result = MaskingPlan(
@@ -264,7 +245,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 msg = msg.model_copy(
                     update={
                         "content": text,
-                        "additional_kwargs": {**msg.additional_kwargs, _MASKED_KEY: True},
+                        "additional_kwargs": {**msg.additional_kwargs, MASKED_KEY: True},
                     }
                 )
             out.append(msg)

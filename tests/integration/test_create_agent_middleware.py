@@ -140,10 +140,9 @@ def _long_history(turns: int) -> list[BaseMessage]:
 
 
 def test_compaction_in_create_agent_keeps_the_reply_after_the_boundary(tmp_path: Path) -> None:
-    # The history is summarized in two pieces (the summarizer's input budget is 70%
-    # of the 16k window), then the agent answers twice.
+    # The history is summarized in one call (its tool results are cut to fit the
+    # summarizer's input budget, 70% of the 16k window), then the agent answers twice.
     script: list[dict[str, Any]] = [
-        {"content": "Summary: audited the first log files."},
         {"content": "Summary: audited the log files; code word TULIP."},
         {"content": "TULIP"},
         {"content": "Still TULIP."},

@@ -221,12 +221,13 @@ def test_manual_compact_then_next_turn_sees_summary(
     assert info is not None and info.compactions == 1
 
 
-def test_compacting_harder_keeps_the_uncut_originals_in_the_transcript(
+def test_a_compaction_that_cannot_free_enough_keeps_less_and_every_original(
     make_settings: Callable[..., Settings],
 ) -> None:
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
-    # A long summary pushes the result over 50% of the budget, so the harder pass
-    # runs and cuts the kept tool outputs (~1k tokens each) down to 500 tokens.
+    # A long summary and a large system prompt leave little room under half the
+    # budget: the compaction keeps less (shorter summary, fewer and masked kept
+    # outputs) instead of ending over it.
     long_summary = " ".join(f"fact{n} is {n * 13 % 97}" for n in range(1400))
     summarizer = ScriptedChatModel([long_summary], on_exhausted="repeat_last")
     words = " ".join(f"word{n} value{n * 7 % 101}" for n in range(250))
@@ -238,15 +239,14 @@ def test_compacting_harder_keeps_the_uncut_originals_in_the_transcript(
             )
         )
         history.append(ToolMessage(content=f"{i}: {words}", tool_call_id=f"c{i}", id=f"t{i}"))
-    # The summary itself is bounded (15% of the budget): a large system prompt is what
-    # keeps the result over 50% here.
     system = [SystemMessage(" ".join(f"rule{n} is {n * 11 % 89}" for n in range(RULES)))]
-    outcome = _compactor(settings, summarizer)(history, trigger="manual", system=system, tools=[])
+    compactor = _compactor(settings, summarizer)
+    outcome = compactor(history, trigger="manual", system=system, tools=[])
     assert outcome is not None
+    assert outcome.tokens_after <= compactor.budget.usable // 2
+    assert len(summarizer.calls) == 1  # kept less without another paid summary
     state = _apply(history, outcome.updates)
     view = since_last_boundary(state)
-    cut = [m for m in view if isinstance(m, ToolMessage) and "tokens truncated" in str(m.content)]
-    assert cut, "the harder pass should have cut a kept tool output"
     stored = [str(m.content) for m in state]
     for original in history:
         assert str(original.content) in stored  # every byte still in the transcript

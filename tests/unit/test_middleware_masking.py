@@ -59,7 +59,7 @@ def test_past_the_threshold_old_outputs_are_masked_in_the_view_only() -> None:
     assert sum(1 for m in sent if isinstance(m, AIMessage)) == 25
     first = sent[masked[0]].text
     assert 'read_file({"path": "f0.txt"})' in first
-    assert "tokens" in first and "search_history" in first
+    assert "tokens" in first and 'read_history("c0")' in first
     # The stored history is untouched.
     assert messages == stored
     assert [e["type"] for e in events] == ["masking"]
@@ -96,3 +96,32 @@ def test_a_saved_artifact_is_named_in_the_placeholder() -> None:
     assert "saved in /home/u/.agentgraph/artifacts/c0.txt (read it with read_file)" in (
         sent[2].text
     )
+
+
+def test_near_the_compaction_threshold_masking_keeps_only_the_newest_turn() -> None:
+    # Each turn's reasoning stays in the prompt, so the masked floor rises turn by
+    # turn; batches alone would let the prompt reach the compaction threshold (an LLM
+    # summary) while most outputs could still be masked for free.
+    unit = _unit()
+    words = " ".join(f"step{n} value{n * 7 % 101}" for n in range(400))
+    reasoning = " ".join(f"because{n}" for n in range(120))
+    messages: list[BaseMessage] = history(1)[:1]
+    for i in range(70):
+        messages += [
+            AIMessage(
+                content=f"{reasoning} {i}",
+                id=f"a{i}",
+                tool_calls=[{"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}],
+            ),
+            ToolMessage(content=words, tool_call_id=f"c{i}", name="read_file", id=f"t{i}"),
+        ]
+    fixed = unit.view.fixed_tokens(request(messages).system_message, [])
+    reached = 0
+    for n in range(1, 71):
+        plan = unit.plan(messages[: 2 * n + 1], fixed)[0]
+        if plan.tokens_after >= unit.budget.compact_at:
+            # A summary comes only when masking cannot help any more: every output
+            # but the newest turn's (not answered yet) is masked already.
+            assert plan.boundary == 2 * n - 1, (n, plan)
+            reached += 1
+    assert reached, "the floor of masked turns reaches the compaction threshold at last"

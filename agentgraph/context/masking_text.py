@@ -1,0 +1,109 @@
+"""The one-line placeholder that stands in for a masked tool output.
+
+Shared by the observation-masking unit (old outputs in the prompt view) and by
+compaction (older outputs among the messages a compaction keeps). Deterministic, so
+a prompt that carries it stays byte-stable for the provider's prefix cache.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+__all__ = [
+    "MASKED_KEY",
+    "MASK_ARGS_MAX_CHARS",
+    "MASK_EXEMPT_TOOLS",
+    "MASK_MIN_OUTPUT_TOKENS",
+    "mask_outputs_before",
+    "placeholder",
+]
+
+# Outputs smaller than this stay: a placeholder would save next to nothing.
+MASK_MIN_OUTPUT_TOKENS = 100
+# Outputs of these tools are instructions the model keeps following (a skill's
+# playbook): never masked.
+MASK_EXEMPT_TOOLS = frozenset({"load_skill"})
+# Arguments shown in a placeholder, in characters.
+MASK_ARGS_MAX_CHARS = 120
+# ``additional_kwargs`` key marking a masked copy.
+MASKED_KEY = "agentgraph_masked"
+
+_ARTIFACT_RE = re.compile(r"full output: (\S+) — page through it")
+
+
+def _short_args(args: Any) -> str:
+    try:
+        text = json.dumps(args, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        text = str(args)
+    if len(text) > MASK_ARGS_MAX_CHARS:
+        text = text[: MASK_ARGS_MAX_CHARS - 1] + "…"
+    return text
+
+
+def placeholder(message: ToolMessage, call: dict[str, Any] | None, tokens: int) -> str:
+    """The one-line stand-in for a masked tool output.
+
+    Short on purpose: a long task carries one per call it made, so every token of the
+    placeholder is paid once per call for the rest of the task.
+
+    Args:
+        message: The tool result being masked.
+        call: The tool call it answers, when found in the view.
+        tokens: Size of the output in tokens.
+
+    Returns:
+        ``[tool output masked: NAME(ARGS) returned N tokens; read_history("ID") shows
+        it]``, or, when the output names its saved artifact, ``…; full output saved in
+        PATH (read it with read_file)]``.
+    """
+    name = (call or {}).get("name") or message.name or "tool"
+    args = _short_args((call or {}).get("args") or {})
+    found = _ARTIFACT_RE.search(message.text)
+    if found:
+        where = f"full output saved in {found.group(1)} (read it with read_file)"
+    else:
+        where = f"read_history({json.dumps(message.tool_call_id)}) shows it"
+    return f"[tool output masked: {name}({args}) returned {tokens:,} tokens; {where}]"
+
+
+def mask_outputs_before(
+    messages: Sequence[BaseMessage], end: int, count: Callable[[BaseMessage], int]
+) -> list[BaseMessage]:
+    """``messages`` with the tool outputs at indices below ``end`` masked (copies).
+
+    Args:
+        messages: The messages; never modified.
+        end: Outputs at this index and after stay whole.
+        count: Token count of one message.
+
+    Returns:
+        The new list; masked messages are marked ``additional_kwargs[MASKED_KEY]``.
+    """
+    calls: dict[str, dict[str, Any]] = {}
+    out: list[BaseMessage] = []
+    for i, msg in enumerate(messages):
+        if isinstance(msg, AIMessage):
+            calls.update({str(c["id"]): dict(c) for c in msg.tool_calls if c.get("id")})
+        elif (
+            isinstance(msg, ToolMessage)
+            and i < end
+            and msg.name not in MASK_EXEMPT_TOOLS
+            and not msg.additional_kwargs.get(MASKED_KEY)
+        ):
+            size = count(msg)
+            if size >= MASK_MIN_OUTPUT_TOKENS:
+                text = placeholder(msg, calls.get(msg.tool_call_id), size)
+                msg = msg.model_copy(
+                    update={
+                        "content": text,
+                        "additional_kwargs": {**msg.additional_kwargs, MASKED_KEY: True},
+                    }
+                )
+        out.append(msg)
+    return out
