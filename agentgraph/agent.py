@@ -513,10 +513,22 @@ class Agent:
         # nothing; LangGraph's input checkpoint is written in the background instead.
         self.graph.update_state(self.config(thread_id), inputs, as_node="tools")
         info = self._touch_index(thread_id, workspace, text)
+        self._recount(info)  # the stored prompt counts even if the model never answers
         self.sessions.snapshot(thread_id, workspace)
         for notice in notices:
             yield {"type": "notice", "text": notice}
-        yield from self._stream(thread_id, workspace, None, info, can_ask=can_ask)
+        try:
+            yield from self._stream(thread_id, workspace, None, info, can_ask=can_ask)
+        except Exception:
+            self._recount(info)  # what the failed turn stored before failing counts
+            raise
+
+    def _recount(self, info: SessionInfo) -> None:
+        """Set the index row's message count to the stored history's length."""
+        info.message_count = len(self.messages(info.thread_id))
+        latest = self.store.index.get(info.thread_id) or info  # keeps a title set meanwhile
+        latest.message_count = info.message_count
+        self.store.index.upsert(latest)
 
     def pending_approvals(self, thread_id: str) -> list[dict[str, Any]]:
         """Approval questions the session is stopped at (``id`` + the interrupt payload).
