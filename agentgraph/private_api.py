@@ -3,7 +3,9 @@
 agentgraph relies on a few names its dependencies do not publish: the SQLite
 checkpointer's delta-history SQL (our saver remembers rebuilt message lists, see
 ``persistence/saver.py``), LangGraph's "no stored value" sentinel, and bpe-openai's
-compiled counter (the public wrapper caps input size). Private names can change in
+compiled counter (the public wrapper caps input size), and the type of a
+``DeltaChannel`` snapshot (the archive stores a reference in place of its list, see
+``persistence/archive.py``). Private names can change in
 any release, so they are imported here and nowhere else, the dependencies are pinned
 below their next minor version in ``pyproject.toml``, and
 ``tests/unit/test_private_api.py`` checks every name and the behaviour we rely on: an
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from langgraph._internal._typing import MISSING
+from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite._delta import (
     DELTA_STAGE1_SQL,
@@ -30,6 +33,7 @@ from langgraph.checkpoint.sqlite._delta import (
 __all__ = [
     "DELTA_STAGE1_SQL",
     "MISSING",
+    "DeltaSnapshot",
     "bpe_exact_counter",
     "build_delta_channels_writes_history",
     "build_delta_stage2_sql",

@@ -1,6 +1,8 @@
 """PostgreSQL store for teams: ``AGENTGRAPH_DATABASE_URL=postgresql://…``.
 
-The LangGraph checkpoints go to ``PostgresSaver`` (``langgraph-checkpoint-postgres``) and
+The LangGraph checkpoints go to ``AgentPostgresSaver`` (``PostgresSaver`` of
+``langgraph-checkpoint-postgres`` storing ``messages`` snapshots archived, see
+``persistence/pg_saver.py``) and
 the session index to :class:`PostgresSessionIndex` (same table and columns as the SQLite
 index), both over one ``psycopg_pool.ConnectionPool``. Many agentgraph processes on many
 machines can share one database: every write is a short autocommitted statement, and a
@@ -24,6 +26,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from agentgraph.errors import StoreError
+from agentgraph.persistence.archive import PG_CREATE_ARCHIVE
 from agentgraph.persistence.index import _COLUMNS, ADDED_COLUMNS, SessionInfo, list_filter
 from agentgraph.persistence.leases import PG_CREATE_LEASES, PostgresLeases
 from agentgraph.persistence.store import Store
@@ -242,6 +245,7 @@ def _setup_schema(pool: ConnectionPool[Any]) -> None:
         try:
             PostgresSaver(conn).setup()
             PostgresSessionIndex.setup(conn)
+            conn.execute(PG_CREATE_ARCHIVE)
             PostgresHistoryIndex.setup(conn)
             PostgresStore(conn).setup()  # long-term memory (agentgraph/recall/memory.py)
         finally:
@@ -280,8 +284,9 @@ def open_postgres_store(
     Raises:
         StoreError: unreachable server, wrong credentials, bad URL, failed set-up.
     """
-    from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
+
+    from agentgraph.persistence.pg_saver import AgentPostgresSaver
 
     _probe(url, connect_timeout_s)
     pool: ConnectionPool[Any] = ConnectionPool(
@@ -306,7 +311,7 @@ def open_postgres_store(
         try:
             pool.open(wait=True, timeout=connect_timeout_s)
             _setup_schema(pool)
-            saver = PostgresSaver(pool)
+            saver = AgentPostgresSaver(pool)
             index = PostgresSessionIndex(pool)
         except (psycopg.Error, PoolTimeout) as exc:
             raise describe_postgres_error(url, exc) from None

@@ -14,6 +14,11 @@ replay chains, i.e. a full snapshot of the transcript per compaction, forever.
 Old snapshots hold the whole transcript at their time; once newer checkpoints no
 longer walk back to them they are deleted, so a thread keeps one snapshot and at
 most one snapshot interval of writes, whatever its length (docs/bench/storage.md).
+
+Snapshots store the history before the last compaction boundary as archived segments
+(``persistence/archive.py``). A prune that deletes checkpoints then deletes the
+thread's segments that no kept snapshot names, in the same transaction; segments a
+kept snapshot names are never touched.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ DELTA_CHANNELS: tuple[str, ...] = ("messages",)
 # Checkpoints known to hold (or not) a full snapshot of the delta channels.
 SNAPSHOT_CACHE_MAX_ENTRIES = 4_096
 _SNAPSHOTS: dict[tuple[str, str, str, tuple[str, ...]], bool] = {}
+# Archive segments each kept snapshot names (checkpoints never change).
+_REFERENCES: dict[tuple[str, str, str], frozenset[str]] = {}
 
 
 @dataclass
@@ -169,7 +176,7 @@ def _prune_namespace(
                 "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                 (thread_id, ns, cid),
             ).fetchone()
-            values = serde.loads_typed((row[0], row[1])).get("channel_values") or {}
+            values = _raw(serde).loads_typed((row[0], row[1])).get("channel_values") or {}
             known = _SNAPSHOTS[key] = all(ch in values for ch in delta_channels)
             while len(_SNAPSHOTS) > SNAPSHOT_CACHE_MAX_ENTRIES:
                 del _SNAPSHOTS[next(iter(_SNAPSHOTS))]
@@ -185,6 +192,7 @@ def _prune_namespace(
         node = parent[node]
 
     needed: set[str] = set()
+    snapshots: set[str] = set()
     for start in sorted(keep):
         node = start
         while node is not None and node in parent:
@@ -192,6 +200,7 @@ def _prune_namespace(
                 break  # reached a chain already kept (walks complete one by one)
             needed.add(node)
             if has_all_snapshots(node):
+                snapshots.add(node)
                 break
             node = parent[node]
     doomed = [cid for cid in ids if cid not in needed]
@@ -209,7 +218,68 @@ def _prune_namespace(
             (thread_id, ns, *batch),
         )
         deleted_writes += max(cur.rowcount, 0)
+    if doomed:
+        _drop_unreferenced_segments(conn, serde, thread_id, ns, snapshots, delta_channels)
     return len(doomed), deleted_writes, len(needed)
+
+
+def _raw(serde: SerializerProtocol) -> SerializerProtocol:
+    """The serializer without archive resolution (see ``persistence/archive.py``)."""
+    inner: SerializerProtocol = getattr(serde, "inner", serde)
+    return inner
+
+
+def _drop_unreferenced_segments(
+    conn: sqlite3.Connection,
+    serde: SerializerProtocol,
+    thread_id: str,
+    ns: str,
+    snapshots: set[str],
+    delta_channels: Sequence[str],
+) -> None:
+    """Delete the thread's archive segments that none of the kept ``snapshots`` names."""
+    from agentgraph.persistence.archive import ARCHIVE_TABLE, batched, referenced_digests
+
+    try:
+        stored = [
+            row[0]
+            for row in conn.execute(
+                f"SELECT segment FROM {ARCHIVE_TABLE} WHERE thread_id = ? AND checkpoint_ns = ?",
+                (thread_id, ns),
+            )
+        ]
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return  # a store written before the archive existed
+        raise
+    if not stored:
+        return
+    referenced: set[str] = set()
+    for cid in snapshots:
+        key = (thread_id, ns, cid)
+        names = _REFERENCES.get(key)
+        if names is None:
+            row = conn.execute(
+                "SELECT type, checkpoint FROM checkpoints "
+                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                (thread_id, ns, cid),
+            ).fetchone()
+            values = _raw(serde).loads_typed((row[0], row[1])).get("channel_values") or {}
+            names = frozenset(
+                digest for ch in delta_channels for digest in referenced_digests(values.get(ch))
+            )
+            _REFERENCES[key] = names
+            while len(_REFERENCES) > SNAPSHOT_CACHE_MAX_ENTRIES:
+                del _REFERENCES[next(iter(_REFERENCES))]
+        referenced |= names
+    unreferenced = [digest for digest in stored if digest not in referenced]
+    for batch in batched(unreferenced):
+        marks = ",".join("?" for _ in batch)
+        conn.execute(
+            f"DELETE FROM {ARCHIVE_TABLE} WHERE thread_id = ? AND checkpoint_ns = ? "
+            f"AND segment IN ({marks})",
+            (thread_id, ns, *batch),
+        )
 
 
 def vacuum(conn: sqlite3.Connection, deadline: float | None = None) -> bool:

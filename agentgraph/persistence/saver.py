@@ -12,6 +12,11 @@ the remembered value is the seed and only the few writes since are read. The wal
 is the same as LangGraph's (``parent_checkpoint_id`` links), so the result is
 identical; checkpoints never change once written, so the memory cannot go stale,
 and a checkpoint that was pruned away is simply never reached (normal path).
+
+Snapshots of ``messages`` are stored archived (``persistence/archive.py``): the
+history before the last compaction boundary goes once to the ``agentgraph_archive``
+table, in the same transaction as the snapshot that first names it, and the
+snapshot keeps a reference plus the live tail.
 """
 
 from __future__ import annotations
@@ -24,13 +29,28 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
-from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    DeltaChannelHistory,
+    get_checkpoint_id,
+)
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from agentgraph.persistence.archive import (
+    ARCHIVE_TABLE,
+    SQLITE_CREATE_ARCHIVE,
+    ArchivingSerde,
+    MessageArchive,
+    SegmentRow,
+    batched,
+)
 from agentgraph.persistence.delta import messages_delta_reducer
 from agentgraph.private_api import (
     DELTA_STAGE1_SQL,
     MISSING,
+    DeltaSnapshot,
     build_delta_channels_writes_history,
     build_delta_stage2_sql,
     sqlite_has_task_path,
@@ -57,6 +77,12 @@ class AgentSqliteSaver(SqliteSaver):
         self, conn: sqlite3.Connection, *, reducers: Mapping[str, Reducer] | None = None
     ) -> None:
         super().__init__(conn)
+        # Reentrant: ``put`` writes the archive segments and the checkpoint in one
+        # transaction, holding the lock across SqliteSaver.put's own use of it.
+        self.lock = threading.RLock()  # type: ignore[assignment]
+        self._raw_serde = self.serde
+        self.archive = MessageArchive(self._raw_serde, self._fetch_segments)
+        self.serde = ArchivingSerde(self._raw_serde, self.archive)
         self._reducers: dict[str, Reducer] = dict(
             reducers or {MESSAGES_CHANNEL: messages_delta_reducer}
         )
@@ -81,15 +107,93 @@ class AgentSqliteSaver(SqliteSaver):
                 self._memory.popitem(last=False)
 
     def forget(self, thread_id: str | None = None) -> None:
-        """Drop remembered values (of one thread, or all)."""
+        """Drop remembered values and archive segments (of one thread, or all)."""
         with self._memory_lock:
             for key in [k for k in self._memory if thread_id is None or k[0] == thread_id]:
                 del self._memory[key]
+        self.archive.forget(thread_id)
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete a thread's checkpoints and writes, and forget its value."""
+        """Delete a thread's checkpoints, writes and archived segments; forget its value."""
         self.forget(thread_id)
-        super().delete_thread(thread_id)
+        with self.lock:
+            with self.cursor(transaction=False) as cur:
+                cur.execute(f"DELETE FROM {ARCHIVE_TABLE} WHERE thread_id = ?", (str(thread_id),))
+            super().delete_thread(thread_id)  # commits both
+
+    # -- archive ----------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """LangGraph's tables plus the archive table (idempotent)."""
+        if self.is_setup:
+            return
+        super().setup()
+        try:
+            self.conn.execute(SQLITE_CREATE_ARCHIVE)
+            self.conn.commit()
+        except sqlite3.OperationalError as exc:
+            # A read-only database from before the archive holds no references to it.
+            if "readonly database" not in str(exc):
+                raise
+
+    def _fetch_segments(
+        self, thread_id: str, checkpoint_ns: str, digests: Sequence[str]
+    ) -> dict[str, SegmentRow]:
+        # Called while decoding, i.e. inside the saver's own cursor blocks (lock held):
+        # a plain statement on the same connection, no lock of its own.
+        found: dict[str, SegmentRow] = {}
+        try:
+            for batch in batched(digests):
+                marks = ",".join("?" for _ in batch)
+                for digest, type_, data, count, raw in self.conn.execute(
+                    f"SELECT segment, type, data, messages, raw_bytes FROM {ARCHIVE_TABLE} "
+                    f"WHERE thread_id = ? AND checkpoint_ns = ? AND segment IN ({marks})",
+                    (thread_id, checkpoint_ns, *batch),
+                ):
+                    found[digest] = (type_, data, count, raw)
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+        return found
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint; a ``messages`` snapshot is stored archived."""
+        snapshot = (checkpoint.get("channel_values") or {}).get(MESSAGES_CHANNEL)
+        if not isinstance(snapshot, DeltaSnapshot):
+            return super().put(config, checkpoint, metadata, new_versions)
+        thread_id = str(config["configurable"]["thread_id"])
+        checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
+        plan = self.archive.plan(thread_id, checkpoint_ns, snapshot.value)
+        if plan is None:
+            return super().put(config, checkpoint, metadata, new_versions)
+        archived: Checkpoint = {
+            **checkpoint,
+            "channel_values": {
+                **checkpoint["channel_values"],
+                MESSAGES_CHANNEL: DeltaSnapshot(plan.reference),
+            },
+        }
+        with self.lock:
+            try:
+                with self.cursor(transaction=False) as cur:
+                    present = set(self._fetch_segments(thread_id, checkpoint_ns, plan.digests))
+                    rows = self.archive.rows_to_write(plan, present)
+                    cur.executemany(
+                        f"INSERT OR IGNORE INTO {ARCHIVE_TABLE} (thread_id, checkpoint_ns, "
+                        "segment, type, data, messages, raw_bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [r.row(thread_id, checkpoint_ns) for r in rows],
+                    )
+                # Commits the segments with the checkpoint that names them.
+                return super().put(config, archived, metadata, new_versions)
+            except BaseException:
+                self.conn.rollback()
+                raise
 
     # -- reads ------------------------------------------------------------------------
 
@@ -163,7 +267,8 @@ class AgentSqliteSaver(SqliteSaver):
                 if cid == remembered_id:
                     hit = True
                     break
-                ckpt = self.serde.loads_typed((type_tag, blob))
+                # The raw decoder: only the presence of a snapshot matters here.
+                ckpt = self._raw_serde.loads_typed((type_tag, blob))
                 if channel in (ckpt.get("channel_values") or {}):
                     break  # a snapshot comes first: the normal path uses it
             if not hit:

@@ -50,7 +50,7 @@ def test_store_kind_follows_the_backend(backend: str, backend_settings: Settings
     with open_store(backend_settings) as store:
         saver = type(store.checkpointer).__name__
         if backend == "postgres":
-            assert saver == "PostgresSaver"
+            assert saver == "AgentPostgresSaver"
             assert isinstance(store.index, PostgresSessionIndex)
             assert PG_PASSWORD not in store.location and "***" in store.location
         else:

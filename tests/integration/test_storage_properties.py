@@ -6,6 +6,10 @@ and move the kept tail after it) are written through a graph whose ``messages`` 
 latest state read back by a fresh saver (another process's view) equals
 ``add_messages`` folded over the writes, and so does the exported transcript; the
 session then continues from the pruned store. Same on PostgreSQL (no pruning there).
+
+Snapshots after a compaction store the history before the boundary as archived
+segments (``persistence/archive.py``): the fresh savers join them back, pruning keeps
+every segment a kept snapshot names, and deleting the session deletes them all.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.message import add_messages
 
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
+from agentgraph.persistence.archive import ARCHIVE_TABLE
 from agentgraph.persistence.index import SessionInfo
+from agentgraph.persistence.pg_saver import AgentPostgresSaver
 from agentgraph.persistence.prune import prune_thread
 from agentgraph.persistence.saver import AgentSqliteSaver
 from agentgraph.persistence.store import connect_sqlite
@@ -128,15 +133,17 @@ def test_sqlite_state_and_export_survive_pruning(
 
         def prune(keep: int, writes: list[list[BaseMessage]]) -> None:
             prune_thread(saver.conn, saver.serde, thread, keep_latest=keep, lock=saver.lock)
-            # Another process (no remembered value, LangGraph's own saver) sees the same.
-            for saver_type in (SqliteSaver, AgentSqliteSaver):
-                conn = connect_sqlite(settings_.db_path)
-                try:
-                    _check(_fold(writes), _latest(saver_type(conn), thread))
-                finally:
-                    conn.close()
+            # Another process (no remembered value or segment) sees the same.
+            conn = connect_sqlite(settings_.db_path)
+            try:
+                _check(_fold(writes), _latest(AgentSqliteSaver(conn), thread))
+            finally:
+                conn.close()
 
         _replay(ops, saver, thread, prune)
+        store.delete_thread(thread)
+        count = f"SELECT count(*) FROM {ARCHIVE_TABLE} WHERE thread_id = ?"
+        assert saver.conn.execute(count, (thread,)).fetchone()[0] == 0
 
 
 @pytest.mark.postgres
@@ -148,4 +155,19 @@ def test_postgres_state_and_export_equal_memory(
     postgres_url: str, make_settings: Callable[..., Settings], ops: list[Op]
 ) -> None:
     with open_store(make_settings(AGENTGRAPH_DATABASE_URL=postgres_url)) as store:
-        _replay(ops, store.checkpointer, uuid.uuid4().hex, lambda _keep, _writes: None)
+        saver = store.checkpointer
+        assert isinstance(saver, AgentPostgresSaver)
+        thread = uuid.uuid4().hex
+
+        def reread(_keep: int, writes: list[list[BaseMessage]]) -> None:
+            # Another process (no remembered segment) sees the same.
+            _check(_fold(writes), _latest(AgentPostgresSaver(saver.conn), thread))
+
+        _replay(ops, saver, thread, reread)
+        reread(0, [list(v) for k, v in ops if k == "write"])
+        store.delete_thread(thread)
+        with saver.conn.connection() as conn:
+            left = conn.execute(
+                f"SELECT count(*) AS n FROM {ARCHIVE_TABLE} WHERE thread_id = %s", (thread,)
+            ).fetchone()
+        assert left is not None and left["n"] == 0

@@ -34,6 +34,20 @@ def test_missing_is_the_sentinel_delta_channels_start_empty_from() -> None:
     assert channel.value == []
 
 
+def test_delta_snapshot_is_what_snapshots_store_and_the_channel_restores() -> None:
+    """The archive swaps the list inside this wrapper for a reference and back."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    snap = private_api.DeltaSnapshot(["a"])
+    assert snap.value == ["a"] and tuple(snap) == (["a"],)
+    serde = JsonPlusSerializer()
+    back = serde.loads_typed(serde.dumps_typed({"channel_values": {"messages": snap}}))
+    assert isinstance(back["channel_values"]["messages"], private_api.DeltaSnapshot)
+    assert back["channel_values"]["messages"].value == ["a"]
+    channel = DeltaChannel(messages_delta_reducer, list).from_checkpoint(snap)
+    assert channel.value == ["a"]
+
+
 def test_stage1_sql_walks_parent_links_with_five_parameters(tmp_path: Path) -> None:
     assert private_api.DELTA_STAGE1_SQL.count("?") == 5
     conn = sqlite3.connect(tmp_path / "c.db", check_same_thread=False)
