@@ -17,7 +17,12 @@ Side by side, in one run, each in a fresh SQLite file:
 * ``DeltaChannel + SqliteSaver``: the same graph and channel on LangGraph's own
   ``SqliteSaver`` (no remembered value, no pruning), 16k window;
 * ``create_react_agent + add_messages``: LangGraph's prebuilt agent with the same
-  tools and model on ``SqliteSaver`` (the whole list in every checkpoint), 1k only.
+  tools and model on ``SqliteSaver`` (the whole list in every checkpoint), 1k only;
+* PostgreSQL (a loopback server started with ``initdb``/``pg_ctl`` as the tests do,
+  ``--only postgres``): ``agentgraph`` on ``AgentPostgresSaver`` at a 16k window, and
+  LangGraph's own ``PostgresSaver`` under the same graph (``postgres-plain``). Their
+  "DB bytes" are ``pg_total_relation_size`` of the checkpoint tables and the archive
+  (nothing is pruned on PostgreSQL).
 
 Reported per mark: database bytes (after a WAL checkpoint; "live" excludes free
 pages SQLite reuses), the message payload (bytes of contents and tool-call
@@ -193,9 +198,39 @@ def live_bytes(path: Path) -> int:
         conn.close()
 
 
-def _settings(home: Path, window: int) -> Settings:
+PG_CHECKPOINT_TABLES = (
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "agentgraph_archive",
+)
+
+
+def pg_bytes(url: str) -> int:
+    """``pg_total_relation_size`` (heap, TOAST, indexes) of the checkpoint tables."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        total = 0
+        for table in PG_CHECKPOINT_TABLES:
+            row = conn.execute("SELECT pg_total_relation_size(to_regclass(%s))", (table,))
+            total += int((row.fetchone() or (0,))[0] or 0)
+        return total
+
+
+def store_bytes(settings: Settings) -> tuple[int, int]:
+    """(bytes, live bytes) of the store: the SQLite file, or the PostgreSQL tables."""
+    url = settings.database_url.get_secret_value() if settings.database_url else ""
+    if url:
+        size = pg_bytes(url)
+        return size, size
+    return db_bytes(settings.db_path), live_bytes(settings.db_path)
+
+
+def _settings(home: Path, window: int, database_url: str = "") -> Settings:
     return Settings(
         _env_file=None,  # type: ignore[call-arg]
+        AGENTGRAPH_DATABASE_URL=database_url,
         AGENTGRAPH_HOME=str(home),
         AGENTGRAPH_MODEL="gpt-4o",
         OPENAI_API_KEY="sk-bench",
@@ -203,6 +238,16 @@ def _settings(home: Path, window: int) -> Settings:
         AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
         AGENTGRAPH_UNDO_MAX_FILES="0",
     )
+
+
+@contextmanager
+def _plain_pg_store(settings: Settings) -> Iterator[Store]:
+    """LangGraph's own PostgresSaver under the same graph (no archive)."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with open_store(settings) as store:
+        pool = getattr(store.checkpointer, "conn", None)
+        yield Store(checkpointer=PostgresSaver(pool), index=store.index, location=store.location)
 
 
 @contextmanager
@@ -223,16 +268,22 @@ def _plain_store(settings: Settings) -> Iterator[Store]:
 
 
 def run_agent(
-    kind: str, window: int, limit: int, tmp: Path, log: Callable[[str], None]
+    kind: str,
+    window: int,
+    limit: int,
+    tmp: Path,
+    log: Callable[[str], None],
+    database_url: str = "",
 ) -> dict[int, dict[str, Any]]:
     """Turns on the real Agent until ``limit`` messages; stats at each mark."""
     home = tmp / f"{kind}-{window}"
     ws = home / "ws"
     ws.mkdir(parents=True)
     files = make_workspace(ws)
-    settings = _settings(home, window)
+    settings = _settings(home, window, database_url)
     prompts = BenchModel(seed=SEED + 1, files=files)
-    opener = open_store if kind == "agentgraph" else _plain_store
+    openers = {"delta": _plain_store, "postgres-plain": _plain_pg_store}
+    opener = openers.get(kind, open_store)
     marks = sorted({m for m in MARKS_MESSAGES if m <= limit} | {limit})
     results: dict[int, dict[str, Any]] = {}
     with opener(settings) as store:
@@ -258,12 +309,11 @@ def run_agent(
                 messages = agent.graph.get_state({"configurable": {"thread_id": THREAD}}).values[
                     "messages"
                 ]
-                path = settings.db_path
-                live = live_bytes(path)
+                size, live = store_bytes(settings)
                 results[mark] = {
                     "messages": count,
                     "turns": turn,
-                    "bytes": db_bytes(path),
+                    "bytes": size,
                     "live": live,
                     "payload": payload_bytes(messages),
                     "compactions": info.compactions if info else 0,
@@ -333,6 +383,23 @@ def run_react(limit: int, tmp: Path, log: Callable[[str], None]) -> dict[int, di
     finally:
         conn.close()
     return results
+
+
+def run_postgres(
+    limit: int, tmp: Path, log: Callable[[str], None]
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """agentgraph and LangGraph's PostgresSaver on a loopback server, 16k window."""
+    from tests.fixtures_pg import running_postgres
+
+    runs: dict[str, dict[int, dict[str, Any]]] = {}
+    with running_postgres() as server:
+        for kind, name in (
+            ("postgres", "agentgraph on PostgreSQL, 16k"),
+            ("postgres-plain", "DeltaChannel + PostgresSaver, 16k"),
+        ):
+            url = server.create_database()
+            runs[name] = run_agent(kind, 16_000, limit, tmp, log, database_url=url)
+    return runs
 
 
 def bench_undo(workdir: Path) -> dict[str, Any] | None:
@@ -438,10 +505,12 @@ def report(runs: dict[str, dict[int, dict[str, Any]]], command: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--messages", type=int, default=MARKS_MESSAGES[-1])
-    parser.add_argument("--only", choices=("agentgraph", "delta", "react", "undo"), action="append")
+    parser.add_argument(
+        "--only", choices=("agentgraph", "delta", "react", "undo", "postgres"), action="append"
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
-    only = set(args.only or ("agentgraph", "delta", "react", "undo"))
+    only = set(args.only or ("agentgraph", "delta", "react", "undo", "postgres"))
     runs: dict[str, dict[int, dict[str, Any]]] = {}
     if "undo" in only:
         with tempfile.TemporaryDirectory(prefix="agentgraph-undo-") as tmp:
@@ -464,6 +533,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs["DeltaChannel + SqliteSaver, 16k"] = run_agent(
                 "delta", 16_000, args.messages, Path(tmp), print
             )
+        if "postgres" in only:
+            runs.update(run_postgres(args.messages, Path(tmp), print))
         if "react" in only:
             runs["create_react_agent + add_messages"] = run_react(
                 min(args.messages, BASELINE_REACT_MAX_MESSAGES), Path(tmp), print
