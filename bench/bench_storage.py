@@ -25,7 +25,9 @@ Side by side, in one run, each in a fresh SQLite file:
   (nothing is pruned on PostgreSQL).
 
 Reported per mark: database bytes (after a WAL checkpoint; "live" excludes free
-pages SQLite reuses), the message payload (bytes of contents and tool-call
+pages SQLite reuses; "checkpoint bytes" counts only the checkpoint tables, their
+indexes and the archive, without the full-text search index and the session index),
+the message payload (bytes of contents and tool-call
 arguments of the stored transcript), compactions so far, and the wall time of the
 turns that ended in the last 20% before the mark (median, p99, max).
 """
@@ -218,13 +220,33 @@ def pg_bytes(url: str) -> int:
         return total
 
 
-def store_bytes(settings: Settings) -> tuple[int, int]:
-    """(bytes, live bytes) of the store: the SQLite file, or the PostgreSQL tables."""
+SQLITE_CHECKPOINT_TABLES = ("checkpoints", "writes", "agentgraph_archive")
+
+
+def sqlite_checkpoint_bytes(path: Path) -> int:
+    """Pages of the checkpoint tables and their indexes (not the search index, the
+    session index or free pages), from SQLite's ``dbstat``."""
+    conn = sqlite3.connect(path)
+    try:
+        marks = ",".join("?" for _ in SQLITE_CHECKPOINT_TABLES)
+        row = conn.execute(
+            "SELECT sum(pgsize) FROM dbstat WHERE name IN "
+            f"(SELECT name FROM sqlite_master WHERE tbl_name IN ({marks}))",
+            SQLITE_CHECKPOINT_TABLES,
+        ).fetchone()
+        return int(row[0] or 0)
+    finally:
+        conn.close()
+
+
+def store_bytes(settings: Settings) -> tuple[int, int, int]:
+    """(bytes, live bytes, checkpoint bytes) of the SQLite file or PostgreSQL tables."""
     url = settings.database_url.get_secret_value() if settings.database_url else ""
     if url:
         size = pg_bytes(url)
-        return size, size
-    return db_bytes(settings.db_path), live_bytes(settings.db_path)
+        return size, size, size
+    live = live_bytes(settings.db_path)
+    return db_bytes(settings.db_path), live, sqlite_checkpoint_bytes(settings.db_path)
 
 
 def _settings(home: Path, window: int, database_url: str = "") -> Settings:
@@ -309,12 +331,13 @@ def run_agent(
                 messages = agent.graph.get_state({"configurable": {"thread_id": THREAD}}).values[
                     "messages"
                 ]
-                size, live = store_bytes(settings)
+                size, live, checkpoint_size = store_bytes(settings)
                 results[mark] = {
                     "messages": count,
                     "turns": turn,
                     "bytes": size,
                     "live": live,
+                    "checkpoints": checkpoint_size,
                     "payload": payload_bytes(messages),
                     "compactions": info.compactions if info else 0,
                     "median_ms": statistics.median(recent) * 1000,
@@ -475,15 +498,18 @@ def report(runs: dict[str, dict[int, dict[str, Any]]], command: str) -> str:
         "",
         (__doc__ or "").split("\n\n", 1)[1].strip(),
         "",
-        "| backend | messages | compactions | DB bytes | live bytes | payload | DB / payload "
+        "| backend | messages | compactions | DB bytes | live bytes | checkpoint bytes "
+        "| payload | DB / payload | checkpoints / payload "
         "| median turn ms | p99 ms | max ms |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, marks in runs.items():
         for _mark, r in sorted(marks.items()):
+            checkpoints = r.get("checkpoints", r["live"])
             lines.append(
                 f"| {name} | {r['messages']:,} | {r['compactions']} | {mb(r['bytes'])} "
-                f"| {mb(r['live'])} | {mb(r['payload'])} | {r['bytes'] / r['payload']:.2f}× "
+                f"| {mb(r['live'])} | {mb(checkpoints)} | {mb(r['payload'])} "
+                f"| {r['bytes'] / r['payload']:.2f}× | {checkpoints / r['payload']:.2f}× "
                 f"| {r['median_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} |"
             )
     lines += ["", "Ratios (same run):", ""]
@@ -492,8 +518,10 @@ def report(runs: dict[str, dict[int, dict[str, Any]]], command: str) -> str:
         if len(have) >= 2:
             a, b = marks[have[-2]], marks[have[-1]]
             first = marks[have[0]]
+            ckpt = b.get("checkpoints", b["live"]) / a.get("checkpoints", a["live"])
             lines.append(
-                f"* {name}: bytes ×{b['bytes'] / a['bytes']:.2f} for messages "
+                f"* {name}: bytes ×{b['bytes'] / a['bytes']:.2f} (checkpoints ×{ckpt:.2f}) "
+                f"for messages "
                 f"×{b['messages'] / a['messages']:.2f} ({a['messages']:,} → {b['messages']:,}); "
                 f"median turn {first['median_ms']:.1f} → {b['median_ms']:.1f} ms "
                 f"(×{b['median_ms'] / first['median_ms']:.2f}, {first['messages']:,} → "
