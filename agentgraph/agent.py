@@ -59,7 +59,7 @@ from agentgraph.recall.search import (
     read_message,
     search_transcript,
 )
-from agentgraph.redaction import build_redactor
+from agentgraph.redaction import build_redactor, redact_value
 from agentgraph.runctx import RunContext
 from agentgraph.skills import (
     SkillCatalog,
@@ -192,7 +192,7 @@ class Agent:
         self.sandbox = sandbox_plan_for(settings, base_env) if settings.bash != "off" else None
         tools = build_tools(settings, base_env=base_env, sandbox=self.sandbox)
         tools.extend(make_history_tools(lambda: self.store.history))
-        redactor = build_redactor(settings.secret_values(), base_env)
+        redactor = self._redactor = build_redactor(settings.secret_values(), base_env)
         tools.extend(make_memory_tools(settings, redactor))
         # MCP tools come after the built-ins, in config order: a stable tool list.
         tools.extend(mcp.tools if mcp is not None else [])
@@ -623,7 +623,8 @@ class Agent:
                                 yield {
                                     "type": "tool_call",
                                     "name": call["name"],
-                                    "args": call["args"],
+                                    # Shown outside the session: redacted like outputs.
+                                    "args": redact_value(self._redactor, call["args"]),
                                     "id": call["id"],
                                 }
                             if not msg.tool_calls:

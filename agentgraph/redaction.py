@@ -273,6 +273,28 @@ class Redactor:
         return content
 
 
+def redact_value(redactor: Redactor, value: Any) -> Any:
+    """``value`` with every string in it redacted (dicts, lists and tuples walked).
+
+    For tool-call arguments shown outside the session (event stream, terminal): the
+    same shape, each credential replaced, keys kept.
+
+    Args:
+        redactor: The redactor to apply.
+        value: A JSON-like value.
+
+    Returns:
+        A redacted copy (non-string leaves unchanged).
+    """
+    if isinstance(value, str):
+        return redactor.redact(value)
+    if isinstance(value, Mapping):
+        return {key: redact_value(redactor, item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_value(redactor, item) for item in value]
+    return value
+
+
 def build_redactor(settings_secrets: Iterable[str], env: Mapping[str, str] | None) -> Redactor:
     """The redactor for an agent: the settings' secrets plus its environment's.
 
