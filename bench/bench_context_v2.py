@@ -396,10 +396,9 @@ def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
         "and its own summarization defaults. The peers get the window as the model "
         'profile\'s `max_input_tokens`. "cacheable" = share of prompt characters (tools, '
         "then messages) that are the longest prefix already sent in an earlier request; "
-        "\"compactions\": agentgraph's compaction events; a peer's are its summary calls "
-        "(one request each), while agentgraph's summarizer reads the replaced history in "
-        'pieces of a bounded size, one call each; "masking events" is agentgraph\'s own '
-        'event (— for peers); "ended with": a real '
+        '"compactions": agentgraph\'s compaction events (LLM summary calls count every '
+        "request its summarizer makes); a peer's compaction is one summary call; "
+        '"masking events" is agentgraph\'s own event (— for peers); "ended with": a real '
         "answer, or why the run stopped; CPU s: the bench process (harness and loopback "
         "server).",
         "",
