@@ -48,6 +48,9 @@ def _command(name: str | None) -> Callable[[argparse.Namespace, Settings], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the process exit status."""
     args = build_parser().parse_args(argv)
+    from agentgraph.hardening import forbid_inspection
+
+    forbid_inspection()  # commands the agent runs cannot read its environment or memory
     debug = False
     try:
         from agentgraph.cli.common import load_settings
