@@ -53,9 +53,9 @@ from agentgraph.recall.memory import (
 )
 from agentgraph.recall.memory import namespace as memory_namespace
 from agentgraph.recall.search import (
-    INDEX_ERRORS,
     SEARCH_LIMIT_DEFAULT,
     SearchResult,
+    index_errors,
     read_message,
     search_transcript,
 )
@@ -682,7 +682,7 @@ class Agent:
         """
         if self.store.history is None:
             return
-        with contextlib.suppress(*INDEX_ERRORS):
+        with contextlib.suppress(*index_errors()):
             self.store.history.sync(thread_id, history)
 
     def search_history(

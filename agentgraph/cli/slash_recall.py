@@ -6,7 +6,7 @@ import time
 
 from agentgraph.cli.slash import ReplContext, command
 from agentgraph.recall.memory import MemoryRefused
-from agentgraph.recall.search import INDEX_ERRORS, SearchError, parse_ref
+from agentgraph.recall.search import SearchError, index_errors, parse_ref
 
 
 @command("search", "/search QUERY | msg:N", "search this session's whole transcript; show msg:N")
@@ -25,7 +25,7 @@ def _search(ctx: ReplContext, rest: str) -> None:
     except SearchError as exc:
         ctx.console.print(f"search: {exc}", markup=False)
         return
-    except INDEX_ERRORS as exc:
+    except index_errors() as exc:
         ctx.console.print(f"search: the index is not available ({exc}); try again", markup=False)
         return
     if result.rebuilt:

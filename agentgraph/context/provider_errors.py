@@ -14,9 +14,9 @@ fork), ``anthropic``-style SDKs (``status_code``/``body``/``response``), LangCha
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -222,56 +222,51 @@ _KIND_LABELS: dict[str, str] = {
 }
 
 # The HTTP stacks a model SDK may raise from: httpx, and the openai SDK's own fork
-# (httpx2) with their transports. Classes are looked up in whichever are installed.
+# (httpx2) with their transports. Classes are looked up in whichever are loaded:
+# an exception of theirs cannot exist before its module is imported, and importing
+# them here would add their import to every start.
 _HTTP_MODULES = ("httpx", "httpx2", "httpcore", "httpcore2")
+_CONNECT_NAMES = ("ConnectError",)
+_TIMEOUT_NAMES = (
+    "TimeoutException",
+    "ConnectTimeout",
+    "ReadTimeout",
+    "WriteTimeout",
+    "PoolTimeout",
+)
+_DROPPED_NAMES = (
+    "RemoteProtocolError",
+    "ReadError",
+    "WriteError",
+    "NetworkError",
+    "ProtocolError",
+    "TransportError",
+    "CloseError",
+)
 
 
-def _http_classes(*names: str) -> tuple[type[BaseException], ...]:
+def _loaded_classes(
+    modules: Iterable[str], names: Iterable[str]
+) -> tuple[type[BaseException], ...]:
     found: list[type[BaseException]] = []
-    for module_name in _HTTP_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        for name in names:
+    for module_name in modules:
+        module = sys.modules.get(module_name)
+        for name in names if module is not None else ():
             cls = getattr(module, name, None)
             if isinstance(cls, type) and issubclass(cls, BaseException):
                 found.append(cls)
     return tuple(found)
 
 
-def _sdk_classes(*names: str) -> tuple[type[BaseException], ...]:
-    """Classes of the ``openai`` SDK, when installed (other SDKs may be used instead)."""
-    try:
-        module = importlib.import_module("openai")
-    except ImportError:  # pragma: no cover - langchain-openai depends on it
-        return ()
-    return tuple(c for n in names if isinstance(c := getattr(module, n, None), type))
+def _timeout_classes() -> tuple[type[BaseException], ...]:
+    return (
+        *_loaded_classes(_HTTP_MODULES, _TIMEOUT_NAMES),
+        *_loaded_classes(("openai",), ("APITimeoutError",)),
+        ModelTimeoutError,
+        TimeoutError,
+    )
 
 
-# Nothing listens or the host does not resolve: retrying only makes the user wait.
-_HTTP_CONNECT = _http_classes("ConnectError")
-_TIMEOUTS: tuple[type[BaseException], ...] = (
-    *_http_classes(
-        "TimeoutException", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout"
-    ),
-    *_sdk_classes("APITimeoutError"),
-    ModelTimeoutError,
-    TimeoutError,
-)
-_SDK_CONNECTION = _sdk_classes("APIConnectionError")
-_DROPPED: tuple[type[BaseException], ...] = (
-    *_http_classes(
-        "RemoteProtocolError",
-        "ReadError",
-        "WriteError",
-        "NetworkError",
-        "ProtocolError",
-        "TransportError",
-        "CloseError",
-    ),
-    ConnectionError,
-)
 # Typed failures without a status (a stream that broke, an integration that
 # classified it already): the type says what the caller must do.
 _LANGCHAIN_KINDS: tuple[tuple[type[BaseException], ProviderErrorKind], ...] = (
@@ -659,8 +654,13 @@ def _overflow_from_langchain(status: int | None, text: str, message: str) -> Pro
 def _from_transport(chain: list[BaseException]) -> ProviderError | None:
     url = _first_url(chain)
     where = f" at {url}" if url else ""
+    # Nothing listens or the host does not resolve: retrying only makes the user wait.
+    connect = _loaded_classes(_HTTP_MODULES, _CONNECT_NAMES)
+    timeouts = _timeout_classes()
+    dropped = (*_loaded_classes(_HTTP_MODULES, _DROPPED_NAMES), ConnectionError)
+    sdk_connection = _loaded_classes(("openai",), ("APIConnectionError",))
     for item in chain:
-        if isinstance(item, _HTTP_CONNECT) and not isinstance(item, _TIMEOUTS):
+        if isinstance(item, connect) and not isinstance(item, timeouts):
             reason = _one_line(str(item), 120) or type(item).__name__
             return _build(
                 "unreachable",
@@ -670,12 +670,12 @@ def _from_transport(chain: list[BaseException]) -> ProviderError | None:
                 None,
             )
     for item in chain:
-        if isinstance(item, _TIMEOUTS):
+        if isinstance(item, timeouts):
             return _build(
                 "transient", None, f"the model endpoint{where} timed out", {}, None, timed_out=True
             )
     for item in chain:
-        if isinstance(item, _DROPPED):
+        if isinstance(item, dropped):
             reason = _one_line(str(item), 120) or type(item).__name__
             return _build(
                 "transient",
@@ -685,7 +685,7 @@ def _from_transport(chain: list[BaseException]) -> ProviderError | None:
                 None,
             )
     for item in chain:
-        if isinstance(item, (ModelConnectionError, *_SDK_CONNECTION)):
+        if isinstance(item, (ModelConnectionError, *sdk_connection)):
             return _build("transient", None, f"cannot reach the model endpoint{where}", {}, None)
     return None
 

@@ -144,6 +144,8 @@ def make_tools_node(
         # A crash while the tool runs leaves this record: the resume then says the
         # call may have completed instead of that it never ran.
         record = record_start(folder, call_id, call["name"])
+        # Else every call serializes the whole state (done at the tool's first call).
+        exclude_injected_from_dump([request.tool])
         try:
             result = execute(request)
         finally:
@@ -170,7 +172,6 @@ def make_tools_node(
         )
         return result.model_copy(update={"content": cut.text})
 
-    exclude_injected_from_dump(deps.tools)  # else every call serializes the whole state
     tool_node = ToolNode(deps.tools, handle_tool_errors=format_tool_error, wrap_tool_call=wrap)
 
     def tools(state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]) -> Any:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,17 +54,19 @@ HISTORY_TOOLS = frozenset({SEARCH_HISTORY_TOOL, READ_HISTORY_TOOL})
 READ_HISTORY_MAX_CHARS = 50_000
 
 
-def _index_errors() -> tuple[type[Exception], ...]:
-    errors: list[type[Exception]] = [sqlite3.Error]
-    try:
-        import psycopg
-    except ImportError:  # pragma: no cover - psycopg is a dependency
-        return tuple(errors)
-    return (*errors, psycopg.Error)
+def index_errors() -> tuple[type[Exception], ...]:
+    """Database errors an index operation may raise (busy, damaged, server gone).
 
+    psycopg's errors only when psycopg is loaded: an index on PostgreSQL has imported
+    it, and without it none of its errors can be raised. Importing it here would add
+    its import to every start on SQLite.
+    """
+    psycopg = sys.modules.get("psycopg")
+    error = getattr(psycopg, "Error", None)
+    if isinstance(error, type) and issubclass(error, Exception):
+        return (sqlite3.Error, error)
+    return (sqlite3.Error,)
 
-# Database errors an index operation may raise (busy, damaged, server gone).
-INDEX_ERRORS = _index_errors()
 
 _REF_RE = re.compile(r"^\s*(?:msg:|#)?\s*(\d{1,9})\s*$", re.IGNORECASE)
 _TERM_RE = re.compile(r'"([^"]+)"|(\S+)')
