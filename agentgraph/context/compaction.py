@@ -54,6 +54,11 @@ KEEP_ROOM_SHARE = 0.35
 # The summary keeps at least this many tokens, even when the system prompt and tools
 # leave no room: without it the compaction would forget everything.
 SUMMARY_MIN_TOKENS = 256
+# Summaries stack: the summaries of earlier compactions are carried over verbatim (byte
+# for byte, so a provider's prefix cache still serves them, and no detail is rewritten
+# by a second lossy pass) while they take at most this share of the summary's room;
+# past it they are summarized again together with the new part.
+SUMMARY_STACK_SHARE = 0.5
 REINJECT_MAX_FILES = 5
 REINJECT_MAX_LINES = 1000
 SUMMARY_INPUT_BUDGET_FRACTION = 0.70
@@ -101,6 +106,11 @@ Be concise but lose nothing that is needed to continue. Write only the summary."
 CONTINUE_PIECE_PROMPT = (
     "The conversation is long, so it is summarized in pieces. The summary so far is given "
     "first; extend it with the next part of the conversation, keeping every heading."
+)
+
+STACKED_SUMMARY_PREFIX = (
+    "Summary of the work since the summary above (search_history(query) finds any detail "
+    "of it, read_history(ref) shows one message in full):\n\n"
 )
 
 FALLBACK_NOTE = (
@@ -453,6 +463,10 @@ class Compactor:
             older, kept, summary_input = self._split(recent, keep_tokens, keep_messages)
         if not older:
             return None
+        carried = self._carried_summaries(older, summary_max)
+        if carried:
+            ids = {id(m) for m in carried}
+            summary_input = [m for m in summary_input if id(m) not in ids]
         summary: str | None = None
         reason = ""
         try:
@@ -462,6 +476,7 @@ class Compactor:
         if summary is None:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
             older, kept, _ = self._split(recent, fallback_keep, keep_messages)
+            carried = self._carried_summaries(older, summary_max)
         kept = self._mask_seen_outputs(kept)
         files = (
             self._files(since_last_boundary(messages), workspace, files_tokens)
@@ -469,7 +484,7 @@ class Compactor:
             else []
         )
         while True:
-            new_tail = self._assemble(summary, reason, files, kept, summary_max)
+            new_tail = self._assemble(summary, reason, files, kept, summary_max, carried)
             after = self._view_tokens(new_tail, fixed)
             if after <= target:
                 break
@@ -498,6 +513,7 @@ class Compactor:
             "reason": reason,
             "summary": summary or "",
             "summarized_messages": len(older),
+            "carried_summaries": len(carried),
             "kept_messages": len(kept),
             "timestamp": time.time(),
         }
@@ -540,18 +556,53 @@ class Compactor:
         files: Sequence[tuple[str, HumanMessage]],
         kept: Sequence[BaseMessage],
         summary_max: int,
+        carried: Sequence[BaseMessage] = (),
     ) -> list[BaseMessage]:
+        # Carried summaries keep their exact content (new ids: the originals stay
+        # before the boundary), so the prompt's prefix up to them is unchanged.
+        heads: list[BaseMessage] = [
+            m.model_copy(update={"id": f"summary-{uuid.uuid4().hex}"}) for m in carried
+        ]
         if summary is not None:
-            bounded = truncate_text(summary, summary_max, count=self.counter.count_text).text
-            head: BaseMessage = HumanMessage(
-                content=SUMMARY_PREFIX + bounded,
-                id=f"summary-{uuid.uuid4().hex}",
-                additional_kwargs=marker("summary"),
+            room = summary_max - sum(self.counter.count_message(m) for m in carried)
+            bounded = truncate_text(
+                summary, max(room, SUMMARY_MIN_TOKENS), count=self.counter.count_text
+            ).text
+            heads.append(
+                HumanMessage(
+                    content=(STACKED_SUMMARY_PREFIX if carried else SUMMARY_PREFIX) + bounded,
+                    id=f"summary-{uuid.uuid4().hex}",
+                    additional_kwargs=marker("summary"),
+                )
             )
         else:
-            head = HumanMessage(
-                content=FALLBACK_NOTE.format(reason=reason or "no summary"),
-                id=f"summary-{uuid.uuid4().hex}",
-                additional_kwargs=marker("summary", fallback=True),
+            heads.append(
+                HumanMessage(
+                    content=FALLBACK_NOTE.format(reason=reason or "no summary"),
+                    id=f"summary-{uuid.uuid4().hex}",
+                    additional_kwargs=marker("summary", fallback=True),
+                )
             )
-        return [head, *(msg for _, msg in files), *kept]
+        return [*heads, *(msg for _, msg in files), *kept]
+
+    def _carried_summaries(
+        self, older: Sequence[BaseMessage], summary_max: int
+    ) -> list[BaseMessage]:
+        """Earlier summaries carried over verbatim, or [] when they are to be re-summarized.
+
+        Carried while they fit ``SUMMARY_STACK_SHARE`` of the summary's room and there is
+        something new to summarize; a failed compaction's note is never carried.
+        """
+        prior = [
+            m
+            for m in older
+            if agentgraph_kind(m) == "summary"
+            and not (m.additional_kwargs.get(AGENTGRAPH_KEY) or {}).get("fallback")
+        ]
+        fresh = any(agentgraph_kind(m) not in ("summary", "reinjected_file") for m in older)
+        if not prior or not fresh:
+            return []
+        if len(prior) != sum(1 for m in older if agentgraph_kind(m) == "summary"):
+            return []  # a fallback note among them: summarize them all again
+        size = sum(self.counter.count_message(m) for m in prior)
+        return prior if size <= summary_max * SUMMARY_STACK_SHARE else []

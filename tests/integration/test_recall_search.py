@@ -264,7 +264,7 @@ class _MaskedFactDriver:
         if self.searched_request is not None:
             found = FACT in texts[-1]
             return {"content": f"The codename is {FACT}." if found else "I could not find it."}
-        masked = bool(texts) and texts[0].startswith("[tool output masked to save context")
+        masked = bool(texts) and texts[0].startswith("[tool output masked")
         if masked or self.reads >= MASK_READS_MAX:
             self.searched_request = request
             query = {"query": "codename", "limit": 3}

@@ -305,3 +305,50 @@ def test_provider_reported_usage_can_trigger_compaction(
         )
         later = [*history, last, HumanMessage("next", id="hn")]
         assert compaction.needs_compaction(later, request(later))
+
+
+def _more_turns(history: list[BaseMessage], start: int, turns: int) -> list[BaseMessage]:
+    more = _history(start + turns)[1 + 2 * start :]
+    return [*history, *[m.model_copy(update={"id": f"{m.id}-b"}) for m in more]]
+
+
+def test_an_earlier_summary_is_carried_verbatim_not_summarized_again(
+    make_settings: Callable[..., Settings],
+) -> None:
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    summarizer = ScriptedChatModel(["first: code word TULIP", "second: files 12-23 read"])
+    compactor = _compactor(settings, summarizer)
+    state = _apply(
+        _history(12), compactor(_history(12), trigger="auto", system=[], tools=[]).updates
+    )  # type: ignore[union-attr]
+    first = since_last_boundary(state)[0]
+    state = _more_turns(state, 12, 12)
+    outcome = compactor(state, trigger="auto", system=[], tools=[])
+    assert outcome is not None
+    view = since_last_boundary(_apply(state, outcome.updates))
+    # The first summary, byte for byte, then the new one; the summarizer was not asked
+    # to rewrite the first (a second lossy pass over it).
+    assert view[0].content == first.content and view[0].id != first.id
+    assert agentgraph_kind(view[1]) == "summary" and "second" in view[1].text
+    assert "first: code word" not in str(summarizer.calls[1])
+    assert outcome.record["carried_summaries"] == 1
+
+
+def test_summaries_that_outgrow_their_share_are_summarized_together(
+    make_settings: Callable[..., Settings],
+) -> None:
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    long_first = "first: code word TULIP. " + " ".join(f"fact{n}={n * 7}" for n in range(500))
+    summarizer = ScriptedChatModel([long_first, "merged: TULIP and files 12-23"])
+    compactor = _compactor(settings, summarizer)
+    state = _apply(
+        _history(12), compactor(_history(12), trigger="auto", system=[], tools=[]).updates
+    )  # type: ignore[union-attr]
+    state = _more_turns(state, 12, 12)
+    outcome = compactor(state, trigger="auto", system=[], tools=[])
+    assert outcome is not None
+    view = since_last_boundary(_apply(state, outcome.updates))
+    assert [agentgraph_kind(m) for m in view].count("summary") == 1
+    assert "merged" in view[0].text
+    assert "first: code word" in str(summarizer.calls[1])
+    assert outcome.record["carried_summaries"] == 0
