@@ -14,13 +14,12 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
-    AIMessageChunk,
     BaseMessage,
     HumanMessage,
     ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command, StreamMode
+from langgraph.types import Command, StateSnapshot, StreamMode
 
 from agentgraph.approvals import APPROVAL_TYPE
 from agentgraph.call_records import interrupted_results
@@ -78,6 +77,7 @@ from agentgraph.subagents import (
     sigint_cancels,
 )
 from agentgraph.thread_ids import session_path
+from agentgraph.token_stream import TokenStreamer
 from agentgraph.tools import build_tools
 from agentgraph.tools.bash import kill_running_commands, sandbox_plan_for
 from agentgraph.tools.history_tools import make_history_tools
@@ -91,7 +91,7 @@ OnEvent = Callable[[Event], None]
 # LangGraph counts super-steps; each loop is planner + tools, plus finalize and slack.
 RECURSION_STEPS_PER_LOOP = 2
 RECURSION_SLACK_STEPS = 10
-STREAM_MODES: list[StreamMode] = ["messages", "updates", "custom"]
+STREAM_MODES: list[StreamMode] = ["updates", "custom"]
 
 
 def new_thread_id() -> str:
@@ -122,6 +122,15 @@ def new_messages(update: Any) -> list[Any]:
         if isinstance(msg, BaseMessage) and agentgraph_kind(msg) == "compact_boundary":
             return [*messages[:i], *messages[i + 1 :][-1:]]
     return messages
+
+
+def _approvals(snapshot: StateSnapshot) -> list[dict[str, Any]]:
+    """The approval questions ``snapshot`` is stopped at (``id`` + the interrupt payload)."""
+    return [
+        {**intr.value, "id": intr.id}
+        for intr in snapshot.interrupts
+        if isinstance(intr.value, dict) and intr.value.get("type") == APPROVAL_TYPE
+    ]
 
 
 @dataclass
@@ -488,11 +497,12 @@ class Agent:
         # another live process holds it; kept until the store closes.
         self.store.leases.acquire(thread_id, "continue")
         mention_inputs, notices = self._mention_inputs(thread_id, text, workspace, attach_root)
-        preamble = self.sessions.preamble(thread_id, lambda: self.messages(thread_id))
+        # One read of the stored state serves everything below (each read rebuilds it).
+        stored = self.graph.get_state(self.config(thread_id)).values or {}
+        history = list(stored.get("messages") or [])
+        preamble = self.sessions.preamble(thread_id, lambda: history)
         # Calls that were running when a previous process died: "may have completed".
-        interrupted = interrupted_results(
-            self.messages(thread_id), self.deps.artifacts_dir(thread_id)
-        )
+        interrupted = interrupted_results(history, self.deps.artifacts_dir(thread_id))
         mention_inputs["messages"] = [*interrupted, *preamble, *mention_inputs["messages"]]
         known = self.store.index.get(thread_id)
         inputs: dict[str, Any] = {
@@ -501,12 +511,11 @@ class Agent:
             "context_id": known.context_id if known is not None else MAIN_CONTEXT_ID,
             "user_id": self.settings.user_id,
         }
-        if self.store.memory is not None:
-            stored = self.graph.get_state(self.config(thread_id)).values or {}
-            if stored.get("memory_prompt") is None:  # the session's first turn
-                inputs["memory_prompt"] = load_memory_prompt(
-                    self.store.memory, self.settings.user_id, str(workspace)
-                )
+        # The session's first turn (no memory prompt stored yet) loads the memories.
+        if self.store.memory is not None and stored.get("memory_prompt") is None:
+            inputs["memory_prompt"] = load_memory_prompt(
+                self.store.memory, self.settings.user_id, str(workspace)
+            )
         # The prompt is durable before anything slow or fallible (undo snapshot, model
         # call): its own checkpoint, written synchronously, as if the tools node had
         # just run, so the graph continues at the planner. A kill from here on loses
@@ -536,12 +545,7 @@ class Agent:
         A session killed while a question was on screen still has it: the REPL asks
         it again on resume, before anything else.
         """
-        snapshot = self.graph.get_state(self.config(thread_id))
-        return [
-            {**intr.value, "id": intr.id}
-            for intr in snapshot.interrupts
-            if isinstance(intr.value, dict) and intr.value.get("type") == APPROVAL_TYPE
-        ]
+        return _approvals(self.graph.get_state(self.config(thread_id)))
 
     def stream_resume(
         self, thread_id: str, workspace: Path, answers: Mapping[str, Any]
@@ -580,7 +584,9 @@ class Agent:
         if self.cancelled.is_set():  # Ctrl-C before the turn was registered
             turn.cancelled.set()
         config = self.config(thread_id)
-        config["callbacks"] = [CancelGuard(turn.cancelled)]
+        # Tokens come from TokenStreamer on the custom stream: LangGraph's "messages"
+        # mode would walk the whole transcript at every node start.
+        config["callbacks"] = [CancelGuard(turn.cancelled), TokenStreamer()]
         stream: Iterator[Any] = self.graph.stream(
             graph_input,
             config,
@@ -589,16 +595,9 @@ class Agent:
         )
         stream = self._cancelling_subagents(stream)
         for mode, payload in turn.guard(stream, self.record_interrupted):
-            if mode == "messages":
-                chunk, meta = payload
-                if isinstance(chunk, AIMessageChunk) and meta.get("langgraph_node") in (
-                    "planner",
-                    "finalize",
-                ):
-                    delta = chunk.text
-                    if delta:
-                        turn.partial.append(delta)
-                        yield {"type": "token", "text": delta}
+            if mode == "custom" and isinstance(payload, dict) and payload.get("type") == "token":
+                turn.partial.append(str(payload["text"]))
+                yield payload
             elif mode == "custom":
                 if isinstance(payload, dict):
                     if payload.get("type") == "prompt_tokens":
@@ -640,7 +639,9 @@ class Agent:
                             }
         if not turn.settle():  # cancelled: recorded as interrupted by the canceller
             raise TurnCancelled()
-        history = self.messages(thread_id)
+        # One read of the final state: the history and the questions the turn stopped at.
+        final = self.graph.get_state(self.config(thread_id))
+        history = list((final.values or {}).get("messages") or [])
         self._index_history(thread_id, history)
         info.message_count = len(history)
         info.input_tokens += usage.input_tokens
@@ -654,7 +655,7 @@ class Agent:
         if latest is not None:
             info.title, info.title_source = latest.title, latest.title_source
         self.store.index.upsert(info)
-        pending = [] if self.cancelled.is_set() else self.pending_approvals(thread_id)
+        pending = [] if self.cancelled.is_set() else _approvals(final)
         yield from pending  # {"type": "approval", "id", "tool", "command" | "path", …}
         if not pending:  # a turn waiting for an answer is not over yet
             self.sessions.after_turn(thread_id, workspace, history)

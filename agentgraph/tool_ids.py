@@ -22,14 +22,16 @@ A rewritten call keeps the provider's id in the message's metadata:
 from __future__ import annotations
 
 import hashlib
-from collections import deque
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 __all__ = [
     "PROVIDER_IDS_KEY",
+    "SessionCallIds",
     "admit_reply",
     "call_ids",
     "provider_ids",
@@ -53,6 +55,15 @@ def _calls_of(msg: BaseMessage) -> list[dict[str, Any]]:
     if type(msg) is not AIMessage and not isinstance(msg, AIMessage):
         return []
     return [*msg.tool_calls, *msg.invalid_tool_calls]  # type: ignore[list-item]
+
+
+def _ids_of(msg: BaseMessage) -> tuple[str, ...]:
+    """The non-empty call ids ``msg`` uses (its calls, or the call it answers)."""
+    if isinstance(msg, ToolMessage):
+        return (msg.tool_call_id,) if msg.tool_call_id else ()
+    if isinstance(msg, AIMessage):
+        return tuple(cid for cid in (str(tc.get("id") or "") for tc in _calls_of(msg)) if cid)
+    return ()
 
 
 def call_ids(messages: Iterable[BaseMessage]) -> set[str]:
@@ -220,20 +231,105 @@ def unique_call_ids(
     return (out if out is not None else list(messages)), renamed
 
 
-def admit_reply(reply: AIMessage, history: Sequence[BaseMessage]) -> AIMessage:
+def _common_prefix(new: Sequence[BaseMessage], old: list[BaseMessage]) -> int:
+    """Length of the longest common prefix of two histories (same or equal messages)."""
+    n = min(len(new), len(old))
+    head = list(new[:n])
+    # List equality checks identity before __eq__: a C-speed pointer scan when the
+    # history only grew, which is the common case.
+    if head == old[:n]:
+        return n
+    for i in range(n):
+        a, b = head[i], old[i]
+        if a is not b and a != b:
+            return i
+    return n  # pragma: no cover - the slice comparison said they differ
+
+
+class _Seen:
+    """One session's history as last seen, its call ids per message and their counts."""
+
+    def __init__(self) -> None:
+        self.messages: list[BaseMessage] = []
+        self.per_message: list[tuple[str, ...]] = []
+        self.counts: dict[str, int] = {}
+
+    def update(self, history: Sequence[BaseMessage]) -> None:
+        """Become ``history``: only the messages after the first difference are read."""
+        k = _common_prefix(history, self.messages)
+        counts = self.counts
+        for ids in self.per_message[k:]:
+            for cid in ids:
+                left = counts[cid] - 1
+                if left:
+                    counts[cid] = left
+                else:
+                    del counts[cid]
+        del self.per_message[k:]
+        for msg in history[k:]:
+            ids = _ids_of(msg)
+            self.per_message.append(ids)
+            for cid in ids:
+                counts[cid] = counts.get(cid, 0) + 1
+        self.messages = list(history)
+
+
+# Sessions whose call ids are remembered (a run's main thread and its subagents).
+SESSION_CALL_IDS_MAX = 8
+
+
+class SessionCallIds:
+    """The call ids of each session's history, kept up to date at the cost of the change.
+
+    :func:`admit_reply` needs every id the history uses; reading the whole history for
+    each reply made a model turn cost grow with the session. This remembers, per
+    session key, the history last seen and the ids of each message; the next history
+    is compared with it element by element (identity first) and only the messages
+    after the first difference are read. Thread-safe.
+    """
+
+    def __init__(self, max_sessions: int = SESSION_CALL_IDS_MAX) -> None:
+        self._sessions: OrderedDict[Hashable, _Seen] = OrderedDict()
+        self._max = max_sessions
+        self._lock = threading.Lock()
+
+    def ids(self, key: Hashable, history: Sequence[BaseMessage]) -> Collection[str]:
+        """Every non-empty call id ``history`` uses (equal to :func:`call_ids`).
+
+        The result is a live view: read it before the next call for the same key.
+        """
+        with self._lock:
+            seen = self._sessions.pop(key, None) or _Seen()
+            seen.update(history)
+            self._sessions[key] = seen
+            while len(self._sessions) > self._max:
+                self._sessions.popitem(last=False)
+            return seen.counts.keys()
+
+
+def admit_reply(
+    reply: AIMessage, history: Sequence[BaseMessage], *, taken: Collection[str] | None = None
+) -> AIMessage:
     """The reply with call ids unique in the session, ready to enter the history.
 
     Args:
         reply: A new assistant message (a provider's reply, streamed or not).
         history: The session's stored history (every id it uses is taken).
+        taken: The ids ``history`` uses, when the caller keeps them already
+            (:class:`SessionCallIds`); computed from ``history`` otherwise.
 
     Returns:
         ``reply`` itself when its ids are fine, else a renamed copy (see
         :func:`unique_call_ids`).
     """
-    if not _calls_of(reply):
+    calls = _calls_of(reply)
+    if not calls:
         return reply
-    out, _ = unique_call_ids([reply], seen=call_ids(history))
+    used = call_ids(history) if taken is None else taken
+    ids = [str(tc.get("id") or "") for tc in calls]
+    if all(ids) and len(set(ids)) == len(ids) and not any(cid in used for cid in ids):
+        return reply  # what unique_call_ids would return: nothing to rename
+    out, _ = unique_call_ids([reply], seen=used)
     result = out[0]
     assert isinstance(result, AIMessage)
     return result

@@ -24,7 +24,7 @@ from agentgraph.nodes.common import allowed_tools, repair_invalid_tool_calls, sy
 from agentgraph.nodes.model_call import make_model_call
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
-from agentgraph.tool_ids import admit_reply
+from agentgraph.tool_ids import SessionCallIds, admit_reply
 
 
 def make_model_turn(
@@ -32,6 +32,8 @@ def make_model_turn(
 ) -> Callable[[AppState, RunnableConfig, Runtime[RunContext]], dict[str, Any]]:
     """Build the model-turn node (graph node "planner") bound to ``deps``."""
     call_model = make_model_call(deps)
+    # The ids each session's history uses, read only where the history changed.
+    session_ids = SessionCallIds()
 
     def model_turn(
         state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]
@@ -44,7 +46,13 @@ def make_model_turn(
         )
         updates = result.messages[:-1]
         # Provider ids are untrusted: unique in the session before the tools run.
-        ai = admit_reply(repair_invalid_tool_calls(result.ai), [*messages, *updates])
+        history = [*messages, *updates]
+        # Keyed by thread (a node's checkpoint_ns names its task, new at every step); the
+        # key only decides what is reused, never the result.
+        key = (config.get("configurable") or {}).get("thread_id")
+        ai = admit_reply(
+            repair_invalid_tool_calls(result.ai), history, taken=session_ids.ids(key, history)
+        )
         emit({"type": "prompt_tokens", "tokens": result.prompt_tokens})
         return {"messages": [*updates, ai], "loops": int(state.get("loops") or 0) + 1}
 

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from agentgraph.history import INTERNAL_KINDS, agentgraph_kind
+from agentgraph.recall.index_sync import IndexMirror, SyncPlan
 
 SEARCH_QUERY_MAX_CHARS = 500
 SEARCH_TERMS_MAX = 12
@@ -147,10 +148,15 @@ def searchable(msg: BaseMessage) -> bool:
     return not isinstance(msg, SystemMessage) and agentgraph_kind(msg) not in INTERNAL_KINDS
 
 
-def history_docs(messages: Sequence[BaseMessage]) -> list[HistoryDoc]:
-    """The searchable documents of a transcript, with their positions in it."""
+def history_docs(messages: Sequence[BaseMessage], start: int = 0) -> list[HistoryDoc]:
+    """The searchable documents of a transcript, with their positions in it.
+
+    Args:
+        messages: The transcript, or its part from position ``start`` on.
+        start: Position of ``messages[0]`` in the whole transcript.
+    """
     docs: list[HistoryDoc] = []
-    for position, msg in enumerate(messages):
+    for position, msg in enumerate(messages, start):
         if not searchable(msg):
             continue
         body = message_body(msg)
@@ -283,6 +289,7 @@ class SqliteHistoryIndex:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self._lock = threading.Lock()
+        self._mirror: IndexMirror[HistoryDoc] = IndexMirror(history_docs)
         self.fts = True
         self.rebuilt = 0
         with self._lock:
@@ -323,6 +330,7 @@ class SqliteHistoryIndex:
                 self._conn.execute("DROP TABLE IF EXISTS agentgraph_history_fts")
         with self._conn:
             self._conn.execute("DROP TABLE IF EXISTS agentgraph_history")
+        self._mirror.forget()
         self._create()
         self.rebuilt += 1
 
@@ -346,35 +354,44 @@ class SqliteHistoryIndex:
                         f"INSERT INTO agentgraph_history_fts_{table} VALUES ({marks})", rows
                     )
 
-    def _sync(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:
-        docs = {d.msg_id: d for d in history_docs(messages)}
-        stored = {
-            msg_id: (rowid, position)
-            for rowid, msg_id, position in self._conn.execute(
-                "SELECT id, msg_id, position FROM agentgraph_history WHERE thread_id = ?",
+    def _stored(self, thread_id: str) -> dict[str, int]:
+        """The thread's rows: ``msg_id`` → position."""
+        return {
+            msg_id: position
+            for msg_id, position in self._conn.execute(
+                "SELECT msg_id, position FROM agentgraph_history WHERE thread_id = ?",
                 (thread_id,),
             )
         }
-        gone = [rowid for msg_id, (rowid, _) in stored.items() if msg_id not in docs]
-        moved = [
-            (docs[msg_id].position, rowid)
-            for msg_id, (rowid, position) in stored.items()
-            if msg_id in docs and docs[msg_id].position != position
-        ]
-        new = [d for msg_id, d in docs.items() if msg_id not in stored]
-        if not (gone or moved or new):
-            return
+
+    def _sync(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:
+        # Only what changed since this process last synced the thread is looked at.
+        self._mirror.sync(
+            thread_id,
+            messages,
+            lambda: self._stored(thread_id),
+            lambda plan: self._write(thread_id, plan),
+        )
+
+    def _write(self, thread_id: str, plan: SyncPlan[HistoryDoc]) -> None:
         with self._conn:
-            for rowid in gone:
+            for msg_id in plan.gone:
                 if self.fts:
                     self._conn.execute(
                         "INSERT INTO agentgraph_history_fts(agentgraph_history_fts, rowid, body) "
-                        "SELECT 'delete', id, body FROM agentgraph_history WHERE id = ?",
-                        (rowid,),
+                        "SELECT 'delete', id, body FROM agentgraph_history "
+                        "WHERE thread_id = ? AND msg_id = ?",
+                        (thread_id, msg_id),
                     )
-                self._conn.execute("DELETE FROM agentgraph_history WHERE id = ?", (rowid,))
-            self._conn.executemany("UPDATE agentgraph_history SET position = ? WHERE id = ?", moved)
-            for doc in new:
+                self._conn.execute(
+                    "DELETE FROM agentgraph_history WHERE thread_id = ? AND msg_id = ?",
+                    (thread_id, msg_id),
+                )
+            self._conn.executemany(
+                "UPDATE agentgraph_history SET position = ? WHERE thread_id = ? AND msg_id = ?",
+                [(position, thread_id, msg_id) for msg_id, position in plan.moved],
+            )
+            for doc in plan.new:
                 cur = self._conn.execute(
                     "INSERT INTO agentgraph_history (thread_id, msg_id, position, role, body) "
                     "VALUES (?, ?, ?, ?, ?)",
@@ -432,6 +449,9 @@ class SqliteHistoryIndex:
         self, thread_id: str, messages: Sequence[BaseMessage], terms: Sequence[str], limit: int
     ) -> list[SearchHit]:
         """Sync the thread, then return its best ``limit`` hits for ``terms``."""
+        # A search compares with the stored rows in full (the turns' syncs trust what
+        # this process wrote): whatever another process did to them is repaired first.
+        self._mirror.forget(thread_id)
         result: list[SearchHit] = self._guarded(
             thread_id, messages, lambda: self._query(thread_id, terms, limit)
         )
@@ -447,6 +467,7 @@ class SqliteHistoryIndex:
                     (thread_id,),
                 )
             self._conn.execute("DELETE FROM agentgraph_history WHERE thread_id = ?", (thread_id,))
+            self._mirror.forget(thread_id)
 
 
 # ---------------------------------------------------------------- the tool-facing API

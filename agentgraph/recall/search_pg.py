@@ -16,8 +16,10 @@ import psycopg
 from langchain_core.messages import BaseMessage
 from psycopg_pool import ConnectionPool
 
+from agentgraph.recall.index_sync import IndexMirror, SyncPlan
 from agentgraph.recall.search import (
     SEARCH_CANDIDATES_MAX,
+    HistoryDoc,
     SearchHit,
     history_docs,
     rank,
@@ -53,6 +55,7 @@ class PostgresHistoryIndex:
     def __init__(self, pool: ConnectionPool[Any]) -> None:
         self._pool = pool
         self._lock = threading.Lock()
+        self._mirror: IndexMirror[HistoryDoc] = IndexMirror(history_docs)
         self.rebuilt = 0
 
     @staticmethod
@@ -63,53 +66,60 @@ class PostgresHistoryIndex:
 
     def sync(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:
         """Bring the thread's rows in step with ``messages`` (the whole stored transcript)."""
-        docs = {d.msg_id: d for d in history_docs(messages)}
         with self._lock, self._pool.connection() as conn:
-            stored = {
-                row["msg_id"]: row["position"]
-                for row in conn.execute(
-                    "SELECT msg_id, position FROM agentgraph_history WHERE thread_id = %s",
-                    (thread_id,),
+            # Only what changed since this process last synced the thread is looked at.
+            self._mirror.sync(
+                thread_id,
+                messages,
+                lambda: self._stored(conn, thread_id),
+                lambda plan: self._write(conn, thread_id, plan),
+            )
+
+    @staticmethod
+    def _stored(conn: psycopg.Connection[Any], thread_id: str) -> dict[str, int]:
+        """The thread's rows: ``msg_id`` → position."""
+        return {
+            row["msg_id"]: row["position"]
+            for row in conn.execute(
+                "SELECT msg_id, position FROM agentgraph_history WHERE thread_id = %s",
+                (thread_id,),
+            )
+        }
+
+    @staticmethod
+    def _write(conn: psycopg.Connection[Any], thread_id: str, plan: SyncPlan[HistoryDoc]) -> None:
+        with conn.transaction():
+            if plan.gone:
+                conn.execute(
+                    "DELETE FROM agentgraph_history WHERE thread_id = %s AND msg_id = ANY(%s)",
+                    (thread_id, plan.gone),
                 )
-            }
-            gone = [msg_id for msg_id in stored if msg_id not in docs]
-            moved = [
-                (d.position, thread_id, msg_id)
-                for msg_id, d in docs.items()
-                if msg_id in stored and stored[msg_id] != d.position
-            ]
-            new = [d for msg_id, d in docs.items() if msg_id not in stored]
-            if not (gone or moved or new):
-                return
-            with conn.transaction():
-                if gone:
-                    conn.execute(
-                        "DELETE FROM agentgraph_history WHERE thread_id = %s AND msg_id = ANY(%s)",
-                        (thread_id, gone),
+            with conn.cursor() as cur:
+                if plan.moved:
+                    cur.executemany(
+                        "UPDATE agentgraph_history SET position = %s "
+                        "WHERE thread_id = %s AND msg_id = %s",
+                        [(position, thread_id, msg_id) for msg_id, position in plan.moved],
                     )
-                with conn.cursor() as cur:
-                    if moved:
-                        cur.executemany(
-                            "UPDATE agentgraph_history SET position = %s "
-                            "WHERE thread_id = %s AND msg_id = %s",
-                            moved,
-                        )
-                    if new:
-                        cur.executemany(
-                            "INSERT INTO agentgraph_history "
-                            "(thread_id, msg_id, position, role, body) "
-                            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                            [
-                                # NUL cannot be stored in a Postgres text column.
-                                (thread_id, d.msg_id, d.position, d.role, d.body.replace("\0", ""))
-                                for d in new
-                            ],
-                        )
+                if plan.new:
+                    cur.executemany(
+                        "INSERT INTO agentgraph_history "
+                        "(thread_id, msg_id, position, role, body) "
+                        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        [
+                            # NUL cannot be stored in a Postgres text column.
+                            (thread_id, d.msg_id, d.position, d.role, d.body.replace("\0", ""))
+                            for d in plan.new
+                        ],
+                    )
 
     def search(
         self, thread_id: str, messages: Sequence[BaseMessage], terms: Sequence[str], limit: int
     ) -> list[SearchHit]:
         """Sync the thread, then return its best ``limit`` hits for ``terms``."""
+        # A search compares with the stored rows in full (the turns' syncs trust what
+        # this process wrote): whatever another process did to them is repaired first.
+        self._mirror.forget(thread_id)
         self.sync(thread_id, messages)
         clean = [t.replace("\0", "") for t in terms]
         tsquery = " || ".join("plainto_tsquery('simple', %s)" for _ in clean)
@@ -129,3 +139,4 @@ class PostgresHistoryIndex:
         """Remove a thread's rows (its session was deleted)."""
         with self._pool.connection() as conn:
             conn.execute("DELETE FROM agentgraph_history WHERE thread_id = %s", (thread_id,))
+        self._mirror.forget(thread_id)
