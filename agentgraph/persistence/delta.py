@@ -58,22 +58,28 @@ def _coerce(items: list[Any]) -> list[Any]:
     ]
 
 
-# Recent outputs of the reducer remembered per thread, with their id → position
-# index. LangGraph reads a channel through copies (conditional edges apply the
-# step's writes to a copy), so a few outputs are alive at once.
-MEMO_MAX_RESULTS = 4
+# Recent outputs of the reducer remembered, with their id → position index.
+# LangGraph reads a channel through copies (conditional edges apply the step's
+# writes to a copy), so a few outputs are alive at once; one per thread the REPL,
+# a subagent or a server worker runs is at most a few more.
+MEMO_MAX_RESULTS = 8
 
 
-class _Memo(threading.local):
-    """Recent lists this reducer returned and their indexes.
+class _Memo:
+    """Recent lists this reducer returned and their indexes, shared by all threads.
 
     The channel feeds the reducer (a shallow copy of) its own previous output on
     every step, so reusing the index makes a step cost its writes, not the
-    session length.
+    session length. Shared rather than per thread: LangGraph runs nodes in
+    worker threads, so a per-thread memory missed on most steps and rebuilt the
+    index of the whole transcript ~15 times per turn. A hit is decided by
+    element identity, so another thread's entry can only match the very same
+    messages, and the index is copied before use.
     """
 
     def __init__(self) -> None:
         self.entries: list[tuple[list[Any], dict[str, int]]] = []
+        self.lock = threading.Lock()
 
 
 _MEMO = _Memo()
@@ -83,9 +89,8 @@ def _index_of(state: list[Any]) -> dict[str, int] | None:
     """A fresh id → position index of ``state``, or None when it needs the slow path."""
     # List equality compares identity element by element first: for a shallow copy
     # of a remembered output this is a C-speed pointer scan.
-    # threading.local's attributes read as Any, and so does reversed() of a list
-    # under mypy: name the type and walk a reversed copy (at most MEMO_MAX_RESULTS).
-    entries: list[tuple[list[Any], dict[str, int]]] = _MEMO.entries
+    with _MEMO.lock:
+        entries = list(_MEMO.entries)
     for result, remembered in entries[::-1]:
         if len(result) == len(state) and (state is result or state == result):
             return remembered.copy()
@@ -102,11 +107,11 @@ def _index_of(state: list[Any]) -> dict[str, int] | None:
 
 
 def _memorize(result: list[Any], index: dict[str, int] | None) -> None:
-    entries = _MEMO.entries
     if index is None:
         return
-    entries.append((result, index))
-    del entries[:-MEMO_MAX_RESULTS]
+    with _MEMO.lock:
+        _MEMO.entries.append((result, index))
+        del _MEMO.entries[:-MEMO_MAX_RESULTS]
 
 
 def messages_delta_reducer(state: Sequence[Any], writes: Sequence[Any]) -> list[AnyMessage]:
