@@ -56,6 +56,23 @@ def thread_for_run(store: Store, requested: str | None) -> str:
         return requested
 
 
+def _session_model(agent: Agent, thread_id: str, err: Console) -> tuple[Agent, Settings]:
+    """The agent on the model ``thread_id`` chose with ``/model``, as the REPL resumes it.
+
+    A choice that cannot be built now is reported in one line and the configured
+    model stays.
+    """
+    wanted = agent.model_preference(thread_id)
+    if wanted is None or wanted == agent.settings.model:
+        return agent, agent.settings
+    try:
+        switched = agent.with_model(wanted)
+    except AgentGraphError as exc:
+        err.print(f"kept {agent.settings.model}: {exc}", markup=False, style="yellow")
+        return agent, agent.settings
+    return switched, switched.settings
+
+
 def check_reopen_options(args: argparse.Namespace) -> None:
     """``--thread``, ``--resume ID`` and ``--continue`` each choose the session: one at most.
 
@@ -124,6 +141,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             store, resume=getattr(args, "resume", None), cont=args.cont, workspace=workspace
         )
         thread_id = reopened or thread_for_run(store, args.thread)
+        agent, settings = _session_model(agent, thread_id, err)
         printer = EventPrinter(out=err, err=err, stream_tokens=False)
         stream = StreamJsonPrinter(sys.stdout) if output == "stream-json" else None
         diffs: list[dict[str, Any]] = []

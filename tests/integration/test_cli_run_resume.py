@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+from agentgraph.agent import Agent
+from agentgraph.config import Settings
+from agentgraph.persistence import open_store
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -70,3 +74,28 @@ def test_run_refuses_resume_it_cannot_honour_in_one_line(home: Path, workspace: 
         assert server.requests == []  # refused before anything ran
         listed = run_cli(["sessions", "list", "--json"], cwd=workspace, env=env)
         assert json.loads(listed.stdout) == []
+
+
+def test_run_continues_a_session_on_the_model_it_chose_with_slash_model(
+    home: Path, workspace: Path, make_settings: Callable[..., Settings]
+) -> None:
+    script = [{"content": "one"}, {"content": "two"}]
+    with FakeOpenAIServer(script, require_key=KEY) as server:
+        env = server_env(home, server.url, KEY)
+        first = run_cli(["run", "first task", "--json"], cwd=workspace, env=env)
+        assert first.returncode == 0, first.stderr
+        thread_id = json.loads(first.stdout)["thread_id"]
+        assert server.requests[-1]["model"] == "gpt-4o-mini"
+
+        # What /model gpt-4.1 records in the REPL.
+        settings = make_settings(
+            AGENTGRAPH_HOME=str(home / ".agentgraph"), OPENAI_BASE_URL=server.url
+        )
+        with open_store(settings) as store:
+            Agent(settings, store).set_model_preference(thread_id, "gpt-4.1")
+
+        second = run_cli(["-r", thread_id, "run", "second task", "--json"], cwd=workspace, env=env)
+        assert second.returncode == 0, second.stderr
+        assert server.requests[-1]["model"] == "gpt-4.1"
+        assert _user_texts(server.requests[-1]) == ["first task", "second task"]
+    assert server.violations == []
