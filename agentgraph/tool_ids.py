@@ -29,6 +29,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from agentgraph.transcript_prefix import common_prefix
+
 __all__ = [
     "PROVIDER_IDS_KEY",
     "SessionCallIds",
@@ -231,21 +233,6 @@ def unique_call_ids(
     return (out if out is not None else list(messages)), renamed
 
 
-def _common_prefix(new: Sequence[BaseMessage], old: list[BaseMessage]) -> int:
-    """Length of the longest common prefix of two histories (same or equal messages)."""
-    n = min(len(new), len(old))
-    head = list(new[:n])
-    # List equality checks identity before __eq__: a C-speed pointer scan when the
-    # history only grew, which is the common case.
-    if head == old[:n]:
-        return n
-    for i in range(n):
-        a, b = head[i], old[i]
-        if a is not b and a != b:
-            return i
-    return n  # pragma: no cover - the slice comparison said they differ
-
-
 class _Seen:
     """One session's history as last seen, its call ids per message and their counts."""
 
@@ -256,7 +243,7 @@ class _Seen:
 
     def update(self, history: Sequence[BaseMessage]) -> None:
         """Become ``history``: only the messages after the first difference are read."""
-        k = _common_prefix(history, self.messages)
+        k = common_prefix(history, self.messages)
         counts = self.counts
         for ids in self.per_message[k:]:
             for cid in ids:

@@ -26,6 +26,8 @@ from typing import Generic, Protocol, TypeVar
 
 from langchain_core.messages import BaseMessage
 
+from agentgraph.transcript_prefix import common_prefix
+
 __all__ = ["MIRROR_MAX_THREADS", "Doc", "IndexMirror", "SyncPlan", "full_plan"]
 
 # Threads whose last synced transcript is remembered (the REPL uses one or two;
@@ -86,21 +88,6 @@ class _Synced:
     messages: list[BaseMessage]
     doc_ids: list[str | None]
     stored: dict[str, int]
-
-
-def _common_prefix(new: Sequence[BaseMessage], old: list[BaseMessage]) -> int:
-    """Length of the longest common prefix (same objects, or equal messages)."""
-    n = min(len(new), len(old))
-    head = list(new[:n])
-    # List equality checks identity before __eq__: a C-speed pointer scan when the
-    # transcript only grew, which is the common case.
-    if head == old[:n]:
-        return n
-    for i in range(n):
-        a, b = head[i], old[i]
-        if a is not b and a != b:
-            return i
-    return n  # pragma: no cover - the slice comparison said they differ
 
 
 class IndexMirror(Generic[D]):
@@ -170,7 +157,7 @@ class IndexMirror(Generic[D]):
         self, synced: _Synced, messages: Sequence[BaseMessage]
     ) -> tuple[SyncPlan[D], _Synced] | None:
         """The plan from the first message that differs on, or None to compare in full."""
-        k = _common_prefix(messages, synced.messages)
+        k = common_prefix(messages, synced.messages)
         old_tail = {i for i in synced.doc_ids[k:] if i is not None}
         tail_docs = self._docs_of(messages[k:], k)
         tail = {d.msg_id: d for d in tail_docs}
