@@ -32,7 +32,8 @@ MAX_JSON_DEPTH = 64
 _TAGGED = re.compile(
     r"<(tool_call|function_call|tool_calls)>\s*(.*?)\s*</\1>", re.DOTALL | re.IGNORECASE
 )
-_FENCED = re.compile(r"```[ \t]*(?:json|JSON|tool_call)?[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
+_FENCE_OPEN = re.compile(r"```[ \t]*(?:json|JSON|tool_call)?[ \t]*\n")
+_FENCE = "```"
 
 
 @dataclass
@@ -122,18 +123,42 @@ def _json_objects(text: str) -> Iterator[tuple[int, int, Any]]:
         i = end
 
 
+def _fenced_blocks(text: str) -> list[tuple[int, int, Any]] | None:
+    """JSON values in Markdown code fences, with their spans; None when one is not JSON.
+
+    A fence closes at the first ````` after which the body parses as JSON: a value
+    holding ````` itself (an edit of a Markdown file) does not end the block early.
+    """
+    found: list[tuple[int, int, Any]] = []
+    pos = 0
+    while (opening := _FENCE_OPEN.search(text, pos)) is not None:
+        close = text.find(_FENCE, opening.end())
+        value = None
+        while close >= 0:
+            value = _loads(text[opening.end() : close])
+            if value is not None:
+                break
+            close = text.find(_FENCE, close + 1)
+        if value is None:
+            return None  # a fenced block that is not JSON: leave the reply alone
+        pos = close + len(_FENCE)
+        found.append((opening.start(), pos, value))
+    return found
+
+
 def _spans(text: str) -> list[tuple[int, int, Any]] | None:
     """Candidate call spans in the first syntax that appears: tags, fences, bare JSON."""
-    for pattern in (_TAGGED, _FENCED):
-        found = []
-        for match in pattern.finditer(text):
-            body = match.group(match.lastindex or 1)
-            value = _loads(body)
-            if value is None:
-                return None  # a tagged/fenced block that is not JSON: leave the reply alone
-            found.append((match.start(), match.end(), value))
-        if found:
-            return found
+    found = []
+    for match in _TAGGED.finditer(text):
+        value = _loads(match.group(2))
+        if value is None:
+            return None  # a tagged block that is not JSON: leave the reply alone
+        found.append((match.start(), match.end(), value))
+    if found:
+        return found
+    fenced = _fenced_blocks(text)
+    if fenced:
+        return fenced
     bare = list(_json_objects(text))
     if not bare:
         return None

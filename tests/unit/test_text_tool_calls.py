@@ -135,3 +135,13 @@ def test_every_written_call_round_trips(
     else:
         text = "\n".join(f"<tool_call>\n{o}\n</tool_call>" for o in objs)
     assert names_args(text) == calls
+
+
+def test_a_fenced_call_whose_arguments_hold_a_fence_is_read_whole() -> None:
+    # An edit of a Markdown file: the new text holds ``` itself.
+    call = {"name": "edit_file", "arguments": {"path": "README.md", "new": "```bash\nls\n```"}}
+    text = f"```json\n{json.dumps(call)}\n```"
+    assert names_args(text) == [("edit_file", call["arguments"])]
+    assert names_args('```json\n{"name": "edit_file", "arguments": {"```": ""}}\n```') == [
+        ("edit_file", {"```": ""})
+    ]
