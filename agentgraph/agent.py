@@ -203,10 +203,15 @@ class Agent:
         tools.extend(make_history_tools(lambda: self.store.history))
         redactor = self._redactor = build_redactor(settings.secret_values(), base_env)
         tools.extend(make_memory_tools(settings, redactor))
-        # MCP tools come after the built-ins, in config order: a stable tool list.
-        tools.extend(mcp.tools if mcp is not None else [])
+        self._builtin_tools = list(tools)
+        # MCP tools come after the built-ins, in config order: a stable tool list. Servers
+        # still connecting join later, between turns (sync_mcp_tools).
+        self._mcp_tools = mcp.tools if mcp is not None else []
+        tools.extend(self._mcp_tools)
         delegate = settings.subagent_max_depth > 0
+        # Held (and updated in place when MCP tools join) by load_skill.
         names = [t.name for t in tools] + ["load_skill"] + ([SUBAGENT_TOOL] if delegate else [])
+        self._tool_names = names
         tools.append(make_load_skill_tool(self.skills, names))
         # The runner gets the graph once it is compiled (the tool is part of the graph).
         self.subagents = SubagentRunner(
@@ -218,6 +223,9 @@ class Agent:
         )
         if delegate:
             tools.append(make_subagent_tool(self.subagents))
+        self._tail_tools = tools[len(self._builtin_tools) + len(self._mcp_tools) :]
+        # Set once a turn has run: MCP tools joining after that are announced.
+        self._turn_ran = False
         self.deps = AgentDeps(
             settings=settings,
             model=chat_model,
@@ -250,6 +258,68 @@ class Agent:
         self.subagents.bind(self.graph)
         # Session upkeep around turns: undo snapshots, titles, pruning, resume preamble.
         self.sessions = SessionHooks(settings, store, titler)
+
+    def sync_mcp_tools(self) -> list[str]:
+        """Add the tools of MCP servers that connected since the last call.
+
+        Called only between turns, so the tool list never changes within a turn (a
+        provider's prompt cache keys on it). A server's tools go to its config
+        position: after the built-ins and the servers before it in the config, before
+        ``load_skill`` and ``call_subagent``; the request after that is a cache miss once.
+
+        Returns:
+            Names of the servers whose tools were added.
+        """
+        if self.mcp is None:
+            return []
+        current = self.mcp.tools
+        if [id(t) for t in current] == [id(t) for t in self._mcp_tools]:
+            return []
+        known = {id(t) for t in self._mcp_tools}
+        added = [
+            str(t.metadata.get("mcp_server")) if t.metadata else t.name
+            for t in current
+            if id(t) not in known
+        ]
+        self._mcp_tools = current
+        tools = [*self._builtin_tools, *current, *self._tail_tools]
+        # In place: the graph's nodes, load_skill and the subagent runner hold these lists.
+        self.deps.tools[:] = tools
+        self._tool_names[:] = [t.name for t in tools]
+        self.subagents.tool_names[:] = self._tool_names
+        return list(dict.fromkeys(added))
+
+    def _mcp_before_turn(self) -> Iterator[Event]:
+        """Before a turn's first request: wait briefly for MCP servers still connecting,
+        then add the tools of those that connected; notices say what happened."""
+        mcp = self.mcp
+        if mcp is None:
+            return
+        pending = mcp.pending()
+        if pending and mcp.turn_wait_s > 0:
+            yield {
+                "type": "notice",
+                "text": f"waiting up to {mcp.turn_wait_s:g}s for {_servers(pending)} to start",
+            }
+            mcp.wait(mcp.turn_wait_s, cancelled=self.cancelled)
+        for problem in mcp.new_problems():
+            yield {"type": "notice", "text": problem}
+        added = self.sync_mcp_tools()
+        if self._turn_ran:
+            for server in added:
+                count = len(mcp.tools_of(server))
+                yield {
+                    "type": "notice",
+                    "text": f"MCP server {server!r} connected: its {count} tools are "
+                    "available from this message on",
+                }
+        still = mcp.pending()
+        if still:
+            yield {
+                "type": "notice",
+                "text": f"{_servers(still)} still starting: going on without "
+                "(tools join a later message when ready; /mcp shows the state)",
+            }
 
     def skills(self, workspace: Path | str | None) -> SkillCatalog:
         """The skills visible from ``workspace`` (repo, home, workspace sources)."""
@@ -526,6 +596,8 @@ class Agent:
         self.sessions.snapshot(thread_id, workspace)
         for notice in notices:
             yield {"type": "notice", "text": notice}
+        yield from self._mcp_before_turn()
+        self._turn_ran = True
         try:
             yield from self._stream(thread_id, workspace, None, info, can_ask=can_ask)
         except Exception:
@@ -841,3 +913,9 @@ class Agent:
                 if self.cancelled.is_set():
                     self.record_interrupted()
                 raise
+
+
+def _servers(names: list[str]) -> str:
+    """``MCP server 'a'`` or ``MCP servers 'a', 'b'``."""
+    quoted = ", ".join(repr(n) for n in names)
+    return f"MCP server {quoted}" if len(names) == 1 else f"MCP servers {quoted}"

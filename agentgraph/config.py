@@ -27,6 +27,9 @@ BASH_TIMEOUT_S_DEFAULT = 120
 # Wall-clock cap of one `agentgraph run`; 0 = no cap (the default).
 RUN_TIMEOUT_S_DEFAULT = 0.0
 REQUEST_TIMEOUT_S_DEFAULT = 600.0
+# An MCP server that has not answered initialize + tools/list by then is reported as hung
+# (Claude Code's MCP_TIMEOUT); it connects in the background, so this delays no prompt.
+MCP_START_TIMEOUT_S_DEFAULT = 20.0
 PROVIDER_MAX_RETRIES_DEFAULT = 4
 CLEANUP_DAYS_DEFAULT = 30
 # Sessions: prune old checkpoints when the SQLite file passes this size (0 disables),
@@ -158,6 +161,13 @@ class Settings(BaseSettings):
     mcp: Literal["on", "off"] = Field("on", validation_alias=_env("AGENTGRAPH_MCP"))
     # MCP tool calls: "ask" pauses the run for the user's approval of each call.
     mcp_tools: Literal["ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_MCP_TOOLS"))
+    # Per-server limit for an MCP server to connect and list its tools.
+    mcp_start_timeout_s: float = Field(
+        MCP_START_TIMEOUT_S_DEFAULT,
+        gt=0,
+        le=3600,
+        validation_alias=_env("AGENTGRAPH_MCP_START_TIMEOUT_S"),
+    )
     # Start the workspace's MCP servers without asking (scripts, CI, trusted checkouts).
     mcp_trust_workspace: bool = Field(
         False, validation_alias=_env("AGENTGRAPH_MCP_TRUST_WORKSPACE")

@@ -10,7 +10,9 @@ named in both takes the workspace's entry)::
     }}
 
 Each server is connected once per process on a background event loop and its session is
-kept open, so a stdio server is not restarted per call. Tools are exposed as
+kept open, so a stdio server is not restarted per call. Servers connect in the background:
+:meth:`McpManager.start` returns at once, the REPL's prompt does not wait for them, and
+the agent adds a server's tools between turns (see ``Agent.sync_mcp_tools``). Tools are exposed as
 ``mcp__<server>__<tool>`` (Claude Code's naming: no clash with built-in tools). A server
 that fails — bad config, unknown command, hang at start, hostile schema — is one status
 line in ``/mcp`` and a notice; the session goes on without it.
@@ -24,12 +26,15 @@ synchronous entry point with a time limit.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,11 +42,24 @@ from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 
+from agentgraph.config import MCP_START_TIMEOUT_S_DEFAULT
+
 MCP_CONFIG_NAME = "mcp.json"
 # sha256 of each workspace config the user allowed to start, under AGENTGRAPH_HOME.
 MCP_TRUST_FILE = "mcp-trusted.json"
-# A server that has not answered initialize + tools/list by then is reported as hung.
-MCP_START_TIMEOUT_S = 20.0
+# A server that has not answered initialize + tools/list by then is reported as hung
+# (AGENTGRAPH_MCP_START_TIMEOUT_S).
+MCP_START_TIMEOUT_S = MCP_START_TIMEOUT_S_DEFAULT
+# A turn that starts while servers are still connecting waits this long for them before
+# its first model request, then goes on without them (they join a later turn).
+MCP_TURN_WAIT_S = 3.0
+# Waiting for every server (agentgraph run) is bounded by the per-server start limit plus
+# this margin for the loop thread's own work.
+MCP_WAIT_SLACK_S = 5.0
+# How often a wait for servers checks for Ctrl-C.
+MCP_WAIT_POLL_S = 0.1
+# close(): how long connected sessions get to end cleanly before they are cancelled.
+MCP_CLOSE_GRACE_S = 5.0
 # One tool call; the model gets an error naming the limit past it.
 MCP_TOOL_TIMEOUT_S = 120.0
 # A result larger than this is cut before it reaches the truncation layer (which then
@@ -69,10 +87,12 @@ class ServerStatus:
     name: str
     source: str
     transport: str
-    state: str = "pending"  # pending | connected | failed
+    state: str = "connecting"  # connecting | connected | failed
     error: str | None = None
     tools: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    # time.monotonic() when connecting began (/mcp shows how long it has been).
+    since: float = field(default_factory=time.monotonic)
 
 
 def _expand(value: str, env: Mapping[str, str]) -> str:
@@ -257,6 +277,9 @@ class McpManager:
         env: Variables that ``${VAR}`` in the config may read.
         start_timeout_s: Per-server limit for connecting and listing tools.
         tool_timeout_s: Per-call limit.
+        workspace_trusted: Whether the workspace's config may start its servers.
+        turn_wait_s: How long a turn waits for servers still connecting (see
+            :meth:`wait`; the agent uses it).
     """
 
     def __init__(
@@ -269,6 +292,7 @@ class McpManager:
         start_timeout_s: float = MCP_START_TIMEOUT_S,
         tool_timeout_s: float = MCP_TOOL_TIMEOUT_S,
         workspace_trusted: bool = True,
+        turn_wait_s: float = MCP_TURN_WAIT_S,
     ) -> None:
         self.workspace = workspace
         self.home = home
@@ -277,13 +301,21 @@ class McpManager:
         self.start_timeout_s = start_timeout_s
         self.tool_timeout_s = tool_timeout_s
         self.workspace_trusted = workspace_trusted
+        self.turn_wait_s = turn_wait_s
+        # In config order (home file first; a name in both keeps its first position).
         self.servers: dict[str, ServerStatus] = {}
         self.problems: list[str] = []
-        self.tools: list[BaseTool] = []
+        self._problems_shown = 0
+        # Wrapped tools of each server that connected; kept if it disconnects later (its
+        # calls then answer with an error) so the tool list never shrinks mid-session.
+        self._tools: dict[str, list[BaseTool]] = {}
+        # Notified on every state change (waiters live in other threads).
+        self._changed = threading.Condition()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stop: asyncio.Event | None = None
         self._holders: list[asyncio.Task[None]] = []
+        self._holder_of: dict[str, asyncio.Task[None]] = {}
 
     # -- configuration ---------------------------------------------------------------
     def _connections(self) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -319,55 +351,109 @@ class McpManager:
             out[name] = (source, conn)
         return out
 
+    # -- state seen from other threads -----------------------------------------------
+    @property
+    def tools(self) -> list[BaseTool]:
+        """Tools of the servers that connected, in config order (not connection order)."""
+        return [t for name in self.servers for t in self._tools.get(name, [])]
+
+    def tools_of(self, server: str) -> list[BaseTool]:
+        """The tools ``server`` gave (empty while it connects or when it failed)."""
+        return list(self._tools.get(server, []))
+
+    def pending(self) -> list[str]:
+        """Names of the servers still connecting, in config order."""
+        return [s.name for s in self.servers.values() if s.state == "connecting"]
+
+    def new_problems(self) -> list[str]:
+        """Problems not returned by an earlier call (config errors, failed servers)."""
+        fresh = self.problems[self._problems_shown :]
+        self._problems_shown += len(fresh)
+        return fresh
+
+    def wait(self, timeout_s: float | None, cancelled: threading.Event | None = None) -> bool:
+        """Wait until no server is connecting, at most ``timeout_s`` (None: until then;
+        each server's own start limit bounds it) or until ``cancelled`` is set.
+
+        Returns:
+            True when no server is connecting any more.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._changed:
+            while self.pending():
+                if cancelled is not None and cancelled.is_set():
+                    return False
+                left = MCP_WAIT_POLL_S if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, MCP_WAIT_POLL_S))
+        return True
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def _fail(self, status: ServerStatus, error: str) -> None:
+        if status.state == "failed":  # e.g. closed while connecting: the first reason stays
+            return
+        status.state, status.error = "failed", error
+        self.problems.append(f"MCP server {status.name!r} failed: {error}")
+        self._notify()
+
     # -- lifecycle -------------------------------------------------------------------
-    def start(self) -> list[BaseTool]:
-        """Connect every configured server; return the tools of those that answered."""
+    def start(self) -> None:
+        """Start connecting every configured server in the background; return at once.
+
+        Config problems are in :attr:`problems` when this returns; each server's state
+        moves from ``connecting`` to ``connected`` or ``failed`` (within
+        ``start_timeout_s``) on the loop thread. :meth:`wait` waits for them.
+        """
         connections = self._connections()
         if not connections:
-            return []
+            return
         loop = asyncio.new_event_loop()
         self._loop = loop
+        self._stop = asyncio.Event()  # bound to its loop when first awaited (there)
         self._thread = threading.Thread(target=loop.run_forever, name="mcp-loop", daemon=True)
         self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(self._connect_all(connections), loop)
-        try:
-            future.result(timeout=self.start_timeout_s + 5)
-        except Exception as exc:  # a bug in one server must not stop the CLI
-            self.problems.append(f"MCP start-up failed: {type(exc).__name__}: {exc}")
-        for status in self.servers.values():
-            if status.state == "pending":
-                status.state, status.error = "failed", "did not start in time"
-        return self.tools
+        for name, (_src, conn) in connections.items():
+            future = asyncio.run_coroutine_threadsafe(self._connect(name, conn), loop)
+            future.add_done_callback(functools.partial(self._connect_done, name))
 
-    async def _connect_all(self, connections: dict[str, tuple[str, dict[str, Any]]]) -> None:
-        self._stop = asyncio.Event()
-        await asyncio.gather(
-            *(self._connect(name, conn) for name, (_src, conn) in connections.items())
-        )
+    def _connect_done(self, name: str, future: concurrent.futures.Future[None]) -> None:
+        """A bug in one server's start-up must not stop the CLI: it fails that server."""
+        status = self.servers[name]
+        if status.state != "connecting":
+            return
+        exc = None if future.cancelled() else future.exception()
+        self._fail(status, f"start-up failed: {_one_line(exc)}" if exc else "start-up cancelled")
 
     async def _connect(self, name: str, conn: dict[str, Any]) -> None:
         status = self.servers[name]
         ready: asyncio.Future[list[BaseTool]] = asyncio.get_running_loop().create_future()
         holder = asyncio.create_task(self._hold(name, conn, ready))
         self._holders.append(holder)
+        self._holder_of[name] = holder
         try:
             raw_tools = await asyncio.wait_for(asyncio.shield(ready), self.start_timeout_s)
         except TimeoutError:
             holder.cancel()
-            status.state, status.error = "failed", f"no answer within {self.start_timeout_s:g}s"
+            self._fail(status, f"no answer within {self.start_timeout_s:g}s")
         except Exception as exc:
-            status.state, status.error = "failed", _one_line(exc)
+            self._fail(status, _one_line(exc))
         else:
-            status.state = "connected"
+            wrapped_tools: list[BaseTool] = []
             for tool in raw_tools[:MCP_TOOLS_PER_SERVER_MAX]:
                 wrapped = self._wrap(name, tool)
                 if wrapped is None:
                     status.skipped.append(tool.name)
                     continue
                 status.tools.append(wrapped.name)
-                self.tools.append(wrapped)
-        if status.state == "failed":
-            self.problems.append(f"MCP server {name!r} failed: {status.error}")
+                wrapped_tools.append(wrapped)
+            # Tools first, then the state: a reader that sees "connected" sees its tools.
+            self._tools[name] = wrapped_tools
+            status.state = "connected"
+            self._notify()
 
     async def _hold(
         self, name: str, conn: dict[str, Any], ready: asyncio.Future[list[BaseTool]]
@@ -387,8 +473,7 @@ class McpManager:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(exc))
             elif not isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
-                self.servers[name].state = "failed"
-                self.servers[name].error = f"disconnected: {_one_line(exc)}"
+                self._fail(self.servers[name], f"disconnected: {_one_line(exc)}")
             if isinstance(exc, asyncio.CancelledError):
                 raise
 
@@ -447,8 +532,15 @@ class McpManager:
         async def shutdown() -> None:
             if stop is not None:
                 stop.set()
+            # A server still connecting is not waited for: quitting stays immediate.
+            for name, status in self.servers.items():
+                if status.state == "connecting":
+                    status.state, status.error = "failed", "closed while connecting"
+                    holder = self._holder_of.get(name)
+                    if holder is not None:
+                        holder.cancel()
             if self._holders:
-                _done, pending = await asyncio.wait(self._holders, timeout=5)
+                _done, pending = await asyncio.wait(self._holders, timeout=MCP_CLOSE_GRACE_S)
                 for task in pending:
                     task.cancel()
 
@@ -467,6 +559,7 @@ def open_mcp(
     enabled: bool,
     base_env: Mapping[str, str],
     workspace_trusted: bool,
+    start_timeout_s: float = MCP_START_TIMEOUT_S,
 ) -> Iterator[McpManager]:
     """Start the configured MCP servers for a CLI run and close them after it.
 
@@ -477,7 +570,13 @@ def open_mcp(
         base_env: Environment for stdio servers (the tools' environment: no secrets).
         workspace_trusted: Whether the workspace's config may start its servers.
     """
-    manager = McpManager(workspace, home, base_env=base_env, workspace_trusted=workspace_trusted)
+    manager = McpManager(
+        workspace,
+        home,
+        base_env=base_env,
+        workspace_trusted=workspace_trusted,
+        start_timeout_s=start_timeout_s,
+    )
     try:
         if enabled:
             manager.start()

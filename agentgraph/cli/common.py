@@ -78,4 +78,5 @@ def start_mcp(
         enabled=settings.mcp == "on",
         base_env=env,
         workspace_trusted=trusted,
+        start_timeout_s=settings.mcp_start_timeout_s,
     )

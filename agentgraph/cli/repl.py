@@ -233,7 +233,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
         )
         started.append(ctx)
         err.print(f"[bold]agentgraph[/] — {settings.model} — {workspace} — /help for commands")
-        for notice in [*mcp.problems, *agent.notices()]:
+        # Servers connect in the background (the prompt does not wait for them): what
+        # is known now is shown now, later failures at the next turn, all in /mcp.
+        for notice in [*mcp.new_problems(), *agent.notices()]:
             err.print(f"[yellow]{escape(notice)}[/]")
         if resumed:
             show_history_briefly(err, agent, thread_id)

@@ -25,6 +25,7 @@ from agentgraph.errors import (
     AmbiguousSession,
     SessionNotFound,
 )
+from agentgraph.mcp import MCP_WAIT_SLACK_S
 from agentgraph.model import check_model_config
 from agentgraph.nodes.finalize import STOP_STEP_LIMIT
 from agentgraph.persistence import Store, open_store
@@ -133,7 +134,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings) as store, start_mcp(settings, workspace) as mcp:
         kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
         agent = Agent(settings, store, base_env=process_environment(), mcp=mcp)
-        for notice in [*mcp.problems, *agent.notices()]:
+        # One task, no one to type a next message: its first request gets every server
+        # that answers within its start limit (servers connected meanwhile, in parallel).
+        mcp.wait(settings.mcp_start_timeout_s + MCP_WAIT_SLACK_S)
+        for notice in [*mcp.new_problems(), *agent.notices()]:
             err.print(f"[yellow]{escape(notice)}[/]")
         from agentgraph.cli.reopen import session_to_reopen
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, command
 from agentgraph.errors import AgentGraphError
 from agentgraph.mcp import McpManager, config_paths
 from agentgraph.model import check_model_available
 
-STATE_STYLE = {"connected": "green", "failed": "red", "pending": "yellow"}
+STATE_STYLE = {"connected": "green", "failed": "red", "connecting": "yellow"}
 
 
 def mcp_lines(manager: McpManager | None) -> list[tuple[str, str]]:
@@ -22,6 +24,10 @@ def mcp_lines(manager: McpManager | None) -> list[tuple[str, str]]:
     lines: list[tuple[str, str]] = []
     for status in manager.servers.values():
         head = f"{status.name}  {status.transport}  {status.state}"
+        if status.state == "connecting":
+            head += f" ({time.monotonic() - status.since:.0f}s)"
+        elif status.state == "connected":
+            head += f" ({len(status.tools)} tools)"
         if status.error:
             head += f": {status.error}"
         lines.append((STATE_STYLE.get(status.state, ""), head))

@@ -172,7 +172,17 @@ def make_tools_node(
         )
         return result.model_copy(update={"content": cut.text})
 
-    tool_node = ToolNode(deps.tools, handle_tool_errors=format_tool_error, wrap_tool_call=wrap)
+    # Rebuilt when deps.tools changes: MCP tools join between turns (Agent.sync_mcp_tools).
+    built: dict[tuple[int, ...], ToolNode] = {}
+
+    def tool_node_for_current_tools() -> ToolNode:
+        key = tuple(id(t) for t in deps.tools)
+        node = built.get(key)
+        if node is None:
+            node = ToolNode(deps.tools, handle_tool_errors=format_tool_error, wrap_tool_call=wrap)
+            built.clear()
+            built[key] = node
+        return node
 
     def tools(state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]) -> Any:
         messages = state.get("messages") or []
@@ -181,7 +191,7 @@ def make_tools_node(
         ctx = deps.run_context(runtime.context, config)
         token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx))
         try:
-            return tool_node.invoke(state, config)
+            return tool_node_for_current_tools().invoke(state, config)
         finally:
             _NOT_APPROVED.reset(token)
 

@@ -51,6 +51,7 @@ def manager_for(tmp_path: Path) -> Iterator:
         )
         made.append(manager)
         manager.start()
+        manager.wait(None)  # each server's start limit bounds it
         return manager
 
     yield make
@@ -169,7 +170,8 @@ def test_bad_config_files_are_one_line_problems(tmp_path: Path) -> None:
     (ws / ".agentgraph").mkdir(parents=True)
     (ws / ".agentgraph" / "mcp.json").write_text('{"servers": {}}')
     manager = McpManager(ws, home)
-    assert manager.start() == []
+    manager.start()
+    assert manager.tools == [] and manager.pending() == []
     assert len(manager.problems) == 2
     assert "not valid JSON" in manager.problems[0]
     assert "mcpServers" in manager.problems[1]
@@ -262,5 +264,6 @@ def test_a_broken_workspace_config_is_reported_even_when_not_allowed(tmp_path: P
     (ws / ".agentgraph").mkdir(parents=True)
     (ws / ".agentgraph" / "mcp.json").write_text('{"mcpServers": {"x": ')
     manager = McpManager(ws, tmp_path / "home", workspace_trusted=False)
-    assert manager.start() == []
+    manager.start()
+    assert manager.tools == []
     assert len(manager.problems) == 1 and "not valid JSON" in manager.problems[0]
