@@ -166,6 +166,8 @@ class Agent:
             the main model).
         titler: Model that writes 5-10 word session titles in the background after the
             first exchange (None: the first user message stays the title).
+        mcp: The MCP servers, connecting in the background; their tools join the tool
+            list between turns (see :meth:`sync_mcp_tools`).
     """
 
     def __init__(
