@@ -3,10 +3,9 @@
 The graph state keeps every message, including those a compaction summarized away or the
 prompt view no longer shows. This module indexes them and finds them again:
 
-* **SQLite**: an FTS5 table with the ``trigram`` tokenizer (substring matching, so CJK
-  and identifiers are searchable without word splitting) over a content table in the
-  session database, ranked with bm25. Terms shorter than three characters (which a
-  trigram index cannot match) are found by scanning the session's rows.
+* **SQLite**: a contentless FTS5 word index (``unicode61``) in the session database,
+  ranked with bm25, over a table holding each message's text compressed; see
+  :class:`SqliteHistoryIndex` for why it is built this way.
 * **Postgres**: a generated ``tsvector`` column (``simple`` configuration, GIN index)
   ranked with ``ts_rank``, plus ``ILIKE`` for substrings and CJK, which the ``simple``
   parser does not split into words.
@@ -26,6 +25,8 @@ import re
 import sqlite3
 import sys
 import threading
+import unicodedata
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -45,8 +46,10 @@ SNIPPET_MAX_CHARS = 240
 # A message's indexed text is cut here (tsvector values are limited to 1 MB; the full
 # message stays readable by reference).
 INDEXED_BODY_MAX_CHARS = 200_000
-# The trigram tokenizer matches nothing shorter than three characters.
-TRIGRAM_MIN_CHARS = 3
+# A stored text of at least this many UTF-8 bytes is kept zlib-compressed (shorter ones
+# gain little and are kept as text).
+BODY_COMPRESS_MIN_BYTES = 64
+BODY_COMPRESS_LEVEL = 6
 REF_PREFIX = "msg:"
 SEARCH_HISTORY_TOOL = "search_history"
 READ_HISTORY_TOOL = "read_history"
@@ -217,10 +220,30 @@ def check_limit(limit: int) -> int:
     return int(limit)
 
 
+def fold(text: str) -> str:
+    """``text`` case-folded and without diacritics, as the word index compares words."""
+    if text.isascii():
+        return text.casefold()
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+
+
+def _find(body: str, term: str) -> int:
+    """Where ``term`` is in ``body`` (case-insensitive, then also ignoring diacritics)."""
+    at = body.casefold().find(term.casefold())
+    if at < 0:
+        at = fold(body).find(fold(term))  # the position is approximate when folding shifts
+    return min(at, len(body) - 1) if at >= 0 else -1
+
+
+def contains(body: str, term: str) -> bool:
+    """Whether ``term`` is literally in ``body`` (case and diacritics ignored)."""
+    return term.casefold() in body.casefold() or fold(term) in fold(body)
+
+
 def snippet(body: str, terms: Sequence[str], max_chars: int = SNIPPET_MAX_CHARS) -> str:
     """A one-line excerpt of ``body`` around the first matched term."""
-    folded = body.casefold()
-    hits = [i for i in (folded.find(t.casefold()) for t in terms) if i >= 0]
+    hits = [i for i in (_find(body, t) for t in terms) if i >= 0]
     start = max(min(hits) - max_chars // 3, 0) if hits else 0
     piece = " ".join(body[start : start + max_chars * 2].split())[:max_chars]
     prefix = "…" if start > 0 else ""
@@ -236,11 +259,9 @@ def rank(
     Most distinct terms matched first, then the index's own score (higher is better),
     then the most recent message.
     """
-    folded_terms = [t.casefold() for t in terms]
     scored: list[tuple[int, float, int, str, str]] = []
     for position, role, body, score in rows:
-        folded = body.casefold()
-        matched = sum(1 for t in folded_terms if t in folded)
+        matched = sum(1 for t in terms if contains(body, t))
         if matched:
             scored.append((matched, score, position, role, body))
     scored.sort(key=lambda item: (-item[0], -item[1], -item[2]))
@@ -268,19 +289,115 @@ def fts5_phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
+# Scripts written without spaces between words: each character is made a word of its
+# own (Han, Hiragana, Katakana, Bopomofo, Hangul, their compatibility and extension
+# blocks), so any run of characters is found as a phrase of single characters.
+_CJK_RE = re.compile(
+    "([\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3040-\u30ff\u3100-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003134f])"
+)
+# camelCase and HTTPServer word boundaries: ``parseConfig`` is found by ``config``.
+_CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def index_text(text: str) -> str:
+    """The text the word index tokenizes for ``text`` (queries are transformed alike).
+
+    ``unicode61`` splits on spaces and punctuation (``parse_config`` → ``parse``,
+    ``config``); this adds a split at camelCase boundaries and around every CJK
+    character. The result is only ever tokenized, never shown.
+    """
+    return _CAMEL_RE.sub(" ", _CJK_RE.sub(r" \1 ", text))
+
+
+def _has_words(term: str) -> bool:
+    """Whether the word index holds anything of ``term`` (else it is scanned for)."""
+    return any(c.isalnum() for c in term)
+
+
+def fts5_term(term: str) -> str:
+    """``term`` as an FTS5 phrase of its words; the last one a prefix if ``term`` ends
+    inside a word (``Kerne`` finds ``Kernel``)."""
+    phrase = fts5_phrase(index_text(term))
+    last = term[-1]
+    if last.isalnum() and not _CJK_RE.match(last):
+        return phrase + " *"
+    return phrase
+
+
+def encode_body(body: str) -> str | bytes:
+    """A message's text as stored: zlib-compressed when that is worth it."""
+    raw = body.encode("utf-8")
+    if len(raw) < BODY_COMPRESS_MIN_BYTES:
+        return body
+    packed = zlib.compress(raw, BODY_COMPRESS_LEVEL)
+    return packed if len(packed) < len(raw) else body
+
+
+def decode_body(value: str | bytes) -> str:
+    """A stored text (see :func:`encode_body`) as text again.
+
+    Raises:
+        sqlite3.DatabaseError: the stored bytes are damaged (the index is rebuilt).
+    """
+    if isinstance(value, str):
+        return value
+    try:
+        return zlib.decompress(value).decode("utf-8")
+    except (zlib.error, UnicodeDecodeError) as exc:
+        raise sqlite3.DatabaseError(f"damaged search text: {exc}") from exc
+
+
+DOCS_TABLE = "agentgraph_search_docs"
+FTS_TABLE = "agentgraph_search_fts"
+FTS_TOKENIZER = "unicode61 remove_diacritics 2"
+_CREATE_DOCS = f"""CREATE TABLE IF NOT EXISTS {DOCS_TABLE} (
+    id INTEGER PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    msg_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    body NOT NULL,
+    UNIQUE (thread_id, msg_id)
+)"""
 _CREATE_FTS = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS agentgraph_history_fts USING fts5("
-    "body, content='agentgraph_history', content_rowid='id', tokenize='trigram')"
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5("
+    f"words, content='', tokenize='{FTS_TOKENIZER}')"
+)
+# The first index (an FTS5 trigram index over the plain text, 4× the transcript's size):
+# dropped when a database that has it is opened; sessions re-index on their next sync.
+LEGACY_FTS_TABLE = "agentgraph_history_fts"
+LEGACY_DOCS_TABLE = "agentgraph_history"
+_CREATE_LEGACY_FTS = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {LEGACY_FTS_TABLE} USING fts5("
+    f"body, content='{LEGACY_DOCS_TABLE}', content_rowid='id', tokenize='trigram')"
 )
 _FTS_SHADOW_TABLES = ("data", "idx", "docsize", "config")
 
 
 class SqliteHistoryIndex:
-    """The transcript index in the session's SQLite file (FTS5, trigram tokenizer).
+    """The transcript index in the session's SQLite file.
 
-    ``agentgraph_history`` holds one row per message; ``agentgraph_history_fts`` is an
-    external-content FTS5 index over it. Without FTS5 trigram support (SQLite before
-    3.34) every search scans the session's rows instead.
+    ``agentgraph_search_docs`` holds one row per message (its position, role and text,
+    zlib-compressed when longer than ``BODY_COMPRESS_MIN_BYTES``);
+    ``agentgraph_search_fts`` is a contentless FTS5 index of the words of
+    :func:`index_text` of that text, ranked with bm25. A query term is a phrase of its
+    words (the last one a prefix); the candidates' texts are then read, and a hit is a
+    message that literally contains the term (case and diacritics ignored), with the
+    snippet cut from that text. Terms without letters or digits (``->``, ``%``) are
+    found by scanning the session's texts.
+
+    Why this layout (``bench/bench_storage.py`` at 1,000 messages, 1.45 MB of
+    transcript text): the earlier trigram index took 4.0 MB and its plain-text content
+    table 1.8 MB, so the session file was 4-5× the transcript. The word index takes
+    0.55 MB (``detail=column`` 0.37 MB, but it cannot match phrases, which CJK and
+    identifiers need) and the compressed texts 0.65 MB. What a trigram index found and
+    this one does not: a piece from inside a word (``onfig`` in ``config``); whole
+    words, word prefixes, identifiers (``parse_config``, ``parseConfig``) and any run
+    of CJK characters are found.
+
+    Without FTS5 (an SQLite built without it) every search scans the session's texts.
 
     Args:
         conn: A connection of its own to the session database.
@@ -293,73 +410,85 @@ class SqliteHistoryIndex:
         self.fts = True
         self.rebuilt = 0
         with self._lock:
+            self._drop_legacy()
             self._create()
 
     def _create(self, conn: sqlite3.Connection | None = None) -> None:
         conn = conn or self._conn
         with conn:
-            conn.execute(
-                """CREATE TABLE IF NOT EXISTS agentgraph_history (
-                    id INTEGER PRIMARY KEY,
-                    thread_id TEXT NOT NULL,
-                    msg_id TEXT NOT NULL,
-                    position INTEGER NOT NULL,
-                    role TEXT NOT NULL,
-                    body TEXT NOT NULL,
-                    UNIQUE (thread_id, msg_id)
-                )"""
-            )
+            conn.execute(_CREATE_DOCS)
         try:
             with conn:
                 conn.execute(_CREATE_FTS)
         except sqlite3.OperationalError as exc:
-            if "trigram" not in str(exc) and "fts5" not in str(exc):
+            if "fts5" not in str(exc):
                 raise
             self.fts = False
 
-    def _rebuild(self) -> None:
-        """Drop both tables and create them empty; sessions re-index on their next sync."""
+    def _drop_legacy(self) -> None:
+        """Drop the trigram index of a database written before this layout."""
+        present = {
+            name
+            for (name,) in self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE name IN (?, ?)",
+                (LEGACY_FTS_TABLE, LEGACY_DOCS_TABLE),
+            )
+        }
+        if not present:
+            return
+        if LEGACY_FTS_TABLE in present:
+            self._drop_fts(LEGACY_FTS_TABLE, _CREATE_LEGACY_FTS)
+        with self._conn:
+            self._conn.execute(f"DROP TABLE IF EXISTS {LEGACY_DOCS_TABLE}")
+        # The freed pages go back to the file system (auto_vacuum is incremental on
+        # files connect_sqlite creates; elsewhere this does nothing).
+        self._conn.executescript("PRAGMA incremental_vacuum;")
+
+    def _drop_fts(self, table: str, create: str) -> None:
         try:
             with self._conn:
-                self._conn.execute("DROP TABLE IF EXISTS agentgraph_history_fts")
+                self._conn.execute(f"DROP TABLE IF EXISTS {table}")
         except sqlite3.DatabaseError:
             # SQLite cannot even drop an FTS5 table whose structure record is damaged:
             # put back the shadow rows of an empty index first.
-            self._reset_fts_shadow_tables()
+            self._reset_fts_shadow_tables(table, create)
             with self._conn:
-                self._conn.execute("DROP TABLE IF EXISTS agentgraph_history_fts")
+                self._conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+    def _rebuild(self) -> None:
+        """Drop both tables and create them empty; sessions re-index on their next sync."""
+        self._drop_fts(FTS_TABLE, _CREATE_FTS)
         with self._conn:
-            self._conn.execute("DROP TABLE IF EXISTS agentgraph_history")
+            self._conn.execute(f"DROP TABLE IF EXISTS {DOCS_TABLE}")
         self._mirror.forget()
         self._create()
         self.rebuilt += 1
 
-    def _reset_fts_shadow_tables(self) -> None:
-        """Overwrite the FTS5 shadow tables (plain tables) with those of an empty index."""
+    def _reset_fts_shadow_tables(self, table: str, create: str) -> None:
+        """Overwrite an FTS5 table's shadow tables (plain tables) with an empty index's."""
         scratch = sqlite3.connect(":memory:")
         try:
-            self._create(scratch)
+            with scratch:
+                scratch.execute(create)
             fresh = {
-                table: scratch.execute(f"SELECT * FROM agentgraph_history_fts_{table}").fetchall()
-                for table in _FTS_SHADOW_TABLES
+                shadow: scratch.execute(f"SELECT * FROM {table}_{shadow}").fetchall()
+                for shadow in _FTS_SHADOW_TABLES
             }
         finally:
             scratch.close()
         with self._conn:
-            for table, rows in fresh.items():
-                self._conn.execute(f"DELETE FROM agentgraph_history_fts_{table}")
+            for shadow, rows in fresh.items():
+                self._conn.execute(f"DELETE FROM {table}_{shadow}")
                 if rows:
                     marks = ",".join("?" for _ in rows[0])
-                    self._conn.executemany(
-                        f"INSERT INTO agentgraph_history_fts_{table} VALUES ({marks})", rows
-                    )
+                    self._conn.executemany(f"INSERT INTO {table}_{shadow} VALUES ({marks})", rows)
 
     def _stored(self, thread_id: str) -> dict[str, int]:
         """The thread's rows: ``msg_id`` → position."""
         return {
             msg_id: position
             for msg_id, position in self._conn.execute(
-                "SELECT msg_id, position FROM agentgraph_history WHERE thread_id = ?",
+                f"SELECT msg_id, position FROM {DOCS_TABLE} WHERE thread_id = ?",
                 (thread_id,),
             )
         }
@@ -373,59 +502,74 @@ class SqliteHistoryIndex:
             lambda plan: self._write(thread_id, plan),
         )
 
+    def _unindex(self, rows: Sequence[tuple[int, str | bytes]]) -> None:
+        """Take rows ``(id, stored body)`` out of the word index.
+
+        A contentless index is told exactly the text a row was indexed with.
+        """
+        if self.fts:
+            self._conn.executemany(
+                f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, words) VALUES ('delete', ?, ?)",
+                [(rowid, index_text(decode_body(body))) for rowid, body in rows],
+            )
+
     def _write(self, thread_id: str, plan: SyncPlan[HistoryDoc]) -> None:
         with self._conn:
             for msg_id in plan.gone:
-                if self.fts:
+                self._unindex(
                     self._conn.execute(
-                        "INSERT INTO agentgraph_history_fts(agentgraph_history_fts, rowid, body) "
-                        "SELECT 'delete', id, body FROM agentgraph_history "
-                        "WHERE thread_id = ? AND msg_id = ?",
+                        f"SELECT id, body FROM {DOCS_TABLE} WHERE thread_id = ? AND msg_id = ?",
                         (thread_id, msg_id),
-                    )
+                    ).fetchall()
+                )
                 self._conn.execute(
-                    "DELETE FROM agentgraph_history WHERE thread_id = ? AND msg_id = ?",
+                    f"DELETE FROM {DOCS_TABLE} WHERE thread_id = ? AND msg_id = ?",
                     (thread_id, msg_id),
                 )
             self._conn.executemany(
-                "UPDATE agentgraph_history SET position = ? WHERE thread_id = ? AND msg_id = ?",
+                f"UPDATE {DOCS_TABLE} SET position = ? WHERE thread_id = ? AND msg_id = ?",
                 [(position, thread_id, msg_id) for msg_id, position in plan.moved],
             )
             for doc in plan.new:
                 cur = self._conn.execute(
-                    "INSERT INTO agentgraph_history (thread_id, msg_id, position, role, body) "
+                    f"INSERT INTO {DOCS_TABLE} (thread_id, msg_id, position, role, body) "
                     "VALUES (?, ?, ?, ?, ?)",
-                    (thread_id, doc.msg_id, doc.position, doc.role, doc.body),
+                    (thread_id, doc.msg_id, doc.position, doc.role, encode_body(doc.body)),
                 )
                 if self.fts:
                     self._conn.execute(
-                        "INSERT INTO agentgraph_history_fts(rowid, body) VALUES (?, ?)",
-                        (cur.lastrowid, doc.body),
+                        f"INSERT INTO {FTS_TABLE}(rowid, words) VALUES (?, ?)",
+                        (cur.lastrowid, index_text(doc.body)),
                     )
 
     def _query(self, thread_id: str, terms: Sequence[str], limit: int) -> list[SearchHit]:
         rows: dict[int, tuple[int, str, str, float]] = {}
-        long_terms = [t for t in terms if len(t) >= TRIGRAM_MIN_CHARS] if self.fts else []
-        short_terms = [t for t in terms if t not in long_terms]
-        if long_terms:
-            expression = " OR ".join(fts5_phrase(t) for t in long_terms)
+        word_terms = [t for t in terms if _has_words(t)] if self.fts else []
+        scan_terms = [t for t in terms if t not in word_terms]
+        if word_terms:
+            expression = " OR ".join(fts5_term(t) for t in word_terms)
             for position, role, body, score in self._conn.execute(
-                "SELECT h.position, h.role, h.body, bm25(agentgraph_history_fts) "
-                "FROM agentgraph_history_fts JOIN agentgraph_history h "
-                "ON h.id = agentgraph_history_fts.rowid "
-                "WHERE agentgraph_history_fts MATCH ? AND h.thread_id = ? "
-                "ORDER BY bm25(agentgraph_history_fts) LIMIT ?",
+                f"SELECT h.position, h.role, h.body, f.score FROM ("
+                f"SELECT rowid, bm25({FTS_TABLE}) AS score FROM {FTS_TABLE} "
+                f"WHERE {FTS_TABLE} MATCH ?) AS f JOIN {DOCS_TABLE} h ON h.id = f.rowid "
+                "WHERE h.thread_id = ? ORDER BY f.score LIMIT ?",
                 (expression, thread_id, SEARCH_CANDIDATES_MAX),
             ):
-                rows[position] = (position, role, body, -float(score))
-        if short_terms:
-            clause = " OR ".join("instr(lower(body), lower(?)) > 0" for _ in short_terms)
-            for position, role, body in self._conn.execute(
-                f"SELECT position, role, body FROM agentgraph_history "
-                f"WHERE thread_id = ? AND ({clause}) ORDER BY position DESC LIMIT ?",
-                (thread_id, *short_terms, SEARCH_CANDIDATES_MAX),
+                rows[position] = (position, role, decode_body(body), -float(score))
+        if scan_terms:
+            # Newest first, stopping at SEARCH_CANDIDATES_MAX matches.
+            found = 0
+            for position, role, stored in self._conn.execute(
+                f"SELECT position, role, body FROM {DOCS_TABLE} "
+                "WHERE thread_id = ? ORDER BY position DESC",
+                (thread_id,),
             ):
-                rows.setdefault(position, (position, role, body, 0.0))
+                body = decode_body(stored)
+                if any(contains(body, t) for t in scan_terms):
+                    rows.setdefault(position, (position, role, body, 0.0))
+                    found += 1
+                    if found >= SEARCH_CANDIDATES_MAX:
+                        break
         return rank(list(rows.values()), terms, limit)
 
     def _guarded(self, thread_id: str, messages: Sequence[BaseMessage], work: Any) -> Any:
@@ -460,13 +604,12 @@ class SqliteHistoryIndex:
     def delete_thread(self, thread_id: str) -> None:
         """Remove a thread's rows (its session was deleted)."""
         with self._lock, self._conn:
-            if self.fts:
+            self._unindex(
                 self._conn.execute(
-                    "INSERT INTO agentgraph_history_fts(agentgraph_history_fts, rowid, body) "
-                    "SELECT 'delete', id, body FROM agentgraph_history WHERE thread_id = ?",
-                    (thread_id,),
-                )
-            self._conn.execute("DELETE FROM agentgraph_history WHERE thread_id = ?", (thread_id,))
+                    f"SELECT id, body FROM {DOCS_TABLE} WHERE thread_id = ?", (thread_id,)
+                ).fetchall()
+            )
+            self._conn.execute(f"DELETE FROM {DOCS_TABLE} WHERE thread_id = ?", (thread_id,))
             self._mirror.forget(thread_id)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import re
@@ -206,7 +207,7 @@ def test_corrupt_fts_index_is_rebuilt_from_the_transcript(
             assert sorted(h.position for h in agent.search_history("c1", FACT).hits) == [0, 1]
     raw = sqlite3.connect(settings.db_path)
     with raw:
-        raw.execute("UPDATE agentgraph_history_fts_data SET block = x'0102030405060708'")
+        raw.execute("UPDATE agentgraph_search_fts_data SET block = x'0102030405060708'")
     raw.close()
     with open_store(settings) as store:
         agent = Agent(settings, store, sleep=lambda _s: None)
@@ -335,3 +336,111 @@ def test_search_finds_a_fact_whose_tool_output_was_masked(
     assert position in [h.position for h in api.hits]
     assert f"msg:{position} [tool read_file]" in out.getvalue()
     assert FACT in out.getvalue()
+
+
+def _words_transcript() -> list[Any]:
+    return [
+        HumanMessage("Kernel panic in parse_config_file at line 3", id="w0"),
+        AIMessage("Call parseConfigFile() and then HTTPServer.start", id="w1"),
+        ToolMessage(
+            "設定ファイルを読み込みました / 설정 파일을 읽었습니다",
+            tool_call_id="c9",
+            name="read_file",
+            id="w2",
+        ),
+        HumanMessage("We met at the café near the station", id="w3"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Kerne", [0]),  # a word's beginning
+        ("parse_config_file", [0]),  # an identifier, whole
+        ("config_file", [0]),  # the end of one
+        ("parseConfigFile", [1]),  # camelCase, whole
+        ("ConfigFile", [1]),
+        ("Server", [1]),  # HTTPServer
+        ("()", [1]),  # no letters at all: scanned for
+        ("ファイル", [2]),  # Katakana inside a run of Han and Hiragana
+        ("読み込", [2]),  # a piece of a CJK run
+        ("設", [2]),  # one character
+        ("파일을", [2]),  # Hangul
+        ("cafe", [3]),  # diacritics ignored
+        ("CAFÉ", [3]),
+        ("station café", [3]),
+        ('"parse config"', []),  # the words, but not this phrase
+    ],
+)
+def test_word_index_finds_identifiers_prefixes_and_cjk(
+    make_settings: Callable[..., Settings], query: str, expected: list[int]
+) -> None:
+    with open_store(make_settings()) as store:
+        result = search_transcript(store.history, "w", _words_transcript(), query, 5)
+    assert [h.position for h in result.hits] == expected
+    for hit in result.hits:
+        assert query.casefold()[:2] in hit.snippet.casefold() or query in ("cafe", "CAFÉ")
+
+
+def test_damaged_stored_text_is_rebuilt_from_the_transcript(
+    make_settings: Callable[..., Settings],
+) -> None:
+    settings = make_settings()
+    messages = _words_transcript()
+    with open_store(settings) as store:
+        assert search_transcript(store.history, "d", messages, "Kernel", 5).hits
+    raw = sqlite3.connect(settings.db_path)
+    with raw:
+        raw.execute("UPDATE agentgraph_search_docs SET body = x'0102030405060708'")
+    raw.close()
+    with open_store(settings) as store:
+        result = search_transcript(store.history, "d", messages, "Kernel", 5)
+        assert result.rebuilt and [h.position for h in result.hits] == [0]
+        assert not search_transcript(store.history, "d", messages, "Kernel", 5).rebuilt
+
+
+LEGACY_FIXTURE = Path(__file__).parent.parent / "fixtures" / "trigram_index_sessions.db.gz"
+"""A session database written by agentgraph at commit 628db65, whose transcript index was
+an FTS5 trigram index (``agentgraph_history`` + ``agentgraph_history_fts``): thread
+``legacy``, two turns (user: a codename, Chinese, ``parseConfigFile``; then Korean)."""
+
+
+def test_database_with_the_trigram_index_is_migrated(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    script = [{"content": "Done: the staging port is 6543."}]
+    with FakeOpenAIServer(script) as server:
+        settings = make_settings(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-test")
+        settings.db_path.parent.mkdir(parents=True, exist_ok=True)
+        settings.db_path.write_bytes(gzip.decompress(LEGACY_FIXTURE.read_bytes()))
+
+        def tables() -> set[str]:
+            raw = sqlite3.connect(settings.db_path)
+            try:
+                rows = raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                return {name for (name,) in rows if name.startswith("agentgraph_")}
+            finally:
+                raw.close()
+
+        assert {"agentgraph_history", "agentgraph_history_fts"} <= tables()
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            before = agent.messages("legacy")
+            assert len(before) == 4
+
+            def positions(query: str) -> list[int]:
+                result = agent.search_history("legacy", query)
+                assert not result.rebuilt  # a migration, not damage
+                return [h.position for h in result.hits]
+
+            assert positions("ZEBRA-QUASAR-77") == [0]
+            assert positions("上限") == [0]
+            assert positions("Config") == [0]
+            assert positions("로그") == [2]
+            assert positions("ローテーション") == [3]
+            agent.run_turn("legacy", "what is the staging port?", workspace)
+            assert positions("6543") == [5]
+            assert agent.messages("legacy")[:4] == before  # the session itself is untouched
+    left = tables()
+    assert not {"agentgraph_history", "agentgraph_history_fts"} & left
+    assert {"agentgraph_search_docs", "agentgraph_search_fts"} <= left
