@@ -3,9 +3,10 @@
 The graph state keeps every message, including those a compaction summarized away or the
 prompt view no longer shows. This module indexes them and finds them again:
 
-* **SQLite**: a contentless FTS5 word index (``unicode61``) in the session database,
-  ranked with bm25, over a table holding each message's text compressed; see
-  :class:`SqliteHistoryIndex` for why it is built this way.
+* **SQLite**: a contentless FTS5 word index (``unicode61``; CJK characters and the parts
+  of identifiers are words) in the session database, ranked with bm25, over each
+  distinct message text stored once, compressed; see :class:`SqliteHistoryIndex` for
+  why it is built this way.
 * **Postgres**: a generated ``tsvector`` column (``simple`` configuration, GIN index)
   ranked with ``ts_rank``, plus ``ILIKE`` for substrings and CJK, which the ``simple``
   parser does not split into words.
@@ -20,6 +21,7 @@ transcript; positions before a compaction boundary never change.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sqlite3
@@ -349,18 +351,33 @@ def decode_body(value: str | bytes) -> str:
         raise sqlite3.DatabaseError(f"damaged search text: {exc}") from exc
 
 
+def text_digest(body: str) -> bytes:
+    """The key under which a text is stored once however many messages hold it."""
+    return hashlib.blake2b(body.encode("utf-8"), digest_size=TEXT_DIGEST_BYTES).digest()
+
+
+TEXT_DIGEST_BYTES = 16
+TEXTS_TABLE = "agentgraph_search_texts"
 DOCS_TABLE = "agentgraph_search_docs"
 FTS_TABLE = "agentgraph_search_fts"
 FTS_TOKENIZER = "unicode61 remove_diacritics 2"
-_CREATE_DOCS = f"""CREATE TABLE IF NOT EXISTS {DOCS_TABLE} (
-    id INTEGER PRIMARY KEY,
-    thread_id TEXT NOT NULL,
-    msg_id TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    role TEXT NOT NULL,
-    body NOT NULL,
-    UNIQUE (thread_id, msg_id)
-)"""
+_CREATE_TABLES = (
+    f"""CREATE TABLE IF NOT EXISTS {TEXTS_TABLE} (
+        id INTEGER PRIMARY KEY,
+        digest BLOB NOT NULL UNIQUE,
+        body NOT NULL
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS {DOCS_TABLE} (
+        id INTEGER PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        msg_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        text_id INTEGER NOT NULL,
+        UNIQUE (thread_id, msg_id)
+    )""",
+    f"CREATE INDEX IF NOT EXISTS {DOCS_TABLE}_text ON {DOCS_TABLE} (text_id)",
+)
 _CREATE_FTS = (
     f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5("
     f"words, content='', tokenize='{FTS_TOKENIZER}')"
@@ -379,23 +396,29 @@ _FTS_SHADOW_TABLES = ("data", "idx", "docsize", "config")
 class SqliteHistoryIndex:
     """The transcript index in the session's SQLite file.
 
-    ``agentgraph_search_docs`` holds one row per message (its position, role and text,
-    zlib-compressed when longer than ``BODY_COMPRESS_MIN_BYTES``);
-    ``agentgraph_search_fts`` is a contentless FTS5 index of the words of
-    :func:`index_text` of that text, ranked with bm25. A query term is a phrase of its
-    words (the last one a prefix); the candidates' texts are then read, and a hit is a
-    message that literally contains the term (case and diacritics ignored), with the
-    snippet cut from that text. Terms without letters or digits (``->``, ``%``) are
-    found by scanning the session's texts.
+    * ``agentgraph_search_texts``: each distinct message text once (keyed by its
+      blake2b digest), zlib-compressed from ``BODY_COMPRESS_MIN_BYTES`` on. A file read
+      twice, or the tail a compaction re-adds under new ids, is stored and indexed once.
+    * ``agentgraph_search_docs``: one row per message (thread, id, position, role, text).
+    * ``agentgraph_search_fts``: a contentless FTS5 index (``unicode61``, diacritics
+      removed) of :func:`index_text` of each text, ranked with bm25. Contentless, it
+      is told the words to remove when a text goes (:meth:`_drop_orphans`), so
+      :func:`index_text` must never change for an existing table.
 
-    Why this layout (``bench/bench_storage.py`` at 1,000 messages, 1.45 MB of
-    transcript text): the earlier trigram index took 4.0 MB and its plain-text content
-    table 1.8 MB, so the session file was 4-5× the transcript. The word index takes
-    0.55 MB (``detail=column`` 0.37 MB, but it cannot match phrases, which CJK and
-    identifiers need) and the compressed texts 0.65 MB. What a trigram index found and
-    this one does not: a piece from inside a word (``onfig`` in ``config``); whole
-    words, word prefixes, identifiers (``parse_config``, ``parseConfig``) and any run
-    of CJK characters are found.
+    A query term is a phrase of its words, the last one a prefix; the candidates'
+    texts are read back, a hit is a message that literally contains the term (case
+    and diacritics ignored) and its snippet is cut from that text. Terms without a
+    letter or digit (``->``, ``%``) are found by scanning the session's texts.
+
+    Why this layout (``bench/bench_storage.py``, 1,000 messages, 1.45 MB of transcript
+    text, measured on the same session): the earlier trigram index over a plain-text
+    content table took 4.0 + 1.8 MB, so the session file was 4-5× the transcript. The
+    word index takes 0.55 MB (``detail=column`` 0.37 MB, but it cannot match phrases,
+    which CJK runs and identifiers need; ``detail=none`` cannot either) and the
+    compressed texts 0.65 MB (zlib level 9 and zstd gain under 1%). What the trigram
+    index found and this one does not: a piece from inside a word (``onfig``); whole
+    words, word beginnings, identifiers (``parse_config``, ``parseConfig``, their
+    parts) and any run of CJK characters are found.
 
     Without FTS5 (an SQLite built without it) every search scans the session's texts.
 
@@ -416,7 +439,8 @@ class SqliteHistoryIndex:
     def _create(self, conn: sqlite3.Connection | None = None) -> None:
         conn = conn or self._conn
         with conn:
-            conn.execute(_CREATE_DOCS)
+            for statement in _CREATE_TABLES:
+                conn.execute(statement)
         try:
             with conn:
                 conn.execute(_CREATE_FTS)
@@ -456,10 +480,11 @@ class SqliteHistoryIndex:
                 self._conn.execute(f"DROP TABLE IF EXISTS {table}")
 
     def _rebuild(self) -> None:
-        """Drop both tables and create them empty; sessions re-index on their next sync."""
+        """Drop the tables and create them empty; sessions re-index on their next sync."""
         self._drop_fts(FTS_TABLE, _CREATE_FTS)
         with self._conn:
             self._conn.execute(f"DROP TABLE IF EXISTS {DOCS_TABLE}")
+            self._conn.execute(f"DROP TABLE IF EXISTS {TEXTS_TABLE}")
         self._mirror.forget()
         self._create()
         self.rebuilt += 1
@@ -502,45 +527,83 @@ class SqliteHistoryIndex:
             lambda plan: self._write(thread_id, plan),
         )
 
-    def _unindex(self, rows: Sequence[tuple[int, str | bytes]]) -> None:
-        """Take rows ``(id, stored body)`` out of the word index.
+    def _text_id(self, body: str) -> int:
+        """The stored text ``body`` (added and indexed if no message held it yet)."""
+        digest = text_digest(body)
+        row = self._conn.execute(
+            f"SELECT id FROM {TEXTS_TABLE} WHERE digest = ?", (digest,)
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        cur = self._conn.execute(
+            f"INSERT INTO {TEXTS_TABLE} (digest, body) VALUES (?, ?)",
+            (digest, encode_body(body)),
+        )
+        text_id = int(cur.lastrowid or 0)
+        if self.fts:
+            self._conn.execute(
+                f"INSERT INTO {FTS_TABLE}(rowid, words) VALUES (?, ?)",
+                (text_id, index_text(body)),
+            )
+        return text_id
+
+    def _drop_orphans(self, text_ids: set[int]) -> None:
+        """Remove the texts no message holds any more, from the word index too.
 
         A contentless index is told exactly the text a row was indexed with.
         """
-        if self.fts:
-            self._conn.executemany(
-                f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, words) VALUES ('delete', ?, ?)",
-                [(rowid, index_text(decode_body(body))) for rowid, body in rows],
-            )
+        for text_id in sorted(text_ids):
+            row = self._conn.execute(
+                f"SELECT body FROM {TEXTS_TABLE} t WHERE id = ? AND NOT EXISTS "
+                f"(SELECT 1 FROM {DOCS_TABLE} WHERE text_id = t.id)",
+                (text_id,),
+            ).fetchone()
+            if row is None:
+                continue
+            if self.fts:
+                self._conn.execute(
+                    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, words) VALUES ('delete', ?, ?)",
+                    (text_id, index_text(decode_body(row[0]))),
+                )
+            self._conn.execute(f"DELETE FROM {TEXTS_TABLE} WHERE id = ?", (text_id,))
+
+    def _delete_docs(self, where: str, args: tuple[str, ...]) -> set[int]:
+        """Delete message rows; the ids of the texts they held."""
+        text_ids = {
+            int(text_id)
+            for (text_id,) in self._conn.execute(
+                f"SELECT text_id FROM {DOCS_TABLE} WHERE {where}", args
+            ).fetchall()
+        }
+        self._conn.execute(f"DELETE FROM {DOCS_TABLE} WHERE {where}", args)
+        return text_ids
+
+    def _begin_write(self) -> None:
+        """Take the write lock before the first read: texts are shared between threads,
+        and another process must not drop a text this write has just found."""
+        if not self._conn.in_transaction:
+            self._conn.execute("BEGIN IMMEDIATE")
 
     def _write(self, thread_id: str, plan: SyncPlan[HistoryDoc]) -> None:
         with self._conn:
+            self._begin_write()
+            released: set[int] = set()
             for msg_id in plan.gone:
-                self._unindex(
-                    self._conn.execute(
-                        f"SELECT id, body FROM {DOCS_TABLE} WHERE thread_id = ? AND msg_id = ?",
-                        (thread_id, msg_id),
-                    ).fetchall()
-                )
-                self._conn.execute(
-                    f"DELETE FROM {DOCS_TABLE} WHERE thread_id = ? AND msg_id = ?",
-                    (thread_id, msg_id),
+                released.update(
+                    self._delete_docs("thread_id = ? AND msg_id = ?", (thread_id, msg_id))
                 )
             self._conn.executemany(
                 f"UPDATE {DOCS_TABLE} SET position = ? WHERE thread_id = ? AND msg_id = ?",
                 [(position, thread_id, msg_id) for msg_id, position in plan.moved],
             )
+            # New rows first: a compaction re-adds the tail it removed, same texts.
             for doc in plan.new:
-                cur = self._conn.execute(
-                    f"INSERT INTO {DOCS_TABLE} (thread_id, msg_id, position, role, body) "
+                self._conn.execute(
+                    f"INSERT INTO {DOCS_TABLE} (thread_id, msg_id, position, role, text_id) "
                     "VALUES (?, ?, ?, ?, ?)",
-                    (thread_id, doc.msg_id, doc.position, doc.role, encode_body(doc.body)),
+                    (thread_id, doc.msg_id, doc.position, doc.role, self._text_id(doc.body)),
                 )
-                if self.fts:
-                    self._conn.execute(
-                        f"INSERT INTO {FTS_TABLE}(rowid, words) VALUES (?, ?)",
-                        (cur.lastrowid, index_text(doc.body)),
-                    )
+            self._drop_orphans(released)
 
     def _query(self, thread_id: str, terms: Sequence[str], limit: int) -> list[SearchHit]:
         rows: dict[int, tuple[int, str, str, float]] = {}
@@ -548,20 +611,25 @@ class SqliteHistoryIndex:
         scan_terms = [t for t in terms if t not in word_terms]
         if word_terms:
             expression = " OR ".join(fts5_term(t) for t in word_terms)
-            for position, role, body, score in self._conn.execute(
-                f"SELECT h.position, h.role, h.body, f.score FROM ("
+            texts: dict[int, str] = {}
+            for position, role, text_id, body, score in self._conn.execute(
+                f"SELECT h.position, h.role, t.id, t.body, f.score FROM ("
                 f"SELECT rowid, bm25({FTS_TABLE}) AS score FROM {FTS_TABLE} "
-                f"WHERE {FTS_TABLE} MATCH ?) AS f JOIN {DOCS_TABLE} h ON h.id = f.rowid "
-                "WHERE h.thread_id = ? ORDER BY f.score LIMIT ?",
+                f"WHERE {FTS_TABLE} MATCH ?) AS f JOIN {TEXTS_TABLE} t ON t.id = f.rowid "
+                f"JOIN {DOCS_TABLE} h ON h.text_id = t.id "
+                "WHERE h.thread_id = ? ORDER BY f.score, h.position DESC LIMIT ?",
                 (expression, thread_id, SEARCH_CANDIDATES_MAX),
             ):
-                rows[position] = (position, role, decode_body(body), -float(score))
+                if text_id not in texts:
+                    texts[text_id] = decode_body(body)
+                rows[position] = (position, role, texts[text_id], -float(score))
         if scan_terms:
             # Newest first, stopping at SEARCH_CANDIDATES_MAX matches.
             found = 0
             for position, role, stored in self._conn.execute(
-                f"SELECT position, role, body FROM {DOCS_TABLE} "
-                "WHERE thread_id = ? ORDER BY position DESC",
+                f"SELECT h.position, h.role, t.body FROM {DOCS_TABLE} h "
+                f"JOIN {TEXTS_TABLE} t ON t.id = h.text_id "
+                "WHERE h.thread_id = ? ORDER BY h.position DESC",
                 (thread_id,),
             ):
                 body = decode_body(stored)
@@ -604,12 +672,9 @@ class SqliteHistoryIndex:
     def delete_thread(self, thread_id: str) -> None:
         """Remove a thread's rows (its session was deleted)."""
         with self._lock, self._conn:
-            self._unindex(
-                self._conn.execute(
-                    f"SELECT id, body FROM {DOCS_TABLE} WHERE thread_id = ?", (thread_id,)
-                ).fetchall()
-            )
-            self._conn.execute(f"DELETE FROM {DOCS_TABLE} WHERE thread_id = ?", (thread_id,))
+            self._begin_write()
+            released = self._delete_docs("thread_id = ?", (thread_id,))
+            self._drop_orphans(released)
             self._mirror.forget(thread_id)
 
 

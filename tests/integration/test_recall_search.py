@@ -391,7 +391,7 @@ def test_damaged_stored_text_is_rebuilt_from_the_transcript(
         assert search_transcript(store.history, "d", messages, "Kernel", 5).hits
     raw = sqlite3.connect(settings.db_path)
     with raw:
-        raw.execute("UPDATE agentgraph_search_docs SET body = x'0102030405060708'")
+        raw.execute("UPDATE agentgraph_search_texts SET body = x'0102030405060708'")
     raw.close()
     with open_store(settings) as store:
         result = search_transcript(store.history, "d", messages, "Kernel", 5)
@@ -443,4 +443,4 @@ def test_database_with_the_trigram_index_is_migrated(
             assert agent.messages("legacy")[:4] == before  # the session itself is untouched
     left = tables()
     assert not {"agentgraph_history", "agentgraph_history_fts"} & left
-    assert {"agentgraph_search_docs", "agentgraph_search_fts"} <= left
+    assert {"agentgraph_search_texts", "agentgraph_search_fts"} <= left

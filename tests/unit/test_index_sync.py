@@ -32,6 +32,7 @@ from agentgraph.recall.search import (
     DOCS_TABLE,
     FTS_TABLE,
     FTS_TOKENIZER,
+    TEXTS_TABLE,
     HistoryDoc,
     SqliteHistoryIndex,
     decode_body,
@@ -123,7 +124,8 @@ def rows(conn: sqlite3.Connection, thread: str) -> set[tuple[str, int, str, str]
     return {
         (msg_id, position, role, decode_body(body))
         for msg_id, position, role, body in conn.execute(
-            f"SELECT msg_id, position, role, body FROM {DOCS_TABLE} WHERE thread_id = ?",
+            f"SELECT msg_id, position, role, body FROM {DOCS_TABLE} h "
+            f"JOIN {TEXTS_TABLE} t ON t.id = h.text_id WHERE thread_id = ?",
             (thread,),
         )
     }
@@ -138,7 +140,7 @@ def vocabulary(conn: sqlite3.Connection) -> set[tuple[str, int, int]]:
 
 
 def fresh_vocabulary(conn: sqlite3.Connection, thread: str) -> set[tuple[str, int, int]]:
-    """The vocabulary of a word index built from scratch from the thread's rows."""
+    """The vocabulary of a word index built from scratch from the thread's texts."""
     scratch = sqlite3.connect(":memory:")
     try:
         scratch.execute(
@@ -146,7 +148,7 @@ def fresh_vocabulary(conn: sqlite3.Connection, thread: str) -> set[tuple[str, in
         )
         scratch.executemany(
             f"INSERT INTO {FTS_TABLE}(words) VALUES (?)",
-            [(index_text(body),) for _m, _p, _r, body in rows(conn, thread)],
+            [(index_text(body),) for body in {body for _m, _p, _r, body in rows(conn, thread)}],
         )
         return vocabulary(scratch)
     finally:
@@ -175,6 +177,9 @@ def test_incremental_sync_equals_full_sync(tmp_path: Path, data: st.DataObject) 
             # A contentless index is told what to delete: every word of a removed row
             # must be gone, every word of a stored row there, counted once.
             assert vocabulary(conn) == fresh_vocabulary(conn, "t")
+            # Each text is stored once, and only while a message holds it.
+            texts = conn.execute(f"SELECT count(*) FROM {TEXTS_TABLE}").fetchone()[0]
+            assert texts == len({body for _m, _p, _r, body in rows(conn, "t")})
     finally:
         conn.close()
         ref_conn.close()
@@ -218,6 +223,11 @@ def test_appending_turns_reads_the_stored_rows_only_once(tmp_path: Path) -> None
             index.sync("t", session.messages)
     finally:
         conn.close()
-    reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    # The one full read of the thread's rows (a text is looked up by its digest only).
+    reads = [
+        s
+        for s in statements
+        if s.lstrip().upper().startswith("SELECT") and f"FROM {DOCS_TABLE}" in s
+    ]
     assert len(reads) == 1, reads
     assert index._mirror.full_syncs == 1
