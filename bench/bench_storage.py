@@ -2,8 +2,8 @@
 
 Run: ``uv run python bench/bench_storage.py`` (writes docs/bench/storage.md);
 ``--messages 5000`` sets the last mark; ``--quick`` runs agentgraph at a 16k window
-only (nothing written). Turn times are CPU time of this process (``time.process_time``,
-comparable on a shared machine) and wall time.
+only (``--window 128000`` for another; nothing written). Turn times are CPU time of
+this process (``time.process_time``, comparable on a shared machine) and wall time.
 
 Every run drives the real :class:`agentgraph.agent.Agent` graph (planner with its
 prompt view and auto-compaction, the tools node running the real ``read_file``,
@@ -557,12 +557,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only", choices=("agentgraph", "delta", "react", "undo", "postgres"), action="append"
     )
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--quick", action="store_true", help="agentgraph at 16k only, no write")
+    parser.add_argument(
+        "--quick", action="store_true", help="agentgraph at one window only (--window), no write"
+    )
+    parser.add_argument(
+        "--window", type=int, default=16_000, help="context window of --quick (tokens)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         with tempfile.TemporaryDirectory(prefix="agentgraph-storage-") as tmp:
-            quick = run_agent("agentgraph", 16_000, args.messages, Path(tmp), print)
-        print(report({"agentgraph, 16k window": quick}, "--quick (not written)"))
+            quick = run_agent("agentgraph", args.window, args.messages, Path(tmp), print)
+        name = f"agentgraph, {args.window // 1000}k window"
+        print(report({name: quick}, "--quick (not written)"))
         return 0
     only = set(args.only or ("agentgraph", "delta", "react", "undo", "postgres"))
     runs: dict[str, dict[int, dict[str, Any]]] = {}
