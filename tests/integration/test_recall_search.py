@@ -370,6 +370,9 @@ def _words_transcript() -> list[Any]:
         ("CAFÉ", [3]),
         ("station café", [3]),
         ('"parse config"', []),  # the words, but not this phrase
+        ("数据" * 250, []),  # the longest query: a 500-character phrase
+        ("x_" * 250, []),
+        ("* " * 250, []),  # twelve terms of no word at all
     ],
 )
 def test_word_index_finds_identifiers_prefixes_and_cjk(
