@@ -37,14 +37,18 @@ turns that ended in the last 20% before the mark (median, p99, max).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
+import io
 import json
 import math
+import pstats
 import random
 import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -86,6 +90,7 @@ OUTPUT_PATH = Path(__file__).resolve().parent.parent / "docs" / "bench" / "stora
 UNDO_OUTPUT_PATH = OUTPUT_PATH.with_name("undo.md")
 UNDO_FILES = 5_000
 UNDO_FILE_BYTES = 2_000
+PROFILE_TOP = 40
 
 
 class BenchModel(BaseChatModel):
@@ -308,8 +313,12 @@ def run_agent(
     tmp: Path,
     log: Callable[[str], None],
     database_url: str = "",
+    profiler: ThreadsProfiler | None = None,
 ) -> dict[int, dict[str, Any]]:
-    """Turns on the real Agent until ``limit`` messages; stats at each mark."""
+    """Turns on the real Agent until ``limit`` messages; stats at each mark.
+
+    With ``profiler``, the turns in the last mark's latency window are profiled.
+    """
     home = tmp / f"{kind}-{window}"
     ws = home / "ws"
     ws.mkdir(parents=True)
@@ -330,8 +339,14 @@ def run_agent(
         deadline = time.monotonic() + RUN_TIME_BUDGET_S
         while marks and time.monotonic() < deadline:
             turn += 1
+            profiling = profiler is not None and count >= limit * (1 - LATENCY_WINDOW_FRACTION)
+            text = prompts.text(prompts._rng.randint(50, 600))
             start, cpu_start = time.perf_counter(), time.process_time()
-            agent.run_turn(THREAD, prompts.text(prompts._rng.randint(50, 600)), ws)
+            if profiling and profiler is not None:
+                with profiler:
+                    agent.run_turn(THREAD, text, ws)
+            else:
+                agent.run_turn(THREAD, text, ws)
             elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
             info = store.index.get(THREAD)
             count = info.message_count if info else count
@@ -421,6 +436,65 @@ def run_react(limit: int, tmp: Path, log: Callable[[str], None]) -> dict[int, di
     finally:
         conn.close()
     return results
+
+
+FLOOR_TURNS = 200
+
+
+def run_floor(saver_kind: str, tmp: Path, log: Callable[[str], None]) -> dict[str, float]:
+    """LangGraph's own per-turn cost for the same turn shape, without any history.
+
+    ``create_react_agent`` (model node + ``ToolNode``) with the same scripted model
+    and the real tools, each turn on a fresh thread, so nothing grows: what is left
+    is LangGraph's per-step machinery and checkpoint writes (``memory``:
+    ``InMemorySaver``; ``sqlite``: ``SqliteSaver`` on a file).
+    """
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.prebuilt import create_react_agent
+
+    from agentgraph.runctx import RunContext
+    from agentgraph.tools import build_tools
+
+    home = tmp / f"floor-{saver_kind}"
+    ws = home / "ws"
+    ws.mkdir(parents=True)
+    files = make_workspace(ws)
+    settings = _settings(home, 16_000)
+    conn = connect_sqlite(home / "floor.db")
+    saver: Any = SqliteSaver(conn) if saver_kind == "sqlite" else InMemorySaver()
+    prompts = BenchModel(seed=SEED + 1, files=files)
+    app = create_react_agent(
+        BenchModel(files=files),
+        build_tools(settings),
+        checkpointer=saver,
+        context_schema=RunContext,
+    )
+    cpu: list[float] = []
+    steps = 0
+    try:
+        for turn in range(FLOOR_TURNS):
+            config = {"configurable": {"thread_id": f"floor-{turn}"}, "recursion_limit": 100}
+            text = prompts.text(prompts._rng.randint(50, 600))
+            start = time.process_time()
+            out = app.invoke(
+                {"messages": [HumanMessage(text)]},
+                config,
+                context=RunContext(workspace_path=str(ws)),
+            )
+            cpu.append(time.process_time() - start)
+            steps += sum(isinstance(m, AIMessage) for m in out["messages"]) * 2 - 1
+    finally:
+        conn.close()
+    ordered = sorted(cpu)
+    result = {
+        "turns": len(cpu),
+        "steps_per_turn": steps / len(cpu),
+        "cpu_median_ms": statistics.median(ordered) * 1000,
+        "cpu_p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+    }
+    log(f"floor {saver_kind}: {result}")
+    return result
 
 
 def run_postgres(
@@ -550,6 +624,45 @@ def report(runs: dict[str, dict[int, dict[str, Any]]], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+class ThreadsProfiler:
+    """cProfile of the calling thread and of every thread started while enabled.
+
+    LangGraph runs the nodes in worker threads that a profile of the main thread
+    alone shows only as waiting on a lock. Times are each thread's CPU time
+    (``time.thread_time``): waiting for a lock, a queue or the disk costs nothing.
+    """
+
+    def __init__(self) -> None:
+        self.main = cProfile.Profile(time.thread_time)
+        self.workers: list[cProfile.Profile] = []
+
+    def _start_in_thread(self, _frame: Any, _event: str, _arg: Any) -> None:
+        sys.setprofile(None)
+        profile = cProfile.Profile(time.thread_time)
+        self.workers.append(profile)
+        profile.enable()
+
+    def __enter__(self) -> ThreadsProfiler:
+        threading.setprofile(self._start_in_thread)
+        self.main.enable()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.main.disable()
+        threading.setprofile(None)  # type: ignore[arg-type]
+
+    def report(self) -> str:
+        """The top functions of all threads by cumulative and by own time."""
+        out = io.StringIO()
+        for key in ("cumulative", "tottime"):
+            out.write(f"\n=== all threads, sorted by {key} ===\n")
+            stats = pstats.Stats(self.main, stream=out)
+            for profile in self.workers:
+                stats.add(profile)
+            stats.sort_stats(key).print_stats(PROFILE_TOP)
+        return out.getvalue()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--messages", type=int, default=MARKS_MESSAGES[-1])
@@ -563,12 +676,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--window", type=int, default=16_000, help="context window of --quick (tokens)"
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="with --quick: cProfile the turns of the last latency window (top 40 functions)",
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="LangGraph's own per-turn CPU (create_react_agent, no history), no write",
+    )
     args = parser.parse_args(argv)
+    if args.floor:
+        with tempfile.TemporaryDirectory(prefix="agentgraph-floor-") as tmp:
+            for saver_kind in ("memory", "sqlite"):
+                run_floor(saver_kind, Path(tmp), print)
+        return 0
     if args.quick:
+        profiler = ThreadsProfiler() if args.profile else None
         with tempfile.TemporaryDirectory(prefix="agentgraph-storage-") as tmp:
-            quick = run_agent("agentgraph", args.window, args.messages, Path(tmp), print)
+            quick = run_agent(
+                "agentgraph", args.window, args.messages, Path(tmp), print, profiler=profiler
+            )
         name = f"agentgraph, {args.window // 1000}k window"
         print(report({name: quick}, "--quick (not written)"))
+        if profiler is not None:
+            print(profiler.report())
         return 0
     only = set(args.only or ("agentgraph", "delta", "react", "undo", "postgres"))
     runs: dict[str, dict[int, dict[str, Any]]] = {}

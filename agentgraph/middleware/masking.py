@@ -23,7 +23,9 @@ replace old tool outputs). Emits ``{"type": "masking", ...}`` when the boundary 
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -74,6 +76,10 @@ MASK_MIN_BATCH_FRACTION = 0.20
 # read_history call away; a summary is the last resort.
 MASK_HARD_MARGIN_FRACTION = 0.05
 MASK_HARD_MIN_BATCH_FRACTION = 0.05
+# Tool results whose placeholder (and masked copy) are remembered (they are in the
+# stored history anyway): every call replays the boundary over the whole view, and a
+# result's placeholder never changes.
+MASK_MEMO_MAX_ENTRIES = 1_024
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,9 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             budget trim, so the trim never cuts what masking already made small).
         threshold: Share of the usable budget that starts masking.
         emit: Told ``{"type": "masking", ...}`` when the boundary moves.
+        builds_view: Send the view of the history even when nothing is masked (the
+            ``view`` unit before this one is a ``passthrough``): one view build per
+            call instead of two.
     """
 
     def __init__(
@@ -117,9 +126,17 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         *,
         threshold: float = MASK_THRESHOLD_DEFAULT,
         emit: Emit = emit,
+        builds_view: bool = False,
     ) -> None:
         super().__init__()
         self.view = view
+        self.builds_view = builds_view
+        # id(result) -> (result, its content, its call, saving, placeholder, masked
+        # copy or None); the objects are held, so an id is never reused meanwhile.
+        self._memo: OrderedDict[int, tuple[Any, Any, Any, int, str, BaseMessage | None]] = (
+            OrderedDict()
+        )
+        self._memo_lock = threading.Lock()  # subagents call models in other threads
         self.counter = view.counter
         self.budget = view.budget
         self.threshold = threshold
@@ -142,7 +159,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         self, messages: Sequence[BaseMessage]
     ) -> tuple[list[int], list[int], dict[int, str]]:
         """Per message: its tokens and what masking it saves; the placeholders."""
-        calls: dict[str, dict[str, Any]] = {}
+        calls: dict[str, Any] = {}
         sizes: list[int] = []
         saves: list[int] = []
         texts: dict[int, str] = {}
@@ -153,19 +170,53 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             if isinstance(msg, AIMessage):
                 for call in msg.tool_calls:
                     if call.get("id"):
-                        calls[str(call["id"])] = dict(call)
+                        calls[str(call["id"])] = call
             elif (
                 isinstance(msg, ToolMessage)
                 and size >= MASK_MIN_OUTPUT_TOKENS
                 and msg.name not in MASK_EXEMPT_TOOLS
             ):
-                text = placeholder(msg, calls.get(msg.tool_call_id), size)
-                masked = msg.model_copy(update={"content": text})
-                save = max(size - self.counter.count_message(masked), 0)
+                save, text = self._saving(msg, calls.get(msg.tool_call_id), size)
                 if save > 0:
                     texts[i] = text
             saves.append(save)
         return sizes, saves, texts
+
+    def _saving(self, msg: ToolMessage, call: Any, size: int) -> tuple[int, str]:
+        """What masking ``msg`` saves and its placeholder (remembered per result)."""
+        with self._memo_lock:
+            entry = self._memo.get(id(msg))
+        if entry is not None and entry[0] is msg and entry[1] is msg.content and entry[2] is call:
+            return entry[3], entry[4]
+        text = placeholder(msg, dict(call) if call is not None else None, size)
+        masked = msg.model_copy(update={"content": text})
+        save = max(size - self.counter.count_message(masked), 0)
+        with self._memo_lock:
+            self._memo[id(msg)] = (msg, msg.content, call, save, text, None)
+            while len(self._memo) > MASK_MEMO_MAX_ENTRIES:
+                self._memo.popitem(last=False)
+        return save, text
+
+    def _masked_copy(self, msg: BaseMessage, text: str) -> BaseMessage:
+        """``msg`` with ``text`` as its content, marked masked (the same copy each call)."""
+        with self._memo_lock:
+            entry = self._memo.get(id(msg))
+        known = (
+            entry is not None and entry[0] is msg and entry[1] is msg.content and entry[4] == text
+        )
+        if entry is not None and known and entry[5] is not None:
+            return entry[5]
+        copy = msg.model_copy(
+            update={
+                "content": text,
+                "additional_kwargs": {**msg.additional_kwargs, MASKED_KEY: True},
+            }
+        )
+        if entry is not None and known:
+            with self._memo_lock:
+                if id(msg) in self._memo:
+                    self._memo[id(msg)] = (*entry[:5], copy)
+        return copy
 
     @staticmethod
     def _kept_start(
@@ -242,12 +293,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         for i, msg in enumerate(messages):
             text = masked.get(i)
             if text is not None:
-                msg = msg.model_copy(
-                    update={
-                        "content": text,
-                        "additional_kwargs": {**msg.additional_kwargs, MASKED_KEY: True},
-                    }
-                )
+                msg = self._masked_copy(msg, text)
             out.append(msg)
         if plan.event:
             out = self._restate_usage(out, plan.tokens_before - plan.tokens_after)
@@ -288,7 +334,9 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 }
             )
         if not plan.masked:
-            return request
+            if not self.builds_view:
+                return request
+            masked = recent
         view = self.view.build(masked, request.system_message, request.tools)
         return request.override(messages=view.messages)  # type: ignore[arg-type]
 

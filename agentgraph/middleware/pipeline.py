@@ -166,11 +166,13 @@ class ContextPipeline:
 def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
     """The pipeline for agentgraph's graph (``deps`` supplies settings and strategies)."""
     settings = deps.settings
+    # Masking (right after the view) builds the view itself, from the masked history.
     view = PromptViewMiddleware(
         deps.counter,
         deps.budget,
         keep_recent=settings.max_message_history,
         validate=settings.debug,
+        passthrough=True,
     )
     return ContextPipeline(
         view=view,
@@ -186,7 +188,9 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
             RetryPolicy(max_retries=settings.provider_max_retries), sleep=deps.sleep, emit=emit
         ),
         text_calls=TextToolCallsMiddleware(emit=emit) if settings.text_tool_calls else None,
-        masking=ObservationMaskingMiddleware(view, threshold=settings.mask_threshold, emit=emit),
+        masking=ObservationMaskingMiddleware(
+            view, threshold=settings.mask_threshold, emit=emit, builds_view=True
+        ),
         caching=PromptCachingMiddleware(),
     )
 

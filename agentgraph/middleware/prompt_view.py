@@ -69,6 +69,9 @@ class PromptViewMiddleware(AgentMiddleware):
         validate: Check every view against the provider invariants and raise
             ``AssertionError`` on a violation (a bug in the view, never the provider's
             fault); for debugging.
+        passthrough: Hand the full history on unchanged: the next unit builds the
+            view (observation masking with ``builds_view``, which masks first; the
+            view it would build here would be thrown away whenever masking masks).
     """
 
     def __init__(
@@ -78,12 +81,14 @@ class PromptViewMiddleware(AgentMiddleware):
         *,
         keep_recent: int | None = None,
         validate: bool = False,
+        passthrough: bool = False,
     ) -> None:
         super().__init__()
         self.counter = counter
         self.budget = budget
         self.keep_recent = keep_recent
         self.validate = validate
+        self.passthrough = passthrough
 
     def fixed_tokens(self, system: SystemMessage | None, tools: Tools) -> int:
         """Tokens of the system prompt and tool schemas, sent with every call."""
@@ -125,6 +130,8 @@ class PromptViewMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse | AIMessage:
         """Send the view of ``request.messages`` instead of the full history."""
+        if self.passthrough:
+            return handler(request)
         view = self.build(request.messages, request.system_message, request.tools)
         return handler(request.override(messages=view.messages))  # type: ignore[arg-type]
 
@@ -134,5 +141,7 @@ class PromptViewMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse | AIMessage:
         """Async :meth:`wrap_model_call`."""
+        if self.passthrough:
+            return await handler(request)
         view = self.build(request.messages, request.system_message, request.tools)
         return await handler(request.override(messages=view.messages))  # type: ignore[arg-type]

@@ -47,6 +47,10 @@ SNAPSHOT_CACHE_MAX_ENTRIES = 4_096
 _SNAPSHOTS: dict[tuple[str, str, str, tuple[str, ...]], bool] = {}
 # Archive segments each kept snapshot names (checkpoints never change).
 _REFERENCES: dict[tuple[str, str, str], frozenset[str]] = {}
+# Decoded ``counters_since_delta_snapshot`` per checkpoint: a per-turn prune reads
+# the thread's ~200 rows, and only the few new ones need their metadata decoded.
+COUNTERS_CACHE_MAX_ENTRIES = 16_384
+_COUNTERS: dict[tuple[str, str, str], dict[str, Any]] = {}
 
 
 @dataclass
@@ -143,17 +147,10 @@ def _prune_namespace(
     if len(rows) <= keep_latest:
         return 0, 0, len(rows)
     parent: dict[str, str | None] = {}
-    children: dict[str, list[str]] = {}
     counters: dict[str, dict[str, Any]] = {}
     for cid, pid, meta in rows:
         parent[cid] = pid
-        if pid:
-            children.setdefault(pid, []).append(cid)
-        try:
-            loaded = json.loads(meta) if meta else {}
-        except (TypeError, ValueError):
-            loaded = {}
-        counters[cid] = (loaded or {}).get("counters_since_delta_snapshot") or {}
+        counters[cid] = _counters(thread_id, ns, cid, meta)
     ids = [r[0] for r in rows]
     keep: set[str] = set(ids[-keep_latest:]) if keep_latest > 0 else {ids[-1]}
 
@@ -221,6 +218,24 @@ def _prune_namespace(
     if doomed:
         _drop_unreferenced_segments(conn, serde, thread_id, ns, snapshots, delta_channels)
     return len(doomed), deleted_writes, len(needed)
+
+
+def _counters(thread_id: str, ns: str, cid: str, meta: Any) -> dict[str, Any]:
+    """A checkpoint's delta counters from its metadata, decoded once per checkpoint."""
+    key = (thread_id, ns, cid)
+    known = _COUNTERS.get(key)
+    if known is not None:
+        return known
+    try:
+        loaded = json.loads(meta) if meta else {}
+    except (TypeError, ValueError):
+        loaded = {}
+    found = (loaded if isinstance(loaded, dict) else {}).get("counters_since_delta_snapshot")
+    counters: dict[str, Any] = found if isinstance(found, dict) else {}
+    _COUNTERS[key] = counters
+    while len(_COUNTERS) > COUNTERS_CACHE_MAX_ENTRIES:
+        del _COUNTERS[next(iter(_COUNTERS))]
+    return counters
 
 
 def _raw(serde: SerializerProtocol) -> SerializerProtocol:
