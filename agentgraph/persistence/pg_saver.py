@@ -7,14 +7,25 @@ the last compaction boundary once, as segments in ``agentgraph_archive``, and th
 snapshot blob as a reference plus the live tail (``persistence/archive.py``).
 
 Segments are written before the checkpoint that first names them (separate pooled
-statements; PostgreSQL deletes segments only with their session, so a segment is
-never removed between the two), and deleting a thread deletes its segments.
+statements), and deleting a thread deletes its segments.
+
+:meth:`AgentPostgresSaver.prune_thread` prunes like the SQLite store: the same plan
+(``persistence/prune.py``: the latest checkpoints and their replay chains down to one
+snapshot), executed in one transaction that deletes the other checkpoints, their
+writes, the channel blobs no kept checkpoint names and the archive segments no kept
+snapshot names. It reads the thread's checkpoint rows without their values (one
+snapshot interval after the previous prune) and decodes a snapshot's reference only
+once per process. A prune and a snapshot's ``put`` exclude each other through an
+advisory lock on the thread (the ``put`` holds it shared from its segment check until
+its checkpoint is committed), so a prune never deletes a segment that a checkpoint
+being written is about to name; ordinary ``put`` calls add rows a prune never reads
+or deletes (a new checkpoint names the latest one's blobs or new ones).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import psycopg
@@ -28,10 +39,29 @@ from agentgraph.persistence.archive import (
     ArchivingSerde,
     MessageArchive,
     SegmentRow,
+    referenced_digests,
+)
+from agentgraph.persistence.prune import (
+    _REFERENCES,
+    DELTA_CHANNELS,
+    PRUNE_KEEP_LATEST_CHECKPOINTS,
+    SNAPSHOT_CACHE_MAX_ENTRIES,
+    plan_prune,
 )
 from agentgraph.private_api import DeltaSnapshot
 
 MESSAGES_CHANNEL = "messages"
+# Class of the two-key advisory locks between prunes and snapshot puts of a thread
+# (the second key is a hash of the thread id; leases use the one-key form).
+PRUNE_LOCK_CLASS = 0x61677072  # "agpr"
+
+# A checkpoint holds a snapshot of ``channel`` when its version has a stored blob,
+# the test LangGraph's own delta walk uses to end a chain.
+_SNAPSHOT_EXISTS = (
+    "EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id "
+    "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = %s "
+    "AND b.version = c.checkpoint -> 'channel_versions' ->> %s AND b.type <> 'empty')"
+)
 
 
 class AgentPostgresSaver(PostgresSaver):
@@ -82,29 +112,43 @@ class AgentPostgresSaver(PostgresSaver):
     ) -> RunnableConfig:
         """Store a checkpoint; a ``messages`` snapshot is stored archived."""
         snapshot = (checkpoint.get("channel_values") or {}).get(MESSAGES_CHANNEL)
-        if isinstance(snapshot, DeltaSnapshot):
-            thread_id = str(config["configurable"]["thread_id"])
-            checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
-            plan = self.archive.plan(thread_id, checkpoint_ns, snapshot.value)
-            if plan is not None:
+        if not isinstance(snapshot, DeltaSnapshot):
+            return super().put(config, checkpoint, metadata, new_versions)
+        thread_id = str(config["configurable"]["thread_id"])
+        checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
+        plan = self.archive.plan(thread_id, checkpoint_ns, snapshot.value)
+        if plan is None:
+            return super().put(config, checkpoint, metadata, new_versions)
+        with self._own_connection() as conn:
+            # Shared with other puts, exclusive with a prune of the thread: the
+            # segments found present stay until the checkpoint naming them commits.
+            conn.execute(
+                "SELECT pg_advisory_lock_shared(%s, hashtext(%s))", (PRUNE_LOCK_CLASS, thread_id)
+            )
+            try:
                 present = self._fetch_present(thread_id, checkpoint_ns, plan.digests)
                 rows = self.archive.rows_to_write(plan, present)
                 if rows:
-                    with self._own_connection() as conn, conn.cursor() as cur:
+                    with conn.cursor() as cur:
                         cur.executemany(
                             f"INSERT INTO {ARCHIVE_TABLE} (thread_id, checkpoint_ns, segment, "
                             "type, data, messages, raw_bytes) VALUES (%s, %s, %s, %s, %s, %s, %s) "
                             "ON CONFLICT DO NOTHING",
                             [r.row(thread_id, checkpoint_ns) for r in rows],
                         )
-                checkpoint = {
+                archived: Checkpoint = {
                     **checkpoint,
                     "channel_values": {
                         **checkpoint["channel_values"],
                         MESSAGES_CHANNEL: DeltaSnapshot(plan.reference),
                     },
                 }
-        return super().put(config, checkpoint, metadata, new_versions)
+                return super().put(config, archived, metadata, new_versions)
+            finally:
+                conn.execute(
+                    "SELECT pg_advisory_unlock_shared(%s, hashtext(%s))",
+                    (PRUNE_LOCK_CLASS, thread_id),
+                )
 
     def _fetch_present(self, thread_id: str, checkpoint_ns: str, digests: list[str]) -> set[str]:
         with self._own_connection() as conn, conn.cursor() as cur:
@@ -122,3 +166,152 @@ class AgentPostgresSaver(PostgresSaver):
         super().delete_thread(thread_id)
         with self._own_connection() as conn:
             conn.execute(f"DELETE FROM {ARCHIVE_TABLE} WHERE thread_id = %s", (str(thread_id),))
+
+    def prune_thread(
+        self,
+        thread_id: str,
+        *,
+        keep_latest: int = PRUNE_KEEP_LATEST_CHECKPOINTS,
+        delta_channels: Sequence[str] = DELTA_CHANNELS,
+    ) -> tuple[int, int, int] | None:
+        """Prune one thread's checkpoints in one transaction, as the SQLite store does.
+
+        Args:
+            thread_id: The thread.
+            keep_latest: Newest checkpoints kept per namespace.
+            delta_channels: Channels rebuilt from writes (their replay chains are kept).
+
+        Returns:
+            ``(checkpoints deleted, writes deleted, checkpoints kept)``, or None when
+            another process is pruning the thread or writing a snapshot of it (the
+            next prune catches up).
+        """
+        thread_id = str(thread_id)
+        guard = self.lock if not isinstance(self.conn, ConnectionPool) else nullcontext()
+        with guard, self._own_connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute(
+                "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
+                (PRUNE_LOCK_CLASS, thread_id),
+            )
+            if not _first(cur.fetchone()):
+                return None
+            cur.execute(
+                "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = %s",
+                (thread_id,),
+            )
+            namespaces = [str(_first(r)) for r in cur.fetchall()]
+            totals = (0, 0, 0)
+            for ns in namespaces:
+                done = self._prune_namespace(cur, thread_id, ns, keep_latest, delta_channels)
+                totals = (totals[0] + done[0], totals[1] + done[1], totals[2] + done[2])
+            return totals
+
+    def _prune_namespace(
+        self,
+        cur: psycopg.Cursor[Any],
+        thread_id: str,
+        ns: str,
+        keep_latest: int,
+        delta_channels: Sequence[str],
+    ) -> tuple[int, int, int]:
+        snapshot_test = " AND ".join(_SNAPSHOT_EXISTS for _ in delta_channels) or "FALSE"
+        cur.execute(
+            "SELECT c.checkpoint_id, c.parent_checkpoint_id, "
+            "c.metadata -> 'counters_since_delta_snapshot' AS counters, "
+            "c.checkpoint -> 'channel_versions' AS versions, "
+            f"{snapshot_test} AS snapshot "
+            "FROM checkpoints c WHERE c.thread_id = %s AND c.checkpoint_ns = %s "
+            "ORDER BY c.checkpoint_id",
+            [*(p for ch in delta_channels for p in (ch, ch)), thread_id, ns],
+        )
+        rows = [_values(r) for r in cur.fetchall()]
+        if len(rows) <= keep_latest:
+            return 0, 0, len(rows)
+        is_snapshot = {str(r[0]): bool(r[4]) for r in rows}
+        plan = plan_prune(
+            [(str(r[0]), r[1], r[2] if isinstance(r[2], dict) else {}) for r in rows],
+            keep_latest,
+            delta_channels,
+            is_snapshot.__getitem__,
+        )
+        if not plan.doomed:
+            return 0, 0, len(plan.needed)
+        cur.execute(
+            "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
+            "AND checkpoint_id = ANY(%s)",
+            (thread_id, ns, plan.doomed),
+            prepare=False,
+        )
+        deleted_writes = max(cur.rowcount, 0)
+        cur.execute(
+            "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
+            "AND checkpoint_id = ANY(%s)",
+            (thread_id, ns, plan.doomed),
+            prepare=False,
+        )
+        # Blobs only doomed checkpoints name (a kept or newer one names its own
+        # versions or the latest one's, never only a doomed one's).
+        versions = {str(r[0]): dict(r[3] or {}) for r in rows}
+        kept = {(ch, str(v)) for cid in plan.needed for ch, v in versions[cid].items()}
+        garbage: dict[str, list[str]] = {}
+        for cid in plan.doomed:
+            for ch, v in versions[cid].items():
+                if (ch, str(v)) not in kept:
+                    garbage.setdefault(ch, []).append(str(v))
+        for ch, vs in garbage.items():
+            cur.execute(
+                "DELETE FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = %s "
+                "AND channel = %s AND version = ANY(%s)",
+                (thread_id, ns, ch, sorted(set(vs))),
+                prepare=False,
+            )
+        referenced = self._referenced_segments(cur, thread_id, ns, plan.snapshots, versions)
+        cur.execute(
+            f"DELETE FROM {ARCHIVE_TABLE} WHERE thread_id = %s AND checkpoint_ns = %s "
+            "AND segment <> ALL(%s)",
+            (thread_id, ns, sorted(referenced)),
+            prepare=False,
+        )
+        return len(plan.doomed), deleted_writes, len(plan.needed)
+
+    def _referenced_segments(
+        self,
+        cur: psycopg.Cursor[Any],
+        thread_id: str,
+        ns: str,
+        snapshots: set[str],
+        versions: dict[str, dict[str, Any]],
+    ) -> set[str]:
+        """Segments the kept snapshots name (each snapshot decoded once per process)."""
+        referenced: set[str] = set()
+        for cid in snapshots:
+            key = (thread_id, ns, cid)
+            names = _REFERENCES.get(key)
+            if names is None:
+                version = versions[cid].get(MESSAGES_CHANNEL)
+                cur.execute(
+                    "SELECT type, blob FROM checkpoint_blobs WHERE thread_id = %s "
+                    "AND checkpoint_ns = %s AND channel = %s AND version = %s",
+                    (thread_id, ns, MESSAGES_CHANNEL, str(version)),
+                )
+                row = cur.fetchone()
+                value: Any = None
+                if row is not None:
+                    type_, blob = _values(row)
+                    if blob is not None:
+                        value = self._raw_serde.loads_typed((str(type_), bytes(blob)))
+                names = frozenset(referenced_digests(value))
+                _REFERENCES[key] = names
+                while len(_REFERENCES) > SNAPSHOT_CACHE_MAX_ENTRIES:
+                    del _REFERENCES[next(iter(_REFERENCES))]
+            referenced |= names
+        return referenced
+
+
+def _values(row: Any) -> list[Any]:
+    """A row's values in column order (dict rows from the pool, tuples otherwise)."""
+    return list(row.values()) if isinstance(row, dict) else list(row)
+
+
+def _first(row: Any) -> Any:
+    return _values(row)[0] if row is not None else None

@@ -28,7 +28,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,27 +131,71 @@ def prune_thread(
     return deleted_ckpts, deleted_writes, kept_total
 
 
-def _prune_namespace(
-    conn: sqlite3.Connection,
-    serde: SerializerProtocol,
-    thread_id: str,
-    ns: str,
+CheckpointRow = tuple[str, str | None, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    """What a prune keeps and deletes in one thread namespace."""
+
+    needed: set[str]
+    """Checkpoints kept: the latest ones and their replay chains."""
+    snapshots: set[str]
+    """Kept checkpoints that hold a full snapshot (chain ends)."""
+    doomed: list[str]
+    """Checkpoints to delete, with their writes, oldest first."""
+
+
+def _counters(thread_id: str, ns: str, cid: str, meta: Any) -> Mapping[str, Any]:
+    """A checkpoint's delta counters from its metadata, decoded once per checkpoint."""
+    key = (thread_id, ns, cid)
+    known = _COUNTERS.get(key)
+    if known is not None:
+        return known
+    try:
+        loaded = json.loads(meta) if meta else {}
+    except (TypeError, ValueError):
+        loaded = {}
+    found = (loaded if isinstance(loaded, dict) else {}).get("counters_since_delta_snapshot")
+    counters: dict[str, Any] = found if isinstance(found, dict) else {}
+    _COUNTERS[key] = counters
+    while len(_COUNTERS) > COUNTERS_CACHE_MAX_ENTRIES:
+        del _COUNTERS[next(iter(_COUNTERS))]
+    return counters
+
+
+def plan_prune(
+    rows: Sequence[CheckpointRow],
     keep_latest: int,
     delta_channels: Sequence[str],
-) -> tuple[int, int, int]:
-    rows = conn.execute(
-        "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
-        "WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id",
-        (thread_id, ns),
-    ).fetchall()
-    if len(rows) <= keep_latest:
-        return 0, 0, len(rows)
+    is_snapshot: Callable[[str], bool],
+) -> PrunePlan:
+    """Decide which checkpoints of one thread namespace a prune keeps (no I/O).
+
+    The latest ``keep_latest`` checkpoints newer than (or equal to) the latest one's
+    snapshot are kept, with every checkpoint their replay walks reach down to a
+    full snapshot. Both backends (SQLite here, PostgreSQL in ``pg_saver``) execute
+    this plan, so they keep the same checkpoints.
+
+    Args:
+        rows: ``(checkpoint_id, parent_checkpoint_id, counters_since_delta_snapshot)``
+            of every checkpoint of the namespace, oldest first.
+        keep_latest: Newest checkpoints kept (at least the latest one).
+        delta_channels: Channels rebuilt from writes.
+        is_snapshot: Whether a checkpoint stores a full value of every delta
+            channel; asked only when its counters and its parent's cannot tell.
+
+    Returns:
+        The kept checkpoints, the snapshots among them and the doomed ones.
+    """
     parent: dict[str, str | None] = {}
-    counters: dict[str, dict[str, Any]] = {}
-    for cid, pid, meta in rows:
+    counters: dict[str, Mapping[str, Any]] = {}
+    for cid, pid, counted in rows:
         parent[cid] = pid
-        counters[cid] = _counters(thread_id, ns, cid, meta)
+        counters[cid] = counted
     ids = [r[0] for r in rows]
+    if not ids:
+        return PrunePlan(set(), set(), [])
     keep: set[str] = set(ids[-keep_latest:]) if keep_latest > 0 else {ids[-1]}
 
     def has_all_snapshots(cid: str) -> bool:
@@ -159,25 +203,11 @@ def _prune_namespace(
         if any(ch in counters[cid] for ch in delta_channels):
             return False
         # ...and a reset right after a counted checkpoint is a snapshot: no need to
-        # decode it (that reads the whole transcript).
+        # ask (decoding reads the whole transcript).
         pid = parent.get(cid)
         if pid in counters and all(ch in counters[pid] for ch in delta_channels):
             return True
-        key = (thread_id, ns, cid, tuple(delta_channels))
-        known = _SNAPSHOTS.get(key)
-        if known is None:
-            # Decoding a snapshot reads the whole transcript: done once per checkpoint
-            # (checkpoints never change), not at every prune.
-            row = conn.execute(
-                "SELECT type, checkpoint FROM checkpoints "
-                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                (thread_id, ns, cid),
-            ).fetchone()
-            values = _raw(serde).loads_typed((row[0], row[1])).get("channel_values") or {}
-            known = _SNAPSHOTS[key] = all(ch in values for ch in delta_channels)
-            while len(_SNAPSHOTS) > SNAPSHOT_CACHE_MAX_ENTRIES:
-                del _SNAPSHOTS[next(iter(_SNAPSHOTS))]
-        return known
+        return is_snapshot(cid)
 
     # Checkpoints older than the latest one's snapshot would keep the previous
     # snapshot (a second copy of the transcript) alive: only the newer ones stay.
@@ -200,7 +230,49 @@ def _prune_namespace(
                 snapshots.add(node)
                 break
             node = parent[node]
-    doomed = [cid for cid in ids if cid not in needed]
+    return PrunePlan(needed, snapshots, [cid for cid in ids if cid not in needed])
+
+
+def _prune_namespace(
+    conn: sqlite3.Connection,
+    serde: SerializerProtocol,
+    thread_id: str,
+    ns: str,
+    keep_latest: int,
+    delta_channels: Sequence[str],
+) -> tuple[int, int, int]:
+    rows = conn.execute(
+        "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id",
+        (thread_id, ns),
+    ).fetchall()
+    if len(rows) <= keep_latest:
+        return 0, 0, len(rows)
+
+    def decoded_snapshot(cid: str) -> bool:
+        key = (thread_id, ns, cid, tuple(delta_channels))
+        known = _SNAPSHOTS.get(key)
+        if known is None:
+            # Decoding a snapshot reads the whole transcript: done once per checkpoint
+            # (checkpoints never change), not at every prune.
+            row = conn.execute(
+                "SELECT type, checkpoint FROM checkpoints "
+                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                (thread_id, ns, cid),
+            ).fetchone()
+            values = _raw(serde).loads_typed((row[0], row[1])).get("channel_values") or {}
+            known = _SNAPSHOTS[key] = all(ch in values for ch in delta_channels)
+            while len(_SNAPSHOTS) > SNAPSHOT_CACHE_MAX_ENTRIES:
+                del _SNAPSHOTS[next(iter(_SNAPSHOTS))]
+        return known
+
+    plan = plan_prune(
+        [(cid, pid, _counters(thread_id, ns, cid, meta)) for cid, pid, meta in rows],
+        keep_latest,
+        delta_channels,
+        decoded_snapshot,
+    )
+    needed, snapshots, doomed = plan.needed, plan.snapshots, plan.doomed
     deleted_writes = 0
     for batch in _batched(doomed):
         marks = ",".join("?" for _ in batch)
@@ -218,24 +290,6 @@ def _prune_namespace(
     if doomed:
         _drop_unreferenced_segments(conn, serde, thread_id, ns, snapshots, delta_channels)
     return len(doomed), deleted_writes, len(needed)
-
-
-def _counters(thread_id: str, ns: str, cid: str, meta: Any) -> dict[str, Any]:
-    """A checkpoint's delta counters from its metadata, decoded once per checkpoint."""
-    key = (thread_id, ns, cid)
-    known = _COUNTERS.get(key)
-    if known is not None:
-        return known
-    try:
-        loaded = json.loads(meta) if meta else {}
-    except (TypeError, ValueError):
-        loaded = {}
-    found = (loaded if isinstance(loaded, dict) else {}).get("counters_since_delta_snapshot")
-    counters: dict[str, Any] = found if isinstance(found, dict) else {}
-    _COUNTERS[key] = counters
-    while len(_COUNTERS) > COUNTERS_CACHE_MAX_ENTRIES:
-        del _COUNTERS[next(iter(_COUNTERS))]
-    return counters
 
 
 def _raw(serde: SerializerProtocol) -> SerializerProtocol:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.store.base import BaseStore
 
+    from agentgraph.persistence.pg_saver import AgentPostgresSaver
     from agentgraph.persistence.saver import AgentSqliteSaver
     from agentgraph.recall.search import HistoryIndex
 
@@ -78,6 +79,14 @@ class Store:
         saver = self.checkpointer
         return saver if isinstance(saver, AgentSqliteSaver) else None
 
+    def _postgres_saver(self) -> AgentPostgresSaver | None:
+        if self.path is not None:
+            return None  # the SQLite store: psycopg is not even imported
+        from agentgraph.persistence.pg_saver import AgentPostgresSaver
+
+        saver = self.checkpointer
+        return saver if isinstance(saver, AgentPostgresSaver) else None
+
     @property
     def prunable(self) -> bool:
         """Whether this store supports :meth:`prune` (the SQLite store)."""
@@ -117,12 +126,18 @@ class Store:
         The prune reads only this thread's rows, which earlier prunes keep to about
         one snapshot interval, so its cost does not grow with the session.
         """
-        saver = self._sqlite_saver()
-        if saver is None:
-            return
         count = self._turns.get(thread_id, 0) + 1
         self._turns[thread_id] = count
-        if count % PRUNE_EVERY_TURNS == 0:
+        if count % PRUNE_EVERY_TURNS != 0:
+            return
+        pg_saver = self._postgres_saver()
+        if pg_saver is not None:
+            # The same plan in one transaction; a thread another process is pruning
+            # or snapshotting is left for the next prune.
+            pg_saver.prune_thread(thread_id, keep_latest=self.keep_latest)
+            return
+        saver = self._sqlite_saver()
+        if saver is not None:
             # Busy (another process writes): skipped, the next prune catches up.
             with contextlib.suppress(sqlite3.OperationalError):
                 deleted, _writes, _kept = prune_thread(

@@ -5,7 +5,9 @@ and move the kept tail after it) are written through a graph whose ``messages`` 
 ``DeltaChannel``; pruning runs at random points. Before and after every prune, the
 latest state read back by a fresh saver (another process's view) equals
 ``add_messages`` folded over the writes, and so does the exported transcript; the
-session then continues from the pruned store. Same on PostgreSQL (no pruning there).
+session then continues from the pruned store. Same on PostgreSQL, whose prune must
+also leave nothing the kept checkpoints do not need: one ``messages`` snapshot, no
+blob, write or archive segment that no kept checkpoint names.
 
 Snapshots after a compaction store the history before the boundary as archived
 segments (``persistence/archive.py``): the fresh savers join them back, pruning keeps
@@ -27,7 +29,7 @@ from langgraph.graph.message import add_messages
 
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
-from agentgraph.persistence.archive import ARCHIVE_TABLE
+from agentgraph.persistence.archive import ARCHIVE_TABLE, referenced_digests
 from agentgraph.persistence.index import SessionInfo
 from agentgraph.persistence.pg_saver import AgentPostgresSaver
 from agentgraph.persistence.prune import prune_thread
@@ -146,12 +148,55 @@ def test_sqlite_state_and_export_survive_pruning(
         assert saver.conn.execute(count, (thread,)).fetchone()[0] == 0
 
 
+def _pg_rows(saver: AgentPostgresSaver, sql: str, thread: str) -> list[dict[str, Any]]:
+    with saver.conn.connection() as conn:  # type: ignore[union-attr]
+        return list(conn.execute(sql, (thread,)).fetchall())
+
+
+def _pg_only_needed_left(saver: AgentPostgresSaver, thread: str, keep: int) -> None:
+    """After a prune: one transcript snapshot and nothing no kept checkpoint names."""
+    kept = _pg_rows(saver, "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s", thread)
+    named = {
+        (r["channel"], r["version"])
+        for r in _pg_rows(
+            saver,
+            "SELECT v.key AS channel, v.value AS version FROM checkpoints c, "
+            "jsonb_each_text(c.checkpoint -> 'channel_versions') v WHERE c.thread_id = %s",
+            thread,
+        )
+    }
+    blobs = _pg_rows(
+        saver,
+        "SELECT channel, version, type, blob FROM checkpoint_blobs WHERE thread_id = %s",
+        thread,
+    )
+    assert {(b["channel"], b["version"]) for b in blobs} <= named
+    snapshots = [b for b in blobs if b["channel"] == "messages"]
+    # The latest ``keep`` checkpoints stay whole, even across a snapshot.
+    assert len(snapshots) <= 1 or len(kept) <= keep
+    orphans = _pg_rows(
+        saver,
+        "SELECT w.checkpoint_id FROM checkpoint_writes w WHERE w.thread_id = %s AND NOT EXISTS "
+        "(SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id "
+        "AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)",
+        thread,
+    )
+    assert orphans == []
+    referenced = {
+        digest
+        for b in snapshots
+        for digest in referenced_digests(saver._raw_serde.loads_typed((b["type"], b["blob"])))
+    }
+    stored = _pg_rows(saver, f"SELECT segment FROM {ARCHIVE_TABLE} WHERE thread_id = %s", thread)
+    assert {r["segment"] for r in stored} == referenced
+
+
 @pytest.mark.postgres
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(sessions())
-def test_postgres_state_and_export_equal_memory(
+def test_postgres_state_and_export_survive_pruning(
     postgres_url: str, make_settings: Callable[..., Settings], ops: list[Op]
 ) -> None:
     with open_store(make_settings(AGENTGRAPH_DATABASE_URL=postgres_url)) as store:
@@ -159,12 +204,15 @@ def test_postgres_state_and_export_equal_memory(
         assert isinstance(saver, AgentPostgresSaver)
         thread = uuid.uuid4().hex
 
-        def reread(_keep: int, writes: list[list[BaseMessage]]) -> None:
-            # Another process (no remembered segment) sees the same.
+        def prune(keep: int, writes: list[list[BaseMessage]]) -> None:
+            # Another process (no remembered segment) sees the same before and after.
+            _check(_fold(writes), _latest(AgentPostgresSaver(saver.conn), thread))
+            assert saver.prune_thread(thread, keep_latest=keep) is not None
+            _pg_only_needed_left(saver, thread, keep)
             _check(_fold(writes), _latest(AgentPostgresSaver(saver.conn), thread))
 
-        _replay(ops, saver, thread, reread)
-        reread(0, [list(v) for k, v in ops if k == "write"])
+        _replay(ops, saver, thread, prune)
+        prune(1, [list(v) for k, v in ops if k == "write"])
         store.delete_thread(thread)
         with saver.conn.connection() as conn:
             left = conn.execute(
