@@ -18,11 +18,10 @@ Environment:
 - OS: {os}
 
 Rules:
-- File tools are confined to the workspace. Read before you edit; edit_file needs an exact, \
-unique old_string.
-- Large tool outputs are truncated with a marker that names a file holding the full output; \
-page through it with read_file(path, offset, limit) instead of re-running the command.
-- Keep a todo list with todo_write for multi-step tasks and update it as you go.
+- File tools are confined to the workspace. Read before you edit.
+- A truncated tool output names a file holding all of it: page through it with \
+read_file(path, offset, limit) instead of re-running the command.
+- Keep a todo list with todo_write for multi-step tasks.
 - Nothing of this session is lost when older messages leave your view: search_history(query) \
 searches the whole transcript and read_history(ref) shows a message in full.
 {extra}"""

@@ -347,10 +347,10 @@ def make_load_skill_tool(catalog: CatalogProvider, tool_names: Sequence[str]) ->
 
     @tool(LOAD_SKILL_TOOL, parse_docstring=True)
     def load_skill(name: str, runtime: ToolRuntime[RunContext, Any]) -> Command[Any] | str:
-        """Load a skill's instructions (listed under Skills in the system prompt).
+        """Load a skill's instructions.
 
         Args:
-            name: The skill id, e.g. python-tests.
+            name: A skill id listed under Skills.
         """
         state: Mapping[str, Any] = runtime.state if isinstance(runtime.state, Mapping) else {}
         found = catalog(context_of(runtime).workspace_path)

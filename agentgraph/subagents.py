@@ -432,16 +432,14 @@ def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
         max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
         exclude_tools: list[str] | None = None,
     ) -> ToolMessage:
-        """Delegate a self-contained subtask to a helper agent with a fresh, empty context.
+        """Delegate a subtask to a helper agent with your tools but an empty context.
 
-        It has your tools and workspace but not this conversation, so say everything it
-        needs. You get back JSON {ok, result, context_id, loops}. Calls in the same
-        response run in parallel.
+        Returns JSON {ok, result, context_id, loops}; calls in one response run in parallel.
 
         Args:
-            task: The complete instructions for the subtask, including what to report.
-            max_loops: The most model calls the helper may make.
-            exclude_tools: Tool names the helper may not use.
+            task: Complete instructions, including what to report.
+            max_loops: Most model calls it may make.
+            exclude_tools: Tools it may not use.
         """
         state: Mapping[str, Any] = runtime.state if isinstance(runtime.state, Mapping) else {}
         writer = runtime.stream_writer

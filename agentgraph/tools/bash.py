@@ -473,16 +473,13 @@ def make_bash_tool(
     def run_bash(
         command: str, runtime: ToolRuntime[RunContext, Any], timeout_s: int | None = None
     ) -> str:
-        """Run a bash command in the workspace directory and return its output.
+        """Run a bash command in the workspace: stdout+stderr, then the exit code.
 
-        stdout and stderr are merged; stdin is closed, so interactive prompts
-        fail. The last line gives the exit code. Very long output keeps its
-        beginning and end. Background processes are killed when the command
-        finishes.
+        No stdin; background processes are killed at the end.
 
         Args:
-            command: The bash command line.
-            timeout_s: Seconds before the command is killed (at most 600).
+            command: The command line.
+            timeout_s: Seconds before it is killed (max 600).
         """
         workspace = workspace_root(workspace_from_runtime(runtime))
         if not command.strip():
@@ -502,11 +499,10 @@ def make_bash_tool(
         result = run_command(command, cwd=workspace, env=env, timeout_s=timeout, sandbox=launcher)
         return format_bash_result(result)
 
-    run_bash.description += f" Default timeout: {default_timeout_s}s."
+    run_bash.description += f" Timeout {default_timeout_s}s."
     if plan.bwrap is not None:
-        run_bash.description += (
-            " Runs in a sandbox: only the workspace and /tmp (private, emptied after "
-            "each command) are writable" + ("." if plan.network else "; no network access.")
+        run_bash.description += " Sandboxed: only the workspace and a private /tmp are writable" + (
+            "." if plan.network else "; no network."
         )
     return run_bash
 

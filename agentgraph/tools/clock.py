@@ -28,7 +28,7 @@ def make_clock_tool() -> BaseTool:
 
     @tool("now")
     def now() -> str:
-        """Get the current local date and time (ISO-8601, with timezone and weekday)."""
+        """Current local date and time (ISO-8601, weekday)."""
         return format_now(datetime.now().astimezone())
 
     return now

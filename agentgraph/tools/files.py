@@ -789,17 +789,14 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
         offset: int = 0,
         limit: int = READ_FILE_MAX_LINES,
     ) -> str:
-        """Read a UTF-8 text file, with line numbers like `cat -n`.
+        """Read a text file with line numbers; a note names the next offset.
 
-        Shows at most 2000 lines per call; long files end with a note saying
-        which offset to pass next. Lines over 2000 characters are cut. Binary
-        files are refused. Also reads saved full tool outputs by the absolute
-        path you were given.
+        Also reads a saved full tool output by its absolute path.
 
         Args:
-            path: File path, relative to the workspace (or absolute inside it).
-            offset: 0-based index of the first line to show.
-            limit: Number of lines to show (at most 2000).
+            path: Relative to the workspace, or absolute.
+            offset: First line, 0-based.
+            limit: Lines to show (max 2000).
         """
         workspace = workspace_from_runtime(runtime)
         try:
@@ -823,14 +820,11 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
 
     @tool("write_file", parse_docstring=True)
     def write_file_tool(path: str, content: str, runtime: ToolRuntime[RunContext, Any]) -> str:
-        """Create a file or overwrite it entirely with the given content.
-
-        Parent directories are created. Prefer edit_file for changing part of
-        an existing file.
+        """Create or overwrite a whole file (edit_file changes part of one).
 
         Args:
-            path: File path, relative to the workspace.
-            content: The complete new file content.
+            path: Relative to the workspace.
+            content: The whole new content.
         """
         workspace = workspace_from_runtime(runtime)
         before = _bytes_for_diff(workspace, path)
@@ -846,17 +840,13 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
         runtime: ToolRuntime[RunContext, Any],
         replace_all: bool = False,
     ) -> str:
-        """Replace exact text in a file.
-
-        old_string must match the file exactly (whitespace and indentation
-        included) and, unless replace_all is true, occur exactly once: include
-        enough surrounding lines to make it unique.
+        """Replace old_string, which must occur exactly once unless replace_all.
 
         Args:
-            path: File path, relative to the workspace.
-            old_string: The exact text to replace.
-            new_string: The text to put in its place.
-            replace_all: Replace every occurrence of old_string.
+            path: Relative to the workspace.
+            old_string: Exact text, whitespace included.
+            new_string: Replacement.
+            replace_all: Replace every occurrence.
         """
         workspace = workspace_from_runtime(runtime)
         before = _bytes_for_diff(workspace, path)
@@ -866,24 +856,20 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
 
     @tool("list_dir", parse_docstring=True)
     def list_dir_tool(runtime: ToolRuntime[RunContext, Any], path: str = ".") -> str:
-        """List a directory: subdirectories first, then files with their sizes.
+        """List a directory: subdirectories, then files with sizes.
 
         Args:
-            path: Directory path, relative to the workspace.
+            path: Relative to the workspace.
         """
         return list_directory(workspace_from_runtime(runtime), path)
 
     @tool("glob", parse_docstring=True)
     def glob_tool(pattern: str, runtime: ToolRuntime[RunContext, Any], path: str = ".") -> str:
-        """Find files by name pattern, most recently modified first.
-
-        `*` matches within one directory level, `**` across levels (use
-        `**/*.py` to search subdirectories), `{a,b}` alternatives, `[abc]`
-        character classes. Skips .git, node_modules, .venv and __pycache__.
+        """Find files by glob, newest first (`**` spans directories).
 
         Args:
-            pattern: Glob pattern relative to path, e.g. `src/**/*.{ts,tsx}`.
-            path: Directory to search, relative to the workspace.
+            pattern: E.g. `src/**/*.{ts,tsx}`.
+            path: Directory to search.
         """
         return glob_files(workspace_from_runtime(runtime), pattern, path)
 
@@ -895,18 +881,15 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
         glob: str | None = None,
         ignore_case: bool = False,
     ) -> str:
-        """Search file contents with a regular expression (RE2 syntax).
+        """Search file contents by regex (RE2: no lookaround or backreferences).
 
-        Prints `path:line: text` for each matching line (at most 200). Skips
-        binary files and .git, node_modules, .venv, __pycache__. Python regex
-        syntax without backreferences or lookahead/lookbehind. Gives up after
-        a time limit.
+        Prints `path:line: text`, at most 200 lines.
 
         Args:
-            pattern: Regular expression searched in each line.
-            path: File or directory to search, relative to the workspace.
-            glob: Only search files whose name matches this glob, e.g. `*.py`.
-            ignore_case: Match case-insensitively.
+            pattern: Regex matched per line.
+            path: File or directory to search.
+            glob: Only files matching this, e.g. `*.py`.
+            ignore_case: Case-insensitive.
         """
         return grep_files(workspace_from_runtime(runtime), pattern, path, glob, ignore_case)
 

@@ -52,16 +52,13 @@ def make_history_tools(index: Callable[[], HistoryIndex | None]) -> list[BaseToo
 
     @tool(SEARCH_HISTORY_TOOL, parse_docstring=True)
     def search_history(query: str, runtime: ToolRuntime, limit: int = SEARCH_LIMIT_DEFAULT) -> str:
-        """Search this session's whole transcript, including earlier messages and tool
-        outputs that were summarized or removed from your view.
+        """Search this session's whole transcript, masked and summarized parts too.
 
-        Returns the best matching messages, each as a reference like msg:42 with a
-        snippet; read one in full with read_history. Matching is by substring, any
-        language; quote a "multi word phrase" to find it whole.
+        Returns references like msg:42 with snippets (read_history shows one).
 
         Args:
-            query: Words or a "quoted phrase" to find.
-            limit: Most results to return (1-20).
+            query: Words (substrings) or a "quoted phrase".
+            limit: Most results (1-20).
         """
         try:
             result = search_transcript(
@@ -73,11 +70,10 @@ def make_history_tools(index: Callable[[], HistoryIndex | None]) -> list[BaseToo
 
     @tool(READ_HISTORY_TOOL, parse_docstring=True)
     def read_history(ref: str, runtime: ToolRuntime) -> str:
-        """Show one earlier message of this session in full, by its reference.
+        """Show an earlier message of this session in full.
 
         Args:
-            ref: A reference returned by search_history, like msg:42, or the
-                tool call id a masked output names.
+            ref: A search_history reference like msg:42, or a masked output's call id.
         """
         try:
             return read_message(_messages(runtime), ref)

@@ -48,11 +48,10 @@ def make_memory_tools(settings: Settings, redactor: Redactor) -> list[BaseTool]:
 
     @tool("memory_save", parse_docstring=True)
     def memory_save(content: str, runtime: ToolRuntime) -> str:
-        """Save a lasting fact for future sessions in this workspace: a user preference,
-        a project convention, a decision, where something is. Never save secrets.
+        """Save a lasting fact (preference, convention, decision) for later sessions.
 
         Args:
-            content: The fact, self-contained, at most 2000 characters.
+            content: Self-contained, at most 2000 characters; never a secret.
         """
         store, ns = scope(runtime)
         try:
@@ -66,11 +65,11 @@ def make_memory_tools(settings: Settings, redactor: Redactor) -> list[BaseTool]:
     def memory_search(
         query: str, runtime: ToolRuntime, limit: int = MEMORY_SEARCH_LIMIT_DEFAULT
     ) -> str:
-        """Search the long-term memories saved in earlier sessions for this workspace.
+        """Search the memories saved in earlier sessions.
 
         Args:
-            query: Words to find (substring match, any language).
-            limit: Most results to return (1-20).
+            query: Words (substrings).
+            limit: Most results (1-20).
         """
         store, ns = scope(runtime)
         try:
@@ -83,10 +82,10 @@ def make_memory_tools(settings: Settings, redactor: Redactor) -> list[BaseTool]:
 
     @tool("memory_delete", parse_docstring=True)
     def memory_delete(id: str, runtime: ToolRuntime) -> str:
-        """Delete a long-term memory that is wrong or outdated.
+        """Delete a wrong or outdated memory.
 
         Args:
-            id: The memory's id, as shown in brackets.
+            id: The id shown in brackets.
         """
         store, ns = scope(runtime)
         try:

@@ -24,12 +24,10 @@ _STATUS_MARKS = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]"}
 
 
 class TodoItem(BaseModel):
-    """One task as the model sends it."""
+    """One task."""
 
-    content: str = Field(description="What to do, as a short imperative sentence.")
-    status: Literal["pending", "in_progress", "done"] = Field(
-        description="pending, in_progress (at most one task) or done."
-    )
+    content: str = Field(description="Short imperative sentence.")
+    status: Literal["pending", "in_progress", "done"]
 
 
 def validate_todos(items: Sequence[TodoItem | Mapping[str, Any]]) -> list[Todo]:
@@ -110,13 +108,10 @@ def make_todo_tools() -> list[BaseTool]:
 
     @tool("todo_write", parse_docstring=True)
     def todo_write(todos: list[TodoItem], runtime: ToolRuntime[RunContext, Any]) -> Command[Any]:
-        """Replace the task list with this one (send the whole list every time).
-
-        Use it for work with several steps: add the steps as pending, mark one
-        in_progress when you start it and done as soon as it is finished.
+        """Replace the task list (send all of it); one task in_progress at a time.
 
         Args:
-            todos: The complete task list, in order.
+            todos: The whole list, in order.
         """
         validated = validate_todos(todos)
         message = ToolMessage(
@@ -128,7 +123,7 @@ def make_todo_tools() -> list[BaseTool]:
 
     @tool("todo_read")
     def todo_read(runtime: ToolRuntime[RunContext, Any]) -> str:
-        """Show the current task list with each task's status."""
+        """Show the task list."""
         state = runtime.state
         todos = state.get("todos") if isinstance(state, Mapping) else getattr(state, "todos", None)
         return format_todos(todos)
