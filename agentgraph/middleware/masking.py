@@ -49,6 +49,7 @@ __all__ = [
     "MASK_HARD_MIN_BATCH_FRACTION",
     "MASK_KEEP_RECENT_FRACTION",
     "MASK_KEEP_RECENT_TURNS",
+    "MASK_LOW_WATER_DEFAULT",
     "MASK_MIN_BATCH_FRACTION",
     "MASK_MIN_OUTPUT_TOKENS",
     "MASK_THRESHOLD_DEFAULT",
@@ -68,6 +69,11 @@ MASK_KEEP_RECENT_FRACTION = 0.15
 # The boundary moves only when the move frees at least this share of the budget:
 # fewer, larger batches keep the prefix stable for longer.
 MASK_MIN_BATCH_FRACTION = 0.20
+# Hysteresis: an event masks at least down to this share of the usable budget (more
+# than the newest turns when they alone would leave the prompt above it), so the next
+# event waits until the prompt climbs from here back to the masking threshold. Lower
+# means rarer, larger events; each event re-sends everything after the old boundary.
+MASK_LOW_WATER_DEFAULT = 0.40
 # Near the compaction threshold the batch rule gives way: rather than let the next
 # batch push the prompt into an LLM summary (paid, lossy, and a full cache miss),
 # every output but the newest turn's is masked once the prompt reaches
@@ -114,6 +120,8 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             rebuilds the view of the masked history (masking before the view's
             budget trim, so the trim never cuts what masking already made small).
         threshold: Share of the usable budget that starts masking.
+        low_water: Share of the usable budget an event masks down to, when it can
+            (at most ``threshold``).
         emit: Told ``{"type": "masking", ...}`` when the boundary moves.
         builds_view: Send the view of the history even when nothing is masked (the
             ``view`` unit before this one is a ``passthrough``): one view build per
@@ -125,6 +133,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         view: PromptViewMiddleware,
         *,
         threshold: float = MASK_THRESHOLD_DEFAULT,
+        low_water: float = MASK_LOW_WATER_DEFAULT,
         emit: Emit = emit,
         builds_view: bool = False,
     ) -> None:
@@ -140,12 +149,18 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         self.counter = view.counter
         self.budget = view.budget
         self.threshold = threshold
+        self.low_water = min(low_water, threshold)
         self.emit = emit
 
     @property
     def mask_at(self) -> int:
         """Prompt tokens at which masking starts."""
         return int(self.budget.usable * self.threshold)
+
+    @property
+    def low_at(self) -> int:
+        """Prompt tokens an event masks down to when it can."""
+        return int(self.budget.usable * self.low_water)
 
     @property
     def hard_at(self) -> int:
@@ -253,6 +268,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         min_batch = int(self.budget.usable * MASK_MIN_BATCH_FRACTION)
         hard_batch = int(self.budget.usable * MASK_HARD_MIN_BATCH_FRACTION)
         mask_at = self.mask_at
+        low_at = self.low_at
         hard_at = self.hard_at
         boundary = previous = 0
         for point in [*[t for t in turns if t > 0], len(messages)]:
@@ -261,10 +277,16 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             if tokens < mask_at:
                 continue
             start = self._kept_start(turns, point, cum_size, keep_tokens)
+            k = bisect_left(turns, point)
+            if k > 0:
+                # The first turn whose masking (with everything before it) brings the
+                # prompt to the low-water mark; the newest turn at the latest.
+                need = fixed + cum_size[point] - low_at
+                low = turns[min(bisect_left(turns, bisect_left(cum_save, need)), k - 1)]
+                start = max(start, low)
             if start > boundary and cum_save[start] - cum_save[boundary] >= min_batch:
                 boundary = start
             tokens = fixed + cum_size[point] - cum_save[boundary]
-            k = bisect_left(turns, point)
             if tokens >= hard_at and k > 0:
                 newest = turns[k - 1]  # the outputs the model has not answered yet stay
                 if newest > boundary and cum_save[newest] - cum_save[boundary] >= hard_batch:

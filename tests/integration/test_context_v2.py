@@ -15,6 +15,8 @@ import pytest
 
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
+from agentgraph.context.windows import budget_for
+from agentgraph.middleware.masking import MASK_LOW_WATER_DEFAULT, MASK_THRESHOLD_DEFAULT
 from agentgraph.persistence import open_store
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.long_task import (
@@ -161,3 +163,41 @@ def test_masking_past_its_threshold_does_not_summarize_and_keeps_the_prefix(
     assert "read_history(" in last
     assert max(server.token_estimate(r) for r in requests) <= MASK_WINDOW_TOKENS
     assert server.overflow_count == 0
+
+
+BATCH_WINDOW_TOKENS = 16_000
+BATCH_FILES = 16
+BATCH_FILE_LINES = 36
+# Project instructions that take about a quarter of the usable budget at 16k: the
+# fixed part of every prompt, so masking only the outputs older than the newest turns
+# kept verbatim would leave the prompt above the low-water mark.
+BATCH_INSTRUCTION_LINES = 150
+
+
+def test_masking_events_bring_the_prompt_down_to_the_low_water_mark(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    lines = (
+        f"- rule {n}: keep log lines as they are written."
+        for n in range(1, BATCH_INSTRUCTION_LINES + 1)
+    )
+    (workspace / "AGENTS.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    driver, events, server = _run(
+        make_settings,
+        workspace,
+        window=BATCH_WINDOW_TOKENS,
+        files=BATCH_FILES,
+        lines=BATCH_FILE_LINES,
+    )
+    budget = budget_for(make_settings(AGENTGRAPH_CONTEXT_WINDOW=str(BATCH_WINDOW_TOKENS)))
+    low_at = int(budget.usable * MASK_LOW_WATER_DEFAULT)
+    mask_at = int(budget.usable * MASK_THRESHOLD_DEFAULT)
+    maskings = [e for e in events if e["type"] == "masking"]
+    assert driver.step == BATCH_FILES + 2
+    assert driver.summary_calls == 0
+    assert len(maskings) >= 2, "the task passes the masking threshold more than once"
+    # Hysteresis: each event masks down to the low-water mark, well below the masking
+    # threshold (into the newest turns if need be), so the prompt climbs a whole band
+    # before the next event.
+    assert all(e["tokens_after"] <= low_at < mask_at for e in maskings)
+    assert set(_breaks(_main_requests(server))) <= {e["at_request"] for e in maskings}
