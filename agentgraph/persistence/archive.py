@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint
 
 from agentgraph.errors import StoreError
 from agentgraph.history import agentgraph_kind
@@ -389,6 +391,52 @@ class MessageArchive:
                     "channel_values": {k: self.resolve_in(v) for k, v in values.items()},
                 }
         return obj
+
+
+@dataclass(frozen=True)
+class ArchivedPut:
+    """What a saver writes for a checkpoint whose ``messages`` snapshot gets archived.
+
+    Attributes:
+        thread_id: The checkpoint's thread.
+        checkpoint_ns: Its namespace.
+        plan: The segments to store (``MessageArchive.rows_to_write``) and the reference.
+        checkpoint: The checkpoint with the reference in place of the message list.
+    """
+
+    thread_id: str
+    checkpoint_ns: str
+    plan: ArchivePlan
+    checkpoint: Checkpoint
+
+
+def archived_put(
+    archive: MessageArchive, config: RunnableConfig, checkpoint: Checkpoint, channel: str
+) -> ArchivedPut | None:
+    """The archived form of ``checkpoint``, or None when it is stored as it is.
+
+    Shared by the SQLite and PostgreSQL savers, which differ only in how they write the
+    segments and lock against a prune.
+
+    Args:
+        archive: The saver's archive.
+        config: The ``put`` config (thread id, namespace).
+        checkpoint: The checkpoint being stored.
+        channel: The delta channel whose snapshot is archived.
+    """
+    snapshot = (checkpoint.get("channel_values") or {}).get(channel)
+    if not isinstance(snapshot, DeltaSnapshot):
+        return None
+    thread_id = str(config["configurable"]["thread_id"])
+    checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
+    plan = archive.plan(thread_id, checkpoint_ns, snapshot.value)
+    if plan is None:
+        return None
+    archived: Checkpoint = {
+        **checkpoint,
+        "channel_values": {**checkpoint["channel_values"], channel: DeltaSnapshot(plan.reference)},
+    }
+    return ArchivedPut(thread_id, checkpoint_ns, plan, archived)
 
 
 def _is_entry(value: Any) -> bool:

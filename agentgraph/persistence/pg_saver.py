@@ -39,6 +39,7 @@ from agentgraph.persistence.archive import (
     ArchivingSerde,
     MessageArchive,
     SegmentRow,
+    archived_put,
     referenced_digests,
 )
 from agentgraph.persistence.prune import (
@@ -48,7 +49,6 @@ from agentgraph.persistence.prune import (
     SNAPSHOT_CACHE_MAX_ENTRIES,
     plan_prune,
 )
-from agentgraph.private_api import DeltaSnapshot
 
 MESSAGES_CHANNEL = "messages"
 # Class of the two-key advisory locks between prunes and snapshot puts of a thread
@@ -111,14 +111,10 @@ class AgentPostgresSaver(PostgresSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint; a ``messages`` snapshot is stored archived."""
-        snapshot = (checkpoint.get("channel_values") or {}).get(MESSAGES_CHANNEL)
-        if not isinstance(snapshot, DeltaSnapshot):
+        put = archived_put(self.archive, config, checkpoint, MESSAGES_CHANNEL)
+        if put is None:
             return super().put(config, checkpoint, metadata, new_versions)
-        thread_id = str(config["configurable"]["thread_id"])
-        checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
-        plan = self.archive.plan(thread_id, checkpoint_ns, snapshot.value)
-        if plan is None:
-            return super().put(config, checkpoint, metadata, new_versions)
+        thread_id, checkpoint_ns, plan = put.thread_id, put.checkpoint_ns, put.plan
         with self._own_connection() as conn:
             # Shared with other puts, exclusive with a prune of the thread: the
             # segments found present stay until the checkpoint naming them commits.
@@ -136,14 +132,7 @@ class AgentPostgresSaver(PostgresSaver):
                             "ON CONFLICT DO NOTHING",
                             [r.row(thread_id, checkpoint_ns) for r in rows],
                         )
-                archived: Checkpoint = {
-                    **checkpoint,
-                    "channel_values": {
-                        **checkpoint["channel_values"],
-                        MESSAGES_CHANNEL: DeltaSnapshot(plan.reference),
-                    },
-                }
-                return super().put(config, archived, metadata, new_versions)
+                return super().put(config, put.checkpoint, metadata, new_versions)
             finally:
                 conn.execute(
                     "SELECT pg_advisory_unlock_shared(%s, hashtext(%s))",

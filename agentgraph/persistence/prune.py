@@ -255,12 +255,7 @@ def _prune_namespace(
         if known is None:
             # Decoding a snapshot reads the whole transcript: done once per checkpoint
             # (checkpoints never change), not at every prune.
-            row = conn.execute(
-                "SELECT type, checkpoint FROM checkpoints "
-                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                (thread_id, ns, cid),
-            ).fetchone()
-            values = _raw(serde).loads_typed((row[0], row[1])).get("channel_values") or {}
+            values = _channel_values(conn, serde, thread_id, ns, cid)
             known = _SNAPSHOTS[key] = all(ch in values for ch in delta_channels)
             while len(_SNAPSHOTS) > SNAPSHOT_CACHE_MAX_ENTRIES:
                 del _SNAPSHOTS[next(iter(_SNAPSHOTS))]
@@ -290,6 +285,19 @@ def _prune_namespace(
     if doomed:
         _drop_unreferenced_segments(conn, serde, thread_id, ns, snapshots, delta_channels)
     return len(doomed), deleted_writes, len(needed)
+
+
+def _channel_values(
+    conn: sqlite3.Connection, serde: SerializerProtocol, thread_id: str, ns: str, cid: str
+) -> dict[str, Any]:
+    """The stored channel values of one checkpoint, archive references left unresolved."""
+    row = conn.execute(
+        "SELECT type, checkpoint FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+        (thread_id, ns, cid),
+    ).fetchone()
+    values: dict[str, Any] = _raw(serde).loads_typed((row[0], row[1])).get("channel_values") or {}
+    return values
 
 
 def _raw(serde: SerializerProtocol) -> SerializerProtocol:
@@ -328,12 +336,7 @@ def _drop_unreferenced_segments(
         key = (thread_id, ns, cid)
         names = _REFERENCES.get(key)
         if names is None:
-            row = conn.execute(
-                "SELECT type, checkpoint FROM checkpoints "
-                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                (thread_id, ns, cid),
-            ).fetchone()
-            values = _raw(serde).loads_typed((row[0], row[1])).get("channel_values") or {}
+            values = _channel_values(conn, serde, thread_id, ns, cid)
             names = frozenset(
                 digest for ch in delta_channels for digest in referenced_digests(values.get(ch))
             )

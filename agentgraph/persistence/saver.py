@@ -44,13 +44,13 @@ from agentgraph.persistence.archive import (
     ArchivingSerde,
     MessageArchive,
     SegmentRow,
+    archived_put,
     batched,
 )
 from agentgraph.persistence.delta import messages_delta_reducer
 from agentgraph.private_api import (
     DELTA_STAGE1_SQL,
     MISSING,
-    DeltaSnapshot,
     build_delta_channels_writes_history,
     build_delta_stage2_sql,
     sqlite_has_task_path,
@@ -164,21 +164,10 @@ class AgentSqliteSaver(SqliteSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint; a ``messages`` snapshot is stored archived."""
-        snapshot = (checkpoint.get("channel_values") or {}).get(MESSAGES_CHANNEL)
-        if not isinstance(snapshot, DeltaSnapshot):
+        put = archived_put(self.archive, config, checkpoint, MESSAGES_CHANNEL)
+        if put is None:
             return super().put(config, checkpoint, metadata, new_versions)
-        thread_id = str(config["configurable"]["thread_id"])
-        checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
-        plan = self.archive.plan(thread_id, checkpoint_ns, snapshot.value)
-        if plan is None:
-            return super().put(config, checkpoint, metadata, new_versions)
-        archived: Checkpoint = {
-            **checkpoint,
-            "channel_values": {
-                **checkpoint["channel_values"],
-                MESSAGES_CHANNEL: DeltaSnapshot(plan.reference),
-            },
-        }
+        thread_id, checkpoint_ns, plan = put.thread_id, put.checkpoint_ns, put.plan
         with self.lock:
             try:
                 with self.cursor(transaction=False) as cur:
@@ -190,7 +179,7 @@ class AgentSqliteSaver(SqliteSaver):
                         [r.row(thread_id, checkpoint_ns) for r in rows],
                     )
                 # Commits the segments with the checkpoint that names them.
-                return super().put(config, archived, metadata, new_versions)
+                return super().put(config, put.checkpoint, metadata, new_versions)
             except BaseException:
                 self.conn.rollback()
                 raise
