@@ -417,7 +417,9 @@ class Agent:
         snapshot = self.graph.get_state(self.config(thread_id))
         return list((snapshot.values or {}).get("messages") or [])
 
-    def _touch_index(self, thread_id: str, workspace: Path, text: str) -> SessionInfo:
+    def _touch_index(
+        self, thread_id: str, workspace: Path, text: str, *, message_count: int | None = None
+    ) -> SessionInfo:
         info = self.store.index.get(thread_id)
         if info is None:
             info = SessionInfo(
@@ -428,6 +430,8 @@ class Agent:
                 context_id=MAIN_CONTEXT_ID,
             )
         info.updated_at = time.time()
+        if message_count is not None:
+            info.message_count = message_count
         self.store.index.upsert(info)
         return info
 
@@ -593,8 +597,10 @@ class Agent:
         # just run, so the graph continues at the planner. A kill from here on loses
         # nothing; LangGraph's input checkpoint is written in the background instead.
         self.graph.update_state(self.config(thread_id), inputs, as_node="tools")
-        info = self._touch_index(thread_id, workspace, text)
-        self._recount(info)  # the stored prompt counts even if the model never answers
+        # The stored prompt counts even if the model never answers; one write of the
+        # row, so nothing else of the run's start waits on the store's write lock.
+        count = len(self.messages(thread_id))
+        info = self._touch_index(thread_id, workspace, text, message_count=count)
         self.sessions.snapshot(thread_id, workspace)
         for notice in notices:
             yield {"type": "notice", "text": notice}
