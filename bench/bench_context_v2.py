@@ -21,8 +21,9 @@ summarizer keeps only every other fact it sees (a lossy summary). Harnesses:
   calls, which still outgrow a 16k window on the long task).
 * ``lc-summary (same tools)`` / ``lc-edit+summary (same tools)``: the same two peers
   with agentgraph's prefix: its system prompt and its tool schemas, byte for byte as
-  agentgraph sends them (captured from one real agentgraph request); ``read_file`` and
-  ``write_file`` work, every other tool answers with an error. Prompt-token differences
+  agentgraph sends them (captured from one real agentgraph request); ``read_file``
+  answers with agentgraph's own rendering (numbered lines) and ``write_file`` works,
+  every other tool answers with an error. Prompt-token differences
   against these rows come from context management alone.
 * ``deepagents``: ``create_deep_agent`` with its own filesystem tools over the workspace
   (``FilesystemBackend(virtual_mode=True)``) and its own summarization defaults.
@@ -63,6 +64,7 @@ from langgraph.errors import GraphRecursionError
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
+from agentgraph.tools.files import read_text_file
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.long_task import (
     LANGCHAIN_SUMMARY_MARKER,
@@ -110,6 +112,9 @@ HISTORY_NOTE = (
 )
 
 SAME_TOOLS = " (same tools)"
+# Price of a cached input token relative to an uncached one: Anthropic's cache reads
+# and OpenAI's GPT-5 family (GPT-4.1: 0.25, GPT-4o: 0.5).
+CACHED_INPUT_RATE = 0.1
 # Which issue targets the run above meets; written from its numbers, kept across re-runs.
 TARGETS_NOTE = (
     "Targets (measured in the run above): 0 summaries under threshold, met; fewer sum"
@@ -171,18 +176,56 @@ def common_prefix(a: str, b: str) -> int:
     return lo
 
 
+def served_chars(requests: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Per request: characters a prefix cache would serve, and all its characters."""
+    sent: list[str] = []
+    out = []
+    for body in requests:
+        text = _request_text(body)
+        out.append((max((common_prefix(prev, text) for prev in sent), default=0), len(text)))
+        sent.append(text)
+    return out
+
+
 def cacheable_share(requests: list[dict[str, Any]]) -> float:
     """Share of prompt characters a prefix cache would serve over ``requests``."""
-    sent: list[str] = []
+    served = served_chars(requests)
+    total = sum(t for _, t in served)
+    return sum(s for s, _ in served) / total if total else 0.0
+
+
+def billed_input(requests: list[dict[str, Any]], tokens: list[int]) -> float:
+    """Prompt tokens as billed: cached ones at :data:`CACHED_INPUT_RATE` of the price."""
+    billed = 0.0
+    for (served, total), count in zip(served_chars(requests), tokens, strict=True):
+        share = served / total if total else 0.0
+        billed += count * (1 - share + CACHED_INPUT_RATE * share)
+    return billed
+
+
+def _request_text(body: dict[str, Any], messages: list[Any] | None = None) -> str:
+    """What a provider caches, in order: the tools, then the messages."""
+    chosen = body["messages"] if messages is None else messages
+    return json.dumps(body.get("tools"), sort_keys=True) + json.dumps(chosen, sort_keys=True)
+
+
+def cache_ceiling(requests: list[dict[str, Any]]) -> float:
+    """Share of prompt characters the best append-only history could have cached.
+
+    Per request, everything before its newest assistant message (the step that made
+    this call: that message and its tool results are new) was sent by the previous
+    request of an agent that never rewrites its history; the first request is all new.
+    No prefix cache serves more than this on a workload whose every step reads new
+    content, whatever its context management.
+    """
     total = served = 0
-    for body in requests:
-        # Providers cache tools first, then the messages in order.
-        text = json.dumps(body.get("tools"), sort_keys=True) + json.dumps(
-            body["messages"], sort_keys=True
-        )
-        served += max((common_prefix(prev, text) for prev in sent), default=0)
+    for i, body in enumerate(requests):
+        text = _request_text(body)
+        messages = body["messages"]
+        last = max((k for k, m in enumerate(messages) if m.get("role") == "assistant"), default=0)
+        ideal = len(_request_text(body, messages[:last])) - 1 if i and last else 0
+        served += min(max(ideal, 0), len(text))
         total += len(text)
-        sent.append(text)
     return served / total if total else 0.0
 
 
@@ -245,8 +288,22 @@ def agentgraph_prefix(tmp: Path) -> Prefix:
 
 
 def same_tools(ws: Path, prefix: Prefix) -> list[BaseTool]:
-    """agentgraph's tool schemas over ``workspace_tools``; the others answer an error."""
+    """agentgraph's tool schemas and its ``read_file`` output; the others answer an error.
+
+    ``read_file`` renders as agentgraph's does (numbered lines), so the tool results are
+    the same bytes and only context management differs.
+    """
     working = {t.name: t for t in workspace_tools(ws)}
+    root = ws.resolve()
+
+    def read_file(path: str) -> str:
+        """agentgraph's read_file rendering of a workspace file."""
+        target = (root / path).resolve()
+        if not target.is_relative_to(root):
+            raise ValueError(f"path outside the workspace: {path}")
+        return read_text_file(target, path)
+
+    working["read_file"] = StructuredTool.from_function(read_file, name="read_file")
     out: list[BaseTool] = []
     for schema in prefix.tools:
         fn = schema["function"]
@@ -380,6 +437,7 @@ def run(harness: str, load: Workload, tmp: Path, prefix: Prefix | None = None) -
         requests = server.requests
         markers = driver.summary_markers
         main = [r for r in requests if isinstance(r, dict) and not is_summary_request(r, markers)]
+        tokens = [server.token_estimate(r) for r in main]
         return {
             "harness": harness,
             "workload": load.name,
@@ -389,8 +447,10 @@ def run(harness: str, load: Workload, tmp: Path, prefix: Prefix | None = None) -
             # summarizer sends the whole part it replaces in one request).
             "compactions": driver.summary_calls if compactions is None else compactions,
             "maskings": maskings,
-            "prompt_tokens": sum(server.token_estimate(r) for r in main),
+            "prompt_tokens": sum(tokens),
+            "billed": billed_input(main, tokens),
             "cacheable": cacheable_share(main),
+            "ceiling": cache_ceiling(main),
             "facts": len(driver.answer_facts & set(facts.values())),
             "facts_total": len(facts),
             "invalid": len(server.violations),
@@ -418,7 +478,8 @@ def fmt_row(r: dict[str, Any]) -> str:
     return (
         f"| {r['workload']} | {r['harness']} | {r['calls']:.0f} | {r['compactions']:.0f} "
         f"| {r['summaries']:.0f} "
-        f"| {masked} | {r['prompt_tokens']:,.0f} | {r['cacheable']:.1%} "
+        f"| {masked} | {r['prompt_tokens']:,.0f} | {r['billed']:,.0f} | {r['cacheable']:.1%} "
+        f"| {r['ceiling']:.1%} "
         f"| {r['facts']:.0f}/{r['facts_total']:.0f} | {r['invalid']:.0f} "
         f"| {r['overflow_400']:.0f} | {end} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} |"
     )
@@ -444,6 +505,7 @@ def ratio_lines(rows: list[dict[str, Any]]) -> list[str]:
                 f"| {load} | {name} | {ag['compactions']:.0f} vs {peer['compactions']:.0f} "
                 f"| {ag['summaries']:.0f} vs {peer['summaries']:.0f} "
                 f"| {ratio(ag['prompt_tokens'], peer['prompt_tokens'])} "
+                f"| {ratio(ag['billed'], peer['billed'])} "
                 f"| {ag['facts']:.0f} vs {peer['facts']:.0f} |"
             )
     return lines
@@ -454,9 +516,12 @@ def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
     took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
     head = (
         "| workload | harness | calls | compactions | LLM summary calls | masking events "
-        "| prompt tokens "
-        "| cacheable | facts | invalid | overflow 400s | ended with | wall s | CPU s |\n"
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: "
+        "| prompt tokens | billed as "
+        "| cacheable | cache ceiling | facts | invalid | overflow 400s | ended with | wall s "
+        "| CPU s |\n"
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| --- "
+        "| ---: "
         "| ---: |"
     )
     text = [
@@ -481,12 +546,18 @@ def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
         "so clearing saves prompt tokens, not summaries); "
         "`… (same tools)` = the same LangChain peer with agentgraph's prefix: its system "
         "prompt and its 17 tool schemas byte for byte (captured from a real agentgraph "
-        "request; `read_file`/`write_file` work, the others answer an error), so against "
+        "request; `read_file` answers with agentgraph's own rendering, numbered lines, and "
+        "`write_file` works, the others answer an error), so against "
         "these rows prompt-token differences come from context management alone; "
         "`deepagents` = `create_deep_agent` with its filesystem tools on the workspace "
         "and its own summarization defaults. The peers get the window as the model "
         'profile\'s `max_input_tokens`. "cacheable" = share of prompt characters (tools, '
         "then messages) that are the longest prefix already sent in an earlier request; "
+        f'"billed as" = the prompt tokens with the cached ones at {CACHED_INPUT_RATE:.0%} of '
+        "the price (Anthropic's cache reads, OpenAI's GPT-5 family): what the input costs; "
+        '"cache ceiling" = the most any prefix cache could serve on that run\'s requests '
+        "if the history were never rewritten (everything before each request's newest step "
+        "cached): every step reads new content, so no harness can pass it; "
         '"compactions": agentgraph\'s compaction events (LLM summary calls count every '
         "request its summarizer makes); a peer's compaction is one summary call; "
         '"masking events" is agentgraph\'s own event (— for peers); "ended with": a real '
@@ -496,12 +567,11 @@ def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
         head,
         *(fmt_row(r) for r in rows),
         "",
-        "agentgraph against each peer (compactions, LLM summary calls, prompt-token ratio "
-        "agentgraph/peer, "
-        "facts answered):",
+        "agentgraph against each peer (compactions, LLM summary calls, prompt-token and "
+        "billed-input ratios agentgraph/peer, facts answered):",
         "",
-        "| workload | peer | compactions | summary calls | prompt tokens | facts |",
-        "| --- | --- | --- | --- | ---: | --- |",
+        "| workload | peer | compactions | summary calls | prompt tokens | billed as | facts |",
+        "| --- | --- | --- | --- | ---: | ---: | --- |",
         *ratio_lines(rows),
         "",
         TARGETS_NOTE,

@@ -130,11 +130,9 @@ def test_argument_validation_error_goes_back_without_echoing_arguments(tmp_path:
 # --------------------------------------------------------------------------- read_file
 
 
-def test_read_file_numbers_lines_like_cat_n(tmp_path: Path) -> None:
+def test_read_file_numbers_each_line(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("first\n\tsecond\r\nthird")
-    assert text(call(tmp_path, "read_file", path="a.py")) == (
-        "     1\tfirst\n     2\t\tsecond\n     3\tthird"
-    )
+    assert text(call(tmp_path, "read_file", path="a.py")) == "1\tfirst\n2\t\tsecond\n3\tthird"
 
 
 def test_read_file_pages_with_offset_and_limit(tmp_path: Path) -> None:
@@ -150,18 +148,18 @@ def test_read_file_pages_with_offset_and_limit(tmp_path: Path) -> None:
     )[0]
     lines = text(first).split("\n")
     assert len(lines) == READ_FILE_MAX_LINES + 1
-    assert lines[0] == "     1\tline 1"
-    assert lines[-2] == "  2000\tline 2000"
+    assert lines[0] == "1\tline 1"
+    assert lines[-2] == "2000\tline 2000"
     assert lines[-1] == (
         "[showing lines 1-2000 of 9000; call read_file with offset=2000 to continue]"
     )
     assert text(middle).split("\n") == [
-        "  4001\tline 4001",
-        "  4002\tline 4002",
-        "  4003\tline 4003",
+        "4001\tline 4001",
+        "4002\tline 4002",
+        "4003\tline 4003",
         "[showing lines 4001-4003 of 9000; call read_file with offset=4003 to continue]",
     ]
-    assert text(last) == "  9000\tline 9000\n[showing lines 9000-9000 of 9000; end of file]"
+    assert text(last) == "9000\tline 9000\n[showing lines 9000-9000 of 9000; end of file]"
     assert past.status == "error"
     assert "past the end" in text(past) and "9000 lines" in text(past)
 
@@ -175,7 +173,7 @@ def test_read_file_paging_without_a_final_newline(tmp_path: Path) -> None:
             ("read_file", {"path": "n.txt", "offset": 3}),
         ],
     )[0]
-    assert text(third) == "     3\tc\n[showing lines 3-3 of 3; end of file]"
+    assert text(third) == "3\tc\n[showing lines 3-3 of 3; end of file]"
     assert past.status == "error" and "3 lines" in text(past)
 
 
@@ -196,10 +194,10 @@ def test_read_file_caps_limit_and_rejects_bad_numbers(tmp_path: Path) -> None:
 def test_read_file_cuts_long_lines(tmp_path: Path) -> None:
     (tmp_path / "min.js").write_text("a" * 50_000 + "\nshort\n" + "é" * 3000 + "\n")
     lines = text(call(tmp_path, "read_file", path="min.js")).split("\n")
-    assert lines[0].startswith("     1\t" + "a" * READ_FILE_MAX_LINE_CHARS + " … [line cut")
+    assert lines[0].startswith("1\t" + "a" * READ_FILE_MAX_LINE_CHARS + " … [line cut")
     assert "50000 bytes in full" in lines[0]
-    assert lines[1] == "     2\tshort"
-    assert lines[2].startswith("     3\t" + "é" * READ_FILE_MAX_LINE_CHARS + " …")
+    assert lines[1] == "2\tshort"
+    assert lines[2].startswith("3\t" + "é" * READ_FILE_MAX_LINE_CHARS + " …")
     assert "6000 bytes in full" in lines[2]
 
 
@@ -226,7 +224,7 @@ def test_read_file_utf8_split_across_the_sniff_boundary_is_text(tmp_path: Path) 
     (tmp_path / "edge.txt").write_text(content)
     result = call(tmp_path, "read_file", path="edge.txt")
     assert result.status == "success"
-    assert text(result).endswith("    82\t" + "b" * 91 + "é")
+    assert text(result).endswith("82\t" + "b" * 91 + "é")
 
 
 def test_read_file_streams_a_huge_file(tmp_path: Path) -> None:
@@ -338,6 +336,24 @@ def test_edit_file_not_unique_not_found_and_replace_all(tmp_path: Path) -> None:
     )
     assert "replaced 3 occurrences" in text(result)
     assert (tmp_path / "m.py").read_text() == "y\ny\ny\n"
+
+
+def test_edit_file_names_line_numbers_copied_from_read_file(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("def f():\n    return 1\n")
+    numbered = text(call(tmp_path, "read_file", path="m.py"))
+    padded = "     1\tdef f():\n     2\t    return 1"  # cat -n's column, as models also write
+    results = invoke(
+        tmp_path,
+        [
+            ("edit_file", {"path": "m.py", "old_string": numbered, "new_string": "x"}),
+            ("edit_file", {"path": "m.py", "old_string": padded, "new_string": "x"}),
+            ("edit_file", {"path": "m.py", "old_string": "9\tnot there", "new_string": "x"}),
+        ],
+    )[0]
+    assert [r.status for r in results] == ["error", "error", "error"]
+    assert "line numbers" in text(results[0]) and "line numbers" in text(results[1])
+    assert "line numbers" not in text(results[2])  # stripped, it is still not in the file
+    assert (tmp_path / "m.py").read_text() == "def f():\n    return 1\n"
 
 
 def test_edit_file_matches_lf_text_in_a_crlf_file(tmp_path: Path) -> None:

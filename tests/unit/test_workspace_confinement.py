@@ -248,7 +248,7 @@ def test_artifacts_dir_is_readable_but_not_writable(tmp_path: Path) -> None:
         tools, workspace, calls, artifacts_dir=str(artifacts)
     )
     assert read_ok.status == "success"
-    assert "  2001\tout 2000" in str(read_ok.content)
+    assert "2001\tout 2000" in str(read_ok.content)
     assert "showing lines 2001-3000 of 3000" in str(read_ok.content)
     for refused in (read_relative, write, edit, grep):
         assert refused.status == "error", refused.content
