@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
+from tests.pty_helpers import PTY_COLUMNS, PTY_ROWS, pty_env  # noqa: E402
 
 RUNS_DEFAULT = 3
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -66,19 +67,9 @@ def one_run(servers: dict[str, Any]) -> tuple[float, float, float]:
             {"content": "bench turn done"},
         ]
         with FakeOpenAIServer(script, require_key=KEY) as server:
-            env = {
-                "PATH": os.environ.get("PATH", os.defpath),
-                "HOME": str(home),
-                "AGENTGRAPH_HOME": str(home / ".agentgraph"),
-                "LANG": "C.UTF-8",
-                "TERM": "xterm-256color",
-                "PROMPT_TOOLKIT_NO_CPR": "1",
-                "AGENTGRAPH_TITLES": "first_message",
-                "OPENAI_BASE_URL": server.url,
-                "OPENAI_API_KEY": KEY,
-                "AGENTGRAPH_MODEL": "gpt-4o-mini",
-                "AGENTGRAPH_MCP_TRUST_WORKSPACE": "true",
-            }
+            # The pty tests' environment (tests/cli_helpers.cli_env and the terminal
+            # keys), so the bench starts the REPL as they do.
+            env = pty_env(home, server.url, KEY, AGENTGRAPH_MCP_TRUST_WORKSPACE="true")
             start = time.perf_counter()
             child = pexpect.spawn(
                 sys.executable,
@@ -86,6 +77,8 @@ def one_run(servers: dict[str, Any]) -> tuple[float, float, float]:
                 cwd=str(ws),
                 env=env,
                 encoding="utf-8",
+                # The size cli_env's COLUMNS announces, so the REPL draws for the pty.
+                dimensions=(PTY_ROWS, PTY_COLUMNS),
                 timeout=PTY_TIMEOUT_S,
             )
             try:

@@ -37,6 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.cli_helpers import server_env  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 
 RUNS_DEFAULT = 7
@@ -59,19 +60,12 @@ FLOOR_IMPORTS = "import langchain_openai, langgraph.prebuilt"
 
 
 def _env(home: Path, url: str) -> dict[str, str]:
-    env = {
-        "PATH": os.environ.get("PATH", os.defpath),
-        "HOME": str(home),
-        "AGENTGRAPH_HOME": str(home / ".agentgraph"),
-        "LANG": "C.UTF-8",
-        "NO_COLOR": "1",
-        "OPENAI_BASE_URL": url,
-        "OPENAI_API_KEY": "sk-test-fake-key",
-        "AGENTGRAPH_MODEL": "gpt-4o-mini",
-        "AGENTGRAPH_PROVIDER_MAX_RETRIES": "0",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    return env
+    """The CLI tests' clean environment (``tests/cli_helpers``) on the fake server at ``url``.
+
+    ``PYTHONDONTWRITEBYTECODE``: so the ``--no-bytecode`` runs keep importing from source
+    (nothing is written into their empty ``pycache_prefix`` for the next run to read).
+    """
+    return server_env(home, url, "sk-test-fake-key", PYTHONDONTWRITEBYTECODE="1")
 
 
 def _cli(python_flags: Sequence[str]) -> list[str]:

@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -378,29 +378,58 @@ def run_agent(
     return results
 
 
-def run_react(limit: int, tmp: Path, log: Callable[[str], None]) -> dict[int, dict[str, Any]]:
-    """LangGraph's prebuilt agent: add_messages, whole list in every checkpoint."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
+class _ReactApp(NamedTuple):
+    """A prebuilt agent ready to drive, with what a turn needs besides it."""
+
+    app: Any
+    context: Any  # the RunContext of every turn (the generated workspace)
+    prompts: BenchModel  # user turns (its own seed, so the turns are the same per run)
+
+
+def _react_app(home: Path, window: int, saver: Any) -> _ReactApp:
+    """LangGraph's ``create_react_agent`` on a generated workspace under ``home``.
+
+    The same scripted model and real tools as agentgraph's runs, so only the graph
+    and the saver differ.
+
+    Args:
+        home: Directory of the run; the workspace is made in ``home / "ws"``.
+        window: Context window of the settings the tools are built from (tokens).
+        saver: The agent's checkpointer.
+
+    Returns:
+        The compiled agent, its run context and the user-turn generator.
+    """
     from langgraph.prebuilt import create_react_agent
 
     from agentgraph.runctx import RunContext
     from agentgraph.tools import build_tools
 
-    home = tmp / "react"
     ws = home / "ws"
     ws.mkdir(parents=True)
     files = make_workspace(ws)
-    settings = _settings(home, 128_000)
-    path = home / "react.db"
-    conn = connect_sqlite(path)
-    saver = SqliteSaver(conn)
-    prompts = BenchModel(seed=SEED + 1, files=files)
     app = create_react_agent(
         BenchModel(files=files),
-        build_tools(settings),
+        build_tools(_settings(home, window)),
         checkpointer=saver,
         context_schema=RunContext,
     )
+    return _ReactApp(
+        app=app,
+        context=RunContext(workspace_path=str(ws)),
+        prompts=BenchModel(seed=SEED + 1, files=files),
+    )
+
+
+def run_react(limit: int, tmp: Path, log: Callable[[str], None]) -> dict[int, dict[str, Any]]:
+    """LangGraph's prebuilt agent: add_messages, whole list in every checkpoint."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    home = tmp / "react"
+    home.mkdir(parents=True)  # the database file sits beside the workspace
+    path = home / "react.db"
+    conn = connect_sqlite(path)
+    app, context, prompts = _react_app(home, 128_000, SqliteSaver(conn))
     config = {"configurable": {"thread_id": THREAD}, "recursion_limit": 100}
     results: dict[int, dict[str, Any]] = {}
     times: list[tuple[int, float]] = []
@@ -413,7 +442,7 @@ def run_react(limit: int, tmp: Path, log: Callable[[str], None]) -> dict[int, di
             out = app.invoke(
                 {"messages": [HumanMessage(prompts.text(prompts._rng.randint(50, 600)))]},
                 config,
-                context=RunContext(workspace_path=str(ws)),
+                context=context,
             )
             cpu = time.process_time() - cpu_start
             times.append((len(out["messages"]), time.perf_counter() - start, cpu))
@@ -451,25 +480,12 @@ def run_floor(saver_kind: str, tmp: Path, log: Callable[[str], None]) -> dict[st
     """
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.checkpoint.sqlite import SqliteSaver
-    from langgraph.prebuilt import create_react_agent
-
-    from agentgraph.runctx import RunContext
-    from agentgraph.tools import build_tools
 
     home = tmp / f"floor-{saver_kind}"
-    ws = home / "ws"
-    ws.mkdir(parents=True)
-    files = make_workspace(ws)
-    settings = _settings(home, 16_000)
+    home.mkdir(parents=True)  # the database file sits beside the workspace
     conn = connect_sqlite(home / "floor.db")
     saver: Any = SqliteSaver(conn) if saver_kind == "sqlite" else InMemorySaver()
-    prompts = BenchModel(seed=SEED + 1, files=files)
-    app = create_react_agent(
-        BenchModel(files=files),
-        build_tools(settings),
-        checkpointer=saver,
-        context_schema=RunContext,
-    )
+    app, context, prompts = _react_app(home, 16_000, saver)
     cpu: list[float] = []
     steps = 0
     try:
@@ -477,11 +493,7 @@ def run_floor(saver_kind: str, tmp: Path, log: Callable[[str], None]) -> dict[st
             config = {"configurable": {"thread_id": f"floor-{turn}"}, "recursion_limit": 100}
             text = prompts.text(prompts._rng.randint(50, 600))
             start = time.process_time()
-            out = app.invoke(
-                {"messages": [HumanMessage(text)]},
-                config,
-                context=RunContext(workspace_path=str(ws)),
-            )
+            out = app.invoke({"messages": [HumanMessage(text)]}, config, context=context)
             cpu.append(time.process_time() - start)
             steps += sum(isinstance(m, AIMessage) for m in out["messages"]) * 2 - 1
     finally:

@@ -2,8 +2,9 @@
 
 Writes ``docs/pipeline.svg`` next to this script (no dependencies beyond Python).
 The order is that of ``ContextPipeline.middleware`` in ``agentgraph/middleware/
-pipeline.py`` (outermost first); ``tests/unit/test_middleware_pipeline.py`` checks that
-the committed SVG is what this script draws.
+pipeline.py`` (outermost first; masking builds the prompt view, so the two share a box);
+``tests/unit/test_middleware_pipeline.py`` checks that the committed SVG is what this
+script draws.
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ FONT = "font-family='DejaVu Sans, Arial, sans-serif'"
 # (title, module, hook, what it does); a unit still to come is drawn dashed.
 UNITS: list[tuple[str, str, str, str]] = [
     ("planner node", "nodes/model_turn.py, model_call.py", "compose()", "state → ModelRequest"),
-    ("prompt view", "middleware/prompt_view.py", "wrap_model_call", "valid view, within budget"),
     (
-        "observation masking",
-        "middleware/masking.py",
+        "observation masking → prompt view",
+        "middleware/masking.py, prompt_view.py",
         "wrap_model_call",
-        "old tool outputs → pointers, in batches",
+        "old outputs → pointers, then the view",
     ),
     ("compaction", "middleware/compaction.py", "wrap_model_call", "auto · on overflow · /compact"),
     (

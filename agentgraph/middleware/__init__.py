@@ -5,8 +5,10 @@ Each context concern is one unit, one module, one ``wrap_model_call`` hook:
 =========================  ===============================  ===================================
 unit                       module                           what it does
 =========================  ===============================  ===================================
+observation masking        ``middleware/masking.py``        old tool outputs → one-line pointers,
+                                                            then the prompt view of the result
 prompt view                ``middleware/prompt_view.py``    valid view of the history, in budget
-observation masking        ``middleware/masking.py``        old tool outputs → one-line pointers
+                                                            (its own unit only without masking)
 compaction                 ``middleware/compaction.py``     summary at threshold/overflow/manual
 overflow recovery          ``middleware/overflow.py``       cut tool outputs, shrink max_tokens
 retry                      ``middleware/retry.py``          429/5xx/dropped connections again

@@ -17,8 +17,11 @@ The boundary is not stored anywhere: it is replayed from the view (the history s
 the last compaction) and the budget at every call, request point by request point
 (each assistant message marks a past request), so it is the same after a restart.
 
-Hook: ``wrap_model_call`` (the request's ``messages`` are the view; masked copies
-replace old tool outputs). Emits ``{"type": "masking", ...}`` when the boundary moves.
+Hook: ``wrap_model_call`` (the request's ``messages`` become the prompt view of the
+history, with masked copies in place of old tool outputs). Masking owns the view
+build: it masks first and then builds the view of the masked history, so the view's
+budget trim never cuts what masking already made small and a call builds one view.
+Emits ``{"type": "masking", ...}`` when the boundary moves.
 """
 
 from __future__ import annotations
@@ -113,19 +116,20 @@ class MaskingPlan:
 
 
 class ObservationMaskingMiddleware(AgentMiddleware):
-    """Masks old tool outputs in the prompt view once the prompt passes a threshold.
+    """Sends the prompt view, old tool outputs masked once the prompt passes a threshold.
+
+    Takes the place of the prompt-view unit in the chain: every call gets a view,
+    masked or not, so no view unit runs in front of this one.
 
     Args:
-        view: The prompt-view unit: its counter and budget size the prompt, and it
-            rebuilds the view of the masked history (masking before the view's
-            budget trim, so the trim never cuts what masking already made small).
+        view: Builds the view: its counter and budget size the prompt, and its
+            :meth:`~PromptViewMiddleware.build` turns the (masked) history into the
+            view sent (masking before the view's budget trim, so the trim never cuts
+            what masking already made small).
         threshold: Share of the usable budget that starts masking.
         low_water: Share of the usable budget an event masks down to, when it can
             (at most ``threshold``).
         emit: Told ``{"type": "masking", ...}`` when the boundary moves.
-        builds_view: Send the view of the history even when nothing is masked (the
-            ``view`` unit before this one is a ``passthrough``): one view build per
-            call instead of two.
     """
 
     def __init__(
@@ -135,11 +139,9 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         threshold: float = MASK_THRESHOLD_DEFAULT,
         low_water: float = MASK_LOW_WATER_DEFAULT,
         emit: Emit = emit,
-        builds_view: bool = False,
     ) -> None:
         super().__init__()
         self.view = view
-        self.builds_view = builds_view
         # id(result) -> (result, its content, its call, saving, placeholder, masked
         # copy or None); the objects are held, so an id is never reused meanwhile.
         self._memo: OrderedDict[int, tuple[Any, Any, Any, int, str, BaseMessage | None]] = (
@@ -355,10 +357,6 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                     "tokens_after": plan.tokens_after,
                 }
             )
-        if not plan.masked:
-            if not self.builds_view:
-                return request
-            masked = recent
         view = self.view.build(masked, request.system_message, request.tools)
         return request.override(messages=view.messages)  # type: ignore[arg-type]
 
@@ -367,7 +365,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse | AIMessage:
-        """Send the view with old tool outputs masked (the state keeps them whole)."""
+        """Send the view of the history, old tool outputs masked (the state keeps them)."""
         return handler(self._apply(request))
 
     async def awrap_model_call(

@@ -2,8 +2,10 @@
 
 Order, outermost first (each unit wraps the ones after it)::
 
-    prompt view → observation masking → compaction → overflow recovery
+    observation masking (builds the prompt view) → compaction → overflow recovery
     → retry → text tool calls → prompt caching → the model
+
+Without masking the prompt-view unit stands first on its own.
 
 :func:`compose` chains ``wrap_model_call`` hooks as ``create_agent`` does (first in
 the list is outermost); the planner node calls the chain around its model call.
@@ -135,7 +137,18 @@ def compose(
 
 @dataclass(frozen=True)
 class ContextPipeline:
-    """The units of agentgraph's model call, built from its dependencies."""
+    """The units of agentgraph's model call, built from its dependencies.
+
+    Attributes:
+        view: Builds the prompt view: the first unit when there is no ``masking``;
+            otherwise ``masking`` calls it and it is not in the chain.
+        compaction: Summaries at the threshold, on overflow, on ``/compact``.
+        overflow: Recovery from context and output overflows.
+        retry: Retries of rate limits, 5xx and dropped connections.
+        text_calls: Tool calls written as text made real (``None``: off).
+        masking: Old tool outputs masked; the first unit when present.
+        caching: Anthropic prompt-caching breakpoints.
+    """
 
     view: PromptViewMiddleware
     compaction: CompactionMiddleware | None
@@ -148,11 +161,11 @@ class ContextPipeline:
     @property
     def middleware(self) -> list[AgentMiddleware]:
         """The units in pipeline order (outermost first)."""
-        units: list[AgentMiddleware] = [self.view]
-        # After the view, before compaction: masking old tool outputs comes first, a
-        # summary only when masking cannot bring the prompt under its threshold.
-        if self.masking is not None:
-            units.append(self.masking)
+        # Masking builds the view of the masked history itself, so with masking the
+        # view unit would only build a view to throw away. Before compaction: masking
+        # comes first, a summary only when masking cannot bring the prompt under its
+        # threshold.
+        units: list[AgentMiddleware] = [self.masking if self.masking is not None else self.view]
         if self.compaction is not None:
             units.append(self.compaction)
         units.extend([self.overflow, self.retry])
@@ -166,13 +179,8 @@ class ContextPipeline:
 def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
     """The pipeline for agentgraph's graph (``deps`` supplies settings and strategies)."""
     settings = deps.settings
-    # Masking (right after the view) builds the view itself, from the masked history.
     view = PromptViewMiddleware(
-        deps.counter,
-        deps.budget,
-        keep_recent=settings.max_message_history,
-        validate=settings.debug,
-        passthrough=True,
+        deps.counter, deps.budget, keep_recent=settings.max_message_history, validate=settings.debug
     )
     return ContextPipeline(
         view=view,
@@ -188,9 +196,7 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
             RetryPolicy(max_retries=settings.provider_max_retries), sleep=deps.sleep, emit=emit
         ),
         text_calls=TextToolCallsMiddleware(emit=emit) if settings.text_tool_calls else None,
-        masking=ObservationMaskingMiddleware(
-            view, threshold=settings.mask_threshold, emit=emit, builds_view=True
-        ),
+        masking=ObservationMaskingMiddleware(view, threshold=settings.mask_threshold, emit=emit),
         caching=PromptCachingMiddleware(),
     )
 

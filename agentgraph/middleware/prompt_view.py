@@ -6,7 +6,9 @@ windowed to ``keep_recent`` messages and trimmed to the token budget left once t
 system prompt and tool schemas are paid for. When the newest turn alone is over
 budget, its tool outputs are cut in the view (state keeps them whole).
 
-Hook: ``wrap_model_call`` (the request's ``messages`` become the view).
+Hook: ``wrap_model_call`` (the request's ``messages`` become the view). When the
+pipeline has observation masking, masking builds the view through :meth:`build`
+instead and this unit is not in the chain.
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ def _system(message: SystemMessage | None) -> list[SystemMessage]:
 class PromptViewMiddleware(AgentMiddleware):
     """Turns the request's full history into the prompt view.
 
+    A unit of the chain only in a pipeline without observation masking. With masking,
+    masking calls :meth:`build` on the masked history itself (a view built here first
+    would be thrown away whenever masking masks), so a model call builds one view.
+
     Args:
         counter: Token counter of the model.
         budget: The model's prompt budget.
@@ -69,9 +75,6 @@ class PromptViewMiddleware(AgentMiddleware):
         validate: Check every view against the provider invariants and raise
             ``AssertionError`` on a violation (a bug in the view, never the provider's
             fault); for debugging.
-        passthrough: Hand the full history on unchanged: the next unit builds the
-            view (observation masking with ``builds_view``, which masks first; the
-            view it would build here would be thrown away whenever masking masks).
     """
 
     def __init__(
@@ -81,14 +84,12 @@ class PromptViewMiddleware(AgentMiddleware):
         *,
         keep_recent: int | None = None,
         validate: bool = False,
-        passthrough: bool = False,
     ) -> None:
         super().__init__()
         self.counter = counter
         self.budget = budget
         self.keep_recent = keep_recent
         self.validate = validate
-        self.passthrough = passthrough
 
     def fixed_tokens(self, system: SystemMessage | None, tools: Tools) -> int:
         """Tokens of the system prompt and tool schemas, sent with every call."""
@@ -130,8 +131,6 @@ class PromptViewMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse | AIMessage:
         """Send the view of ``request.messages`` instead of the full history."""
-        if self.passthrough:
-            return handler(request)
         view = self.build(request.messages, request.system_message, request.tools)
         return handler(request.override(messages=view.messages))  # type: ignore[arg-type]
 
@@ -141,7 +140,5 @@ class PromptViewMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse | AIMessage:
         """Async :meth:`wrap_model_call`."""
-        if self.passthrough:
-            return await handler(request)
         view = self.build(request.messages, request.system_message, request.tools)
         return await handler(request.override(messages=view.messages))  # type: ignore[arg-type]

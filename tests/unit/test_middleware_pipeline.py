@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain.agents.middleware import (
     AgentMiddleware,
     ExtendedModelResponse,
     ModelRequest,
     ModelResponse,
 )
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.types import Command
 
 from agentgraph.agent import Agent
@@ -31,7 +33,7 @@ from agentgraph.middleware import (
 )
 from agentgraph.persistence import open_store
 from tests.fakes.chat_model import ScriptedChatModel
-from tests.middleware_helpers import ModelCall, request
+from tests.middleware_helpers import ModelCall, history, request
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -40,8 +42,8 @@ def test_the_units_run_in_the_documented_order(make_settings: Callable[..., Sett
     with open_store(make_settings()) as store:
         agent = Agent(make_settings(), store, model=ScriptedChatModel([]))
         units = context_pipeline(agent.deps).middleware
+    # Masking builds the view itself: no prompt-view unit in front of it.
     assert [type(u) for u in units] == [
-        PromptViewMiddleware,
         ObservationMaskingMiddleware,
         CompactionMiddleware,
         OverflowRecoveryMiddleware,
@@ -49,6 +51,51 @@ def test_the_units_run_in_the_documented_order(make_settings: Callable[..., Sett
         TextToolCallsMiddleware,
         PromptCachingMiddleware,
     ]
+
+
+def test_without_masking_the_prompt_view_unit_comes_first(
+    make_settings: Callable[..., Settings],
+) -> None:
+    with open_store(make_settings()) as store:
+        agent = Agent(make_settings(), store, model=ScriptedChatModel([]))
+        pipeline = replace(context_pipeline(agent.deps), masking=None)
+    units = pipeline.middleware
+    assert units[0] is pipeline.view and isinstance(units[0], PromptViewMiddleware)
+    assert not any(isinstance(u, ObservationMaskingMiddleware) for u in units)
+    # Alone, the view unit still sends the view: it starts after the last boundary.
+    boundary = SystemMessage(
+        "[compaction boundary: auto]",
+        id="b1",
+        additional_kwargs={"agentgraph": {"kind": "compact_boundary"}},
+    )
+    messages = [
+        *history(2),
+        boundary,
+        HumanMessage("summary", id="s1"),
+        HumanMessage("go on", id="u9"),
+    ]
+    call = ModelCall()
+    compose(units)(request(messages), call)
+    assert [m.id for m in call.requests[-1].messages] == ["s1", "u9"]
+
+
+def test_one_view_build_per_model_call(
+    make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open_store(make_settings()) as store:
+        agent = Agent(make_settings(), store, model=ScriptedChatModel([]))
+        pipeline = context_pipeline(agent.deps)
+    builds: list[int] = []
+    build = pipeline.view.build
+
+    def counting_build(*args: Any, **kwargs: Any) -> Any:
+        builds.append(1)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline.view, "build", counting_build)
+    call = ModelCall(AIMessage("ok", id="r"))
+    compose(pipeline.middleware)(request(history(3, result_chars=100)), call)
+    assert len(call.requests) == 1 and len(builds) == 1
 
 
 class Tagging(AgentMiddleware):
