@@ -7,7 +7,8 @@ import gc
 import sqlite3
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from agentgraph.cli.parser import build_parser
@@ -19,16 +20,29 @@ if TYPE_CHECKING:
 EXIT_INTERRUPTED = 130
 
 
-def _command(name: str | None) -> Callable[[argparse.Namespace, Settings], int]:
-    """Import the command's module (the bulk of start-up) with the collector paused.
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while start-up builds long-lived objects.
 
-    Importing LangGraph, LangChain and the OpenAI client allocates hundreds of
-    thousands of objects that live as long as the process; the collector would
-    traverse them again and again while they are created (about a third of the
-    start-up CPU). They are frozen afterwards so later collections skip them too.
+    Importing LangGraph, LangChain and the OpenAI client, building the tools' pydantic
+    schemas and the chat model allocate hundreds of thousands of objects that live as
+    long as the process; the collector would traverse them again and again while they
+    are created (a large part of the start-up CPU). They are frozen afterwards so later
+    collections skip them too. Nests: only the outermost pause turns the collector back on.
     """
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
+        yield
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
+
+
+def _command(name: str | None) -> Callable[[argparse.Namespace, Settings], int]:
+    """Import the command's module (the bulk of start-up) with the collector paused."""
+    with collector_paused():
         if name == "run":
             from agentgraph.cli.run import cmd_run
 
@@ -40,9 +54,6 @@ def _command(name: str | None) -> Callable[[argparse.Namespace, Settings], int]:
         from agentgraph.cli.repl import cmd_repl
 
         return cmd_repl
-    finally:
-        gc.freeze()
-        gc.enable()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,14 +64,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     forbid_inspection()  # commands the agent runs cannot read its environment or memory
     debug = False
     try:
-        from agentgraph.cli.common import load_settings
+        with collector_paused():
+            from agentgraph.cli.common import load_settings
 
-        settings = load_settings()
-        debug = settings.debug
-        from agentgraph.cli.logs import route_logs
+            settings = load_settings()
+            debug = settings.debug
+            from agentgraph.cli.logs import route_logs
 
-        route_logs(settings.home, debug=debug)
-        return _command(args.command)(args, settings)
+            route_logs(settings.home, debug=debug)
+            command = _command(args.command)
+        return command(args, settings)
     except AgentGraphError as exc:
         print(f"agentgraph: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentgraph.agent import Agent, TurnResult, new_thread_id
+from agentgraph.cli import collector_paused
 from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, dispatch
@@ -207,13 +208,14 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
         from agentgraph.titles import build_titler
 
         kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
-        agent = Agent(
-            settings,
-            store,
-            base_env=process_environment(),
-            titler=build_titler(settings, interactive=sys.stdin.isatty()),
-            mcp=mcp,
-        )
+        with collector_paused():  # the chat model's import, tool schemas, the graph
+            agent = Agent(
+                settings,
+                store,
+                base_env=process_environment(),
+                titler=build_titler(settings, interactive=sys.stdin.isatty()),
+                mcp=mcp,
+            )
         initial = _initial_thread(args, store, workspace, err)
         if initial is None:
             err.print("no session picked", markup=False)

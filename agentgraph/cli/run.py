@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from agentgraph.agent import Agent, new_thread_id
 from agentgraph.cancel import EXIT_CANCELLED
+from agentgraph.cli import collector_paused
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.render import EventPrinter
 from agentgraph.cli.stream_json import StreamJsonPrinter
@@ -133,7 +134,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     err = Console(stderr=True, highlight=False)
     with open_store(settings) as store, start_mcp(settings, workspace) as mcp:
         kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
-        agent = Agent(settings, store, base_env=process_environment(), mcp=mcp)
+        with collector_paused():  # the chat model's import, tool schemas, the graph
+            agent = Agent(settings, store, base_env=process_environment(), mcp=mcp)
         # One task, no one to type a next message: its first request gets every server
         # that answers within its start limit (servers connected meanwhile, in parallel).
         mcp.wait(settings.mcp_start_timeout_s + MCP_WAIT_SLACK_S)

@@ -35,6 +35,8 @@ from langchain_core.exceptions import (
     ModelTimeoutError,
 )
 
+from agentgraph.lazy_re import LazyPattern
+
 ProviderErrorKind = Literal[
     "overflow",
     "output_overflow",
@@ -59,26 +61,28 @@ MESSAGE_UNWRAP_MAX_DEPTH = 3
 _TRANSIENT_STATUSES = frozenset({408, 409, 425, 500, 502, 503, 504, 520, 522, 524, 529})
 _AUTH_STATUSES = frozenset({401, 402, 403, 407})
 
+
+# Compiled at first use (LazyPattern): errors are classified only when a call fails.
 _NUM = r"(\d{1,3}(?:,\d{3})+|\d+)"
 
-_QUOTA_RE = re.compile(
+_QUOTA_RE = LazyPattern(
     r"insufficient_quota|billing[_ ]hard[_ ]limit|credit balance is too low|requires more credits",
     re.IGNORECASE,
 )
 # OpenAI's "exceeded your current quota" is billing; Gemini uses the same words for a
 # per-minute quota that resets (RESOURCE_EXHAUSTED with a retry delay).
-_BILLING_QUOTA_RE = re.compile(r"exceeded your current quota", re.IGNORECASE)
-_RESETTING_QUOTA_RE = re.compile(r"resource_exhausted|retrydelay|retry in", re.IGNORECASE)
-_AUTH_RE = re.compile(
+_BILLING_QUOTA_RE = LazyPattern(r"exceeded your current quota", re.IGNORECASE)
+_RESETTING_QUOTA_RE = LazyPattern(r"resource_exhausted|retrydelay|retry in", re.IGNORECASE)
+_AUTH_RE = LazyPattern(
     r"invalid[_ ]api[_ ]key|incorrect api key|authentication_error|permission_error|"
     r"unauthori[sz]ed|permission denied|api key not valid|invalid x-api-key",
     re.IGNORECASE,
 )
-_NOT_FOUND_RE = re.compile(
+_NOT_FOUND_RE = LazyPattern(
     r"model_not_found|not_found_error|\bmodel\b[^.\n]{0,80}\b(?:not found|does not exist)",
     re.IGNORECASE,
 )
-_RATE_LIMIT_RE = re.compile(
+_RATE_LIMIT_RE = LazyPattern(
     r"rate[ _-]?limit|too many requests|tokens per min|requests per min|per minute|"
     r"\b(?:TPM|RPM|TPD|RPD)\b|tokens per day|requests per day|resource[_ ]exhausted|"
     r"quota exceeded|throttl",
@@ -87,7 +91,7 @@ _RATE_LIMIT_RE = re.compile(
 # Real overflow phrasings (OpenAI, Azure, Anthropic, vLLM, llama.cpp, Ollama,
 # DeepSeek, Gemini, Mistral, Groq, Cerebras, OpenRouter, xAI, TGI, Fireworks,
 # LM Studio, LiteLLM). Never the bare words "context" or "token".
-_OVERFLOW_RE = re.compile(
+_OVERFLOW_RE = LazyPattern(
     "|".join(
         (
             r"context_length_exceeded",
@@ -113,7 +117,7 @@ _OVERFLOW_RE = re.compile(
     ),
     re.IGNORECASE,
 )
-_TRANSIENT_RE = re.compile(
+_TRANSIENT_RE = LazyPattern(
     r"overloaded|server[_ ]error|internal error|service unavailable|temporarily unavailable|"
     r"bad gateway|gateway time-?out|timed out|timeout|connection (?:reset|aborted|refused)|"
     r"server disconnected|peer closed connection|incomplete chunked read|remoteprotocolerror|"
@@ -123,8 +127,8 @@ _TRANSIENT_RE = re.compile(
 
 # (regex, names of the captured numbers) tried in order; the first value found for a
 # name wins. Names: p = prompt tokens, r = requested output tokens, l = limit, t = total.
-_NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), names)
+_NUMBER_PATTERNS: tuple[tuple[LazyPattern, tuple[str, ...]], ...] = tuple(
+    (LazyPattern(pattern, re.IGNORECASE), names)
     for pattern, names in (
         (rf"exceed context limit:\s*{_NUM}\s*\+\s*{_NUM}\s*>\s*{_NUM}", ("p", "r", "l")),
         (rf"prompt is too long:\s*{_NUM}\s*tokens?\s*>\s*{_NUM}", ("p", "l")),
@@ -171,33 +175,33 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
     )
 )
 # OpenAI / Groq "Request too large ... (TPM): Limit 30000, Requested 36278".
-_TPM_NUMBERS_RE = re.compile(rf"Limit:?\s*{_NUM},\s*Requested:?\s*{_NUM}", re.IGNORECASE)
+_TPM_NUMBERS_RE = LazyPattern(rf"Limit:?\s*{_NUM},\s*Requested:?\s*{_NUM}", re.IGNORECASE)
 
-_DURATION_PART_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|h|m|s)")
+_DURATION_PART_RE = LazyPattern(r"(\d+(?:\.\d+)?)\s*(ms|h|m|s)")
 _RETRY_TEXT_RES = (
-    re.compile(r"(?:try again|retry) in\s*((?:\d+(?:\.\d+)?\s*(?:ms|h|m|s)\s*)+)", re.IGNORECASE),
-    re.compile(r"retry after\s*(\d+(?:\.\d+)?)\s*seconds?", re.IGNORECASE),
-    re.compile(r"['\"]retryDelay['\"]\s*:\s*['\"](\d+(?:\.\d+)?s)['\"]", re.IGNORECASE),
+    LazyPattern(r"(?:try again|retry) in\s*((?:\d+(?:\.\d+)?\s*(?:ms|h|m|s)\s*)+)", re.IGNORECASE),
+    LazyPattern(r"retry after\s*(\d+(?:\.\d+)?)\s*seconds?", re.IGNORECASE),
+    LazyPattern(r"['\"]retryDelay['\"]\s*:\s*['\"](\d+(?:\.\d+)?s)['\"]", re.IGNORECASE),
 )
 
-_LIMIT_TYPE_TOKENS_RE = re.compile(
+_LIMIT_TYPE_TOKENS_RE = LazyPattern(
     r"tokens per min|['\"]type['\"]\s*:\s*['\"]tokens['\"]", re.IGNORECASE
 )
-_LIMIT_TYPE_REQUESTS_RE = re.compile(
+_LIMIT_TYPE_REQUESTS_RE = LazyPattern(
     r"requests per min|['\"]type['\"]\s*:\s*['\"]requests['\"]", re.IGNORECASE
 )
 
-_SECRET_RES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b(?:sk|rk|pk|xai)-[A-Za-z0-9_\-*]{6,}"), "[redacted]"),
-    (re.compile(r"\b(?:gsk|hf|ghp|gho|ghs|github_pat|glpat)_[A-Za-z0-9_\-]{8,}"), "[redacted]"),
-    (re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"), "[redacted]"),
-    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"), "Bearer [redacted]"),
+_SECRET_RES: tuple[tuple[LazyPattern, str], ...] = (
+    (LazyPattern(r"\b(?:sk|rk|pk|xai)-[A-Za-z0-9_\-*]{6,}"), "[redacted]"),
+    (LazyPattern(r"\b(?:gsk|hf|ghp|gho|ghs|github_pat|glpat)_[A-Za-z0-9_\-]{8,}"), "[redacted]"),
+    (LazyPattern(r"\bAIza[0-9A-Za-z_\-]{20,}"), "[redacted]"),
+    (LazyPattern(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"), "Bearer [redacted]"),
     (
-        re.compile(r"(?i)([?&](?:key|api[_-]?key|token|access_token|sig)=)[^&\s'\"]+"),
+        LazyPattern(r"(?i)([?&](?:key|api[_-]?key|token|access_token|sig)=)[^&\s'\"]+"),
         r"\1[redacted]",
     ),
     (
-        re.compile(
+        LazyPattern(
             r"(?i)((?:api[_-]?key|x-api-key|authorization|access[_-]?token)['\"]?\s*[:=]\s*['\"]?)"
             r"(?!\[redacted\])[^\s'\",}]{4,}"
         ),
@@ -205,7 +209,7 @@ _SECRET_RES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
 )
 
-_MESSAGE_FIELD_RE = re.compile(
+_MESSAGE_FIELD_RE = LazyPattern(
     r"""['"](?:message|error)['"]\s*:\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')"""
 )
 

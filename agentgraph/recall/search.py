@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from agentgraph.history import INTERNAL_KINDS, agentgraph_kind
+from agentgraph.lazy_re import LazyPattern
 from agentgraph.recall.index_sync import IndexMirror, SyncPlan
 
 SEARCH_QUERY_MAX_CHARS = 500
@@ -294,7 +295,8 @@ def fts5_phrase(term: str) -> str:
 # Scripts written without spaces between words: each character is made a word of its
 # own (Han, Hiragana, Katakana, Bopomofo, Hangul, their compatibility and extension
 # blocks), so any run of characters is found as a phrase of single characters.
-_CJK_RE = re.compile(
+# Compiled at first use: its large character class takes ~2 ms to compile.
+_CJK_RE = LazyPattern(
     "([\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3040-\u30ff\u3100-\u31ff"
     "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
     "\uff66-\uff9f\U00020000-\U0003134f])"

@@ -78,3 +78,21 @@ def test_exact_counter_loads_only_the_compiled_tokenizer(home: Path, workspace: 
     assert out.split() == ["exact", "2"]
     assert "bpe_openai._bindings" in modules
     assert "bpe_openai.compat" not in modules
+
+
+def test_run_path_leaves_error_and_cjk_patterns_uncompiled(home: Path, workspace: Path) -> None:
+    # Classifying a failed call and indexing CJK text compile their (costly) patterns
+    # at first use: importing the run path compiles none of them.
+    code = (
+        "import agentgraph.cli.common, agentgraph.cli.run\n"
+        "from agentgraph.context import provider_errors\n"
+        "from agentgraph.lazy_re import LazyPattern\n"
+        "from agentgraph.recall import search\n"
+        "lazy = [v for m in (provider_errors, search) for v in vars(m).values()\n"
+        "        if isinstance(v, LazyPattern)]\n"
+        "print(len(lazy), sum(p._compiled is not None for p in lazy))\n"
+    )
+    _modules, out = _modules_after(code, home, workspace)
+    patterns, compiled = (int(n) for n in out.split())
+    assert patterns > 10
+    assert compiled == 0
