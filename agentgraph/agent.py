@@ -40,6 +40,7 @@ from agentgraph.mentions import resolve_mentions, user_content
 from agentgraph.middleware import context_pipeline
 from agentgraph.model import build_chat_model
 from agentgraph.nodes.tools import tool_output_cap_tokens
+from agentgraph.persistence.delta import messages_delta_reducer
 from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.persistence.sessions import SessionHooks
 from agentgraph.persistence.store import Store
@@ -598,8 +599,10 @@ class Agent:
         # nothing; LangGraph's input checkpoint is written in the background instead.
         self.graph.update_state(self.config(thread_id), inputs, as_node="tools")
         # The stored prompt counts even if the model never answers; one write of the
-        # row, so nothing else of the run's start waits on the store's write lock.
-        count = len(self.messages(thread_id))
+        # row, so nothing else of the run's start waits on the store's write lock. The
+        # count is the channel's reducer applied to what was just read, not a second
+        # read (which would rebuild the whole history from the store).
+        count = len(messages_delta_reducer(history, [mention_inputs["messages"]]))
         info = self._touch_index(thread_id, workspace, text, message_count=count)
         self.sessions.snapshot(thread_id, workspace)
         for notice in notices:

@@ -21,6 +21,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +93,17 @@ class SkillCatalog:
         return None
 
 
+@cache
+def _repo_skills_candidate() -> Path:
+    """Where a source checkout keeps its skills, resolved once."""
+    # Every system prompt asks, and resolving costs a system call per path component;
+    # the package's own location does not move while the process runs.
+    return Path(__file__).resolve().parent.parent / "skills"
+
+
 def repo_skills_dir() -> Path | None:
     """``skills/`` next to the ``agentgraph`` package (a source checkout), if present."""
-    candidate = Path(__file__).resolve().parent.parent / "skills"
+    candidate = _repo_skills_candidate()
     return candidate if candidate.is_dir() else None
 
 

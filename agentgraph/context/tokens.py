@@ -15,6 +15,7 @@ those three.
 from __future__ import annotations
 
 import json
+import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -76,6 +77,14 @@ _TS_TYPES = {
 }
 
 TOKEN_CACHE_MAX_ENTRIES = 50_000
+# Counts of recent texts, keyed by the text itself: the same text is counted again and
+# again within a call (a tool output checked against its cap, then truncated, then
+# counted as a message's content) and across calls (a file read twice). Texts above
+# TEXT_CACHE_MAX_TEXT_CHARS are not kept (a 50 MB output must not stay alive); the
+# cache holds at most TEXT_CACHE_MAX_ENTRIES texts of TEXT_CACHE_MAX_CHARS in all.
+TEXT_CACHE_MAX_ENTRIES = 4_096
+TEXT_CACHE_MAX_CHARS = 4_000_000
+TEXT_CACHE_MAX_TEXT_CHARS = 262_144
 TOOL_CACHE_MAX_ENTRIES = 1_024
 COUNTER_REGISTRY_MAX_MODELS = 64
 
@@ -359,7 +368,15 @@ class TokenCounter:
         self._by_key: OrderedDict[Hashable, int] = OrderedDict()
         self._tools: OrderedDict[Hashable, int] = OrderedDict()
         self._tool_json: dict[int, tuple[BaseTool, str]] = {}
+        # (the tools of the last count_tools call, their tokens); replaced whole, so a
+        # reader in another thread sees one consistent pair.
+        self._tools_memo: tuple[tuple[BaseTool | Mapping[str, Any], ...], int] | None = None
         self._roles: dict[str, int] = {}
+        # text -> count, least recently used first; _text_chars is the sum of the keys'
+        # lengths. Locked: subagents count in other threads.
+        self._texts: OrderedDict[str, int] = OrderedDict()
+        self._text_chars = 0
+        self._texts_lock = threading.Lock()
         self.texts_counted = 0  # texts sent to the tokenizer/estimate (for tests, benches)
 
     def __repr__(self) -> str:
@@ -376,8 +393,28 @@ class TokenCounter:
         """
         if not text:
             return 0
+        size = len(text)
+        if size > TEXT_CACHE_MAX_TEXT_CHARS:
+            self.texts_counted += 1
+            return self._count(text)
+        texts = self._texts
+        with self._texts_lock:
+            known = texts.get(text)
+            if known is not None:
+                texts.move_to_end(text)
+                return known
         self.texts_counted += 1
-        return self._count(text)
+        count = self._count(text)
+        with self._texts_lock:
+            if text not in texts:
+                texts[text] = count
+                self._text_chars += size
+                while (
+                    len(texts) > TEXT_CACHE_MAX_ENTRIES or self._text_chars > TEXT_CACHE_MAX_CHARS
+                ):
+                    old, _ = texts.popitem(last=False)
+                    self._text_chars -= len(old)
+        return count
 
     def _role_tokens(self, role: str) -> int:
         known = self._roles.get(role)
@@ -531,6 +568,16 @@ class TokenCounter:
         """
         if not tools:
             return 0
+        # Every model call counts the same tools several times (the fixed part of the
+        # prompt, the view, the compaction check): the last list is remembered by the
+        # identity of its tools, as their schemas are (a tool is treated as a value).
+        memo = self._tools_memo
+        if (
+            memo is not None
+            and len(memo[0]) == len(tools)
+            and all(a is b for a, b in zip(memo[0], tools, strict=True))
+        ):
+            return memo[1]
         total = TOOLS_END_TOKENS
         for tool in tools:
             text = self._tool_schema_json(tool)
@@ -541,6 +588,9 @@ class TokenCounter:
                 if len(self._tools) > TOOL_CACHE_MAX_ENTRIES:
                     self._tools.popitem(last=False)
             total += count
+        if all(isinstance(tool, BaseTool) for tool in tools):
+            # Schemas given as dicts may be edited in place: only tools are remembered.
+            self._tools_memo = (tuple(tools), total)
         return total
 
     def _function_tokens(self, schema: Mapping[str, Any]) -> int:

@@ -276,6 +276,70 @@ def test_dead_messages_leave_the_identity_cache() -> None:
     assert counter._by_object == {}
 
 
+def test_text_counts_are_remembered_by_value() -> None:
+    counter = TokenCounter("gpt-4o")
+    text = "def f(x):\n    return x + 1\n" * 20
+    first = counter.count_text(text)
+    encoded = counter.texts_counted
+    # An equal text in another object (a fresh copy of a tool output) is not re-encoded.
+    assert counter.count_text("".join(list(text))) == first
+    assert counter.texts_counted == encoded
+    counter.count_text(text + "!")  # a different text is encoded
+    assert counter.texts_counted == encoded + 1
+
+
+def test_text_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "TEXT_CACHE_MAX_ENTRIES", 4)
+    monkeypatch.setattr(tokens, "TEXT_CACHE_MAX_CHARS", 100)
+    monkeypatch.setattr(tokens, "TEXT_CACHE_MAX_TEXT_CHARS", 50)
+    counter = TokenCounter("gpt-4o")
+    texts = [f"text number {i}" for i in range(10)]
+    counts = [counter.count_text(t) for t in texts]
+    assert len(counter._texts) <= 4
+    assert counter._text_chars == sum(map(len, counter._texts)) <= 100
+    # The least recently used text went first; evicted texts recount the same.
+    assert texts[0] not in counter._texts and texts[-1] in counter._texts
+    encoded = counter.texts_counted
+    assert [counter.count_text(t) for t in texts] == counts
+    assert counter.texts_counted > encoded
+    # A text above the per-text limit is counted every time and never kept.
+    big = "word " * 20
+    counter.count_text(big)
+    encoded = counter.texts_counted
+    counter.count_text(big)
+    assert counter.texts_counted == encoded + 1
+    assert big not in counter._texts
+
+
+def test_tool_count_is_remembered_per_list_of_tools() -> None:
+    @tool
+    def alpha(path: str) -> str:
+        """Read a file."""
+        return path
+
+    @tool
+    def beta(command: str) -> str:
+        """Run a command."""
+        return command
+
+    counter = TokenCounter("gpt-4o")
+    both = counter.count_tools([alpha, beta])
+    encoded = counter.texts_counted
+    # Another list of the same tools hits the memo; a different list replaces it.
+    assert counter.count_tools([alpha, beta]) == both
+    assert counter.texts_counted == encoded
+    only = counter.count_tools([alpha])
+    assert only < both
+    assert counter._tools_memo == ((alpha,), only)
+    assert counter.count_tools([beta, alpha]) == both  # same tools, other order
+    # Schemas given as dicts (editable in place) are never remembered.
+    schema = {"name": "gamma", "description": "Do it", "parameters": {"type": "object"}}
+    counter.count_tools([alpha, schema])
+    assert counter._tools_memo is not None and counter._tools_memo[0] == (beta, alpha)
+    schema["description"] = "Do it now, with a much longer description than before"
+    assert counter.count_tools([alpha, schema]) > counter.count_tools([alpha])
+
+
 # OpenAI cookbook "How to count tokens with tiktoken": this request, sent to the API,
 # is reported as 101 prompt tokens by gpt-4o / gpt-4o-mini and 105 by gpt-4 / gpt-3.5.
 WEATHER_TOOL = {

@@ -1,0 +1,25 @@
+"""The repo's skills folder: its location is resolved once, its presence checked each time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentgraph import skills
+
+
+def test_location_is_resolved_once() -> None:
+    first = skills._repo_skills_candidate()
+    assert skills._repo_skills_candidate() is first
+    assert first == Path(skills.__file__).resolve().parent.parent / "skills"
+
+
+def test_presence_is_checked_on_every_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "skills"
+    monkeypatch.setattr(skills, "_repo_skills_candidate", lambda: folder)
+    assert skills.repo_skills_dir() is None
+    folder.mkdir()
+    assert skills.repo_skills_dir() == folder
+    folder.rmdir()
+    assert skills.repo_skills_dir() is None
