@@ -21,7 +21,9 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 __all__ = [
     "CALLS_DIR",
     "INTERRUPTED_KIND",
+    "READ_ONLY_TOOLS",
     "interrupted_results",
+    "needs_record",
     "record_end",
     "record_start",
 ]
@@ -35,6 +37,34 @@ INTERRUPTED_TEMPLATE = (
     "interrupted: {what} was started at {started} and may have completed; check its "
     "effects before running it again (agentgraph stopped before its result was recorded)"
 )
+
+
+READ_ONLY_TOOLS = frozenset(
+    {
+        "read_file",
+        "list_dir",
+        "glob",
+        "grep",
+        "todo_read",
+        "now",
+        "search_history",
+        "read_history",
+        "memory_search",
+        "load_skill",
+    }
+)
+"""Built-in tools that change nothing: cut off by a crash, running them again is safe."""
+
+
+def needs_record(name: str) -> bool:
+    """Whether a call of tool ``name`` gets a start record.
+
+    A record exists so the model is told a cut-off call *may have completed* before it
+    repeats an effect (a command, an edit, an MCP tool, a subagent). A read-only call
+    cut off changes nothing, so the usual "aborted" answer is as true, and the most
+    frequent calls of a long task skip the record's file and folder writes.
+    """
+    return name not in READ_ONLY_TOOLS
 
 
 def _record_path(folder: Path, call_id: str) -> Path:

@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
 from agentgraph.approvals import approval_request, cannot_ask_text, declined_text, is_approved
-from agentgraph.call_records import record_end, record_start
+from agentgraph.call_records import needs_record, record_end, record_start
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.deps import AgentDeps
 from agentgraph.nodes.common import INVALID_ARGS_KEY
@@ -143,7 +143,7 @@ def make_tools_node(
         folder = Path(ctx.artifacts_dir) if ctx.artifacts_dir else deps.artifacts_dir(ctx.thread_id)
         # A crash while the tool runs leaves this record: the resume then says the
         # call may have completed instead of that it never ran.
-        record = record_start(folder, call_id, call["name"])
+        record = record_start(folder, call_id, call["name"]) if needs_record(call["name"]) else None
         # Else every call serializes the whole state (done at the tool's first call).
         exclude_injected_from_dump([request.tool])
         try:
