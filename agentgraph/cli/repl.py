@@ -20,6 +20,7 @@ from agentgraph.agent import Agent, TurnResult, new_thread_id
 from agentgraph.cli import collector_paused
 from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
+from agentgraph.cli.consoles import make_console
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, dispatch
 from agentgraph.cli.terminal import TerminalPrinter
 from agentgraph.config import Settings
@@ -199,8 +200,8 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
         check_thread_id(args.resume, "--resume")
     workspace = resolve_workspace(getattr(args, "workspace", None))
     check_model_config(settings)
-    out = Console(highlight=False)
-    err = Console(stderr=True, highlight=False)
+    out = make_console()
+    err = make_console(stderr=True)
     started: list[ReplContext] = []  # the REPL's context, once there is one
     read = _reader(settings, _completer(lambda: started[0] if started else None))
     ask = (lambda q: _ask_yes_no(read, q)) if sys.stdin.isatty() else None

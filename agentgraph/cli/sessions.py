@@ -11,10 +11,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
 from rich.table import Table
 
 from agentgraph.cli.common import process_environment, resolve_workspace
+from agentgraph.cli.consoles import make_console
 from agentgraph.config import CLEANUP_DAYS_DEFAULT, Settings
 from agentgraph.errors import EXIT_USAGE, AgentGraphError
 from agentgraph.persistence.index import SessionIndex, SessionInfo, resolve_session
@@ -118,7 +118,7 @@ def _show(store: Store, settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
         return 0
-    out = Console(highlight=False)
+    out = make_console()
     summary = payload["transcript"]
     out.print(f"[bold]{info.title or '(untitled)'}[/]  ({info.title_source})", markup=True)
     for label, value in (
@@ -163,7 +163,7 @@ def _compact(store: Store, settings: Settings, args: argparse.Namespace) -> int:
     check_model_config(settings)
     with holding(store.leases, info.thread_id, "compact"):
         record = Agent(settings, store).compact(info.thread_id, focus=args.focus)
-    err = Console(stderr=True, highlight=False)
+    err = make_console(stderr=True)
     if record is None:
         err.print("nothing to compact", markup=False)
         return 0
@@ -191,14 +191,14 @@ def _delete(store: Store, settings: Settings, args: argparse.Namespace) -> int:
             f"({info.message_count} messages) and its files? [y/N] "
         )
         if answer.strip().lower() not in ("y", "yes"):
-            Console(stderr=True).print("kept", markup=False)
+            make_console(stderr=True).print("kept", markup=False)
             return 1
     from agentgraph.persistence.leases import holding
 
     with holding(store.leases, info.thread_id, "delete"):
         count = delete_session(store, settings.home, info.thread_id)
     extra = f" (and {count - 1} subagent sessions)" if count > 1 else ""
-    Console(stderr=True).print(f"deleted {info.thread_id[:12]}{extra}", markup=False)
+    make_console(stderr=True).print(f"deleted {info.thread_id[:12]}{extra}", markup=False)
     return 0
 
 
@@ -219,7 +219,7 @@ def _export(store: Store, settings: Settings, args: argparse.Namespace) -> int:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise AgentGraphError(f"cannot write {path}: {exc.strerror}") from None
-        Console(stderr=True).print(
+        make_console(stderr=True).print(
             f"exported {len(messages)} messages of {info.thread_id[:12]} to {path}", markup=False
         )
     else:
@@ -263,7 +263,7 @@ def _import(store: Store, settings: Settings, args: argparse.Namespace) -> int:
         raise TranscriptError(f"{path} is not UTF-8 text (not a JSONL transcript)") from None
     except OSError as exc:
         raise AgentGraphError(f"cannot read {path}: {exc.strerror}") from None
-    err = Console(stderr=True, highlight=False)
+    err = make_console(stderr=True)
     for problem in imported.problems[:IMPORT_PROBLEMS_SHOWN]:
         err.print(f"warning: {problem}", markup=False)
     if len(imported.problems) > IMPORT_PROBLEMS_SHOWN:
@@ -285,7 +285,7 @@ def _clean(store: Store, settings: Settings, args: argparse.Namespace) -> int:
     else:
         days = float(settings.cleanup_days or CLEANUP_DAYS_DEFAULT)
     result = clean_sessions(store, settings.home, days, dry_run=args.dry_run)
-    err = Console(stderr=True, highlight=False)
+    err = make_console(stderr=True)
     verb = "would delete" if args.dry_run else "deleted"
     for info in result.sessions:
         err.print(
@@ -301,7 +301,7 @@ def _prune(store: Store, settings: Settings, _args: argparse.Namespace) -> int:
     if not store.prunable:
         raise AgentGraphError("sessions prune works on the SQLite store only")
     stats = store.prune(skip=lambda tid: store.leases.holder(tid) is not None)
-    err = Console(stderr=True, highlight=False)
+    err = make_console(stderr=True)
     err.print(
         f"pruned {stats.checkpoints_deleted} checkpoints and {stats.writes_deleted} writes "
         f"of {stats.threads} sessions (kept {stats.checkpoints_kept}); "
@@ -328,9 +328,9 @@ def _list(index: SessionIndex, args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps([r.to_json() for r in rows], ensure_ascii=False) + "\n")
     elif not rows:
-        Console(stderr=True).print("no sessions yet")
+        make_console(stderr=True).print("no sessions yet")
     else:
-        Console(highlight=False).print(sessions_table(rows))
+        make_console().print(sessions_table(rows))
     return 0
 
 

@@ -241,3 +241,17 @@ def test_repl_undo_title_switch_reset(home: Path, workspace: Path) -> None:
         ("Notes rewrite", "user"),
         ("second one", "user"),
     }
+
+
+def test_output_to_a_pipe_keeps_each_session_on_one_line(home: Path, workspace: Path) -> None:
+    """Not a terminal: no wrapping at any width, so grep and scripts see whole rows."""
+    (workspace / "data.txt").write_text("the answer is 42\n")
+    prompt = "read data.txt and tell me what the answer is, then explain why it matters"
+    with FakeOpenAIServer(_script(1)) as server:
+        env = _env(home, server)
+        result = run_cli(["run", prompt, "--thread", "pipe1"], cwd=workspace, env=env)
+        assert result.returncode == 0, result.stderr
+        listed = run_cli(["sessions", "list"], cwd=workspace, env=env)
+    assert listed.returncode == 0, listed.stderr
+    rows = [line for line in listed.stdout.splitlines() if "pipe1" in line]
+    assert len(rows) == 1 and prompt[:40] in rows[0] and str(workspace) in rows[0], listed.stdout
