@@ -42,11 +42,16 @@ from langchain_core.exceptions import (
     ModelTimeoutError,
 )
 
-from agentgraph.context.provider_errors import ProviderError, classify_provider_error
+from agentgraph.context.provider_errors import (
+    ProviderError,
+    classify_provider_error,
+    stated_context_window,
+)
 
 __all__ = [
     "EndpointUnreachableError",
     "OutputOverflowError",
+    "context_window_from_error",
     "provider_error_of",
     "to_model_error",
 ]
@@ -126,3 +131,17 @@ def to_model_error(exc: BaseException) -> BaseException:
     typed.is_retryable = err.retryable
     typed.__cause__ = exc
     return typed
+
+
+def context_window_from_error(exc: BaseException) -> int | None:
+    """The context window the endpoint states in the overflow error ``exc``, or None.
+
+    Args:
+        exc: Whatever a model call raised (translated or not).
+
+    Returns:
+        The window in tokens when ``exc`` is a context overflow whose text (or, for
+        llama.cpp, its ``n_ctx`` field) names it; else None.
+    """
+    detail = provider_error_of(to_model_error(exc))
+    return stated_context_window(detail) if detail is not None else None

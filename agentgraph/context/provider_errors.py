@@ -730,6 +730,28 @@ def classify_provider_error(exc: BaseException) -> ProviderError:
     return _build("other", None, f"{type(exc).__name__}: {exc}", {}, None)
 
 
+def stated_context_window(err: ProviderError) -> int | None:
+    """The context window an overflow error says the endpoint has, or None.
+
+    llama.cpp "exceeds the available context size (4096 tokens)" (or its ``n_ctx``
+    field), OpenAI / vLLM / DeepSeek "maximum context length is 8192 tokens",
+    Anthropic "prompt is too long: 210000 tokens > 200000 maximum", Gemini "the
+    maximum number of tokens allowed (1048576)"... Only overflows count: the "Limit"
+    of a tokens-per-minute rate limit is a quota, not a window.
+
+    Args:
+        err: A classified error.
+
+    Returns:
+        The window in tokens; None when ``err`` is not an overflow or its text names
+        no window (Ollama's "the input length exceeds the context length", OpenAI's
+        newer "Your input exceeds the context window of this model").
+    """
+    if not err.is_overflow or err.limit_tokens is None or err.limit_tokens <= 0:
+        return None
+    return err.limit_tokens
+
+
 def shrink_max_tokens(err: ProviderError, current_max_tokens: int | None) -> int | None:
     """A ``max_tokens`` that fits after an output overflow, or None if none helps.
 
@@ -765,4 +787,5 @@ __all__ = [
     "classify_provider_error",
     "redact_secrets",
     "shrink_max_tokens",
+    "stated_context_window",
 ]

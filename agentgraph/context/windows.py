@@ -3,19 +3,26 @@
 The budget follows Claude Code's rule (reference 003): a window of at most
 50k tokens keeps 80% for input; a larger one reserves 50k for the output. The
 reserve never exceeds the configured ``max_output_tokens``.
+
+One budget object is shared by every unit of the model-call pipeline, the compactor
+and the tool node of a process; when an endpoint's overflow error names a smaller
+window than the one assumed, :meth:`Budget.adopt_window` shrinks it in place so all
+of them size what they send for the real window from then on.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentgraph.config import Settings
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW_TOKENS",
+    "MIN_ADOPTED_WINDOW_TOKENS",
     "Budget",
     "Level",
     "budget_for",
@@ -29,6 +36,13 @@ ONE_MILLION_TOKENS = 1_000_000
 SMALL_WINDOW_MAX_TOKENS = 50_000
 SMALL_WINDOW_INPUT_FRACTION = 0.80
 LARGE_WINDOW_OUTPUT_RESERVE_TOKENS = 50_000
+# A window an endpoint states below this is not adopted: no agent prompt (system
+# prompt plus tool schemas) fits it, so the number is more likely misread than real.
+MIN_ADOPTED_WINDOW_TOKENS = 1_024
+# The notice, warn and compact thresholds as fractions of the usable budget.
+_Thresholds = tuple[float, float, float]
+# Serializes adopt_window: two calls failing at once (subagents) shrink the budget once.
+_ADOPT_LOCK = threading.Lock()
 
 # (pattern searched in the lower-cased name, window). The first match wins,
 # so specific patterns come before general ones. Sources: the providers' model
@@ -121,9 +135,33 @@ def context_window_for(
     )
 
 
-@dataclass(frozen=True)
+def _limits(window: int, max_output_tokens: int | None, thresholds: _Thresholds) -> dict[str, int]:
+    """The token figures of a :class:`Budget` for ``window`` (see module docstring)."""
+    if window <= SMALL_WINDOW_MAX_TOKENS:
+        reserve = window - int(window * SMALL_WINDOW_INPUT_FRACTION)
+    else:
+        reserve = LARGE_WINDOW_OUTPUT_RESERVE_TOKENS
+    if max_output_tokens is not None:
+        reserve = min(reserve, max_output_tokens)
+    usable = window - reserve
+    notice, warn, compact = thresholds
+    return {
+        "window": window,
+        "reserve": reserve,
+        "usable": usable,
+        "notice_at": int(usable * notice),
+        "warn_at": int(usable * warn),
+        "compact_at": int(usable * compact),
+    }
+
+
+@dataclass
 class Budget:
     """How many prompt tokens fit, and where the warnings start.
+
+    Shared, not copied: the units of a process hold the same object, which
+    :meth:`adopt_window` may shrink once the endpoint names its real window. It is
+    therefore not frozen (nor hashable); nothing else assigns its fields.
 
     Attributes:
         window: The model's context window (tokens).
@@ -133,6 +171,9 @@ class Budget:
         warn_at: Prompt size from which the user is warned.
         compact_at: Prompt size from which the history is compacted.
         source_notice: Why the window is a guess, else None.
+        max_output_tokens: The configured output cap the reserve honours (None: none).
+        thresholds: The notice, warn and compact fractions of ``usable``; None for a
+            budget built by hand (they are then read off its figures).
     """
 
     window: int
@@ -142,6 +183,38 @@ class Budget:
     warn_at: int
     compact_at: int
     source_notice: str | None = None
+    max_output_tokens: int | None = field(default=None, repr=False)
+    thresholds: _Thresholds | None = field(default=None, repr=False)
+
+    def adopt_window(self, window: int) -> bool:
+        """Shrink this budget, in place, to the window the endpoint says it has.
+
+        Only ever shrinks: a larger number (or one below
+        :data:`MIN_ADOPTED_WINDOW_TOKENS`) changes nothing, so an error can never make
+        agentgraph send more than it did. The reserve and thresholds follow the same
+        rules as :func:`budget_for`. All fields change in one ``__dict__.update`` so a
+        concurrent reader never sees the new window with the old usable size.
+
+        Args:
+            window: The endpoint's context window in tokens (from its overflow error).
+
+        Returns:
+            Whether the budget changed.
+        """
+        with _ADOPT_LOCK:
+            if window >= self.window or window < MIN_ADOPTED_WINDOW_TOKENS:
+                return False
+            thresholds = self.thresholds
+            if thresholds is None and self.usable > 0:
+                thresholds = (
+                    self.notice_at / self.usable,
+                    self.warn_at / self.usable,
+                    self.compact_at / self.usable,
+                )
+            limits = _limits(window, self.max_output_tokens, thresholds or (1.0, 1.0, 1.0))
+            # The window is no longer a guess: the endpoint stated it.
+            self.__dict__.update({**limits, "source_notice": None})
+            return True
 
     def level(self, tokens: int) -> Level:
         """Severity of a prompt size.
@@ -189,19 +262,10 @@ def budget_for(
         A :class:`Budget`.
     """
     window, notice = context_window_for(model or settings.model, settings, profile=profile)
-    if window <= SMALL_WINDOW_MAX_TOKENS:
-        reserve = window - int(window * SMALL_WINDOW_INPUT_FRACTION)
-    else:
-        reserve = LARGE_WINDOW_OUTPUT_RESERVE_TOKENS
-    if settings.max_output_tokens is not None:
-        reserve = min(reserve, settings.max_output_tokens)
-    usable = window - reserve
+    thresholds = (settings.notice_threshold, settings.warn_threshold, settings.compact_threshold)
     return Budget(
-        window=window,
-        reserve=reserve,
-        usable=usable,
-        notice_at=int(usable * settings.notice_threshold),
-        warn_at=int(usable * settings.warn_threshold),
-        compact_at=int(usable * settings.compact_threshold),
+        **_limits(window, settings.max_output_tokens, thresholds),
         source_notice=notice,
+        max_output_tokens=settings.max_output_tokens,
+        thresholds=thresholds,
     )

@@ -4,8 +4,9 @@
 that ``ChatOpenAI(base_url=server.url, api_key=...)`` talks to unchanged. It answers
 from a script, and in strict mode it rejects — with the provider's real 400 body — any
 history a strict provider would reject (orphan or unanswered tool calls, bad roles, bad
-tool schemas...). It can also enforce a context window, require an API key, inject
-429/5xx errors and drop connections mid-stream.
+tool schemas...). It can also enforce a context window (answering an overflow with
+OpenAI's or llama-server's body), require an API key, inject 429/5xx errors and drop
+connections mid-stream.
 
 Script replies (JSON-able dicts, also the ``--script FILE.json`` format of the CLI):
 
@@ -16,7 +17,9 @@ Script replies (JSON-able dicts, also the ``--script FILE.json`` format of the C
 * ``{"error": {"status": 429, "body": {...} | "text", "headers": {"Retry-After": "1"}}}``
 * ``{"reset": true, "after_chunks"?: 2, "hard"?: false}`` — drop the connection.
 * optional on answers: ``"finish_reason"``, ``"usage"`` (overrides of the computed
-  ``prompt_tokens``/``completion_tokens``), ``"chunk_delay_s"`` (pause between SSE chunks).
+  ``prompt_tokens``/``completion_tokens``), ``"chunk_delay_s"`` (pause between SSE chunks),
+  ``"first_byte_delay_s"`` (hold the reply that long before sending any byte, headers
+  included, as a provider queueing the request does; cut short when the server stops).
 * in-process only: ``callable(request_json) -> reply``.
 
 Usage reports ``prompt_tokens_details.cached_tokens`` the way OpenAI's automatic prompt
@@ -96,7 +99,7 @@ ID_MODES: tuple[IdMode, ...] = ("unique", "duplicate", "reused", "empty", "const
 EXHAUSTED_ANSWER = "done"
 REPLY_KEYS = frozenset(
     {"content", "tool_calls", "error", "reset", "after_chunks", "hard", "finish_reason"}
-    | {"usage", "chunk_delay_s"}
+    | {"usage", "chunk_delay_s", "first_byte_delay_s"}
 )
 
 # Rule names, usable in ``disabled_rules``.
@@ -136,6 +139,17 @@ OVERFLOW_WITH_COMPLETION_TEXT = (
     "{total} tokens ({tokens} in the messages, {completion} in the completion). Please "
     "reduce the length of the messages or completion."
 )
+# llama-server (exceed_context_size_error): the text QA saw from a real server, with
+# the numbers also in fields (github.com/ggml-org/llama.cpp/pull/15780).
+LLAMA_CPP_OVERFLOW_TEXT = (
+    "request ({tokens} tokens) exceeds the available context size ({window} tokens), "
+    "try increasing it"
+)
+LLAMA_CPP_OVERFLOW_TYPE = "exceed_context_size_error"
+HTTP_BAD_REQUEST = 400
+# Which provider's body a context overflow is answered with.
+OverflowStyle = Literal["openai", "llama.cpp"]
+OVERFLOW_STYLES: tuple[OverflowStyle, ...] = ("openai", "llama.cpp")
 NO_KEY_TEXT = (
     "You didn't provide an API key. You need to provide your API key in an Authorization "
     "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), or as the password "
@@ -223,6 +237,27 @@ def openai_error(
         ``{"error": {"message", "type", "param", "code"}}``.
     """
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def llama_cpp_overflow_error(tokens: int, window: int) -> dict[str, Any]:
+    """llama-server's body for a prompt larger than its ``--ctx-size``.
+
+    Args:
+        tokens: Prompt tokens of the request.
+        window: The server's context size.
+
+    Returns:
+        ``{"error": {"code", "message", "type", "n_prompt_tokens", "n_ctx"}}``.
+    """
+    return {
+        "error": {
+            "code": HTTP_BAD_REQUEST,
+            "message": LLAMA_CPP_OVERFLOW_TEXT.format(tokens=tokens, window=window),
+            "type": LLAMA_CPP_OVERFLOW_TYPE,
+            "n_prompt_tokens": tokens,
+            "n_ctx": window,
+        }
+    }
 
 
 def _ceil_div(n: int, d: int) -> int:
@@ -656,6 +691,7 @@ class FakeOpenAIServer:
         disabled_rules: frozenset[str] | set[str] = frozenset(),
         window: int | None = None,
         count_max_tokens: bool = False,
+        overflow_style: OverflowStyle = "openai",
         require_key: str | None = None,
         known_models: set[str] | frozenset[str] | None = None,
         on_exhausted: OnExhausted = "repeat_last",
@@ -674,6 +710,8 @@ class FakeOpenAIServer:
             window: Context window in tokens (see :func:`token_estimate`); ``None`` = none.
             count_max_tokens: Also reject when prompt + ``max_tokens`` exceeds ``window``
                 (vLLM/older OpenAI behaviour), with the "you requested" text.
+            overflow_style: The body of a prompt overflow: OpenAI's
+                ``context_length_exceeded`` or llama-server's ``exceed_context_size_error``.
             require_key: If set, ``Authorization: Bearer <key>`` is required (401 otherwise).
             known_models: If set, other model names get OpenAI's 404.
             on_exhausted: After the script: ``repeat_last``, ``raise`` (HTTP 500 and a
@@ -693,6 +731,9 @@ class FakeOpenAIServer:
         self.disabled_rules = frozenset(disabled_rules)
         self.window = window
         self.count_max_tokens = count_max_tokens
+        if overflow_style not in OVERFLOW_STYLES:
+            raise ValueError(f"unknown overflow_style {overflow_style!r}")
+        self.overflow_style: OverflowStyle = overflow_style
         self.require_key = require_key
         self.known_models = set(known_models) if known_models is not None else None
         self.on_exhausted: OnExhausted = on_exhausted
@@ -718,6 +759,7 @@ class FakeOpenAIServer:
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
+        self._stopping = threading.Event()  # ends first_byte_delay_s holds
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -732,6 +774,7 @@ class FakeOpenAIServer:
         httpd = _HTTPServer((self._host, self._port), _Handler)
         httpd.owner = self
         self._httpd = httpd
+        self._stopping.clear()
         self._thread = threading.Thread(
             target=httpd.serve_forever,
             args=(SERVER_POLL_INTERVAL_S,),
@@ -746,6 +789,7 @@ class FakeOpenAIServer:
         httpd = self._httpd
         if httpd is None:
             return
+        self._stopping.set()
         httpd.shutdown()
         with self._lock:
             connections = list(self._connections)
@@ -874,6 +918,8 @@ class FakeOpenAIServer:
                 return openai_error(msg, param="messages", code="context_length_exceeded")
             return None
         if tokens > self.window:
+            if self.overflow_style == "llama.cpp":
+                return llama_cpp_overflow_error(tokens, self.window)
             msg = OVERFLOW_TEXT.format(window=self.window, tokens=tokens)
             return openai_error(msg, param="messages", code="context_length_exceeded")
         return None
@@ -1215,6 +1261,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         plan = owner._plan_chat(headers, body)
         record.status = plan.status
+        hold = float((plan.reply or {}).get("first_byte_delay_s") or 0)
+        if hold and owner._stopping.wait(hold):
+            self._drop(hard=False)  # the server stopped while holding the reply
+            return
         if plan.kind == "json":
             self._send_json(plan.status, plan.body, plan.headers)
             return
@@ -1411,6 +1461,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--window", type=int, default=None)
     parser.add_argument("--count-max-tokens", action="store_true")
+    parser.add_argument("--overflow-style", choices=OVERFLOW_STYLES, default="openai")
     parser.add_argument("--require-key", default=None)
     parser.add_argument("--model", action="append", dest="models", default=None)
     parser.add_argument("--no-strict", action="store_true")
@@ -1442,6 +1493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         disabled_rules=frozenset(args.disabled),
         window=args.window,
         count_max_tokens=args.count_max_tokens,
+        overflow_style=args.overflow_style,
         require_key=args.require_key,
         known_models=set(args.models) if args.models else None,
         on_exhausted=args.on_exhausted,

@@ -22,6 +22,7 @@ from agentgraph.context.provider_errors import (
     classify_provider_error,
     redact_secrets,
     shrink_max_tokens,
+    stated_context_window,
 )
 
 FIXTURE_FILE = Path(__file__).parents[1] / "fixtures" / "provider_errors.json"
@@ -907,3 +908,72 @@ def test_shrink_max_tokens_from_real_anthropic_text() -> None:
     )
     assert err.kind == "overflow"
     assert shrink_max_tokens(err, 20_000) is None
+
+
+# The endpoint's window in overflow texts the brief and QA quote (the fixture file has
+# the rest): llama.cpp as QA saw it, vLLM, Anthropic.
+STATED_WINDOWS: list[tuple[int, Any, int]] = [
+    (
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "request (9437 tokens) exceeds the available context size (4096 "
+                "tokens), try increasing it",
+                "type": "exceed_context_size_error",
+            }
+        },
+        4_096,
+    ),
+    (
+        400,
+        {
+            "object": "error",
+            "message": "This model's maximum context length is 2048 tokens. However, you "
+            "requested 3181 tokens (2925 in the messages, 256 in the completion). Please "
+            "reduce the length of the messages or completion.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        },
+        2_048,
+    ),
+    (
+        400,
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 210000 tokens > 200000 maximum",
+            },
+        },
+        200_000,
+    ),
+]
+
+
+@pytest.mark.parametrize(("status", "body", "window"), STATED_WINDOWS)
+def test_stated_context_window_from_quoted_texts(status: int, body: Any, window: int) -> None:
+    assert stated_context_window(classify_error_text(status, _body_text(body))) == window
+    assert stated_context_window(classify_provider_error(_sdk_error(status, body))) == window
+
+
+def test_stated_context_window_from_every_fixture() -> None:
+    """Each provider's number is read; overflows naming none, and non-overflows, give None."""
+    entries = json.loads(FIXTURE_FILE.read_text(encoding="utf-8"))
+    seen: dict[str, int | None] = {}
+    for entry in entries:
+        err = classify_error_text(entry["status"], _body_text(entry["body"]))
+        stated = stated_context_window(err)
+        if err.is_overflow:
+            assert stated == entry.get("window"), (entry, err)
+            seen[f"{entry['provider']}:{stated}"] = stated
+        else:
+            # A tokens-per-minute "Limit 30000" is a quota, never a window.
+            assert stated is None, (entry, err)
+    assert {"openai:128000", "openai:8192", "anthropic:200000", "vllm:16384", "vllm:4096"} <= set(
+        seen
+    )
+    assert {"llama.cpp:4096", "llama.cpp:8192", "deepseek:65536", "gemini:1048576"} <= set(seen)
+    # Texts without a number: OpenAI's newer one, Ollama's.
+    assert {"openai:None", "ollama:None"} <= set(seen)

@@ -9,6 +9,7 @@ import pytest
 from agentgraph.config import Settings
 from agentgraph.context.windows import (
     DEFAULT_CONTEXT_WINDOW_TOKENS,
+    MIN_ADOPTED_WINDOW_TOKENS,
     Budget,
     budget_for,
     context_window_for,
@@ -147,3 +148,56 @@ def test_the_model_profile_window_comes_before_the_table_and_after_the_override(
     assert context_window_for("qwen3-coder-30b", profile=None)[0] == 262_144
     window, notice = context_window_for("my-local-model", profile={"max_input_tokens": None})
     assert window == DEFAULT_CONTEXT_WINDOW_TOKENS and notice is not None
+
+
+def test_adopt_window_shrinks_in_place_with_the_same_rules(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, AGENTGRAPH_MODEL="qwen2.5-coder-1.5b")
+    budget = budget_for(settings)
+    assert budget.window == 32_768
+    shared = budget  # the units hold this very object
+    assert budget.adopt_window(4_096)
+    fresh = budget_for(_settings(tmp_path, AGENTGRAPH_CONTEXT_WINDOW="4096"))
+    for name in ("window", "reserve", "usable", "notice_at", "warn_at", "compact_at"):
+        assert getattr(shared, name) == getattr(fresh, name), name
+    assert (shared.window, shared.usable) == (4_096, 3_276)
+
+
+def test_adopt_window_never_grows_and_ignores_absurd_numbers(tmp_path: Path) -> None:
+    budget = budget_for(_settings(tmp_path, AGENTGRAPH_CONTEXT_WINDOW="8192"))
+    before = (budget.window, budget.usable, budget.compact_at)
+    assert not budget.adopt_window(8_192)
+    assert not budget.adopt_window(200_000)
+    assert not budget.adopt_window(MIN_ADOPTED_WINDOW_TOKENS - 1)
+    assert not budget.adopt_window(0)
+    assert (budget.window, budget.usable, budget.compact_at) == before
+    assert budget.adopt_window(MIN_ADOPTED_WINDOW_TOKENS)
+
+
+def test_adopt_window_keeps_the_output_cap_and_clears_the_guess(tmp_path: Path) -> None:
+    settings = _settings(
+        tmp_path, AGENTGRAPH_MODEL="my-local-model", AGENTGRAPH_MAX_OUTPUT_TOKENS="500"
+    )
+    budget = budget_for(settings)
+    assert budget.source_notice is not None  # an unknown model: the window is a guess
+    assert budget.adopt_window(4_096)
+    assert budget.reserve == 500  # the configured output cap still bounds the reserve
+    assert budget.usable == 3_596
+    assert budget.source_notice is None  # the endpoint stated it
+
+
+def test_adopt_window_on_a_hand_built_budget_keeps_its_thresholds() -> None:
+    budget = Budget(
+        window=100_000,
+        reserve=50_000,
+        usable=50_000,
+        notice_at=25_000,
+        warn_at=40_000,
+        compact_at=30_000,
+    )
+    assert budget.adopt_window(10_000)
+    assert (budget.usable, budget.notice_at, budget.warn_at, budget.compact_at) == (
+        8_000,
+        4_000,
+        6_400,
+        4_800,
+    )

@@ -1,0 +1,187 @@
+"""An endpoint smaller than agentgraph believes: its overflow error names the real window.
+
+QA's case: llama-server started with ``--ctx-size 4096`` serving a model the table maps to
+32,768 tokens. The first overflow's 400 says the real window; from then on the budget is
+that window, so the same turn finishes (truncation, compaction and the summary request
+sized for it) and the next turn works without ``AGENTGRAPH_CONTEXT_WINDOW``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentgraph.agent import Agent
+from agentgraph.config import Settings
+from agentgraph.persistence import open_store
+from tests.fakes.openai_server import OVERFLOW_STYLES, FakeOpenAIServer, OverflowStyle
+from tests.scenarios.long_task import (
+    PLANTED_FACTS,
+    LongTaskDriver,
+    facts_in,
+    is_summary_request,
+    make_workspace,
+)
+
+# The endpoint's real window (llama-server --ctx-size) and the model name QA used, which
+# agentgraph's table maps to 32,768 tokens.
+SERVER_WINDOW_TOKENS = 4_096
+TABLE_WINDOW_TOKENS = 32_768
+MODEL = "qwen2.5-coder-1.5b"
+FILES = 4
+# ~20 tokens a line: four files of ~800 tokens overflow 4,096 together, one fits.
+LINES_PER_FILE = 40
+# Read at once, this many files of LINES_PER_FILE_AT_ONCE lines still exceed the real
+# window once each output is cut: only a compaction (the guard) makes the call fit.
+FILES_AT_ONCE = 8
+LINES_PER_FILE_AT_ONCE = 60
+
+
+def _run(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    style: OverflowStyle,
+    **env: str,
+) -> tuple[FakeOpenAIServer, LongTaskDriver, list[dict[str, Any]], list[Any], Agent]:
+    paths = make_workspace(workspace, files=FILES, lines_per_file=LINES_PER_FILE)
+    driver = LongTaskDriver(paths)
+    events: list[dict[str, Any]] = []
+    results: list[Any] = []
+    with FakeOpenAIServer(
+        [driver], window=SERVER_WINDOW_TOKENS, overflow_style=style, on_exhausted="repeat_last"
+    ) as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_MODEL=MODEL,
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            **env,
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            assert agent.deps.budget.window > SERVER_WINDOW_TOKENS
+            results.append(
+                agent.run_turn(
+                    "small", "read every log and report the facts", workspace, events.append
+                )
+            )
+            first_turn_requests = len(server.requests)
+            results.append(
+                agent.run_turn("small", "which facts did you find?", workspace, events.append)
+            )
+            assert len(server.requests) > first_turn_requests
+    return server, driver, events, results, agent
+
+
+def _check(
+    server: FakeOpenAIServer,
+    driver: LongTaskDriver,
+    events: list[dict[str, Any]],
+    results: list[Any],
+    agent: Agent,
+) -> None:
+    assert server.violations == []
+    sizes = [server.token_estimate(r) for r in server.requests]
+    first = next(i for i, size in enumerate(sizes) if size > SERVER_WINDOW_TOKENS)
+    # One overflow teaches the window: no request after it is larger than the endpoint's.
+    assert server.overflow_count == 1, sizes
+    assert max(sizes[first + 1 :]) <= SERVER_WINDOW_TOKENS, sizes
+    assert agent.deps.budget.window == SERVER_WINDOW_TOKENS
+    notices = [e["text"] for e in events if e.get("type") == "notice"]
+    learned = [n for n in notices if "learned from its error" in n]
+    assert len(learned) == 1, notices
+    assert "4,096 tokens" in learned[0]
+    assert f"AGENTGRAPH_CONTEXT_WINDOW={SERVER_WINDOW_TOKENS}" in learned[0]
+    # The task finished with a real answer, every file read and the report written.
+    assert driver.answered
+    assert driver.step >= FILES + 2
+    first_answer, second_answer = (r.answer for r in results)
+    assert first_answer.startswith("Facts I know:"), first_answer
+    assert second_answer.startswith("Facts I know:"), second_answer
+    # The guard's summary was built for the real window: a real summary, no fallback.
+    compactions = [e for e in events if e["type"] == "compaction"]
+    assert all(not c["fallback"] for c in compactions), compactions
+    assert set(PLANTED_FACTS.values()) <= driver.answer_facts, driver.answer_facts
+
+
+@pytest.mark.parametrize("style", OVERFLOW_STYLES)
+def test_overflow_error_teaches_the_real_window_of_a_known_model(
+    make_settings: Callable[..., Settings], workspace: Path, style: OverflowStyle
+) -> None:
+    """The model name maps to 32,768 tokens; the endpoint has 4,096 (QA's llama.cpp case)."""
+    _check(*_run(make_settings, workspace, style))
+
+
+def test_overflow_error_teaches_a_window_smaller_than_the_configured_one(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """Even AGENTGRAPH_CONTEXT_WINDOW gives way when the endpoint says it is smaller."""
+    server, driver, events, results, agent = _run(
+        make_settings,
+        workspace,
+        "llama.cpp",
+        AGENTGRAPH_CONTEXT_WINDOW=str(TABLE_WINDOW_TOKENS),
+    )
+    _check(server, driver, events, results, agent)
+
+
+class ReadAllAtOnce:
+    """A model that reads every file in one turn of parallel calls, then answers."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        self.summary_requests: list[dict[str, Any]] = []
+        self.answers: list[set[str]] = []
+        self.read = False
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        if is_summary_request(body):
+            self.summary_requests.append(body)
+            return {"content": "4. Critical data:\n" + "\n".join(sorted(facts_in(body)))}
+        if not self.read:
+            # A compacted history may hold no tool result: the flag, not the history,
+            # says the reads were asked for.
+            self.read = True
+            calls = [{"name": "read_file", "arguments": {"path": p}} for p in self.paths]
+            return {"tool_calls": calls}
+        self.answers.append(facts_in(body))
+        return {"content": "Facts I know: " + ", ".join(sorted(self.answers[-1]))}
+
+
+def test_guard_compaction_after_the_first_overflow_is_sized_for_the_real_window(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """QA's shape: parallel reads overflow; the summary request must fit the real window."""
+    paths = make_workspace(workspace, files=FILES_AT_ONCE, lines_per_file=LINES_PER_FILE_AT_ONCE)
+    driver = ReadAllAtOnce(paths)
+    events: list[dict[str, Any]] = []
+    with FakeOpenAIServer(
+        [driver], window=SERVER_WINDOW_TOKENS, overflow_style="llama.cpp"
+    ) as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_MODEL=MODEL,
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            first = agent.run_turn(
+                "qa", "read the logs and list the facts", workspace, events.append
+            )
+            second = agent.run_turn("qa", "list them again", workspace, events.append)
+    assert server.violations == []
+    sizes = [server.token_estimate(r) for r in server.requests]
+    assert server.overflow_count == 1, sizes
+    overflow_at = next(i for i, size in enumerate(sizes) if size > SERVER_WINDOW_TOKENS)
+    assert max(sizes[overflow_at + 1 :]) <= SERVER_WINDOW_TOKENS, sizes
+    guards = [e for e in events if e["type"] == "compaction" and e["trigger"] == "guard"]
+    assert len(guards) == 1 and not guards[0]["fallback"], guards
+    assert driver.summary_requests  # a real summary, built for 4,096 tokens
+    assert all(server.token_estimate(r) <= SERVER_WINDOW_TOKENS for r in driver.summary_requests)
+    assert first.answer.startswith("Facts I know:") and second.answer.startswith("Facts I know:")
+    assert set(PLANTED_FACTS.values()) <= driver.answers[0], driver.answers
+    assert sum("learned from its error" in str(e.get("text")) for e in events) == 1
