@@ -18,7 +18,9 @@ def session_to_reopen(
         store: The opened session store.
         resume: ``--resume``'s value: a full id or a unique prefix (not empty: the
             picker is the REPL's business).
-        cont: ``--continue``: the most recently updated session of ``workspace``.
+        cont: ``--continue``: the most recently updated session of ``workspace`` that
+            holds a message (one opened with ``/new`` and left empty is skipped), else
+            the most recent one.
         workspace: The launch workspace.
 
     Raises:
@@ -31,5 +33,6 @@ def session_to_reopen(
         rows = store.index.list_sessions(workspace=str(workspace))
         if not rows:
             raise AgentGraphError(f"no previous session in {workspace} to continue")
-        return rows[0].thread_id
+        used = [row for row in rows if row.message_count > 0]
+        return (used or rows)[0].thread_id
     return None
