@@ -27,6 +27,7 @@ from agentgraph.config import Settings
 from agentgraph.errors import AgentGraphError
 from agentgraph.model import check_model_config
 from agentgraph.persistence import Store, open_store
+from agentgraph.recall.search import message_role
 from agentgraph.thread_ids import check_thread_id
 from agentgraph.tools.bash import kill_orphaned_commands
 from agentgraph.workspaces import isolated_workspace
@@ -162,7 +163,10 @@ def show_history_briefly(console: Console, agent: Agent, thread_id: str) -> None
         text = " ".join(msg.text.split())
         if len(text) > RESUME_PREVIEW_CHARS:
             text = text[: RESUME_PREVIEW_CHARS - 1] + "…"
-        label = {"human": "you", "ai": "agent", "tool": "tool"}.get(msg.type, msg.type)
+        # A summary, a re-read file or a resume note is stored as a user message but
+        # is not what the user typed.
+        role = message_role(msg)
+        label = {"user": "you", "assistant": "agent"}.get(role, role)
         if isinstance(msg, AIMessage) and msg.tool_calls:
             text = text or "calls " + ", ".join(c["name"] for c in msg.tool_calls)
         console.print(f"[dim]{label}:[/] {escape(text)}")

@@ -162,10 +162,13 @@ def _compact(store: Store, settings: Settings, args: argparse.Namespace) -> int:
     info = resolve_session(store.index, args.id)
     check_model_config(settings)
     with holding(store.leases, info.thread_id, "compact"):
-        record = Agent(settings, store).compact(info.thread_id, focus=args.focus)
+        agent = Agent(settings, store)
+        record = agent.compact(info.thread_id, focus=args.focus)
     err = make_console(stderr=True)
     if record is None:
-        err.print("nothing to compact", markup=False)
+        # The compactor says why (e.g. a summary would not make the prompt smaller).
+        why = getattr(agent.deps.compactor, "last_skipped", None)
+        err.print(f"nothing to compact: {why}" if why else "nothing to compact", markup=False)
         return 0
     if record.get("fallback"):
         err.print(f"summary failed: {record.get('reason')}; the session is unchanged", markup=False)

@@ -27,7 +27,10 @@ def _compact(ctx: ReplContext, rest: str) -> None:
     with ctx.console.status("compacting…", spinner="dots"):
         record = ctx.agent.compact(ctx.thread_id, focus=rest or None)
     if record is None:
-        ctx.console.print("nothing to compact yet")
+        # The compactor says why (e.g. a summary would not make the prompt smaller).
+        why = getattr(ctx.agent.deps.compactor, "last_skipped", None)
+        line = f"nothing to compact: {why}" if why else "nothing to compact yet"
+        ctx.console.print(line, markup=False)
         return
     if record.get("fallback"):
         reason = escape(str(record.get("reason")))

@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -30,6 +30,7 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool
 
+from agentgraph.cancel import INTERRUPTED_KIND
 from agentgraph.context.masking_text import mask_outputs_before
 from agentgraph.context.retry import RetryPolicy, call_with_retries
 from agentgraph.context.tokens import TokenCounter
@@ -119,6 +120,11 @@ FALLBACK_NOTE = (
     "Re-read files you need.]"
 )
 
+# How the summarizer sees a request whose turn the user cancelled (Ctrl-C): as
+# cancelled, not as remaining work.
+CANCELLED_REQUEST_LABEL = "[user — cancelled by the user before any answer; not to be done]"
+INTERRUPTED_REQUEST_LABEL = "[user — the user cancelled this turn while it was being answered]"
+
 REINJECTED_FILE_TEMPLATE = (
     "[File re-read from disk after compaction: {path} — lines 1-{shown} of {total}]\n{body}"
 )
@@ -202,6 +208,37 @@ def _read_fresh(
     return REINJECTED_FILE_TEMPLATE.format(path=rel, shown=len(shown), total=len(lines), body=body)
 
 
+def _is_request(msg: BaseMessage) -> bool:
+    """A request the user typed (not a summary, re-read file or other marked message)."""
+    return isinstance(msg, HumanMessage) and agentgraph_kind(msg) is None
+
+
+def _answered(messages: Sequence[BaseMessage]) -> bool:
+    """Whether the history ends with a finished reply: no request or tool call pending.
+
+    The last message the model sees is an assistant message without tool calls (a
+    final answer, or one the user interrupted).
+    """
+    for msg in reversed(messages):
+        if agentgraph_kind(msg) in INTERNAL_KINDS:
+            continue
+        return isinstance(msg, AIMessage) and not msg.tool_calls
+    return False
+
+
+def _nothing_new(older: Sequence[BaseMessage], cancelled: Mapping[int, str]) -> bool:
+    """Whether ``older`` holds nothing new to summarize.
+
+    Only earlier summaries, re-read files and requests cancelled before any answer:
+    summarizing those alone would only rewrite the summary (an empty ``older`` too).
+    """
+    return all(
+        agentgraph_kind(m) in ("summary", "reinjected_file")
+        or cancelled.get(id(m)) == CANCELLED_REQUEST_LABEL
+        for m in older
+    )
+
+
 def fit_cap(sizes: Sequence[int], room: int) -> int:
     """The largest cap ``c`` with ``sum(min(s, c) for s in sizes) <= room`` (water-filling).
 
@@ -225,8 +262,14 @@ def render_transcript(
     count: Callable[[str], int],
     *,
     tool_result_max_tokens: int = SUMMARY_TOOL_RESULT_MAX_TOKENS,
+    cancelled: Mapping[int, str] | None = None,
 ) -> list[str]:
-    """One text entry per message, tool results cut, for the summarizer."""
+    """One text entry per message, tool results cut, for the summarizer.
+
+    ``cancelled`` maps the ``id()`` of a request whose turn the user cancelled to the
+    label it gets instead of ``[user]``.
+    """
+    labels = cancelled or {}
     out: list[str] = []
     for msg in messages:
         kind = agentgraph_kind(msg)
@@ -245,7 +288,7 @@ def render_transcript(
         elif kind == "reinjected_file":
             continue  # fresh copies are re-read after this compaction anyway
         elif isinstance(msg, HumanMessage):
-            out.append(f"[user]\n{text}")
+            out.append(f"{labels.get(id(msg), '[user]')}\n{text}")
     return out
 
 
@@ -279,15 +322,22 @@ class Compactor:
         self.retry = retry or RetryPolicy(max_retries=2)
         self.sleep = sleep
         self.keep_recent_messages = keep_recent_messages
+        # Why the last call returned None ("nothing to compact: …" in the REPL).
+        self.last_skipped: str | None = None
 
     # -- summary --------------------------------------------------------------------
 
-    def _summarize(self, older: Sequence[BaseMessage], focus: str | None) -> str:
+    def _summarize(
+        self,
+        older: Sequence[BaseMessage],
+        focus: str | None,
+        cancelled: Mapping[int, str] | None = None,
+    ) -> str:
         count = self.counter.count_text
         instructions = HANDOFF_PROMPT + (f"\n\nFocus especially on: {focus}" if focus else "")
         piece_budget = int(self.summarizer_budget * SUMMARY_INPUT_BUDGET_FRACTION)
         cap = self._tool_result_cap(older, piece_budget - SUMMARY_FRAMING_TOKENS)
-        entries = render_transcript(older, count, tool_result_max_tokens=cap)
+        entries = render_transcript(older, count, tool_result_max_tokens=cap, cancelled=cancelled)
         pieces: list[str] = []
         current: list[str] = []
         used = 0
@@ -346,30 +396,44 @@ class Compactor:
     # -- cutting --------------------------------------------------------------------
 
     def _split(
-        self, recent: Sequence[BaseMessage], keep_tokens: int, keep_messages: int | None
-    ) -> tuple[list[BaseMessage], list[BaseMessage], list[BaseMessage]]:
+        self,
+        recent: Sequence[BaseMessage],
+        keep_tokens: int,
+        keep_messages: int | None,
+        *,
+        between_turns: bool = False,
+    ) -> tuple[list[BaseMessage], list[BaseMessage], list[BaseMessage], dict[int, str]]:
         """Split at group boundaries into the part to summarize and the part to keep.
 
-        Returns ``(older, kept, summary_input)``: ``summary_input`` is ``older`` with the
-        latest request in its place, so the summarizer knows what the work was for.
+        Returns ``(older, kept, summary_input, cancelled)``: ``summary_input`` is
+        ``older`` with the pending request in its place, so the summarizer knows what
+        the work was for; ``cancelled`` maps the ``id()`` of each request whose turn
+        the user cancelled to its label for the summarizer (see
+        :func:`render_transcript`); one cancelled before any answer is never kept.
 
-        Kept: the newest groups within ``keep_tokens`` (and ``keep_messages``), plus the
-        latest user request, always, even when the tool traffic after it is summarized.
+        Kept: the newest groups within ``keep_tokens`` (and ``keep_messages``), never
+        starting in the middle of an exchange (the kept part before the pending request
+        starts at a user request, so no answer is kept without its question), plus
+        the pending request, always, even when the tool traffic after it is
+        summarized. The latest request is pending while its turn runs (auto and guard
+        compactions, in the middle of a turn); once it is answered, or between turns
+        (``between_turns``: ``/compact``, ``sessions compact``) when its turn was
+        cancelled, nothing is pending and only whole exchanges are kept.
         """
         groups = group_messages(list(recent))
-        request = max(
-            (
-                i
-                for i, g in enumerate(groups)
-                if isinstance(g[0], HumanMessage) and agentgraph_kind(g[0]) is None
-            ),
-            default=None,
-        )
+        requests = [i for i, g in enumerate(groups) if _is_request(g[0])]
+        request = requests[-1] if requests else None
+        if request is not None and (
+            _answered(recent) or (between_turns and request == len(groups) - 1)
+        ):
+            request = None  # nothing pending: keep whole exchanges only
         keep: set[int] = set() if request is None else {request}
         used = 0 if request is None else sum(self.counter.count_message(m) for m in groups[request])
         kept_count = 0 if request is None else len(groups[request])
+        first = len(groups)
         for i in range(len(groups) - 1, -1, -1):
             if i == request:
+                first = i
                 continue
             group = groups[i]
             if agentgraph_kind(group[0]) in ("summary", "reinjected_file"):
@@ -380,14 +444,34 @@ class Compactor:
             ):
                 break
             keep.add(i)
+            first = i
             used += size
             kept_count += len(group)
+        if request is None or first < request:
+            # The kept run reaches before the pending request (or nothing is pending):
+            # it starts at a user request, never with an answer whose question is
+            # summarized.
+            while first < len(groups) and not _is_request(groups[first][0]):
+                keep.discard(first)
+                first += 1
+        cancelled: dict[int, str] = {}
+        for i in requests:
+            if i == request:
+                continue
+            nxt = groups[i + 1][0] if i + 1 < len(groups) else None
+            if (nxt is None and between_turns) or (nxt is not None and _is_request(nxt)):
+                # No answer: the turn was cancelled before the model said anything.
+                # Summarized as cancelled, never kept as a request still to answer.
+                cancelled[id(groups[i][0])] = CANCELLED_REQUEST_LABEL
+                keep.discard(i)
+            elif nxt is not None and agentgraph_kind(nxt) == INTERRUPTED_KIND:
+                cancelled[id(groups[i][0])] = INTERRUPTED_REQUEST_LABEL
         older = [m for i, g in enumerate(groups) if i not in keep for m in g]
         kept = [m for i, g in enumerate(groups) if i in keep for m in g]
         summary_input = [
             m for i, g in enumerate(groups) if i not in keep or i == request for m in g
         ]
-        return older, kept, summary_input
+        return older, kept, summary_input, cancelled
 
     def _files(
         self, messages: Sequence[BaseMessage], workspace: str | None, total: int
@@ -441,7 +525,12 @@ class Compactor:
         focus: str | None = None,
         workspace: str | None = None,
     ) -> CompactionOutcome | None:
-        """Compact ``messages`` (the full state history); None when there is nothing to do."""
+        """Compact ``messages`` (the full state history); None when there is nothing to do.
+
+        None also when a manual compaction would not make the prompt smaller;
+        :attr:`last_skipped` then says why.
+        """
+        self.last_skipped = None
         fixed = self.counter.count_messages(list(system)) + self.counter.count_tools(list(tools))
         recent = [m for m in since_last_boundary(messages) if not isinstance(m, SystemMessage)]
         before = self._view_tokens(recent, fixed)
@@ -455,13 +544,16 @@ class Compactor:
             SUMMARY_MIN_TOKENS,
         )
         keep_messages = self.keep_recent_messages
-        older, kept, summary_input = self._split(recent, keep_tokens, keep_messages)
-        if not older and trigger != "auto":
-            # Asked for explicitly (or by the guard) while everything fits the keep
-            # budget: summarize all but the latest request.
+        split = partial(self._split, recent, between_turns=trigger == "manual")
+        older, kept, summary_input, cancelled = split(keep_tokens, keep_messages)
+        if trigger != "auto" and _nothing_new(older, cancelled):
+            # Asked for explicitly (or by the guard) while everything new fits the keep
+            # budget: summarize all but the pending request (between turns, when the
+            # last request is answered: everything).
             keep_tokens = 0
-            older, kept, summary_input = self._split(recent, keep_tokens, keep_messages)
-        if not older:
+            older, kept, summary_input, cancelled = split(keep_tokens, keep_messages)
+        if not older or (trigger == "manual" and _nothing_new(older, cancelled)):
+            self.last_skipped = "no older messages to summarize"
             return None
         carried = self._carried_summaries(older, summary_max)
         if carried:
@@ -470,12 +562,12 @@ class Compactor:
         summary: str | None = None
         reason = ""
         try:
-            summary = self._summarize(summary_input, focus)
+            summary = self._summarize(summary_input, focus, cancelled)
         except Exception as exc:  # any failure → the fallback keeps the session going
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         if summary is None:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
-            older, kept, _ = self._split(recent, fallback_keep, keep_messages)
+            older, kept, _, _ = split(fallback_keep, keep_messages)
             carried = self._carried_summaries(older, summary_max)
         kept = self._mask_seen_outputs(kept)
         files = (
@@ -504,6 +596,15 @@ class Compactor:
                 summary_max = max(summary_max - (after - target), SUMMARY_MIN_TOKENS)
                 continue
             break  # the system prompt and the latest request alone exceed the target
+        if trigger == "manual" and summary is not None and after >= before:
+            # Asked for on a short history: a summary (with its prefix and the re-read
+            # files) that is no smaller than what it replaces only loses detail. Not
+            # applied. Auto and guard compactions are applied whatever the result
+            # (the window or the provider forces the cut; see the fallback rules).
+            self.last_skipped = (
+                f"a summary would not make the prompt smaller ({before:,} → {after:,} tokens)"
+            )
+            return None
         record = {
             "trigger": trigger,
             "tokens_before": before,

@@ -91,7 +91,9 @@ class CompactionMiddleware(AgentMiddleware):
             workspace: Folder whose recently used files are re-read into the view.
 
         Returns:
-            The state update and new history, or None.
+            The state update and new history, or None (a manual compaction that
+            would not make the prompt smaller is not applied either; the
+            compactor's ``last_skipped`` says why).
         """
         outcome = self.compactor(
             messages,

@@ -30,6 +30,7 @@ from tests.fakes.openai_server import FakeOpenAIServer
 
 FACT = "ZEBRA-QUASAR-77"
 CJK_FACT = "数据库连接池的上限是六十四"
+LOG_DETAILS = " ".join(f"Rotation step {n} compresses and keeps the old file." for n in range(40))
 
 
 def _tool_texts(request: dict[str, Any]) -> list[str]:
@@ -53,7 +54,8 @@ def test_search_finds_a_fact_that_was_summarized_away(
 ) -> None:
     script: list[Any] = [
         {"content": "Noted."},
-        {"content": "Sure, the logs are rotated daily."},
+        # Long enough that a summary makes the prompt smaller (else /compact skips it).
+        {"content": "Sure, the logs are rotated daily. " + LOG_DETAILS},
         {"content": "## Summary\nThe user chatted about logs."},  # drops the fact
         {"tool_calls": [{"name": "search_history", "arguments": {"query": "codename"}}]},
         _read_ref,

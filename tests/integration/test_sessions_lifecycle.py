@@ -170,7 +170,9 @@ def test_export_import_round_trip_keeps_whole_transcript(make_settings, workspac
     settings = make_settings(OPENAI_API_KEY=KEY)
     (workspace / "a.txt").write_text("alpha\n")
     replies = [ai_tools(("read_file", {"path": "a.txt"})), ai_text("alpha")]
-    replies += [ai_text(f"answer {i}") for i in range(4)] + [ai_text("the summary")]
+    # Long enough answers that a summary makes the prompt smaller (else compact skips it).
+    detail = " ".join(f"detail {n} of the answer." for n in range(60))
+    replies += [ai_text(f"answer {i}: {detail}") for i in range(4)] + [ai_text("the summary")]
     with open_store(settings) as store:
         agent = Agent(settings, store, model=ScriptedChatModel(replies), sleep=lambda _s: None)
         agent.run_turn("x1", "read a.txt", workspace)
