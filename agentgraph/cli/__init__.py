@@ -11,13 +11,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from agentgraph.cli.failures import failure_line
 from agentgraph.cli.parser import build_parser
 from agentgraph.errors import EXIT_FAILURE, AgentGraphError
 
 if TYPE_CHECKING:
     from agentgraph.config import Settings
-
-EXIT_INTERRUPTED = 130
 
 
 @contextmanager
@@ -74,21 +73,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             route_logs(settings.home, debug=debug)
             command = _command(args.command)
         return command(args, settings)
-    except AgentGraphError as exc:
-        print(f"agentgraph: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("agentgraph: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except sqlite3.Error as exc:
-        print(f"agentgraph: session store error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    except Exception as exc:  # last resort: one line, never a traceback by default
-        if debug:
+    except Exception as exc:  # one line, never a traceback by default
+        if debug and not isinstance(exc, AgentGraphError | sqlite3.Error):
             traceback.print_exc()
-        print(
-            f"agentgraph: internal error: {type(exc).__name__}: {str(exc)[:300]} "
-            "(set AGENTGRAPH_DEBUG=1 for the traceback)",
-            file=sys.stderr,
-        )
-        return EXIT_FAILURE
+        return _report(exc)
+    except KeyboardInterrupt as exc:
+        return _report(exc)
+
+
+def _report(exc: BaseException) -> int:
+    """Print the one line for ``exc`` on stderr; its exit status."""
+    message, code = failure_line(exc) or (str(exc), EXIT_FAILURE)
+    print(f"agentgraph: {message}", file=sys.stderr)
+    return code

@@ -9,6 +9,33 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+OUTPUT_FORMATS = ("text", "json", "stream-json")
+
+
+class OutputFormat(argparse.Action):
+    """``--json`` and ``--output-format`` choose one output: given both, they must agree.
+
+    ``--json --output-format stream-json`` is a usage error (argparse's, exit 2), never a
+    silent choice of one of them; ``--json --output-format json`` is accepted.
+    """
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        chosen = self.const if self.nargs == 0 else values
+        previous = getattr(namespace, self.dest, None)
+        if previous is not None and previous != chosen:
+            raise argparse.ArgumentError(
+                self,
+                f"{chosen} conflicts with {previous} chosen before it (--json and "
+                "--output-format choose the same thing: give one)",
+            )
+        setattr(namespace, self.dest, chosen)
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``agentgraph`` argument parser (imports nothing heavy: ``--help`` is instant)."""
@@ -62,11 +89,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="continue the most recent session of this workspace",
     )
-    run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    run.add_argument(
+        "--json",
+        action=OutputFormat,
+        nargs=0,
+        const="json",
+        dest="output_format",
+        help="print one JSON object on stdout (same as --output-format json)",
+    )
     run.add_argument(
         "--output-format",
-        choices=("text", "json", "stream-json"),
-        default="text",
+        action=OutputFormat,
+        choices=OUTPUT_FORMATS,
+        default=None,  # text; None tells "not given" from an explicit text
         help="text (default), json (same as --json) or stream-json: one JSON event per "
         "line as it happens (docs/events.md)",
     )

@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
+import threading
+from contextlib import suppress
 from typing import Any
 
+from langchain_core.messages import AIMessage
 from rich.console import Console
 from rich.markup import escape
 
 from agentgraph.agent import Agent, new_thread_id
-from agentgraph.cancel import EXIT_CANCELLED
 from agentgraph.cli import collector_paused
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
+from agentgraph.cli.consoles import make_console
+from agentgraph.cli.failures import failure_line
 from agentgraph.cli.render import EventPrinter
 from agentgraph.cli.stream_json import StreamJsonPrinter
 from agentgraph.config import Settings
-from agentgraph.context.pricing import usage_json
+from agentgraph.context.pricing import UsageTotals, usage_json
 from agentgraph.errors import (
+    EXIT_FAILURE,
     EXIT_RUN_TIMEOUT,
     EXIT_STEP_LIMIT,
     EXIT_USAGE,
@@ -119,19 +126,151 @@ def read_prompt(value: str) -> str:
     return data.decode("utf-8", errors="replace").rstrip("\r\n")
 
 
+class RunReport:
+    """What ``--json`` and ``stream-json`` say about a run, whatever its outcome.
+
+    Args:
+        output: ``text``, ``json`` or ``stream-json``.
+    """
+
+    def __init__(self, output: str) -> None:
+        self.output = output
+        self.stream = StreamJsonPrinter(sys.stdout) if output == "stream-json" else None
+        self.thread_id: str | None = None
+        self.diffs: list[dict[str, Any]] = []
+        self.call_ids: list[str] = []  # the run's tool calls, in order
+        self.usage = usage_json(0, 0, 0, None)
+        self.stopped: str | None = None
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """Note what the end-of-run object reports (before it is printed or streamed)."""
+        kind = event.get("type")
+        if kind == "diff":
+            self.diffs.append(event)
+        elif kind == "tool_call":
+            self.call_ids.append(str(event.get("id")))
+
+    def note_failure_usage(self, agent: Agent) -> None:
+        """The usage of the model replies the failed run stored (its tool-call replies;
+        a reply cut off by the failure reported none). Best effort: the store may be
+        what failed."""
+        if not self.call_ids or self.thread_id is None:
+            return
+        wanted = set(self.call_ids)
+        totals = UsageTotals()
+        try:
+            history = agent.messages(self.thread_id)
+        except Exception:  # the failure itself is what gets reported
+            return
+        for message in reversed(history):  # the run's replies are the latest
+            if not wanted:
+                break
+            if isinstance(message, AIMessage) and message.tool_calls:
+                ids = {call["id"] for call in message.tool_calls} & wanted
+                if ids:
+                    wanted -= ids
+                    totals.add_message(message, agent.settings.model)
+        self.usage = usage_json(
+            totals.input_tokens, totals.output_tokens, totals.cached_input_tokens, totals.cost_usd
+        )
+
+    def payload(self, answer: str | None, code: int, error: str | None) -> dict[str, Any]:
+        """The ``--json`` object: the same keys for every outcome."""
+        return {
+            "thread_id": self.thread_id,
+            "answer": answer,
+            "usage": self.usage,
+            "tool_calls": len(self.call_ids),
+            "stopped": self.stopped,
+            "exit_code": code,
+            "diffs": self.diffs,
+            "error": error,
+        }
+
+    def failed(self, exc: BaseException) -> None:
+        """Print the failure on stdout (``--json``: the object; stream-json: ``error``),
+        next to the one line ``main`` prints on stderr."""
+        line = failure_line(exc)
+        if line is None or self.output == "text":
+            return
+        message, code = line
+        with suppress(OSError):  # stdout closed: the stderr line still says it
+            if self.stream is not None:
+                self.stream.error(message, code)
+            else:
+                data = json.dumps(self.payload(None, code, message), ensure_ascii=False)
+                sys.stdout.write(data + "\n")
+                sys.stdout.flush()
+
+
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    """Run the agent on ``args.prompt`` and print the answer (or JSON, see --output-format)."""
+    """Run the agent on ``args.prompt`` and print the answer (or JSON, see --output-format).
+
+    With ``--json`` every outcome prints one object on stdout, with stream-json every
+    outcome ends with ``result`` or ``error``; errors in the command line itself
+    (argparse's and :func:`check_arguments`') are on stderr only.
+    """
+    report = RunReport(args.output_format or "text")
+    check_arguments(args)
+    try:
+        return _run(args, settings, report)
+    except BaseException as exc:
+        report.failed(exc)
+        if _turn_still_running():
+            _exit_now(exc)
+        raise
+
+
+# The worker thread of ``run_turn_interruptibly`` (cli/repl.py).
+TURN_THREAD_NAME = "agentgraph-turn"
+
+
+def _turn_still_running() -> bool:
+    """Whether a cancelled turn is still waiting for its model (nothing streamed yet)."""
+    return any(t.name == TURN_THREAD_NAME and t.is_alive() for t in threading.enumerate())
+
+
+def _exit_now(exc: BaseException) -> None:
+    """End the process now, with the line and status ``main`` would give for ``exc``.
+
+    A cancelled turn whose model has not answered yet keeps a LangGraph pool thread in
+    a blocking read, and the interpreter joins pool threads at exit: the process would
+    wait for the model (minutes). Everything is recorded and closed by now (the turn as
+    interrupted, the store, MCP servers), so nothing is lost by not waiting.
+    """
+    line = failure_line(exc)
+    if line is None:
+        return
+    message, code = line
+    with suppress(OSError):
+        sys.stdout.flush()
+    with suppress(OSError):
+        print(f"agentgraph: {message}", file=sys.stderr, flush=True)
+    logging.shutdown()
+    os._exit(code)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """The checks of the command line argparse cannot make (reads a ``-`` prompt).
+
+    Raises:
+        AgentGraphError: (exit 2) the prompt is empty or too large, an id is malformed,
+            or several options choose the session.
+    """
     args.prompt = read_prompt(args.prompt)
-    output = "json" if args.json else args.output_format
     if not args.prompt.strip():
         # Providers reject an empty user turn; say so before touching the session.
         raise AgentGraphError('the prompt is empty: agentgraph run "WHAT TO DO"', EXIT_USAGE)
     if args.thread is not None:
         check_thread_id(args.thread, "--thread")
     check_reopen_options(args)
+
+
+def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int:
+    output = report.output
     workspace = resolve_workspace(getattr(args, "workspace", None))
     check_model_config(settings)
-    err = Console(stderr=True, highlight=False)
+    err = make_console(stderr=True)
     with open_store(settings) as store, start_mcp(settings, workspace) as mcp:
         kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
         with collector_paused():  # the chat model's import, tool schemas, the graph
@@ -147,14 +286,13 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             store, resume=getattr(args, "resume", None), cont=args.cont, workspace=workspace
         )
         thread_id = reopened or thread_for_run(store, args.thread)
+        report.thread_id = thread_id
         agent, settings = _session_model(agent, thread_id, err)
         printer = EventPrinter(out=err, err=err, stream_tokens=False)
-        stream = StreamJsonPrinter(sys.stdout) if output == "stream-json" else None
-        diffs: list[dict[str, Any]] = []
+        stream = report.stream
 
         def on_event(event: dict[str, Any]) -> None:
-            if event.get("type") == "diff":
-                diffs.append(event)
+            report.on_event(event)
             (stream or printer)(event)
 
         if stream is not None:
@@ -163,51 +301,50 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         launch_dir = workspace if getattr(args, "isolated", False) else None
         if launch_dir is not None:
             workspace = isolated_workspace(settings.home, thread_id)
+        # The REPL's way: the turn runs in a worker thread, so Ctrl-C (and the wall-clock
+        # cap) cancel at once even while the model has not sent a byte yet.
+        from agentgraph.cli.repl import run_turn_interruptibly
+
         try:
             with wall_clock_cap(settings.run_timeout_s, agent.cancel):
-                result = agent.run_turn(
-                    thread_id, args.prompt, workspace, on_event=on_event, attach_root=launch_dir
+                result = run_turn_interruptibly(
+                    agent,
+                    on_event,
+                    thread_id,
+                    args.prompt,
+                    workspace,
+                    attach_root=launch_dir,
+                    can_ask=False,  # nobody to ask: calls that need approval are declined
                 )
+            if result is None:
+                raise AgentGraphError("the run ended without a result", EXIT_FAILURE)
         except RunTimedOut:
             printer.finish()
+            report.stopped = STOP_TIMEOUT
+            report.note_failure_usage(agent)
             message = (
                 f"run stopped: AGENTGRAPH_RUN_TIMEOUT_S ({settings.run_timeout_s:g}s) reached; "
                 f"the session is saved (continue with: agentgraph run --thread {thread_id} ...)"
             )
-            if stream is not None:
-                stream.error(message, EXIT_RUN_TIMEOUT)
-            elif output == "json":
-                stopped: dict[str, Any] = {"thread_id": thread_id, "answer": None}
-                stopped.update(stopped=STOP_TIMEOUT, exit_code=EXIT_RUN_TIMEOUT)
-                sys.stdout.write(json.dumps(stopped) + "\n")
             raise AgentGraphError(message, EXIT_RUN_TIMEOUT) from None
-        except AgentGraphError as exc:
-            if stream is not None:
-                stream.error(str(exc), exc.exit_code)
-            raise
-        except KeyboardInterrupt:
-            if stream is not None:
-                stream.error("interrupted", EXIT_CANCELLED)
+        except BaseException:
+            printer.finish()
+            if _turn_still_running():  # e.g. printing an event failed: stop the turn too
+                agent.cancel()
+                agent.record_interrupted()
+            report.note_failure_usage(agent)
             raise
         printer.finish()
     code = EXIT_STEP_LIMIT if result.stop_reason == STOP_STEP_LIMIT else 0
     if stream is not None:
         return code
     if output == "json":
-        payload: dict[str, Any] = {
-            "thread_id": result.thread_id,
-            "answer": result.answer,
-            "usage": usage_json(
-                result.input_tokens,
-                result.output_tokens,
-                result.cached_input_tokens,
-                result.cost_usd,
-            ),
-            "tool_calls": result.tool_calls,
-            "stopped": result.stop_reason,
-            "exit_code": code,
-            "diffs": diffs,
-        }
+        report.usage = usage_json(
+            result.input_tokens, result.output_tokens, result.cached_input_tokens, result.cost_usd
+        )
+        report.stopped = result.stop_reason
+        report.thread_id = result.thread_id
+        payload = report.payload(result.answer, code, None)
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     else:
         # Plain write: rich would re-wrap the answer at the terminal width when piped.

@@ -1,0 +1,171 @@
+"""``agentgraph run``'s outcomes through the real CLI: Ctrl-C before the model sends
+anything, the ``--json`` object of every outcome, conflicting output flags."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.cli_helpers import CLI_TIMEOUT_S, cli_env, run_cli, server_env
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.pty_helpers import only_session, stored_messages
+
+KEY = "sk-test-secret-0123456789abcdef"
+# The server holds its reply this long: far longer than any bound asserted below, so
+# only a run that waits for the reply can miss those bounds.
+HOLD_S = 180
+# Ctrl-C must end the run at once; this bound only catches waiting for the held reply.
+CANCEL_BOUND_S = 30
+JSON_KEYS = {"thread_id", "answer", "usage", "tool_calls", "stopped", "exit_code", "diffs"}
+JSON_KEYS_WITH_ERROR = JSON_KEYS | {"error"}
+UNREACHABLE_URL = "http://127.0.0.1:9/v1"  # discard port: nothing listens
+
+
+def _start_run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentgraph", "run", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _interrupt_once_asked(
+    proc: subprocess.Popen[str], server: FakeOpenAIServer
+) -> tuple[str, str, float]:
+    """SIGINT once the model request reached the server; (stdout, stderr, seconds to exit)."""
+    deadline = time.monotonic() + CLI_TIMEOUT_S
+    while not server.requests:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the model was never asked"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=CANCEL_BOUND_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"Ctrl-C did not end the run within {CANCEL_BOUND_S}s") from None
+    return out, err, time.monotonic() - sent
+
+
+def test_ctrl_c_before_the_model_sends_anything_cancels_run_at_once(
+    home: Path, workspace: Path
+) -> None:
+    held = [{"content": "A poem.", "first_byte_delay_s": HOLD_S}]
+    with FakeOpenAIServer(held, require_key=KEY) as server:
+        env = server_env(home, server.url, KEY)
+        proc = _start_run(["Write a poem", "--output-format", "stream-json"], workspace, env)
+        out, err, _ = _interrupt_once_asked(proc, server)
+    assert proc.returncode == 130, err
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last == {"type": "error", "message": "interrupted", "exit_code": 130}
+    assert err.strip() == "agentgraph: interrupted"  # no warning or traceback lines
+    history = stored_messages(home, only_session(home))
+    assert [m.type for m in history] == ["human"]  # the prompt is kept, nothing invented
+
+
+def _one_object(stdout: str) -> dict[str, Any]:
+    lines = stdout.splitlines()
+    assert len(lines) == 1, f"expected one JSON line on stdout, got {stdout!r}"
+    payload = json.loads(lines[0])
+    assert isinstance(payload, dict)
+    return payload
+
+
+def _assert_failure_object(payload: dict[str, Any], stderr: str, exit_code: int) -> None:
+    assert set(payload) == JSON_KEYS_WITH_ERROR, payload
+    assert payload["answer"] is None
+    assert payload["exit_code"] == exit_code
+    assert set(payload["usage"]) >= {"input_tokens", "output_tokens"}
+    assert isinstance(payload["tool_calls"], int)
+    assert payload["diffs"] == []
+    # stderr keeps its one line, the same message.
+    assert stderr.strip() == f"agentgraph: {payload['error']}", stderr
+    assert "Traceback" not in stderr
+
+
+def test_run_json_prints_one_object_for_every_outcome(home: Path, workspace: Path) -> None:
+    env = server_env(home, UNREACHABLE_URL, KEY)
+    failed = run_cli(["run", "hi", "--json"], cwd=workspace, env=env)
+    assert failed.returncode == 1, failed.stderr
+    payload = _one_object(failed.stdout)
+    _assert_failure_object(payload, failed.stderr, 1)
+    assert payload["stopped"] is None
+    assert payload["thread_id"]
+
+    held = [{"content": "A poem.", "first_byte_delay_s": HOLD_S}]
+    with FakeOpenAIServer(held, require_key=KEY) as server:
+        proc = _start_run(["Write a poem", "--json"], workspace, server_env(home, server.url, KEY))
+        out, err, _ = _interrupt_once_asked(proc, server)
+    assert proc.returncode == 130, err
+    payload = _one_object(out)
+    _assert_failure_object(payload, err, 130)
+    assert payload["error"] == "interrupted"
+
+    with FakeOpenAIServer(held, require_key=KEY) as server:
+        env = server_env(home, server.url, KEY, AGENTGRAPH_RUN_TIMEOUT_S="2")
+        timed_out = run_cli(["run", "Write a poem", "--json"], cwd=workspace, env=env)
+    assert timed_out.returncode == 4, timed_out.stderr
+    payload = _one_object(timed_out.stdout)
+    _assert_failure_object(payload, timed_out.stderr, 4)
+    assert payload["stopped"] == "timeout"
+    assert "AGENTGRAPH_RUN_TIMEOUT_S" in payload["error"]
+
+    with FakeOpenAIServer([{"content": "Hello."}], require_key=KEY) as server:
+        done = run_cli(
+            ["run", "hi", "--json"], cwd=workspace, env=server_env(home, server.url, KEY)
+        )
+    assert done.returncode == 0, done.stderr
+    payload = _one_object(done.stdout)
+    assert set(payload) == JSON_KEYS_WITH_ERROR
+    assert (payload["answer"], payload["error"], payload["exit_code"]) == ("Hello.", None, 0)
+
+
+def test_run_json_reports_a_refused_run_in_its_object(home: Path, workspace: Path) -> None:
+    # A run refused before it chose a session (no model endpoint configured: exit 2)
+    # still prints the object.
+    res = run_cli(["run", "hi", "--json"], cwd=workspace, env=cli_env(home))
+    assert res.returncode == 2, res.stderr
+    payload = _one_object(res.stdout)
+    _assert_failure_object(payload, res.stderr, 2)
+    assert payload["thread_id"] is None
+    # Errors in the command line itself stay on stderr only, like argparse's.
+    with FakeOpenAIServer([{"content": "never"}], require_key=KEY) as server:
+        env = server_env(home, server.url, KEY)
+        for args in (["  ", "--json"], ["hi", "--json", "--thread", "-bad id"]):
+            refused = run_cli(["run", *args], cwd=workspace, env=env)
+            assert refused.returncode == 2, refused.stderr
+            assert refused.stdout == ""
+            assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert server.requests == []
+
+
+def test_run_refuses_json_with_a_conflicting_output_format(home: Path, workspace: Path) -> None:
+    with FakeOpenAIServer([{"content": "Hello."}], require_key=KEY) as server:
+        env = server_env(home, server.url, KEY)
+        for flags in (
+            ["--json", "--output-format", "stream-json"],
+            ["--output-format", "stream-json", "--json"],
+            ["--json", "--output-format", "text"],
+        ):
+            res = run_cli(["run", *flags, "hi"], cwd=workspace, env=env)
+            assert res.returncode == 2, (flags, res.stdout, res.stderr)
+            assert res.stdout == ""
+            last = res.stderr.strip().splitlines()[-1]
+            assert "--json" in last and "--output-format" in last, (flags, res.stderr)
+            assert "Traceback" not in res.stderr
+        assert server.requests == []  # refused before anything ran
+        agreeing = run_cli(
+            ["run", "--json", "--output-format", "json", "hi"], cwd=workspace, env=env
+        )
+    assert agreeing.returncode == 0, agreeing.stderr
+    assert _one_object(agreeing.stdout)["answer"] == "Hello."
