@@ -249,7 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "classification looks HTTP/SDK exception classes up among loaded modules; each "
         "tool's injected-field exclusion is rebuilt at its first call, not at start; "
         "bytecode is written at install (`uv sync --compile-bytecode`), not by `[tool.uv] "
-        "compile-bytecode`, which made uv re-compile the environment on every `uv run`.",
+        "compile-bytecode`, which made uv re-compile the environment on every `uv run` "
+        "(the project itself, an editable install, is compiled by this script as a wheel "
+        "install would be); the garbage collector stays paused while settings, the chat model, "
+        "the tool schemas and the graph are built, then everything built is frozen; the "
+        "error-classification patterns compile at their first use.",
         "",
         "Floor: `run` cannot reach 0.8 s CPU while it uses `ChatOpenAI` and LangGraph: "
         "importing `langchain_openai` (the `openai` package's types, LangSmith's pydantic "
