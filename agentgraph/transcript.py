@@ -34,10 +34,13 @@ from langchain_core.messages import (
 
 from agentgraph.errors import AgentGraphError
 from agentgraph.history import AGENTGRAPH_KEY, agentgraph_kind
-from agentgraph.persistence.index import SessionInfo
+from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.tool_ids import provider_ids, unique_call_ids
 
 ENTRY_TYPES = frozenset({"user", "assistant", "tool_use", "tool_result", "system"})
+# A session title entry (Claude Code's format): {"type": "summary", "summary": TITLE}.
+TITLE_ENTRY_TYPE = "summary"
+TITLE_SOURCES = frozenset({"first_message", "model", "user"})
 TOOL_USE_SUFFIX = "#tool_use-"
 MARKDOWN_TOOL_OUTPUT_MAX_CHARS = 2_000
 IMPORT_PROBLEMS_SHOWN = 10
@@ -98,6 +101,17 @@ def export_entries(messages: Sequence[BaseMessage], info: SessionInfo) -> list[d
         "version": agentgraph_version(),
     }
     entries: list[dict[str, Any]] = []
+    if info.title:
+        # The session's title, as Claude Code's transcripts carry theirs: an entry of
+        # type "summary" (no uuid: it is not a message).
+        entries.append(
+            {
+                "type": TITLE_ENTRY_TYPE,
+                "summary": info.title,
+                **common,
+                "agentgraph": {"title_source": info.title_source},
+            }
+        )
     parent: str | None = None
     last_compact: dict[str, Any] | None = None
     for n, msg in enumerate(messages):
@@ -232,6 +246,8 @@ class ImportedSession:
     updated_at: float
     compactions: int
     problems: list[str] = field(default_factory=list)
+    title: str | None = None
+    title_source: str | None = None
 
 
 def _kwargs(entry: dict[str, Any]) -> dict[str, Any]:
@@ -309,6 +325,8 @@ def parse_jsonl(lines: Iterable[str]) -> ImportedSession:
     seen_uuids: set[str] = set()
     compactions = 0
     valid = 0
+    title: str | None = None
+    title_source: str | None = None
     for line_no, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -328,6 +346,12 @@ def parse_jsonl(lines: Iterable[str]) -> ImportedSession:
             continue
         kind = entry.get("type")
         uid = entry.get("uuid")
+        if kind == TITLE_ENTRY_TYPE and isinstance(entry.get("summary"), str):
+            title = shorten_title(entry["summary"]) or None
+            meta = entry.get("agentgraph")
+            source = meta.get("title_source") if isinstance(meta, dict) else None
+            title_source = source if source in TITLE_SOURCES else "user"
+            continue
         if kind not in ENTRY_TYPES or not isinstance(uid, str) or not uid:
             problems.append(f"line {line_no}: missing uuid or unknown type {kind!r} (skipped)")
             continue
@@ -377,6 +401,8 @@ def parse_jsonl(lines: Iterable[str]) -> ImportedSession:
         updated_at=max(stamps) if stamps else now,
         compactions=compactions,
         problems=problems,
+        title=title,
+        title_source=title_source if title else None,
     )
 
 

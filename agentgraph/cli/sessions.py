@@ -253,7 +253,7 @@ def _offloader(settings: Settings) -> Callable[[str, list[BaseMessage]], list[Ba
 
 
 def _import(store: Store, settings: Settings, args: argparse.Namespace) -> int:
-    from agentgraph.persistence.sessions import import_session
+    from agentgraph.persistence.sessions import find_imported, import_session
     from agentgraph.transcript import IMPORT_PROBLEMS_SHOWN, TranscriptError, parse_jsonl
 
     path = Path(args.file).expanduser()
@@ -271,6 +271,14 @@ def _import(store: Store, settings: Settings, args: argparse.Namespace) -> int:
         err.print(f"warning: {problem}", markup=False)
     if len(imported.problems) > IMPORT_PROBLEMS_SHOWN:
         err.print(f"warning: {len(imported.problems) - IMPORT_PROBLEMS_SHOWN} more", markup=False)
+    existing = find_imported(store, imported)
+    if existing is not None:
+        err.print(
+            f"already imported as session {existing.thread_id} (resume with: "
+            f"agentgraph --resume {existing.thread_id[:12]})",
+            markup=False,
+        )
+        return 0
     info = import_session(store, imported, prepare=_offloader(settings))
     err.print(
         f"imported {info.message_count} messages as session {info.thread_id} "

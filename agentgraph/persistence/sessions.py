@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 
 from agentgraph.config import Settings
@@ -209,6 +209,29 @@ def load_messages(store: Store, thread_id: str) -> list[BaseMessage]:
     return list(values.get("messages") or [])
 
 
+def find_imported(store: Store, imported: ImportedSession) -> SessionInfo | None:
+    """The stored session ``imported`` already is, if any: same id, same messages.
+
+    Importing a file twice would otherwise store a second copy under a new id.
+
+    Args:
+        store: The store.
+        imported: The parsed transcript.
+
+    Returns:
+        The existing session's index row, or None when the transcript is new (or its
+        session id holds other messages).
+    """
+    thread_id = imported.session_id
+    if not thread_id or not is_valid_thread_id(thread_id):
+        return None
+    info = store.index.get(thread_id)
+    if info is None:
+        return None
+    same = [m.id for m in load_messages(store, thread_id)] == [m.id for m in imported.messages]
+    return info if same else None
+
+
 def import_session(
     store: Store,
     imported: ImportedSession,
@@ -248,16 +271,22 @@ def import_session(
         None,
     )
     title = shorten_title(str(first.content)) if first is not None else "imported session"
+    replies = [m for m in imported.messages if isinstance(m, AIMessage) and m.usage_metadata]
     info = SessionInfo(
         thread_id=thread_id,
-        title=title,
-        title_source=SOURCE_FIRST_MESSAGE,
+        title=imported.title or title,
+        title_source=imported.title_source or SOURCE_FIRST_MESSAGE,
         workspace=imported.workspace,
         git_branch=imported.git_branch,
         created_at=imported.created_at,
         updated_at=imported.updated_at,
         message_count=len(imported.messages),
         compactions=imported.compactions,
+        # The transcript keeps each reply's tokens, not what they cost or how many came
+        # from a cache: those stay unknown.
+        input_tokens=sum(m.usage_metadata["input_tokens"] for m in replies if m.usage_metadata),
+        output_tokens=sum(m.usage_metadata["output_tokens"] for m in replies if m.usage_metadata),
+        cost_usd=None,
     )
     store.index.upsert(info)
     return info

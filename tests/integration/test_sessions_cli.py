@@ -54,6 +54,7 @@ def test_show_export_import_round_trip(home: Path, workspace: Path, tmp_path: Pa
         assert KEY not in exported.stdout
         entries = [json.loads(line) for line in exported.stdout.splitlines()]
         assert [e["type"] for e in entries] == [
+            "summary",  # the title, as Claude Code's transcripts carry it
             "user",
             "assistant",
             "tool_use",
@@ -61,20 +62,31 @@ def test_show_export_import_round_trip(home: Path, workspace: Path, tmp_path: Pa
             "assistant",
         ]
         assert all(e["sessionId"] == "abc123" and e["version"] for e in entries)
-        assert entries[3]["toolResult"]["id"] == entries[2]["tool"]["id"]
+        assert entries[0]["summary"] == payload["title"]
+        assert entries[4]["toolResult"]["id"] == entries[3]["tool"]["id"]
 
         file = tmp_path / "s.jsonl"
         file.write_text(exported.stdout)
-        imported = run_cli(["sessions", "import", str(file)], cwd=workspace, env=env)
+        # The session is still here: importing its file again stores no copy.
+        same = run_cli(["sessions", "import", str(file)], cwd=workspace, env=env)
+        assert same.returncode == 0, same.stderr
+        assert "already imported as session abc123" in same.stderr
+        listed = run_cli(["sessions", "list", "--json"], cwd=workspace, env=env)
+        assert [row["thread_id"] for row in json.loads(listed.stdout)] == ["abc123"]
+        # Into another home: the same id, title and token counts; exported again, the same.
+        (tmp_path / "home2").mkdir()
+        env2 = _env(tmp_path / "home2", server)
+        imported = run_cli(["sessions", "import", str(file)], cwd=workspace, env=env2)
         assert imported.returncode == 0, imported.stderr
-        new_id = imported.stderr.split("as session ")[1].split()[0]
-        assert new_id != "abc123"
-        again = run_cli(["sessions", "export", new_id[:10]], cwd=workspace, env=env)
-        strip = lambda text: [  # noqa: E731
-            {k: v for k, v in json.loads(line).items() if k != "sessionId"}
-            for line in text.splitlines()
-        ]
-        assert strip(again.stdout) == strip(exported.stdout)
+        assert imported.stderr.split("as session ")[1].split()[0] == "abc123"
+        shown = json.loads(
+            run_cli(["sessions", "show", "abc", "--json"], cwd=workspace, env=env2).stdout
+        )
+        assert shown["title"] == payload["title"]
+        assert shown["usage"]["input_tokens"] == payload["usage"]["input_tokens"] > 0
+        assert shown["usage"]["output_tokens"] == payload["usage"]["output_tokens"]
+        again = run_cli(["sessions", "export", "abc"], cwd=workspace, env=env2)
+        assert again.stdout == exported.stdout
 
         md = tmp_path / "s.md"
         res = run_cli(

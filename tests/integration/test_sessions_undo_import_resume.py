@@ -272,7 +272,7 @@ def test_subagent_sessions_are_listed_under_their_parent_and_shown(
     assert "read_file" not in parent["transcript"]["tool_calls"]  # isolated from the parent
     exported = run_cli(["sessions", "export", sub["thread_id"][:10]], cwd=workspace, env=env)
     types = [json.loads(line)["type"] for line in exported.stdout.splitlines()]
-    assert types == ["user", "assistant", "tool_use", "tool_result", "assistant"]
+    assert types == ["summary", "user", "assistant", "tool_use", "tool_result", "assistant"]
 
 
 def test_export_entries_keep_uuid_order_for_reimport(settings: Settings, workspace: Path) -> None:
@@ -283,6 +283,8 @@ def test_export_entries_keep_uuid_order_for_reimport(settings: Settings, workspa
         info = store.index.get("e1")
         assert info is not None
         entries = export_entries(agent.messages("e1"), info)
+    assert entries[0]["type"] == "summary" and entries[0]["summary"] == info.title
+    entries = entries[1:]  # the title entry is not a message: no uuid
     uuids = [e["uuid"] for e in entries]
     assert len(set(uuids)) == len(uuids)
     assert [e["parentUuid"] for e in entries] == [None, *uuids[:-1]]
