@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import queue
 import sqlite3
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from agentgraph.cli.common import process_environment, resolve_workspace, start_
 from agentgraph.cli.consoles import make_console
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, dispatch
 from agentgraph.cli.terminal import TerminalPrinter
+from agentgraph.cli.turns import run_turn_interruptibly
 from agentgraph.config import Settings
 from agentgraph.errors import AgentGraphError
 from agentgraph.model import check_model_config
@@ -46,67 +45,6 @@ SLASH_MODULES = (
     "agentgraph.cli.slash_resume",
     "agentgraph.cli.slash_recall",
 )
-
-
-# After Ctrl-C, how long the turn may take to stop by itself before it is recorded as
-# interrupted anyway (the prompt must come back within a second).
-CANCEL_GRACE_S = 0.5
-EVENT_POLL_S = 0.1
-
-
-def run_turn_interruptibly(
-    agent: Agent,
-    on_event: Callable[[dict[str, Any]], None],
-    *args: Any,
-    resume: dict[str, Any] | None = None,
-    **kwargs: Any,
-) -> TurnResult | None:
-    """Run a turn (or, with ``resume``, continue one) in a worker thread so Ctrl-C is
-    handled at once; returns the turn's result.
-
-    On Ctrl-C the agent is cancelled (running commands are killed; the graph raises at
-    its next model token or step, so nothing of the turn is written later), the partial
-    answer is recorded as interrupted, and KeyboardInterrupt is re-raised to the caller
-    without waiting for a model that is slow to notice.
-    """
-    events: queue.Queue[tuple[str, Any]] = queue.Queue()
-    result: TurnResult | None = None
-
-    def work() -> None:
-        stream = (
-            agent.stream_resume(args[0], args[1], resume)
-            if resume is not None
-            else agent.stream_turn(*args, **kwargs)
-        )
-        try:
-            for event in stream:
-                events.put(("event", event))
-        except BaseException as exc:  # handed to the main thread, which re-raises
-            events.put(("error", exc))
-        finally:
-            events.put(("done", None))
-
-    worker = threading.Thread(target=work, name="agentgraph-turn", daemon=True)
-    worker.start()
-    try:
-        while True:
-            try:
-                kind, payload = events.get(timeout=EVENT_POLL_S)
-            except queue.Empty:
-                continue
-            if kind == "event":
-                on_event(payload)
-                if payload.get("type") == "turn_end":
-                    result = payload["result"]
-            elif kind == "error":
-                raise payload
-            else:
-                return result
-    except KeyboardInterrupt:
-        agent.cancel()
-        worker.join(timeout=CANCEL_GRACE_S)
-        agent.record_interrupted()
-        raise
 
 
 def load_slash_commands() -> None:

@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import sys
-import threading
 from contextlib import suppress
 from typing import Any
 
@@ -22,6 +21,7 @@ from agentgraph.cli.consoles import make_console
 from agentgraph.cli.failures import failure_line
 from agentgraph.cli.render import EventPrinter
 from agentgraph.cli.stream_json import StreamJsonPrinter
+from agentgraph.cli.turns import run_turn_interruptibly, turn_still_running
 from agentgraph.config import Settings
 from agentgraph.context.pricing import UsageTotals, usage_json
 from agentgraph.errors import (
@@ -216,18 +216,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return _run(args, settings, report)
     except BaseException as exc:
         report.failed(exc)
-        if _turn_still_running():
+        if turn_still_running():
             _exit_now(exc)
         raise
-
-
-# The worker thread of ``run_turn_interruptibly`` (cli/repl.py).
-TURN_THREAD_NAME = "agentgraph-turn"
-
-
-def _turn_still_running() -> bool:
-    """Whether a cancelled turn is still waiting for its model (nothing streamed yet)."""
-    return any(t.name == TURN_THREAD_NAME and t.is_alive() for t in threading.enumerate())
 
 
 def _exit_now(exc: BaseException) -> None:
@@ -303,8 +294,6 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
             workspace = isolated_workspace(settings.home, thread_id)
         # The REPL's way: the turn runs in a worker thread, so Ctrl-C (and the wall-clock
         # cap) cancel at once even while the model has not sent a byte yet.
-        from agentgraph.cli.repl import run_turn_interruptibly
-
         try:
             with wall_clock_cap(settings.run_timeout_s, agent.cancel):
                 result = run_turn_interruptibly(
@@ -329,7 +318,7 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
             raise AgentGraphError(message, EXIT_RUN_TIMEOUT) from None
         except BaseException:
             printer.finish()
-            if _turn_still_running():  # e.g. printing an event failed: stop the turn too
+            if turn_still_running():  # e.g. printing an event failed: stop the turn too
                 agent.cancel()
                 agent.record_interrupted()
             report.note_failure_usage(agent)
