@@ -150,6 +150,17 @@ def print_diff(console: Console, event: dict[str, Any], *, fold_at: int | None =
         console.print(diff_text(str(event["diff"]), fold_at=fold_at), end="", soft_wrap=True)
 
 
+def nothing_to_compact_line(compactor: object, *, fallback: str) -> str:
+    """The line for a compaction that was not applied, with the compactor's reason.
+
+    Args:
+        compactor: The agent's compactor (its ``last_skipped`` says why, when known).
+        fallback: The line when it gives no reason.
+    """
+    why = getattr(compactor, "last_skipped", None)
+    return f"nothing to compact: {why}" if why else fallback
+
+
 def compaction_line(record: dict[str, Any]) -> str:
     """``Compacted: 51,204 → 8,113 tokens (−84.2%); files: a.py, b.py``."""
     before = int(record.get("tokens_before", 0))

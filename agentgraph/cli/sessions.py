@@ -155,7 +155,7 @@ def _reporting_agent(store: Store, settings: Settings) -> Any:
 
 def _compact(store: Store, settings: Settings, args: argparse.Namespace) -> int:
     from agentgraph.agent import Agent
-    from agentgraph.cli.render import compaction_line
+    from agentgraph.cli.render import compaction_line, nothing_to_compact_line
     from agentgraph.model import check_model_config
     from agentgraph.persistence.leases import holding
 
@@ -166,9 +166,8 @@ def _compact(store: Store, settings: Settings, args: argparse.Namespace) -> int:
         record = agent.compact(info.thread_id, focus=args.focus)
     err = make_console(stderr=True)
     if record is None:
-        # The compactor says why (e.g. a summary would not make the prompt smaller).
-        why = getattr(agent.deps.compactor, "last_skipped", None)
-        err.print(f"nothing to compact: {why}" if why else "nothing to compact", markup=False)
+        line = nothing_to_compact_line(agent.deps.compactor, fallback="nothing to compact")
+        err.print(line, markup=False)
         return 0
     if record.get("fallback"):
         err.print(f"summary failed: {record.get('reason')}; the session is unchanged", markup=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from agentgraph.cli.render import compaction_line
+from agentgraph.cli.render import compaction_line, nothing_to_compact_line
 from agentgraph.cli.slash import ReplContext, command
 from agentgraph.context.report import render_context
 
@@ -27,9 +27,7 @@ def _compact(ctx: ReplContext, rest: str) -> None:
     with ctx.console.status("compacting…", spinner="dots"):
         record = ctx.agent.compact(ctx.thread_id, focus=rest or None)
     if record is None:
-        # The compactor says why (e.g. a summary would not make the prompt smaller).
-        why = getattr(ctx.agent.deps.compactor, "last_skipped", None)
-        line = f"nothing to compact: {why}" if why else "nothing to compact yet"
+        line = nothing_to_compact_line(ctx.agent.deps.compactor, fallback="nothing to compact yet")
         ctx.console.print(line, markup=False)
         return
     if record.get("fallback"):
