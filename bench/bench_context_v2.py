@@ -242,25 +242,27 @@ def peer_model(server: FakeOpenAIServer, window: int) -> ChatOpenAI:
     )
 
 
+def in_workspace(ws: Path, path: str) -> Path:
+    """``path`` resolved inside the workspace ``ws`` (ValueError when it leads out)."""
+    root = ws.resolve()
+    target = (root / path).resolve()
+    if not target.is_relative_to(root):
+        raise ValueError(f"path outside the workspace: {path}")
+    return target
+
+
 def workspace_tools(ws: Path) -> list[BaseTool]:
     """``read_file`` / ``write_file`` over ``ws`` for the LangChain peers."""
-    root = ws.resolve()
-
-    def resolve(path: str) -> Path:
-        target = (root / path).resolve()
-        if not target.is_relative_to(root):
-            raise ValueError(f"path outside the workspace: {path}")
-        return target
 
     @tool
     def read_file(path: str) -> str:
         """Read a UTF-8 text file of the workspace (path relative to its root)."""
-        return resolve(path).read_text(encoding="utf-8")
+        return in_workspace(ws, path).read_text(encoding="utf-8")
 
     @tool
     def write_file(path: str, content: str) -> str:
         """Write a UTF-8 text file in the workspace (path relative to its root)."""
-        target = resolve(path)
+        target = in_workspace(ws, path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
         return f"wrote {len(content)} characters to {path}"
@@ -296,14 +298,10 @@ def same_tools(ws: Path, prefix: Prefix) -> list[BaseTool]:
     the same bytes and only context management differs.
     """
     working = {t.name: t for t in workspace_tools(ws)}
-    root = ws.resolve()
 
     def read_file(path: str) -> str:
         """agentgraph's read_file rendering of a workspace file."""
-        target = (root / path).resolve()
-        if not target.is_relative_to(root):
-            raise ValueError(f"path outside the workspace: {path}")
-        return read_text_file(target, path)
+        return read_text_file(in_workspace(ws, path), path)
 
     working["read_file"] = StructuredTool.from_function(read_file, name="read_file")
     out: list[BaseTool] = []

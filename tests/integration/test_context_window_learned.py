@@ -40,6 +40,19 @@ FILES_AT_ONCE = 8
 LINES_PER_FILE_AT_ONCE = 60
 
 
+def _settings(
+    make_settings: Callable[..., Settings], server: FakeOpenAIServer, **env: str
+) -> Settings:
+    """The model the table maps to 32,768 tokens, at the loopback server (no retries)."""
+    return make_settings(
+        OPENAI_BASE_URL=server.url,
+        OPENAI_API_KEY="sk-test",
+        AGENTGRAPH_MODEL=MODEL,
+        AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+        **env,
+    )
+
+
 def _run(
     make_settings: Callable[..., Settings],
     workspace: Path,
@@ -53,13 +66,7 @@ def _run(
     with FakeOpenAIServer(
         [driver], window=SERVER_WINDOW_TOKENS, overflow_style=style, on_exhausted="repeat_last"
     ) as server:
-        settings = make_settings(
-            OPENAI_BASE_URL=server.url,
-            OPENAI_API_KEY="sk-test",
-            AGENTGRAPH_MODEL=MODEL,
-            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-            **env,
-        )
+        settings = _settings(make_settings, server, **env)
         with open_store(settings) as store:
             agent = Agent(settings, store, sleep=lambda _s: None)
             assert agent.deps.budget.window > SERVER_WINDOW_TOKENS
@@ -161,12 +168,7 @@ def test_guard_compaction_after_the_first_overflow_is_sized_for_the_real_window(
     with FakeOpenAIServer(
         [driver], window=SERVER_WINDOW_TOKENS, overflow_style="llama.cpp"
     ) as server:
-        settings = make_settings(
-            OPENAI_BASE_URL=server.url,
-            OPENAI_API_KEY="sk-test",
-            AGENTGRAPH_MODEL=MODEL,
-            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-        )
+        settings = _settings(make_settings, server)
         with open_store(settings) as store:
             agent = Agent(settings, store, sleep=lambda _s: None)
             first = agent.run_turn(
