@@ -19,6 +19,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import get_checkpoint_id
 from langgraph.types import Command, StateSnapshot, StreamMode
 
 from agentgraph.approvals import APPROVAL_TYPE
@@ -42,6 +43,7 @@ from agentgraph.model import build_chat_model
 from agentgraph.nodes.tools import tool_output_cap_tokens
 from agentgraph.persistence.delta import messages_delta_reducer
 from agentgraph.persistence.index import SessionInfo, shorten_title
+from agentgraph.persistence.saver import AgentSqliteSaver
 from agentgraph.persistence.sessions import SessionHooks
 from agentgraph.persistence.store import Store
 from agentgraph.recall.memory import (
@@ -92,7 +94,9 @@ OnEvent = Callable[[Event], None]
 # LangGraph counts super-steps; each loop is planner + tools, plus finalize and slack.
 RECURSION_STEPS_PER_LOOP = 2
 RECURSION_SLACK_STEPS = 10
-STREAM_MODES: list[StreamMode] = ["updates", "custom"]
+# "values": the turn's final state comes with the stream, so ending a turn does not
+# rebuild the whole history from the store (get_state replays it).
+STREAM_MODES: list[StreamMode] = ["updates", "custom", "values"]
 
 
 def new_thread_id() -> str:
@@ -259,6 +263,9 @@ class Agent:
         self.cancelled = threading.Event()
         self._turn: RunningTurn | None = None
         self.subagents.bind(self.graph)
+        # thread id -> (checkpoint id, state values) at the end of its last turn here: the
+        # next turn starts from it while that checkpoint is still the latest one.
+        self._final_states: dict[str, tuple[str, dict[str, Any]]] = {}
         # Session upkeep around turns: undo snapshots, titles, pruning, resume preamble.
         self.sessions = SessionHooks(settings, store, titler)
 
@@ -575,7 +582,7 @@ class Agent:
         self.store.leases.acquire(thread_id, "continue")
         mention_inputs, notices = self._mention_inputs(thread_id, text, workspace, attach_root)
         # One read of the stored state serves everything below (each read rebuilds it).
-        stored = self.graph.get_state(self.config(thread_id)).values or {}
+        stored = self._stored_values(thread_id)
         history = list(stored.get("messages") or [])
         preamble = self.sessions.preamble(thread_id, lambda: history)
         # Calls that were running when a previous process died: "may have completed".
@@ -614,6 +621,29 @@ class Agent:
         except Exception:
             self._recount(info)  # what the failed turn stored before failing counts
             raise
+
+    def _stored_values(self, thread_id: str) -> dict[str, Any]:
+        """The stored state of ``thread_id``: the last turn's final state while nothing
+        has written a checkpoint since (one row read instead of rebuilding the history)."""
+        config = self.config(thread_id)
+        known = self._final_states.pop(thread_id, None)
+        if known is not None:
+            latest = self.store.checkpointer.get_tuple(config)
+            if latest is not None and get_checkpoint_id(latest.config) == known[0]:
+                return known[1]
+        return self.graph.get_state(config).values or {}
+
+    def _remember_final(self, thread_id: str, values: dict[str, Any]) -> None:
+        """Keep ``values`` (the state the stream ended with) for the next turn's start,
+        and give its history to the saver, whose next load then replays nothing."""
+        saver = self.store.checkpointer
+        latest = saver.get_tuple(self.config(thread_id))
+        checkpoint_id = get_checkpoint_id(latest.config) if latest is not None else None
+        if latest is None or not checkpoint_id:
+            return
+        self._final_states[thread_id] = (checkpoint_id, values)
+        if isinstance(saver, AgentSqliteSaver):
+            saver.remember(latest.config, list(values.get("messages") or []))
 
     def _recount(self, info: SessionInfo) -> None:
         """Set the index row's message count to the stored history's length."""
@@ -663,6 +693,8 @@ class Agent:
         prompt_tokens: int | None = None
         context = replace(self.run_context(thread_id, workspace), can_ask=can_ask)
         stop_reason: str | None = None
+        final_values: dict[str, Any] | None = None
+        interrupted = False
         turn = self._turn = RunningTurn(thread_id, workspace, info)
         if self.cancelled.is_set():  # Ctrl-C before the turn was registered
             turn.cancelled.set()
@@ -690,7 +722,10 @@ class Agent:
                     elif payload.get("type") == "compaction":
                         info.compactions += 1
                     yield payload
+            elif mode == "values":
+                final_values = payload if isinstance(payload, dict) else None
             elif mode == "updates":
+                interrupted = interrupted or "__interrupt__" in (payload or {})
                 for update in (payload or {}).values():
                     # The REPL shows the todo list whenever todo_write changes it.
                     for part in update if isinstance(update, list) else [update]:
@@ -722,9 +757,15 @@ class Agent:
                             }
         if not turn.settle():  # cancelled: recorded as interrupted by the canceller
             raise TurnCancelled()
-        # One read of the final state: the history and the questions the turn stopped at.
-        final = self.graph.get_state(self.config(thread_id))
-        history = list((final.values or {}).get("messages") or [])
+        # The final state came with the stream; a turn stopped at questions reads the
+        # stored state once for them.
+        final = None
+        if interrupted or final_values is None:
+            final = self.graph.get_state(self.config(thread_id))
+            final_values = dict(final.values or {})
+        else:
+            self._remember_final(thread_id, final_values)
+        history = list(final_values.get("messages") or [])
         self._index_history(thread_id, history)
         info.message_count = len(history)
         info.input_tokens += usage.input_tokens
@@ -738,7 +779,7 @@ class Agent:
         if latest is not None:
             info.title, info.title_source = latest.title, latest.title_source
         self.store.index.upsert(info)
-        pending = [] if self.cancelled.is_set() else _approvals(final)
+        pending = [] if self.cancelled.is_set() or final is None else _approvals(final)
         yield from pending  # {"type": "approval", "id", "tool", "command" | "path", …}
         if not pending:  # a turn waiting for an answer is not over yet
             self.sessions.after_turn(thread_id, workspace, history)

@@ -106,6 +106,24 @@ class AgentSqliteSaver(SqliteSaver):
             while len(self._memory) > DELTA_CACHE_MAX_THREADS:
                 self._memory.popitem(last=False)
 
+    def remember(self, config: RunnableConfig, messages: list[Any]) -> None:
+        """Remember ``messages`` as the ``messages`` value of the checkpoint ``config`` names.
+
+        For a value the caller already holds (the state a run ended with): the next
+        load of that checkpoint, or of one after it, starts from it instead of
+        rebuilding the history. ``config`` must name the checkpoint (``checkpoint_id``).
+        """
+        checkpoint_id = get_checkpoint_id(config)
+        if not checkpoint_id or MESSAGES_CHANNEL not in self._reducers:
+            return
+        configurable = config["configurable"]
+        key = (
+            str(configurable["thread_id"]),
+            str(configurable.get("checkpoint_ns", "")),
+            MESSAGES_CHANNEL,
+        )
+        self._remember(key, checkpoint_id, list(messages))
+
     def forget(self, thread_id: str | None = None) -> None:
         """Drop remembered values and archive segments (of one thread, or all)."""
         with self._memory_lock:

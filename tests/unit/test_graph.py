@@ -211,3 +211,44 @@ def test_dangling_tool_calls_in_stored_history_are_answered(
     assert validate_history(prompt) == []
     assert any(isinstance(m, ToolMessage) and m.tool_call_id == "c1" for m in prompt)
     assert any(isinstance(m, AIMessage) and m.content == "let me look" for m in prompt)
+
+
+def _as_tuples(messages: list) -> list[tuple[str, str | None, str]]:
+    return [(m.type, m.id, str(m.content)) for m in messages]
+
+
+def test_the_next_turn_starts_from_the_stored_state(
+    settings: Settings, workspace: Path, stores: list
+) -> None:
+    """A turn ends on the state the stream carried and the next one starts from it,
+    unless something wrote a checkpoint in between: that write is what it starts from."""
+    model = ScriptedChatModel(
+        [
+            ai_tools(("write_file", {"path": "a.txt", "content": "alpha\n"})),
+            ai_text("wrote it"),
+            ai_text("second"),
+            ai_text("third"),
+        ]
+    )
+    agent = _agent(settings, model, stores)
+    agent.run_turn("t8", "write a file", workspace)
+    agent.run_turn("t8", "again", workspace)
+    # Written between turns through the graph (as /model, /undo or a compaction do).
+    agent.graph.update_state(
+        agent.config("t8"),
+        {"messages": [HumanMessage("injected between turns", id="between")]},
+        as_node="finalize",
+    )
+    agent.run_turn("t8", "once more", workspace)
+    last_prompt = model.calls[-1]
+    assert any("injected between turns" in str(m.content) for m in last_prompt)
+    remembered = agent.messages("t8")
+    for cm in stores:
+        cm.__exit__(None, None, None)
+    stores.clear()
+    # What a fresh process rebuilds from the file is what this one remembered.
+    fresh = _agent(settings, ScriptedChatModel([ai_text("-")]), stores)
+    rebuilt = fresh.messages("t8")
+    assert _as_tuples(rebuilt) == _as_tuples(remembered)
+    assert [m.type for m in rebuilt].count("human") == 4
+    assert validate_history(rebuilt) == []
