@@ -63,6 +63,46 @@ def _coerce(items: list[Any]) -> list[Any]:
 # writes to a copy), so a few outputs are alive at once; one per thread the REPL,
 # a subagent or a server worker runs is at most a few more.
 MEMO_MAX_RESULTS = 8
+# A remembered index is a shared base plus the ids added since it was built; past
+# this many additions the two are merged into a new base.
+INDEX_OVERLAY_MAX_IDS = 512
+
+
+class _Positions:
+    """id → position of one list: a shared base mapping plus this list's own changes.
+
+    The base is never changed once built, so the outputs of consecutive steps share
+    it and a step copies only the few ids it added (copying a 5,000-entry dict at
+    every step, and freeing it later, was most of the reducer's time).
+    """
+
+    __slots__ = ("added", "base", "gone")
+
+    def __init__(self, base: dict[str, int], added: dict[str, int] | None = None) -> None:
+        self.base = base
+        self.added: dict[str, int] = dict(added) if added else {}
+        self.gone: set[str] = set()
+
+    def get(self, mid: str) -> int | None:
+        pos = self.added.get(mid)
+        if pos is not None or mid in self.gone:
+            return pos
+        return self.base.get(mid)
+
+    def add(self, mid: str, pos: int) -> None:
+        self.added[mid] = pos
+
+    def remove(self, mid: str) -> int | None:
+        pos = self.get(mid)
+        self.added.pop(mid, None)
+        self.gone.add(mid)
+        return pos
+
+    def shareable(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(base, additions) to remember with the output (nothing was removed)."""
+        if len(self.added) > INDEX_OVERLAY_MAX_IDS:
+            return {**self.base, **self.added}, {}
+        return self.base, self.added
 
 
 class _Memo:
@@ -74,26 +114,26 @@ class _Memo:
     worker threads, so a per-thread memory missed on most steps and rebuilt the
     index of the whole transcript ~15 times per turn. A hit is decided by
     element identity, so another thread's entry can only match the very same
-    messages, and the index is copied before use.
+    messages, and only the entry's own additions are copied before use.
     """
 
     def __init__(self) -> None:
-        self.entries: list[tuple[list[Any], dict[str, int]]] = []
+        self.entries: list[tuple[list[Any], dict[str, int], dict[str, int]]] = []
         self.lock = threading.Lock()
 
 
 _MEMO = _Memo()
 
 
-def _index_of(state: list[Any]) -> dict[str, int] | None:
+def _index_of(state: list[Any]) -> _Positions | None:
     """A fresh id → position index of ``state``, or None when it needs the slow path."""
     # List equality compares identity element by element first: for a shallow copy
     # of a remembered output this is a C-speed pointer scan.
     with _MEMO.lock:
         entries = list(_MEMO.entries)
-    for result, remembered in entries[::-1]:
+    for result, base, added in entries[::-1]:
         if len(result) == len(state) and (state is result or state == result):
-            return remembered.copy()
+            return _Positions(base, added)
     index: dict[str, int] = {}
     for i, m in enumerate(state):
         if m.id is None:
@@ -103,14 +143,15 @@ def _index_of(state: list[Any]) -> dict[str, int] | None:
         index[m.id] = i
     if len(index) != len(state):
         return None  # duplicate ids: add_messages' "last one wins" needs the fold
-    return index
+    return _Positions(index)
 
 
-def _memorize(result: list[Any], index: dict[str, int] | None) -> None:
+def _memorize(result: list[Any], index: _Positions | None) -> None:
     if index is None:
         return
+    base, added = index.shareable()
     with _MEMO.lock:
-        _MEMO.entries.append((result, index))
+        _MEMO.entries.append((result, base, added))
         del _MEMO.entries[:-MEMO_MAX_RESULTS]
 
 
@@ -160,10 +201,12 @@ def messages_delta_reducer(state: Sequence[Any], writes: Sequence[Any]) -> list[
                     f"Attempting to delete a message with an ID that doesn't exist ('{mid}')"
                 )
             else:
-                index[mid] = len(result)
+                index.add(mid, len(result))
                 result.append(m)
         for mid in removed:
-            result[index.pop(mid)] = None
+            gone = index.remove(mid)
+            if gone is not None:
+                result[gone] = None
             tombstones = True
     if tombstones:
         result = [m for m in result if m is not None]

@@ -108,6 +108,44 @@ def test_reducer_equals_add_messages_for_any_batching(
     assert _same(state, expected)
 
 
+@settings(max_examples=200, deadline=None)
+@given(update_sequences(), update_sequences(), st.integers(1, 6))
+def test_two_continuations_of_one_state_do_not_share_changes(
+    first: list[list[BaseMessage]], second: list[list[BaseMessage]], split: int
+) -> None:
+    """Outputs share their index: continuing one state two ways (as LangGraph does
+    when a conditional edge reads a copy of the channel) keeps each exact."""
+    common = messages_delta_reducer([], first[:split])
+    prefix = _fold(first[:split])
+    for rest in (first[split:], second):
+        expected = list(functools.reduce(add_messages, rest, prefix))  # type: ignore[arg-type]
+        try:
+            got = messages_delta_reducer(common, rest)
+        except ValueError:
+            with pytest.raises(ValueError):
+                functools.reduce(add_messages, rest, prefix)  # type: ignore[arg-type]
+            continue
+        assert _same(got, expected)
+
+
+def test_long_sessions_step_by_step_equal_the_fold() -> None:
+    """Many steps on one list (the index's own additions merge into a new base)."""
+    writes: list[list[BaseMessage]] = []
+    for i in range(1_500):
+        step: list[BaseMessage] = [_msg(i % 4, f"m{i}", f"text {i}")]
+        if i % 7 == 3:
+            step.append(_msg(0, f"m{i - 2}", "edited"))
+        if i % 11 == 5:
+            step.append(_msg(1, f"m{i // 3}", "edited long after"))
+        if i % 700 == 699:
+            step.append(RemoveMessage(id=f"m{i - 10}"))
+        writes.append(step)
+    state: list[BaseMessage] = []
+    for write in writes:
+        state = messages_delta_reducer(state, [write])
+    assert _same(state, _fold(writes))
+
+
 def test_remove_then_readd_moves_to_the_end_like_separate_writes() -> None:
     a, b = HumanMessage("a", id="a"), AIMessage("b", id="b")
     writes: list[Any] = [[a, b], [RemoveMessage(id="a")], [HumanMessage("a2", id="a")]]
