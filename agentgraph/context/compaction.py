@@ -627,7 +627,9 @@ class Compactor:
         # after the boundary means removing them and adding copies with new ids. A
         # message that keeping less cut down or masked is not removed: its full original
         # stays before the boundary, so the transcript keeps every byte.
-        stored = {m.id: m for m in messages if m.id}
+        # Kept messages come from ``recent``: their stored versions are there (ids are
+        # unique in a history), so the whole transcript need not be walked.
+        stored = {m.id: m for m in recent if m.id}
         moving = {m.id for m in kept if m.id and stored.get(m.id) is m}
         removals: list[BaseMessage] = [RemoveMessage(id=i) for i in moving]
         # Reported usage of a moved reply describes the old, larger prompt: drop it so
