@@ -12,12 +12,20 @@ new chunk's text goes out on LangGraph's ``custom`` stream as
 ``{"type": "token", "text": ...}``, in order with the graph's other events. Like
 LangGraph's handler it provides ``tap_output_iter``/``tap_output_aiter``, which is how
 a chat model's ``invoke`` knows a consumer wants tokens and streams the reply.
+
+A call a local model writes as text (``<tool_call>`` tags, a fenced JSON block, a
+reply that is bare JSON; see :mod:`agentgraph.text_tool_calls`) is not streamed as
+answer text: from where such syntax starts, the reply's tokens are held until the
+model is done, then dropped when the text is calls of the declared tools (the
+``tool_call`` events show them) or sent as one ``token`` event when it is not.
 """
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -25,6 +33,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import ChatGenerationChunk, GenerationChunk
 
 from agentgraph.middleware.events import emit
+from agentgraph.text_tool_calls import extract_text_tool_calls
 
 __all__ = ["NOSTREAM_TAG", "STREAMED_NODES", "TOKEN_EVENT", "TokenStreamer"]
 
@@ -37,6 +46,79 @@ NAMESPACE_SEPARATOR = "|"
 
 T = TypeVar("T")
 
+# Where a call written as text starts (the syntaxes text_tool_calls accepts): a tag, or
+# a fence of JSON or of no language.
+_CALL_START = re.compile(
+    r"<(?:tool_call|function_call|tool_calls)>|```[ \t]*(?:json|tool_call)?[ \t]*\n",
+    re.IGNORECASE,
+)
+_TAG_STARTS = ("<tool_call>", "<function_call>", "<tool_calls>")
+_FENCE_START = re.compile(r"`{1,2}|```[ \t]*[A-Za-z_]*[ \t]*")
+# A tail longer than this is not the start of a call syntax (the longest is a fence
+# with a language and some spaces).
+_CALL_START_MAX_CHARS = 24
+
+
+def _may_start_call(tail: str) -> bool:
+    """Whether ``tail`` (the end of the text so far) may become a call syntax's start."""
+    low = tail.lower()
+    return any(tag.startswith(low) for tag in _TAG_STARTS) or bool(_FENCE_START.fullmatch(tail))
+
+
+def _call_start_cut(text: str) -> int:
+    """Where a possible start of call syntax at the end of ``text`` begins (else its end)."""
+    for pos in range(max(len(text) - _CALL_START_MAX_CHARS, 0), len(text)):
+        if text[pos] in "<`" and _may_start_call(text[pos:]):
+            return pos
+    return len(text)
+
+
+@dataclass
+class _Reply:
+    """One streamed model call: the tools it declared and the text not yet sent."""
+
+    tools: frozenset[str]
+    sent: list[str] = field(default_factory=list)
+    pending: str = ""  # received, not sent: a possible call start, or a held call
+    holding: bool = False  # a call syntax started: everything after it waits for the end
+    fences: int = 0  # ``` sent so far: odd inside a code block, whose closing is no call
+
+
+def _declared_tools(params: Mapping[str, Any] | None) -> frozenset[str]:
+    """Names of the tools a model call declared (none when it may not call any)."""
+    if not params or params.get("tool_choice") == "none":
+        return frozenset()
+    names: set[str] = set()
+    for tool in params.get("tools") or ():
+        if not isinstance(tool, Mapping):
+            continue
+        inner = tool.get("function")
+        spec = inner if isinstance(inner, Mapping) else tool
+        name = spec.get("name")
+        if isinstance(name, str) and name:
+            names.add(name)
+    return frozenset(names)
+
+
+def _sendable(reply: _Reply) -> str:
+    """Take from ``reply.pending`` what can be shown now; start holding at a call."""
+    text = reply.pending
+    if not reply.sent and text.lstrip()[:1] in ("{", "["):
+        reply.holding = True  # a reply that may be nothing but JSON: a bare call
+        return ""
+    if not text.strip() and not reply.sent:
+        return ""  # leading whitespace: wait for the first visible character
+    for start in _CALL_START.finditer(text):
+        before = text[: start.start()]
+        if start.group(0).startswith("`") and (reply.fences + before.count("```")) % 2:
+            continue  # the end of a code block
+        reply.holding = True
+        reply.pending = text[start.start() :]
+        return before
+    cut = _call_start_cut(text)
+    reply.pending = text[cut:]
+    return text[:cut]
+
 
 class TokenStreamer(BaseCallbackHandler):
     """Sends the text of each new chunk of the graph's own model calls as a UI event."""
@@ -44,7 +126,7 @@ class TokenStreamer(BaseCallbackHandler):
     run_inline = True  # in the model's thread: the node's stream writer is in its context
 
     def __init__(self) -> None:
-        self._runs: set[UUID] = set()
+        self._runs: dict[UUID, _Reply] = {}
         self._lock = threading.Lock()
 
     # Their presence makes ``invoke`` stream (langchain-core checks for these methods).
@@ -73,8 +155,9 @@ class TokenStreamer(BaseCallbackHandler):
             return
         if NAMESPACE_SEPARATOR in str(metadata.get("langgraph_checkpoint_ns") or ""):
             return  # a subgraph's model
+        reply = _Reply(_declared_tools(kwargs.get("invocation_params")))
         with self._lock:
-            self._runs.add(run_id)
+            self._runs[run_id] = reply
 
     def on_llm_new_token(
         self,
@@ -86,21 +169,40 @@ class TokenStreamer(BaseCallbackHandler):
         tags: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        """Send the chunk's text as a ``token`` event."""
-        if not isinstance(chunk, ChatGenerationChunk) or run_id not in self._runs:
+        """Send the chunk's text as a ``token`` event (held while it may be a call)."""
+        if not isinstance(chunk, ChatGenerationChunk):
             return
+        reply = self._runs.get(run_id)
         text = chunk.message.text
-        if text:
+        if reply is None or not text:
+            return
+        if not reply.tools:
             emit({"type": TOKEN_EVENT, "text": text})
+            return
+        reply.pending += text
+        if reply.holding:
+            return
+        ready = _sendable(reply)
+        if ready:
+            reply.sent.append(ready)
+            reply.fences += ready.count("```")
+            emit({"type": TOKEN_EVENT, "text": ready})
 
-    def _done(self, *, run_id: UUID, **kwargs: Any) -> None:
+    def _done(self, *, run_id: UUID, **kwargs: Any) -> _Reply | None:
         with self._lock:
-            self._runs.discard(run_id)
+            return self._runs.pop(run_id, None)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """Forget the run."""
-        self._done(run_id=run_id)
+        """Send what was held unless it is calls of the declared tools; forget the run."""
+        reply = self._done(run_id=run_id)
+        if reply is None or not reply.pending:
+            return
+        if reply.holding:
+            whole = "".join(reply.sent) + reply.pending
+            if extract_text_tool_calls(whole, reply.tools).calls:
+                return  # shown as tool calls once the text tool-call unit rewrote them
+        emit({"type": TOKEN_EVENT, "text": reply.pending})
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        """Forget the run."""
+        """Forget the run (a retry streams its own reply)."""
         self._done(run_id=run_id)

@@ -192,3 +192,53 @@ def test_ctrl_c_during_run_records_the_partial_answer_and_exits_130(
     assert [m.type for m in history] == ["human", "ai"]
     assert agentgraph_kind(history[1]) == "interrupted"
     assert str(history[1].content).startswith("word0 word1 word2 word3")
+
+
+def _run_stream(
+    home: Path, workspace: Path, script: list[dict[str, object]]
+) -> list[dict[str, object]]:
+    with FakeOpenAIServer(script, require_key=KEY) as server:
+        res = run_cli(
+            ["run", "what is x?", "--output-format", "stream-json"],
+            cwd=workspace,
+            env=server_env(home, server.url, KEY),
+        )
+    assert res.returncode == 0, res.stderr
+    return _events(res.stdout)
+
+
+def test_calls_written_as_text_are_not_streamed_as_answer_text(home: Path, workspace: Path) -> None:
+    """A local model's call written as text (tags, a JSON fence, bare JSON) shows as a
+    tool call, never first as answer text; the prose before it still streams."""
+    (workspace / "app.py").write_text("x = 1\n")
+    call = json.dumps({"name": "read_file", "arguments": {"path": "app.py"}})
+    events = _run_stream(
+        home,
+        workspace,
+        [
+            {"content": f"I'll read it.\n<tool_call>\n{call}\n</tool_call>"},
+            {"content": f"```json\n{call}\n```"},
+            {"content": call},
+            {"content": "x is 1."},
+        ],
+    )
+    deltas = "".join(str(e["text"]) for e in events if e["type"] == "text_delta")
+    assert deltas == "I'll read it.\nx is 1."
+    calls = [e for e in events if e["type"] == "tool_call"]
+    assert [c["name"] for c in calls] == ["read_file"] * 3
+    results = [e for e in events if e["type"] == "tool_result"]
+    assert len(results) == 3 and all("x = 1" in str(r["content"]) for r in results)
+    assert events[-1]["answer"] == "x is 1."
+
+
+def test_answers_that_only_look_like_calls_stream_whole(home: Path, workspace: Path) -> None:
+    """Code fences, inline code and JSON that calls no declared tool reach the output
+    unchanged (JSON-only replies at once when the reply ends)."""
+    prose = 'Here:\n```python\nx = {"a": 1}\n```\nand `y` <b>bold</b> ``` done'
+    for content in (prose, '{"a": 1}', '[{"name": "nope", "arguments": {}}]'):
+        events = _run_stream(home, workspace, [{"content": content}])
+        pieces = [str(e["text"]) for e in events if e["type"] == "text_delta"]
+        assert "".join(pieces) == content
+        assert not [e for e in events if e["type"] == "tool_call"]
+        if content == prose:  # still streamed as it comes, code blocks included
+            assert len(pieces) > 10
