@@ -701,7 +701,10 @@ class Agent:
         config = self.config(thread_id)
         # Tokens come from TokenStreamer on the custom stream: LangGraph's "messages"
         # mode would walk the whole transcript at every node start.
-        config["callbacks"] = [CancelGuard(turn.cancelled), TokenStreamer()]
+        config["callbacks"] = [
+            CancelGuard(turn.cancelled),
+            TokenStreamer(hold_text_calls=self.settings.text_tool_calls),
+        ]
         stream: Iterator[Any] = self.graph.stream(
             graph_input,
             config,

@@ -121,13 +121,19 @@ def _sendable(reply: _Reply) -> str:
 
 
 class TokenStreamer(BaseCallbackHandler):
-    """Sends the text of each new chunk of the graph's own model calls as a UI event."""
+    """Sends the text of each new chunk of the graph's own model calls as a UI event.
+
+    Args:
+        hold_text_calls: Hold calls written as text (off when nothing turns them into
+            tool calls: ``AGENTGRAPH_TEXT_TOOL_CALLS=false``).
+    """
 
     run_inline = True  # in the model's thread: the node's stream writer is in its context
 
-    def __init__(self) -> None:
+    def __init__(self, *, hold_text_calls: bool = True) -> None:
         self._runs: dict[UUID, _Reply] = {}
         self._lock = threading.Lock()
+        self.hold_text_calls = hold_text_calls
 
     # Their presence makes ``invoke`` stream (langchain-core checks for these methods).
     def tap_output_iter(self, run_id: UUID, output: Iterator[T]) -> Iterator[T]:
@@ -155,7 +161,8 @@ class TokenStreamer(BaseCallbackHandler):
             return
         if NAMESPACE_SEPARATOR in str(metadata.get("langgraph_checkpoint_ns") or ""):
             return  # a subgraph's model
-        reply = _Reply(_declared_tools(kwargs.get("invocation_params")))
+        tools = _declared_tools(kwargs.get("invocation_params")) if self.hold_text_calls else None
+        reply = _Reply(tools or frozenset())
         with self._lock:
             self._runs[run_id] = reply
 

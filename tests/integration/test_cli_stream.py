@@ -242,3 +242,16 @@ def test_answers_that_only_look_like_calls_stream_whole(home: Path, workspace: P
         assert not [e for e in events if e["type"] == "tool_call"]
         if content == prose:  # still streamed as it comes, code blocks included
             assert len(pieces) > 10
+
+
+def test_with_text_tool_calls_off_such_text_streams_as_it_comes(
+    home: Path, workspace: Path
+) -> None:
+    """Nothing turns the text into calls then: it is the answer and streams as one."""
+    text = '<tool_call>\n{"name": "read_file", "arguments": {"path": "app.py"}}\n</tool_call>'
+    with FakeOpenAIServer([{"content": text}], require_key=KEY) as server:
+        env = server_env(home, server.url, KEY, AGENTGRAPH_TEXT_TOOL_CALLS="false")
+        res = run_cli(["run", "hi", "--output-format", "stream-json"], cwd=workspace, env=env)
+    assert res.returncode == 0, res.stderr
+    pieces = [str(e["text"]) for e in _events(res.stdout) if e["type"] == "text_delta"]
+    assert "".join(pieces) == text and len(pieces) > 3
