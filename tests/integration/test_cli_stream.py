@@ -43,6 +43,20 @@ def _events(stdout: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in lines]
 
 
+def _run_stream(
+    home: Path, workspace: Path, script: list[dict[str, object]], prompt: str = "what is x?"
+) -> list[dict[str, object]]:
+    """``agentgraph run PROMPT --output-format stream-json`` on ``script``: its events."""
+    with FakeOpenAIServer(script, require_key=KEY) as server:
+        res = run_cli(
+            ["run", prompt, "--output-format", "stream-json"],
+            cwd=workspace,
+            env=server_env(home, server.url, KEY),
+        )
+    assert res.returncode == 0, res.stderr
+    return _events(res.stdout)
+
+
 def test_stream_json_prints_one_event_per_line(home: Path, workspace: Path) -> None:
     (workspace / "app.py").write_text("x = 1\n")
     script = [
@@ -137,14 +151,7 @@ def test_diffs_never_carry_the_api_key(home: Path, workspace: Path) -> None:
         },
         {"content": "Saved."},
     ]
-    with FakeOpenAIServer(script, require_key=KEY) as server:
-        res = run_cli(
-            ["run", "save the key", "--output-format", "stream-json"],
-            cwd=workspace,
-            env=server_env(home, server.url, KEY),
-        )
-    assert res.returncode == 0, res.stderr
-    events = _events(res.stdout)
+    events = _run_stream(home, workspace, script, "save the key")
     diff = next(e for e in events if e["type"] == "diff")
     assert KEY not in json.dumps(diff) and "+KEY=[REDACTED]" in str(diff["diff"])
     # (The tool_call event repeats the model's own arguments, which held the key.)
@@ -192,19 +199,6 @@ def test_ctrl_c_during_run_records_the_partial_answer_and_exits_130(
     assert [m.type for m in history] == ["human", "ai"]
     assert agentgraph_kind(history[1]) == "interrupted"
     assert str(history[1].content).startswith("word0 word1 word2 word3")
-
-
-def _run_stream(
-    home: Path, workspace: Path, script: list[dict[str, object]]
-) -> list[dict[str, object]]:
-    with FakeOpenAIServer(script, require_key=KEY) as server:
-        res = run_cli(
-            ["run", "what is x?", "--output-format", "stream-json"],
-            cwd=workspace,
-            env=server_env(home, server.url, KEY),
-        )
-    assert res.returncode == 0, res.stderr
-    return _events(res.stdout)
 
 
 def test_calls_written_as_text_are_not_streamed_as_answer_text(home: Path, workspace: Path) -> None:
