@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from markdown_it import MarkdownIt
 from rich.console import Console
 from rich.live import Live
 from rich.markdown import Markdown
@@ -34,6 +35,27 @@ LIVE_MIN_LINES = 5
 CODE_THEME = "monokai"
 SPINNER = "dots"
 WAITING_TEXT = "thinking…"
+
+
+class AnswerMarkdown(Markdown):
+    """rich's ``Markdown`` with raw HTML shown as the text it is.
+
+    rich renders no HTML: a block such as ``<div>…</div>`` (or the ``<tools>…</tools>``
+    a small model writes) disappeared from the answer, and inline tags vanished from
+    their sentence. Parsed here with markdown-it's ``html`` option off, the same text
+    is shown literally; everything else renders as rich renders it.
+
+    Args:
+        markup: The answer's markdown.
+        code_theme: Pygments theme of code blocks.
+    """
+
+    _parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+
+    def __init__(self, markup: str, code_theme: str = CODE_THEME) -> None:
+        super().__init__("", code_theme=code_theme)
+        self.markup = markup
+        self.parsed = self._parser.parse(markup)
 
 
 def suppress_input_echo() -> Callable[[], None] | None:
@@ -94,7 +116,7 @@ class MarkdownStream:
             no_color=self.console.no_color,
             highlight=False,
         )
-        render.print(Markdown(self.text, code_theme=CODE_THEME))
+        render.print(AnswerMarkdown(self.text))
         return buffer.getvalue().rstrip("\n").splitlines()
 
     def update(self, delta: str) -> None:

@@ -237,3 +237,21 @@ def test_resume_picker_and_tab_completion(home: Path, workspace: Path) -> None:
     sent = server.requests[-1]["messages"]
     assert "remember the milk" in str(sent[-1]["content"])
     assert next(m["content"] for m in sent if m["role"] == "user") == "first task"
+
+
+def test_raw_html_in_an_answer_is_shown_not_dropped(home: Path, workspace: Path) -> None:
+    """An answer holding an HTML block or inline tags outside code shows them as text
+    (rich's renderer drops HTML: the answer was an empty screen)."""
+    answer = '<tools>\n{"name": "make_file"}\n</tools>\n\nUse <b>bold</b> here.'
+    with FakeOpenAIServer([{"content": answer}], require_key=KEY) as server:
+        child = spawn_repl([], cwd=workspace, env=pty_env(home, server.url, KEY))
+        try:
+            child.expect_exact(PROMPT)
+            child.send("what now?" + ENTER)
+            child.expect_exact("tokens")  # the status line after the turn
+            child.expect_exact(PROMPT)
+            shown = "\n".join(screen_lines(child))
+        finally:
+            close_repl(child)
+    assert '<tools> {"name": "make_file"} </tools>' in shown
+    assert "Use <b>bold</b> here." in shown
