@@ -2,10 +2,10 @@
 
 Small local models (Qwen2.5-Coder through llama.cpp, some Ollama builds) often answer a
 request that declared tools with the call written as text: bare JSON, a fenced ```json
-block, or Hermes-style ``<tool_call>…</tool_call>`` tags, with ``name``/``arguments``,
-``name``/``parameters`` or OpenAI's ``function`` shape. The endpoint then returns no
-``tool_calls`` and nothing runs. :func:`extract_text_tool_calls` finds such calls when
-they name declared tools; everything else stays text.
+block, or Hermes-style ``<tool_call>…</tool_call>`` tags (or Qwen's ``<tools>``), with
+``name``/``arguments``, ``name``/``parameters`` or OpenAI's ``function`` shape. The
+endpoint then returns no ``tool_calls`` and nothing runs. :func:`extract_text_tool_calls`
+finds such calls when they name declared tools; everything else stays text.
 
 The rule is conservative on purpose: a reply is rewritten only when every JSON candidate
 found in the chosen syntax is a well-formed call of a declared tool. Prose that merely
@@ -29,8 +29,10 @@ MAX_SCAN_CHARS = 200_000
 # Arguments nested deeper than this are hostile or broken, never a real call.
 MAX_JSON_DEPTH = 64
 
+# ``tools``: Qwen2.5's chat template lists the tools inside <tools>…</tools>, and its
+# small models write their calls in the same tags.
 _TAGGED = re.compile(
-    r"<(tool_call|function_call|tool_calls)>\s*(.*?)\s*</\1>", re.DOTALL | re.IGNORECASE
+    r"<(tool_call|function_call|tool_calls|tools)>\s*(.*?)\s*</\1>", re.DOTALL | re.IGNORECASE
 )
 _FENCE_OPEN = re.compile(r"```[ \t]*(?:json|JSON|tool_call)?[ \t]*\n")
 _FENCE = "```"

@@ -49,10 +49,10 @@ T = TypeVar("T")
 # Where a call written as text starts (the syntaxes text_tool_calls accepts): a tag, or
 # a fence of JSON or of no language.
 _CALL_START = re.compile(
-    r"<(?:tool_call|function_call|tool_calls)>|```[ \t]*(?:json|tool_call)?[ \t]*\n",
+    r"<(?:tool_call|function_call|tool_calls|tools)>|```[ \t]*(?:json|tool_call)?[ \t]*\n",
     re.IGNORECASE,
 )
-_TAG_STARTS = ("<tool_call>", "<function_call>", "<tool_calls>")
+_TAG_STARTS = ("<tool_call>", "<function_call>", "<tool_calls>", "<tools>")
 _FENCE_START = re.compile(r"`{1,2}|```[ \t]*[A-Za-z_]*[ \t]*")
 # A tail longer than this is not the start of a call syntax (the longest is a fence
 # with a language and some spaces).

@@ -52,6 +52,15 @@ def test_hermes_tags_and_openai_function_shape_with_string_arguments() -> None:
     assert names_args(text) == [("run_bash", {"command": "ls"})]
 
 
+def test_qwen_tools_tags_as_its_chat_template_lists_tools() -> None:
+    """Qwen2.5 models, shown their tools inside <tools>…</tools>, write calls in them too."""
+    text = '<tools>\n{"name": "edit_file", "arguments": {"path": "notes.txt"}}\n</tools>'
+    assert names_args(text) == [("edit_file", {"path": "notes.txt"})]
+    # A schema listing in those tags names no call: it stays text.
+    listing = '<tools>\n{"type": "function", "function": {"name": "x", "parameters": {}}}\n</tools>'
+    assert extract_text_tool_calls(listing, TOOLS).calls == []
+
+
 def test_array_and_tool_calls_wrapper() -> None:
     one = {"name": "read_file", "arguments": {"path": "a"}}
     two = {"function": {"name": "edit_file", "arguments": {"path": "a", "old": "x"}}}
