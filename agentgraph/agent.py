@@ -86,6 +86,7 @@ from agentgraph.tools.bash import kill_running_commands, sandbox_plan_for
 from agentgraph.tools.history_tools import make_history_tools
 from agentgraph.tools.memory_tools import make_memory_tools
 from agentgraph.tools.search import cancel_running_searches
+from agentgraph.undo import UndoResult, undo_note
 from agentgraph.user_offload import offload_user_messages
 
 Event = dict[str, Any]
@@ -527,6 +528,25 @@ class Agent:
         self.subagents.cancel_all()
         kill_running_commands()
         cancel_running_searches()
+
+    def record_undo(self, thread_id: str, result: UndoResult) -> None:
+        """Tell the model, at its next call, which files an undo put back.
+
+        The note is stored now (a kill before the next turn keeps it) after the last
+        turn, as the end of that turn.
+
+        Args:
+            thread_id: The session the undo was for.
+            result: What the undo did.
+        """
+        note = undo_note(result)
+        if note is None:
+            return
+        self.graph.update_state(self.config(thread_id), {"messages": [note]}, as_node="finalize")
+        info = self.store.index.get(thread_id)
+        if info is not None:
+            info.message_count = len(self.messages(thread_id))
+            self.store.index.upsert(info)
 
     def record_interrupted(self, turn: RunningTurn | None = None) -> None:
         """Record a cancelled turn now: its partial answer, the index, undo changes.

@@ -206,9 +206,11 @@ def export_markdown(messages: Sequence[BaseMessage], info: SessionInfo) -> str:
         if kind == "compact_boundary":
             lines += ["---", f"*{text}*", "---", ""]
         elif isinstance(msg, HumanMessage):
-            title = {"summary": "Summary", "reinjected_file": "File re-read"}.get(
-                kind or "", "User"
-            )
+            title = {
+                "summary": "Summary",
+                "reinjected_file": "File re-read",
+                "undo_note": "Undo note",
+            }.get(kind or "", "User")
             lines += [f"## {title}", "", text, ""]
         elif isinstance(msg, AIMessage):
             lines += ["## Assistant", ""]

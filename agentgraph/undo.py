@@ -23,10 +23,14 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import HumanMessage
+
+from agentgraph.history.kinds import AGENTGRAPH_KEY, UNDO_NOTE_KIND
 from agentgraph.thread_ids import session_path
 
 UNDO_MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -54,6 +58,8 @@ UNSTORED = ""
 TURNS_FILE = "turns.json"
 OBJECTS_DIR = "objects"
 HASH_CHUNK_BYTES = 1024 * 1024
+# Paths named per kind (restored, removed) in the note the model gets after an undo.
+UNDO_NOTE_PATHS_MAX = 20
 
 
 @dataclass(frozen=True)
@@ -285,3 +291,37 @@ class UndoStore:
 def snapshots_dir(home: Path, thread_id: str) -> Path:
     """``AGENTGRAPH_HOME/snapshots/<thread_id>`` (see :func:`session_path`)."""
     return session_path(home, "snapshots", thread_id)
+
+
+def undo_note(result: UndoResult) -> HumanMessage | None:
+    """What the model is told after an undo: which files are back as they were.
+
+    Without it the model still believes its own edits are on disk (its history says
+    so) and works from files that no longer exist or no longer hold what it wrote.
+
+    Args:
+        result: What :meth:`UndoStore.undo` did.
+
+    Returns:
+        A user-role note (kind ``undo_note``, not a request), or None when no file
+        changed.
+    """
+    if not result.restored and not result.removed:
+        return None
+    lines = [
+        f"[The user undid the file changes of the last {result.turns} turn(s). The files "
+        "below are as they were before those turns; read them again before relying on "
+        "what those turns wrote.]"
+    ]
+    for label, paths in (("restored", result.restored), ("removed", result.removed)):
+        shown = ", ".join(paths[:UNDO_NOTE_PATHS_MAX])
+        more = len(paths) - UNDO_NOTE_PATHS_MAX
+        if paths:
+            lines.append(f"{label}: {shown}" + (f" and {more} more" if more > 0 else ""))
+    if result.failed:
+        lines.append("could not be restored: " + ", ".join(result.failed[:UNDO_NOTE_PATHS_MAX]))
+    return HumanMessage(
+        content="\n".join(lines),
+        id=f"undo-{uuid.uuid4().hex}",
+        additional_kwargs={AGENTGRAPH_KEY: {"kind": UNDO_NOTE_KIND}},
+    )

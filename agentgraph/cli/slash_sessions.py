@@ -216,3 +216,4 @@ def _undo(ctx: ReplContext, rest: str) -> None:
             ctx.console.print(f"  … {len(paths) - UNDO_FILES_SHOWN} more {label}", markup=False)
     for path in result.failed:
         ctx.console.print(f"[red]  could not restore {escape(path)}[/]")
+    ctx.agent.record_undo(ctx.thread_id, result)  # else the model trusts its own edits

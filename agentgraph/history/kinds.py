@@ -18,7 +18,12 @@ AGENTGRAPH_KEY = "agentgraph"
 INTERNAL_KINDS = frozenset({"compact_boundary", "snapshot", "notice"})
 """Marker kinds that are records for agentgraph only and never reach the model."""
 
-NON_REQUEST_KINDS = INTERNAL_KINDS | frozenset({"summary", "reinjected_file", "resume"})
+UNDO_NOTE_KIND = "undo_note"
+"""A note telling the model that the user's /undo put files back (sent, not a request)."""
+
+NON_REQUEST_KINDS = INTERNAL_KINDS | frozenset(
+    {"summary", "reinjected_file", "resume", UNDO_NOTE_KIND}
+)
 """Kinds of HumanMessage that carry context, not a request typed by the user."""
 
 SYNTHETIC_RESULT_KIND = "synthetic_result"

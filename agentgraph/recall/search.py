@@ -77,7 +77,12 @@ def index_errors() -> tuple[type[Exception], ...]:
 
 _REF_RE = re.compile(r"^\s*(?:msg:|#)?\s*(\d{1,9})\s*$", re.IGNORECASE)
 _TERM_RE = re.compile(r'"([^"]+)"|(\S+)')
-_KIND_ROLES = {"summary": "summary", "reinjected_file": "file", "resume": "resume note"}
+_KIND_ROLES = {
+    "summary": "summary",
+    "reinjected_file": "file",
+    "resume": "resume note",
+    "undo_note": "undo note",
+}
 
 
 class SearchError(ValueError):

@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.cli_helpers import cli_env, run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.lease_helpers import lease_holder
+from tests.pty_helpers import only_session
 
 KEY = "sk-test-secret-sessions-0123456789"
 
@@ -245,7 +246,8 @@ def test_repl_undo_title_switch_reset(home: Path, workspace: Path) -> None:
     err = res.stderr
     assert "undid 1 turn(s):" in err and "restored notes.txt" in err
     assert "nothing to undo" in err
-    assert "title: “Notes rewrite”" in err and "“Notes rewrite”  messages 4" in err
+    # 4 messages of the turn and the note telling the model about the undo.
+    assert "title: “Notes rewrite”" in err and "“Notes rewrite”  messages 5" in err
     assert "no session matches 'nope'" in err and "nothing to clear" in err
     env = cli_env(home, OPENAI_BASE_URL="http://127.0.0.1:9/v1")
     rows = json.loads(run_cli(["sessions", "list", "--json"], cwd=workspace, env=env).stdout)
@@ -253,6 +255,39 @@ def test_repl_undo_title_switch_reset(home: Path, workspace: Path) -> None:
         ("Notes rewrite", "user"),
         ("second one", "user"),
     }
+
+
+def test_after_undo_the_model_is_told_which_files_are_back(home: Path, workspace: Path) -> None:
+    """The history still says the model wrote the file: the next request says it was
+    undone, before the user's message, and the note is not taken for a request."""
+    (workspace / "notes.txt").write_text("original\n")
+    script = [
+        {
+            "tool_calls": [
+                {"name": "write_file", "arguments": {"path": "notes.txt", "content": "new\n"}},
+                {"name": "write_file", "arguments": {"path": "added.txt", "content": "x\n"}},
+            ]
+        },
+        {"content": "Rewrote it."},
+        {"content": "It says original."},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = _env(home, server)
+        stdin = "rewrite notes.txt\n/undo\nwhat does notes.txt say?\n/exit\n"
+        res = run_cli([], cwd=workspace, env=env, stdin=stdin)
+        assert res.returncode == 0, res.stderr
+        assert server.violations == []
+        sent = server.requests[-1]["messages"]
+    users = [str(m["content"]) for m in sent if m["role"] == "user"]
+    note, request = users[-2], users[-1]
+    assert "undid the file changes of the last 1 turn(s)" in note
+    assert "restored: notes.txt" in note and "removed: added.txt" in note
+    assert request == "what does notes.txt say?"
+    env = cli_env(home, OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    shown = run_cli(["sessions", "show", only_session(home), "--json"], cwd=workspace, env=env)
+    transcript = json.loads(shown.stdout)["transcript"]
+    assert transcript["last_request"] == "what does notes.txt say?"
+    assert transcript["user_requests"] == 2
 
 
 def test_output_to_a_pipe_keeps_each_session_on_one_line(home: Path, workspace: Path) -> None:
