@@ -796,6 +796,7 @@ class Agent:
         info.cached_input_tokens += usage.cached_input_tokens
         info.cost_usd = add_cost(info.cost_usd, usage.cost_usd)
         info.context_tokens = prompt_tokens or info.context_tokens
+        info.model = self.settings.model
         info.updated_at = time.time()
         # A title written meanwhile (background model title, /title) must survive.
         latest = self.store.index.get(thread_id)

@@ -114,6 +114,9 @@ def _show(store: Store, settings: Settings, args: argparse.Namespace) -> int:
     payload["in_use_by_pid"] = holder.pid if holder is not None else None
     payload["children"] = [c.thread_id for c in store.index.children(info.thread_id)]
     payload["transcript"] = transcript_summary(messages)
+    # Counted for the model the session ran with, not the one configured now.
+    if info.model and info.model != settings.model:
+        settings = settings.model_copy(update={"model": info.model})
     payload["context"] = _reporting_agent(store, settings).context_report(info.thread_id)
     if args.json:
         sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
@@ -125,6 +128,7 @@ def _show(store: Store, settings: Settings, args: argparse.Namespace) -> int:
         ("id", info.thread_id),
         ("workspace", info.workspace),
         ("branch", info.git_branch or "-"),
+        ("model", info.model or "-"),
         ("created", _when(info.created_at)),
         ("updated", _when(info.updated_at)),
         ("messages", f"{summary['messages']} ({summary['user_requests']} requests)"),

@@ -31,12 +31,14 @@ _COLUMNS = (
     "compactions",
     "cached_input_tokens",
     "cost_usd",
+    "model",
 )
 # Columns added after the first release: (name, SQLite type, Postgres type). Opening an
 # older database adds them (existing rows: 0 cached tokens, unknown cost).
 ADDED_COLUMNS = (
     ("cached_input_tokens", "INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0"),
     ("cost_usd", "REAL", "DOUBLE PRECISION"),
+    ("model", "TEXT NOT NULL DEFAULT ''", "TEXT NOT NULL DEFAULT ''"),
 )
 
 
@@ -62,6 +64,8 @@ class SessionInfo:
     # (None: a model without a known price was used, or usage predates costs).
     cached_input_tokens: int = 0
     cost_usd: float | None = 0.0
+    # The model the session's last turn ran with ("": not recorded yet).
+    model: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form used by ``sessions list --json``."""

@@ -272,6 +272,11 @@ def import_session(
     )
     title = shorten_title(str(first.content)) if first is not None else "imported session"
     replies = [m for m in imported.messages if isinstance(m, AIMessage) and m.usage_metadata]
+    models = [
+        m.response_metadata.get("model_name")
+        for m in imported.messages
+        if isinstance(m, AIMessage) and m.response_metadata
+    ]
     info = SessionInfo(
         thread_id=thread_id,
         title=imported.title or title,
@@ -287,6 +292,7 @@ def import_session(
         input_tokens=sum(m.usage_metadata["input_tokens"] for m in replies if m.usage_metadata),
         output_tokens=sum(m.usage_metadata["output_tokens"] for m in replies if m.usage_metadata),
         cost_usd=None,
+        model=next((m for m in reversed(models) if isinstance(m, str) and m), ""),
     )
     store.index.upsert(info)
     return info

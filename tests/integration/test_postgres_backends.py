@@ -91,6 +91,8 @@ def test_session_index_list_resolve_delete(
     for tid in ("aaa111", "aaa222", "bbb333"):
         agent.run_turn(tid, f"hello {tid}", workspace)
     index = agent.store.index
+    stored = index.get("aaa111")
+    assert stored is not None and stored.model == backend_settings.model  # the turn's model
     index.upsert(
         SessionInfo(
             thread_id="sub-1",

@@ -144,11 +144,14 @@ def test_existing_sqlite_index_gains_the_usage_columns(settings: Settings) -> No
         assert info is not None
         assert info.input_tokens == 500 and info.cached_input_tokens == 0
         assert info.cost_usd is None  # spent before prices were kept: unknown, not $0
+        assert info.model == ""  # nor was the model
         info.cached_input_tokens = 7
+        info.model = "gpt-4o-mini"
         store.index.upsert(info)
     with open_store(settings) as store:
         again = store.index.get("old")
         assert again is not None and again.cached_input_tokens == 7
+        assert again.model == "gpt-4o-mini"
 
 
 def test_existing_postgres_index_gains_the_usage_columns(postgres_url: str) -> None:
@@ -166,7 +169,9 @@ def test_existing_postgres_index_gains_the_usage_columns(postgres_url: str) -> N
     with open_store(settings) as store:
         info = store.index.get("old")
         assert info is not None and info.cost_usd is None and info.cached_input_tokens == 0
+        assert info.model == ""
         info.cost_usd = 0.5
+        info.model = "gpt-4o-mini"
         store.index.upsert(info)
         again = store.index.get("old")
-        assert again is not None and again.cost_usd == 0.5
+        assert again is not None and again.cost_usd == 0.5 and again.model == "gpt-4o-mini"

@@ -290,6 +290,23 @@ def test_after_undo_the_model_is_told_which_files_are_back(home: Path, workspace
     assert transcript["user_requests"] == 2
 
 
+def test_show_counts_the_context_for_the_model_the_session_ran_with(
+    home: Path, workspace: Path
+) -> None:
+    """Shown later under another configured model, the budget is still the session's."""
+    with FakeOpenAIServer([{"content": "hi"}]) as server:
+        ran = run_cli(["run", "hello", "--thread", "m1"], cwd=workspace, env=_env(home, server))
+        assert ran.returncode == 0, ran.stderr
+    env = cli_env(home, OPENAI_BASE_URL="http://127.0.0.1:9/v1", AGENTGRAPH_MODEL="gpt-4")
+    shown = run_cli(["sessions", "show", "m1", "--json"], cwd=workspace, env=env)
+    assert shown.returncode == 0, shown.stderr
+    payload = json.loads(shown.stdout)
+    assert payload["model"] == "gpt-4o-mini"
+    assert payload["context"]["window"] == 128_000  # gpt-4o-mini's, not gpt-4's 8,192
+    text = run_cli(["sessions", "show", "m1"], cwd=workspace, env=env)
+    assert "model  gpt-4o-mini" in text.stdout
+
+
 def test_output_to_a_pipe_keeps_each_session_on_one_line(home: Path, workspace: Path) -> None:
     """Not a terminal: no wrapping at any width, so grep and scripts see whole rows."""
     (workspace / "data.txt").write_text("the answer is 42\n")
