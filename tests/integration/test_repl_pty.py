@@ -95,6 +95,13 @@ MARKDOWN_ANSWER = (
 LONG_FILE_LINES = 100
 
 
+def _turn(child: pexpect.spawn, prompt: str) -> None:
+    """Type ``prompt`` and wait for the turn's status line and the next prompt."""
+    child.send(prompt + ENTER)
+    child.expect_exact("tokens")  # the status line after the turn
+    child.expect_exact(PROMPT)
+
+
 def test_edits_show_coloured_diffs_and_markdown_is_rendered_once(
     home: Path, workspace: Path
 ) -> None:
@@ -120,9 +127,7 @@ def test_edits_show_coloured_diffs_and_markdown_is_rendered_once(
         child = spawn_repl([], cwd=workspace, env=pty_env(home, server.url, KEY))
         try:
             child.expect_exact(PROMPT)
-            child.send("fix add" + ENTER)
-            child.expect_exact("tokens")  # the status line after the turn
-            child.expect_exact(PROMPT)
+            _turn(child, "fix add")
             turn_output = child.logfile_read.getvalue()
             child.send("/diff" + ENTER)
             child.expect_exact("2 file(s) changed in this session")
@@ -247,9 +252,7 @@ def test_raw_html_in_an_answer_is_shown_not_dropped(home: Path, workspace: Path)
         child = spawn_repl([], cwd=workspace, env=pty_env(home, server.url, KEY))
         try:
             child.expect_exact(PROMPT)
-            child.send("what now?" + ENTER)
-            child.expect_exact("tokens")  # the status line after the turn
-            child.expect_exact(PROMPT)
+            _turn(child, "what now?")
             shown = "\n".join(screen_lines(child))
         finally:
             close_repl(child)
