@@ -103,11 +103,17 @@ def _declared_tools(params: Mapping[str, Any] | None) -> frozenset[str]:
 def _sendable(reply: _Reply) -> str:
     """Take from ``reply.pending`` what can be shown now; start holding at a call."""
     text = reply.pending
-    if not reply.sent and text.lstrip()[:1] in ("{", "["):
-        reply.holding = True  # a reply that may be nothing but JSON: a bare call
-        return ""
-    if not text.strip() and not reply.sent:
-        return ""  # leading whitespace: wait for the first visible character
+    if not reply.sent:
+        head = text.lstrip()
+        if not head:
+            return ""  # leading whitespace: wait for the first visible character
+        if head[0] == "[":  # a list of calls, or prose such as "[1] …"
+            head = head[1:].lstrip()
+            if not head:
+                return ""  # not known yet
+        if head[0] == "{":
+            reply.holding = True  # a reply that may be nothing but JSON: a bare call
+            return ""
     for start in _CALL_START.finditer(text):
         before = text[: start.start()]
         if start.group(0).startswith("`") and (reply.fences + before.count("```")) % 2:

@@ -229,12 +229,13 @@ def test_answers_that_only_look_like_calls_stream_whole(home: Path, workspace: P
     """Code fences, inline code and JSON that calls no declared tool reach the output
     unchanged (JSON-only replies at once when the reply ends)."""
     prose = 'Here:\n```python\nx = {"a": 1}\n```\nand `y` <b>bold</b> ``` done'
-    for content in (prose, '{"a": 1}', '[{"name": "nope", "arguments": {}}]'):
+    note = "[1] The first point, then the second one and a third for good measure."
+    for content in (prose, note, '{"a": 1}', '[{"name": "nope", "arguments": {}}]'):
         events = _run_stream(home, workspace, [{"content": content}])
         pieces = [str(e["text"]) for e in events if e["type"] == "text_delta"]
         assert "".join(pieces) == content
         assert not [e for e in events if e["type"] == "tool_call"]
-        if content == prose:  # still streamed as it comes, code blocks included
+        if content in (prose, note):  # still streamed as it comes, code blocks included
             assert len(pieces) > 10
 
 
