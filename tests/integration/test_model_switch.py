@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from agentgraph.agent import Agent
 from agentgraph.cli.repl import load_slash_commands
-from agentgraph.cli.slash import ReplContext, dispatch
+from agentgraph.cli.slash import dispatch
 from agentgraph.config import Settings
 from agentgraph.errors import ConfigError
 from agentgraph.persistence import open_store
 from tests.fakes.openai_server import fake_openai_server
 from tests.fakes.scripts import reply_text
+from tests.slash_helpers import slash_context
 
 
 def test_model_switch_is_used_recorded_and_refused_for_unknown_names(
@@ -29,14 +28,7 @@ def test_model_switch_is_used_recorded_and_refused_for_unknown_names(
         with open_store(settings) as store:
             agent = Agent(settings, store, sleep=lambda _s: None)
             agent.run_turn("t1", "hello", workspace)
-            out = io.StringIO()
-            ctx = ReplContext(
-                agent=agent,
-                store=store,
-                console=Console(file=out, width=200),
-                thread_id="t1",
-                workspace=workspace,
-            )
+            ctx, out = slash_context(agent, "t1", workspace)
             with pytest.raises(ConfigError, match="unknown model 'gpt-9'"):
                 dispatch(ctx, "/model gpt-9")
             assert ctx.agent is agent  # a refused switch changes nothing
@@ -65,14 +57,7 @@ def test_switch_to_a_smaller_window_compacts_first(
             agent = Agent(settings, store, sleep=lambda _s: None)
             agent.run_turn("t1", "write a lot", workspace)
             agent.run_turn("t1", "more " * 10, workspace)
-            out = io.StringIO()
-            ctx = ReplContext(
-                agent=agent,
-                store=store,
-                console=Console(file=out, width=200),
-                thread_id="t1",
-                workspace=workspace,
-            )
+            ctx, out = slash_context(agent, "t1", workspace)
             before = ctx.agent.context_report("t1")["tokens"]
             dispatch(ctx, "/model gpt-4")
             after = ctx.agent.context_report("t1")
@@ -92,13 +77,7 @@ def test_the_repl_follows_each_sessions_own_model_after_a_switch(
         with open_store(settings) as store:
             agent = Agent(settings, store, sleep=lambda _s: None)
             agent.set_model_preference("chose", "gpt-4.1")
-            ctx = ReplContext(
-                agent=agent,
-                store=store,
-                console=Console(file=io.StringIO(), width=200),
-                thread_id="chose",
-                workspace=workspace,
-            )
+            ctx, _ = slash_context(agent, "chose", workspace)
             follow_session_model(ctx, settings.model)
             assert ctx.agent.settings.model == "gpt-4.1"
             ctx.thread_id = "other"  # what /switch does

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -10,11 +9,10 @@ from typing import Any
 
 import pytest
 from langgraph.store.memory import InMemoryStore
-from rich.console import Console
 
 import agentgraph.cli.slash_recall  # noqa: F401  (registers /memory)
 from agentgraph.agent import Agent
-from agentgraph.cli.slash import ReplContext, dispatch
+from agentgraph.cli.slash import dispatch
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
 from agentgraph.recall.memory import (
@@ -28,6 +26,7 @@ from agentgraph.recall.memory import (
 from agentgraph.redaction import Redactor
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.slash_helpers import slash_context
 
 KEY = "sk-test-secret-0123456789abcdef"
 FACT = "The team deploys with make ship-it"
@@ -148,14 +147,7 @@ def test_slash_memory_lists_and_forgets(
         assert store.memory is not None
         ns = namespace(settings.user_id, str(workspace.resolve()))
         memory, _ = save_memory(store.memory, ns, "Use tabs in Makefiles")
-        out = io.StringIO()
-        ctx = ReplContext(
-            agent=agent,
-            store=store,
-            console=Console(file=out, width=200, no_color=True),
-            thread_id="x",
-            workspace=workspace,
-        )
+        ctx, out = slash_context(agent, "x", workspace)
         dispatch(ctx, "/memory")
         dispatch(ctx, "/memory forget nope")
         dispatch(ctx, f"/memory forget {memory.id}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import re
 import sqlite3
@@ -13,11 +12,10 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from rich.console import Console
 
 import agentgraph.cli.slash_recall  # noqa: F401  (registers /search)
 from agentgraph.agent import Agent
-from agentgraph.cli.slash import ReplContext, dispatch
+from agentgraph.cli.slash import dispatch
 from agentgraph.config import Settings
 from agentgraph.persistence import Store, open_store
 from agentgraph.recall.search import (
@@ -27,6 +25,7 @@ from agentgraph.recall.search import (
     search_transcript,
 )
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.slash_helpers import slash_context
 
 FACT = "ZEBRA-QUASAR-77"
 CJK_FACT = "数据库连接池的上限是六十四"
@@ -230,14 +229,7 @@ def test_slash_search_lists_hits_and_shows_a_message(
         with open_store(settings) as store:
             agent = Agent(settings, store, sleep=lambda _s: None)
             agent.run_turn("r1", "the staging port is 6543", workspace)
-            out = io.StringIO()
-            ctx = ReplContext(
-                agent=agent,
-                store=store,
-                console=Console(file=out, width=200, no_color=True),
-                thread_id="r1",
-                workspace=workspace,
-            )
+            ctx, out = slash_context(agent, "r1", workspace)
             dispatch(ctx, "/search staging port")
             dispatch(ctx, "/search msg:0")
             dispatch(ctx, "/search")
@@ -306,14 +298,7 @@ def test_search_finds_a_fact_whose_tool_output_was_masked(
                 events.append,
             )
             api = agent.search_history("m1", FACT)
-            out = io.StringIO()
-            ctx = ReplContext(
-                agent=agent,
-                store=store,
-                console=Console(file=out, width=300, no_color=True),
-                thread_id="m1",
-                workspace=workspace,
-            )
+            ctx, out = slash_context(agent, "m1", workspace, width=300)
             dispatch(ctx, f"/search {FACT}")
             stored = agent.messages("m1")
         requests = server.requests

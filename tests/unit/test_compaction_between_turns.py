@@ -19,7 +19,7 @@ from rich.console import Console
 from agentgraph.agent import Agent
 from agentgraph.cancel import TurnCancelled
 from agentgraph.cli.repl import load_slash_commands
-from agentgraph.cli.slash import ReplContext, dispatch
+from agentgraph.cli.slash import dispatch
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor, since_last_boundary
 from agentgraph.context.tokens import get_counter
@@ -29,6 +29,7 @@ from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
+from tests.slash_helpers import slash_context
 
 WINDOW = "16000"
 ESSAY = "write a long essay about the history of arithmetic"
@@ -142,14 +143,7 @@ def test_manual_compact_that_would_grow_the_prompt_is_not_applied(
         info = store.index.get("g")
         # The REPL's /compact says so in one line.
         load_slash_commands()
-        out = io.StringIO()
-        ctx = ReplContext(
-            agent=agent,
-            store=store,
-            console=Console(file=out, width=200),
-            thread_id="g",
-            workspace=workspace,
-        )
+        ctx, out = slash_context(agent, "g", workspace)
         dispatch(ctx, "/compact keep the calc.py facts")
         unchanged = agent.messages("g")
     assert len(summarizer.calls) == 2  # it was tried, then not applied
