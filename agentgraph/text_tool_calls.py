@@ -29,12 +29,14 @@ MAX_SCAN_CHARS = 200_000
 # Arguments nested deeper than this are hostile or broken, never a real call.
 MAX_JSON_DEPTH = 64
 
-# ``tools``: Qwen2.5's chat template lists the tools inside <tools>…</tools>, and its
-# small models write their calls in the same tags.
-_TAGGED = re.compile(
-    r"<(tool_call|function_call|tool_calls|tools)>\s*(.*?)\s*</\1>", re.DOTALL | re.IGNORECASE
-)
-_FENCE_OPEN = re.compile(r"```[ \t]*(?:json|JSON|tool_call)?[ \t]*\n")
+# Tags a call may be written in (case-insensitive). ``tools``: Qwen2.5's chat template
+# lists the tools inside <tools>…</tools>, and its small models write their calls in
+# the same tags.
+CALL_TAGS = ("tool_call", "function_call", "tool_calls", "tools")
+# The opening of a fence a call may be written in: JSON, tool_call or no language.
+FENCE_OPEN_PATTERN = r"```[ \t]*(?:json|JSON|tool_call)?[ \t]*\n"
+_TAGGED = re.compile(rf"<({'|'.join(CALL_TAGS)})>\s*(.*?)\s*</\1>", re.DOTALL | re.IGNORECASE)
+_FENCE_OPEN = re.compile(FENCE_OPEN_PATTERN)
 _FENCE = "```"
 
 
