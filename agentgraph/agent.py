@@ -545,8 +545,7 @@ class Agent:
         self.graph.update_state(self.config(thread_id), {"messages": [note]}, as_node="finalize")
         info = self.store.index.get(thread_id)
         if info is not None:
-            info.message_count = len(self.messages(thread_id))
-            self.store.index.upsert(info)
+            self._recount(info)
 
     def record_interrupted(self, turn: RunningTurn | None = None) -> None:
         """Record a cancelled turn now: its partial answer, the index, undo changes.
