@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from agentgraph.call_records import interrupted_results
 from agentgraph.cancel import CancelGuard, RunningTurn, TurnCancelled, interrupted_message
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor
+from agentgraph.context.learned_windows import learned_window, remember_learned_window
 from agentgraph.context.pricing import UsageTotals, add_cost
 from agentgraph.context.retry import RetryPolicy
 from agentgraph.context.tokens import get_counter
@@ -205,6 +207,11 @@ class Agent:
         counter = get_counter(settings.model)
         # The model's LangChain profile knows its window (unless AGENTGRAPH_CONTEXT_WINDOW).
         budget = budget_for(settings, profile=chat_model.profile)
+        # A window an earlier process learned from this endpoint's error (not when
+        # AGENTGRAPH_CONTEXT_WINDOW is set): no oversized first request again.
+        learned = learned_window(settings, settings.model)
+        if learned is not None and budget.adopt_window(learned.window):
+            budget.source_notice = learned.notice(settings.model)
         # Decided (and bwrap probed) once: the notice is shown once, at start.
         self.sandbox = sandbox_plan_for(settings, base_env) if settings.bash != "off" else None
         tools = build_tools(settings, base_env=base_env, sandbox=self.sandbox)
@@ -258,6 +265,7 @@ class Agent:
             extra_system_sections=self._system_sections,
             subagents=self.subagents,
             redactor=redactor,
+            on_window_learned=partial(remember_learned_window, settings, settings.model),
         )
         self.graph = build_graph(self.deps, checkpointer=store.checkpointer, store=store.memory)
         # Set by cancel() (Ctrl-C): the running turn stops at its next event.

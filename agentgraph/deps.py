@@ -78,6 +78,9 @@ class AgentDeps:
     pinned_workspace: Path | None = None
     # Redacts credentials from tool results; None: built from the settings' secrets alone.
     redactor: Redactor | None = None
+    # Told the window an overflow error named once the budget adopted it (the agent
+    # keeps it for its next processes); None: nothing outlives the process.
+    on_window_learned: Callable[[int], None] | None = None
 
     def artifacts_dir(self, thread_id: str) -> Path:
         """Folder holding full tool outputs for ``thread_id``."""

@@ -176,20 +176,23 @@ class ContextPipeline:
         return units
 
 
-def _summarizer_follows(deps: AgentDeps) -> Callable[[int], None]:
+def _window_adopted(deps: AgentDeps) -> Callable[[int], None]:
     """What to do once ``deps.budget`` shrank to a window an overflow error named.
 
     The compactor holds the summarizer's input budget as a number copied at start.
     When it was copied from the main budget (the summarizer is the main model, or a
     model assumed to have the same window) it follows the main budget down, so the
     summary request of the guard compaction fits the real window too; a summary model
-    with its own, different window keeps it.
+    with its own, different window keeps it. ``deps.on_window_learned`` is told the
+    new window (the agent keeps it for later processes).
     """
 
     def follow(usable_before: int) -> None:
         compactor = deps.compactor
         if isinstance(compactor, Compactor) and compactor.summarizer_budget == usable_before:
             compactor.summarizer_budget = deps.budget.usable
+        if deps.on_window_learned is not None:
+            deps.on_window_learned(deps.budget.window)
 
     return follow
 
@@ -212,7 +215,7 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
             deps.budget,
             max_output_tokens=settings.max_output_tokens,
             emit=emit,
-            on_window_adopted=_summarizer_follows(deps),
+            on_window_adopted=_window_adopted(deps),
         ),
         retry=RetryMiddleware(
             RetryPolicy(max_retries=settings.provider_max_retries), sleep=deps.sleep, emit=emit

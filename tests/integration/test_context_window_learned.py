@@ -16,7 +16,9 @@ import pytest
 
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
+from agentgraph.context.learned_windows import LEARNED_WINDOWS_FILE
 from agentgraph.persistence import open_store
+from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import OVERFLOW_STYLES, FakeOpenAIServer, OverflowStyle
 from tests.scenarios.long_task import (
     PLANTED_FACTS,
@@ -187,3 +189,55 @@ def test_guard_compaction_after_the_first_overflow_is_sized_for_the_real_window(
     assert first.answer.startswith("Facts I know:") and second.answer.startswith("Facts I know:")
     assert set(PLANTED_FACTS.values()) <= driver.answers[0], driver.answers
     assert sum("learned from its error" in str(e.get("text")) for e in events) == 1
+
+
+class FreshDriverPerRun:
+    """The long task's scripted model, started afresh for each CLI process."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        self.driver = LongTaskDriver(paths)
+
+    def restart(self) -> None:
+        self.driver = LongTaskDriver(self.paths)
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.driver(body)
+
+
+def test_the_next_process_starts_with_the_learned_window(tmp_path: Path, workspace: Path) -> None:
+    """`agentgraph run` twice on the 4,096-token endpoint: only the first one overflows.
+
+    The second process starts with the window the first learned (announced, with how
+    to override it), so the same task fits from its first request. The file names the
+    endpoint without the credentials of its URL.
+    """
+    paths = make_workspace(workspace, files=FILES, lines_per_file=LINES_PER_FILE)
+    model = FreshDriverPerRun(paths)
+    with FakeOpenAIServer(
+        [model], window=SERVER_WINDOW_TOKENS, overflow_style="llama.cpp", on_exhausted="repeat_last"
+    ) as server:
+        url = server.url.replace("://", "://user:hunter2secret@", 1)
+        env = server_env(tmp_path, url, "sk-test", AGENTGRAPH_MODEL=MODEL)
+        prompt = "read every log and report the facts"
+        first = run_cli(["run", prompt], cwd=workspace, env=env)
+        assert first.returncode == 0, first.stderr
+        assert server.overflow_count == 1
+        assert "learned from its error" in first.stdout + first.stderr
+        model.restart()
+        second = run_cli(["run", prompt], cwd=workspace, env=env)
+        assert second.returncode == 0, second.stderr
+    assert model.driver.answered
+    assert server.overflow_count == 1, [server.token_estimate(r) for r in server.requests]
+    shown = second.stdout + second.stderr
+    assert f"context window {SERVER_WINDOW_TOKENS:,} tokens for {MODEL!r}" in shown, shown
+    assert "AGENTGRAPH_CONTEXT_WINDOW overrides it" in shown
+    stored = (tmp_path / ".agentgraph" / LEARNED_WINDOWS_FILE).read_text()
+    assert "hunter2secret" not in stored and "sk-test" not in stored
+    assert str(SERVER_WINDOW_TOKENS) in stored
+    # An explicit window wins over what was learned.
+    model.restart()
+    with_override = run_cli(
+        ["run", prompt], cwd=workspace, env={**env, "AGENTGRAPH_CONTEXT_WINDOW": "3000"}
+    )
+    assert "learned from its error on" not in with_override.stdout + with_override.stderr

@@ -1,0 +1,191 @@
+"""Context windows learned from endpoints' overflow errors, kept across processes.
+
+A llama.cpp server started with ``--ctx-size 4096`` serves a model agentgraph's table
+maps to 32,768 tokens. The first overflow error names the real window and the process
+adopts it (:meth:`~agentgraph.context.windows.Budget.adopt_window`); without this file
+every new process would send an oversized request first and fail or cut outputs again.
+
+The file (``learned_windows.json`` in ``AGENTGRAPH_HOME``) maps an endpoint and a model
+to the window its error named. The endpoint is the base URL without credentials, query
+or fragment: nothing secret is written. It is applied only while
+``AGENTGRAPH_CONTEXT_WINDOW`` is unset (an explicit window always wins: set it after
+restarting the server with a larger context) and announced at start. Written
+atomically; a missing, unreadable or malformed file is an empty one, never an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from agentgraph.config import Settings
+
+__all__ = [
+    "LEARNED_WINDOWS_FILE",
+    "LearnedWindow",
+    "endpoint_key",
+    "learned_window",
+    "remember_learned_window",
+]
+
+LEARNED_WINDOWS_FILE = "learned_windows.json"
+# The file is a small table; a larger one was not written by agentgraph.
+LEARNED_WINDOWS_MAX_BYTES = 256 * 1024
+# Oldest entries go first beyond this many endpoint/model pairs.
+LEARNED_WINDOWS_MAX_ENTRIES = 200
+# Windows outside this range are not real endpoint windows (a misread number).
+LEARNED_WINDOW_MIN_TOKENS = 1_024
+LEARNED_WINDOW_MAX_TOKENS = 100_000_000
+# The provider's own default endpoint (no OPENAI_BASE_URL).
+DEFAULT_ENDPOINT = "default"
+UNPARSABLE_ENDPOINT = "unparsable"
+_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class LearnedWindow:
+    """A window an endpoint's error named.
+
+    Attributes:
+        window: The window in tokens.
+        learned_at: When it was learned (seconds since the epoch).
+        endpoint: The endpoint key it was learned from.
+    """
+
+    window: int
+    learned_at: float
+    endpoint: str
+
+    def notice(self, model: str) -> str:
+        """The start-up line saying where the window comes from and how to override it."""
+        day = time.strftime("%Y-%m-%d", time.localtime(self.learned_at))
+        return (
+            f"context window {self.window:,} tokens for {model!r} at {self.endpoint}, "
+            f"learned from its error on {day} — AGENTGRAPH_CONTEXT_WINDOW overrides it"
+        )
+
+
+def endpoint_key(base_url: str | None) -> str:
+    """The endpoint part of a key: scheme, host, port and path; never credentials.
+
+    Args:
+        base_url: The configured base URL (``OPENAI_BASE_URL``), or None.
+
+    Returns:
+        ``"http://127.0.0.1:8080/v1"`` for ``"http://user:pw@127.0.0.1:8080/v1/?k=s"``;
+        ``"default"`` without a base URL.
+    """
+    if not base_url or not base_url.strip():
+        return DEFAULT_ENDPOINT
+    try:
+        parts = urlsplit(base_url.strip())
+    except ValueError:  # e.g. an unclosed IPv6 bracket: requests will fail anyway
+        return UNPARSABLE_ENDPOINT
+    netloc = parts.netloc.rpartition("@")[2].lower()  # credentials never reach the file
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _endpoint(settings: Settings) -> str:
+    endpoint = endpoint_key(settings.base_url)
+    # A proxy may carry its key in the path: no configured secret is written or shown.
+    for secret in settings.secret_values():
+        endpoint = endpoint.replace(secret, "***")
+    return endpoint
+
+
+def _key(settings: Settings, model: str) -> str:
+    return f"{_endpoint(settings)} {model.strip()}"
+
+
+def _path(settings: Settings) -> Path:
+    return settings.home / LEARNED_WINDOWS_FILE
+
+
+def _valid_window(value: Any) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and LEARNED_WINDOW_MIN_TOKENS <= value <= LEARNED_WINDOW_MAX_TOKENS
+    )
+
+
+def _read(path: Path) -> dict[str, dict[str, Any]]:
+    """The file's valid entries; {} for anything missing, unreadable or malformed."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(LEARNED_WINDOWS_MAX_BYTES + 1)
+    except OSError:
+        return {}
+    if len(raw) > LEARNED_WINDOWS_MAX_BYTES:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return {}
+    entries = data.get("windows") if isinstance(data, dict) else None
+    if not isinstance(entries, dict):
+        return {}
+    valid: dict[str, dict[str, Any]] = {}
+    for key, entry in entries.items():
+        if (
+            isinstance(key, str)
+            and isinstance(entry, dict)
+            and _valid_window(entry.get("window"))
+            and isinstance(entry.get("learned_at"), int | float)
+        ):
+            valid[key] = {"window": entry["window"], "learned_at": float(entry["learned_at"])}
+    return valid
+
+
+def _write(path: Path, entries: dict[str, dict[str, Any]]) -> None:
+    """Replace the file atomically; a failure leaves the old one (learning is a bonus)."""
+    from agentgraph.tools.files import atomic_write_bytes
+
+    newest = sorted(entries.items(), key=lambda kv: kv[1]["learned_at"])
+    kept = dict(newest[-LEARNED_WINDOWS_MAX_ENTRIES:])
+    data = json.dumps({"version": _FORMAT_VERSION, "windows": kept}, indent=1, sort_keys=True)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, data.encode("utf-8"))
+        os.chmod(path, 0o600)
+
+
+def learned_window(settings: Settings, model: str) -> LearnedWindow | None:
+    """The window learned for ``model`` at the configured endpoint, if it applies.
+
+    Args:
+        settings: Supplies the home folder, the base URL and ``context_window``.
+        model: The model name requests carry.
+
+    Returns:
+        The learned window; None when none was learned or ``AGENTGRAPH_CONTEXT_WINDOW``
+        is set (an explicit window wins).
+    """
+    if settings.context_window is not None:
+        return None
+    entry = _read(_path(settings)).get(_key(settings, model))
+    if entry is None:
+        return None
+    return LearnedWindow(entry["window"], entry["learned_at"], _endpoint(settings))
+
+
+def remember_learned_window(settings: Settings, model: str, window: int) -> None:
+    """Record that the configured endpoint serves ``model`` with ``window`` tokens.
+
+    Args:
+        settings: Supplies the home folder and the base URL.
+        model: The model name requests carry.
+        window: The window the endpoint's error named.
+    """
+    if not _valid_window(window):
+        return
+    path = _path(settings)
+    entries = _read(path)
+    entries[_key(settings, model)] = {"window": window, "learned_at": time.time()}
+    _write(path, entries)
