@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -20,6 +22,7 @@ from agentgraph.config import Settings
 from agentgraph.context.compaction import (
     SUMMARY_PREFIX,
     Compactor,
+    count_mentions,
     rank_touched_files,
     since_last_boundary,
 )
@@ -163,6 +166,33 @@ def test_rank_touched_files_modified_then_mentions_then_recency() -> None:
     ]
     ranked = [f.path for f in rank_touched_files(msgs)]
     assert ranked == ["z.py", "b.py", "c.py", "a.py"]
+
+
+# Paths whose names are no substring of one another ("f1_x.py" is not in "f11_x.py"),
+# and filler that cannot form a name: there the one-pass count equals str.count's.
+_PATHS = [f"{d}/f{j}_x.py" for d in ("src", "lib/sub", "") for j in range(1, 13)]
+_PIECES = st.one_of(
+    st.sampled_from([p.lstrip("/") for p in _PATHS]),
+    st.sampled_from([Path(p).name for p in _PATHS]),
+    st.text(alphabet="abcde :\n", max_size=12),
+)
+
+
+@given(
+    texts=st.lists(st.lists(_PIECES, max_size=12).map("".join), max_size=6),
+    paths=st.lists(st.sampled_from([p.lstrip("/") for p in _PATHS]), min_size=1, unique=True),
+)
+def test_mentions_count_as_str_count_does(texts: list[str], paths: list[str]) -> None:
+    expected = {
+        path: sum(t.count(path) or t.count(Path(path).name) for t in texts) for path in paths
+    }
+    counted = count_mentions(texts, paths)
+    assert {path: counted[path] for path in paths} == expected
+
+
+def test_mentions_survive_lone_surrogates() -> None:
+    counted = count_mentions(["see a/b.py\ud800 and b.py"], ["a/b.py", "c/\ud800.py"])
+    assert counted["a/b.py"] == 1 and counted["c/\ud800.py"] == 0
 
 
 def test_guard_recovers_from_a_provider_overflow_by_compacting(
