@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
@@ -12,6 +15,13 @@ from agentgraph.state import AppState
 # Placeholder argument for a tool call whose JSON the model got wrong; the tools
 # node answers it with an error so the model can re-issue the call.
 INVALID_ARGS_KEY = "__invalid_json_arguments__"
+# Set beside it when the reply stopped at the output token limit while the call was
+# being written: its arguments are incomplete even when what arrived parses.
+CUT_ARGS_KEY = "__cut_at_output_limit__"
+# Finish/stop reasons meaning "the output token limit was reached": OpenAI-compatible
+# servers ("length"), Anthropic and Bedrock ("max_tokens"), Gemini ("MAX_TOKENS"),
+# OpenAI's Responses API ("max_output_tokens").
+OUTPUT_LIMIT_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS", "max_output_tokens"})
 
 
 def system_messages(state: AppState, deps: AgentDeps, *, workspace: str) -> list[SystemMessage]:
@@ -31,22 +41,46 @@ def allowed_tools(state: AppState, deps: AgentDeps) -> list[BaseTool]:
     return [t for t in deps.tools if t.name not in denied]
 
 
+def hit_output_limit(ai: AIMessage) -> bool:
+    """Whether the provider says the reply stopped at its output token limit."""
+    meta: dict[str, Any] = ai.response_metadata or {}
+    details = meta.get("incomplete_details")
+    reasons = (
+        meta.get("finish_reason"),
+        meta.get("stop_reason"),
+        details.get("reason") if isinstance(details, dict) else None,
+    )
+    return any(isinstance(r, str) and r in OUTPUT_LIMIT_REASONS for r in reasons)
+
+
 def repair_invalid_tool_calls(ai: AIMessage) -> AIMessage:
-    """Turn calls with unparseable JSON arguments into calls the tools node answers.
+    """Turn calls with unparseable or cut-off arguments into calls the tools node answers.
 
     A provider replays ``invalid_tool_calls`` as tool calls, so each needs a result;
-    keeping them as ordinary calls with a marker argument gets them one.
+    keeping them as ordinary calls with a marker argument gets them one. When the reply
+    stopped at the output token limit, the call being written then (an invalid one, or
+    else the last) is cut: a streamed reply's partial JSON is closed by the parser, so
+    a cut ``write_file`` would otherwise write a truncated file and report success.
     """
-    if not ai.invalid_tool_calls:
+    calls = list(ai.tool_calls)
+    invalid: list[Any] = list(ai.invalid_tool_calls)
+    cut = hit_output_limit(ai)
+    if cut and calls and not invalid:
+        last = calls.pop()
+        text = json.dumps(last["args"], ensure_ascii=False)
+        invalid.append({"name": last["name"], "args": text, "id": last["id"]})
+    if not invalid:
         return ai
-    repaired = list(ai.tool_calls)
-    for n, bad in enumerate(ai.invalid_tool_calls):
-        repaired.append(
+    for n, bad in enumerate(invalid):
+        marker: dict[str, Any] = {INVALID_ARGS_KEY: str(bad.get("args") or "")[:2000]}
+        if cut:
+            marker[CUT_ARGS_KEY] = True
+        calls.append(
             {
                 "name": bad.get("name") or "unknown_tool",
-                "args": {INVALID_ARGS_KEY: str(bad.get("args") or "")[:2000]},
+                "args": marker,
                 "id": bad.get("id") or f"invalid_call_{n}",
                 "type": "tool_call",
             }
         )
-    return ai.model_copy(update={"tool_calls": repaired, "invalid_tool_calls": []})
+    return ai.model_copy(update={"tool_calls": calls, "invalid_tool_calls": []})

@@ -20,7 +20,12 @@ from langgraph.runtime import Runtime
 
 from agentgraph.deps import AgentDeps
 from agentgraph.middleware.events import emit
-from agentgraph.nodes.common import allowed_tools, repair_invalid_tool_calls, system_messages
+from agentgraph.nodes.common import (
+    allowed_tools,
+    hit_output_limit,
+    repair_invalid_tool_calls,
+    system_messages,
+)
 from agentgraph.nodes.model_call import make_model_call
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
@@ -53,6 +58,9 @@ def make_model_turn(
         ai = admit_reply(
             repair_invalid_tool_calls(result.ai), history, taken=session_ids.ids(key, history)
         )
+        if hit_output_limit(result.ai):
+            what = "a tool call was cut off" if ai.tool_calls else "the answer is cut short"
+            emit({"type": "notice", "text": f"the reply stopped at the output token limit: {what}"})
         emit({"type": "prompt_tokens", "tokens": result.prompt_tokens})
         return {"messages": [*updates, ai], "loops": int(state.get("loops") or 0) + 1}
 

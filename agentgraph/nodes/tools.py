@@ -20,7 +20,7 @@ from agentgraph.approvals import approval_request, cannot_ask_text, declined_tex
 from agentgraph.call_records import needs_record, record_end, record_start
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.deps import AgentDeps
-from agentgraph.nodes.common import INVALID_ARGS_KEY
+from agentgraph.nodes.common import CUT_ARGS_KEY, INVALID_ARGS_KEY
 from agentgraph.redaction import Redactor, build_redactor
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
@@ -65,6 +65,17 @@ def refusal(call: ToolCall, state: Any) -> ToolMessage | None:
     if allowed is not None and name not in allowed and name not in persistent:
         return ToolMessage(
             content=f"Error: tool {name!r} is not allowed here (allowed: {', '.join(allowed)})",
+            tool_call_id=call_id,
+            name=name,
+            status="error",
+        )
+    if (call.get("args") or {}).get(CUT_ARGS_KEY):
+        return ToolMessage(
+            content=(
+                f"Error: your reply reached the output token limit while this {name} call "
+                "was being written, so its arguments are incomplete and it did not run; "
+                "re-issue it with less in one call (split long content over several calls)"
+            ),
             tool_call_id=call_id,
             name=name,
             status="error",

@@ -169,3 +169,42 @@ def test_run_refuses_json_with_a_conflicting_output_format(home: Path, workspace
         )
     assert agreeing.returncode == 0, agreeing.stderr
     assert _one_object(agreeing.stdout)["answer"] == "Hello."
+
+
+def _events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def test_a_reply_cut_at_the_output_limit_is_said_to_the_model_and_the_user(
+    home: Path, workspace: Path
+) -> None:
+    """A write_file call cut off by the output token limit (finish_reason "length", as a
+    local server with a small n_predict sends it): the model learns that its reply was cut
+    and to send less per call, not only that the JSON was broken; an answer cut the same
+    way is flagged to the user."""
+    cut = '{"path": "big.txt", "content": "line 1\\nline 2\\nline 3\\nli'
+    seen: list[str] = []
+
+    def retry(body: dict[str, Any]) -> dict[str, Any]:
+        seen.append(json.dumps(body["messages"][-1]))
+        return {
+            "content": "The file is too long for one reply; here is the start",
+            "finish_reason": "length",
+        }
+
+    with FakeOpenAIServer(
+        [
+            {"tool_calls": [{"name": "write_file", "arguments": cut}], "finish_reason": "length"},
+            retry,
+        ]
+    ) as server:
+        env = server_env(home, server.url, KEY)
+        proc = run_cli(
+            ["run", "--output-format", "stream-json", "write a long file"], cwd=workspace, env=env
+        )
+    assert proc.returncode == 0, proc.stderr
+    result = seen[0]
+    assert "output token limit" in result and "less" in result, result
+    assert not (workspace / "big.txt").exists()
+    notices = [e["text"] for e in _events(proc.stdout) if e["type"] == "notice"]
+    assert sum("output token limit" in n for n in notices) == 2, notices

@@ -147,6 +147,35 @@ def test_repair_invalid_tool_calls_turns_them_into_answerable_calls() -> None:
     assert fixed.invalid_tool_calls == [] and bad.invalid_tool_calls  # input untouched
 
 
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"finish_reason": "length"},
+        {"stop_reason": "max_tokens"},
+        {"finish_reason": "MAX_TOKENS"},
+        {"incomplete_details": {"reason": "max_output_tokens"}},
+    ],
+)
+def test_the_call_written_when_the_output_limit_hit_does_not_run(metadata: dict) -> None:
+    from agentgraph.nodes.common import CUT_ARGS_KEY, hit_output_limit, repair_invalid_tool_calls
+
+    cut = AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "now", "args": {}, "id": "ok1"},
+            {"name": "write_file", "args": {"path": "a.txt", "content": "li"}, "id": "w1"},
+        ],
+        response_metadata=metadata,
+    )
+    assert hit_output_limit(cut)
+    fixed = repair_invalid_tool_calls(cut)
+    assert fixed.tool_calls[0] == cut.tool_calls[0]  # complete before the limit: runs
+    assert fixed.tool_calls[1]["id"] == "w1" and fixed.tool_calls[1]["args"][CUT_ARGS_KEY]
+    # Not cut: a reply that ended normally keeps its calls.
+    whole = cut.model_copy(update={"response_metadata": {"finish_reason": "tool_calls"}})
+    assert not hit_output_limit(whole) and repair_invalid_tool_calls(whole) is whole
+
+
 def test_loop_cap_finalizes_with_an_answer(
     make_settings: Callable[..., Settings], workspace: Path, stores: list
 ) -> None:
