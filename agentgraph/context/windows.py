@@ -27,6 +27,7 @@ __all__ = [
     "Level",
     "budget_for",
     "context_window_for",
+    "default_max_tokens",
 ]
 
 Level = Literal["ok", "notice", "warn", "compact"]
@@ -269,3 +270,29 @@ def budget_for(
         max_output_tokens=settings.max_output_tokens,
         thresholds=thresholds,
     )
+
+
+def default_max_tokens(budget: Budget, profile: Mapping[str, Any] | None) -> int | None:
+    """The ``max_tokens`` to send when ``AGENTGRAPH_MAX_OUTPUT_TOKENS`` is not set.
+
+    A local server (llama.cpp, Ollama) generates until the context is full when a
+    request sets no limit, so a reply stuck in a loop holds it for minutes. For a model
+    whose output limit nothing states (no ``max_output_tokens`` in its LangChain
+    profile) and whose window is at most ``SMALL_WINDOW_MAX_TOKENS``, the limit is the
+    budget's output reserve: the room the prompt budget leaves for the reply anyway.
+    Hosted models with a profile, and larger windows (whose 50,000-token reserve may
+    exceed a provider's own output cap), keep the provider's default.
+
+    Args:
+        budget: The model's budget (read at each call: it shrinks to a learned window).
+        profile: The chat model's LangChain ``profile``, when it has one.
+
+    Returns:
+        The limit in tokens, or None to send none.
+    """
+    stated = profile.get("max_output_tokens") if profile is not None else None
+    if isinstance(stated, int) and not isinstance(stated, bool) and stated > 0:
+        return None
+    if budget.window > SMALL_WINDOW_MAX_TOKENS or budget.reserve <= 0:
+        return None
+    return budget.reserve

@@ -20,6 +20,7 @@ from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime, get_runtime
 
 from agentgraph.context.model_errors import provider_error_of, to_model_error
+from agentgraph.context.windows import default_max_tokens
 from agentgraph.deps import AgentDeps
 from agentgraph.errors import ProviderFailure
 from agentgraph.middleware import PipelineResult, compose, context_pipeline
@@ -69,7 +70,9 @@ def _failure(exc: Exception, prompt_tokens: int) -> Exception:
 def make_model_call(deps: AgentDeps) -> ModelCall:
     """The model call of ``deps.model`` through the context pipeline."""
     chain = compose(context_pipeline(deps).middleware)
-    max_tokens = deps.settings.max_output_tokens
+    configured = deps.settings.max_output_tokens
+    profile = getattr(deps.model, "profile", None)
+    profile = profile if isinstance(profile, dict) else None
 
     def call_model(
         state: Mapping[str, Any],
@@ -91,6 +94,8 @@ def make_model_call(deps: AgentDeps) -> ModelCall:
                 or the prompt cannot be made to fit.
         """
         sent: list[int] = []
+        # Per call: the budget shrinks when an endpoint names a smaller window.
+        max_tokens = configured or default_max_tokens(deps.budget, profile)
 
         def execute(request: ModelRequest) -> ModelResponse:
             prompt = [

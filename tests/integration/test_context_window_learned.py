@@ -241,3 +241,37 @@ def test_the_next_process_starts_with_the_learned_window(tmp_path: Path, workspa
         ["run", prompt], cwd=workspace, env={**env, "AGENTGRAPH_CONTEXT_WINDOW": "3000"}
     )
     assert "learned from its error on" not in with_override.stdout + with_override.stderr
+
+
+def _limit(request: dict[str, Any]) -> int | None:
+    """The output limit a request set (langchain-openai sends ``max_completion_tokens``)."""
+    value = request.get("max_completion_tokens", request.get("max_tokens"))
+    return value if isinstance(value, int) else None
+
+
+def test_a_local_model_gets_the_output_reserve_as_max_tokens(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """llama.cpp and Ollama generate until the context is full when a request sets no
+    limit: a model nothing states an output limit for gets the budget's output reserve,
+    which follows a learned window; a configured limit and a hosted model's profile win."""
+    paths = make_workspace(workspace, files=FILES, lines_per_file=LINES_PER_FILE)
+    model = FreshDriverPerRun(paths)
+    with FakeOpenAIServer(
+        [model], window=SERVER_WINDOW_TOKENS, overflow_style="llama.cpp", on_exhausted="repeat_last"
+    ) as server:
+        env = server_env(tmp_path, server.url, "sk-test", AGENTGRAPH_MODEL=MODEL)
+        prompt = "read every log and report the facts"
+        assert run_cli(["run", prompt], cwd=workspace, env=env).returncode == 0
+        limits = [_limit(r) for r in server.requests]
+        # 32,768 tokens assumed: 20% reserved for the reply; 4,096 once learned.
+        assert limits[0] == TABLE_WINDOW_TOKENS - int(TABLE_WINDOW_TOKENS * 0.8), limits
+        assert limits[-1] == SERVER_WINDOW_TOKENS - int(SERVER_WINDOW_TOKENS * 0.8), limits
+        for extra, expected in (
+            ({"AGENTGRAPH_MAX_OUTPUT_TOKENS": "300"}, 300),
+            ({"AGENTGRAPH_MODEL": "gpt-4o-mini"}, None),
+        ):
+            model.restart()
+            before = len(server.requests)
+            assert run_cli(["run", "hi"], cwd=workspace, env={**env, **extra}).returncode == 0
+            assert {_limit(r) for r in server.requests[before:]} == {expected}

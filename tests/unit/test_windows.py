@@ -13,6 +13,7 @@ from agentgraph.context.windows import (
     Budget,
     budget_for,
     context_window_for,
+    default_max_tokens,
 )
 
 
@@ -201,3 +202,13 @@ def test_adopt_window_on_a_hand_built_budget_keeps_its_thresholds() -> None:
         6_400,
         4_800,
     )
+
+
+def test_default_max_tokens_only_where_nothing_states_an_output_limit(tmp_path: Path) -> None:
+    local = budget_for(_settings(tmp_path), "qwen2.5-coder-1.5b")  # 32,768: 20% reserved
+    assert default_max_tokens(local, None) == local.reserve == 6_554
+    assert default_max_tokens(local, {"max_output_tokens": 8_192}) is None
+    assert default_max_tokens(local, {"max_output_tokens": True}) == local.reserve
+    assert local.adopt_window(4_096) and default_max_tokens(local, {}) == 820
+    hosted = budget_for(_settings(tmp_path), "deepseek-chat")  # 128k: a 50k reserve
+    assert default_max_tokens(hosted, None) is None
