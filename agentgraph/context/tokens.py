@@ -15,6 +15,7 @@ those three.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import weakref
 from collections import OrderedDict
@@ -93,6 +94,10 @@ COUNTER_REGISTRY_MAX_MODELS = 64
 # message kept across compaction) would otherwise report the pre-compaction
 # size and trigger compaction forever.
 ANCHOR_MAX_DEVIATION_RATIO = 0.5
+# With an estimated count, the messages after a trusted anchor are scaled by how much
+# the provider's count of the anchored prefix exceeds ours (a local model's chat
+# template and tokenizer: Qwen's splits every digit), at most this much.
+ESTIMATE_SCALE_MAX = 2.0
 
 # Model-name prefixes (after any "provider/" part) -> encoding. o200k first:
 # "gpt-4o" and "gpt-4.1" must win over the cl100k "gpt-4" prefix.
@@ -714,7 +719,10 @@ def anchored_prompt_tokens(
     The last AIMessage with ``usage_metadata`` reports input (system prompt,
     tools and every message before it, cached parts included) plus its own
     output; messages after it are counted with ``counter`` (Claude Code's
-    method). Without usage, everything is counted.
+    method). Without usage, everything is counted. When the counter estimates (no
+    offline tokenizer for the model) and the provider counted the anchored prefix
+    higher than we do, the messages after it are scaled up by that ratio: the estimate
+    would undercount them the same way, and compaction would come too late.
 
     Args:
         messages: The conversation as sent (system prompt and tool schemas
@@ -740,5 +748,7 @@ def anchored_prompt_tokens(
                 ours = fixed_tokens + counter.count_messages(messages[: index + 1])
                 if abs(reported - ours) > ANCHOR_MAX_DEVIATION_RATIO * max(ours, reported):
                     break
+                if counter.source == "estimate" and 0 < ours < reported:
+                    after = math.ceil(after * min(reported / ours, ESTIMATE_SCALE_MAX))
             return reported + after, "reported"
     return (fixed_tokens or 0) + counter.count_messages(messages), counter.source

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import socket
 from collections.abc import Iterator
@@ -491,3 +492,32 @@ def test_stale_anchor_is_ignored() -> None:
         AIMessage("ok", usage_metadata=_usage(330, 2)),  # type: ignore[arg-type]
     ]
     assert anchored_prompt_tokens(plausible, counter, fixed_tokens=200)[1] == "reported"
+
+
+def test_an_estimate_after_the_anchor_follows_the_providers_higher_count() -> None:
+    """No offline tokenizer: the provider counted the anchored prefix 1.5x higher than the
+    estimate (a local chat template, a tokenizer that splits digits), so what came after is
+    taken 1.5x too; an exact counter, or a provider counting lower, changes nothing."""
+    estimate = TokenCounter("qwen2.5-coder-1.5b")
+    prefix: list[BaseMessage] = [HumanMessage("x = 1 + 2 * 3 " * 50)]
+    ours = 100 + estimate.count_messages([*prefix, AIMessage("ok")])
+    reported = int(ours * 1.5)
+    after = [ToolMessage("y = 4 + 5 * 6 " * 80, tool_call_id="c1")]
+    usage = _usage(reported - 2, 2)
+    msgs = [*prefix, AIMessage("ok", usage_metadata=usage), *after]  # type: ignore[arg-type]
+    raw = sum(estimate.count_message(m) for m in after)
+    total, source = anchored_prompt_tokens(msgs, estimate, fixed_tokens=100)
+    assert source == "reported"
+    assert total == reported + math.ceil(raw * reported / ours)
+    lower = _usage(int(ours * 0.8) - 2, 2)
+    msgs_lower = [*prefix, AIMessage("ok", usage_metadata=lower), *after]  # type: ignore[arg-type]
+    assert (
+        anchored_prompt_tokens(msgs_lower, estimate, fixed_tokens=100)[0] == int(ours * 0.8) + raw
+    )
+    exact = TokenCounter("gpt-4o")
+    ours_exact = 100 + exact.count_messages([*prefix, AIMessage("ok")])
+    usage_exact = _usage(int(ours_exact * 1.5) - 2, 2)
+    msgs_exact = [*prefix, AIMessage("ok", usage_metadata=usage_exact), *after]  # type: ignore[arg-type]
+    assert anchored_prompt_tokens(msgs_exact, exact, fixed_tokens=100)[0] == int(
+        ours_exact * 1.5
+    ) + sum(exact.count_message(m) for m in after)
