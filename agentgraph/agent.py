@@ -210,8 +210,8 @@ class Agent:
         # A window an earlier process learned from this endpoint's error (not when
         # AGENTGRAPH_CONTEXT_WINDOW is set): no oversized first request again.
         learned = learned_window(settings, settings.model)
-        if learned is not None and budget.adopt_window(learned.window):
-            budget.source_notice = learned.notice(settings.model)
+        if learned is not None:
+            budget.adopt_window(learned.window, learned.notice(settings.model))
         # Decided (and bwrap probed) once: the notice is shown once, at start.
         self.sandbox = sandbox_plan_for(settings, base_env) if settings.bash != "off" else None
         tools = build_tools(settings, base_env=base_env, sandbox=self.sandbox)

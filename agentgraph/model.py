@@ -109,6 +109,19 @@ def _langchain_model(provider: str, name: str, settings: Settings) -> BaseChatMo
         raise ConfigError(f"model {provider}:{name} cannot be set up: {text}") from None
 
 
+def endpoint_url(settings: Settings, model: str | None = None) -> str | None:
+    """The base URL requests for ``model`` (default: ``settings.model``) go to.
+
+    Returns:
+        ``OPENAI_BASE_URL``, else the local server a provider prefix names
+        (``ollama:…``), else None (the provider's own endpoint).
+    """
+    provider, _name = split_provider(model or settings.model)
+    if provider is not None and provider in LANGCHAIN_PROVIDERS:
+        return None
+    return _openai_base_url(settings, provider)
+
+
 def _openai_base_url(settings: Settings, provider: str | None) -> str | None:
     """``OPENAI_BASE_URL``, else the local server a provider prefix names (None: OpenAI)."""
     if settings.base_url:

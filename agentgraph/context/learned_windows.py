@@ -11,12 +11,15 @@ or fragment: nothing secret is written. It is applied only while
 ``AGENTGRAPH_CONTEXT_WINDOW`` is unset (an explicit window always wins: set it after
 restarting the server with a larger context) and announced at start. Written
 atomically; a missing, unreadable or malformed file is an empty one, never an error.
+Two processes learning at the same moment may each keep only their own entry (no
+lock): the other is learned again at its next overflow.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -24,7 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from agentgraph.config import Settings
+from agentgraph.config import DB_PASSWORD_REDACT_MIN_CHARS, Settings
+from agentgraph.context.windows import MIN_ADOPTED_WINDOW_TOKENS
 
 __all__ = [
     "LEARNED_WINDOWS_FILE",
@@ -39,9 +43,10 @@ LEARNED_WINDOWS_FILE = "learned_windows.json"
 LEARNED_WINDOWS_MAX_BYTES = 256 * 1024
 # Oldest entries go first beyond this many endpoint/model pairs.
 LEARNED_WINDOWS_MAX_ENTRIES = 200
-# Windows outside this range are not real endpoint windows (a misread number).
-LEARNED_WINDOW_MIN_TOKENS = 1_024
+# Windows above this are not real endpoint windows (a misread or edited number).
 LEARNED_WINDOW_MAX_TOKENS = 100_000_000
+# A learned_at later than now by more than this is not a real time (clock skew aside).
+LEARNED_AT_MAX_FUTURE_S = 86_400.0
 # The provider's own default endpoint (no OPENAI_BASE_URL).
 DEFAULT_ENDPOINT = "default"
 UNPARSABLE_ENDPOINT = "unparsable"
@@ -63,7 +68,14 @@ class LearnedWindow:
     endpoint: str
 
     def notice(self, model: str) -> str:
-        """The start-up line saying where the window comes from and how to override it."""
+        """The start-up line saying where the window comes from and how to override it.
+
+        Args:
+            model: The model name, as configured.
+
+        Returns:
+            One line.
+        """
         day = time.strftime("%Y-%m-%d", time.localtime(self.learned_at))
         return (
             f"context window {self.window:,} tokens for {model!r} at {self.endpoint}, "
@@ -92,15 +104,14 @@ def endpoint_key(base_url: str | None) -> str:
 
 
 def _endpoint(settings: Settings) -> str:
-    endpoint = endpoint_key(settings.base_url)
+    from agentgraph.model import endpoint_url  # the model module imports this one's users
+
+    endpoint = endpoint_key(endpoint_url(settings))
     # A proxy may carry its key in the path: no configured secret is written or shown.
     for secret in settings.secret_values():
-        endpoint = endpoint.replace(secret, "***")
+        if len(secret) >= DB_PASSWORD_REDACT_MIN_CHARS:
+            endpoint = endpoint.replace(secret, "***")
     return endpoint
-
-
-def _key(settings: Settings, model: str) -> str:
-    return f"{_endpoint(settings)} {model.strip()}"
 
 
 def _path(settings: Settings) -> Path:
@@ -111,11 +122,23 @@ def _valid_window(value: Any) -> bool:
     return (
         isinstance(value, int)
         and not isinstance(value, bool)
-        and LEARNED_WINDOW_MIN_TOKENS <= value <= LEARNED_WINDOW_MAX_TOKENS
+        and MIN_ADOPTED_WINDOW_TOKENS <= value <= LEARNED_WINDOW_MAX_TOKENS
     )
 
 
-def _read(path: Path) -> dict[str, dict[str, Any]]:
+def _valid_time(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value <= time.time() + LEARNED_AT_MAX_FUTURE_S
+    )
+
+
+Entries = dict[str, dict[str, dict[str, Any]]]  # endpoint -> model -> entry
+
+
+def _read(path: Path) -> Entries:
     """The file's valid entries; {} for anything missing, unreadable or malformed."""
     try:
         with path.open("rb") as handle:
@@ -126,29 +149,42 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
         return {}
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a deeply nested document
         return {}
-    entries = data.get("windows") if isinstance(data, dict) else None
-    if not isinstance(entries, dict):
+    if not isinstance(data, dict) or data.get("version") != _FORMAT_VERSION:
         return {}
-    valid: dict[str, dict[str, Any]] = {}
-    for key, entry in entries.items():
-        if (
-            isinstance(key, str)
-            and isinstance(entry, dict)
-            and _valid_window(entry.get("window"))
-            and isinstance(entry.get("learned_at"), int | float)
-        ):
-            valid[key] = {"window": entry["window"], "learned_at": float(entry["learned_at"])}
+    endpoints = data.get("windows")
+    if not isinstance(endpoints, dict):
+        return {}
+    valid: Entries = {}
+    for endpoint, models in endpoints.items():
+        if not isinstance(endpoint, str) or not isinstance(models, dict):
+            continue
+        for model, entry in models.items():
+            if (
+                isinstance(model, str)
+                and isinstance(entry, dict)
+                and _valid_window(entry.get("window"))
+                and _valid_time(entry.get("learned_at"))
+            ):
+                valid.setdefault(endpoint, {})[model] = {
+                    "window": entry["window"],
+                    "learned_at": float(entry["learned_at"]),
+                }
     return valid
 
 
-def _write(path: Path, entries: dict[str, dict[str, Any]]) -> None:
+def _write(path: Path, entries: Entries) -> None:
     """Replace the file atomically; a failure leaves the old one (learning is a bonus)."""
+    # Imported here: the file tools pull in LangChain's tool machinery, which nothing
+    # else of this module needs.
     from agentgraph.tools.files import atomic_write_bytes
 
-    newest = sorted(entries.items(), key=lambda kv: kv[1]["learned_at"])
-    kept = dict(newest[-LEARNED_WINDOWS_MAX_ENTRIES:])
+    flat = [(e, m, entry) for e, models in entries.items() for m, entry in models.items()]
+    flat.sort(key=lambda item: float(item[2]["learned_at"]))
+    kept: Entries = {}
+    for endpoint, model, entry in flat[-LEARNED_WINDOWS_MAX_ENTRIES:]:
+        kept.setdefault(endpoint, {})[model] = entry
     data = json.dumps({"version": _FORMAT_VERSION, "windows": kept}, indent=1, sort_keys=True)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,10 +205,11 @@ def learned_window(settings: Settings, model: str) -> LearnedWindow | None:
     """
     if settings.context_window is not None:
         return None
-    entry = _read(_path(settings)).get(_key(settings, model))
+    endpoint = _endpoint(settings)
+    entry = _read(_path(settings)).get(endpoint, {}).get(model.strip())
     if entry is None:
         return None
-    return LearnedWindow(entry["window"], entry["learned_at"], _endpoint(settings))
+    return LearnedWindow(entry["window"], entry["learned_at"], endpoint)
 
 
 def remember_learned_window(settings: Settings, model: str, window: int) -> None:
@@ -187,5 +224,6 @@ def remember_learned_window(settings: Settings, model: str, window: int) -> None
         return
     path = _path(settings)
     entries = _read(path)
-    entries[_key(settings, model)] = {"window": window, "learned_at": time.time()}
+    models = entries.setdefault(_endpoint(settings), {})
+    models[model.strip()] = {"window": window, "learned_at": time.time()}
     _write(path, entries)

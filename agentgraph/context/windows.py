@@ -171,10 +171,12 @@ class Budget:
         notice_at: Prompt size from which the user is told (absolute tokens).
         warn_at: Prompt size from which the user is warned.
         compact_at: Prompt size from which the history is compacted.
-        source_notice: Why the window is a guess, else None.
+        source_notice: Why the window is a guess, or where it was learned; else None.
         max_output_tokens: The configured output cap the reserve honours (None: none).
         thresholds: The notice, warn and compact fractions of ``usable``; None for a
             budget built by hand (they are then read off its figures).
+        guessed: Whether the window is the default for a model nobody knows (not
+            configured, profiled, in the table or learned).
     """
 
     window: int
@@ -186,8 +188,9 @@ class Budget:
     source_notice: str | None = None
     max_output_tokens: int | None = field(default=None, repr=False)
     thresholds: _Thresholds | None = field(default=None, repr=False)
+    guessed: bool = False
 
-    def adopt_window(self, window: int) -> bool:
+    def adopt_window(self, window: int, notice: str | None = None) -> bool:
         """Shrink this budget, in place, to the window the endpoint says it has.
 
         Only ever shrinks: a larger number (or one below
@@ -198,6 +201,8 @@ class Budget:
 
         Args:
             window: The endpoint's context window in tokens (from its overflow error).
+            notice: The new :attr:`source_notice` (e.g. where an earlier process
+                learned the window); None: the endpoint stated it, nothing to say.
 
         Returns:
             Whether the budget changed.
@@ -214,7 +219,7 @@ class Budget:
                 )
             limits = _limits(window, self.max_output_tokens, thresholds or (1.0, 1.0, 1.0))
             # The window is no longer a guess: the endpoint stated it.
-            self.__dict__.update({**limits, "source_notice": None})
+            self.__dict__.update({**limits, "source_notice": notice, "guessed": False})
             return True
 
     def level(self, tokens: int) -> Level:
@@ -269,6 +274,7 @@ def budget_for(
         source_notice=notice,
         max_output_tokens=settings.max_output_tokens,
         thresholds=thresholds,
+        guessed=notice is not None,
     )
 
 
@@ -278,10 +284,11 @@ def default_max_tokens(budget: Budget, profile: Mapping[str, Any] | None) -> int
     A local server (llama.cpp, Ollama) generates until the context is full when a
     request sets no limit, so a reply stuck in a loop holds it for minutes. For a model
     whose output limit nothing states (no ``max_output_tokens`` in its LangChain
-    profile) and whose window is at most ``SMALL_WINDOW_MAX_TOKENS``, the limit is the
-    budget's output reserve: the room the prompt budget leaves for the reply anyway.
-    Hosted models with a profile, and larger windows (whose 50,000-token reserve may
-    exceed a provider's own output cap), keep the provider's default.
+    profile) and whose known window is at most ``SMALL_WINDOW_MAX_TOKENS``, the limit is
+    the budget's output reserve: the room the prompt budget leaves for the reply anyway.
+    Hosted models with a profile, larger windows (whose 50,000-token reserve may exceed
+    a provider's own output cap) and guessed windows (an unknown name may be an alias
+    of a hosted model) keep the provider's default.
 
     Args:
         budget: The model's budget (read at each call: it shrinks to a learned window).
@@ -293,6 +300,6 @@ def default_max_tokens(budget: Budget, profile: Mapping[str, Any] | None) -> int
     stated = profile.get("max_output_tokens") if profile is not None else None
     if isinstance(stated, int) and not isinstance(stated, bool) and stated > 0:
         return None
-    if budget.window > SMALL_WINDOW_MAX_TOKENS or budget.reserve <= 0:
+    if budget.guessed or budget.window > SMALL_WINDOW_MAX_TOKENS or budget.reserve <= 0:
         return None
     return budget.reserve

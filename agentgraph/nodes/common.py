@@ -48,6 +48,7 @@ def hit_output_limit(ai: AIMessage) -> bool:
     reasons = (
         meta.get("finish_reason"),
         meta.get("stop_reason"),
+        meta.get("stopReason"),  # Bedrock Converse
         details.get("reason") if isinstance(details, dict) else None,
     )
     return any(isinstance(r, str) and r in OUTPUT_LIMIT_REASONS for r in reasons)
@@ -58,14 +59,15 @@ def repair_invalid_tool_calls(ai: AIMessage) -> AIMessage:
 
     A provider replays ``invalid_tool_calls`` as tool calls, so each needs a result;
     keeping them as ordinary calls with a marker argument gets them one. When the reply
-    stopped at the output token limit, the call being written then (an invalid one, or
-    else the last) is cut: a streamed reply's partial JSON is closed by the parser, so
-    a cut ``write_file`` would otherwise write a truncated file and report success.
+    stopped at the output token limit, the last parsed call is treated as cut too: a
+    streamed reply's partial JSON is closed by the parser, so a cut ``write_file`` would
+    otherwise write a truncated file and report success. (If it was complete after
+    all, the model is asked to send it again: a retry, never a truncated file.)
     """
     calls = list(ai.tool_calls)
     invalid: list[Any] = list(ai.invalid_tool_calls)
     cut = hit_output_limit(ai)
-    if cut and calls and not invalid:
+    if cut and calls:
         last = calls.pop()
         text = json.dumps(last["args"], ensure_ascii=False)
         invalid.append({"name": last["name"], "args": text, "id": last["id"]})

@@ -190,6 +190,17 @@ def test_mentions_count_as_str_count_does(texts: list[str], paths: list[str]) ->
     assert {path: counted[path] for path in paths} == expected
 
 
+def test_a_touched_name_inside_a_longer_touched_name_is_not_its_mention() -> None:
+    counted = count_mentions(["edit data.py, then a.py"], ["a.py", "src/data.py"])
+    assert counted["a.py"] == 1 and counted["src/data.py"] == 1
+
+
+def test_short_and_punctuation_names_are_counted_too() -> None:
+    texts = ["cd . && ls ./a", "see a and b.c"]
+    counted = count_mentions(texts, [".", "x/a", "b.c"])
+    assert counted == {".": 3, "x/a": 3, "b.c": 1}  # as str.count: "a" in "and" too
+
+
 def test_mentions_survive_lone_surrogates() -> None:
     counted = count_mentions(["see a/b.py\ud800 and b.py"], ["a/b.py", "c/\ud800.py"])
     assert counted["a/b.py"] == 1 and counted["c/\ud800.py"] == 0

@@ -154,6 +154,7 @@ def test_repair_invalid_tool_calls_turns_them_into_answerable_calls() -> None:
         {"stop_reason": "max_tokens"},
         {"finish_reason": "MAX_TOKENS"},
         {"incomplete_details": {"reason": "max_output_tokens"}},
+        {"stopReason": "max_tokens"},
     ],
 )
 def test_the_call_written_when_the_output_limit_hit_does_not_run(metadata: dict) -> None:

@@ -69,16 +69,30 @@ def test_no_configured_secret_reaches_the_file(make_settings: Callable[..., Sett
     assert learned is not None and key not in learned.notice(MODEL)
 
 
+def _entry(window: object = 4_096, learned_at: object = 1.7e9) -> bytes:
+    data = {"version": 1, "windows": {DEFAULT_ENDPOINT: {MODEL: {"window": window}}}}
+    if learned_at is not None:
+        data["windows"][DEFAULT_ENDPOINT][MODEL]["learned_at"] = learned_at  # type: ignore[index]
+    return json.dumps(data).encode()
+
+
 @pytest.mark.parametrize(
     "content",
     [
         b"not json",
         b"[]",
-        b'{"windows": []}',
-        b'{"windows": {"default qwen2.5-coder-1.5b": {"window": "4096", "learned_at": 1}}}',
-        b'{"windows": {"default qwen2.5-coder-1.5b": {"window": true, "learned_at": 1}}}',
-        b'{"windows": {"default qwen2.5-coder-1.5b": {"window": 12, "learned_at": 1}}}',
-        b'{"windows": {"default qwen2.5-coder-1.5b": {"window": 4096}}}',
+        b'{"version": 1, "windows": []}',
+        b'{"version": 1, "windows": {"default": []}}',
+        _entry(window="4096"),
+        _entry(window=True),
+        _entry(window=12),
+        _entry(learned_at=None),
+        b'{"version": 1, "windows": {"default": {"qwen2.5-coder-1.5b": '
+        b'{"window": 4096, "learned_at": NaN}}}}',
+        _entry(learned_at=1e300),
+        _entry(learned_at=-5),
+        _entry().replace(b'"version": 1', b'"version": 99'),
+        b"[" * 100_000,  # json.loads raises RecursionError
         b"\xff\xfe",
         b" " * (LEARNED_WINDOWS_MAX_BYTES + 1),
     ],
@@ -88,6 +102,8 @@ def test_a_malformed_file_is_an_empty_one_and_gets_replaced(
 ) -> None:
     settings = make_settings(OPENAI_BASE_URL=None)
     settings.home.mkdir(parents=True, exist_ok=True)
+    _file(settings).write_bytes(_entry())
+    assert learned_window(settings, MODEL) is not None  # the well-formed file is read
     _file(settings).write_bytes(content)
     assert learned_window(settings, MODEL) is None
     remember_learned_window(settings, MODEL, 4_096)
@@ -109,7 +125,23 @@ def test_the_table_keeps_the_newest_entries(make_settings: Callable[..., Setting
     settings = make_settings()
     for n in range(LEARNED_WINDOWS_MAX_ENTRIES + 5):
         remember_learned_window(settings, f"model-{n}", 4_096)
-    entries = json.loads(_file(settings).read_text())["windows"]
-    assert len(entries) == LEARNED_WINDOWS_MAX_ENTRIES
+    endpoints = json.loads(_file(settings).read_text())["windows"]
+    assert sum(len(models) for models in endpoints.values()) == LEARNED_WINDOWS_MAX_ENTRIES
     assert learned_window(settings, "model-0") is None
     assert learned_window(settings, f"model-{LEARNED_WINDOWS_MAX_ENTRIES + 4}") is not None
+
+
+def test_a_provider_prefix_names_its_local_endpoint(make_settings: Callable[..., Settings]) -> None:
+    settings = make_settings(OPENAI_BASE_URL=None, AGENTGRAPH_MODEL="ollama:qwen2.5-coder:7b")
+    remember_learned_window(settings, settings.model, 8_192)
+    learned = learned_window(settings, settings.model)
+    assert learned is not None and learned.endpoint == "http://127.0.0.1:11434/v1"
+
+
+def test_a_short_secret_does_not_mangle_the_endpoint(
+    make_settings: Callable[..., Settings],
+) -> None:
+    settings = make_settings(OPENAI_API_KEY="local", OPENAI_BASE_URL="http://localhost:8080/v1")
+    remember_learned_window(settings, MODEL, 4_096)
+    learned = learned_window(settings, MODEL)
+    assert learned is not None and learned.endpoint == "http://localhost:8080/v1"
