@@ -28,7 +28,7 @@ from agentgraph.call_records import interrupted_results
 from agentgraph.cancel import CancelGuard, RunningTurn, TurnCancelled, interrupted_message
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor
-from agentgraph.context.learned_windows import learned_window, remember_learned_window
+from agentgraph.context.learned_windows import apply_learned_window, remember_learned_window
 from agentgraph.context.pricing import UsageTotals, add_cost
 from agentgraph.context.retry import RetryPolicy
 from agentgraph.context.tokens import get_counter
@@ -209,9 +209,7 @@ class Agent:
         budget = budget_for(settings, profile=chat_model.profile)
         # A window an earlier process learned from this endpoint's error (not when
         # AGENTGRAPH_CONTEXT_WINDOW is set): no oversized first request again.
-        learned = learned_window(settings, settings.model)
-        if learned is not None:
-            budget.adopt_window(learned.window, learned.notice(settings.model))
+        apply_learned_window(budget, settings, settings.model)
         # Decided (and bwrap probed) once: the notice is shown once, at start.
         self.sandbox = sandbox_plan_for(settings, base_env) if settings.bash != "off" else None
         tools = build_tools(settings, base_env=base_env, sandbox=self.sandbox)

@@ -235,15 +235,16 @@ def _export(store: Store, settings: Settings, args: argparse.Namespace) -> int:
 
 def _offloader(settings: Settings) -> Callable[[str, list[BaseMessage]], list[BaseMessage]]:
     """Cuts huge imported user messages to the tool-output cap (full text in artifacts)."""
+    from agentgraph.context.learned_windows import apply_learned_window
     from agentgraph.context.tokens import get_counter
     from agentgraph.context.truncation import default_tool_output_max_tokens
     from agentgraph.context.windows import budget_for
     from agentgraph.runctx import artifacts_dir_for
     from agentgraph.user_offload import offload_user_messages
 
-    cap = settings.tool_output_max_tokens or default_tool_output_max_tokens(
-        budget_for(settings).usable
-    )
+    budget = budget_for(settings)
+    apply_learned_window(budget, settings, settings.model)
+    cap = settings.tool_output_max_tokens or default_tool_output_max_tokens(budget.usable)
     counter = get_counter(settings.model)
 
     def prepare(thread_id: str, messages: list[BaseMessage]) -> list[BaseMessage]:

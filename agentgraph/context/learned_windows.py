@@ -28,11 +28,12 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from agentgraph.config import DB_PASSWORD_REDACT_MIN_CHARS, Settings
-from agentgraph.context.windows import MIN_ADOPTED_WINDOW_TOKENS
+from agentgraph.context.windows import MIN_ADOPTED_WINDOW_TOKENS, Budget
 
 __all__ = [
     "LEARNED_WINDOWS_FILE",
     "LearnedWindow",
+    "apply_learned_window",
     "endpoint_key",
     "learned_window",
     "remember_learned_window",
@@ -227,3 +228,17 @@ def remember_learned_window(settings: Settings, model: str, window: int) -> None
     models = entries.setdefault(_endpoint(settings), {})
     models[model.strip()] = {"window": window, "learned_at": time.time()}
     _write(path, entries)
+
+
+def apply_learned_window(budget: Budget, settings: Settings, model: str) -> None:
+    """Shrink ``budget`` to the window learned for ``model`` here, announcing where from.
+
+    Args:
+        budget: The model's budget (as :func:`~agentgraph.context.windows.budget_for`
+            built it).
+        settings: Supplies the home folder, the endpoint and ``context_window``.
+        model: The model name requests carry.
+    """
+    learned = learned_window(settings, model)
+    if learned is not None:
+        budget.adopt_window(learned.window, learned.notice(model))
