@@ -7,7 +7,9 @@ LangGraph's ``interrupt()`` with an :func:`approval_request` payload. The run st
 there and is checkpointed; whoever drives the graph (the REPL, a ``langgraph dev``
 client) shows the question and resumes with ``Command(resume={interrupt_id: answer})``.
 Only then do the step's tools run, each once: a declined call gets an error result the
-model can read, an approved one runs.
+model can read, an approved one runs. An ``edit_file`` call that cannot apply (no such
+file, ``old_string`` not found or ambiguous) is not asked about: it gets the tool's own
+error at once, and nothing is changed.
 
 Because the question lives in the checkpoint, a session killed while it waits asks
 the same question when it is resumed. A run that cannot ask (``agentgraph run``,
@@ -26,7 +28,7 @@ from typing import Any
 from langchain_core.messages import ToolCall
 
 from agentgraph.config import Settings
-from agentgraph.tools.base import ToolError
+from agentgraph.tools.base import ToolError, format_tool_error
 from agentgraph.tools.workspace import display_path, resolve_in_workspace
 
 APPROVAL_TYPE = "approval"
@@ -105,10 +107,10 @@ def edit_preview(name: str, args: Mapping[str, Any], workspace: str) -> str | No
         if not isinstance(after, str):
             return None
     else:
-        old, new = args.get("old_string"), args.get("new_string")
-        if not isinstance(old, str) or not isinstance(new, str) or not old or old not in before:
+        plan = _planned_edit(args, workspace)
+        if isinstance(plan, str) or plan is None:
             return None
-        after = before.replace(old, new) if args.get("replace_all") else before.replace(old, new, 1)
+        shown, before, after = plan.shown, plan.before, plan.after
     diff = difflib.unified_diff(
         before.splitlines(keepends=True),
         after.splitlines(keepends=True),
@@ -116,6 +118,36 @@ def edit_preview(name: str, args: Mapping[str, Any], workspace: str) -> str | No
         tofile=f"b/{shown}",
     )
     return _bounded("".join(line if line.endswith("\n") else line + "\n" for line in diff))
+
+
+def _planned_edit(args: Mapping[str, Any], workspace: str) -> Any:
+    """An ``edit_file`` call's checked plan, its error text, or None for bad arguments."""
+    from agentgraph.tools.files import plan_edit  # the file tools load LangChain's tools
+
+    path, old, new = args.get("path"), args.get("old_string"), args.get("new_string")
+    if not isinstance(path, str) or not isinstance(old, str) or not isinstance(new, str):
+        return None  # argument validation answers the call
+    try:
+        return plan_edit(workspace, path, old, new, bool(args.get("replace_all")))
+    except ToolError as exc:
+        return format_tool_error(exc)
+
+
+def unappliable_edit(call: ToolCall, workspace: str) -> str | None:
+    """The error an ``edit_file`` call would fail with, found without asking or writing.
+
+    Args:
+        call: A tool call of the model.
+        workspace: The run's workspace.
+
+    Returns:
+        The tool's own error text (``Error: …``); None when the call is not an edit
+        that fails its checks.
+    """
+    if call["name"] != "edit_file":
+        return None
+    plan = _planned_edit(call.get("args") or {}, workspace)
+    return plan if isinstance(plan, str) else None
 
 
 def approval_request(call: ToolCall, settings: Settings, workspace: str) -> dict[str, Any] | None:

@@ -16,7 +16,13 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
-from agentgraph.approvals import approval_request, cannot_ask_text, declined_text, is_approved
+from agentgraph.approvals import (
+    approval_request,
+    cannot_ask_text,
+    declined_text,
+    is_approved,
+    unappliable_edit,
+)
 from agentgraph.call_records import needs_record, record_end, record_start
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.deps import AgentDeps
@@ -119,7 +125,11 @@ def ask_approvals(
         request = approval_request(call, deps.settings, ctx.workspace_path)
         if request is None:
             continue
-        if not ctx.can_ask:
+        # An edit that cannot apply changes nothing: its error, not a question.
+        error = unappliable_edit(call, ctx.workspace_path)
+        if error is not None:
+            refused[call["id"] or ""] = error
+        elif not ctx.can_ask:
             refused[call["id"] or ""] = cannot_ask_text(request)
         elif not is_approved(interrupt(request)):
             refused[call["id"] or ""] = declined_text(request)

@@ -15,6 +15,7 @@ import re
 import secrets
 import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
@@ -376,27 +377,37 @@ def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
-def edit_text_file(
+@dataclass(frozen=True)
+class PlannedEdit:
+    """What an ``edit_file`` call would do, checked but not written.
+
+    Attributes:
+        real: The file (resolved inside the workspace).
+        shown: Its path as shown to the model and the user.
+        before: Its text now.
+        after: Its text after the edit.
+        count: Occurrences replaced.
+        first_line: Line of the first replacement.
+    """
+
+    real: Path
+    shown: str
+    before: str
+    after: str
+    count: int
+    first_line: int
+
+
+def plan_edit(
     workspace: str, path: str, old_string: str, new_string: str, replace_all: bool = False
-) -> str:
-    """Replace an exact string in a workspace file, atomically.
+) -> PlannedEdit:
+    """Every check of :func:`edit_text_file`, and the text it would write; writes nothing.
 
-    When the file uses CRLF line endings and ``old_string`` uses LF, both
-    strings are converted to CRLF so model-typed text still matches.
-
-    Args:
-        workspace: The workspace directory.
-        path: The model-supplied path.
-        old_string: Text to find, exactly.
-        new_string: Replacement text.
-        replace_all: Replace every occurrence instead of requiring exactly one.
-
-    Returns:
-        A one-line report with the number of replacements and the first line.
+    The approval question uses it: an edit that cannot apply is answered with the
+    tool's own error instead of asking, and the preview is the edit's real diff.
 
     Raises:
-        ToolError: The text is missing or ambiguous, the file is not editable
-            text, or the path is not allowed.
+        ToolError: As :func:`edit_text_file`.
     """
     root = workspace_root(workspace)
     real = resolve_in_workspace(root, path, must_exist=True)
@@ -448,13 +459,39 @@ def edit_text_file(
         )
     first_line = _line_of(text, text.index(old_string))
     updated = text.replace(old_string, new_string, -1 if replace_all else 1)
-    try:
-        atomic_write_bytes(real, updated.encode("utf-8", errors="replace"))
-    except OSError as exc:
-        raise _os_error(exc, shown) from exc
     done = count if replace_all else 1
-    noun = "occurrence" if done == 1 else "occurrences"
-    return f"edited {shown}: replaced {done} {noun} (first at line {first_line})"
+    return PlannedEdit(real, shown, text, updated, done, first_line)
+
+
+def edit_text_file(
+    workspace: str, path: str, old_string: str, new_string: str, replace_all: bool = False
+) -> str:
+    """Replace an exact string in a workspace file, atomically.
+
+    When the file uses CRLF line endings and ``old_string`` uses LF, both
+    strings are converted to CRLF so model-typed text still matches.
+
+    Args:
+        workspace: The workspace directory.
+        path: The model-supplied path.
+        old_string: Text to find, exactly.
+        new_string: Replacement text.
+        replace_all: Replace every occurrence instead of requiring exactly one.
+
+    Returns:
+        A one-line report with the number of replacements and the first line.
+
+    Raises:
+        ToolError: The text is missing or ambiguous, the file is not editable
+            text, or the path is not allowed.
+    """
+    plan = plan_edit(workspace, path, old_string, new_string, replace_all)
+    try:
+        atomic_write_bytes(plan.real, plan.after.encode("utf-8", errors="replace"))
+    except OSError as exc:
+        raise _os_error(exc, plan.shown) from exc
+    noun = "occurrence" if plan.count == 1 else "occurrences"
+    return f"edited {plan.shown}: replaced {plan.count} {noun} (first at line {plan.first_line})"
 
 
 # --------------------------------------------------------------------------- list_dir

@@ -162,6 +162,58 @@ def test_edits_ask_shows_a_diff_and_writes_only_when_approved(
     assert not (workspace / "new.txt").exists()
 
 
+def test_an_edit_that_cannot_apply_is_answered_without_asking(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    """A missing file, or old_string not in it: the tool's own error comes back at once
+    (asking would only have the user approve a failure); an edit that applies is asked,
+    with the diff the edit makes (CRLF file, LF old_string)."""
+    settings = make_settings(AGENTGRAPH_EDITS="ask")
+    (workspace / "calc.py").write_bytes(b"def add(a, b):\r\n    return a - b\r\n")
+    model = ScriptedChatModel(
+        [
+            ai_tools(
+                tool_call(
+                    "edit_file",
+                    {"path": "src/calc.py", "old_string": "a - b", "new_string": "a + b"},
+                    id="missing",
+                ),
+                tool_call(
+                    "edit_file",
+                    {"path": "calc.py", "old_string": "subtract", "new_string": "add"},
+                    id="absent",
+                ),
+                tool_call(
+                    "edit_file",
+                    {
+                        "path": "calc.py",
+                        "old_string": "b):\n    return a - b",
+                        "new_string": "b):\n    return a + b",
+                    },
+                    id="ok",
+                ),
+            ),
+            ai_text("fixed"),
+        ]
+    )
+    agent = Agent(settings, store, model=model)
+    seen: list[dict[str, Any]] = []
+
+    def approve(question: dict[str, Any]) -> bool:
+        seen.append(question)
+        return True
+
+    result = agent.run_turn("t", "fix add", workspace, approve=approve)
+    assert result.answer == "fixed"
+    assert [q["tool_call_id"] for q in seen] == ["ok"]
+    assert "+    return a + b" in seen[0]["diff"]
+    results = _tool_results(agent, "t")
+    assert str(results["missing"].content).startswith("Error: no such file or directory")
+    assert "old_string was not found in calc.py" in str(results["absent"].content)
+    assert results["missing"].status == "error" and results["absent"].status == "error"
+    assert (workspace / "calc.py").read_bytes() == b"def add(a, b):\r\n    return a + b\r\n"
+
+
 def test_a_run_that_cannot_ask_declines_with_a_reason(
     make_settings: Callable[..., Settings], store: Store, workspace: Path
 ) -> None:
