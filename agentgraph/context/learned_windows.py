@@ -11,17 +11,19 @@ or fragment: nothing secret is written. It is applied only while
 ``AGENTGRAPH_CONTEXT_WINDOW`` is unset (an explicit window always wins: set it after
 restarting the server with a larger context) and announced at start. Written
 atomically; a missing, unreadable or malformed file is an empty one, never an error.
-Two processes learning at the same moment may each keep only their own entry (no
-lock): the other is learned again at its next overflow.
+Processes that learn at the same moment take turns (an exclusive ``flock`` on
+``learned_windows.json.lock``), so none loses another's entry.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import math
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,6 +195,25 @@ def _write(path: Path, entries: Entries) -> None:
         os.chmod(path, 0o600)
 
 
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock beside ``path``; without one (read-only home), go on."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.with_name(path.name + ".lock").open("a")
+    except OSError:
+        yield
+        return
+    with handle:
+        with contextlib.suppress(OSError):  # a file system without locks: go on
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def learned_window(settings: Settings, model: str) -> LearnedWindow | None:
     """The window learned for ``model`` at the configured endpoint, if it applies.
 
@@ -224,10 +245,14 @@ def remember_learned_window(settings: Settings, model: str, window: int) -> None
     if not _valid_window(window):
         return
     path = _path(settings)
-    entries = _read(path)
-    models = entries.setdefault(_endpoint(settings), {})
-    models[model.strip()] = {"window": window, "learned_at": time.time()}
-    _write(path, entries)
+    endpoint = _endpoint(settings)
+    with _exclusive(path):  # read, change, write: one process at a time
+        entries = _read(path)
+        entries.setdefault(endpoint, {})[model.strip()] = {
+            "window": window,
+            "learned_at": time.time(),
+        }
+        _write(path, entries)
 
 
 def apply_learned_window(budget: Budget, settings: Settings, model: str) -> None:

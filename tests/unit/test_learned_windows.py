@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 from collections.abc import Callable
 from pathlib import Path
 
@@ -145,3 +146,26 @@ def test_a_short_secret_does_not_mangle_the_endpoint(
     remember_learned_window(settings, MODEL, 4_096)
     learned = learned_window(settings, MODEL)
     assert learned is not None and learned.endpoint == "http://localhost:8080/v1"
+
+
+def _learn_many(home: str, worker: int, count: int) -> None:
+    settings = Settings(_env_file=None, AGENTGRAPH_HOME=home)  # type: ignore[call-arg]
+    for n in range(count):
+        remember_learned_window(settings, f"model-{worker}-{n}", 4_096 + n)
+
+
+def test_processes_learning_at_once_lose_nothing(make_settings: Callable[..., Settings]) -> None:
+    settings = make_settings(OPENAI_BASE_URL=None)
+    workers, each = 6, 25
+    context = multiprocessing.get_context("spawn")
+    procs = [
+        context.Process(target=_learn_many, args=(str(settings.home), w, each))
+        for w in range(workers)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=120)
+        assert proc.exitcode == 0
+    endpoints = json.loads(_file(settings).read_text())["windows"]
+    assert sum(len(models) for models in endpoints.values()) == workers * each
