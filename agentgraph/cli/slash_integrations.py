@@ -87,6 +87,8 @@ def switch_model(ctx: ReplContext, name: str, *, record: bool = True) -> None:
         f"model: {name} — window {budget.window:,} tokens, budget {budget.usable:,}",
         markup=False,
     )
+    if budget.source_notice:  # a guessed window, or one learned by an earlier process
+        ctx.console.print(budget.source_notice, style="dim", markup=False)
     if int(report.get("tokens") or 0) >= budget.compact_at:
         # The session no longer fits the smaller window: compact before the next call.
         record_ = agent.compact(ctx.thread_id)

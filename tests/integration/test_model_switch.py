@@ -83,3 +83,25 @@ def test_the_repl_follows_each_sessions_own_model_after_a_switch(
             ctx.thread_id = "other"  # what /switch does
             follow_session_model(ctx, settings.model)
             assert ctx.agent.settings.model == "gpt-4o-mini"
+
+
+def test_switching_to_a_model_with_a_learned_window_says_where_it_came_from(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """An earlier process learned qwen's window at this endpoint: /model to it shows the
+    learned window and where it came from, not the table's 32,768."""
+    from agentgraph.context.learned_windows import remember_learned_window
+
+    load_slash_commands()
+    with fake_openai_server(
+        [reply_text("hi")], known_models={"gpt-4o-mini", "qwen2.5-coder"}
+    ) as server:
+        settings = make_settings(OPENAI_BASE_URL=server.url, AGENTGRAPH_MODEL="gpt-4o-mini")
+        remember_learned_window(settings, "qwen2.5-coder", 4_096)
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            ctx, out = slash_context(agent, "t1", workspace)
+            dispatch(ctx, "/model qwen2.5-coder")
+    shown = out.getvalue()
+    assert "model: qwen2.5-coder — window 4,096 tokens" in shown, shown
+    assert "learned from its error on" in shown
