@@ -7,9 +7,11 @@ LangGraph's ``interrupt()`` with an :func:`approval_request` payload. The run st
 there and is checkpointed; whoever drives the graph (the REPL, a ``langgraph dev``
 client) shows the question and resumes with ``Command(resume={interrupt_id: answer})``.
 Only then do the step's tools run, each once: a declined call gets an error result the
-model can read, an approved one runs. An ``edit_file`` call that cannot apply (no such
-file, ``old_string`` not found or ambiguous) is not asked about: it gets the tool's own
-error at once, and nothing is changed.
+model can read, an approved one runs. When every call of a step that needs approval is
+an ``edit_file`` that cannot apply (no such file, ``old_string`` not found or ambiguous),
+nothing is asked: each gets the tool's own error and nothing changes. Otherwise every
+such call is asked: LangGraph gives resume answers to the interrupts by position, so
+which calls are asked must not depend on files that may change while a question waits.
 
 Because the question lives in the checkpoint, a session killed while it waits asks
 the same question when it is resumed. A run that cannot ask (``agentgraph run``,

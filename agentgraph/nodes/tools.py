@@ -118,21 +118,27 @@ def ask_approvals(
     Returns:
         Tool-call id -> error text, for the calls that may not run.
     """
-    refused: dict[str, str] = {}
+    asked: list[tuple[ToolCall, dict[str, Any], str | None]] = []
     for call in calls:
         if refusal(call, state) is not None:
             continue  # answered with an error anyway: nothing to ask
         request = approval_request(call, deps.settings, ctx.workspace_path)
-        if request is None:
-            continue
-        # An edit that cannot apply changes nothing: its error, not a question.
-        error = unappliable_edit(call, ctx.workspace_path)
-        if error is not None:
-            refused[call["id"] or ""] = error
+        if request is not None:
+            asked.append((call, request, unappliable_edit(call, ctx.workspace_path)))
+    refused: dict[str, str] = {}
+    # When every such call is an edit that cannot apply, nothing is asked: each gets the
+    # tool's own error. Otherwise every one is asked, as always: resume answers reach
+    # the interrupts by position, so which calls are asked must not depend on files
+    # that may change while a question waits.
+    nothing_to_ask = all(error is not None for _call, _request, error in asked)
+    for call, request, error in asked:
+        call_id = call["id"] or ""
+        if error is not None and (nothing_to_ask or not ctx.can_ask):
+            refused[call_id] = error
         elif not ctx.can_ask:
-            refused[call["id"] or ""] = cannot_ask_text(request)
+            refused[call_id] = cannot_ask_text(request)
         elif not is_approved(interrupt(request)):
-            refused[call["id"] or ""] = declined_text(request)
+            refused[call_id] = declined_text(request)
     return refused
 
 
@@ -157,9 +163,12 @@ def make_tools_node(
         if refused is not None:
             return refused
         not_approved = (_NOT_APPROVED.get() or {}).get(call_id)
-        if not_approved is not None:
+        if not_approved is not None:  # may quote a path or a command: redacted as results are
             return ToolMessage(
-                content=not_approved, tool_call_id=call_id, name=call["name"], status="error"
+                content=redactor.redact_content(not_approved),
+                tool_call_id=call_id,
+                name=call["name"],
+                status="error",
             )
         folder = Path(ctx.artifacts_dir) if ctx.artifacts_dir else deps.artifacts_dir(ctx.thread_id)
         # A crash while the tool runs leaves this record: the resume then says the

@@ -165,11 +165,12 @@ def test_edits_ask_shows_a_diff_and_writes_only_when_approved(
 def test_an_edit_that_cannot_apply_is_answered_without_asking(
     make_settings: Callable[..., Settings], store: Store, workspace: Path
 ) -> None:
-    """A missing file, or old_string not in it: the tool's own error comes back at once
-    (asking would only have the user approve a failure); an edit that applies is asked,
-    with the diff the edit makes (CRLF file, LF old_string)."""
+    """A step whose only edits cannot apply (no such file, old_string not there) gets the
+    tool's own errors at once: asking would only have the user approve a failure. An
+    edit that applies is asked, with the diff the edit makes (CRLF file, LF old_string)."""
     settings = make_settings(AGENTGRAPH_EDITS="ask")
     (workspace / "calc.py").write_bytes(b"def add(a, b):\r\n    return a - b\r\n")
+    fix = {"old_string": "b):\n    return a - b", "new_string": "b):\n    return a + b"}
     model = ScriptedChatModel(
         [
             ai_tools(
@@ -183,16 +184,8 @@ def test_an_edit_that_cannot_apply_is_answered_without_asking(
                     {"path": "calc.py", "old_string": "subtract", "new_string": "add"},
                     id="absent",
                 ),
-                tool_call(
-                    "edit_file",
-                    {
-                        "path": "calc.py",
-                        "old_string": "b):\n    return a - b",
-                        "new_string": "b):\n    return a + b",
-                    },
-                    id="ok",
-                ),
             ),
+            ai_tools(tool_call("edit_file", {"path": "calc.py", **fix}, id="ok")),
             ai_text("fixed"),
         ]
     )
@@ -212,6 +205,41 @@ def test_an_edit_that_cannot_apply_is_answered_without_asking(
     assert "old_string was not found in calc.py" in str(results["absent"].content)
     assert results["missing"].status == "error" and results["absent"].status == "error"
     assert (workspace / "calc.py").read_bytes() == b"def add(a, b):\r\n    return a + b\r\n"
+
+
+def test_an_answer_never_reaches_a_call_it_was_not_given_for(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    """Answers reach the interrupts by position: the edit asked about stops applying
+    while its question waits (the file changed), and the command after it must still be
+    asked, not run on the edit's "y"."""
+    settings = make_settings(AGENTGRAPH_EDITS="ask", AGENTGRAPH_BASH="ask")
+    (workspace / "a.py").write_text("x = 1\n")
+    model = ScriptedChatModel(
+        [
+            ai_tools(
+                tool_call(
+                    "edit_file",
+                    {"path": "a.py", "old_string": "x = 1", "new_string": "x = 2"},
+                    id="e1",
+                ),
+                tool_call("run_bash", {"command": "touch ran"}, id="b1"),
+            ),
+            ai_text("done"),
+        ]
+    )
+    agent = Agent(settings, store, model=model)
+    _, result = _drain(agent.stream_turn("t", "edit and run", workspace))
+    (question,) = result.pending_approvals
+    assert question["tool_call_id"] == "e1"
+    (workspace / "a.py").write_text("x = 5\n")  # the edit no longer applies
+    _, resumed = _drain(agent.stream_resume("t", workspace, {question["id"]: "y"}))
+    assert not (workspace / "ran").exists()
+    (bash_question,) = resumed.pending_approvals
+    assert bash_question["tool_call_id"] == "b1"
+    _, done = _drain(agent.stream_resume("t", workspace, {bash_question["id"]: "n"}))
+    assert done.answer == "done" and not (workspace / "ran").exists()
+    assert (workspace / "a.py").read_text() == "x = 5\n"
 
 
 def test_a_run_that_cannot_ask_declines_with_a_reason(
