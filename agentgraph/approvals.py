@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import ToolCall
+from pydantic import TypeAdapter, ValidationError
 
 from agentgraph.config import Settings
 from agentgraph.tools.base import ToolError, format_tool_error
@@ -130,7 +131,12 @@ def _planned_edit(args: Mapping[str, Any], workspace: str) -> Any:
     if not isinstance(path, str) or not isinstance(old, str) or not isinstance(new, str):
         return None  # argument validation answers the call
     try:
-        return plan_edit(workspace, path, old, new, bool(args.get("replace_all")))
+        # Read as the tool's schema reads it: "false" is False.
+        replace_all = TypeAdapter(bool).validate_python(args.get("replace_all", False))
+    except ValidationError:
+        return None  # argument validation answers the call
+    try:
+        return plan_edit(workspace, path, old, new, replace_all)
     except ToolError as exc:
         return format_tool_error(exc)
 

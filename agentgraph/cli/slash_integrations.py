@@ -127,5 +127,7 @@ def _model(ctx: ReplContext, rest: str) -> None:
             "ollama:qwen2.5-coder:7b, anthropic:claude-sonnet-4-5)",
             markup=False,
         )
+        if budget.source_notice:
+            ctx.console.print(budget.source_notice, style="dim", markup=False)
         return
     switch_model(ctx, name)

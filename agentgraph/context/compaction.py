@@ -36,7 +36,7 @@ from agentgraph.context.masking_text import mask_outputs_before
 from agentgraph.context.retry import RetryPolicy, call_with_retries
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import shrink_tool_messages, truncate_text
-from agentgraph.context.windows import Budget, default_max_tokens
+from agentgraph.context.windows import Budget, default_max_tokens, unlimited_output
 from agentgraph.deps import CompactionOutcome
 from agentgraph.history import AGENTGRAPH_KEY, INTERNAL_KINDS, agentgraph_kind, group_messages
 
@@ -427,7 +427,7 @@ class Compactor:
         # A local summarizer with no output limit would write until its context is full.
         profile = getattr(summarizer, "profile", None)
         limit = default_max_tokens(self.budget, profile if isinstance(profile, dict) else None)
-        if limit is not None and getattr(summarizer, "max_tokens", None) is None:
+        if limit is not None and unlimited_output(summarizer):
             summarizer = summarizer.bind(max_tokens=limit)
         for piece in pieces:
             prompt: list[BaseMessage] = [SystemMessage(content=instructions)]

@@ -18,7 +18,6 @@ Processes that learn at the same moment take turns (an exclusive ``flock`` on
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import os
@@ -50,6 +49,10 @@ LEARNED_WINDOWS_MAX_ENTRIES = 200
 LEARNED_WINDOW_MAX_TOKENS = 100_000_000
 # A learned_at later than now by more than this is not a real time (clock skew aside).
 LEARNED_AT_MAX_FUTURE_S = 86_400.0
+# How long a process waits for another's write (a stopped process may hold the lock):
+# then it writes without the lock rather than hold up the model call it runs in.
+LEARNED_WINDOWS_LOCK_WAIT_S = 5.0
+LEARNED_WINDOWS_LOCK_POLL_S = 0.02
 # The provider's own default endpoint (no OPENAI_BASE_URL).
 DEFAULT_ENDPOINT = "default"
 UNPARSABLE_ENDPOINT = "unparsable"
@@ -106,10 +109,10 @@ def endpoint_key(base_url: str | None) -> str:
     return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
 
 
-def _endpoint(settings: Settings) -> str:
+def _endpoint(settings: Settings, model: str) -> str:
     from agentgraph.model import endpoint_url  # the model module imports this one's users
 
-    endpoint = endpoint_key(endpoint_url(settings))
+    endpoint = endpoint_key(endpoint_url(settings, model))
     # A proxy may carry its key in the path: no configured secret is written or shown.
     for secret in settings.secret_values():
         if len(secret) >= DB_PASSWORD_REDACT_MIN_CHARS:
@@ -197,7 +200,16 @@ def _write(path: Path, entries: Entries) -> None:
 
 @contextlib.contextmanager
 def _exclusive(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock beside ``path``; without one (read-only home), go on."""
+    """Hold an exclusive lock beside ``path`` for up to the wait bound; else go on.
+
+    Without a lock (no ``fcntl`` on Windows, a read-only home, a file system without
+    locks, a holder that does not let go) the write still happens: learning is a bonus.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = path.with_name(path.name + ".lock").open("a")
@@ -205,13 +217,24 @@ def _exclusive(path: Path) -> Iterator[None]:
         yield
         return
     with handle:
-        with contextlib.suppress(OSError):  # a file system without locks: go on
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        deadline = time.monotonic() + LEARNED_WINDOWS_LOCK_WAIT_S
+        locked = False
+        while not locked:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(LEARNED_WINDOWS_LOCK_POLL_S)
+            except OSError:
+                break
         try:
             yield
         finally:
-            with contextlib.suppress(OSError):
-                fcntl.flock(handle, fcntl.LOCK_UN)
+            if locked:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def learned_window(settings: Settings, model: str) -> LearnedWindow | None:
@@ -227,7 +250,7 @@ def learned_window(settings: Settings, model: str) -> LearnedWindow | None:
     """
     if settings.context_window is not None:
         return None
-    endpoint = _endpoint(settings)
+    endpoint = _endpoint(settings, model)
     entry = _read(_path(settings)).get(endpoint, {}).get(model.strip())
     if entry is None:
         return None
@@ -245,7 +268,7 @@ def remember_learned_window(settings: Settings, model: str, window: int) -> None
     if not _valid_window(window):
         return
     path = _path(settings)
-    endpoint = _endpoint(settings)
+    endpoint = _endpoint(settings, model)
     with _exclusive(path):  # read, change, write: one process at a time
         entries = _read(path)
         entries.setdefault(endpoint, {})[model.strip()] = {

@@ -28,6 +28,7 @@ __all__ = [
     "budget_for",
     "context_window_for",
     "default_max_tokens",
+    "unlimited_output",
 ]
 
 Level = Literal["ok", "notice", "warn", "compact"]
@@ -276,6 +277,23 @@ def budget_for(
         thresholds=thresholds,
         guessed=notice is not None,
     )
+
+
+def unlimited_output(model: Any) -> bool:
+    """Whether ``model`` has a ``max_tokens`` field left unset (ChatOpenAI and the like).
+
+    Only such models get :func:`default_max_tokens`: a provider whose field has another
+    name (Gemini's ``max_output_tokens``) would reject the argument, and one whose limit
+    is always set (Anthropic's) needs none.
+    """
+    from langchain_core.runnables import RunnableBinding
+
+    while isinstance(model, RunnableBinding):  # with_config(tags=…), bind(…): the model under
+        if "max_tokens" in model.kwargs:
+            return False
+        model = model.bound
+    fields = getattr(type(model), "model_fields", None)
+    return isinstance(fields, dict) and "max_tokens" in fields and model.max_tokens is None
 
 
 def default_max_tokens(budget: Budget, profile: Mapping[str, Any] | None) -> int | None:

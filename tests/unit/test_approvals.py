@@ -325,3 +325,16 @@ def test_a_subagent_cannot_ask_and_declines(
     (child,) = store.index.children("p")
     child_results = _tool_results(agent, child.thread_id)
     assert "cannot ask" in str(child_results["b1"].content)
+
+
+def test_replace_all_is_read_as_the_tool_reads_it(workspace: Path) -> None:
+    """ "false" is False for the tool's schema: the edit is ambiguous, not a replace-all."""
+    from agentgraph.approvals import edit_preview, unappliable_edit
+
+    (workspace / "b.py").write_text("v = 1\nv = 1\n")
+    args = {"path": "b.py", "old_string": "v = 1", "new_string": "v = 2", "replace_all": "false"}
+    call = {"name": "edit_file", "args": args, "id": "e1", "type": "tool_call"}
+    assert edit_preview("edit_file", args, str(workspace)) is None
+    assert "occurs 2 times" in str(unappliable_edit(call, str(workspace)))  # type: ignore[arg-type]
+    args["replace_all"] = "true"
+    assert "+v = 2" in str(edit_preview("edit_file", args, str(workspace)))

@@ -156,7 +156,7 @@ def _learn_many(home: str, worker: int, count: int) -> None:
 
 def test_processes_learning_at_once_lose_nothing(make_settings: Callable[..., Settings]) -> None:
     settings = make_settings(OPENAI_BASE_URL=None)
-    workers, each = 6, 25
+    workers, each = 4, 20
     context = multiprocessing.get_context("spawn")
     procs = [
         context.Process(target=_learn_many, args=(str(settings.home), w, each))

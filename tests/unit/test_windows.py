@@ -212,3 +212,24 @@ def test_default_max_tokens_only_where_nothing_states_an_output_limit(tmp_path: 
     assert local.adopt_window(4_096) and default_max_tokens(local, {}) == 820
     hosted = budget_for(_settings(tmp_path), "deepseek-chat")  # 128k: a 50k reserve
     assert default_max_tokens(hosted, None) is None
+
+
+def test_only_models_with_an_unset_max_tokens_field_get_the_default() -> None:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_openai import ChatOpenAI
+
+    from agentgraph.context.windows import unlimited_output
+
+    assert unlimited_output(ChatOpenAI(model="qwen2.5-coder", api_key="x"))  # type: ignore[arg-type]
+    assert not unlimited_output(ChatOpenAI(model="qwen2.5-coder", api_key="x", max_tokens=300))  # type: ignore[arg-type]
+    assert not unlimited_output(FakeListChatModel(responses=["x"]))  # no such field
+
+
+def test_a_bound_model_is_looked_through() -> None:
+    from langchain_openai import ChatOpenAI
+
+    from agentgraph.context.windows import unlimited_output
+
+    model = ChatOpenAI(model="qwen2.5-coder", api_key="x")  # type: ignore[arg-type]
+    assert unlimited_output(model.with_config(tags=["nostream"]))
+    assert not unlimited_output(model.bind(max_tokens=5))
