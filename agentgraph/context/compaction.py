@@ -36,7 +36,7 @@ from agentgraph.context.masking_text import mask_outputs_before
 from agentgraph.context.retry import RetryPolicy, call_with_retries
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import shrink_tool_messages, truncate_text
-from agentgraph.context.windows import Budget, default_max_tokens, unlimited_output
+from agentgraph.context.windows import Budget, output_limit_for
 from agentgraph.deps import CompactionOutcome
 from agentgraph.history import AGENTGRAPH_KEY, INTERNAL_KINDS, agentgraph_kind, group_messages
 
@@ -425,9 +425,8 @@ class Compactor:
         summary = ""
         summarizer: Any = self.summarizer
         # A local summarizer with no output limit would write until its context is full.
-        profile = getattr(summarizer, "profile", None)
-        limit = default_max_tokens(self.budget, profile if isinstance(profile, dict) else None)
-        if limit is not None and unlimited_output(summarizer):
+        limit = output_limit_for(summarizer, self.budget)
+        if limit is not None:
             summarizer = summarizer.bind(max_tokens=limit)
         for piece in pieces:
             prompt: list[BaseMessage] = [SystemMessage(content=instructions)]

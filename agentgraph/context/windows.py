@@ -28,6 +28,7 @@ __all__ = [
     "budget_for",
     "context_window_for",
     "default_max_tokens",
+    "output_limit_for",
     "unlimited_output",
 ]
 
@@ -321,3 +322,20 @@ def default_max_tokens(budget: Budget, profile: Mapping[str, Any] | None) -> int
     if budget.guessed or budget.window > SMALL_WINDOW_MAX_TOKENS or budget.reserve <= 0:
         return None
     return budget.reserve
+
+
+def output_limit_for(model: Any, budget: Budget) -> int | None:
+    """The ``max_tokens`` to give ``model``'s requests when none is configured.
+
+    Args:
+        model: A chat model (or a binding of one): its ``max_tokens`` field and profile.
+        budget: Its budget, read now (it shrinks to a learned window).
+
+    Returns:
+        :func:`default_max_tokens` for a model whose ``max_tokens`` field is unset
+        (:func:`unlimited_output`), else None.
+    """
+    if not unlimited_output(model):
+        return None
+    profile = getattr(model, "profile", None)
+    return default_max_tokens(budget, profile if isinstance(profile, dict) else None)

@@ -20,7 +20,7 @@ from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime, get_runtime
 
 from agentgraph.context.model_errors import provider_error_of, to_model_error
-from agentgraph.context.windows import default_max_tokens, unlimited_output
+from agentgraph.context.windows import output_limit_for
 from agentgraph.deps import AgentDeps
 from agentgraph.errors import ProviderFailure
 from agentgraph.middleware import PipelineResult, compose, context_pipeline
@@ -71,9 +71,6 @@ def make_model_call(deps: AgentDeps) -> ModelCall:
     """The model call of ``deps.model`` through the context pipeline."""
     chain = compose(context_pipeline(deps).middleware)
     configured = deps.settings.max_output_tokens
-    profile = getattr(deps.model, "profile", None)
-    profile = profile if isinstance(profile, dict) else None
-    defaulted = configured is None and unlimited_output(deps.model)
 
     def call_model(
         state: Mapping[str, Any],
@@ -96,9 +93,9 @@ def make_model_call(deps: AgentDeps) -> ModelCall:
         """
         sent: list[int] = []
         # Per call: the budget shrinks when an endpoint names a smaller window.
-        max_tokens = configured
-        if defaulted:
-            max_tokens = default_max_tokens(deps.budget, profile)
+        max_tokens = (
+            configured if configured is not None else output_limit_for(deps.model, deps.budget)
+        )
 
         def execute(request: ModelRequest) -> ModelResponse:
             prompt = [
