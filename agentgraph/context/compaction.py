@@ -186,32 +186,34 @@ def count_mentions(texts: Sequence[str], paths: Sequence[str]) -> Counter[str]:
     scanned = [
         n for n in by_name if len(n) >= MENTIONS_RE2_MIN_NAME_CHARS and any(c.isalnum() for c in n)
     ]
-    skipped = set(by_name) - set(scanned)
-    counted = {n: by_name[n] for n in skipped}
+    scanned_names = frozenset(scanned)
+    plain = [n for n in by_name if n not in scanned_names]  # counted with str.count
     mentions: Counter[str] = Counter()
+
+    def count_plainly(text: str, names: Sequence[str]) -> None:
+        for name in names:
+            for path in by_name[name]:
+                mentions[path] += text.count(path) or text.count(name)
+
     options = re2.Options()
     options.log_errors = False
     options.max_mem = MENTIONS_RE2_MAX_MEM_BYTES
-    names: Any = None
+    pattern: Any = None
     if scanned:
         try:
-            names = re2.compile(
+            pattern = re2.compile(
                 "|".join(re2.escape(n) for n in sorted(scanned, key=len, reverse=True)), options
             )
         except (re2.error, UnicodeEncodeError):  # over the memory bound, a lone surrogate
-            counted = by_name
+            plain = list(by_name)
     for text in texts:
-        for name, named in counted.items():
-            for path in named:
-                mentions[path] += text.count(path) or text.count(name)
-        if names is None or counted is by_name:
+        count_plainly(text, plain)
+        if pattern is None:  # every name was counted plainly
             continue
         try:
-            matches = [(m.group(0), m.end()) for m in names.finditer(text)]
+            matches = [(m.group(0), m.end()) for m in pattern.finditer(text)]
         except UnicodeEncodeError:  # a lone surrogate in the text
-            for name in scanned:
-                for path in by_name[name]:
-                    mentions[path] += text.count(path) or text.count(name)
+            count_plainly(text, scanned)
             continue
         name_hits: Counter[str] = Counter()
         path_hits: Counter[str] = Counter()
