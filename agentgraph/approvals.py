@@ -25,7 +25,7 @@ import difflib
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import ToolCall
 from pydantic import TypeAdapter, ValidationError
@@ -33,6 +33,9 @@ from pydantic import TypeAdapter, ValidationError
 from agentgraph.config import Settings
 from agentgraph.tools.base import ToolError, format_tool_error
 from agentgraph.tools.workspace import display_path, resolve_in_workspace
+
+if TYPE_CHECKING:
+    from agentgraph.tools.files import PlannedEdit
 
 APPROVAL_TYPE = "approval"
 APPROVE_ANSWERS = frozenset({"y", "yes", "approve", "approved", "allow", "ok"})
@@ -111,7 +114,7 @@ def edit_preview(name: str, args: Mapping[str, Any], workspace: str) -> str | No
             return None
     else:
         plan = _planned_edit(args, workspace)
-        if isinstance(plan, str) or plan is None:
+        if plan is None or isinstance(plan, str):
             return None
         shown, before, after = plan.shown, plan.before, plan.after
     diff = difflib.unified_diff(
@@ -123,7 +126,7 @@ def edit_preview(name: str, args: Mapping[str, Any], workspace: str) -> str | No
     return _bounded("".join(line if line.endswith("\n") else line + "\n" for line in diff))
 
 
-def _planned_edit(args: Mapping[str, Any], workspace: str) -> Any:
+def _planned_edit(args: Mapping[str, Any], workspace: str) -> PlannedEdit | str | None:
     """An ``edit_file`` call's checked plan, its error text, or None for bad arguments."""
     from agentgraph.tools.files import plan_edit  # the file tools load LangChain's tools
 
