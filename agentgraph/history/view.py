@@ -7,12 +7,13 @@ starts at a user message.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from agentgraph.history.calls import is_blank_answer, message_calls
+from agentgraph.history.calls import group_messages, is_blank_answer, message_calls
 from agentgraph.history.kinds import (
     INTERNAL_KINDS,
     SYNTHETIC_RESULT_KIND,
@@ -139,6 +140,24 @@ def _build_view(
     pending_call_ids: Collection[str],
 ) -> PromptView:
     """The prompt view pipeline on a whole list (no window shortcut)."""
+    return _build_view_whole(messages, system, keep_recent, max_tokens, counter, pending_call_ids)[
+        0
+    ]
+
+
+def _build_view_whole(
+    messages: Sequence[BaseMessage],
+    system: Sequence[SystemMessage],
+    keep_recent: int | None,
+    max_tokens: int | None,
+    counter: TokenCounter,
+    pending_call_ids: Collection[str],
+) -> tuple[PromptView, int | None]:
+    """:func:`_build_view`, and the length of its head when the view is whole.
+
+    Whole: nothing was cut by the window or the budget (the view is the head, then the
+    whole repaired history); else the second item is None.
+    """
     stored_system: list[BaseMessage] = []
     body: list[BaseMessage] = []
     seen_ids: set[str] = set()
@@ -181,7 +200,9 @@ def _build_view(
         for m in view[len(head) :]
         if not (m.additional_kwargs and agentgraph_kind(m) == SYNTHETIC_RESULT_KIND)
     )
-    return PromptView(view, tokens, overflow, stored - sent, repaired)
+    # Window and trim only ever remove messages: the same length is nothing cut.
+    whole = not overflow and len(view) == len(head) + len(normalized)
+    return PromptView(view, tokens, overflow, stored - sent, repaired), len(head) if whole else None
 
 
 def build_prompt_view(
@@ -223,6 +244,21 @@ def build_prompt_view(
         A :class:`PromptView`. Without pending calls and with at least one
         HumanMessage, ``validate_history(view.messages) == []``.
     """
+    return _prompt_view(messages, system, keep_recent, max_tokens, counter, pending_call_ids)[0]
+
+
+def _prompt_view(
+    messages: Sequence[BaseMessage],
+    system: Sequence[SystemMessage],
+    keep_recent: int | None,
+    max_tokens: int | None,
+    counter: TokenCounter,
+    pending_call_ids: Collection[str],
+) -> tuple[PromptView, int | None]:
+    """:func:`build_prompt_view`, and the length of the view's head when it is whole.
+
+    Whole: built from the whole list with nothing cut (see :func:`_build_view_whole`).
+    """
     if len(messages) >= WINDOW_MIN_MESSAGES and (keep_recent is not None or max_tokens is not None):
         k = _window_start(messages, keep_recent, max_tokens, counter)
         if k > 0:
@@ -243,5 +279,241 @@ def build_prompt_view(
                 first = messages[k]
                 if view.overflow or not any(m is first for m in view.messages):
                     older = len(prefix) - len(prefix_system)
-                    return replace(view, dropped=view.dropped + older)
-    return _build_view(messages, system, keep_recent, max_tokens, counter, pending_call_ids)
+                    return replace(view, dropped=view.dropped + older), None
+    return _build_view_whole(messages, system, keep_recent, max_tokens, counter, pending_call_ids)
+
+
+_PLAIN_CLASSES = frozenset((HumanMessage, AIMessage, ToolMessage, SystemMessage))
+
+
+def _links(msg: BaseMessage) -> list[str]:
+    """Tool call ids ``msg`` calls or answers (empty ids included: they pair too)."""
+    ids = [cid for cid, _ in message_calls(msg)]
+    if type(msg) is ToolMessage:
+        ids.append(msg.tool_call_id)
+    return ids
+
+
+def _sent(messages: Sequence[BaseMessage]) -> int:
+    """Messages of a view body that count as sent (synthetic results do not)."""
+    return sum(
+        1
+        for m in messages
+        if not (m.additional_kwargs and agentgraph_kind(m) == SYNTHETIC_RESULT_KIND)
+    )
+
+
+@dataclass(frozen=True)
+class _Extendable:
+    """A view that holds its whole history, and what extending it needs.
+
+    Attributes:
+        inputs: The history the view was built from (the objects themselves).
+        system: The live system prompt it was built with.
+        keep_recent: Its window.
+        max_tokens: Its budget.
+        counter: Its token counter.
+        pending: Its pending call ids.
+        view: The view.
+        seen_ids: Message ids of the history's non-internal messages (as deduplicated).
+        links: Every tool call id the history or the view calls or answers.
+        stored: Non-system messages of the history.
+        sent: Messages of the view body that count as sent.
+        body: Messages of the view after its head.
+    """
+
+    inputs: tuple[BaseMessage, ...]
+    system: tuple[SystemMessage, ...]
+    keep_recent: int | None
+    max_tokens: int
+    counter: TokenCounter
+    pending: frozenset[str]
+    view: PromptView
+    seen_ids: frozenset[str]
+    links: frozenset[str]
+    stored: int
+    sent: int
+    body: int
+
+
+def _whole_build(
+    messages: Sequence[BaseMessage],
+    system: tuple[SystemMessage, ...],
+    keep_recent: int | None,
+    max_tokens: int,
+    counter: TokenCounter,
+    pending: frozenset[str],
+) -> tuple[PromptView, _Extendable | None]:
+    """:func:`build_prompt_view` of ``messages``, extendable when it holds them all."""
+    view, head = _prompt_view(messages, system, keep_recent, max_tokens, counter, pending)
+    if head is None or head >= len(view.messages) or type(view.messages[head]) is not HumanMessage:
+        return view, None
+    seen: set[str] = set()
+    links: set[str] = set()
+    stored = 0
+    for msg in messages:
+        cls = type(msg)
+        if cls not in _PLAIN_CLASSES:
+            return view, None
+        links.update(_links(msg))
+        if cls is not SystemMessage:
+            stored += 1
+        if msg.id and not (msg.additional_kwargs and agentgraph_kind(msg) in INTERNAL_KINDS):
+            seen.add(msg.id)  # system messages too: the dedupe runs before the split
+    body = view.messages[head:]
+    for msg in body:
+        links.update(_links(msg))
+    extendable = _Extendable(
+        inputs=tuple(messages),
+        system=system,
+        keep_recent=keep_recent,
+        max_tokens=max_tokens,
+        counter=counter,
+        pending=pending,
+        view=view,
+        seen_ids=frozenset(seen),
+        links=frozenset(links),
+        stored=stored,
+        sent=_sent(body),
+        body=len(body),
+    )
+    return replace(view, messages=list(view.messages)), extendable
+
+
+def _same_messages(a: Sequence[BaseMessage], b: Sequence[BaseMessage]) -> bool:
+    """Equal lists of messages (the live system prompt is rebuilt for every call)."""
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
+def _extend(
+    last: _Extendable,
+    messages: Sequence[BaseMessage],
+    system: tuple[SystemMessage, ...],
+    keep_recent: int | None,
+    max_tokens: int,
+    counter: TokenCounter,
+    pending: frozenset[str],
+) -> _Extendable | None:
+    """``last`` extended by the messages after its history, or None when it cannot be.
+
+    Equal to the whole build when: the old history is a prefix of ``messages`` (same
+    objects) and the arguments are the same; the new messages are plain, not system
+    messages, and share no tool call id with the old history or view (no result moves
+    across, no call is renamed for an id used before); their repair renames nothing
+    (fresh ids depend on the position in the whole list); and the whole still fits the
+    window and the budget, so nothing is cut and the start stays at the old view's
+    first user message. The deduplication runs against the old ids. The window
+    shortcut of :func:`build_prompt_view` needs no check: it only keeps its result
+    when its cut falls inside its window, and nothing of a whole view is cut.
+    """
+    n = len(last.inputs)
+    if (
+        len(messages) < n
+        or keep_recent != last.keep_recent
+        or max_tokens != last.max_tokens
+        or counter is not last.counter
+        or pending != last.pending
+        or not _same_messages(system, last.system)
+        or not all(map(operator.is_, messages[:n], last.inputs))
+    ):
+        return None
+    tail = messages[n:]
+    seen = last.seen_ids
+    tail_ids: set[str] = set()
+    tail_links: set[str] = set()
+    body: list[BaseMessage] = []
+    duplicates = 0
+    for msg in tail:
+        cls = type(msg)
+        if cls is SystemMessage or cls not in _PLAIN_CLASSES:
+            return None
+        tail_links.update(_links(msg))
+        if msg.additional_kwargs and agentgraph_kind(msg) in INTERNAL_KINDS:
+            continue
+        if msg.id:
+            if msg.id in seen or msg.id in tail_ids:
+                duplicates += 1
+                continue
+            tail_ids.add(msg.id)
+        if not is_blank_answer(msg):
+            body.append(msg)
+    if not last.links.isdisjoint(tail_links):
+        return None
+    added, report = normalize_with_report(body, pending_call_ids=pending)
+    if report.renamed_calls:
+        return None
+    size = last.body + len(added)
+    if keep_recent is not None and size > keep_recent:
+        return None
+    tokens = last.view.tokens + sum(counter(group) for group in group_messages(added))
+    if tokens > max_tokens:
+        return None
+    for msg in added:  # synthetic results answer the new calls: ids already linked
+        tail_links.update(_links(msg))
+    stored = last.stored + len(tail)
+    sent = last.sent + _sent(added)
+    # An equal live system prompt is a new object each call: the view shows this one.
+    view = PromptView(
+        [*system, *last.view.messages[len(system) :], *added],
+        tokens,
+        False,
+        stored - sent,
+        last.view.repaired + duplicates + report.total,
+    )
+    return replace(
+        last,
+        inputs=(*last.inputs, *tail),
+        system=system,
+        view=view,
+        seen_ids=seen | tail_ids if tail_ids else seen,
+        links=last.links | tail_links if tail_links else last.links,
+        stored=stored,
+        sent=sent,
+        body=size,
+    )
+
+
+class IncrementalPromptView:
+    """:func:`build_prompt_view` for a history that grows between calls.
+
+    Every model call of a turn sees the previous call's history plus the reply and its
+    tool results. When the previous view held all of its history (nothing cut by the
+    window or the budget) and the new messages share no message id or tool call id with
+    the old ones, the repair of the whole is the old repair followed by the repair of
+    the new messages, and nothing is cut while the total fits: the new view is the old
+    one plus the new messages' view, so a call costs its new messages instead of the
+    whole history since the last compaction. Anything else (a cut, a compaction, an
+    edit, an id shared with the old part, other arguments) is built whole. The result
+    always equals :func:`build_prompt_view`'s; a property test checks it.
+
+    Messages are values: a message edited in place rather than replaced is not seen
+    (the token counter caches on the same assumption).
+    """
+
+    def __init__(self) -> None:
+        # Replaced whole, never mutated: another thread reads a consistent one.
+        self._last: _Extendable | None = None
+        self.extended = 0  # views built by extension (for tests and benches)
+
+    def build(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        system: Sequence[SystemMessage] = (),
+        keep_recent: int | None = None,
+        max_tokens: int,
+        counter: TokenCounter,
+        pending_call_ids: Collection[str] = (),
+    ) -> PromptView:
+        """The view :func:`build_prompt_view` gives for the same arguments."""
+        live = tuple(system)
+        pending = frozenset(pending_call_ids)
+        last = self._last
+        if last is not None:
+            extended = _extend(last, messages, live, keep_recent, max_tokens, counter, pending)
+            if extended is not None:
+                self._last = extended
+                self.extended += 1
+                return replace(extended.view, messages=list(extended.view.messages))
+        view, self._last = _whole_build(messages, live, keep_recent, max_tokens, counter, pending)
+        return view

@@ -25,7 +25,8 @@ from agentgraph.context.compaction import since_last_boundary
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import shrink_tool_messages
 from agentgraph.context.windows import Budget
-from agentgraph.history import build_prompt_view, validate_history
+from agentgraph.history import validate_history
+from agentgraph.history.view import IncrementalPromptView
 
 __all__ = [
     "VIEW_TOOL_OUTPUT_FRACTION",
@@ -90,6 +91,9 @@ class PromptViewMiddleware(AgentMiddleware):
         self.budget = budget
         self.keep_recent = keep_recent
         self.validate = validate
+        # Each call's history is the last one's plus the reply and its results: the
+        # view is extended rather than rebuilt (the same view, for a fraction).
+        self._views = IncrementalPromptView()
 
     def fixed_tokens(self, system: SystemMessage | None, tools: Tools) -> int:
         """Tokens of the system prompt and tool schemas, sent with every call."""
@@ -101,7 +105,7 @@ class PromptViewMiddleware(AgentMiddleware):
         """The view of ``messages`` (a full history) under ``system`` and ``tools``."""
         live = _system(system)
         budget = max(self.budget.usable - self.fixed_tokens(system, tools), 1)
-        view = build_prompt_view(
+        view = self._views.build(
             since_last_boundary(messages),
             system=live,
             keep_recent=self.keep_recent,

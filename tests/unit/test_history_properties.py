@@ -46,7 +46,7 @@ def normalize(
 
 # --------------------------------------------------------------------------- profiles
 
-CI_EXAMPLES_PER_PROPERTY = 1_200  # x 9 properties = 10,800 examples per run
+CI_EXAMPLES_PER_PROPERTY = 1_200  # x 11 properties = 13,200 examples per run
 DEV_EXAMPLES_PER_PROPERTY = 60
 _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 
@@ -493,6 +493,117 @@ def test_prompt_view_window_shortcut_gives_the_full_result(
     full = history_view._build_view(msgs, live, keep, budget, count, ())
     assert fast.messages == full.messages
     assert (fast.tokens, fast.overflow, fast.dropped) == (full.tokens, full.overflow, full.dropped)
+
+
+@PROFILE
+@given(
+    histories(start_with_human=False, max_events=30),
+    st.lists(st.integers(0, 5), max_size=14),
+    st.one_of(st.none(), st.integers(0, 60)),
+    st.one_of(st.sampled_from([10**7]), BUDGETS),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
+def test_an_extended_prompt_view_equals_the_whole_build(
+    msgs: list[BaseMessage],
+    steps: list[int],
+    keep: int | None,
+    budget: int,
+    live_system: bool,
+    pend: bool,
+    short_window: bool,
+) -> None:
+    # The history grows a few messages at a time, as between the model calls of a turn;
+    # a zero step repeats a call. Each view must be exactly the one built from scratch.
+    live = [SystemMessage("live")] if live_system else []
+    last_calls = [m for m in msgs if isinstance(m, AIMessage) and m.tool_calls][-1:]
+    pending = [c["id"] or "" for m in last_calls for c in m.tool_calls] if pend else []
+    ends = [*itertools.accumulate(steps), len(msgs)]
+    views = history_view.IncrementalPromptView()
+    saved = history_view.WINDOW_MIN_MESSAGES
+    if short_window:
+        history_view.WINDOW_MIN_MESSAGES = 0  # short lists may take the window shortcut
+    try:
+        for end in (min(e, len(msgs)) for e in ends):
+            # A fresh system prompt object each call, as the model node builds it.
+            system = [m.model_copy() for m in live]
+            kwargs: dict[str, Any] = {
+                "system": system,
+                "keep_recent": keep,
+                "max_tokens": budget,
+                "counter": count,
+                "pending_call_ids": pending,
+            }
+            got = views.build(msgs[:end], **kwargs)
+            want = build_prompt_view(msgs[:end], **kwargs)
+            assert got == want
+            assert all(a is b for a, b in zip(got.messages, system, strict=False))
+    finally:
+        history_view.WINDOW_MIN_MESSAGES = saved
+
+
+def test_a_growing_clean_history_is_extended_not_rebuilt() -> None:
+    b = _Builder()
+    msgs: list[BaseMessage] = [b.human("fix the tests")]
+    views = history_view.IncrementalPromptView()
+    live = [SystemMessage("live")]
+    for step in range(20):
+        cid = b.new_call_id()
+        msgs += [b.ai("", [cid]), b.tool(cid, f"output {step}")]
+        got = views.build(msgs, system=live, max_tokens=10**6, counter=count)
+        assert got == build_prompt_view(msgs, system=live, max_tokens=10**6, counter=count)
+    assert views.extended == 19
+    # A history that is not the last one plus new messages is built whole.
+    views.build(msgs[1:], system=live, max_tokens=10**6, counter=count)
+    assert views.extended == 19
+
+
+def _grown_views(
+    before: list[BaseMessage], after: list[BaseMessage], **kwargs: Any
+) -> tuple[Any, Any]:
+    """The view of ``before + after`` extended from ``before``'s, and built whole."""
+    views = history_view.IncrementalPromptView()
+    views.build(before, **kwargs)
+    return views.build([*before, *after], **kwargs), build_prompt_view([*before, *after], **kwargs)
+
+
+def test_a_view_grown_past_the_window_is_cut_as_a_whole_build_cuts_it() -> None:
+    b = _Builder()
+    first = [b.human("one"), b.ai("a"), b.human("two"), b.ai("", ["c1"]), b.tool("c1", "x")]
+    more = [b.ai("", ["c2"]), b.tool("c2", "y"), b.ai("", ["c3"]), b.tool("c3", "z"), b.ai("b")]
+    got, want = _grown_views(first, more, keep_recent=8, max_tokens=10**6, counter=count)
+    assert got == want
+    assert got.messages[0].content == "two"  # the first turn left the window
+
+
+def test_a_new_call_renamed_by_position_is_renamed_as_in_a_whole_build() -> None:
+    b = _Builder()
+    first = [b.human("go"), b.ai("", ["c1"]), b.tool("c1", "x")]
+    # An id-less reply with an empty call id: its fresh id is seeded by its position.
+    blank = AIMessage("", tool_calls=[{"name": "bash", "args": {}, "id": "", "type": "tool_call"}])
+    got, want = _grown_views(first, [blank], max_tokens=10**6, counter=count)
+    assert got == want
+
+
+def test_a_result_for_a_renamed_call_is_paired_as_in_a_whole_build() -> None:
+    b = _Builder()
+    first = [b.human("go"), b.ai("", [""])]  # an empty id: the view gives it a fresh one
+    fresh = history_view.build_prompt_view(first, max_tokens=10**6, counter=count)
+    renamed = call_ids_of(fresh.messages[1])[0]
+    got, want = _grown_views(first, [b.tool(renamed, "x")], max_tokens=10**6, counter=count)
+    assert got == want
+    assert [m.content for m in got.messages if isinstance(m, ToolMessage)] == ["x"]
+
+
+def test_a_message_reusing_an_internal_records_id_is_kept_as_in_a_whole_build() -> None:
+    b = _Builder()
+    record = b.human("record", "notice")
+    first = [b.human("go"), record, b.ai("done")]
+    again = HumanMessage("next", id=record.id)  # internal records are not deduplicated
+    got, want = _grown_views(first, [again], max_tokens=10**6, counter=count)
+    assert got == want
+    assert got.messages[-1] is again
 
 
 # --------------------------------------------------------------------------- provider ids
