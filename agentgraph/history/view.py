@@ -385,6 +385,77 @@ def _same_messages(a: Sequence[BaseMessage], b: Sequence[BaseMessage]) -> bool:
     return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 
+# Replies whose reported usage may differ from the last call's (masking restates the
+# newest one's at an event) before the view is rebuilt whole instead.
+USAGE_SWAPS_MAX = 4
+
+
+def _swappable(old: BaseMessage, new: BaseMessage) -> bool | None:
+    """Whether ``new`` can take ``old``'s place in a view without a rebuild.
+
+    True for a tool result with new content (a masked copy: same id, call, name and
+    kind), False for a reply with new usage only (no count changes), None otherwise.
+    Neither changes what the repair, the window or the dedupe see.
+    """
+    cls = type(old)
+    if cls is not type(new):
+        return None
+    if cls is ToolMessage:
+        same = (
+            old.id == new.id
+            and old.tool_call_id == new.tool_call_id  # type: ignore[attr-defined]
+            and old.name == new.name
+            and agentgraph_kind(old) == agentgraph_kind(new)
+        )
+        return True if same else None
+    if cls is AIMessage and old.model_copy(update={"usage_metadata": new.usage_metadata}) == new:  # type: ignore[attr-defined]
+        return False
+    return None
+
+
+def _with_swaps(
+    last: _Extendable, prefix: Sequence[BaseMessage], counter: TokenCounter
+) -> _Extendable | None:
+    """``last`` for ``prefix``, whose messages differ from its history only by swaps.
+
+    A swap (:func:`_swappable`) replaces a message by a copy the view treats alike: the
+    view is the same with each copy in its original's place, recounted when contents
+    changed. None for any other difference, or when an original is not in the view as
+    itself (a repair copied it).
+    """
+    swaps: dict[int, BaseMessage] = {}
+    replies = 0
+    recount = False
+    for old, new in zip(last.inputs, prefix, strict=True):
+        if old is new:
+            continue
+        kind = _swappable(old, new)
+        if kind is None:
+            return None
+        if not kind:
+            replies += 1
+            if replies > USAGE_SWAPS_MAX:
+                return None
+        recount = recount or kind
+        swaps[id(old)] = new
+    messages = list(last.view.messages)
+    found = 0
+    for i, msg in enumerate(messages):
+        swapped = swaps.get(id(msg))
+        if swapped is not None:
+            messages[i] = swapped
+            found += 1
+    if found != len(swaps):
+        return None
+    view = replace(last.view, messages=messages)
+    if recount:
+        tokens = sum(counter(group) for group in group_messages(messages))
+        if tokens > last.max_tokens:
+            return None
+        view = replace(view, tokens=tokens)
+    return replace(last, inputs=tuple(prefix), view=view)
+
+
 def _extend(
     last: _Extendable,
     messages: Sequence[BaseMessage],
@@ -414,9 +485,14 @@ def _extend(
         or counter is not last.counter
         or pending != last.pending
         or not _same_messages(system, last.system)
-        or not all(map(operator.is_, messages[:n], last.inputs))
     ):
         return None
+    prefix = messages[:n]
+    if not all(map(operator.is_, prefix, last.inputs)):
+        patched = _with_swaps(last, prefix, counter)
+        if patched is None:
+            return None
+        last = patched
     tail = messages[n:]
     seen = last.seen_ids
     tail_ids: set[str] = set()

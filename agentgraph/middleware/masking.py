@@ -26,6 +26,7 @@ Emits ``{"type": "masking", ...}`` when the boundary moves.
 
 from __future__ import annotations
 
+import operator
 import threading
 from bisect import bisect_left
 from collections import OrderedDict
@@ -44,6 +45,7 @@ from agentgraph.context.masking_text import (
     MASKED_KEY,
     placeholder,
 )
+from agentgraph.context.tokens import TokenCounter
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 
@@ -89,6 +91,18 @@ MASK_HARD_MIN_BATCH_FRACTION = 0.05
 # stored history anyway): every call replays the boundary over the whole view, and a
 # result's placeholder never changes.
 MASK_MEMO_MAX_ENTRIES = 1_024
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """A history's per-message tokens, savings, placeholders and calls by id."""
+
+    messages: tuple[BaseMessage, ...]
+    counter: TokenCounter
+    sizes: list[int]
+    saves: list[int]
+    texts: dict[int, str]
+    calls: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -148,6 +162,10 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             OrderedDict()
         )
         self._memo_lock = threading.Lock()  # subagents call models in other threads
+        # The last history measured and its per-message figures: the next call's history
+        # is it plus the reply and its results, so only those are measured. Replaced
+        # whole, never mutated.
+        self._measured: _Measured | None = None
         self.counter = view.counter
         self.budget = view.budget
         self.threshold = threshold
@@ -175,12 +193,26 @@ class ObservationMaskingMiddleware(AgentMiddleware):
     def _savings(
         self, messages: Sequence[BaseMessage]
     ) -> tuple[list[int], list[int], dict[int, str]]:
-        """Per message: its tokens and what masking it saves; the placeholders."""
-        calls: dict[str, Any] = {}
-        sizes: list[int] = []
-        saves: list[int] = []
-        texts: dict[int, str] = {}
-        for i, msg in enumerate(messages):
+        """Per message: its tokens and what masking it saves; the placeholders.
+
+        Each figure depends only on the messages up to it, so the figures of the last
+        history measured are kept when ``messages`` starts with it (the same objects).
+        """
+        last = self._measured
+        counter = self.counter
+        start = 0
+        if last is not None and last.counter is counter:
+            n = len(last.messages)
+            if len(messages) >= n and all(map(operator.is_, messages[:n], last.messages)):
+                start = n
+        if start:
+            assert last is not None
+            sizes, saves = list(last.sizes), list(last.saves)
+            texts, calls = dict(last.texts), dict(last.calls)
+        else:
+            sizes, saves, texts, calls = [], [], {}, {}
+        for i in range(start, len(messages)):
+            msg = messages[i]
             size = self.counter.count_message(msg)
             sizes.append(size)
             save = 0
@@ -197,7 +229,8 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 if save > 0:
                     texts[i] = text
             saves.append(save)
-        return sizes, saves, texts
+        self._measured = _Measured(tuple(messages), counter, sizes, saves, texts, calls)
+        return sizes, saves, texts  # read only: the next call copies them to extend them
 
     def _saving(self, msg: ToolMessage, call: Any, size: int) -> tuple[int, str]:
         """What masking ``msg`` saves and its placeholder (remembered per result)."""

@@ -495,6 +495,10 @@ def test_prompt_view_window_shortcut_gives_the_full_result(
     assert (fast.tokens, fast.overflow, fast.dropped) == (full.tokens, full.overflow, full.dropped)
 
 
+# How a call may see copies of stored messages (see the test below).
+EDITS = ["as is", "usage", "content", "masked", "masked", "recall", "internal", "reid"]
+
+
 @PROFILE
 @given(
     histories(start_with_human=False, max_events=30),
@@ -504,6 +508,7 @@ def test_prompt_view_window_shortcut_gives_the_full_result(
     st.booleans(),
     st.booleans(),
     st.booleans(),
+    st.lists(st.sampled_from(EDITS), max_size=15),
 )
 def test_an_extended_prompt_view_equals_the_whole_build(
     msgs: list[BaseMessage],
@@ -513,9 +518,13 @@ def test_an_extended_prompt_view_equals_the_whole_build(
     live_system: bool,
     pend: bool,
     short_window: bool,
+    edits: list[str],
 ) -> None:
     # The history grows a few messages at a time, as between the model calls of a turn;
     # a zero step repeats a call. Each view must be exactly the one built from scratch.
+    # A call may see copies: the newest reply with its usage restated, the older tool
+    # results masked (as masking does at an event), or, never in the graph, the reply
+    # with new content or a result answering another call.
     live = [SystemMessage("live")] if live_system else []
     last_calls = [m for m in msgs if isinstance(m, AIMessage) and m.tool_calls][-1:]
     pending = [c["id"] or "" for m in last_calls for c in m.tool_calls] if pend else []
@@ -535,12 +544,43 @@ def test_an_extended_prompt_view_equals_the_whole_build(
                 "counter": count,
                 "pending_call_ids": pending,
             }
-            got = views.build(msgs[:end], **kwargs)
-            want = build_prompt_view(msgs[:end], **kwargs)
+            sent = _edited(msgs[:end], edits.pop() if edits else "as is")
+            got = views.build(sent, **kwargs)
+            want = build_prompt_view(sent, **kwargs)
             assert got == want
             assert all(a is b for a, b in zip(got.messages, system, strict=False))
     finally:
         history_view.WINDOW_MIN_MESSAGES = saved
+
+
+def _edited(msgs: list[BaseMessage], edit: str) -> list[BaseMessage]:
+    """``msgs`` with copies made by ``edit`` (see the test above)."""
+    if edit in ("masked", "recall", "internal", "reid"):
+        results = [i for i, m in enumerate(msgs) if type(m) is ToolMessage]
+        out = list(msgs)
+        for i in results[: len(results) // 2 + 1]:
+            result = out[i]
+            if edit == "masked":
+                kwargs = {**result.additional_kwargs, "masked": True}
+                update: dict[str, Any] = {"content": "[masked]", "additional_kwargs": kwargs}
+            elif edit == "internal":
+                update = {"additional_kwargs": {"agentgraph": {"kind": "notice"}}}
+            elif edit == "reid":
+                update = {"id": msgs[0].id}
+            else:
+                update = {"tool_call_id": result.tool_call_id + "x"}  # type: ignore[attr-defined]
+            out[i] = result.model_copy(update=update)
+        return out
+    at = next((i for i in range(len(msgs) - 1, -1, -1) if type(msgs[i]) is AIMessage), None)
+    if edit == "as is" or at is None:
+        return msgs
+    reply = msgs[at]
+    if edit == "usage":
+        usage = {"input_tokens": len(msgs), "output_tokens": 1, "total_tokens": len(msgs) + 1}
+        copy = reply.model_copy(update={"usage_metadata": usage})
+    else:
+        copy = reply.model_copy(update={"content": f"{reply.content} (edited)"})
+    return [*msgs[:at], copy, *msgs[at + 1 :]]
 
 
 def test_a_growing_clean_history_is_extended_not_rebuilt() -> None:
@@ -594,6 +634,18 @@ def test_a_result_for_a_renamed_call_is_paired_as_in_a_whole_build() -> None:
     got, want = _grown_views(first, [b.tool(renamed, "x")], max_tokens=10**6, counter=count)
     assert got == want
     assert [m.content for m in got.messages if isinstance(m, ToolMessage)] == ["x"]
+
+
+def test_a_reply_the_repair_copied_is_shown_with_its_new_usage() -> None:
+    b = _Builder()
+    history = [b.human("go"), b.ai("", [""]), b.tool("", "x")]  # the repair renames the call
+    views = history_view.IncrementalPromptView()
+    views.build(history, max_tokens=10**6, counter=count)
+    usage = {"input_tokens": 7, "output_tokens": 1, "total_tokens": 8}
+    restated = [history[0], history[1].model_copy(update={"usage_metadata": usage}), history[2]]
+    got = views.build(restated, max_tokens=10**6, counter=count)
+    assert got == build_prompt_view(restated, max_tokens=10**6, counter=count)
+    assert got.messages[1].usage_metadata == usage  # type: ignore[attr-defined]
 
 
 def test_a_message_reusing_an_internal_records_id_is_kept_as_in_a_whole_build() -> None:

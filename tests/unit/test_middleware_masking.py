@@ -125,3 +125,16 @@ def test_near_the_compaction_threshold_masking_keeps_only_the_newest_turn() -> N
             assert plan.boundary == 2 * n - 1, (n, plan)
             reached += 1
     assert reached, "the floor of masked turns reaches the compaction threshold at last"
+
+
+def test_a_growing_history_is_masked_as_a_fresh_unit_masks_it() -> None:
+    # One unit measures only what each call added; the masking must not change for it.
+    unit = _unit()
+    messages = history(40, result_chars=6_000)
+    calls = [messages[:n] for n in range(1, len(messages) + 1)]  # a result after its call too
+    calls.insert(40, messages[5:31])  # not a continuation (as after a compaction)
+    for prefix in calls:
+        got, got_plan = unit.mask(prefix, 500)
+        want, want_plan = _unit().mask(prefix, 500)
+        assert (got, got_plan) == (want, want_plan)
+    assert _masked(got)
