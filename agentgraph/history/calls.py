@@ -13,6 +13,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 NO_CALLS: list[tuple[str, str]] = []
 
+# Finish/stop reasons meaning "the output token limit was reached": OpenAI-compatible
+# servers ("length"), Anthropic and Bedrock ("max_tokens"), Gemini ("MAX_TOKENS"),
+# OpenAI's Responses API ("max_output_tokens").
+OUTPUT_LIMIT_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS", "max_output_tokens"})
+
 
 def message_calls(msg: BaseMessage) -> list[tuple[str, str]]:
     """``(id, name)`` of every call of an assistant message, in order.
@@ -131,3 +136,16 @@ def group_messages(messages: Sequence[BaseMessage]) -> list[list[BaseMessage]]:
             i += 1
         groups.append(group)
     return groups
+
+
+def hit_output_limit(ai: AIMessage) -> bool:
+    """Whether the provider says the reply stopped at its output token limit."""
+    meta: dict[str, Any] = ai.response_metadata or {}
+    details = meta.get("incomplete_details")
+    reasons = (
+        meta.get("finish_reason"),
+        meta.get("stop_reason"),
+        meta.get("stopReason"),  # Bedrock Converse
+        details.get("reason") if isinstance(details, dict) else None,
+    )
+    return any(isinstance(r, str) and r in OUTPUT_LIMIT_REASONS for r in reasons)

@@ -11,6 +11,7 @@ prompt view                ``middleware/prompt_view.py``    valid view of the hi
                                                             (its own unit only without masking)
 compaction                 ``middleware/compaction.py``     summary at threshold/overflow/manual
 overflow recovery          ``middleware/overflow.py``       cut tool outputs, shrink max_tokens
+empty reply                ``middleware/empty_reply.py``    an empty reply asked for again, once
 retry                      ``middleware/retry.py``          429/5xx/dropped connections again
 text tool calls            ``middleware/text_tool_calls.py`` calls written as text made real
 prompt caching             ``middleware/prompt_caching.py`` Anthropic ``cache_control`` marks
@@ -35,6 +36,7 @@ from agentgraph.context.model_errors import (
     to_model_error,
 )
 from agentgraph.middleware.compaction import CompactionMiddleware
+from agentgraph.middleware.empty_reply import EmptyReplyMiddleware
 from agentgraph.middleware.masking import ObservationMaskingMiddleware
 from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
 from agentgraph.middleware.pipeline import (
@@ -52,6 +54,7 @@ from agentgraph.middleware.text_tool_calls import TextToolCallsMiddleware
 __all__ = [
     "CompactionMiddleware",
     "ContextPipeline",
+    "EmptyReplyMiddleware",
     "EndpointUnreachableError",
     "ObservationMaskingMiddleware",
     "OutputOverflowError",

@@ -34,6 +34,7 @@ from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.deps import AgentDeps
 from agentgraph.middleware.compaction import CompactionMiddleware
+from agentgraph.middleware.empty_reply import EmptyReplyMiddleware
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.masking import ObservationMaskingMiddleware
 from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
@@ -145,6 +146,7 @@ class ContextPipeline:
         compaction: Summaries at the threshold, on overflow, on ``/compact``.
         overflow: Recovery from context and output overflows.
         retry: Retries of rate limits, 5xx and dropped connections.
+        empty_reply: An empty reply asked for again, once (``None``: off).
         text_calls: Tool calls written as text made real (``None``: off).
         masking: Old tool outputs masked; the first unit when present.
         caching: Anthropic prompt-caching breakpoints.
@@ -154,6 +156,7 @@ class ContextPipeline:
     compaction: CompactionMiddleware | None
     overflow: OverflowRecoveryMiddleware
     retry: RetryMiddleware
+    empty_reply: EmptyReplyMiddleware | None = None
     text_calls: TextToolCallsMiddleware | None = None
     masking: ObservationMaskingMiddleware | None = None
     caching: PromptCachingMiddleware | None = None
@@ -168,7 +171,10 @@ class ContextPipeline:
         units: list[AgentMiddleware] = [self.masking if self.masking is not None else self.view]
         if self.compaction is not None:
             units.append(self.compaction)
-        units.extend([self.overflow, self.retry])
+        units.append(self.overflow)
+        if self.empty_reply is not None:
+            units.append(self.empty_reply)
+        units.append(self.retry)
         if self.text_calls is not None:
             units.append(self.text_calls)
         if self.caching is not None:
@@ -220,6 +226,7 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
         retry=RetryMiddleware(
             RetryPolicy(max_retries=settings.provider_max_retries), sleep=deps.sleep, emit=emit
         ),
+        empty_reply=EmptyReplyMiddleware(emit=emit),
         text_calls=TextToolCallsMiddleware(emit=emit) if settings.text_tool_calls else None,
         masking=ObservationMaskingMiddleware(view, threshold=settings.mask_threshold, emit=emit),
         caching=PromptCachingMiddleware(),

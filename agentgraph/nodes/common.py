@@ -9,6 +9,7 @@ from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
 from agentgraph.deps import AgentDeps
+from agentgraph.history.calls import hit_output_limit
 from agentgraph.prompts import build_system_prompt
 from agentgraph.state import AppState
 
@@ -18,10 +19,6 @@ INVALID_ARGS_KEY = "__invalid_json_arguments__"
 # Set beside it when the reply stopped at the output token limit while the call was
 # being written: its arguments are incomplete even when what arrived parses.
 CUT_ARGS_KEY = "__cut_at_output_limit__"
-# Finish/stop reasons meaning "the output token limit was reached": OpenAI-compatible
-# servers ("length"), Anthropic and Bedrock ("max_tokens"), Gemini ("MAX_TOKENS"),
-# OpenAI's Responses API ("max_output_tokens").
-OUTPUT_LIMIT_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS", "max_output_tokens"})
 
 
 def system_messages(state: AppState, deps: AgentDeps, *, workspace: str) -> list[SystemMessage]:
@@ -39,19 +36,6 @@ def allowed_tools(state: AppState, deps: AgentDeps) -> list[BaseTool]:
     """
     denied = set(state.get("denied_tools") or [])  # fixed for a subagent's whole run
     return [t for t in deps.tools if t.name not in denied]
-
-
-def hit_output_limit(ai: AIMessage) -> bool:
-    """Whether the provider says the reply stopped at its output token limit."""
-    meta: dict[str, Any] = ai.response_metadata or {}
-    details = meta.get("incomplete_details")
-    reasons = (
-        meta.get("finish_reason"),
-        meta.get("stop_reason"),
-        meta.get("stopReason"),  # Bedrock Converse
-        details.get("reason") if isinstance(details, dict) else None,
-    )
-    return any(isinstance(r, str) and r in OUTPUT_LIMIT_REASONS for r in reasons)
 
 
 def repair_invalid_tool_calls(ai: AIMessage) -> AIMessage:

@@ -19,13 +19,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from agentgraph.deps import AgentDeps
+from agentgraph.history.calls import hit_output_limit
 from agentgraph.middleware.events import emit
-from agentgraph.nodes.common import (
-    allowed_tools,
-    hit_output_limit,
-    repair_invalid_tool_calls,
-    system_messages,
-)
+from agentgraph.nodes.common import allowed_tools, repair_invalid_tool_calls, system_messages
 from agentgraph.nodes.model_call import make_model_call
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState

@@ -208,3 +208,37 @@ def test_a_reply_cut_at_the_output_limit_is_said_to_the_model_and_the_user(
     assert not (workspace / "big.txt").exists()
     notices = [e["text"] for e in _events(proc.stdout) if e["type"] == "notice"]
     assert sum("output token limit" in n for n in notices) == 2, notices
+
+
+def test_an_empty_reply_mid_task_is_asked_again_not_taken_as_the_answer(
+    home: Path, workspace: Path
+) -> None:
+    """A local model that goes silent after a tool result (no text, no call) would end the
+    run with an empty answer; it is asked once more to go on, and the user is told."""
+    seen: list[list[dict[str, Any]]] = []
+
+    def empty(body: dict[str, Any]) -> dict[str, Any]:
+        seen.append(body["messages"])
+        return {"content": ""}
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        seen.append(body["messages"])
+        return {"content": "notes.txt says hello"}
+
+    (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
+    read = {"tool_calls": [{"name": "read_file", "arguments": '{"path": "notes.txt"}'}]}
+    with FakeOpenAIServer([read, empty, answer]) as server:
+        env = server_env(home, server.url, KEY)
+        proc = run_cli(
+            ["run", "--output-format", "stream-json", "what does notes.txt say?"],
+            cwd=workspace,
+            env=env,
+        )
+    assert proc.returncode == 0, proc.stderr
+    events = _events(proc.stdout)
+    assert events[-1]["answer"] == "notes.txt says hello"
+    assert any("empty reply" in e["text"] for e in events if e["type"] == "notice"), events
+    # The second request asks it to go on; the stored history keeps no trace of the ask.
+    assert seen[1][-1]["role"] == "user" and "empty" in seen[1][-1]["content"]
+    stored = stored_messages(home, only_session(home))
+    assert [m.type for m in stored][-3:] == ["ai", "tool", "ai"]

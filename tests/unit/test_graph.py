@@ -158,7 +158,8 @@ def test_repair_invalid_tool_calls_turns_them_into_answerable_calls() -> None:
     ],
 )
 def test_the_call_written_when_the_output_limit_hit_does_not_run(metadata: dict) -> None:
-    from agentgraph.nodes.common import CUT_ARGS_KEY, hit_output_limit, repair_invalid_tool_calls
+    from agentgraph.history.calls import hit_output_limit
+    from agentgraph.nodes.common import CUT_ARGS_KEY, repair_invalid_tool_calls
 
     cut = AIMessage(
         content="",

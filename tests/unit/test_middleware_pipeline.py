@@ -22,6 +22,7 @@ from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.middleware import (
     CompactionMiddleware,
+    EmptyReplyMiddleware,
     ObservationMaskingMiddleware,
     OverflowRecoveryMiddleware,
     PromptCachingMiddleware,
@@ -47,6 +48,7 @@ def test_the_units_run_in_the_documented_order(make_settings: Callable[..., Sett
         ObservationMaskingMiddleware,
         CompactionMiddleware,
         OverflowRecoveryMiddleware,
+        EmptyReplyMiddleware,
         RetryMiddleware,
         TextToolCallsMiddleware,
         PromptCachingMiddleware,
