@@ -361,7 +361,14 @@ def _whole_build(
         if msg.id and not (msg.additional_kwargs and agentgraph_kind(msg) in INTERNAL_KINDS):
             seen.add(msg.id)  # system messages too: the dedupe runs before the split
     body = view.messages[head:]
+    # A repaired copy (a call renamed or dropped) may differ between the whole build and
+    # the window build_prompt_view cuts from a longer list (fresh ids can depend on the
+    # position): only views of the stored messages themselves, and synthetic results, are
+    # extended.
+    stored_ids = {id(m) for m in messages}
     for msg in body:
+        if id(msg) not in stored_ids and agentgraph_kind(msg) != SYNTHETIC_RESULT_KIND:
+            return view, None
         links.update(_links(msg))
     extendable = _Extendable(
         inputs=tuple(messages),
@@ -438,6 +445,9 @@ def _with_swaps(
                 return None
         recount = recount or kind
         swaps[id(old)] = new
+    # An object stored twice is in the view once, maybe for the other position.
+    if sum(1 for m in last.inputs if id(m) in swaps) != len(swaps):
+        return None
     messages = list(last.view.messages)
     found = 0
     for i, msg in enumerate(messages):
@@ -474,8 +484,10 @@ def _extend(
     (fresh ids depend on the position in the whole list); and the whole still fits the
     window and the budget, so nothing is cut and the start stays at the old view's
     first user message. The deduplication runs against the old ids. The window
-    shortcut of :func:`build_prompt_view` needs no check: it only keeps its result
-    when its cut falls inside its window, and nothing of a whole view is cut.
+    shortcut of :func:`build_prompt_view` needs no check: without renamed calls (an
+    extendable view has none, and new messages may not add any) its window view is a
+    suffix of the whole one, and it only keeps that when its cut falls inside the
+    window, while nothing of a whole view is cut.
     """
     n = len(last.inputs)
     if (

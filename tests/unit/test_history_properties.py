@@ -22,6 +22,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from agentgraph.context.tokens import get_counter
 from agentgraph.history import (
     INTERNAL_KINDS,
     agentgraph_kind,
@@ -646,6 +647,36 @@ def test_a_reply_the_repair_copied_is_shown_with_its_new_usage() -> None:
     got = views.build(restated, max_tokens=10**6, counter=count)
     assert got == build_prompt_view(restated, max_tokens=10**6, counter=count)
     assert got.messages[1].usage_metadata == usage  # type: ignore[attr-defined]
+
+
+def test_a_copy_of_a_message_stored_twice_is_not_swapped_into_the_kept_one() -> None:
+    # The view keeps the first of the two; the copy replaces only the second.
+    b = _Builder()
+    result = b.tool("c1", "long output " * 50)
+    history = [b.human("go"), b.ai("", ["c1"]), result, result]
+    views = history_view.IncrementalPromptView()
+    views.build(history, max_tokens=10**6, counter=count)
+    masked = [*history[:3], result.model_copy(update={"content": "[masked]"})]
+    got = views.build(masked, max_tokens=10**6, counter=count)
+    assert got == build_prompt_view(masked, max_tokens=10**6, counter=count)
+
+
+def test_a_call_renamed_by_its_position_is_not_extended_past_the_window_shortcut() -> None:
+    # An id-less reply with an empty call id is renamed by its position, which differs
+    # between the whole list and the window build_prompt_view may cut from it.
+    counter = get_counter("gpt-4o")
+    old: list[BaseMessage] = [
+        *[ToolMessage("x", tool_call_id=f"zz{i}", id=f"o{i}") for i in range(8)],
+        HumanMessage("go", id="h"),
+        AIMessage("", tool_calls=[{"name": "bash", "args": {}, "id": "", "type": "tool_call"}]),
+    ]
+    tail = [ToolMessage("orphan output " * 5, tool_call_id=f"q{i}", id=f"p{i}") for i in range(200)]
+    grown = old + tail
+    budget = history_view._build_view(grown, (), None, 10**9, counter, ()).tokens  # just fits
+    views = history_view.IncrementalPromptView()
+    views.build(old, max_tokens=budget, counter=counter)
+    got = views.build(grown, max_tokens=budget, counter=counter)
+    assert got == build_prompt_view(grown, max_tokens=budget, counter=counter)
 
 
 def test_a_message_reusing_an_internal_records_id_is_kept_as_in_a_whole_build() -> None:
