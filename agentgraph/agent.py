@@ -36,6 +36,7 @@ from agentgraph.context.windows import budget_for
 from agentgraph.deps import AgentDeps
 from agentgraph.graph import build_graph
 from agentgraph.history import agentgraph_kind
+from agentgraph.history.kinds import stamped
 from agentgraph.images import model_accepts_images
 from agentgraph.instructions import InstructionsCache
 from agentgraph.mcp import McpManager
@@ -484,6 +485,8 @@ class Agent:
         messages.append(
             HumanMessage(content=content, id=f"user-{uuid.uuid4().hex}", additional_kwargs=meta)
         )
+        now = time.time()
+        messages = [stamped(m, now) for m in messages]
         # A pasted megabyte-sized message is kept whole in an artifact, cut in the history.
         inputs["messages"] = offload_user_messages(
             messages,

@@ -34,6 +34,7 @@ from langchain_core.messages import (
 
 from agentgraph.errors import AgentGraphError
 from agentgraph.history import AGENTGRAPH_KEY, agentgraph_kind
+from agentgraph.history.kinds import TIMESTAMP_KEY, message_time, stamped
 from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.tool_ids import provider_ids, unique_call_ids
 
@@ -114,11 +115,17 @@ def export_entries(messages: Sequence[BaseMessage], info: SessionInfo) -> list[d
         )
     parent: str | None = None
     last_compact: dict[str, Any] | None = None
+    # A message written before messages were dated (or by agentgraph itself, undated)
+    # takes the time of the one before it, the first ones the session's start.
+    when = info.created_at
     for n, msg in enumerate(messages):
         meta = _meta(msg)
         kind = agentgraph_kind(msg)
-        ts = (meta or {}).get("timestamp")
-        stamp = _iso(float(ts)) if isinstance(ts, int | float) else _iso(info.created_at)
+        when = message_time(msg) or when
+        stamp = _iso(when)
+        if meta is not None:
+            meta.pop(TIMESTAMP_KEY, None)  # the entry's own timestamp says it
+            meta = meta or None
         uid = msg.id or f"message-{n}"
         entry: dict[str, Any] = {"uuid": uid, "parentUuid": parent, **common, "timestamp": stamp}
         if meta is not None:
@@ -377,6 +384,8 @@ def parse_jsonl(lines: Iterable[str]) -> ImportedSession:
             stamps.append(ts)
         if msg is None:
             continue
+        if ts is not None:
+            msg = stamped(msg, ts)
         if isinstance(msg, ToolMessage) and msg.tool_call_id not in known_calls:
             raise TranscriptError(
                 f"line {line_no}: tool result for unknown tool call id {msg.tool_call_id!r}; "

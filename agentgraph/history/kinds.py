@@ -8,12 +8,23 @@ no marker. These helpers read the marker and find the user's latest request.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
 AGENTGRAPH_KEY = "agentgraph"
 """Key in ``additional_kwargs`` holding agentgraph's marker dict (``{"kind": ...}``)."""
+
+TIMESTAMP_KEY = "timestamp"
+"""Key in the marker dict: when the message entered the history (Unix seconds)."""
+
+# The range of datetime (years 1 to 9999), in Unix seconds.
+TIMESTAMP_MIN_S = -62_135_596_800
+TIMESTAMP_MAX_S = 253_402_300_799
+
+_M = TypeVar("_M", bound=BaseMessage)
 
 INTERNAL_KINDS = frozenset({"compact_boundary", "snapshot", "notice"})
 """Marker kinds that are records for agentgraph only and never reach the model."""
@@ -48,7 +59,7 @@ def agentgraph_kind(msg: BaseMessage) -> str | None:
     meta = msg.additional_kwargs.get(AGENTGRAPH_KEY)
     if meta is None:  # the common case; isinstance against an ABC is slow
         return None
-    if isinstance(meta, Mapping):
+    if type(meta) is dict or isinstance(meta, Mapping):
         kind = meta.get("kind")
         if isinstance(kind, str):
             return kind
@@ -87,3 +98,29 @@ def latest_user_request_index(messages: Sequence[BaseMessage]) -> int | None:
             if last_human is None:
                 last_human = i
     return last_human
+
+
+def message_time(msg: BaseMessage) -> float | None:
+    """When ``msg`` entered the history (Unix seconds), if it was stamped."""
+    meta = msg.additional_kwargs.get(AGENTGRAPH_KEY)
+    value = meta.get(TIMESTAMP_KEY) if isinstance(meta, Mapping) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    # NaN, or an imported or hand-edited value outside what a date can show, is no time.
+    return float(value) if TIMESTAMP_MIN_S <= value <= TIMESTAMP_MAX_S else None
+
+
+def stamped(msg: _M, when: float | None = None) -> _M:
+    """``msg`` with the time it enters the history (now, or ``when``) in its marker dict.
+
+    Not sent to any provider (``additional_kwargs["agentgraph"]`` never is) and not
+    counted; exports date each message with it. A message already stamped is returned
+    as it is.
+    """
+    if message_time(msg) is not None:
+        return msg
+    meta = msg.additional_kwargs.get(AGENTGRAPH_KEY)
+    marker = dict(meta) if isinstance(meta, Mapping) else {}
+    marker[TIMESTAMP_KEY] = time.time() if when is None else when
+    kwargs = {**msg.additional_kwargs, AGENTGRAPH_KEY: marker}
+    return msg.model_copy(update={"additional_kwargs": kwargs})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from agentgraph.deps import AgentDeps
+from agentgraph.history.kinds import stamped
 from agentgraph.middleware.events import emit
 from agentgraph.nodes.common import allowed_tools, system_messages
 from agentgraph.nodes.model_call import make_model_call
@@ -77,6 +79,8 @@ def make_finalize(
                 update={"content": LOOP_CAP_NO_ANSWER.format(max_loops=max_loops)}
             )
         emit({"type": "stopped", "reason": STOP_STEP_LIMIT})
-        return {"messages": [*skipped, *result.messages[:-1], answer]}
+        now = time.time()
+        skipped = [stamped(m, now) for m in skipped]
+        return {"messages": [*skipped, *result.messages[:-1], stamped(answer)]}
 
     return finalize

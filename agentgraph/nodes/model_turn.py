@@ -20,6 +20,7 @@ from langgraph.runtime import Runtime
 
 from agentgraph.deps import AgentDeps
 from agentgraph.history.calls import hit_output_limit
+from agentgraph.history.kinds import stamped
 from agentgraph.middleware.events import emit
 from agentgraph.nodes.common import allowed_tools, repair_invalid_tool_calls, system_messages
 from agentgraph.nodes.model_call import make_model_call
@@ -54,6 +55,7 @@ def make_model_turn(
         ai = admit_reply(
             repair_invalid_tool_calls(result.ai), history, taken=session_ids.ids(key, history)
         )
+        ai = stamped(ai)
         if hit_output_limit(result.ai):
             what = "a tool call was cut off" if ai.tool_calls else "the answer is cut short"
             emit({"type": "notice", "text": f"the reply stopped at the output token limit: {what}"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +27,7 @@ from agentgraph.approvals import (
 from agentgraph.call_records import needs_record, record_end, record_start
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.deps import AgentDeps
+from agentgraph.history.kinds import stamped
 from agentgraph.nodes.common import CUT_ARGS_KEY, INVALID_ARGS_KEY
 from agentgraph.redaction import Redactor, build_redactor
 from agentgraph.runctx import RunContext
@@ -61,6 +63,23 @@ def _redact_command(command: Command[Any], redactor: Redactor) -> Command[Any]:
         for m in update["messages"]
     ]
     return replace(command, update={**update, "messages": messages})
+
+
+def _stamp_results(output: Any, when: float) -> Any:
+    """The tool node's output with each result dated (plain updates, lists, commands)."""
+    if isinstance(output, list):
+        return [_stamp_results(item, when) for item in output]
+    if isinstance(output, Command):
+        update = output.update
+        if isinstance(update, dict) and isinstance(update.get("messages"), list):
+            return replace(output, update=_stamp_results(update, when))
+        return output
+    if isinstance(output, dict) and isinstance(output.get("messages"), list):
+        messages = [
+            stamped(m, when) if isinstance(m, ToolMessage) else m for m in output["messages"]
+        ]
+        return {**output, "messages": messages}
+    return output
 
 
 def refusal(call: ToolCall, state: Any) -> ToolMessage | None:
@@ -221,7 +240,7 @@ def make_tools_node(
         ctx = deps.run_context(runtime.context, config)
         token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx))
         try:
-            return tool_node_for_current_tools().invoke(state, config)
+            return _stamp_results(tool_node_for_current_tools().invoke(state, config), time.time())
         finally:
             _NOT_APPROVED.reset(token)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from tests.cli_helpers import cli_env, run_cli, server_env
@@ -34,6 +35,25 @@ def _script(n: int) -> list[dict]:
             {"content": "It says 42."},
         ]
     return out
+
+
+def test_an_export_dates_each_message_when_it_was_written(home: Path, workspace: Path) -> None:
+    """Two turns run minutes (here: a process) apart are exported with their own times,
+    not every message with the session's start."""
+    (workspace / "data.txt").write_text("the answer is 42\n")
+    with FakeOpenAIServer(_script(2)) as server:
+        env = _env(home, server)
+        _seed(workspace, env, "abc123")
+        time.sleep(0.05)
+        _seed(workspace, env, "abc123")
+        exported = run_cli(["sessions", "export", "abc"], cwd=workspace, env=env)
+    assert exported.returncode == 0, exported.stderr
+    entries = [json.loads(line) for line in exported.stdout.splitlines()][1:]
+    stamps = [e["timestamp"] for e in entries]
+    assert stamps == sorted(stamps)
+    users = [e["timestamp"] for e in entries if e["type"] == "user"]
+    assert len(users) == 2 and users[0] < users[1]
+    assert all("agentgraph" not in e for e in entries)  # the time is not also metadata
 
 
 def test_show_export_import_round_trip(home: Path, workspace: Path, tmp_path: Path) -> None:
