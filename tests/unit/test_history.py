@@ -24,7 +24,7 @@ from agentgraph.history import (
     validate_history,
 )
 from agentgraph.history import view as history_view
-from agentgraph.history.kinds import SYNTHETIC_RESULT_KIND
+from agentgraph.history.kinds import SYNTHETIC_RESULT_KIND, message_time, stamped
 from agentgraph.history.repair import make_synthetic_result, normalize_with_report
 from agentgraph.history.trim import trim_to_budget, truncate_messages_safely
 from agentgraph.tool_ids import provider_ids
@@ -520,3 +520,17 @@ def test_prompt_view_shortcut_falls_back_when_old_part_is_linked() -> None:
     assert validate_history(view.messages) == []
     full = history_view._build_view(msgs, [], None, 200, count, ())
     assert view.messages == full.messages
+
+
+def test_a_stamp_keeps_the_marker_and_is_never_replaced() -> None:
+    marked = HumanMessage("summary", additional_kwargs={"agentgraph": {"kind": "summary"}})
+    first = stamped(marked, 1_700_000_000.5)
+    assert message_time(first) == 1_700_000_000.5 and agentgraph_kind(first) == "summary"
+    assert stamped(first, 5.0) is first
+    assert message_time(marked) is None  # the original is not changed
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e20, -1e20, True, "3", None])
+def test_a_hostile_stamp_is_no_time(value: object) -> None:
+    msg = HumanMessage("x", additional_kwargs={"agentgraph": {"timestamp": value}})
+    assert message_time(msg) is None
