@@ -34,7 +34,13 @@ from langchain_core.messages import (
 
 from agentgraph.errors import AgentGraphError
 from agentgraph.history import AGENTGRAPH_KEY, agentgraph_kind
-from agentgraph.history.kinds import TIMESTAMP_KEY, message_time, stamped
+from agentgraph.history.kinds import (
+    TIMESTAMP_KEY,
+    TIMESTAMP_MAX_S,
+    TIMESTAMP_MIN_S,
+    message_time,
+    stamped,
+)
 from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.tool_ids import provider_ids, unique_call_ids
 
@@ -71,9 +77,11 @@ def _from_iso(text: Any) -> float | None:
     if not isinstance(text, str) or not text:
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        value = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+    # An offset can move a date at the end of the calendar past what a date can show.
+    return value if TIMESTAMP_MIN_S <= value <= TIMESTAMP_MAX_S else None
 
 
 def _meta(msg: BaseMessage) -> dict[str, Any] | None:
@@ -121,7 +129,8 @@ def export_entries(messages: Sequence[BaseMessage], info: SessionInfo) -> list[d
     for n, msg in enumerate(messages):
         meta = _meta(msg)
         kind = agentgraph_kind(msg)
-        when = message_time(msg) or when
+        own = message_time(msg)
+        when = own if own is not None else when
         stamp = _iso(when)
         if meta is not None:
             meta.pop(TIMESTAMP_KEY, None)  # the entry's own timestamp says it
@@ -385,7 +394,7 @@ def parse_jsonl(lines: Iterable[str]) -> ImportedSession:
         if msg is None:
             continue
         if ts is not None:
-            msg = stamped(msg, ts)
+            msg = stamped(msg, ts, again=True)  # the entry's own time, not a copied marker
         if isinstance(msg, ToolMessage) and msg.tool_call_id not in known_calls:
             raise TranscriptError(
                 f"line {line_no}: tool result for unknown tool call id {msg.tool_call_id!r}; "

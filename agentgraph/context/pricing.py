@@ -129,17 +129,17 @@ class UsageTotals:
     cost_usd: float | None = 0.0
 
     def add_message(self, message: AIMessage, default_model: str | None = None) -> None:
-        """Add one reply's reported usage (replies without usage add nothing).
+        """Add one reply's reported usage, and its discarded attempts' (see
+        :func:`reply_usages`; replies without usage add nothing).
 
         Args:
             message: A model reply.
             default_model: The configured model, priced when the reply names none or
                 one missing from the table.
         """
-        usage = message.usage_metadata
-        if not usage:
-            return
-        self.add_usage(usage, reported_model(message), default_model)
+        model = reported_model(message)
+        for usage in reply_usages(message):
+            self.add_usage(usage, model, default_model)
 
     def add_usage(
         self, usage: Mapping[str, Any], model: str | None, default_model: str | None = None
@@ -209,3 +209,18 @@ def usage_line(
         text += f", {100 * cached_input_tokens / input_tokens:.0f}% cached"
     cost = format_cost(cost_usd)
     return f"{text} · ~{cost}" if cost is not None else text
+
+
+DISCARDED_USAGE_KEY = "discarded_usage"
+"""Marker key (``additional_kwargs["agentgraph"]``) of a reply: the reported usage of
+attempts that were asked again and not kept (an empty reply), still paid for."""
+
+
+def reply_usages(message: AIMessage) -> list[Mapping[str, Any]]:
+    """The usage of every model call behind ``message``: its own, then discarded ones."""
+    out: list[Mapping[str, Any]] = [message.usage_metadata] if message.usage_metadata else []
+    meta = message.additional_kwargs.get("agentgraph")
+    extra = meta.get(DISCARDED_USAGE_KEY) if isinstance(meta, Mapping) else None
+    if isinstance(extra, list):
+        out.extend(u for u in extra if isinstance(u, Mapping))
+    return out

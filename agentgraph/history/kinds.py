@@ -110,14 +110,14 @@ def message_time(msg: BaseMessage) -> float | None:
     return float(value) if TIMESTAMP_MIN_S <= value <= TIMESTAMP_MAX_S else None
 
 
-def stamped(msg: _M, when: float | None = None) -> _M:
+def stamped(msg: _M, when: float | None = None, *, again: bool = False) -> _M:
     """``msg`` with the time it enters the history (now, or ``when``) in its marker dict.
 
     Not sent to any provider (``additional_kwargs["agentgraph"]`` never is) and not
     counted; exports date each message with it. A message already stamped is returned
-    as it is.
+    as it is, unless ``again`` (an import dates it as its file says).
     """
-    if message_time(msg) is not None:
+    if not again and message_time(msg) is not None:
         return msg
     meta = msg.additional_kwargs.get(AGENTGRAPH_KEY)
     marker = dict(meta) if isinstance(meta, Mapping) else {}

@@ -4,8 +4,13 @@ Small local models sometimes go silent after a tool result: the reply has no tex
 call. Taken as it is, that ends the run with an empty answer and the task half done. The
 request is sent once more with a short user message asking the model to go on (view
 only: the stored history keeps neither the empty reply nor the ask); the user is told.
-A second empty reply stands, and the user is told that too. A reply cut at the output
-token limit is not asked again: the same limit would cut it again.
+A second empty reply stands, and the user is told that too; so does the first when the
+second request fails (a provider that rejects a user message right after a tool result,
+or one that keeps failing): the ask must never cost the turn. The usage of the empty
+attempt is kept with the reply that stands (it was paid for).
+
+Not asked again: a reply cut at the output token limit (the same limit would cut it
+again), a refusal, or any reply with a call (even one that could not be parsed).
 
 Hook: ``wrap_model_call`` (outside retry, inside overflow recovery: the second request is
 an ordinary call to the provider).
@@ -13,32 +18,70 @@ an ordinary call to the provider).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.errors import GraphBubbleUp
 
-from agentgraph.history.calls import hit_output_limit, is_blank_answer
+from agentgraph.context.pricing import DISCARDED_USAGE_KEY
+from agentgraph.history.calls import hit_output_limit
+from agentgraph.history.kinds import AGENTGRAPH_KEY
 from agentgraph.middleware.events import Emit, emit
 
-__all__ = ["EMPTY_REPLY_NUDGE", "EmptyReplyMiddleware"]
+__all__ = ["EMPTY_REPLY_ANSWER_NUDGE", "EMPTY_REPLY_NUDGE", "EmptyReplyMiddleware"]
 
 EMPTY_REPLY_NUDGE = (
     "Your last reply was empty. Continue the task: call a tool, or give your final answer."
 )
+# When no tool may be called (the step limit's last request).
+EMPTY_REPLY_ANSWER_NUDGE = "Your last reply was empty. Give your final answer now."
 
 
-def _blank(response: ModelResponse) -> bool:
+def _empty_reply(response: ModelResponse) -> AIMessage | None:
+    """The reply of ``response`` when it says nothing and calls nothing, else None."""
     replies = [m for m in response.result if isinstance(m, AIMessage)]
-    return len(replies) == 1 and is_blank_answer(replies[0]) and not hit_output_limit(replies[0])
+    if len(replies) != 1:
+        return None
+    reply = replies[0]
+    kwargs = reply.additional_kwargs
+    if (
+        reply.tool_calls
+        or reply.invalid_tool_calls
+        or kwargs.get("tool_calls")
+        or kwargs.get("function_call")
+        or kwargs.get("refusal")
+        or reply.text.strip()  # text blocks only: a reply of reasoning alone says nothing
+        or hit_output_limit(reply)
+    ):
+        return None
+    return reply
+
+
+def _with_discarded_usage(response: ModelResponse, empty: AIMessage) -> ModelResponse:
+    """``response`` with the empty attempt's usage kept in its reply's marker."""
+    if not empty.usage_metadata:
+        return response
+    result = list(response.result)
+    for i, message in enumerate(result):
+        if isinstance(message, AIMessage):
+            meta = message.additional_kwargs.get(AGENTGRAPH_KEY)
+            marker = dict(meta) if isinstance(meta, Mapping) else {}
+            earlier = marker.get(DISCARDED_USAGE_KEY)
+            usages = [*(earlier if isinstance(earlier, list) else []), dict(empty.usage_metadata)]
+            marker[DISCARDED_USAGE_KEY] = usages
+            kwargs = {**message.additional_kwargs, AGENTGRAPH_KEY: marker}
+            result[i] = message.model_copy(update={"additional_kwargs": kwargs})
+            break
+    return ModelResponse(result=result, structured_response=response.structured_response)
 
 
 class EmptyReplyMiddleware(AgentMiddleware):
     """Asks the model once more when its reply is empty.
 
     Args:
-        emit: Told a ``notice`` when a reply is asked again, and when the second one is
-            empty too.
+        emit: Told a ``notice`` when a reply is asked again, and when that did not
+            bring an answer.
     """
 
     def __init__(self, *, emit: Emit = emit) -> None:
@@ -47,12 +90,23 @@ class EmptyReplyMiddleware(AgentMiddleware):
 
     def _again(self, request: ModelRequest) -> ModelRequest:
         self.emit({"type": "notice", "text": "the model sent an empty reply; asking it to go on"})
-        return request.override(messages=[*request.messages, HumanMessage(EMPTY_REPLY_NUDGE)])
+        nudge = EMPTY_REPLY_ANSWER_NUDGE if request.tool_choice == "none" else EMPTY_REPLY_NUDGE
+        return request.override(messages=[*request.messages, HumanMessage(nudge)])
 
-    def _settle(self, response: ModelResponse) -> ModelResponse:
-        if _blank(response):
+    def _settle(self, empty: AIMessage, second: ModelResponse) -> ModelResponse:
+        if _empty_reply(second) is not None:
             self.emit({"type": "notice", "text": "the model sent an empty reply again"})
-        return response
+        return _with_discarded_usage(second, empty)
+
+    def _failed(self, first: ModelResponse, err: Exception) -> ModelResponse:
+        self.emit(
+            {
+                "type": "notice",
+                "text": f"asking again after the empty reply failed ({type(err).__name__}); "
+                "the empty reply stands",
+            }
+        )
+        return first
 
     def wrap_model_call(
         self,
@@ -60,10 +114,17 @@ class EmptyReplyMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse | AIMessage:
         """Call the model; on an empty reply, call it once more with the ask."""
-        response = handler(request)
-        if not _blank(response):
-            return response
-        return self._settle(handler(self._again(request)))
+        first = handler(request)
+        empty = _empty_reply(first)
+        if empty is None:
+            return first
+        try:
+            second = handler(self._again(request))
+        except GraphBubbleUp:
+            raise  # interrupts and cancellation are not failures of the ask
+        except Exception as err:
+            return self._failed(first, err)
+        return self._settle(empty, second)
 
     async def awrap_model_call(
         self,
@@ -71,7 +132,14 @@ class EmptyReplyMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse | AIMessage:
         """Async :meth:`wrap_model_call`."""
-        response = await handler(request)
-        if not _blank(response):
-            return response
-        return self._settle(await handler(self._again(request)))
+        first = await handler(request)
+        empty = _empty_reply(first)
+        if empty is None:
+            return first
+        try:
+            second = await handler(self._again(request))
+        except GraphBubbleUp:
+            raise
+        except Exception as err:
+            return self._failed(first, err)
+        return self._settle(empty, second)

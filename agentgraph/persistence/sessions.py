@@ -13,7 +13,7 @@ import contextlib
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 
 from agentgraph.config import Settings
+from agentgraph.context.pricing import reply_usages
 from agentgraph.history import agentgraph_kind
 from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.persistence.leases import SessionInUse, holding, in_use_error
@@ -232,6 +233,12 @@ def find_imported(store: Store, imported: ImportedSession) -> SessionInfo | None
     return info if same else None
 
 
+def _tokens(usage: Mapping[str, Any], key: str) -> int:
+    """A token count of an imported usage record (anything but a count is 0)."""
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def import_session(
     store: Store,
     imported: ImportedSession,
@@ -271,7 +278,7 @@ def import_session(
         None,
     )
     title = shorten_title(str(first.content)) if first is not None else "imported session"
-    replies = [m for m in imported.messages if isinstance(m, AIMessage) and m.usage_metadata]
+    usages = [u for m in imported.messages if isinstance(m, AIMessage) for u in reply_usages(m)]
     models = [
         m.response_metadata.get("model_name")
         for m in imported.messages
@@ -289,8 +296,8 @@ def import_session(
         compactions=imported.compactions,
         # The transcript keeps each reply's tokens, not what they cost or how many came
         # from a cache: those stay unknown.
-        input_tokens=sum(m.usage_metadata["input_tokens"] for m in replies if m.usage_metadata),
-        output_tokens=sum(m.usage_metadata["output_tokens"] for m in replies if m.usage_metadata),
+        input_tokens=sum(_tokens(u, "input_tokens") for u in usages),
+        output_tokens=sum(_tokens(u, "output_tokens") for u in usages),
         cost_usd=None,
         model=next((m for m in reversed(models) if isinstance(m, str) and m), ""),
     )

@@ -6,16 +6,25 @@ import asyncio
 from typing import Any
 
 from langchain.agents.middleware import ModelRequest, ModelResponse
+from langchain_core.exceptions import LangChainException
 from langchain_core.messages import AIMessage, HumanMessage
 
-from agentgraph.middleware.empty_reply import EMPTY_REPLY_NUDGE, EmptyReplyMiddleware
+from agentgraph.context.pricing import UsageTotals
+from agentgraph.middleware.empty_reply import (
+    EMPTY_REPLY_ANSWER_NUDGE,
+    EMPTY_REPLY_NUDGE,
+    EmptyReplyMiddleware,
+)
 from tests.middleware_helpers import ModelCall, history, request
 
 
-def _run(*replies: AIMessage) -> tuple[AIMessage, ModelCall, list[dict[str, Any]]]:
+def _run(
+    *replies: AIMessage | BaseException, **overrides: Any
+) -> tuple[AIMessage, ModelCall, list[dict[str, Any]]]:
     events: list[dict[str, Any]] = []
     call = ModelCall(*replies)
-    response = EmptyReplyMiddleware(emit=events.append).wrap_model_call(request(history(2)), call)
+    unit = EmptyReplyMiddleware(emit=events.append)
+    response = unit.wrap_model_call(request(history(2), **overrides), call)
     assert isinstance(response, ModelResponse)
     (reply,) = response.result
     assert isinstance(reply, AIMessage)
@@ -40,7 +49,8 @@ def test_a_second_empty_reply_stands_and_is_said() -> None:
 def test_replies_with_text_or_calls_or_cut_at_the_limit_are_not_asked_again() -> None:
     calls = AIMessage("", tool_calls=[{"name": "read_file", "args": {}, "id": "c9"}])
     cut = AIMessage("", response_metadata={"finish_reason": "length"})
-    for first in (AIMessage("an answer"), calls, cut):
+    refusal = AIMessage("", additional_kwargs={"refusal": "I can't help with that."})
+    for first in (AIMessage("an answer"), calls, cut, refusal):
         reply, call, events = _run(first, AIMessage("second"))
         assert reply is first and len(call.requests) == 1 and events == []
 
@@ -55,3 +65,34 @@ def test_the_async_hook_asks_again_too() -> None:
     response = asyncio.run(unit.awrap_model_call(request(history(1)), handler))
     assert isinstance(response, ModelResponse)
     assert response.result[0].text == "done async" and len(call.requests) == 2
+
+
+def test_a_reply_of_reasoning_alone_is_asked_again() -> None:
+    block = {"type": "thinking", "thinking": "the files look fine", "signature": "s"}
+    thinking = AIMessage([block])
+    reply, call, _ = _run(thinking, AIMessage("the files are fine"))
+    assert reply.text == "the files are fine" and len(call.requests) == 2
+
+
+def test_when_asking_again_fails_the_empty_reply_stands() -> None:
+    # e.g. a provider that rejects a user message right after a tool result
+    empty = AIMessage("")
+    rejected = LangChainException("Unexpected role 'user' after role 'tool'")
+    reply, call, events = _run(empty, rejected)
+    assert reply is empty and len(call.requests) == 2
+    assert "failed" in events[-1]["text"] and "LangChainException" in events[-1]["text"]
+
+
+def test_the_empty_attempt_is_still_counted() -> None:
+    usage = {"input_tokens": 50_000, "output_tokens": 1, "total_tokens": 50_001}
+    second = {"input_tokens": 50_020, "output_tokens": 9, "total_tokens": 50_029}
+    reply, _, _ = _run(AIMessage("", usage_metadata=usage), AIMessage("ok", usage_metadata=second))
+    assert reply.usage_metadata == second  # the prompt the next count anchors on
+    totals = UsageTotals()
+    totals.add_message(reply)
+    assert (totals.input_tokens, totals.output_tokens) == (100_020, 10)
+
+
+def test_at_the_step_limit_the_ask_is_for_an_answer_not_a_call() -> None:
+    _, call, _ = _run(AIMessage(""), AIMessage("done"), tool_choice="none")
+    assert call.requests[1].messages[-1] == HumanMessage(EMPTY_REPLY_ANSWER_NUDGE)
