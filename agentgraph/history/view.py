@@ -140,9 +140,10 @@ def _build_view(
     pending_call_ids: Collection[str],
 ) -> PromptView:
     """The prompt view pipeline on a whole list (no window shortcut)."""
-    return _build_view_whole(messages, system, keep_recent, max_tokens, counter, pending_call_ids)[
-        0
-    ]
+    view, _whole = _build_view_whole(
+        messages, system, keep_recent, max_tokens, counter, pending_call_ids
+    )
+    return view
 
 
 def _build_view_whole(
