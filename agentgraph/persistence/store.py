@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import os
 import sqlite3
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -300,13 +303,49 @@ def connect_sqlite(
     return conn
 
 
+# SQLite files this process has open through a store, with how many stores hold each.
+# Closing any descriptor of a file drops every POSIX lock this process holds on it, among
+# them the shared lock telling other processes that the WAL is in use (see
+# connect_sqlite): another process closing its last connection would then delete the WAL
+# under this one's connections, and a third process's commits would be lost. So while a
+# store holds a file, another store opened in this process does not read its header.
+_FILES_IN_USE: collections.Counter[str] = collections.Counter()
+_FILES_IN_USE_LOCK = threading.Lock()
+
+
+def _connect_checked(path: Path, timeout: float) -> sqlite3.Connection:
+    """A connection to ``path`` for a store, the file checked first unless already held.
+
+    Raises:
+        StoreError: the file is not a database, damaged, locked or unreadable.
+    """
+    key = os.path.realpath(path)
+    with _FILES_IN_USE_LOCK:
+        first = _FILES_IN_USE[key] == 0
+        if first:
+            _check_sqlite_file(path)
+            verify_sqlite_file(path, timeout)
+        conn = connect_sqlite(path, timeout, check_header=first)
+        _FILES_IN_USE[key] += 1
+    return conn
+
+
+def _release(path: Path, *conns: sqlite3.Connection) -> None:
+    """Close a store's connections to ``path`` (the first from :func:`_connect_checked`)."""
+    key = os.path.realpath(path)
+    with _FILES_IN_USE_LOCK:  # closed before another store may read the header again
+        for conn in conns:
+            conn.close()
+        _FILES_IN_USE[key] -= 1
+        if _FILES_IN_USE[key] <= 0:
+            del _FILES_IN_USE[key]
+
+
 def _open_checked_sqlite(settings: Settings) -> tuple[Path, float, sqlite3.Connection]:
     """The SQLite file's path, busy timeout and a connection, after the file checks."""
     path = settings.db_path
     timeout = settings.sqlite_busy_timeout_s
-    _check_sqlite_file(path)
-    verify_sqlite_file(path, timeout)
-    return path, timeout, connect_sqlite(path, timeout)
+    return path, timeout, _connect_checked(path, timeout)
 
 
 @contextmanager
@@ -329,16 +368,21 @@ def open_store(settings: Settings) -> Iterator[Store]:
             yield store
         return
     path, timeout, conn = _open_checked_sqlite(settings)
-    index_conn = connect_sqlite(path, timeout, check_header=False)
-    history_conn = connect_sqlite(path, timeout, check_header=False)
+    try:
+        index_conn = connect_sqlite(path, timeout, check_header=False)
+    except StoreError:
+        _release(path, conn)
+        raise
+    try:
+        history_conn = connect_sqlite(path, timeout, check_header=False)
+    except StoreError:
+        _release(path, conn, index_conn)
+        raise
     memory_path = settings.home / MEMORY_DB_NAME
     try:
-        verify_sqlite_file(memory_path, timeout)
-        memory_conn = connect_sqlite(memory_path, timeout)
+        memory_conn = _connect_checked(memory_path, timeout)
     except StoreError:
-        conn.close()
-        index_conn.close()
-        history_conn.close()
+        _release(path, conn, index_conn, history_conn)
         raise
     # Released when the store closes; a crashed process's leases are void (pid check).
     leases = SqliteLeases(path, timeout)
@@ -372,10 +416,8 @@ def open_store(settings: Settings) -> Iterator[Store]:
         )
     finally:
         leases.close()
-        conn.close()
-        index_conn.close()
-        history_conn.close()
-        memory_conn.close()
+        _release(path, conn, index_conn, history_conn)
+        _release(memory_path, memory_conn)
 
 
 def open_sqlite_memory(conn: sqlite3.Connection, lock_path: Path | None = None) -> BaseStore:
@@ -424,4 +466,4 @@ def open_index(settings: Settings) -> Iterator[SessionIndex]:
             raise describe_sqlite_error(path, exc, timeout) from exc
         yield index
     finally:
-        conn.close()
+        _release(path, conn)

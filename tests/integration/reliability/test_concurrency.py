@@ -12,6 +12,7 @@ from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.history import validate_history
 from agentgraph.persistence import open_store
+from agentgraph.persistence.index import SessionInfo
 from tests.fakes.chat_model import ScriptedChatModel
 
 PROCESSES = 2
@@ -71,3 +72,46 @@ def test_two_processes_write_one_sqlite_file(tmp_path: Path, workspace: Path) ->
             assert len(after) == TURNS * 4 + 2, [
                 (type(m).__name__, str(m.content)[:20], m.id) for m in after[-6:]
             ]
+
+
+# Another process that commits and waits to be told to close.
+_OTHER_WRITER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], timeout=10)
+conn.execute(
+    "INSERT INTO agentgraph_sessions (thread_id, created_at, updated_at) VALUES ('other', 3, 3)"
+)
+conn.commit()
+print("committed", flush=True)
+sys.stdin.readline()
+conn.close()
+"""
+
+
+def test_a_second_store_in_a_process_keeps_its_wal_locks(settings: Settings) -> None:
+    """Opening a second store where one is open must not drop this process's locks on the
+    file: another process closing its last connection would delete the WAL under ours,
+    and a third process's commit was lost."""
+    with open_store(settings) as first:
+        first.index.upsert(SessionInfo(thread_id="before", created_at=1.0, updated_at=1.0))
+        with open_store(settings):
+            peek = (
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                "c.execute('SELECT count(*) FROM sqlite_master').fetchone(); c.close()"
+            )
+            subprocess.run([sys.executable, "-c", peek, str(first.path)], check=True)
+            other = subprocess.Popen(
+                [sys.executable, "-c", _OTHER_WRITER, str(first.path)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert other.stdout is not None and other.stdin is not None
+            assert other.stdout.readline().strip() == "committed"
+            first.index.upsert(SessionInfo(thread_id="after", created_at=2.0, updated_at=2.0))
+            other.stdin.write("\n")
+            other.stdin.flush()
+            assert other.wait(timeout=WRITER_TIMEOUT_S) == 0
+    with open_store(settings) as again:
+        stored = {s.thread_id for s in again.index.list_sessions(include_subagents=True)}
+    assert stored == {"before", "after", "other"}
