@@ -205,6 +205,14 @@ def export_jsonl(messages: Sequence[BaseMessage], info: SessionInfo) -> str:
     return "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in export_entries(messages, info))
 
 
+def _at(msg: BaseMessage) -> str:
+    """`` · 2026-11-26 03:35:33 UTC`` for a dated message, else nothing."""
+    when = message_time(msg)
+    if when is None:
+        return ""
+    return " · " + datetime.fromtimestamp(when, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def export_markdown(messages: Sequence[BaseMessage], info: SessionInfo) -> str:
     """The session as readable Markdown (tool outputs shortened)."""
     lines = [
@@ -227,9 +235,9 @@ def export_markdown(messages: Sequence[BaseMessage], info: SessionInfo) -> str:
                 "reinjected_file": "File re-read",
                 "undo_note": "Undo note",
             }.get(kind or "", "User")
-            lines += [f"## {title}", "", text, ""]
+            lines += [f"## {title}{_at(msg)}", "", text, ""]
         elif isinstance(msg, AIMessage):
-            lines += ["## Assistant", ""]
+            lines += [f"## Assistant{_at(msg)}", ""]
             if text:
                 lines += [text, ""]
             for call in msg.tool_calls:

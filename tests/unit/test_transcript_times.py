@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from agentgraph.history.kinds import message_time, stamped
 from agentgraph.persistence.index import SessionInfo
-from agentgraph.transcript import export_entries, export_jsonl, parse_jsonl
+from agentgraph.transcript import export_entries, export_jsonl, export_markdown, parse_jsonl
 
 INFO = SessionInfo(thread_id="t1", created_at=1_700_000_000.0)
 
@@ -48,3 +48,17 @@ def test_an_entry_time_no_date_can_show_is_no_time() -> None:
     assert message_time(parsed.messages[0]) is None
     info = SessionInfo(thread_id="t1", created_at=parsed.created_at)
     assert export_jsonl(parsed.messages, info)  # exports, no crash
+
+
+def test_the_markdown_export_dates_user_messages_and_replies() -> None:
+    messages = [
+        stamped(HumanMessage("hi", id="u1"), 1_700_000_001.0),
+        AIMessage("undated", id="a1"),
+        stamped(AIMessage("hello", id="a2"), 1_700_000_062.0),
+    ]
+    headers = [line for line in export_markdown(messages, INFO).splitlines() if line[:3] == "## "]
+    assert headers == [
+        "## User · 2023-11-14 22:13:21 UTC",
+        "## Assistant",
+        "## Assistant · 2023-11-14 22:14:22 UTC",
+    ]
