@@ -216,11 +216,33 @@ DISCARDED_USAGE_KEY = "discarded_usage"
 attempts that were asked again and not kept (an empty reply), still paid for."""
 
 
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _discarded(record: object) -> dict[str, Any] | None:
+    """A discarded attempt's usage as stored in a marker, or None when it is not one.
+
+    The marker comes back from imports too: only token counts are kept.
+    """
+    if not isinstance(record, Mapping):
+        return None
+    counts = {k: record.get(k, 0) for k in ("input_tokens", "output_tokens")}
+    if not all(_is_count(v) for v in counts.values()):
+        return None
+    details = record.get("input_token_details")
+    if isinstance(details, Mapping):
+        kept = {str(k): v for k, v in details.items() if _is_count(v)}
+        counts["input_token_details"] = kept
+    return counts
+
+
 def reply_usages(message: AIMessage) -> list[Mapping[str, Any]]:
     """The usage of every model call behind ``message``: its own, then discarded ones."""
     out: list[Mapping[str, Any]] = [message.usage_metadata] if message.usage_metadata else []
+    # agentgraph.history.kinds.AGENTGRAPH_KEY, spelled out: this module stays light to import.
     meta = message.additional_kwargs.get("agentgraph")
     extra = meta.get(DISCARDED_USAGE_KEY) if isinstance(meta, Mapping) else None
     if isinstance(extra, list):
-        out.extend(u for u in extra if isinstance(u, Mapping))
+        out.extend(u for u in map(_discarded, extra) if u is not None)
     return out

@@ -13,7 +13,7 @@ import contextlib
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,12 +233,6 @@ def find_imported(store: Store, imported: ImportedSession) -> SessionInfo | None
     return info if same else None
 
 
-def _tokens(usage: Mapping[str, Any], key: str) -> int:
-    """A token count of an imported usage record (anything but a count is 0)."""
-    value = usage.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def import_session(
     store: Store,
     imported: ImportedSession,
@@ -296,8 +290,8 @@ def import_session(
         compactions=imported.compactions,
         # The transcript keeps each reply's tokens, not what they cost or how many came
         # from a cache: those stay unknown.
-        input_tokens=sum(_tokens(u, "input_tokens") for u in usages),
-        output_tokens=sum(_tokens(u, "output_tokens") for u in usages),
+        input_tokens=sum(int(u.get("input_tokens") or 0) for u in usages),
+        output_tokens=sum(int(u.get("output_tokens") or 0) for u in usages),
         cost_usd=None,
         model=next((m for m in reversed(models) if isinstance(m, str) and m), ""),
     )

@@ -96,3 +96,11 @@ def test_the_empty_attempt_is_still_counted() -> None:
 def test_at_the_step_limit_the_ask_is_for_an_answer_not_a_call() -> None:
     _, call, _ = _run(AIMessage(""), AIMessage("done"), tool_choice="none")
     assert call.requests[1].messages[-1] == HumanMessage(EMPTY_REPLY_ANSWER_NUDGE)
+
+
+def test_a_hostile_discarded_usage_from_an_import_is_not_counted() -> None:
+    records = [{"input_tokens": "abc"}, {"input_tokens": [1]}, "junk", {"input_tokens": 5}]
+    reply = AIMessage("ok", additional_kwargs={"agentgraph": {"discarded_usage": records}})
+    totals = UsageTotals()
+    totals.add_message(reply)
+    assert (totals.input_tokens, totals.output_tokens) == (5, 0)
