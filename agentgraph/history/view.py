@@ -131,6 +131,15 @@ def _split_prefix(
     return systems
 
 
+def _sent(messages: Sequence[BaseMessage]) -> int:
+    """Messages of a view body that count as sent (synthetic results do not)."""
+    return sum(
+        1
+        for m in messages
+        if not (m.additional_kwargs and agentgraph_kind(m) == SYNTHETIC_RESULT_KIND)
+    )
+
+
 def _build_view(
     messages: Sequence[BaseMessage],
     system: Sequence[SystemMessage],
@@ -196,11 +205,7 @@ def _build_view_whole(
         view = truncate_messages_safely(view, len(view))
         tokens, overflow = sum(counter([m]) for m in view), False
     stored = sum(1 for m in messages if not isinstance(m, SystemMessage))
-    sent = sum(
-        1
-        for m in view[len(head) :]
-        if not (m.additional_kwargs and agentgraph_kind(m) == SYNTHETIC_RESULT_KIND)
-    )
+    sent = _sent(view[len(head) :])
     # Window and trim only ever remove messages: the same length is nothing cut.
     whole = not overflow and len(view) == len(head) + len(normalized)
     return PromptView(view, tokens, overflow, stored - sent, repaired), len(head) if whole else None
@@ -293,15 +298,6 @@ def _links(msg: BaseMessage) -> list[str]:
     if type(msg) is ToolMessage:
         ids.append(msg.tool_call_id)
     return ids
-
-
-def _sent(messages: Sequence[BaseMessage]) -> int:
-    """Messages of a view body that count as sent (synthetic results do not)."""
-    return sum(
-        1
-        for m in messages
-        if not (m.additional_kwargs and agentgraph_kind(m) == SYNTHETIC_RESULT_KIND)
-    )
 
 
 @dataclass(frozen=True)
@@ -537,8 +533,8 @@ def _extend(
     tokens = last.view.tokens + sum(counter(group) for group in group_messages(added))
     if tokens > max_tokens:
         return None
-    for msg in added:  # synthetic results answer the new calls: ids already linked
-        tail_links.update(_links(msg))
+    # ``added`` links no id beyond ``tail_links``: the repair only drops calls and adds
+    # synthetic results for the new calls (renames were refused above).
     stored = last.stored + len(tail)
     sent = last.sent + _sent(added)
     # An equal live system prompt is a new object each call: the view shows this one.
