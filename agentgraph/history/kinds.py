@@ -119,8 +119,12 @@ def stamped(msg: _M, when: float | None = None, *, again: bool = False) -> _M:
     """
     if not again and message_time(msg) is not None:
         return msg
+    return with_marker(msg, **{TIMESTAMP_KEY: time.time() if when is None else when})
+
+
+def with_marker(msg: _M, **fields: object) -> _M:
+    """A copy of ``msg`` whose marker dict has ``fields`` set (the rest of it kept)."""
     meta = msg.additional_kwargs.get(AGENTGRAPH_KEY)
-    marker = dict(meta) if isinstance(meta, Mapping) else {}
-    marker[TIMESTAMP_KEY] = time.time() if when is None else when
+    marker = {**(meta if isinstance(meta, Mapping) else {}), **fields}
     kwargs = {**msg.additional_kwargs, AGENTGRAPH_KEY: marker}
     return msg.model_copy(update={"additional_kwargs": kwargs})

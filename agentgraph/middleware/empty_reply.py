@@ -26,7 +26,7 @@ from langgraph.errors import GraphBubbleUp
 
 from agentgraph.context.pricing import DISCARDED_USAGE_KEY
 from agentgraph.history.calls import hit_output_limit
-from agentgraph.history.kinds import AGENTGRAPH_KEY
+from agentgraph.history.kinds import AGENTGRAPH_KEY, with_marker
 from agentgraph.middleware.events import Emit, emit
 
 __all__ = ["EMPTY_REPLY_ANSWER_NUDGE", "EMPTY_REPLY_NUDGE", "EmptyReplyMiddleware"]
@@ -66,12 +66,9 @@ def _with_discarded_usage(response: ModelResponse, empty: AIMessage) -> ModelRes
     for i, message in enumerate(result):
         if isinstance(message, AIMessage):
             meta = message.additional_kwargs.get(AGENTGRAPH_KEY)
-            marker = dict(meta) if isinstance(meta, Mapping) else {}
-            earlier = marker.get(DISCARDED_USAGE_KEY)
+            earlier = meta.get(DISCARDED_USAGE_KEY) if isinstance(meta, Mapping) else None
             usages = [*(earlier if isinstance(earlier, list) else []), dict(empty.usage_metadata)]
-            marker[DISCARDED_USAGE_KEY] = usages
-            kwargs = {**message.additional_kwargs, AGENTGRAPH_KEY: marker}
-            result[i] = message.model_copy(update={"additional_kwargs": kwargs})
+            result[i] = with_marker(message, **{DISCARDED_USAGE_KEY: usages})
             break
     return ModelResponse(result=result, structured_response=response.structured_response)
 
