@@ -1,4 +1,4 @@
-"""Wiring only: planner → tools → planner … → finalize."""
+"""Wiring only: planner → tools → planner … → end; finalize at the loop cap."""
 
 from __future__ import annotations
 
@@ -21,9 +21,14 @@ from agentgraph.state import AppState
 
 
 def make_route_after_planner(deps: AgentDeps) -> Callable[[AppState], str]:
-    """Run tools while the model asks for them and the run's loop cap allows."""
+    """Run tools while the model asks for them and the run's loop cap allows.
 
-    def route_after_planner(state: AppState) -> Literal["tools", "finalize"]:
+    A reply without tool calls ends the run; ``finalize`` runs only when the loop cap
+    leaves calls unanswered. (Passing an answer through a node that does nothing
+    with it cost a superstep and a checkpoint write per turn.)
+    """
+
+    def route_after_planner(state: AppState) -> Literal["tools", "finalize", "__end__"]:
         messages = state.get("messages") or []
         last = messages[-1] if messages else None
         loops = int(state.get("loops") or 0)
@@ -33,9 +38,9 @@ def make_route_after_planner(deps: AgentDeps) -> Callable[[AppState], str]:
         except RuntimeError:  # called outside a run
             runtime = None
         cap = loop_cap(getattr(runtime, "context", None), deps.settings)
-        if isinstance(last, AIMessage) and last.tool_calls and loops < cap:
-            return "tools"
-        return "finalize"
+        if not (isinstance(last, AIMessage) and last.tool_calls):
+            return "__end__"  # LangGraph's END
+        return "tools" if loops < cap else "finalize"
 
     return route_after_planner
 
@@ -51,7 +56,9 @@ def build_graph(
     graph.add_node("tools", make_tools_node(deps))  # type: ignore[call-overload,arg-type,unused-ignore]
     graph.add_node("finalize", make_finalize(deps))  # type: ignore[call-overload,arg-type,unused-ignore]
     graph.add_edge(START, "planner")
-    graph.add_conditional_edges("planner", make_route_after_planner(deps), ["tools", "finalize"])
+    graph.add_conditional_edges(
+        "planner", make_route_after_planner(deps), ["tools", "finalize", END]
+    )
     graph.add_edge("tools", "planner")
     graph.add_edge("finalize", END)
     return graph.compile(checkpointer=checkpointer, store=store)
