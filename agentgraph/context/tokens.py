@@ -713,6 +713,7 @@ def anchored_prompt_tokens(
     counter: TokenCounter,
     *,
     fixed_tokens: int | None = None,
+    unanchored: int | None = None,
 ) -> tuple[int, Literal["reported", "exact", "estimate"]]:
     """Prompt size anchored on the provider's last reported usage.
 
@@ -732,6 +733,8 @@ def anchored_prompt_tokens(
             Enables a sanity check: an anchor that disagrees with our own
             count of the same prefix by more than ``ANCHOR_MAX_DEVIATION_RATIO``
             (e.g. a pre-compaction response kept in the history) is ignored.
+        unanchored: ``(fixed_tokens or 0) + counter.count_messages(messages)``, when
+            the caller already has it (the messages are not counted again).
 
     Returns:
         ``(tokens, source)``; source is ``"reported"`` when anchored, else
@@ -745,10 +748,15 @@ def anchored_prompt_tokens(
                 break
             after = sum(map(counter.count_message, messages[index + 1 :]))
             if fixed_tokens is not None:
-                ours = fixed_tokens + counter.count_messages(messages[: index + 1])
+                if unanchored is not None:
+                    ours = unanchored - after
+                else:
+                    ours = fixed_tokens + counter.count_messages(messages[: index + 1])
                 if abs(reported - ours) > ANCHOR_MAX_DEVIATION_RATIO * max(ours, reported):
                     break
                 if counter.source == "estimate" and 0 < ours < reported:
                     after = math.ceil(after * min(reported / ours, ESTIMATE_SCALE_MAX))
             return reported + after, "reported"
+    if unanchored is not None:
+        return unanchored, counter.source
     return (fixed_tokens or 0) + counter.count_messages(messages), counter.source

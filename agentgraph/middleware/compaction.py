@@ -31,7 +31,7 @@ from langgraph.types import Command
 
 from agentgraph.context.compaction import since_last_boundary
 from agentgraph.context.model_errors import to_model_error
-from agentgraph.context.tokens import anchored_prompt_tokens
+from agentgraph.context.tokens import REPLY_PRIMING_TOKENS, anchored_prompt_tokens
 from agentgraph.deps import CompactionOutcome, Compactor
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.prompt_view import PromptViewMiddleware, Tools
@@ -122,9 +122,16 @@ class CompactionMiddleware(AgentMiddleware):
         counter = self.view.counter
         fixed = self.view.fixed_tokens(request.system_message, request.tools)
         body = [m for m in request.messages if not isinstance(m, SystemMessage)]
-        system = [request.system_message] if request.system_message is not None else []
-        tokens = counter.count_messages([*system, *body]) + counter.count_tools(request.tools)
-        reported, source = anchored_prompt_tokens(body, counter, fixed_tokens=fixed)
+        if len(body) == len(request.messages):  # the view itself: counted as it was built
+            tokens = self.view.prompt_tokens(
+                request.system_message, request.messages, request.tools
+            )
+        else:
+            system = [request.system_message] if request.system_message is not None else []
+            tokens = counter.count_messages([*system, *body]) + counter.count_tools(request.tools)
+        reported, source = anchored_prompt_tokens(
+            body, counter, fixed_tokens=fixed, unanchored=tokens + REPLY_PRIMING_TOKENS
+        )
         if source == "reported":
             tokens = max(tokens, reported)
         return tokens >= self.view.budget.compact_at

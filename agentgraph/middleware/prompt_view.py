@@ -94,6 +94,10 @@ class PromptViewMiddleware(AgentMiddleware):
         # Each call's history is the last one's plus the reply and its results: the
         # view is extended rather than rebuilt (the same view, for a fraction).
         self._views = IncrementalPromptView()
+        # The last view built: its message list as sent on, with what it was built
+        # under, and its tokens (later units of the call ask for the same figure).
+        self._last: tuple[list[BaseMessage], tuple[BaseMessage, ...], object, object, int] | None
+        self._last = None
 
     def fixed_tokens(self, system: SystemMessage | None, tools: Tools) -> int:
         """Tokens of the system prompt and tool schemas, sent with every call."""
@@ -127,7 +131,29 @@ class PromptViewMiddleware(AgentMiddleware):
             problems = validate_history(prompt)
             if problems:
                 raise AssertionError("invalid prompt view: " + "; ".join(problems))
+        self._last = (body, tuple(body), system, tools, tokens)
         return PromptView(messages=body, tokens=tokens, overflow=view.overflow)
+
+    def prompt_tokens(
+        self, system: SystemMessage | None, messages: Sequence[BaseMessage], tools: Tools
+    ) -> int:
+        """Tokens of the prompt ``system`` + ``messages`` + ``tools``.
+
+        The last built view's figure when ``messages`` is that view's list, unchanged,
+        under the same system prompt and tools (compaction's check and the call itself
+        ask right after the view is built); counted otherwise.
+        """
+        last = self._last
+        if (
+            last is not None
+            and messages is last[0]
+            and system is last[2]
+            and tools is last[3]
+            and tuple(messages) == last[1]  # elements compared by identity first
+        ):
+            return last[4]
+        counted = self.counter.count_messages([*_system(system), *messages])
+        return counted + self.counter.count_tools(list(tools))
 
     def wrap_model_call(
         self,

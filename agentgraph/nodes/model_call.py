@@ -69,7 +69,8 @@ def _failure(exc: Exception, prompt_tokens: int) -> Exception:
 
 def make_model_call(deps: AgentDeps) -> ModelCall:
     """The model call of ``deps.model`` through the context pipeline."""
-    chain = compose(context_pipeline(deps).middleware)
+    pipeline = context_pipeline(deps)
+    chain = compose(pipeline.middleware)
     configured = deps.settings.max_output_tokens
 
     def call_model(
@@ -103,7 +104,7 @@ def make_model_call(deps: AgentDeps) -> ModelCall:
                 *request.messages,
             ]
             sent.append(
-                deps.counter.count_messages(prompt) + deps.counter.count_tools(request.tools)
+                pipeline.view.prompt_tokens(request.system_message, request.messages, request.tools)
             )
             model: Any = deps.model
             if request.tools:

@@ -66,3 +66,24 @@ def test_a_newest_turn_over_budget_has_its_tool_outputs_cut_in_the_view_only() -
     assert results and all("truncated" in str(m.content) for m in results)
     assert view.tokens <= unit.budget.usable
     assert all(len(str(m.content)) > 60_000 for m in full if isinstance(m, ToolMessage))
+
+
+def test_the_prompt_is_counted_once_per_view_and_again_when_it_changed() -> None:
+    """The view's tokens serve later asks about the very list it built; any other list,
+    system prompt or tool set is counted."""
+    unit = _unit()
+    full = history(6)
+    view = unit.build(full, SYSTEM, [])
+    counted = unit.counter.count_messages([SYSTEM, *view.messages])
+    assert unit.prompt_tokens(SYSTEM, view.messages, []) == view.tokens == counted
+    longer = [*view.messages, HumanMessage("one more question " * 40, id="u-more")]
+    assert unit.prompt_tokens(SYSTEM, longer, []) == unit.counter.count_messages([SYSTEM, *longer])
+    other = SystemMessage("another system prompt " * 30)
+    assert unit.prompt_tokens(other, view.messages, []) == unit.counter.count_messages(
+        [other, *view.messages]
+    )
+    # The same list object, changed in place after the build, is counted again.
+    view.messages[-1] = HumanMessage("replaced " * 50, id="u-replaced")
+    assert unit.prompt_tokens(SYSTEM, view.messages, []) == unit.counter.count_messages(
+        [SYSTEM, *view.messages]
+    )

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -521,3 +523,41 @@ def test_an_estimate_after_the_anchor_follows_the_providers_higher_count() -> No
     assert anchored_prompt_tokens(msgs_exact, exact, fixed_tokens=100)[0] == int(
         ours_exact * 1.5
     ) + sum(exact.count_message(m) for m in after)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    shapes=st.lists(
+        st.tuples(
+            st.sampled_from(["user", "ai", "ai_usage", "tool"]),
+            st.integers(min_value=0, max_value=400),  # words
+            st.floats(min_value=0.3, max_value=3.0),  # reported / our count
+        ),
+        max_size=12,
+    ),
+    fixed=st.integers(min_value=0, max_value=5_000),
+    model=st.sampled_from(["gpt-4o", "qwen2.5-coder-1.5b"]),
+)
+def test_an_anchor_given_the_callers_count_equals_one_counted_here(
+    shapes: list[tuple[str, int, float]], fixed: int, model: str
+) -> None:
+    """Passing the count the caller already has (``unanchored``) changes nothing."""
+    counter = TokenCounter(model)
+    msgs: list[BaseMessage] = []
+    for n, (kind, words, ratio) in enumerate(shapes):
+        text = "word " * words
+        if kind == "user":
+            msgs.append(HumanMessage(text, id=f"u{n}"))
+        elif kind == "tool":
+            msgs.append(ToolMessage(text, tool_call_id=f"c{n}", id=f"t{n}"))
+        else:
+            ai = AIMessage(text, id=f"a{n}")
+            if kind == "ai_usage":
+                ours = fixed + counter.count_messages([*msgs, ai])
+                reported = max(int(ours * ratio), 1)
+                ai = AIMessage(text, id=f"a{n}", usage_metadata=_usage(reported, 0))  # type: ignore[arg-type]
+            msgs.append(ai)
+    unanchored = fixed + counter.count_messages(msgs)
+    assert anchored_prompt_tokens(
+        msgs, counter, fixed_tokens=fixed, unanchored=unanchored
+    ) == anchored_prompt_tokens(msgs, counter, fixed_tokens=fixed)
