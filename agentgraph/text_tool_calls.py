@@ -3,9 +3,12 @@
 Small local models (Qwen2.5-Coder through llama.cpp, some Ollama builds) often answer a
 request that declared tools with the call written as text: bare JSON, a fenced ```json
 block, or Hermes-style ``<tool_call>…</tool_call>`` tags (or Qwen's ``<tools>``), with
-``name``/``arguments``, ``name``/``parameters`` or OpenAI's ``function`` shape. The
-endpoint then returns no ``tool_calls`` and nothing runs. :func:`extract_text_tool_calls`
-finds such calls when they name declared tools; everything else stays text.
+``name``/``arguments``, ``name``/``parameters`` or OpenAI's ``function`` shape, or as
+function elements: ``<function name="read_file" arguments='{"path": "a.py"}' />``,
+``<function name="read_file">{…}</function>`` or Llama's
+``<function=read_file>{…}</function>``. The endpoint then returns no ``tool_calls``
+and nothing runs. :func:`extract_text_tool_calls` finds such calls when they name
+declared tools; everything else stays text.
 
 The rule is conservative on purpose: a reply is rewritten only when every JSON candidate
 found in the chosen syntax is a well-formed call of a declared tool. Prose that merely
@@ -16,10 +19,11 @@ caller can tell the model, and the text is kept as it was.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +39,31 @@ MAX_JSON_DEPTH = 64
 CALL_TAGS = ("tool_call", "function_call", "tool_calls", "tools")
 # The opening of a fence a call may be written in: JSON, tool_call or no language.
 FENCE_OPEN_PATTERN = r"```[ \t]*(?:json|JSON|tool_call)?[ \t]*\n"
-_TAGGED = re.compile(rf"<({'|'.join(CALL_TAGS)})>\s*(.*?)\s*</\1>", re.DOTALL | re.IGNORECASE)
+_TAG_OPEN = re.compile(rf"<({'|'.join(CALL_TAGS)})>", re.IGNORECASE)
+# A tag's closing right after what it holds, and anywhere later.
+_TAG_CLOSE_AT = {tag: re.compile(rf"\s*</{tag}>", re.IGNORECASE) for tag in CALL_TAGS}
+_TAG_CLOSE = {tag: re.compile(rf"</{tag}>", re.IGNORECASE) for tag in CALL_TAGS}
 _FENCE_OPEN = re.compile(FENCE_OPEN_PATTERN)
-_FENCE = "```"
+_FENCE_CLOSE_AT = re.compile(r"\s*```")
+_SPACE = re.compile(r"\s*")
+_DECODER = json.JSONDecoder()
+# Where a function element starts (streamed text is held from there).
+FUNCTION_ELEMENT_START_PATTERN = r"<function[\s=]"
+# A call written as a function element: ``<function name="x" arguments='{…}' />``,
+# ``<function name="x">{…}</function>`` or ``<function=x>{…}</function>``. An
+# attribute's value ends at the first closing quote followed by "/>", so JSON holding
+# the other quote is read whole; HTML-escaped quotes in it are unescaped.
+_NAME = r"[A-Za-z_][\w.-]{0,127}"
+_FUNCTION_START = re.compile(
+    rf"""<function(?:\s+name\s*=\s*(?:"({_NAME})"|'({_NAME})')|=({_NAME})>)""", re.IGNORECASE
+)
+_ARGS_ATTR = re.compile(r"""\s+(?:arguments|parameters|args)\s*=\s*(["'])""", re.IGNORECASE)
+_ELEMENT_OPEN_END = re.compile(r"\s*>")
+_ELEMENT_SELF_CLOSE = {quote: re.compile(rf"{quote}\s*/>") for quote in "\"'"}
+_FUNCTION_CLOSE_AT = re.compile(r"\s*</function>", re.IGNORECASE)
+
+# Every scan below moves forward through the reply and never searches the same stretch
+# twice, so a hostile reply (thousands of unclosed tags or brackets) costs linear time.
 
 
 @dataclass
@@ -109,69 +135,158 @@ def _calls_in(value: Any) -> list[tuple[str, dict[str, Any]]] | None:
     return [c for c in calls if c is not None]
 
 
-def _json_objects(text: str) -> Iterator[tuple[int, int, Any]]:
-    """Top-level JSON values in ``text`` with their spans (bare JSON replies)."""
-    decoder = json.JSONDecoder()
-    i = 0
-    while i < len(text):
-        start = min((p for p in (text.find("{", i), text.find("[", i)) if p >= 0), default=-1)
-        if start < 0:
-            return
-        try:
-            value, end = decoder.raw_decode(text, start)
-        except (ValueError, RecursionError):
-            i = start + 1
-            continue
-        if _depth_ok(value):
-            yield start, end, value
-        i = end
+def _value_at(text: str, pos: int) -> tuple[Any, int] | None:
+    """The JSON value starting at ``pos`` (after whitespace) and where it ends."""
+    start = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s* always matches
+    try:
+        value, end = _DECODER.raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return None
+    return (value, end) if _depth_ok(value) else None
+
+
+def _bare_values(text: str) -> list[tuple[int, int, Any]] | None:
+    """The JSON values of a reply that is nothing but JSON (and whitespace), else None.
+
+    A sentence with an inline object is prose.
+    """
+    found: list[tuple[int, int, Any]] = []
+    pos = _SPACE.match(text).end()  # type: ignore[union-attr]
+    while pos < len(text):
+        if text[pos] not in "{[":
+            return None
+        parsed = _value_at(text, pos)
+        if parsed is None:
+            return None
+        found.append((pos, parsed[1], parsed[0]))
+        pos = _SPACE.match(text, parsed[1]).end()  # type: ignore[union-attr]
+    return found or None
 
 
 def _fenced_blocks(text: str) -> list[tuple[int, int, Any]] | None:
     """JSON values in Markdown code fences, with their spans; None when one is not JSON.
 
-    A fence closes at the first ````` after which the body parses as JSON: a value
-    holding ````` itself (an edit of a Markdown file) does not end the block early.
+    A fence holds one JSON value and closes right after it: a value holding ```````
+    itself (an edit of a Markdown file) does not end the block early.
     """
     found: list[tuple[int, int, Any]] = []
     pos = 0
     while (opening := _FENCE_OPEN.search(text, pos)) is not None:
-        close = text.find(_FENCE, opening.end())
-        value = None
-        while close >= 0:
-            value = _loads(text[opening.end() : close])
-            if value is not None:
-                break
-            close = text.find(_FENCE, close + 1)
-        if value is None:
+        parsed = _value_at(text, opening.end())
+        closing = _FENCE_CLOSE_AT.match(text, parsed[1]) if parsed is not None else None
+        if parsed is None or closing is None:
             return None  # a fenced block that is not JSON: leave the reply alone
-        pos = close + len(_FENCE)
-        found.append((opening.start(), pos, value))
+        pos = closing.end()
+        found.append((opening.start(), pos, parsed[0]))
+    return found
+
+
+def _arguments(raw: str) -> Any:
+    """An attribute's arguments: JSON, else HTML-unescaped JSON; ``[]`` when neither.
+
+    A list is no arguments object: the reply it is in stays text.
+    """
+    raw = raw.strip()
+    args = _loads(raw) if raw else {}
+    if args is None and "&" in raw:
+        args = _loads(html.unescape(raw))
+    return args if args is not None else []
+
+
+def _function_elements(text: str) -> list[tuple[int, int, Any]]:
+    """Calls written as function elements, with their spans (each a call object)."""
+    found: list[tuple[int, int, Any]] = []
+    unclosed: dict[str, int] = {}  # quote -> where its "/>" was last looked for in vain
+    pos = 0
+    while (start := _FUNCTION_START.search(text, pos)) is not None:
+        pos = start.end()
+        name = start.group(1) or start.group(2) or start.group(3)
+        if start.group(3) is None:  # a name attribute: arguments attribute or a body
+            attr = _ARGS_ATTR.match(text, pos)
+            if attr is not None:
+                quote = attr.group(1)
+                if attr.end() >= unclosed.get(quote, len(text) + 1):
+                    continue
+                closing = _ELEMENT_SELF_CLOSE[quote].search(text, attr.end())
+                if closing is None:
+                    unclosed[quote] = attr.end()
+                    continue
+                args = _arguments(text[attr.end() : closing.start()])
+                found.append((start.start(), closing.end(), {"name": name, "arguments": args}))
+                pos = closing.end()
+                continue
+            opened = _ELEMENT_OPEN_END.match(text, pos)
+            if opened is None:
+                continue
+            pos = opened.end()
+        empty = _FUNCTION_CLOSE_AT.match(text, pos)
+        if empty is not None:
+            found.append((start.start(), empty.end(), {"name": name, "arguments": {}}))
+            pos = empty.end()
+            continue
+        parsed = _value_at(text, pos)
+        closing = _FUNCTION_CLOSE_AT.match(text, parsed[1]) if parsed is not None else None
+        if parsed is None or closing is None:
+            continue
+        found.append((start.start(), closing.end(), {"name": name, "arguments": parsed[0]}))
+        pos = closing.end()
+    return found
+
+
+def _only_elements(text: str) -> list[tuple[int, int, Any]] | None:
+    """The function elements of ``text`` when nothing else but whitespace is there."""
+    elements = _function_elements(text)
+    rest = text
+    for start, end, _ in reversed(elements):
+        rest = rest[:start] + rest[end:]
+    return elements if elements and not rest.strip() else None
+
+
+def _tagged_blocks(text: str) -> list[tuple[int, int, Any]] | None:
+    """What call tags hold (JSON, or function elements), with the tags' spans.
+
+    None when a closed tag holds anything else: the reply is left alone.
+    """
+    found: list[tuple[int, int, Any]] = []
+    unclosed: set[str] = set()  # tags with no closing after the last one looked for
+    pos = 0
+    while (opening := _TAG_OPEN.search(text, pos)) is not None:
+        pos = opening.end()
+        tag = opening.group(1).lower()
+        parsed = _value_at(text, pos)
+        closing = _TAG_CLOSE_AT[tag].match(text, parsed[1]) if parsed is not None else None
+        if parsed is not None and closing is not None:
+            found.append((opening.start(), closing.end(), parsed[0]))
+            pos = closing.end()
+            continue
+        if tag in unclosed:
+            continue
+        closing = _TAG_CLOSE[tag].search(text, pos)
+        if closing is None:
+            unclosed.add(tag)  # an unclosed tag is no call syntax
+            continue
+        # Function elements inside the tags (Qwen writes its calls so too).
+        elements = _only_elements(text[pos : closing.start()])
+        if elements is None:
+            return None  # a tagged block that is neither: leave the reply alone
+        found.append((opening.start(), closing.end(), [call for _s, _e, call in elements]))
+        pos = closing.end()
     return found
 
 
 def _spans(text: str) -> list[tuple[int, int, Any]] | None:
-    """Candidate call spans in the first syntax that appears: tags, fences, bare JSON."""
-    found = []
-    for match in _TAGGED.finditer(text):
-        value = _loads(match.group(2))
-        if value is None:
-            return None  # a tagged block that is not JSON: leave the reply alone
-        found.append((match.start(), match.end(), value))
-    if found:
-        return found
+    """Candidate call spans in the first syntax that appears: tags, function elements,
+    fences, bare JSON."""
+    tagged = _tagged_blocks(text)
+    if tagged is None or tagged:
+        return tagged
+    elements = _function_elements(text)
+    if elements:
+        return elements
     fenced = _fenced_blocks(text)
     if fenced:
         return fenced
-    bare = list(_json_objects(text))
-    if not bare:
-        return None
-    # Bare JSON counts only when the reply is nothing but JSON (and whitespace): a
-    # sentence with an inline object is prose.
-    rest = text
-    for start, end, _ in reversed(bare):
-        rest = rest[:start] + rest[end:]
-    return bare if not rest.strip() else None
+    return _bare_values(text)
 
 
 def extract_text_tool_calls(text: str, declared: Collection[str]) -> TextToolCalls:

@@ -33,7 +33,12 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import ChatGenerationChunk, GenerationChunk
 
 from agentgraph.middleware.events import emit
-from agentgraph.text_tool_calls import CALL_TAGS, FENCE_OPEN_PATTERN, extract_text_tool_calls
+from agentgraph.text_tool_calls import (
+    CALL_TAGS,
+    FENCE_OPEN_PATTERN,
+    FUNCTION_ELEMENT_START_PATTERN,
+    extract_text_tool_calls,
+)
 
 __all__ = ["NOSTREAM_TAG", "STREAMED_NODES", "TOKEN_EVENT", "TokenStreamer"]
 
@@ -46,13 +51,13 @@ NAMESPACE_SEPARATOR = "|"
 
 T = TypeVar("T")
 
-# Where a call written as text starts (the syntaxes text_tool_calls accepts): a tag, or
-# a fence of JSON or of no language.
+# Where a call written as text starts (the syntaxes text_tool_calls accepts): a tag, a
+# function element, or a fence of JSON or of no language.
 _CALL_START = re.compile(
-    rf"<(?:{'|'.join(CALL_TAGS)})>|{FENCE_OPEN_PATTERN}",
+    rf"<(?:{'|'.join(CALL_TAGS)})>|{FUNCTION_ELEMENT_START_PATTERN}|{FENCE_OPEN_PATTERN}",
     re.IGNORECASE,
 )
-_TAG_STARTS = tuple(f"<{tag}>" for tag in CALL_TAGS)
+_TAG_STARTS = (*(f"<{tag}>" for tag in CALL_TAGS), "<function ", "<function=")
 _FENCE_START = re.compile(r"`{1,2}|```[ \t]*[A-Za-z_]*[ \t]*")
 # A tail longer than this is not the start of a call syntax (the longest is a fence
 # with a language and some spaces).

@@ -213,15 +213,21 @@ def test_calls_written_as_text_are_not_streamed_as_answer_text(home: Path, works
             {"content": f"I'll read it.\n<tool_call>\n{call}\n</tool_call>"},
             {"content": f"```json\n{call}\n```"},
             {"content": call},
+            # Qwen2.5-Coder 1.5B through llama.cpp, and Llama's function syntax.
+            {
+                "content": '<tools>\n<function name="read_file" arguments=\'{"path": "app.py"}\' />'
+                "\n</tools>"
+            },
+            {"content": 'Again.\n<function=read_file>{"path": "app.py"}</function>'},
             {"content": "x is 1."},
         ],
     )
     deltas = "".join(str(e["text"]) for e in events if e["type"] == "text_delta")
-    assert deltas == "I'll read it.\nx is 1."
+    assert deltas == "I'll read it.\nAgain.\nx is 1."
     calls = [e for e in events if e["type"] == "tool_call"]
-    assert [c["name"] for c in calls] == ["read_file"] * 3
+    assert [c["name"] for c in calls] == ["read_file"] * 5
     results = [e for e in events if e["type"] == "tool_result"]
-    assert len(results) == 3 and all("x = 1" in str(r["content"]) for r in results)
+    assert len(results) == 5 and all("x = 1" in str(r["content"]) for r in results)
     assert events[-1]["answer"] == "x is 1."
 
 

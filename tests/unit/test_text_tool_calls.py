@@ -61,6 +61,44 @@ def test_qwen_tools_tags_as_its_chat_template_lists_tools() -> None:
     assert extract_text_tool_calls(listing, TOOLS).calls == []
 
 
+def test_qwen_function_elements_inside_its_tools_tags() -> None:
+    """Seen from Qwen2.5-Coder 1.5B through llama.cpp: calls as self-closing elements."""
+    text = (
+        "<tools>\n"
+        '<function name="read_file" arguments=\'{"path": "src/calc.py"}\' />\n'
+        '<function name="run_bash" arguments="{&quot;command&quot;: &quot;pytest -q&quot;}"/>\n'
+        "</tools>"
+    )
+    found = extract_text_tool_calls(text, TOOLS)
+    assert [(c["name"], c["args"]) for c in found.calls] == [
+        ("read_file", {"path": "src/calc.py"}),
+        ("run_bash", {"command": "pytest -q"}),
+    ]
+    assert found.text == ""
+
+
+def test_function_elements_with_a_json_body_and_prose_around() -> None:
+    text = 'Let me look.\n<function=read_file>{"path": "a.py"}</function>'
+    found = extract_text_tool_calls(text, TOOLS)
+    assert [(c["name"], c["args"]) for c in found.calls] == [("read_file", {"path": "a.py"})]
+    assert found.text == "Let me look."
+    body = '<function name="edit_file">{"path": "a", "old_string": "it\'s"}</function>'
+    assert names_args(body) == [("edit_file", {"path": "a", "old_string": "it's"})]
+
+
+def test_function_elements_that_are_not_calls_stay_text() -> None:
+    for text in (
+        "<function name=\"read_file\" arguments='{not json' />",  # unreadable arguments
+        '<function=read_file>["a.py"]</function>',  # arguments that are not an object
+        "<tools>\n<function name=\"read_file\" arguments='{}' />\nand some prose\n</tools>",
+        "Use <b>bold</b> and <function> in prose.",
+    ):
+        found = extract_text_tool_calls(text, TOOLS)
+        assert found.calls == [] and found.text == text
+    undeclared = extract_text_tool_calls("<function=rm_rf>{}</function>", TOOLS)
+    assert undeclared.calls == [] and undeclared.rejected == ["rm_rf"]
+
+
 def test_array_and_tool_calls_wrapper() -> None:
     one = {"name": "read_file", "arguments": {"path": "a"}}
     two = {"function": {"name": "edit_file", "arguments": {"path": "a", "old": "x"}}}
@@ -121,6 +159,49 @@ def test_arbitrary_text_never_raises_and_only_declared_tools_come_out(text: str)
         assert found.text == text
 
 
+FRAGMENTS = [
+    "<tools>",
+    "</tools>",
+    "<TOOL_CALL>",
+    "</tool_call>",
+    "<function=read_file>",
+    "<function=rm>",
+    '<function name="read_file">',
+    "<function name='edit_file' arguments='",
+    '<function name="run_bash" args="',
+    "</function>",
+    "' />",
+    '"/>',
+    '{"path": "a.py"}',
+    '{"name": "read_file", "arguments": {"path": "a"}}',
+    "&quot;",
+    "```json\n",
+    "```",
+    "[",
+    "]",
+    "{",
+    "}",
+    '"',
+    " ",
+    "\n",
+    "prose",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=30))
+def test_call_syntax_fragments_in_any_order_never_raise(fragments: list[str]) -> None:
+    """Pieces of every syntax in any order (unclosed, nested, interleaved): calls of
+    declared tools with object arguments come out, or the text stays as it was."""
+    text = "".join(fragments)
+    found = extract_text_tool_calls(text, TOOLS)
+    assert all(c["name"] in TOOLS and isinstance(c["args"], dict) for c in found.calls)
+    if not found.calls:
+        assert found.text == text
+    else:
+        assert len(found.text) < len(text)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
@@ -131,7 +212,7 @@ def test_arbitrary_text_never_raises_and_only_declared_tools_come_out(text: str)
         min_size=1,
         max_size=4,
     ),
-    st.sampled_from(["bare", "fenced", "tagged"]),
+    st.sampled_from(["bare", "fenced", "tagged", "element", "element_body", "element_tagged"]),
 )
 def test_every_written_call_round_trips(
     calls: list[tuple[str, dict[str, str]]], syntax: str
@@ -141,8 +222,24 @@ def test_every_written_call_round_trips(
         text = "\n".join(objs)
     elif syntax == "fenced":
         text = "\n".join(f"```json\n{o}\n```" for o in objs)
-    else:
+    elif syntax == "tagged":
         text = "\n".join(f"<tool_call>\n{o}\n</tool_call>" for o in objs)
+    else:
+        # A writer escapes what would end the element early; JSON reads it back the same.
+        safe = [
+            json.dumps(a).replace("<", "\\u003c").replace("'", "\\u0027").replace("&", "\\u0026")
+            for _n, a in calls
+        ]
+        if syntax == "element_body":
+            text = "\n".join(
+                f"<function={n}>{a}</function>" for (n, _), a in zip(calls, safe, strict=True)
+            )
+        else:
+            elements = "\n".join(
+                f"<function name=\"{n}\" arguments='{a}' />"
+                for (n, _), a in zip(calls, safe, strict=True)
+            )
+            text = f"<tools>\n{elements}\n</tools>" if syntax == "element_tagged" else elements
     assert names_args(text) == calls
 
 
