@@ -57,13 +57,17 @@ _NAME = r"[A-Za-z_][\w.-]{0,127}"
 _FUNCTION_START = re.compile(
     rf"""<function(?:\s+name\s*=\s*(?:"({_NAME})"|'({_NAME})')|=({_NAME})>)""", re.IGNORECASE
 )
-_ARGS_ATTR = re.compile(r"""\s+(?:arguments|parameters|args)\s*=\s*(["'])""", re.IGNORECASE)
+# Only ``arguments``: a tool definition quoted in prose has ``parameters`` (its schema).
+_ARGS_ATTR = re.compile(r"""\s+arguments\s*=\s*(["'])""", re.IGNORECASE)
 _ELEMENT_OPEN_END = re.compile(r"\s*>")
 _ELEMENT_SELF_CLOSE = {quote: re.compile(rf"{quote}\s*/>") for quote in "\"'"}
 _FUNCTION_CLOSE_AT = re.compile(r"\s*</function>", re.IGNORECASE)
 
 # Every scan below moves forward through the reply and never searches the same stretch
-# twice, so a hostile reply (thousands of unclosed tags or brackets) costs linear time.
+# twice; a JSON value is decoded only where one can start (calls are objects or lists of
+# them), so a hostile reply (thousands of unclosed tags or brackets) costs no more than a
+# few decoding attempts per tag.
+_VALUE_START = re.compile(r"""\{\s*["}]|\[\s*[{\]]""")
 
 
 @dataclass
@@ -138,6 +142,8 @@ def _calls_in(value: Any) -> list[tuple[str, dict[str, Any]]] | None:
 def _value_at(text: str, pos: int) -> tuple[Any, int] | None:
     """The JSON value starting at ``pos`` (after whitespace) and where it ends."""
     start = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s* always matches
+    if _VALUE_START.match(text, start) is None:
+        return None  # no call starts here (and a failed decode would cost the whole text)
     try:
         value, end = _DECODER.raw_decode(text, start)
     except (ValueError, RecursionError):
@@ -242,6 +248,34 @@ def _only_elements(text: str) -> list[tuple[int, int, Any]] | None:
     return elements if elements and not rest.strip() else None
 
 
+def _closing_elements(text: str) -> list[tuple[int, int, Any]] | None:
+    """Function elements that end the reply, after its prose; None otherwise.
+
+    From the first element on, the reply must be nothing but elements: an element quoted
+    in prose (in backticks, in a code block, followed by more prose) is an example, not a
+    call, and a broken element among them leaves the whole reply alone. A call tag opened
+    right before them and never closed (a reply cut short) belongs to them.
+    """
+    elements = _function_elements(text)
+    if not elements:
+        return None
+    pos = elements[0][0]
+    for start, end, _ in elements:
+        if text[pos:start].strip():
+            return None
+        pos = end
+    if text[pos:].strip():
+        return None
+    head = text[: elements[0][0]].rstrip()
+    tail = head[-(max(map(len, CALL_TAGS)) + 2) :].lower()
+    for tag in CALL_TAGS:
+        if tail.endswith(f"<{tag}>"):
+            first = elements[0]
+            elements[0] = (len(head) - len(tag) - 2, first[1], first[2])
+            break
+    return elements
+
+
 def _tagged_blocks(text: str) -> list[tuple[int, int, Any]] | None:
     """What call tags hold (JSON, or function elements), with the tags' spans.
 
@@ -280,7 +314,7 @@ def _spans(text: str) -> list[tuple[int, int, Any]] | None:
     tagged = _tagged_blocks(text)
     if tagged is None or tagged:
         return tagged
-    elements = _function_elements(text)
+    elements = _closing_elements(text)
     if elements:
         return elements
     fenced = _fenced_blocks(text)

@@ -86,6 +86,31 @@ def test_function_elements_with_a_json_body_and_prose_around() -> None:
     assert names_args(body) == [("edit_file", {"path": "a", "old_string": "it's"})]
 
 
+def test_function_elements_quoted_in_prose_stay_text() -> None:
+    """An element in backticks, in a code block, followed by prose, or a quoted tool
+    definition is an example; a broken element leaves the whole reply alone."""
+    for text in (
+        'Llama writes a call like `<function=run_bash>{"command": "rm -rf build"}</function>`.',
+        '```xml\n<function=run_bash>{"command": "ls"}</function>\n```',
+        '<function=read_file>{"path": "a.py"}</function> is how a call looks.',
+        '<function name="read_file" parameters=\'{"type": "object"}\' />',
+        '<function=read_file>{"path": "a.py"}</function>\n'
+        '<function=edit_file>{"path": x}</function>',
+    ):
+        found = extract_text_tool_calls(text, TOOLS)
+        assert found.calls == [] and found.text == text
+
+
+def test_a_reply_cut_before_its_closing_tag_leaves_no_tag_behind() -> None:
+    for text in (
+        '<tools>\n<function name="read_file" arguments=\'{"path": "a.py"}\' />',
+        '<tool_call>\n<function=read_file>{"path": "a.py"}</function>',
+    ):
+        found = extract_text_tool_calls(text, TOOLS)
+        assert [(c["name"], c["args"]) for c in found.calls] == [("read_file", {"path": "a.py"})]
+        assert found.text == ""
+
+
 def test_function_elements_that_are_not_calls_stay_text() -> None:
     for text in (
         "<function name=\"read_file\" arguments='{not json' />",  # unreadable arguments
