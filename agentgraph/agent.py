@@ -31,6 +31,7 @@ from agentgraph.context.compaction import Compactor
 from agentgraph.context.learned_windows import apply_learned_window, remember_learned_window
 from agentgraph.context.pricing import UsageTotals, add_cost
 from agentgraph.context.retry import RetryPolicy
+from agentgraph.context.served_windows import apply_served_window
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.deps import AgentDeps
@@ -211,6 +212,8 @@ class Agent:
         # A window an earlier process learned from this endpoint's error (not when
         # AGENTGRAPH_CONTEXT_WINDOW is set): no oversized first request again.
         apply_learned_window(budget, settings, settings.model)
+        # A local server's model list states the window it serves (llama.cpp, vLLM).
+        apply_served_window(budget, settings, chat_model)
         # Decided (and bwrap probed) once: the notice is shown once, at start.
         self.sandbox = sandbox_plan_for(settings, base_env) if settings.bash != "off" else None
         tools = build_tools(settings, base_env=base_env, sandbox=self.sandbox)

@@ -36,6 +36,7 @@ __all__ = [
     "LearnedWindow",
     "apply_learned_window",
     "endpoint_key",
+    "endpoint_label",
     "learned_window",
     "remember_learned_window",
 ]
@@ -109,7 +110,16 @@ def endpoint_key(base_url: str | None) -> str:
     return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
 
 
-def _endpoint(settings: Settings, model: str) -> str:
+def endpoint_label(settings: Settings, model: str) -> str:
+    """The endpoint requests for ``model`` go to, as the file and notices name it.
+
+    Args:
+        settings: Supplies the base URL and the secrets kept out of the label.
+        model: The model name.
+
+    Returns:
+        Scheme, host, port and path, without credentials or any configured secret.
+    """
     from agentgraph.model import endpoint_url  # the model module imports this one's users
 
     endpoint = endpoint_key(endpoint_url(settings, model))
@@ -250,7 +260,7 @@ def learned_window(settings: Settings, model: str) -> LearnedWindow | None:
     """
     if settings.context_window is not None:
         return None
-    endpoint = _endpoint(settings, model)
+    endpoint = endpoint_label(settings, model)
     entry = _read(_path(settings)).get(endpoint, {}).get(model.strip())
     if entry is None:
         return None
@@ -268,7 +278,7 @@ def remember_learned_window(settings: Settings, model: str, window: int) -> None
     if not _valid_window(window):
         return
     path = _path(settings)
-    endpoint = _endpoint(settings, model)
+    endpoint = endpoint_label(settings, model)
     with _exclusive(path):  # read, change, write: one process at a time
         entries = _read(path)
         entries.setdefault(endpoint, {})[model.strip()] = {

@@ -80,6 +80,8 @@ KEY_VISIBLE_PREFIX_CHARS = 3
 KEY_VISIBLE_SUFFIX_CHARS = 4
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MODELS_PATHS = ("/v1/models", "/models")
+# How GET /v1/models states the window: not at all, as llama.cpp, as vLLM.
+ModelsWindow = Literal["none", "llama.cpp", "vllm"]
 
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 VALID_ROLES = ("system", "assistant", "user", "function", "tool", "developer")
@@ -700,6 +702,7 @@ class FakeOpenAIServer:
         port: int = 0,
         cache_min_tokens: int = CACHE_MIN_TOKENS,
         cache_step_tokens: int = CACHE_STEP_TOKENS,
+        models_window: ModelsWindow = "none",
     ) -> None:
         """Configure the server (it does not listen until started).
 
@@ -721,6 +724,8 @@ class FakeOpenAIServer:
             port: Port to bind (0 = a free one).
             cache_min_tokens: Prompts shorter than this report no cached tokens.
             cache_step_tokens: Cached tokens are reported in multiples of this.
+            models_window: How ``GET /v1/models`` states ``window``: not at all, as
+                llama.cpp (``meta.n_ctx``) or as vLLM (``max_model_len``).
         """
         unknown = set(disabled_rules) - ALL_RULES
         if unknown:
@@ -752,6 +757,7 @@ class FakeOpenAIServer:
         self.overflow_count = 0
         self.cache_min_tokens = cache_min_tokens
         self.cache_step_tokens = max(1, cache_step_tokens)
+        self.models_window: ModelsWindow = models_window
         # (model, tools JSON, message JSONs) of every answered request: the prompt cache.
         self._cached_prompts: list[tuple[str, str, list[str]]] = []
         # The usage block of every answer, in order.
@@ -1238,7 +1244,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if path.rstrip("/") in MODELS_PATHS:
             names = sorted(owner.known_models) if owner.known_models else [DEFAULT_MODEL]
-            data = [{"id": n, "object": "model", "created": 0, "owned_by": "fake"} for n in names]
+            data: list[dict[str, Any]] = [
+                {"id": n, "object": "model", "created": 0, "owned_by": "fake"} for n in names
+            ]
+            for entry in data:
+                if owner.window is not None and owner.models_window == "llama.cpp":
+                    entry["meta"] = {"n_ctx": owner.window, "n_ctx_train": 32_768}
+                elif owner.window is not None and owner.models_window == "vllm":
+                    entry["max_model_len"] = owner.window
             record.status = 200
             self._send_json(200, {"object": "list", "data": data})
             return

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -278,3 +278,40 @@ def test_a_local_model_gets_the_output_reserve_as_max_tokens(
             before = len(server.requests)
             assert run_cli(["run", "hi"], cwd=workspace, env={**env, **extra}).returncode == 0
             assert {_limit(r) for r in server.requests[before:]} == {expected}
+
+
+@pytest.mark.parametrize("style", ["llama.cpp", "vllm"])
+def test_a_local_server_that_states_its_window_is_never_overflowed(
+    tmp_path: Path, workspace: Path, style: Literal["llama.cpp", "vllm"]
+) -> None:
+    """llama-server lists the window it serves as ``meta.n_ctx`` of ``GET /v1/models``,
+    vLLM as ``max_model_len``: the first process starts with it (and says so), so the
+    same task never overflows. An explicit window wins and nothing is asked."""
+    paths = make_workspace(workspace, files=FILES, lines_per_file=LINES_PER_FILE)
+    model = FreshDriverPerRun(paths)
+    with FakeOpenAIServer(
+        [model],
+        window=SERVER_WINDOW_TOKENS,
+        overflow_style="llama.cpp",
+        on_exhausted="repeat_last",
+        models_window=style,
+    ) as server:
+        env = server_env(tmp_path, server.url, "sk-test", AGENTGRAPH_MODEL=MODEL)
+        prompt = "read every log and report the facts"
+        first = run_cli(["run", prompt], cwd=workspace, env=env)
+        assert first.returncode == 0, first.stderr
+        assert model.driver.answered
+        assert server.overflow_count == 0, [server.token_estimate(r) for r in server.requests]
+        asked = [r for r in server.log if r.method == "GET" and r.path.endswith("/models")]
+        assert len(asked) == 1
+        model.restart()
+        explicit = run_cli(
+            ["run", prompt], cwd=workspace, env={**env, "AGENTGRAPH_CONTEXT_WINDOW": "3000"}
+        )
+        assert explicit.returncode == 0, explicit.stderr
+        again = [r for r in server.log if r.method == "GET" and r.path.endswith("/models")]
+        assert again == asked
+    shown = first.stdout + first.stderr
+    assert f"context window {SERVER_WINDOW_TOKENS:,} tokens for {MODEL!r}, as " in shown, shown
+    assert "reports it — AGENTGRAPH_CONTEXT_WINDOW overrides it" in shown
+    assert not (tmp_path / ".agentgraph" / LEARNED_WINDOWS_FILE).exists()  # nothing to learn

@@ -1,0 +1,141 @@
+"""The context window a self-hosted OpenAI-compatible server says it serves.
+
+A local server often runs a model with a smaller window than the model has
+(llama-server's ``--ctx-size``, vLLM's ``--max-model-len``), and agentgraph's table or the
+model's profile knows only the model's. Its first oversized request would fail (and an
+earlier process's error may not have taught the window yet, see
+:mod:`agentgraph.context.learned_windows`). Such servers state the window in their model
+list: llama.cpp as ``meta.n_ctx`` of each ``GET /v1/models`` entry, vLLM as
+``max_model_len``. The list is asked for once, when the agent is built, only from a server
+on this machine or a private network (a hosted endpoint's list says nothing of the kind,
+and a slow one would delay the start), with a short timeout and no retry; a smaller window
+than the budget's is adopted, never a larger one (llama.cpp reports the whole context,
+which its parallel slots share). ``AGENTGRAPH_CONTEXT_WINDOW`` wins: nothing is asked.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from agentgraph.config import Settings
+from agentgraph.context.learned_windows import endpoint_label
+from agentgraph.context.windows import MIN_ADOPTED_WINDOW_TOKENS, Budget
+
+__all__ = [
+    "SERVED_WINDOW_MAX_TOKENS",
+    "SERVED_WINDOW_TIMEOUT_S",
+    "apply_served_window",
+    "is_local_endpoint",
+    "served_window_in",
+]
+
+# The model list is on the same machine or network: it answers in milliseconds, or the
+# chat requests would not work either.
+SERVED_WINDOW_TIMEOUT_S = 2.0
+# A larger figure is not a window (a hostile or broken server).
+SERVED_WINDOW_MAX_TOKENS = 100_000_000
+# Host names that stay on this machine or network.
+LOCAL_HOST_NAMES = frozenset({"localhost", "host.docker.internal"})
+LOCAL_HOST_SUFFIXES = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
+
+
+def is_local_endpoint(base_url: str | None) -> bool:
+    """Whether ``base_url`` names a server on this machine or a private network.
+
+    Args:
+        base_url: The configured endpoint, or None (the provider's own).
+
+    Returns:
+        True for loopback, private and link-local addresses and local host names.
+    """
+    if not base_url:
+        return False
+    try:
+        host = (urlsplit(base_url.strip()).hostname or "").lower()
+    except ValueError:
+        return False
+    if host in LOCAL_HOST_NAMES or host.endswith(LOCAL_HOST_SUFFIXES):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def _window(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if MIN_ADOPTED_WINDOW_TOKENS <= value <= SERVED_WINDOW_MAX_TOKENS else None
+
+
+def _entry_window(entry: Mapping[str, Any]) -> int | None:
+    meta = entry.get("meta")
+    if isinstance(meta, Mapping):  # llama.cpp
+        found = _window(meta.get("n_ctx"))
+        if found is not None:
+            return found
+    return _window(entry.get("max_model_len"))  # vLLM
+
+
+def served_window_in(entries: Iterable[Any], model: str) -> int | None:
+    """The window a model list states for ``model``.
+
+    The entry whose ``id`` is ``model``; a list of one model (llama-server serves one,
+    under whatever name it was started with) stands for it too.
+
+    Args:
+        entries: The ``data`` items of a ``GET /v1/models`` answer (anything).
+        model: The model name requests carry.
+
+    Returns:
+        The window in tokens, or None when the list states none.
+    """
+    listed = [e for e in entries if isinstance(e, Mapping)]
+    named = [e for e in listed if e.get("id") == model]
+    if not named and len(listed) == 1:
+        named = listed
+    windows = {w for w in map(_entry_window, named) if w is not None}
+    return windows.pop() if len(windows) == 1 else None
+
+
+def _listed_models(chat_model: Any) -> list[Any]:
+    """The endpoint's model list through the chat model's own client (its key, headers)."""
+    client = getattr(chat_model, "root_client", None)
+    if client is None:  # not an OpenAI-compatible chat model
+        return []
+    try:
+        quick = client.with_options(timeout=SERVED_WINDOW_TIMEOUT_S, max_retries=0)
+        page = quick.models.list()
+        return [item.model_dump() for item in page.data]
+    except Exception:  # a server without a usable list (any failure): nothing learned
+        return []
+
+
+def apply_served_window(budget: Budget, settings: Settings, chat_model: Any) -> None:
+    """Shrink ``budget`` to the window a local server states for the model, saying so.
+
+    Args:
+        budget: The model's budget.
+        settings: Supplies the endpoint, the model name and ``context_window``.
+        chat_model: The chat model (its client asks the endpoint).
+    """
+    from agentgraph.model import endpoint_url  # the model module imports this one's users
+
+    if settings.context_window is not None:
+        return
+    url = endpoint_url(settings, settings.model)
+    if not is_local_endpoint(url):
+        return
+    window = served_window_in(_listed_models(chat_model), getattr(chat_model, "model_name", ""))
+    if window is None:
+        return
+    notice = (
+        f"context window {window:,} tokens for {settings.model!r}, as "
+        f"{endpoint_label(settings, settings.model)} reports it — AGENTGRAPH_CONTEXT_WINDOW "
+        "overrides it"
+    )
+    budget.adopt_window(window, notice)

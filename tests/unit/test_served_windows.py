@@ -1,0 +1,94 @@
+"""The window a local server states in its model list (agentgraph.context.served_windows)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentgraph.context.served_windows import (
+    SERVED_WINDOW_MAX_TOKENS,
+    is_local_endpoint,
+    served_window_in,
+)
+
+LLAMA = {"id": "qwen", "object": "model", "meta": {"n_ctx": 8192, "n_ctx_train": 32768}}
+VLLM = {"id": "Qwen/Qwen2.5-7B", "object": "model", "max_model_len": 16384}
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("http://127.0.0.1:8089/v1", True),
+        ("http://localhost:11434/v1", True),
+        ("http://[::1]:8000/v1", True),
+        ("http://192.168.1.20:8000/v1", True),
+        ("http://10.0.0.5/v1", True),
+        ("http://gpu-box.local:8000/v1", True),
+        ("http://user:secret@127.0.0.1:8000/v1", True),
+        ("https://api.openai.com/v1", False),
+        ("https://openrouter.ai/api/v1", False),
+        ("http://8.8.8.8/v1", False),
+        ("http://[::1/v1", False),  # unparsable
+        ("", False),
+        (None, False),
+    ],
+)
+def test_only_servers_on_this_machine_or_network_are_asked(url: str | None, local: bool) -> None:
+    assert is_local_endpoint(url) is local
+
+
+def test_llama_cpp_and_vllm_lists_state_the_window() -> None:
+    assert served_window_in([LLAMA], "qwen") == 8192
+    assert served_window_in([VLLM], "Qwen/Qwen2.5-7B") == 16384
+    # llama-server serves one model under whatever name it was started with.
+    assert served_window_in([LLAMA], "qwen2.5-coder-1.5b") == 8192
+    # Several models: only the one requests name counts.
+    other = {**VLLM, "id": "other", "max_model_len": 4096}
+    assert served_window_in([other, VLLM], "Qwen/Qwen2.5-7B") == 16384
+    assert served_window_in([other, VLLM], "missing") is None
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [],
+        [{"id": "qwen"}],  # a list that states nothing (OpenAI, Ollama)
+        [{"id": "qwen", "meta": {"n_ctx": "8192"}}],
+        [{"id": "qwen", "meta": {"n_ctx": True}}],
+        [{"id": "qwen", "meta": {"n_ctx": -1}}],
+        [{"id": "qwen", "meta": {"n_ctx": 12}}],  # below any real window
+        [{"id": "qwen", "max_model_len": SERVED_WINDOW_MAX_TOKENS + 1}],
+        [{"id": "qwen", "max_model_len": 8192.5}],
+        [{"id": "qwen", "meta": [8192]}],
+        ["qwen", 8192, None],
+        [{"id": "qwen", "max_model_len": 8192}, {"id": "qwen", "max_model_len": 4096}],
+    ],
+)
+def test_anything_else_states_no_window(entries: list[Any]) -> None:
+    assert served_window_in(entries, "qwen") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+            lambda inner: (
+                st.lists(inner, max_size=3)
+                | st.dictionaries(
+                    st.sampled_from(["id", "meta", "n_ctx", "max_model_len", "x"]),
+                    inner,
+                    max_size=4,
+                )
+            ),
+            max_leaves=12,
+        ),
+        max_size=4,
+    )
+)
+def test_a_hostile_list_never_raises_and_gives_a_plausible_window(entries: list[Any]) -> None:
+    found = served_window_in(entries, "qwen")
+    assert found is None or (isinstance(found, int) and 1_024 <= found <= SERVED_WINDOW_MAX_TOKENS)
