@@ -31,7 +31,7 @@ from agentgraph.context.compaction import Compactor
 from agentgraph.context.learned_windows import apply_learned_window, remember_learned_window
 from agentgraph.context.pricing import UsageTotals, add_cost
 from agentgraph.context.retry import RetryPolicy
-from agentgraph.context.served_windows import apply_served_window
+from agentgraph.context.served_windows import apply_loaded_window, apply_served_window
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.deps import AgentDeps
@@ -212,8 +212,9 @@ class Agent:
         # A window an earlier process learned from this endpoint's error (not when
         # AGENTGRAPH_CONTEXT_WINDOW is set): no oversized first request again.
         apply_learned_window(budget, settings, settings.model)
-        # A local server's model list states the window it serves (llama.cpp, vLLM).
-        apply_served_window(budget, settings, chat_model)
+        # A local server's model list states the window it serves (llama.cpp, vLLM);
+        # one that states none may be Ollama, asked after the first reply.
+        self._ask_loaded_window = apply_served_window(budget, settings, chat_model)
         # Decided (and bwrap probed) once: the notice is shown once, at start.
         self.sandbox = sandbox_plan_for(settings, base_env) if settings.bash != "off" else None
         tools = build_tools(settings, base_env=base_env, sandbox=self.sandbox)
@@ -768,6 +769,17 @@ class Agent:
                     for msg in new_messages(update):
                         if isinstance(msg, AIMessage):
                             turn.partial.clear()  # this reply is complete and stored
+                            if self._ask_loaded_window:
+                                # Ollama has loaded the model: it says what context it
+                                # allocated, before the next request is built.
+                                self._ask_loaded_window = False
+                                notice = apply_loaded_window(
+                                    self.deps.budget,
+                                    self.settings,
+                                    str(getattr(self.deps.model, "model_name", "")),
+                                )
+                                if notice is not None:
+                                    yield {"type": "notice", "text": notice}
                             usage.add_message(msg, self.settings.model)
                             tool_calls += len(msg.tool_calls)
                             for call in msg.tool_calls:

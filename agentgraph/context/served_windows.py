@@ -27,8 +27,10 @@ from agentgraph.context.windows import MIN_ADOPTED_WINDOW_TOKENS, Budget
 __all__ = [
     "SERVED_WINDOW_MAX_TOKENS",
     "SERVED_WINDOW_TIMEOUT_S",
+    "apply_loaded_window",
     "apply_served_window",
     "is_local_endpoint",
+    "loaded_window_in",
     "served_window_in",
 ]
 
@@ -115,27 +117,105 @@ def _listed_models(chat_model: Any) -> list[Any]:
         return []
 
 
-def apply_served_window(budget: Budget, settings: Settings, chat_model: Any) -> None:
+def loaded_window_in(payload: Any, model: str) -> int | None:
+    """The context Ollama's ``GET /api/ps`` says it allocated for ``model``.
+
+    Args:
+        payload: The decoded answer (anything).
+        model: The model name requests carry (``qwen2.5-coder:7b``; a name without a tag
+            is Ollama's ``:latest``).
+
+    Returns:
+        The window in tokens, or None when the model is not listed with one.
+    """
+    models = payload.get("models") if isinstance(payload, Mapping) else None
+    if not isinstance(models, list):
+        return None
+    names = {model, f"{model}:latest"}
+    listed = [e for e in models if isinstance(e, Mapping)]
+    named = [e for e in listed if e.get("name") in names or e.get("model") in names]
+    windows = {w for w in (_window(e.get("context_length")) for e in named) if w is not None}
+    return windows.pop() if len(windows) == 1 else None
+
+
+def _root(base_url: str) -> str | None:
+    """``scheme://host:port`` of ``base_url`` (Ollama's own API sits at the root)."""
+    try:
+        parts = urlsplit(base_url.strip())
+    except ValueError:
+        return None
+    netloc = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{netloc}" if parts.scheme in ("http", "https") and netloc else None
+
+
+def apply_loaded_window(budget: Budget, settings: Settings, model_name: str) -> str | None:
+    """Shrink ``budget`` to the context a local Ollama allocated for the loaded model.
+
+    Asked after the first reply (the model is loaded then); any other server answers
+    404 and nothing changes.
+
+    Args:
+        budget: The model's budget.
+        settings: Supplies the endpoint and ``context_window``.
+        model_name: The model name requests carry.
+
+    Returns:
+        The notice to show when the budget shrank, else None.
+    """
+    import httpx  # loaded already: the OpenAI client is built on it
+
+    from agentgraph.model import endpoint_url
+
+    if settings.context_window is not None:
+        return None
+    url = endpoint_url(settings, settings.model)
+    root = _root(url) if url is not None and is_local_endpoint(url) else None
+    if root is None:
+        return None
+    try:
+        # trust_env off: a proxy configured for the internet must not see a local call.
+        answer = httpx.get(f"{root}/api/ps", timeout=SERVED_WINDOW_TIMEOUT_S, trust_env=False)
+        payload = answer.json() if answer.status_code == 200 else None
+    except Exception:  # a server without that API (any failure): nothing learned
+        return None
+    window = loaded_window_in(payload, model_name)
+    if window is None:
+        return None
+    notice = (
+        f"context window {window:,} tokens for {settings.model!r}, as "
+        f"{endpoint_label(settings, settings.model)} allocated it (Ollama drops what does "
+        "not fit without an error) — AGENTGRAPH_CONTEXT_WINDOW overrides it"
+    )
+    return notice if budget.adopt_window(window, notice) else None
+
+
+def apply_served_window(budget: Budget, settings: Settings, chat_model: Any) -> bool:
     """Shrink ``budget`` to the window a local server states for the model, saying so.
 
     Args:
         budget: The model's budget.
         settings: Supplies the endpoint, the model name and ``context_window``.
         chat_model: The chat model (its client asks the endpoint).
+
+    Returns:
+        Whether a local server was asked and stated no window (then Ollama's loaded
+        context is worth asking for after the first reply, see
+        :func:`apply_loaded_window`).
     """
     from agentgraph.model import endpoint_url  # the model module imports this one's users
 
     if settings.context_window is not None:
-        return
+        return False
     url = endpoint_url(settings, settings.model)
     if not is_local_endpoint(url):
-        return
+        return False
     window = served_window_in(_listed_models(chat_model), getattr(chat_model, "model_name", ""))
     if window is None:
-        return
+        return True
     notice = (
         f"context window {window:,} tokens for {settings.model!r}, as "
         f"{endpoint_label(settings, settings.model)} reports it — AGENTGRAPH_CONTEXT_WINDOW "
         "overrides it"
     )
     budget.adopt_window(window, notice)
+    return False

@@ -80,8 +80,10 @@ KEY_VISIBLE_PREFIX_CHARS = 3
 KEY_VISIBLE_SUFFIX_CHARS = 4
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MODELS_PATHS = ("/v1/models", "/models")
-# How GET /v1/models states the window: not at all, as llama.cpp, as vLLM.
-ModelsWindow = Literal["none", "llama.cpp", "vllm"]
+# How the server states the window: not at all; as llama.cpp or vLLM in GET /v1/models;
+# as Ollama in GET /api/ps, once a chat request has loaded the model.
+ModelsWindow = Literal["none", "llama.cpp", "vllm", "ollama"]
+OLLAMA_PS_PATH = "/api/ps"
 
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 VALID_ROLES = ("system", "assistant", "user", "function", "tool", "developer")
@@ -724,8 +726,10 @@ class FakeOpenAIServer:
             port: Port to bind (0 = a free one).
             cache_min_tokens: Prompts shorter than this report no cached tokens.
             cache_step_tokens: Cached tokens are reported in multiples of this.
-            models_window: How ``GET /v1/models`` states ``window``: not at all, as
-                llama.cpp (``meta.n_ctx``) or as vLLM (``max_model_len``).
+            models_window: How the server states ``window``: not at all, as llama.cpp
+                (``meta.n_ctx`` in ``GET /v1/models``), as vLLM (``max_model_len``
+                there) or as Ollama (``context_length`` in ``GET /api/ps``, listing the
+                models chat requests have loaded).
         """
         unknown = set(disabled_rules) - ALL_RULES
         if unknown:
@@ -1167,6 +1171,16 @@ def completion_body(
     }
 
 
+def _loads_model(record: RecordedRequest) -> bool:
+    """Whether ``record`` is a chat request, which makes Ollama load its model."""
+    return (
+        record.method == "POST"
+        and record.path in CHAT_PATHS
+        and isinstance(record.body, dict)
+        and bool(record.body.get("model"))
+    )
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive and chunked SSE, like real providers
     server: _HTTPServer
@@ -1254,6 +1268,12 @@ class _Handler(BaseHTTPRequestHandler):
                     entry["max_model_len"] = owner.window
             record.status = 200
             self._send_json(200, {"object": "list", "data": data})
+            return
+        if path == OLLAMA_PS_PATH and owner.models_window == "ollama":
+            loaded = sorted({str(r.body.get("model")) for r in owner.log if _loads_model(r)})
+            running = [{"name": n, "model": n, "context_length": owner.window} for n in loaded]
+            record.status = 200
+            self._send_json(200, {"models": running})
             return
         record.status = 404
         self._send_json(404, openai_error(f"Invalid URL (GET {path})"))

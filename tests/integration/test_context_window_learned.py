@@ -8,6 +8,7 @@ sized for it) and the next turn works without ``AGENTGRAPH_CONTEXT_WINDOW``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -315,3 +316,37 @@ def test_a_local_server_that_states_its_window_is_never_overflowed(
     assert f"context window {SERVER_WINDOW_TOKENS:,} tokens for {MODEL!r}, as " in shown, shown
     assert "reports it — AGENTGRAPH_CONTEXT_WINDOW overrides it" in shown
     assert not (tmp_path / ".agentgraph" / LEARNED_WINDOWS_FILE).exists()  # nothing to learn
+
+
+def test_ollama_is_asked_what_it_allocated_once_the_model_is_loaded(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """Ollama states no window in its model list and never rejects a longer prompt (it
+    drops the beginning silently), so no error would teach it: after the first reply
+    (Ollama loads the model then) ``GET /api/ps`` says what it allocated, and no later
+    request is larger."""
+    paths = make_workspace(workspace, files=FILES, lines_per_file=LINES_PER_FILE)
+    model = FreshDriverPerRun(paths)
+    with FakeOpenAIServer(
+        [model], window=SERVER_WINDOW_TOKENS, on_exhausted="repeat_last", models_window="ollama"
+    ) as server:
+        env = server_env(tmp_path, server.url, "sk-test", AGENTGRAPH_MODEL=MODEL)
+        result = run_cli(
+            ["run", "read every log and report the facts", "--output-format", "stream-json"],
+            cwd=workspace,
+            env=env,
+        )
+        assert result.returncode == 0, result.stderr
+        assert model.driver.answered
+        sizes = [server.token_estimate(r) for r in server.requests]
+        assert server.overflow_count == 0, sizes
+        assert len(sizes) > 2 and max(sizes[1:]) <= SERVER_WINDOW_TOKENS
+        asked = [r for r in server.log if r.method == "GET" and r.path == "/api/ps"]
+        assert len(asked) == 1
+    notices = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    texts = [str(e.get("text")) for e in notices if e.get("type") == "notice"]
+    assert any(
+        f"context window {SERVER_WINDOW_TOKENS:,} tokens for {MODEL!r}, as " in t
+        and "allocated it" in t
+        for t in texts
+    ), texts

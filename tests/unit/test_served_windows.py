@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from agentgraph.context.served_windows import (
     SERVED_WINDOW_MAX_TOKENS,
     is_local_endpoint,
+    loaded_window_in,
     served_window_in,
 )
 
@@ -91,4 +92,37 @@ def test_anything_else_states_no_window(entries: list[Any]) -> None:
 )
 def test_a_hostile_list_never_raises_and_gives_a_plausible_window(entries: list[Any]) -> None:
     found = served_window_in(entries, "qwen")
+    assert found is None or (isinstance(found, int) and 1_024 <= found <= SERVED_WINDOW_MAX_TOKENS)
+
+
+def test_ollama_says_what_it_allocated_for_a_loaded_model() -> None:
+    running = {
+        "models": [
+            {"name": "qwen2.5-coder:7b", "model": "qwen2.5-coder:7b", "context_length": 4096}
+        ]
+    }
+    assert loaded_window_in(running, "qwen2.5-coder:7b") == 4096
+    latest = {"models": [{"name": "llama3.2:latest", "context_length": 8192}]}
+    assert loaded_window_in(latest, "llama3.2") == 8192  # no tag is Ollama's ":latest"
+    assert loaded_window_in({"models": []}, "llama3.2") is None  # not loaded yet
+    assert loaded_window_in(running, "other") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(["models", "name", "model", "context_length", "x"]),
+                inner,
+                max_size=4,
+            )
+        ),
+        max_leaves=16,
+    )
+)
+def test_a_hostile_process_list_never_raises(payload: Any) -> None:
+    found = loaded_window_in(payload, "qwen")
     assert found is None or (isinstance(found, int) and 1_024 <= found <= SERVED_WINDOW_MAX_TOKENS)
