@@ -774,9 +774,7 @@ class Agent:
                                 # allocated, before the next request is built.
                                 self._ask_loaded_window = False
                                 notice = apply_loaded_window(
-                                    self.deps.budget,
-                                    self.settings,
-                                    str(getattr(self.deps.model, "model_name", "")),
+                                    self.deps.budget, self.settings, self.deps.model
                                 )
                                 if notice is not None:
                                     yield {"type": "notice", "text": notice}

@@ -1,16 +1,24 @@
 """The context window a self-hosted OpenAI-compatible server says it serves.
 
 A local server often runs a model with a smaller window than the model has
-(llama-server's ``--ctx-size``, vLLM's ``--max-model-len``), and agentgraph's table or the
-model's profile knows only the model's. Its first oversized request would fail (and an
-earlier process's error may not have taught the window yet, see
-:mod:`agentgraph.context.learned_windows`). Such servers state the window in their model
-list: llama.cpp as ``meta.n_ctx`` of each ``GET /v1/models`` entry, vLLM as
-``max_model_len``. The list is asked for once, when the agent is built, only from a server
-on this machine or a private network (a hosted endpoint's list says nothing of the kind,
-and a slow one would delay the start), with a short timeout and no retry; a smaller window
-than the budget's is adopted, never a larger one (llama.cpp reports the whole context,
-which its parallel slots share). ``AGENTGRAPH_CONTEXT_WINDOW`` wins: nothing is asked.
+(llama-server's ``--ctx-size``, vLLM's ``--max-model-len``, Ollama's default 4,096
+tokens), and agentgraph's table or the model's profile knows only the model's. Its first
+oversized request would fail (an earlier process's error may not have taught the window
+yet, see :mod:`agentgraph.context.learned_windows`) — or, with Ollama, be cut from the
+beginning without an error, so that nothing would ever teach it.
+
+Only a server on this machine or a private network is asked (a hosted endpoint states
+nothing of the kind, and a slow one would delay the start), each question once, with a
+short timeout and no retry, with the chat model's own key:
+
+* when the agent is built, its model list (``GET /v1/models``): vLLM states
+  ``max_model_len``, some llama.cpp builds ``meta.n_ctx``; else llama-server's
+  ``GET /props`` (``default_generation_settings.n_ctx``, the context of one request slot);
+* when neither stated a window, after the first reply, Ollama's ``GET /api/ps``
+  (``context_length`` of the model, which Ollama loads at its first request).
+
+A smaller window than the budget's is adopted and said; never a larger one.
+``AGENTGRAPH_CONTEXT_WINDOW`` wins: nothing is asked.
 """
 
 from __future__ import annotations
@@ -27,10 +35,12 @@ from agentgraph.context.windows import MIN_ADOPTED_WINDOW_TOKENS, Budget
 __all__ = [
     "SERVED_WINDOW_MAX_TOKENS",
     "SERVED_WINDOW_TIMEOUT_S",
+    "api_root",
     "apply_loaded_window",
     "apply_served_window",
     "is_local_endpoint",
     "loaded_window_in",
+    "props_window_in",
     "served_window_in",
 ]
 
@@ -104,9 +114,14 @@ def served_window_in(entries: Iterable[Any], model: str) -> int | None:
     return windows.pop() if len(windows) == 1 else None
 
 
+def _client(chat_model: Any) -> Any:
+    """The OpenAI client of an OpenAI-compatible chat model (None for others)."""
+    return getattr(chat_model, "root_client", None)
+
+
 def _listed_models(chat_model: Any) -> list[Any]:
     """The endpoint's model list through the chat model's own client (its key, headers)."""
-    client = getattr(chat_model, "root_client", None)
+    client = _client(chat_model)
     if client is None:  # not an OpenAI-compatible chat model
         return []
     try:
@@ -117,13 +132,67 @@ def _listed_models(chat_model: Any) -> list[Any]:
         return []
 
 
+def api_root(base_url: str) -> str | None:
+    """The server's own API root: ``base_url`` without credentials and its ``/v1``.
+
+    Args:
+        base_url: The configured endpoint.
+
+    Returns:
+        ``http://10.0.0.5:8080/ollama`` for ``http://u:p@10.0.0.5:8080/ollama/v1/``;
+        None for anything but an http(s) URL with a host.
+    """
+    try:
+        parts = urlsplit(base_url.strip())
+    except ValueError:
+        return None
+    netloc = parts.netloc.rpartition("@")[2]
+    if parts.scheme not in ("http", "https") or not netloc:
+        return None
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return f"{parts.scheme}://{netloc}{path}"
+
+
+def _get_json(chat_model: Any, root: str, path: str) -> Any:
+    """``GET root + path`` with the chat model's key; the decoded body, or None."""
+    import httpx  # loaded already: the OpenAI client is built on it
+
+    key = getattr(_client(chat_model), "api_key", None)
+    headers = {"Authorization": f"Bearer {key}"} if isinstance(key, str) and key else {}
+    try:
+        # trust_env off: a proxy configured for the internet must not see a local call.
+        answer = httpx.get(
+            f"{root}{path}", headers=headers, timeout=SERVED_WINDOW_TIMEOUT_S, trust_env=False
+        )
+        return answer.json() if answer.status_code == 200 else None
+    except Exception:  # a server without that API (any failure): nothing learned
+        return None
+
+
+def props_window_in(payload: Any) -> int | None:
+    """The context of one request slot, from llama-server's ``GET /props``.
+
+    Args:
+        payload: The decoded answer (anything).
+
+    Returns:
+        ``default_generation_settings.n_ctx`` (the per-slot context), or None.
+    """
+    if not isinstance(payload, Mapping):
+        return None
+    settings = payload.get("default_generation_settings")
+    return _window(settings.get("n_ctx")) if isinstance(settings, Mapping) else None
+
+
 def loaded_window_in(payload: Any, model: str) -> int | None:
     """The context Ollama's ``GET /api/ps`` says it allocated for ``model``.
 
     Args:
         payload: The decoded answer (anything).
         model: The model name requests carry (``qwen2.5-coder:7b``; a name without a tag
-            is Ollama's ``:latest``).
+            is Ollama's ``:latest``); compared without case.
 
     Returns:
         The window in tokens, or None when the model is not listed with one.
@@ -131,24 +200,36 @@ def loaded_window_in(payload: Any, model: str) -> int | None:
     models = payload.get("models") if isinstance(payload, Mapping) else None
     if not isinstance(models, list):
         return None
-    names = {model, f"{model}:latest"}
-    listed = [e for e in models if isinstance(e, Mapping)]
-    named = [e for e in listed if e.get("name") in names or e.get("model") in names]
-    windows = {w for w in (_window(e.get("context_length")) for e in named) if w is not None}
+    names = {model.lower(), f"{model.lower()}:latest"}
+
+    def named(entry: Mapping[str, Any]) -> bool:
+        found = (entry.get("name"), entry.get("model"))
+        return any(isinstance(n, str) and n.lower() in names for n in found)
+
+    listed = [e for e in models if isinstance(e, Mapping) and named(e)]
+    windows = {w for w in (_window(e.get("context_length")) for e in listed) if w is not None}
     return windows.pop() if len(windows) == 1 else None
 
 
-def _root(base_url: str) -> str | None:
-    """``scheme://host:port`` of ``base_url`` (Ollama's own API sits at the root)."""
-    try:
-        parts = urlsplit(base_url.strip())
-    except ValueError:
+def _local_root(settings: Settings) -> str | None:
+    """The API root of the configured endpoint when it is local and no window is set."""
+    from agentgraph.model import endpoint_url  # the model module imports this one's users
+
+    if settings.context_window is not None:
         return None
-    netloc = parts.netloc.rpartition("@")[2]
-    return f"{parts.scheme}://{netloc}" if parts.scheme in ("http", "https") and netloc else None
+    url = endpoint_url(settings, settings.model)
+    return api_root(url) if url is not None and is_local_endpoint(url) else None
 
 
-def apply_loaded_window(budget: Budget, settings: Settings, model_name: str) -> str | None:
+def _notice(settings: Settings, window: int, how: str) -> str:
+    return (
+        f"context window {window:,} tokens for {settings.model!r}, as "
+        f"{endpoint_label(settings, settings.model)} {how} — AGENTGRAPH_CONTEXT_WINDOW "
+        "overrides it"
+    )
+
+
+def apply_loaded_window(budget: Budget, settings: Settings, chat_model: Any) -> str | None:
     """Shrink ``budget`` to the context a local Ollama allocated for the loaded model.
 
     Asked after the first reply (the model is loaded then); any other server answers
@@ -157,40 +238,29 @@ def apply_loaded_window(budget: Budget, settings: Settings, model_name: str) -> 
     Args:
         budget: The model's budget.
         settings: Supplies the endpoint and ``context_window``.
-        model_name: The model name requests carry.
+        chat_model: The chat model (its name, its key).
 
     Returns:
         The notice to show when the budget shrank, else None.
     """
-    import httpx  # loaded already: the OpenAI client is built on it
-
-    from agentgraph.model import endpoint_url
-
-    if settings.context_window is not None:
-        return None
-    url = endpoint_url(settings, settings.model)
-    root = _root(url) if url is not None and is_local_endpoint(url) else None
+    root = _local_root(settings)
     if root is None:
         return None
-    try:
-        # trust_env off: a proxy configured for the internet must not see a local call.
-        answer = httpx.get(f"{root}/api/ps", timeout=SERVED_WINDOW_TIMEOUT_S, trust_env=False)
-        payload = answer.json() if answer.status_code == 200 else None
-    except Exception:  # a server without that API (any failure): nothing learned
-        return None
-    window = loaded_window_in(payload, model_name)
+    model_name = str(getattr(chat_model, "model_name", "") or "")
+    window = loaded_window_in(_get_json(chat_model, root, "/api/ps"), model_name)
     if window is None:
         return None
-    notice = (
-        f"context window {window:,} tokens for {settings.model!r}, as "
-        f"{endpoint_label(settings, settings.model)} allocated it (Ollama drops what does "
-        "not fit without an error) — AGENTGRAPH_CONTEXT_WINDOW overrides it"
+    notice = _notice(
+        settings, window, "allocated it (Ollama drops what does not fit without an error)"
     )
     return notice if budget.adopt_window(window, notice) else None
 
 
 def apply_served_window(budget: Budget, settings: Settings, chat_model: Any) -> bool:
     """Shrink ``budget`` to the window a local server states for the model, saying so.
+
+    The model list first (llama.cpp builds that state ``meta.n_ctx``, vLLM), then
+    llama-server's ``GET /props`` (the context of one request slot).
 
     Args:
         budget: The model's budget.
@@ -202,20 +272,14 @@ def apply_served_window(budget: Budget, settings: Settings, chat_model: Any) -> 
         context is worth asking for after the first reply, see
         :func:`apply_loaded_window`).
     """
-    from agentgraph.model import endpoint_url  # the model module imports this one's users
-
-    if settings.context_window is not None:
+    root = _local_root(settings)
+    if root is None:
         return False
-    url = endpoint_url(settings, settings.model)
-    if not is_local_endpoint(url):
-        return False
-    window = served_window_in(_listed_models(chat_model), getattr(chat_model, "model_name", ""))
+    model_name = str(getattr(chat_model, "model_name", "") or "")
+    window = served_window_in(_listed_models(chat_model), model_name)
+    if window is None:
+        window = props_window_in(_get_json(chat_model, root, "/props"))
     if window is None:
         return True
-    notice = (
-        f"context window {window:,} tokens for {settings.model!r}, as "
-        f"{endpoint_label(settings, settings.model)} reports it — AGENTGRAPH_CONTEXT_WINDOW "
-        "overrides it"
-    )
-    budget.adopt_window(window, notice)
+    budget.adopt_window(window, _notice(settings, window, "reports it"))
     return False

@@ -82,8 +82,9 @@ CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MODELS_PATHS = ("/v1/models", "/models")
 # How the server states the window: not at all; as llama.cpp or vLLM in GET /v1/models;
 # as Ollama in GET /api/ps, once a chat request has loaded the model.
-ModelsWindow = Literal["none", "llama.cpp", "vllm", "ollama"]
+ModelsWindow = Literal["none", "llama.cpp", "llama.cpp-props", "vllm", "ollama"]
 OLLAMA_PS_PATH = "/api/ps"
+LLAMA_PROPS_PATH = "/props"
 
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 VALID_ROLES = ("system", "assistant", "user", "function", "tool", "developer")
@@ -726,10 +727,12 @@ class FakeOpenAIServer:
             port: Port to bind (0 = a free one).
             cache_min_tokens: Prompts shorter than this report no cached tokens.
             cache_step_tokens: Cached tokens are reported in multiples of this.
-            models_window: How the server states ``window``: not at all, as llama.cpp
-                (``meta.n_ctx`` in ``GET /v1/models``), as vLLM (``max_model_len``
-                there) or as Ollama (``context_length`` in ``GET /api/ps``, listing the
-                models chat requests have loaded).
+            models_window: How the server states ``window``: not at all, as a llama.cpp
+                build that lists ``meta.n_ctx`` in ``GET /v1/models``, as upstream
+                llama-server (``meta`` without it; ``default_generation_settings.n_ctx``
+                in ``GET /props``), as vLLM (``max_model_len`` in the list) or as Ollama
+                (``context_length`` in ``GET /api/ps``, listing the models chat requests
+                have loaded).
         """
         unknown = set(disabled_rules) - ALL_RULES
         if unknown:
@@ -1264,10 +1267,18 @@ class _Handler(BaseHTTPRequestHandler):
             for entry in data:
                 if owner.window is not None and owner.models_window == "llama.cpp":
                     entry["meta"] = {"n_ctx": owner.window, "n_ctx_train": 32_768}
+                elif owner.models_window == "llama.cpp-props":
+                    entry["meta"] = {"n_ctx_train": 32_768, "n_vocab": 151_936}
                 elif owner.window is not None and owner.models_window == "vllm":
                     entry["max_model_len"] = owner.window
             record.status = 200
             self._send_json(200, {"object": "list", "data": data})
+            return
+        if path == LLAMA_PROPS_PATH and owner.models_window == "llama.cpp-props":
+            record.status = 200
+            self._send_json(
+                200, {"default_generation_settings": {"n_ctx": owner.window}, "total_slots": 1}
+            )
             return
         if path == OLLAMA_PS_PATH and owner.models_window == "ollama":
             loaded = sorted({str(r.body.get("model")) for r in owner.log if _loads_model(r)})

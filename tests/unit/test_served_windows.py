@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 
 from agentgraph.context.served_windows import (
     SERVED_WINDOW_MAX_TOKENS,
+    api_root,
     is_local_endpoint,
     loaded_window_in,
+    props_window_in,
     served_window_in,
 )
 
@@ -126,3 +128,46 @@ def test_ollama_says_what_it_allocated_for_a_loaded_model() -> None:
 def test_a_hostile_process_list_never_raises(payload: Any) -> None:
     found = loaded_window_in(payload, "qwen")
     assert found is None or (isinstance(found, int) and 1_024 <= found <= SERVED_WINDOW_MAX_TOKENS)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1.evil.com/v1",
+        "http://evil.com#@127.0.0.1/v1",
+        "http://evil.com/v1?host=127.0.0.1",
+        "http://2130706433/v1",  # a decimal loopback address: not asked (only a lost probe)
+    ],
+)
+def test_a_url_that_only_looks_local_is_not_asked(url: str) -> None:
+    assert is_local_endpoint(url) is False
+
+
+@pytest.mark.parametrize(
+    ("url", "root"),
+    [
+        ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080"),
+        ("http://user:pw@10.0.0.5:8080/ollama/v1/", "http://10.0.0.5:8080/ollama"),
+        ("http://localhost:11434", "http://localhost:11434"),
+        ("ftp://127.0.0.1/v1", None),
+        ("http:///v1", None),
+    ],
+)
+def test_the_servers_own_api_sits_at_its_root_without_credentials(
+    url: str, root: str | None
+) -> None:
+    assert api_root(url) == root
+
+
+def test_llama_server_states_the_context_of_one_slot_in_props() -> None:
+    props = {"default_generation_settings": {"n_ctx": 4096}, "total_slots": 4}
+    assert props_window_in(props) == 4096
+    for payload in (None, [], {"n_ctx": 4096}, {"default_generation_settings": {"n_ctx": "4k"}}):
+        assert props_window_in(payload) is None
+
+
+def test_ollama_names_compare_without_case_and_odd_names_are_no_match() -> None:
+    running = {"models": [{"name": "Qwen2.5-Coder:7B", "context_length": 4096}]}
+    assert loaded_window_in(running, "qwen2.5-coder:7b") == 4096
+    odd = {"models": [{"name": ["qwen"], "model": {"x": 1}, "context_length": 4096}]}
+    assert loaded_window_in(odd, "qwen") is None
