@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ from tests.cli_helpers import cli_env, run_cli
 BASE_URL = os.environ.get("AGENTGRAPH_E2E_BASE_URL")
 MODEL = os.environ.get("AGENTGRAPH_E2E_MODEL", "qwen2.5-coder-1.5b")
 WINDOW = os.environ.get("AGENTGRAPH_E2E_CONTEXT_WINDOW", "8192")
+# The window agentgraph's table gives Qwen2.5-Coder (the model's own, not the server's).
+TABLE_WINDOW_TOKENS = 32_768
 # A 1.5B model on two CPU cores reads ~50 prompt tokens/s: one turn can take minutes.
 E2E_CLI_TIMEOUT_S = 900
 
@@ -95,3 +98,38 @@ def test_real_model_long_reads_stay_inside_the_window(tmp_path: Path, workspace:
     )
     assert result.returncode == 0, result.stderr
     assert "exceed" not in result.stderr
+
+
+def _served_window() -> int | None:
+    """The window the real server states (llama.cpp: ``meta.n_ctx``, else ``/props``)."""
+    base = str(BASE_URL).rstrip("/")
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    with urllib.request.urlopen(f"{base}/models", timeout=10) as answer:
+        listed = json.load(answer).get("data") or []
+    for entry in listed:
+        n_ctx = (entry.get("meta") or {}).get("n_ctx") or entry.get("max_model_len")
+        if isinstance(n_ctx, int):
+            return n_ctx
+    try:
+        with urllib.request.urlopen(f"{root}/props", timeout=10) as answer:
+            n_ctx = json.load(answer).get("default_generation_settings", {}).get("n_ctx")
+    except OSError:
+        return None
+    return n_ctx if isinstance(n_ctx, int) else None
+
+
+def test_real_server_states_the_window_it_serves(tmp_path: Path, workspace: Path) -> None:
+    """Without AGENTGRAPH_CONTEXT_WINDOW, a local server smaller than the model's table
+    window (llama-server's ``--ctx-size``) is believed from the start, and said so."""
+    served = _served_window()
+    if served is None or served >= TABLE_WINDOW_TOKENS:
+        pytest.skip("the server states no window smaller than the model's")
+    env = {k: v for k, v in _env(tmp_path).items() if k != "AGENTGRAPH_CONTEXT_WINDOW"}
+    result = run_cli(
+        ["run", "Reply with the single word OK.", "--json"],
+        cwd=workspace,
+        env=env,
+        timeout_s=E2E_CLI_TIMEOUT_S,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"context window {served:,} tokens for {MODEL!r}, as " in result.stderr, result.stderr
