@@ -74,24 +74,20 @@ def test_anything_else_states_no_window(entries: list[Any]) -> None:
     assert served_window_in(entries, "qwen") is None
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(
-        st.recursive(
-            st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-            lambda inner: (
-                st.lists(inner, max_size=3)
-                | st.dictionaries(
-                    st.sampled_from(["id", "meta", "n_ctx", "max_model_len", "x"]),
-                    inner,
-                    max_size=4,
-                )
-            ),
-            max_leaves=12,
+def json_like(*keys: str) -> st.SearchStrategy[Any]:
+    """Decoded JSON of any shape whose objects use ``keys`` (and one other key)."""
+    return st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(st.sampled_from([*keys, "x"]), inner, max_size=4)
         ),
-        max_size=4,
+        max_leaves=16,
     )
-)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(json_like("id", "meta", "n_ctx", "max_model_len"), max_size=4))
 def test_a_hostile_list_never_raises_and_gives_a_plausible_window(entries: list[Any]) -> None:
     found = served_window_in(entries, "qwen")
     assert found is None or (isinstance(found, int) and 1_024 <= found <= SERVED_WINDOW_MAX_TOKENS)
@@ -111,20 +107,7 @@ def test_ollama_says_what_it_allocated_for_a_loaded_model() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.recursive(
-        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-        lambda inner: (
-            st.lists(inner, max_size=3)
-            | st.dictionaries(
-                st.sampled_from(["models", "name", "model", "context_length", "x"]),
-                inner,
-                max_size=4,
-            )
-        ),
-        max_leaves=16,
-    )
-)
+@given(json_like("models", "name", "model", "context_length"))
 def test_a_hostile_process_list_never_raises(payload: Any) -> None:
     found = loaded_window_in(payload, "qwen")
     assert found is None or (isinstance(found, int) and 1_024 <= found <= SERVED_WINDOW_MAX_TOKENS)
