@@ -31,7 +31,7 @@ from agentgraph.context.compaction import Compactor
 from agentgraph.context.learned_windows import apply_learned_window, remember_learned_window
 from agentgraph.context.pricing import UsageTotals, add_cost
 from agentgraph.context.retry import RetryPolicy
-from agentgraph.context.served_windows import apply_loaded_window, apply_served_window
+from agentgraph.context.served_windows import AskOnce, apply_loaded_window, apply_served_window
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.deps import AgentDeps
@@ -214,7 +214,11 @@ class Agent:
         apply_learned_window(budget, settings, settings.model)
         # A local server's model list states the window it serves (llama.cpp, vLLM);
         # one that states none may be Ollama, asked after the first reply.
-        self._ask_loaded_window = apply_served_window(budget, settings, chat_model)
+        ask_loaded_window = (
+            AskOnce(partial(apply_loaded_window, budget, settings, chat_model))
+            if apply_served_window(budget, settings, chat_model)
+            else None
+        )
         # Decided (and bwrap probed) once: the notice is shown once, at start.
         self.sandbox = sandbox_plan_for(settings, base_env) if settings.bash != "off" else None
         tools = build_tools(settings, base_env=base_env, sandbox=self.sandbox)
@@ -269,6 +273,7 @@ class Agent:
             subagents=self.subagents,
             redactor=redactor,
             on_window_learned=partial(remember_learned_window, settings, settings.model),
+            ask_loaded_window=ask_loaded_window,
         )
         self.graph = build_graph(self.deps, checkpointer=store.checkpointer, store=store.memory)
         # Set by cancel() (Ctrl-C): the running turn stops at its next event.
@@ -769,15 +774,6 @@ class Agent:
                     for msg in new_messages(update):
                         if isinstance(msg, AIMessage):
                             turn.partial.clear()  # this reply is complete and stored
-                            if self._ask_loaded_window:
-                                # Ollama has loaded the model: it says what context it
-                                # allocated, before the next request is built.
-                                self._ask_loaded_window = False
-                                notice = apply_loaded_window(
-                                    self.deps.budget, self.settings, self.deps.model
-                                )
-                                if notice is not None:
-                                    yield {"type": "notice", "text": notice}
                             usage.add_message(msg, self.settings.model)
                             tool_calls += len(msg.tool_calls)
                             for call in msg.tool_calls:

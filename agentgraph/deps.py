@@ -14,6 +14,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 from agentgraph.config import Settings
+from agentgraph.context.served_windows import AskOnce
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.windows import Budget
 from agentgraph.redaction import Redactor
@@ -81,6 +82,9 @@ class AgentDeps:
     # Told the window an overflow error named once the budget adopted it (the agent
     # keeps it for its next processes); None: nothing outlives the process.
     on_window_learned: Callable[[int], None] | None = None
+    # Asks a local server that stated no window what it allocated, after the first reply
+    # (Ollama); None: nothing to ask.
+    ask_loaded_window: AskOnce | None = None
 
     def artifacts_dir(self, thread_id: str) -> Path:
         """Folder holding full tool outputs for ``thread_id``."""

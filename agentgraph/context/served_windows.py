@@ -24,7 +24,8 @@ A smaller window than the budget's is adopted and said; never a larger one.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,6 +36,7 @@ from agentgraph.context.windows import MIN_ADOPTED_WINDOW_TOKENS, Budget
 __all__ = [
     "SERVED_WINDOW_MAX_TOKENS",
     "SERVED_WINDOW_TIMEOUT_S",
+    "AskOnce",
     "api_root",
     "apply_loaded_window",
     "apply_served_window",
@@ -283,3 +285,21 @@ def apply_served_window(budget: Budget, settings: Settings, chat_model: Any) -> 
         return True
     budget.adopt_window(window, _notice(settings, window, "reports it"))
     return False
+
+
+class AskOnce:
+    """A question asked once per process, however many pipelines share it.
+
+    Args:
+        ask: Asks the server; returns the notice to show when the budget shrank.
+    """
+
+    def __init__(self, ask: Callable[[], str | None]) -> None:
+        self._ask: Callable[[], str | None] | None = ask
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str | None:
+        """The notice of the first call; None on every later one (nothing is asked)."""
+        with self._lock:
+            ask, self._ask = self._ask, None
+        return ask() if ask is not None else None

@@ -11,6 +11,7 @@ prompt view                ``middleware/prompt_view.py``    valid view of the hi
                                                             (its own unit only without masking)
 compaction                 ``middleware/compaction.py``     summary at threshold/overflow/manual
 overflow recovery          ``middleware/overflow.py``       cut tool outputs, shrink max_tokens
+served window              ``middleware/served_window.py``  after the 1st reply, Ollama's window
 empty reply                ``middleware/empty_reply.py``    an empty reply asked for again, once
 retry                      ``middleware/retry.py``          429/5xx/dropped connections again
 text tool calls            ``middleware/text_tool_calls.py`` calls written as text made real
@@ -49,6 +50,7 @@ from agentgraph.middleware.pipeline import (
 from agentgraph.middleware.prompt_caching import PromptCachingMiddleware
 from agentgraph.middleware.prompt_view import PromptView, PromptViewMiddleware
 from agentgraph.middleware.retry import RetryMiddleware
+from agentgraph.middleware.served_window import ServedWindowMiddleware
 from agentgraph.middleware.text_tool_calls import TextToolCallsMiddleware
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "PromptView",
     "PromptViewMiddleware",
     "RetryMiddleware",
+    "ServedWindowMiddleware",
     "TextToolCallsMiddleware",
     "compose",
     "context_middleware",

@@ -3,7 +3,7 @@
 Order, outermost first (each unit wraps the ones after it)::
 
     observation masking (builds the prompt view) → compaction → overflow recovery
-    → retry → text tool calls → prompt caching → the model
+    → served window → empty reply → retry → text tool calls → prompt caching → the model
 
 Without masking the prompt-view unit stands first on its own.
 
@@ -41,6 +41,7 @@ from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
 from agentgraph.middleware.prompt_caching import PromptCachingMiddleware
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 from agentgraph.middleware.retry import RetryMiddleware
+from agentgraph.middleware.served_window import ServedWindowMiddleware
 from agentgraph.middleware.text_tool_calls import TextToolCallsMiddleware
 
 __all__ = [
@@ -150,6 +151,8 @@ class ContextPipeline:
         text_calls: Tool calls written as text made real (``None``: off).
         masking: Old tool outputs masked; the first unit when present.
         caching: Anthropic prompt-caching breakpoints.
+        served_window: After the first reply, the window a local server allocated
+            (``None``: nothing to ask).
     """
 
     view: PromptViewMiddleware
@@ -160,6 +163,7 @@ class ContextPipeline:
     text_calls: TextToolCallsMiddleware | None = None
     masking: ObservationMaskingMiddleware | None = None
     caching: PromptCachingMiddleware | None = None
+    served_window: ServedWindowMiddleware | None = None
 
     @property
     def middleware(self) -> list[AgentMiddleware]:
@@ -172,6 +176,8 @@ class ContextPipeline:
         if self.compaction is not None:
             units.append(self.compaction)
         units.append(self.overflow)
+        if self.served_window is not None:
+            units.append(self.served_window)
         if self.empty_reply is not None:
             units.append(self.empty_reply)
         units.append(self.retry)
@@ -230,6 +236,11 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
         text_calls=TextToolCallsMiddleware(emit=emit) if settings.text_tool_calls else None,
         masking=ObservationMaskingMiddleware(view, threshold=settings.mask_threshold, emit=emit),
         caching=PromptCachingMiddleware(),
+        served_window=(
+            ServedWindowMiddleware(deps.ask_loaded_window, emit=emit)
+            if deps.ask_loaded_window is not None
+            else None
+        ),
     )
 
 

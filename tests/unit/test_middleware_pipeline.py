@@ -28,6 +28,7 @@ from agentgraph.middleware import (
     PromptCachingMiddleware,
     PromptViewMiddleware,
     RetryMiddleware,
+    ServedWindowMiddleware,
     TextToolCallsMiddleware,
     compose,
     context_pipeline,
@@ -43,16 +44,25 @@ def test_the_units_run_in_the_documented_order(make_settings: Callable[..., Sett
     with open_store(make_settings()) as store:
         agent = Agent(make_settings(), store, model=ScriptedChatModel([]))
         units = context_pipeline(agent.deps).middleware
-    # Masking builds the view itself: no prompt-view unit in front of it.
+    # Masking builds the view itself: no prompt-view unit in front of it. The local
+    # endpoint (nothing listens there) stated no window: the served-window unit asks
+    # again after the first reply.
     assert [type(u) for u in units] == [
         ObservationMaskingMiddleware,
         CompactionMiddleware,
         OverflowRecoveryMiddleware,
+        ServedWindowMiddleware,
         EmptyReplyMiddleware,
         RetryMiddleware,
         TextToolCallsMiddleware,
         PromptCachingMiddleware,
     ]
+    explicit = make_settings(AGENTGRAPH_CONTEXT_WINDOW="16000")
+    with open_store(explicit) as store:
+        agent = Agent(explicit, store, model=ScriptedChatModel([]))
+        assert not any(
+            isinstance(u, ServedWindowMiddleware) for u in context_pipeline(agent.deps).middleware
+        )
 
 
 def test_without_masking_the_prompt_view_unit_comes_first(
