@@ -19,6 +19,7 @@ caller can tell the model, and the text is kept as it was.
 
 from __future__ import annotations
 
+import contextvars
 import html
 import json
 import re
@@ -47,6 +48,11 @@ _FENCE_OPEN = re.compile(FENCE_OPEN_PATTERN)
 _FENCE_CLOSE_AT = re.compile(r"\s*```")
 _SPACE = re.compile(r"\s*")
 _DECODER = json.JSONDecoder()
+# A failed decode costs the text before it (the error's line number is counted there):
+# a reply with more failed starts than this is no call, and is not decoded further.
+MAX_FAILED_DECODES = 64
+# Failed decodes left in the reply being scanned (each scan sets its own).
+_DECODES_LEFT: contextvars.ContextVar[int] = contextvars.ContextVar("decodes_left", default=0)
 # Where a function element starts (streamed text is held from there).
 FUNCTION_ELEMENT_START_PATTERN = r"<function[\s=]"
 # A call written as a function element: ``<function name="x" arguments='{…}' />``,
@@ -58,6 +64,7 @@ _FUNCTION_START = re.compile(
     rf"""<function(?:\s+name\s*=\s*(?:"({_NAME})"|'({_NAME})')|=({_NAME})>)""", re.IGNORECASE
 )
 # Only ``arguments``: a tool definition quoted in prose has ``parameters`` (its schema).
+_FUNCTION_START_ANY = re.compile(FUNCTION_ELEMENT_START_PATTERN, re.IGNORECASE)
 _ARGS_ATTR = re.compile(r"""\s+arguments\s*=\s*(["'])""", re.IGNORECASE)
 _ELEMENT_OPEN_END = re.compile(r"\s*>")
 _ELEMENT_SELF_CLOSE = {quote: re.compile(rf"{quote}\s*/>") for quote in "\"'"}
@@ -144,9 +151,13 @@ def _value_at(text: str, pos: int) -> tuple[Any, int] | None:
     start = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s* always matches
     if _VALUE_START.match(text, start) is None:
         return None  # no call starts here (and a failed decode would cost the whole text)
+    left = _DECODES_LEFT.get()
+    if left <= 0:
+        return None
     try:
         value, end = _DECODER.raw_decode(text, start)
     except (ValueError, RecursionError):
+        _DECODES_LEFT.set(left - 1)
         return None
     return (value, end) if _depth_ok(value) else None
 
@@ -259,6 +270,8 @@ def _closing_elements(text: str) -> list[tuple[int, int, Any]] | None:
     elements = _function_elements(text)
     if not elements:
         return None
+    if _FUNCTION_START_ANY.search(text, 0, elements[0][0]) is not None:
+        return None  # a broken element before them: the reply is left alone
     pos = elements[0][0]
     for start, end, _ in elements:
         if text[pos:start].strip():
@@ -337,7 +350,11 @@ def extract_text_tool_calls(text: str, declared: Collection[str]) -> TextToolCal
     result = TextToolCalls(text=text)
     if not text or len(text) > MAX_SCAN_CHARS or not declared:
         return result
-    spans = _spans(text)
+    token = _DECODES_LEFT.set(MAX_FAILED_DECODES)
+    try:
+        spans = _spans(text)
+    finally:
+        _DECODES_LEFT.reset(token)
     if not spans:
         return result
     parsed: list[tuple[str, dict[str, Any]]] = []

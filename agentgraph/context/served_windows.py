@@ -121,8 +121,13 @@ def _client(chat_model: Any) -> Any:
     return getattr(chat_model, "root_client", None)
 
 
-def _listed_models(chat_model: Any) -> list[Any]:
-    """The endpoint's model list through the chat model's own client (its key, headers)."""
+def _listed_models(chat_model: Any) -> list[Any] | None:
+    """The endpoint's model list through the chat model's own client (its key, headers).
+
+    Returns:
+        The list's entries (none when the server has no usable list); None when the
+        server could not be reached (nothing else is worth asking it now).
+    """
     client = _client(chat_model)
     if client is None:  # not an OpenAI-compatible chat model
         return []
@@ -130,8 +135,10 @@ def _listed_models(chat_model: Any) -> list[Any]:
         quick = client.with_options(timeout=SERVED_WINDOW_TIMEOUT_S, max_retries=0)
         page = quick.models.list()
         return [item.model_dump() for item in page.data]
-    except Exception:  # a server without a usable list (any failure): nothing learned
-        return []
+    except Exception as exc:  # a server without a usable list (any failure): nothing learned
+        import openai  # loaded already: the client is its own
+
+        return None if isinstance(exc, openai.APIConnectionError) else []
 
 
 def api_root(base_url: str) -> str | None:
@@ -278,7 +285,10 @@ def apply_served_window(budget: Budget, settings: Settings, chat_model: Any) -> 
     if root is None:
         return False
     model_name = str(getattr(chat_model, "model_name", "") or "")
-    window = served_window_in(_listed_models(chat_model), model_name)
+    listed = _listed_models(chat_model)
+    if listed is None:
+        return True  # not reachable now (a timeout each would delay the start again)
+    window = served_window_in(listed, model_name)
     if window is None:
         window = props_window_in(_get_json(chat_model, root, "/props"))
     if window is None:

@@ -276,3 +276,16 @@ def test_a_fenced_call_whose_arguments_hold_a_fence_is_read_whole() -> None:
     assert names_args('```json\n{"name": "edit_file", "arguments": {"```": ""}}\n```') == [
         ("edit_file", {"```": ""})
     ]
+
+
+def test_broken_starts_and_broken_elements_before_a_call_leave_the_reply_alone() -> None:
+    """Each failed decode costs the text before it: past MAX_FAILED_DECODES the reply is
+    no call (and is not decoded further). A broken element before a good one is no prose
+    to keep: the reply stays text, as with a broken one after it."""
+    hostile = '<tool_call>{"' * 5_000
+    assert extract_text_tool_calls(hostile, TOOLS).calls == []
+    few = '<function=read_file>{"path": </function>\n' * 3
+    call = '<function=read_file>{"path": "a.py"}</function>'
+    found = extract_text_tool_calls(f"Trying.\n{call}", TOOLS)
+    assert [(c["name"], c["args"]) for c in found.calls] == [("read_file", {"path": "a.py"})]
+    assert extract_text_tool_calls(few + call, TOOLS).calls == []  # broken siblings: text
