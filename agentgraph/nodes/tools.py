@@ -29,7 +29,7 @@ from agentgraph.context.truncation import default_tool_output_max_tokens, trunca
 from agentgraph.deps import AgentDeps
 from agentgraph.history.kinds import stamped
 from agentgraph.nodes.common import CUT_ARGS_KEY, INVALID_ARGS_KEY
-from agentgraph.redaction import Redactor, build_redactor
+from agentgraph.redaction import build_redactor
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 from agentgraph.tools.base import format_tool_error
@@ -51,33 +51,18 @@ def _save_artifact(folder: Path, tool_call_id: str, content: str) -> Path:
     return path
 
 
-def _redact_command(command: Command[Any], redactor: Redactor) -> Command[Any]:
-    """A tool's Command with the ToolMessages of its state update redacted."""
-    update = command.update
-    if not isinstance(update, dict) or not isinstance(update.get("messages"), list):
-        return command
-    messages = [
-        m.model_copy(update={"content": redactor.redact_content(m.content)})
-        if isinstance(m, ToolMessage)
-        else m
-        for m in update["messages"]
-    ]
-    return replace(command, update={**update, "messages": messages})
-
-
-def _stamp_results(output: Any, when: float) -> Any:
-    """The tool node's output with each result dated (plain updates, lists, commands)."""
+def _map_results(output: Any, change: Callable[[ToolMessage], ToolMessage]) -> Any:
+    """``output`` of the tool node (or of one tool) with ``change`` applied to each
+    ``ToolMessage`` of its state updates: plain updates, lists of them, commands."""
     if isinstance(output, list):
-        return [_stamp_results(item, when) for item in output]
+        return [_map_results(item, change) for item in output]
     if isinstance(output, Command):
         update = output.update
         if isinstance(update, dict) and isinstance(update.get("messages"), list):
-            return replace(output, update=_stamp_results(update, when))
+            return replace(output, update=_map_results(update, change))
         return output
     if isinstance(output, dict) and isinstance(output.get("messages"), list):
-        messages = [
-            stamped(m, when) if isinstance(m, ToolMessage) else m for m in output["messages"]
-        ]
+        messages = [change(m) if isinstance(m, ToolMessage) else m for m in output["messages"]]
         return {**output, "messages": messages}
     return output
 
@@ -199,8 +184,12 @@ def make_tools_node(
             result = execute(request)
         finally:
             record_end(record)
-        if isinstance(result, Command):
-            return _redact_command(result, redactor)
+        if isinstance(result, Command):  # its state update's results are redacted
+            command: Command[Any] = _map_results(
+                result,
+                lambda m: m.model_copy(update={"content": redactor.redact_content(m.content)}),
+            )
+            return command
         # Any tool can surface a credential (printenv, read_file on a .env, grep over a
         # config, an MCP server's answer): redacted here, before the model, the
         # checkpoints or the artifacts see it. Error results too.
@@ -240,7 +229,9 @@ def make_tools_node(
         ctx = deps.run_context(runtime.context, config)
         token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx))
         try:
-            return _stamp_results(tool_node_for_current_tools().invoke(state, config), time.time())
+            output = tool_node_for_current_tools().invoke(state, config)
+            now = time.time()
+            return _map_results(output, lambda m: stamped(m, now))  # each result dated
         finally:
             _NOT_APPROVED.reset(token)
 
