@@ -368,22 +368,16 @@ def open_store(settings: Settings) -> Iterator[Store]:
             yield store
         return
     path, timeout, conn = _open_checked_sqlite(settings)
-    try:
-        index_conn = connect_sqlite(path, timeout, check_header=False)
-    except StoreError:
-        _release(path, conn)
-        raise
-    try:
-        history_conn = connect_sqlite(path, timeout, check_header=False)
-    except StoreError:
-        _release(path, conn, index_conn)
-        raise
+    conns = [conn]
     memory_path = settings.home / MEMORY_DB_NAME
     try:
+        conns.append(connect_sqlite(path, timeout, check_header=False))  # the index's
+        conns.append(connect_sqlite(path, timeout, check_header=False))  # search history's
         memory_conn = _connect_checked(memory_path, timeout)
     except StoreError:
-        _release(path, conn, index_conn, history_conn)
+        _release(path, *conns)
         raise
+    index_conn, history_conn = conns[1:]
     # Released when the store closes; a crashed process's leases are void (pid check).
     leases = SqliteLeases(path, timeout)
     try:
