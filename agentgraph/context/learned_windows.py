@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from agentgraph.config import DB_PASSWORD_REDACT_MIN_CHARS, Settings
-from agentgraph.context.windows import MIN_ADOPTED_WINDOW_TOKENS, Budget
+from agentgraph.context.windows import Budget, stated_window
 
 __all__ = [
     "LEARNED_WINDOWS_FILE",
@@ -46,8 +46,6 @@ LEARNED_WINDOWS_FILE = "learned_windows.json"
 LEARNED_WINDOWS_MAX_BYTES = 256 * 1024
 # Oldest entries go first beyond this many endpoint/model pairs.
 LEARNED_WINDOWS_MAX_ENTRIES = 200
-# Windows above this are not real endpoint windows (a misread or edited number).
-LEARNED_WINDOW_MAX_TOKENS = 100_000_000
 # A learned_at later than now by more than this is not a real time (clock skew aside).
 LEARNED_AT_MAX_FUTURE_S = 86_400.0
 # How long a process waits for another's write (a stopped process may hold the lock):
@@ -134,14 +132,6 @@ def _path(settings: Settings) -> Path:
     return settings.home / LEARNED_WINDOWS_FILE
 
 
-def _valid_window(value: Any) -> bool:
-    return (
-        isinstance(value, int)
-        and not isinstance(value, bool)
-        and MIN_ADOPTED_WINDOW_TOKENS <= value <= LEARNED_WINDOW_MAX_TOKENS
-    )
-
-
 def _valid_time(value: Any) -> bool:
     return (
         isinstance(value, int | float)
@@ -180,7 +170,7 @@ def _read(path: Path) -> Entries:
             if (
                 isinstance(model, str)
                 and isinstance(entry, dict)
-                and _valid_window(entry.get("window"))
+                and stated_window(entry.get("window")) is not None
                 and _valid_time(entry.get("learned_at"))
             ):
                 valid.setdefault(endpoint, {})[model] = {
@@ -275,7 +265,7 @@ def remember_learned_window(settings: Settings, model: str, window: int) -> None
         model: The model name requests carry.
         window: The window the endpoint's error named.
     """
-    if not _valid_window(window):
+    if stated_window(window) is None:
         return
     path = _path(settings)
     endpoint = endpoint_label(settings, model)

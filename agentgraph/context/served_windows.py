@@ -31,10 +31,9 @@ from urllib.parse import urlsplit
 
 from agentgraph.config import Settings
 from agentgraph.context.learned_windows import endpoint_label
-from agentgraph.context.windows import MIN_ADOPTED_WINDOW_TOKENS, Budget
+from agentgraph.context.windows import Budget, stated_window
 
 __all__ = [
-    "SERVED_WINDOW_MAX_TOKENS",
     "SERVED_WINDOW_TIMEOUT_S",
     "AskOnce",
     "api_root",
@@ -49,8 +48,6 @@ __all__ = [
 # The model list is on the same machine or network: it answers in milliseconds, or the
 # chat requests would not work either.
 SERVED_WINDOW_TIMEOUT_S = 2.0
-# A larger figure is not a window (a hostile or broken server).
-SERVED_WINDOW_MAX_TOKENS = 100_000_000
 # Host names that stay on this machine or network.
 LOCAL_HOST_NAMES = frozenset({"localhost", "host.docker.internal"})
 LOCAL_HOST_SUFFIXES = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
@@ -80,19 +77,13 @@ def is_local_endpoint(base_url: str | None) -> bool:
     return address.is_loopback or address.is_private or address.is_link_local
 
 
-def _window(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if MIN_ADOPTED_WINDOW_TOKENS <= value <= SERVED_WINDOW_MAX_TOKENS else None
-
-
 def _entry_window(entry: Mapping[str, Any]) -> int | None:
     meta = entry.get("meta")
     if isinstance(meta, Mapping):  # llama.cpp
-        found = _window(meta.get("n_ctx"))
+        found = stated_window(meta.get("n_ctx"))
         if found is not None:
             return found
-    return _window(entry.get("max_model_len"))  # vLLM
+    return stated_window(entry.get("max_model_len"))  # vLLM
 
 
 def served_window_in(entries: Iterable[Any], model: str) -> int | None:
@@ -192,7 +183,7 @@ def props_window_in(payload: Any) -> int | None:
     if not isinstance(payload, Mapping):
         return None
     settings = payload.get("default_generation_settings")
-    return _window(settings.get("n_ctx")) if isinstance(settings, Mapping) else None
+    return stated_window(settings.get("n_ctx")) if isinstance(settings, Mapping) else None
 
 
 def loaded_window_in(payload: Any, model: str) -> int | None:
@@ -216,7 +207,7 @@ def loaded_window_in(payload: Any, model: str) -> int | None:
         return any(isinstance(n, str) and n.lower() in names for n in found)
 
     listed = [e for e in models if isinstance(e, Mapping) and named(e)]
-    windows = {w for w in (_window(e.get("context_length")) for e in listed) if w is not None}
+    windows = {w for w in (stated_window(e.get("context_length")) for e in listed) if w is not None}
     return windows.pop() if len(windows) == 1 else None
 
 

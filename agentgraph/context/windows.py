@@ -22,6 +22,7 @@ from agentgraph.config import Settings
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW_TOKENS",
+    "MAX_STATED_WINDOW_TOKENS",
     "MIN_ADOPTED_WINDOW_TOKENS",
     "Budget",
     "Level",
@@ -29,6 +30,7 @@ __all__ = [
     "context_window_for",
     "default_max_tokens",
     "output_limit_for",
+    "stated_window",
     "unlimited_output",
 ]
 
@@ -42,6 +44,8 @@ LARGE_WINDOW_OUTPUT_RESERVE_TOKENS = 50_000
 # A window an endpoint states below this is not adopted: no agent prompt (system
 # prompt plus tool schemas) fits it, so the number is more likely misread than real.
 MIN_ADOPTED_WINDOW_TOKENS = 1_024
+# Above this a stated window is not a real one (a misread, edited or hostile number).
+MAX_STATED_WINDOW_TOKENS = 100_000_000
 # The notice, warn and compact thresholds as fractions of the usable budget.
 _Thresholds = tuple[float, float, float]
 # Serializes adopt_window: two calls failing at once (subagents) shrink the budget once.
@@ -95,6 +99,21 @@ _WINDOWS: tuple[tuple[str, int], ...] = (
 )
 _COMPILED = tuple((re.compile(pattern), window) for pattern, window in _WINDOWS)
 _ONE_MILLION_SUFFIX = "[1m]"
+
+
+def stated_window(value: object) -> int | None:
+    """``value`` when it can be a window an endpoint, a file or a server states.
+
+    Args:
+        value: Anything read from outside (JSON, a file).
+
+    Returns:
+        An int within [:data:`MIN_ADOPTED_WINDOW_TOKENS`, :data:`MAX_STATED_WINDOW_TOKENS`]
+        (not a bool), else None.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if MIN_ADOPTED_WINDOW_TOKENS <= value <= MAX_STATED_WINDOW_TOKENS else None
 
 
 def _profile_window(profile: Mapping[str, Any] | None) -> int | None:

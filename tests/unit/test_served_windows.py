@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentgraph.context.served_windows import (
-    SERVED_WINDOW_MAX_TOKENS,
     api_root,
     is_local_endpoint,
     loaded_window_in,
     props_window_in,
     served_window_in,
 )
+from agentgraph.context.windows import MAX_STATED_WINDOW_TOKENS
 
 LLAMA = {"id": "qwen", "object": "model", "meta": {"n_ctx": 8192, "n_ctx_train": 32768}}
 VLLM = {"id": "Qwen/Qwen2.5-7B", "object": "model", "max_model_len": 16384}
@@ -63,7 +63,7 @@ def test_llama_cpp_and_vllm_lists_state_the_window() -> None:
         [{"id": "qwen", "meta": {"n_ctx": True}}],
         [{"id": "qwen", "meta": {"n_ctx": -1}}],
         [{"id": "qwen", "meta": {"n_ctx": 12}}],  # below any real window
-        [{"id": "qwen", "max_model_len": SERVED_WINDOW_MAX_TOKENS + 1}],
+        [{"id": "qwen", "max_model_len": MAX_STATED_WINDOW_TOKENS + 1}],
         [{"id": "qwen", "max_model_len": 8192.5}],
         [{"id": "qwen", "meta": [8192]}],
         ["qwen", 8192, None],
@@ -90,7 +90,7 @@ def json_like(*keys: str) -> st.SearchStrategy[Any]:
 @given(st.lists(json_like("id", "meta", "n_ctx", "max_model_len"), max_size=4))
 def test_a_hostile_list_never_raises_and_gives_a_plausible_window(entries: list[Any]) -> None:
     found = served_window_in(entries, "qwen")
-    assert found is None or (isinstance(found, int) and 1_024 <= found <= SERVED_WINDOW_MAX_TOKENS)
+    assert found is None or (isinstance(found, int) and 1_024 <= found <= MAX_STATED_WINDOW_TOKENS)
 
 
 def test_ollama_says_what_it_allocated_for_a_loaded_model() -> None:
@@ -110,7 +110,7 @@ def test_ollama_says_what_it_allocated_for_a_loaded_model() -> None:
 @given(json_like("models", "name", "model", "context_length"))
 def test_a_hostile_process_list_never_raises(payload: Any) -> None:
     found = loaded_window_in(payload, "qwen")
-    assert found is None or (isinstance(found, int) and 1_024 <= found <= SERVED_WINDOW_MAX_TOKENS)
+    assert found is None or (isinstance(found, int) and 1_024 <= found <= MAX_STATED_WINDOW_TOKENS)
 
 
 @pytest.mark.parametrize(
