@@ -24,7 +24,7 @@ import html
 import json
 import re
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,8 +63,8 @@ _NAME = r"[A-Za-z_][\w.-]{0,127}"
 _FUNCTION_START = re.compile(
     rf"""<function(?:\s+name\s*=\s*(?:"({_NAME})"|'({_NAME})')|=({_NAME})>)""", re.IGNORECASE
 )
-# Only ``arguments``: a tool definition quoted in prose has ``parameters`` (its schema).
 _FUNCTION_START_ANY = re.compile(FUNCTION_ELEMENT_START_PATTERN, re.IGNORECASE)
+# Only ``arguments``: a tool definition quoted in prose has ``parameters`` (its schema).
 _ARGS_ATTR = re.compile(r"""\s+arguments\s*=\s*(["'])""", re.IGNORECASE)
 _ELEMENT_OPEN_END = re.compile(r"\s*>")
 _ELEMENT_SELF_CLOSE = {quote: re.compile(rf"{quote}\s*/>") for quote in "\"'"}
@@ -146,6 +146,16 @@ def _calls_in(value: Any) -> list[tuple[str, dict[str, Any]]] | None:
     return [c for c in calls if c is not None]
 
 
+def _without(text: str, spans: Sequence[tuple[int, int, Any]]) -> str:
+    """``text`` without the (ordered, disjoint) ``spans``."""
+    kept, pos = [], 0
+    for start, end, _ in spans:
+        kept.append(text[pos:start])
+        pos = end
+    kept.append(text[pos:])
+    return "".join(kept)
+
+
 def _value_at(text: str, pos: int) -> tuple[Any, int] | None:
     """The JSON value starting at ``pos`` (after whitespace) and where it ends."""
     start = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s* always matches
@@ -170,8 +180,6 @@ def _bare_values(text: str) -> list[tuple[int, int, Any]] | None:
     found: list[tuple[int, int, Any]] = []
     pos = _SPACE.match(text).end()  # type: ignore[union-attr]
     while pos < len(text):
-        if text[pos] not in "{[":
-            return None
         parsed = _value_at(text, pos)
         if parsed is None:
             return None
@@ -253,10 +261,7 @@ def _function_elements(text: str) -> list[tuple[int, int, Any]]:
 def _only_elements(text: str) -> list[tuple[int, int, Any]] | None:
     """The function elements of ``text`` when nothing else but whitespace is there."""
     elements = _function_elements(text)
-    rest = text
-    for start, end, _ in reversed(elements):
-        rest = rest[:start] + rest[end:]
-    return elements if elements and not rest.strip() else None
+    return elements if elements and not _without(text, elements).strip() else None
 
 
 def _closing_elements(text: str) -> list[tuple[int, int, Any]] | None:
@@ -270,21 +275,17 @@ def _closing_elements(text: str) -> list[tuple[int, int, Any]] | None:
     elements = _function_elements(text)
     if not elements:
         return None
-    if _FUNCTION_START_ANY.search(text, 0, elements[0][0]) is not None:
+    first = elements[0][0]
+    if _FUNCTION_START_ANY.search(text, 0, first) is not None:
         return None  # a broken element before them: the reply is left alone
-    pos = elements[0][0]
-    for start, end, _ in elements:
-        if text[pos:start].strip():
-            return None
-        pos = end
-    if text[pos:].strip():
+    if _without(text, elements)[first:].strip():  # the prose before them is kept as is
         return None
-    head = text[: elements[0][0]].rstrip()
+    head = text[:first].rstrip()
     tail = head[-(max(map(len, CALL_TAGS)) + 2) :].lower()
     for tag in CALL_TAGS:
         if tail.endswith(f"<{tag}>"):
-            first = elements[0]
-            elements[0] = (len(head) - len(tag) - 2, first[1], first[2])
+            _start, end, call = elements[0]
+            elements[0] = (len(head) - len(tag) - 2, end, call)
             break
     return elements
 
@@ -367,10 +368,7 @@ def extract_text_tool_calls(text: str, declared: Collection[str]) -> TextToolCal
     if rejected:
         result.rejected = sorted(set(rejected))
         return result
-    remaining = text
-    for start, end, _ in reversed(spans):
-        remaining = remaining[:start] + remaining[end:]
-    result.text = remaining.strip()
+    result.text = _without(text, spans).strip()
     result.calls = [
         {
             "name": name,
