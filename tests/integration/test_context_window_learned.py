@@ -9,7 +9,8 @@ sized for it) and the next turn works without ``AGENTGRAPH_CONTEXT_WINDOW``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,6 +42,7 @@ LINES_PER_FILE = 40
 # window once each output is cut: only a compaction (the guard) makes the call fit.
 FILES_AT_ONCE = 8
 LINES_PER_FILE_AT_ONCE = 60
+PROMPT = "read every log and report the facts"
 
 
 def _settings(
@@ -73,11 +75,7 @@ def _run(
         with open_store(settings) as store:
             agent = Agent(settings, store, sleep=lambda _s: None)
             assert agent.deps.budget.window > SERVER_WINDOW_TOKENS
-            results.append(
-                agent.run_turn(
-                    "small", "read every log and report the facts", workspace, events.append
-                )
-            )
+            results.append(agent.run_turn("small", PROMPT, workspace, events.append))
             first_turn_requests = len(server.requests)
             results.append(
                 agent.run_turn("small", "which facts did you find?", workspace, events.append)
@@ -206,6 +204,18 @@ class FreshDriverPerRun:
         return self.driver(body)
 
 
+@contextmanager
+def _long_task_endpoint(
+    tmp_path: Path, workspace: Path, **server_options: Any
+) -> Iterator[tuple[FreshDriverPerRun, FakeOpenAIServer, dict[str, str]]]:
+    """The long task's model behind a SERVER_WINDOW_TOKENS endpoint, and the CLI's env."""
+    model = FreshDriverPerRun(make_workspace(workspace, files=FILES, lines_per_file=LINES_PER_FILE))
+    with FakeOpenAIServer(
+        [model], window=SERVER_WINDOW_TOKENS, on_exhausted="repeat_last", **server_options
+    ) as server:
+        yield model, server, server_env(tmp_path, server.url, "sk-test", AGENTGRAPH_MODEL=MODEL)
+
+
 def test_the_next_process_starts_with_the_learned_window(tmp_path: Path, workspace: Path) -> None:
     """`agentgraph run` twice on the 4,096-token endpoint: only the first one overflows.
 
@@ -220,20 +230,19 @@ def test_the_next_process_starts_with_the_learned_window(tmp_path: Path, workspa
     ) as server:
         url = server.url.replace("://", "://user:hunter2secret@", 1)
         env = server_env(tmp_path, url, "sk-test", AGENTGRAPH_MODEL=MODEL)
-        prompt = "read every log and report the facts"
-        first = run_cli(["run", prompt], cwd=workspace, env=env)
+        first = run_cli(["run", PROMPT], cwd=workspace, env=env)
         assert first.returncode == 0, first.stderr
         assert server.overflow_count == 1
         assert "learned from its error" in first.stdout + first.stderr
         model.restart()
-        second = run_cli(["run", prompt], cwd=workspace, env=env)
+        second = run_cli(["run", PROMPT], cwd=workspace, env=env)
         assert second.returncode == 0, second.stderr
         assert model.driver.answered
         assert server.overflow_count == 1, [server.token_estimate(r) for r in server.requests]
         # An explicit window wins over what was learned.
         model.restart()
         with_override = run_cli(
-            ["run", prompt], cwd=workspace, env={**env, "AGENTGRAPH_CONTEXT_WINDOW": "3000"}
+            ["run", PROMPT], cwd=workspace, env={**env, "AGENTGRAPH_CONTEXT_WINDOW": "3000"}
         )
     shown = second.stdout + second.stderr
     assert f"context window {SERVER_WINDOW_TOKENS:,} tokens for {MODEL!r}" in shown, shown
@@ -257,14 +266,12 @@ def test_a_local_model_gets_the_output_reserve_as_max_tokens(
     """llama.cpp and Ollama generate until the context is full when a request sets no
     limit: a model nothing states an output limit for gets the budget's output reserve,
     which follows a learned window; a configured limit and a hosted model's profile win."""
-    paths = make_workspace(workspace, files=FILES, lines_per_file=LINES_PER_FILE)
-    model = FreshDriverPerRun(paths)
-    with FakeOpenAIServer(
-        [model], window=SERVER_WINDOW_TOKENS, overflow_style="llama.cpp", on_exhausted="repeat_last"
-    ) as server:
-        env = server_env(tmp_path, server.url, "sk-test", AGENTGRAPH_MODEL=MODEL)
-        prompt = "read every log and report the facts"
-        assert run_cli(["run", prompt], cwd=workspace, env=env).returncode == 0
+    with _long_task_endpoint(tmp_path, workspace, overflow_style="llama.cpp") as (
+        model,
+        server,
+        env,
+    ):
+        assert run_cli(["run", PROMPT], cwd=workspace, env=env).returncode == 0
         limits = [_limit(r) for r in server.requests]
         assert any(is_summary_request(r) for r in server.requests)  # summaries too
         assert None not in limits, limits
@@ -289,18 +296,10 @@ def test_a_local_server_that_states_its_window_is_never_overflowed(
     /v1/models``, upstream llama-server states it in ``GET /props``, vLLM as
     ``max_model_len``: the first process starts with it (and says so), so the same task
     never overflows. An explicit window wins and nothing is asked."""
-    paths = make_workspace(workspace, files=FILES, lines_per_file=LINES_PER_FILE)
-    model = FreshDriverPerRun(paths)
-    with FakeOpenAIServer(
-        [model],
-        window=SERVER_WINDOW_TOKENS,
-        overflow_style="llama.cpp",
-        on_exhausted="repeat_last",
-        models_window=style,
-    ) as server:
-        env = server_env(tmp_path, server.url, "sk-test", AGENTGRAPH_MODEL=MODEL)
-        prompt = "read every log and report the facts"
-        first = run_cli(["run", prompt], cwd=workspace, env=env)
+    with _long_task_endpoint(
+        tmp_path, workspace, overflow_style="llama.cpp", models_window=style
+    ) as (model, server, env):
+        first = run_cli(["run", PROMPT], cwd=workspace, env=env)
         assert first.returncode == 0, first.stderr
         assert model.driver.answered
         assert server.overflow_count == 0, [server.token_estimate(r) for r in server.requests]
@@ -310,7 +309,7 @@ def test_a_local_server_that_states_its_window_is_never_overflowed(
         )  # a stated window: Ollama's /api/ps is not asked after the first reply
         model.restart()
         explicit = run_cli(
-            ["run", prompt], cwd=workspace, env={**env, "AGENTGRAPH_CONTEXT_WINDOW": "3000"}
+            ["run", PROMPT], cwd=workspace, env={**env, "AGENTGRAPH_CONTEXT_WINDOW": "3000"}
         )
         assert explicit.returncode == 0, explicit.stderr
         again = [r for r in server.log if r.method == "GET"]
@@ -328,14 +327,13 @@ def test_ollama_is_asked_what_it_allocated_once_the_model_is_loaded(
     drops the beginning silently), so no error would teach it: after the first reply
     (Ollama loads the model then) ``GET /api/ps`` says what it allocated, and no later
     request is larger."""
-    paths = make_workspace(workspace, files=FILES, lines_per_file=LINES_PER_FILE)
-    model = FreshDriverPerRun(paths)
-    with FakeOpenAIServer(
-        [model], window=SERVER_WINDOW_TOKENS, on_exhausted="repeat_last", models_window="ollama"
-    ) as server:
-        env = server_env(tmp_path, server.url, "sk-test", AGENTGRAPH_MODEL=MODEL)
+    with _long_task_endpoint(tmp_path, workspace, models_window="ollama") as (
+        model,
+        server,
+        env,
+    ):
         result = run_cli(
-            ["run", "read every log and report the facts", "--output-format", "stream-json"],
+            ["run", PROMPT, "--output-format", "stream-json"],
             cwd=workspace,
             env=env,
         )
