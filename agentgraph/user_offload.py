@@ -15,6 +15,7 @@ from pathlib import Path
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from agentgraph.context.tokens import fits_by_length
 from agentgraph.context.truncation import truncate_tool_output
 
 __all__ = ["OFFLOADED_KEY", "offload_user_messages"]
@@ -47,11 +48,10 @@ def offload_user_messages(
     out: list[BaseMessage] = []
     for msg in messages:
         text = msg.content
-        # A token is at least one character: shorter texts fit without counting.
         if (
             not isinstance(msg, HumanMessage)
             or not isinstance(text, str)
-            or len(text) <= max_tokens
+            or fits_by_length(text, max_tokens)
             or count(text) <= max_tokens
         ):
             out.append(msg)

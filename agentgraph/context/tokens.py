@@ -35,6 +35,7 @@ __all__ = [
     "anchored_prompt_tokens",
     "encoding_for_model",
     "estimate_tokens",
+    "fits_by_length",
     "get_counter",
 ]
 
@@ -88,6 +89,11 @@ TEXT_CACHE_MAX_CHARS = 4_000_000
 TEXT_CACHE_MAX_TEXT_CHARS = 262_144
 TOOL_CACHE_MAX_ENTRIES = 1_024
 COUNTER_REGISTRY_MAX_MODELS = 64
+# The most tokens one character can cost under any counter here: byte-level BPE
+# gives every token at least one of a character's (at most four) UTF-8 bytes, and the
+# estimate's heaviest character costs under two. A token is not "at least a
+# character": rare 4-byte characters are three tokens each in o200k.
+MAX_TOKENS_PER_CHAR = 4
 
 # A reported usage anchor is distrusted when it disagrees with our own count
 # of the same prefix by more than this fraction: a stale anchor (an assistant
@@ -208,6 +214,20 @@ def _estimate_features(text: str) -> dict[str, int]:
         "other_letters": classes.count(b"x"),
         "other": classes.count(b"o") + cjk_punct,
     }
+
+
+def fits_by_length(text: str, max_tokens: int) -> bool:
+    """Whether ``text`` surely fits ``max_tokens`` by its length alone, uncounted.
+
+    Args:
+        text: Any text.
+        max_tokens: The bound to check.
+
+    Returns:
+        True when no counter here can give ``text`` more than ``max_tokens``
+        tokens; False means it has to be counted.
+    """
+    return len(text) * MAX_TOKENS_PER_CHAR <= max_tokens
 
 
 def estimate_tokens(text: str) -> int:

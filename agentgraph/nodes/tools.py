@@ -25,6 +25,7 @@ from agentgraph.approvals import (
     unappliable_edit,
 )
 from agentgraph.call_records import needs_record, record_end, record_start
+from agentgraph.context.tokens import fits_by_length
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.deps import AgentDeps
 from agentgraph.history.kinds import stamped
@@ -199,10 +200,7 @@ def make_tools_node(
         if not isinstance(result.content, str):
             return result
         content = result.content
-        # Cheap pre-check on characters before paying for an exact count.
-        if len(content) <= cap:
-            return result
-        if deps.counter.count_text(content) <= cap:
+        if fits_by_length(content, cap) or deps.counter.count_text(content) <= cap:
             return result
         artifact = _save_artifact(folder, call_id, content)
         cut = truncate_tool_output(

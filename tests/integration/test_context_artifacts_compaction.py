@@ -239,3 +239,29 @@ def test_summarizer_budget_follows_the_summary_model(
     assert budget_for(settings).window == 1_047_576
     # Pieces sent to the 128k summarizer must be sized for it, not for the 1M main model.
     assert compactor.summarizer_budget == budget_for(settings, "gpt-4o-mini").usable
+
+
+# Four UTF-8 bytes each and about three o200k tokens: fewer characters than the cap,
+# several times more tokens.
+WIDE_TEXT = "𝔘𝔫𝔦𝔠𝔬𝔡𝔢" * 120
+
+
+def test_an_output_with_fewer_characters_than_the_cap_is_still_held_to_it(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    (workspace / "wide.txt").write_text(WIDE_TEXT, encoding="utf-8")
+    settings = make_settings(AGENTGRAPH_TOOL_OUTPUT_MAX_TOKENS="1000")
+    count = get_counter(settings.model).count_text
+    assert len(WIDE_TEXT) < 1000 < count(WIDE_TEXT)
+    model = ScriptedChatModel([ai_tools(("read_file", {"path": "wide.txt"})), ai_text("read")])
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=model, sleep=lambda _s: None)
+        agent.run_turn("wide", "read wide.txt", workspace)
+        agent.run_turn("wide", f"and this one: {WIDE_TEXT}", workspace)
+        history = agent.messages("wide")
+    result = next(m for m in history if isinstance(m, ToolMessage))
+    assert "tokens truncated" in str(result.content)
+    assert count(str(result.content)) <= 1000
+    pasted = [m for m in history if isinstance(m, HumanMessage)][-1]
+    assert "tokens truncated" in str(pasted.content)
+    assert count(str(pasted.content)) <= 1000

@@ -29,6 +29,7 @@ from agentgraph.context.tokens import (
     anchored_prompt_tokens,
     encoding_for_model,
     estimate_tokens,
+    fits_by_length,
     get_counter,
 )
 
@@ -164,6 +165,20 @@ def test_estimate_edge_cases() -> None:
     assert estimate_tokens("") == 0
     assert estimate_tokens("a") == 1
     assert estimate_tokens("\ud800 lone surrogate") > 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=400), cap=st.integers(min_value=0, max_value=1_600))
+def test_a_text_that_fits_by_length_fits_every_counter(text: str, cap: int) -> None:
+    if fits_by_length(text, cap):
+        for model in ("gpt-4o", "gpt-4", "claude-sonnet-4-5"):
+            assert get_counter(model).count_text(text) <= cap
+
+
+def test_rare_characters_cost_more_tokens_than_characters() -> None:
+    wide = "\U0001d518\U0001d52b\U0001d526" * 100  # mathematical fraktur letters
+    assert get_counter("gpt-4o").count_text(wide) > len(wide)
+    assert not fits_by_length(wide, len(wide))
 
 
 def test_lone_surrogate_is_counted_not_raised() -> None:
