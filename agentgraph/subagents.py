@@ -36,14 +36,13 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
-from langgraph.prebuilt import ToolRuntime
 
 from agentgraph.config import Settings
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import truncate_text
 from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_title
 from agentgraph.prompts import LOOP_CAP_TOOL_RESULT
-from agentgraph.runctx import RunContext, context_of
+from agentgraph.runctx import AgentToolRuntime, RunContext, context_of
 from agentgraph.state import MAIN_CONTEXT_ID
 
 SUBAGENT_TOOL = "call_subagent"
@@ -428,7 +427,7 @@ def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
     @tool(SUBAGENT_TOOL, parse_docstring=True)
     def call_subagent(
         task: str,
-        runtime: ToolRuntime[RunContext, Any],
+        runtime: AgentToolRuntime,
         max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
         exclude_tools: list[str] | None = None,
     ) -> ToolMessage:

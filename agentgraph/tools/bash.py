@@ -25,15 +25,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from langchain_core.tools import BaseTool, tool
-from langgraph.prebuilt import ToolRuntime
 
 from agentgraph.config import BASH_TIMEOUT_S_DEFAULT, Settings
 from agentgraph.process import pid_alive
 from agentgraph.redaction import redact_token_formats
-from agentgraph.runctx import RunContext
+from agentgraph.runctx import AgentToolRuntime
 from agentgraph.tools.base import ToolError
 from agentgraph.tools.sandbox import (
     SANDBOX_CACHE_DIR,
@@ -470,9 +468,7 @@ def make_bash_tool(
     default_timeout_s = min(settings.bash_timeout_s, BASH_TIMEOUT_MAX_S)
 
     @tool("run_bash", parse_docstring=True)
-    def run_bash(
-        command: str, runtime: ToolRuntime[RunContext, Any], timeout_s: int | None = None
-    ) -> str:
+    def run_bash(command: str, runtime: AgentToolRuntime, timeout_s: int | None = None) -> str:
         """Run a bash command in the workspace: stdout+stderr, then the exit code.
 
         No stdin; background processes are killed at the end.

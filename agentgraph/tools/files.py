@@ -23,7 +23,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
 
 from agentgraph.redaction import Redactor
-from agentgraph.runctx import RunContext
+from agentgraph.runctx import AgentToolRuntime
 from agentgraph.tools.base import ToolError
 from agentgraph.tools.search import (
     GLOB_TIMEOUT_S,
@@ -841,7 +841,7 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
     @tool("read_file", parse_docstring=True)
     def read_file_tool(
         path: str,
-        runtime: ToolRuntime[RunContext, Any],
+        runtime: AgentToolRuntime,
         offset: int = 0,
         limit: int = READ_FILE_MAX_LINES,
     ) -> str:
@@ -875,7 +875,7 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
         return read_text_file(real, display_path(workspace, real), offset, limit)
 
     @tool("write_file", parse_docstring=True)
-    def write_file_tool(path: str, content: str, runtime: ToolRuntime[RunContext, Any]) -> str:
+    def write_file_tool(path: str, content: str, runtime: AgentToolRuntime) -> str:
         """Create or overwrite a whole file (edit_file changes part of one).
 
         Args:
@@ -893,7 +893,7 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
         path: str,
         old_string: str,
         new_string: str,
-        runtime: ToolRuntime[RunContext, Any],
+        runtime: AgentToolRuntime,
         replace_all: bool = False,
     ) -> str:
         """Replace old_string, which must occur exactly once unless replace_all.
@@ -911,7 +911,7 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
         return result
 
     @tool("list_dir", parse_docstring=True)
-    def list_dir_tool(runtime: ToolRuntime[RunContext, Any], path: str = ".") -> str:
+    def list_dir_tool(runtime: AgentToolRuntime, path: str = ".") -> str:
         """List a directory: subdirectories, then files with sizes.
 
         Args:
@@ -920,7 +920,7 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
         return list_directory(workspace_from_runtime(runtime), path)
 
     @tool("glob", parse_docstring=True)
-    def glob_tool(pattern: str, runtime: ToolRuntime[RunContext, Any], path: str = ".") -> str:
+    def glob_tool(pattern: str, runtime: AgentToolRuntime, path: str = ".") -> str:
         """Find files by glob, newest first (`**` spans directories).
 
         Args:
@@ -932,7 +932,7 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
     @tool("grep", parse_docstring=True)
     def grep_tool(
         pattern: str,
-        runtime: ToolRuntime[RunContext, Any],
+        runtime: AgentToolRuntime,
         path: str = ".",
         glob: str | None = None,
         ignore_case: bool = False,

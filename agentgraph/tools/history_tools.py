@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 from langchain_core.tools import BaseTool, tool
-from langgraph.prebuilt import ToolRuntime
 
 from agentgraph.recall.search import (
     READ_HISTORY_TOOL,
@@ -23,10 +22,11 @@ from agentgraph.recall.search import (
     read_message,
     search_transcript,
 )
+from agentgraph.runctx import AgentToolRuntime
 from agentgraph.tools.base import ToolError
 
 
-def thread_id_of(runtime: ToolRuntime) -> str:
+def thread_id_of(runtime: AgentToolRuntime) -> str:
     """The session a tool call runs in (the run config's ``thread_id``)."""
     configurable = (runtime.config or {}).get("configurable") or {}
     thread_id = configurable.get("thread_id")
@@ -35,7 +35,7 @@ def thread_id_of(runtime: ToolRuntime) -> str:
     return str(thread_id or "")
 
 
-def _messages(runtime: ToolRuntime) -> list[Any]:
+def _messages(runtime: AgentToolRuntime) -> list[Any]:
     state = runtime.state
     return list((state.get("messages") if isinstance(state, dict) else None) or [])
 
@@ -51,7 +51,9 @@ def make_history_tools(index: Callable[[], HistoryIndex | None]) -> list[BaseToo
     """
 
     @tool(SEARCH_HISTORY_TOOL, parse_docstring=True)
-    def search_history(query: str, runtime: ToolRuntime, limit: int = SEARCH_LIMIT_DEFAULT) -> str:
+    def search_history(
+        query: str, runtime: AgentToolRuntime, limit: int = SEARCH_LIMIT_DEFAULT
+    ) -> str:
         """Search this session's whole transcript, masked and summarized parts too.
 
         Returns references like msg:42 with snippets (read_history shows one).
@@ -69,7 +71,7 @@ def make_history_tools(index: Callable[[], HistoryIndex | None]) -> list[BaseToo
         return format_results(result)
 
     @tool(READ_HISTORY_TOOL, parse_docstring=True)
-    def read_history(ref: str, runtime: ToolRuntime) -> str:
+    def read_history(ref: str, runtime: AgentToolRuntime) -> str:
         """Show an earlier message of this session in full.
 
         Args:

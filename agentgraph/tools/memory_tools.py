@@ -8,7 +8,6 @@ and workspace. See :mod:`agentgraph.recall.memory`.
 from __future__ import annotations
 
 from langchain_core.tools import BaseTool, tool
-from langgraph.prebuilt import ToolRuntime
 from langgraph.store.base import BaseStore
 
 from agentgraph.config import Settings
@@ -22,7 +21,7 @@ from agentgraph.recall.memory import (
     search_memories,
 )
 from agentgraph.redaction import Redactor
-from agentgraph.runctx import context_of
+from agentgraph.runctx import AgentToolRuntime, context_of
 from agentgraph.tools.base import ToolError
 
 MEMORY_TOOLS = ("memory_save", "memory_search", "memory_delete")
@@ -39,7 +38,7 @@ def make_memory_tools(settings: Settings, redactor: Redactor) -> list[BaseTool]:
         memory_save, memory_search, memory_delete.
     """
 
-    def scope(runtime: ToolRuntime) -> tuple[BaseStore, tuple[str, ...]]:
+    def scope(runtime: AgentToolRuntime) -> tuple[BaseStore, tuple[str, ...]]:
         store = runtime.store
         if store is None:
             raise ToolError("long-term memory is not available in this run (no store)")
@@ -47,7 +46,7 @@ def make_memory_tools(settings: Settings, redactor: Redactor) -> list[BaseTool]:
         return store, namespace(ctx.user_id or settings.user_id, ctx.workspace_path)
 
     @tool("memory_save", parse_docstring=True)
-    def memory_save(content: str, runtime: ToolRuntime) -> str:
+    def memory_save(content: str, runtime: AgentToolRuntime) -> str:
         """Save a lasting fact (preference, convention, decision) for later sessions.
 
         Args:
@@ -63,7 +62,7 @@ def make_memory_tools(settings: Settings, redactor: Redactor) -> list[BaseTool]:
 
     @tool("memory_search", parse_docstring=True)
     def memory_search(
-        query: str, runtime: ToolRuntime, limit: int = MEMORY_SEARCH_LIMIT_DEFAULT
+        query: str, runtime: AgentToolRuntime, limit: int = MEMORY_SEARCH_LIMIT_DEFAULT
     ) -> str:
         """Search the memories saved in earlier sessions.
 
@@ -81,7 +80,7 @@ def make_memory_tools(settings: Settings, redactor: Redactor) -> list[BaseTool]:
         return "\n".join(format_memory(m) for m in found)
 
     @tool("memory_delete", parse_docstring=True)
-    def memory_delete(id: str, runtime: ToolRuntime) -> str:
+    def memory_delete(id: str, runtime: AgentToolRuntime) -> str:
         """Delete a wrong or outdated memory.
 
         Args:

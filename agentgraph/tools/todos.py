@@ -9,11 +9,10 @@ from typing import Any, Literal
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, tool
-from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
-from agentgraph.runctx import RunContext
+from agentgraph.runctx import AgentToolRuntime
 from agentgraph.state import Todo
 from agentgraph.tools.base import ToolError
 
@@ -107,7 +106,7 @@ def make_todo_tools() -> list[BaseTool]:
     """
 
     @tool("todo_write", parse_docstring=True)
-    def todo_write(todos: list[TodoItem], runtime: ToolRuntime[RunContext, Any]) -> Command[Any]:
+    def todo_write(todos: list[TodoItem], runtime: AgentToolRuntime) -> Command[Any]:
         """Replace the task list (send all of it); one task in_progress at a time.
 
         Args:
@@ -122,7 +121,7 @@ def make_todo_tools() -> list[BaseTool]:
         return Command(update={"todos": validated, "messages": [message]})
 
     @tool("todo_read")
-    def todo_read(runtime: ToolRuntime[RunContext, Any]) -> str:
+    def todo_read(runtime: AgentToolRuntime) -> str:
         """Show the task list."""
         state = runtime.state
         todos = state.get("todos") if isinstance(state, Mapping) else getattr(state, "todos", None)

@@ -651,3 +651,15 @@ def test_agent_cancel_stops_running_searches(settings: Settings) -> None:
         Agent(settings, store, model=ScriptedChatModel([])).cancel()  # what Ctrl-C calls
     with pytest.raises(SearchCancelled, match="grep was cancelled"):
         budget.check()
+
+
+def test_no_tool_of_the_agent_shows_its_runtime_to_the_model(settings: Settings) -> None:
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=ScriptedChatModel([]))
+        tools = list(agent.deps.tools)
+    names = {t.name for t in tools}
+    assert {"read_file", "memory_save", "search_history", "load_skill", "todo_write"} <= names
+    for tool in tools:
+        schema = tool.tool_call_schema.model_json_schema()
+        assert "runtime" not in schema.get("properties", {}), tool.name
+        assert "runtime" not in schema.get("required", []), tool.name
