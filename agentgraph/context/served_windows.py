@@ -14,8 +14,12 @@ short timeout and no retry, with the chat model's own key:
 * when the agent is built, its model list (``GET /v1/models``): vLLM states
   ``max_model_len``, some llama.cpp builds ``meta.n_ctx``; else llama-server's
   ``GET /props`` (``default_generation_settings.n_ctx``, the context of one request slot);
-* when neither stated a window, after the first reply, Ollama's ``GET /api/ps``
-  (``context_length`` of the model, which Ollama loads at its first request).
+  then LM Studio's ``GET /api/v1/models`` (``loaded_instances[].config.context_length``
+  of a model already loaded);
+* when none stated a window, after the first reply, Ollama's ``GET /api/ps``
+  (``context_length`` of the model, which Ollama loads at its first request), then LM
+  Studio's list again (it loads a model at its first request too, 4,096 tokens by
+  default).
 
 A smaller window than the budget's is adopted and said; never a larger one.
 ``AGENTGRAPH_CONTEXT_WINDOW`` wins: nothing is asked.
@@ -40,6 +44,7 @@ __all__ = [
     "apply_loaded_window",
     "apply_served_window",
     "is_local_endpoint",
+    "lmstudio_window_in",
     "loaded_window_in",
     "props_window_in",
     "served_window_in",
@@ -215,6 +220,62 @@ def loaded_window_in(payload: Any, model: str) -> int | None:
     return windows.pop() if len(windows) == 1 else None
 
 
+LMSTUDIO_MODELS_PATH = "/api/v1/models"
+
+
+def lmstudio_window_in(payload: Any, model: str) -> int | None:
+    """The context LM Studio loaded ``model`` with, from its ``GET /api/v1/models``.
+
+    Args:
+        payload: The decoded answer (anything).
+        model: The model name requests carry: a model's ``key`` or one loaded
+            instance's ``id``; compared without case.
+
+    Returns:
+        The smallest context of the model's loaded instances (a request may reach any
+        of them) — of the only loaded model when none is named so —, or None when it is
+        not loaded.
+    """
+    models = payload.get("models") if isinstance(payload, Mapping) else None
+    if not isinstance(models, list):
+        return None
+    wanted = model.lower()
+    named: set[int] = set()
+    loaded: set[int] = set()
+    for entry in models:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("loaded_instances"), list):
+            continue
+        key = entry.get("key")
+        whole_model = isinstance(key, str) and key.lower() == wanted
+        for instance in entry["loaded_instances"]:
+            config = instance.get("config") if isinstance(instance, Mapping) else None
+            window = (
+                stated_window(config.get("context_length")) if isinstance(config, Mapping) else None
+            )
+            if window is None:
+                continue
+            loaded.add(window)
+            name = instance.get("id")
+            if whole_model or (isinstance(name, str) and name.lower() == wanted):
+                named.add(window)
+    # A name LM Studio does not list is served by the model it has loaded, if only one.
+    windows = named or (loaded if _one_model_loaded(models) else set())
+    return min(windows) if windows else None
+
+
+def _one_model_loaded(models: list[Any]) -> bool:
+    return (
+        sum(
+            1
+            for e in models
+            if isinstance(e, Mapping)
+            and isinstance(e.get("loaded_instances"), list)
+            and e["loaded_instances"]
+        )
+        == 1
+    )
+
+
 def _local_root(settings: Settings) -> str | None:
     """The API root of the configured endpoint when it is local and no window is set."""
     from agentgraph.model import endpoint_url  # the model module imports this one's users
@@ -234,10 +295,11 @@ def _notice(settings: Settings, window: int, how: str) -> str:
 
 
 def apply_loaded_window(budget: Budget, settings: Settings, chat_model: Any) -> str | None:
-    """Shrink ``budget`` to the context a local Ollama allocated for the loaded model.
+    """Shrink ``budget`` to the context a local server loaded the model with.
 
-    Asked after the first reply (the model is loaded then); any other server answers
-    404 and nothing changes.
+    Asked after the first reply (Ollama and LM Studio load a model at its first request):
+    Ollama's ``GET /api/ps``, then LM Studio's ``GET /api/v1/models``; other servers
+    answer 404 and nothing changes.
 
     Args:
         budget: The model's budget.
@@ -252,11 +314,14 @@ def apply_loaded_window(budget: Budget, settings: Settings, chat_model: Any) -> 
         return None
     model_name = str(getattr(chat_model, "model_name", "") or "")
     window = loaded_window_in(_get_json(chat_model, root, "/api/ps"), model_name)
+    if window is not None:
+        how = "allocated it (Ollama drops what does not fit without an error)"
+    else:
+        window = lmstudio_window_in(_get_json(chat_model, root, LMSTUDIO_MODELS_PATH), model_name)
+        how = "loaded the model with it"
     if window is None:
         return None
-    notice = _notice(
-        settings, window, "allocated it (Ollama drops what does not fit without an error)"
-    )
+    notice = _notice(settings, window, how)
     return notice if budget.adopt_window(window, notice) else None
 
 
@@ -264,7 +329,8 @@ def apply_served_window(budget: Budget, settings: Settings, chat_model: Any) -> 
     """Shrink ``budget`` to the window a local server states for the model, saying so.
 
     The model list first (llama.cpp builds that state ``meta.n_ctx``, vLLM), then
-    llama-server's ``GET /props`` (the context of one request slot).
+    llama-server's ``GET /props`` (the context of one request slot), then LM Studio's
+    own list (a model already loaded).
 
     Args:
         budget: The model's budget.
@@ -286,6 +352,8 @@ def apply_served_window(budget: Budget, settings: Settings, chat_model: Any) -> 
     window = served_window_in(listed, model_name)
     if window is None:
         window = props_window_in(_get_json(chat_model, root, "/props"))
+    if window is None:
+        window = lmstudio_window_in(_get_json(chat_model, root, LMSTUDIO_MODELS_PATH), model_name)
     if window is None:
         return True
     budget.adopt_window(window, _notice(settings, window, "reports it"))

@@ -81,10 +81,15 @@ KEY_VISIBLE_SUFFIX_CHARS = 4
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MODELS_PATHS = ("/v1/models", "/models")
 # How the server states the window: not at all; as llama.cpp or vLLM in GET /v1/models;
-# as Ollama in GET /api/ps, once a chat request has loaded the model.
-ModelsWindow = Literal["none", "llama.cpp", "llama.cpp-props", "vllm", "ollama"]
+# as Ollama in GET /api/ps, once a chat request has loaded the model; as LM Studio in
+# GET /api/v1/models, for a model loaded by a chat request or from the start.
+ModelsWindow = Literal[
+    "none", "llama.cpp", "llama.cpp-props", "vllm", "ollama", "lmstudio", "lmstudio-loaded"
+]
 OLLAMA_PS_PATH = "/api/ps"
 LLAMA_PROPS_PATH = "/props"
+LMSTUDIO_MODELS_PATH = "/api/v1/models"
+LMSTUDIO_MAX_CONTEXT_TOKENS = 32_768
 
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 VALID_ROLES = ("system", "assistant", "user", "function", "tool", "developer")
@@ -730,9 +735,11 @@ class FakeOpenAIServer:
             models_window: How the server states ``window``: not at all, as a llama.cpp
                 build that lists ``meta.n_ctx`` in ``GET /v1/models``, as upstream
                 llama-server (``meta`` without it; ``default_generation_settings.n_ctx``
-                in ``GET /props``), as vLLM (``max_model_len`` in the list) or as Ollama
+                in ``GET /props``), as vLLM (``max_model_len`` in the list), as Ollama
                 (``context_length`` in ``GET /api/ps``, listing the models chat requests
-                have loaded).
+                have loaded) or as LM Studio (``loaded_instances[].config.context_length``
+                in ``GET /api/v1/models``: of the models chat requests have loaded, or of
+                every model from the start with ``"lmstudio-loaded"``).
         """
         unknown = set(disabled_rules) - ALL_RULES
         if unknown:
@@ -1175,7 +1182,7 @@ def completion_body(
 
 
 def _loads_model(record: RecordedRequest) -> bool:
-    """Whether ``record`` is a chat request, which makes Ollama load its model."""
+    """Whether ``record`` is a chat request, which makes Ollama or LM Studio load its model."""
     return (
         record.method == "POST"
         and record.path in CHAT_PATHS
@@ -1285,6 +1292,25 @@ class _Handler(BaseHTTPRequestHandler):
             running = [{"name": n, "model": n, "context_length": owner.window} for n in loaded]
             record.status = 200
             self._send_json(200, {"models": running})
+            return
+        if path == LMSTUDIO_MODELS_PATH and owner.models_window in ("lmstudio", "lmstudio-loaded"):
+            loaded = {str(r.body.get("model")) for r in owner.log if _loads_model(r)}
+            listed = set(owner.known_models) if owner.known_models else {DEFAULT_MODEL}
+            listing = [
+                {
+                    "type": "llm",
+                    "key": n,
+                    "loaded_instances": (
+                        [{"id": n, "config": {"context_length": owner.window}}]
+                        if owner.models_window == "lmstudio-loaded" or n in loaded
+                        else []
+                    ),
+                    "max_context_length": LMSTUDIO_MAX_CONTEXT_TOKENS,
+                }
+                for n in sorted(listed | loaded)
+            ]
+            record.status = 200
+            self._send_json(200, {"models": listing})
             return
         record.status = 404
         self._send_json(404, openai_error(f"Invalid URL (GET {path})"))

@@ -288,13 +288,24 @@ def test_a_local_model_gets_the_output_reserve_as_max_tokens(
             assert {_limit(r) for r in server.requests[before:]} == {expected}
 
 
-@pytest.mark.parametrize("style", ["llama.cpp", "llama.cpp-props", "vllm"])
+STATED_WINDOW_ASKED = {
+    "llama.cpp": ["/v1/models"],
+    "llama.cpp-props": ["/v1/models", "/props"],
+    "vllm": ["/v1/models"],
+    "lmstudio-loaded": ["/v1/models", "/props", "/api/v1/models"],
+}
+
+
+@pytest.mark.parametrize("style", sorted(STATED_WINDOW_ASKED))
 def test_a_local_server_that_states_its_window_is_never_overflowed(
-    tmp_path: Path, workspace: Path, style: Literal["llama.cpp", "llama.cpp-props", "vllm"]
+    tmp_path: Path,
+    workspace: Path,
+    style: Literal["llama.cpp", "llama.cpp-props", "vllm", "lmstudio-loaded"],
 ) -> None:
     """Some llama.cpp builds list the window they serve as ``meta.n_ctx`` of ``GET
     /v1/models``, upstream llama-server states it in ``GET /props``, vLLM as
-    ``max_model_len``: the first process starts with it (and says so), so the same task
+    ``max_model_len``, LM Studio the context a loaded model has in its own ``GET
+    /api/v1/models``: the first process starts with it (and says so), so the same task
     never overflows. An explicit window wins and nothing is asked."""
     with _long_task_endpoint(
         tmp_path, workspace, overflow_style="llama.cpp", models_window=style
@@ -304,9 +315,8 @@ def test_a_local_server_that_states_its_window_is_never_overflowed(
         assert model.driver.answered
         assert server.overflow_count == 0, [server.token_estimate(r) for r in server.requests]
         asked = [r for r in server.log if r.method == "GET"]
-        assert [r.path for r in asked] == (
-            ["/v1/models", "/props"] if style == "llama.cpp-props" else ["/v1/models"]
-        )  # a stated window: Ollama's /api/ps is not asked after the first reply
+        # A stated window: nothing is asked after the first reply.
+        assert [r.path for r in asked] == STATED_WINDOW_ASKED[style]
         model.restart()
         explicit = run_cli(
             ["run", PROMPT], cwd=workspace, env={**env, "AGENTGRAPH_CONTEXT_WINDOW": "3000"}
@@ -320,14 +330,26 @@ def test_a_local_server_that_states_its_window_is_never_overflowed(
     assert not (tmp_path / ".agentgraph" / LEARNED_WINDOWS_FILE).exists()  # nothing to learn
 
 
-def test_ollama_is_asked_what_it_allocated_once_the_model_is_loaded(
-    tmp_path: Path, workspace: Path
+@pytest.mark.parametrize(
+    ("style", "path", "said"),
+    [
+        ("ollama", "/api/ps", "allocated it"),
+        ("lmstudio", "/api/v1/models", "loaded the model with it"),
+    ],
+)
+def test_a_server_that_loads_the_model_is_asked_once_the_model_is_loaded(
+    tmp_path: Path,
+    workspace: Path,
+    style: Literal["ollama", "lmstudio"],
+    path: str,
+    said: str,
 ) -> None:
-    """Ollama states no window in its model list and never rejects a longer prompt (it
-    drops the beginning silently), so no error would teach it: after the first reply
-    (Ollama loads the model then) ``GET /api/ps`` says what it allocated, and no later
-    request is larger."""
-    with _long_task_endpoint(tmp_path, workspace, models_window="ollama") as (
+    """Ollama and LM Studio state no window in their OpenAI-compatible model list and
+    load a model at its first request (Ollama then drops the beginning of a longer prompt
+    silently, so no error would teach it): after the first reply ``GET /api/ps`` (Ollama)
+    or ``GET /api/v1/models`` (LM Studio) says what the model was loaded with, and no
+    later request is larger."""
+    with _long_task_endpoint(tmp_path, workspace, models_window=style) as (
         model,
         server,
         env,
@@ -342,12 +364,11 @@ def test_ollama_is_asked_what_it_allocated_once_the_model_is_loaded(
         sizes = [server.token_estimate(r) for r in server.requests]
         assert server.overflow_count == 0, sizes
         assert len(sizes) > 2 and max(sizes[1:]) <= SERVER_WINDOW_TOKENS
-        asked = [r for r in server.log if r.method == "GET" and r.path == "/api/ps"]
-        assert len(asked) == 1
+        after_start = [r for r in server.log if r.method == "GET"][3:]  # list, props, LM Studio
+        assert [r.path for r in after_start if r.path == path] == [path]
     notices = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     texts = [str(e.get("text")) for e in notices if e.get("type") == "notice"]
     assert any(
-        f"context window {SERVER_WINDOW_TOKENS:,} tokens for {MODEL!r}, as " in t
-        and "allocated it" in t
+        f"context window {SERVER_WINDOW_TOKENS:,} tokens for {MODEL!r}, as " in t and said in t
         for t in texts
     ), texts

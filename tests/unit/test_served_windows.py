@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from agentgraph.context.served_windows import (
     api_root,
     is_local_endpoint,
+    lmstudio_window_in,
     loaded_window_in,
     props_window_in,
     served_window_in,
@@ -154,3 +155,41 @@ def test_ollama_names_compare_without_case_and_odd_names_are_no_match() -> None:
     assert loaded_window_in(running, "qwen2.5-coder:7b") == 4096
     odd = {"models": [{"name": ["qwen"], "model": {"x": 1}, "context_length": 4096}]}
     assert loaded_window_in(odd, "qwen") is None
+
+
+def _lmstudio(*models: tuple[str, list[tuple[str, int]]]) -> dict[str, Any]:
+    return {
+        "models": [
+            {
+                "type": "llm",
+                "key": key,
+                "loaded_instances": [
+                    {"id": i, "config": {"context_length": n, "parallel": 4}} for i, n in loaded
+                ],
+                "max_context_length": 32768,
+            }
+            for key, loaded in models
+        ]
+    }
+
+
+def test_lm_studio_says_the_context_a_model_was_loaded_with() -> None:
+    one = _lmstudio(("qwen2.5-coder-7b", [("qwen2.5-coder-7b", 4096)]), ("llama-3.2-3b", []))
+    assert lmstudio_window_in(one, "qwen2.5-coder-7b") == 4096
+    assert lmstudio_window_in(one, "Qwen2.5-Coder-7B") == 4096  # without case
+    # A name it does not list is served by the only loaded model.
+    assert lmstudio_window_in(one, "gpt-4o") == 4096
+    two = _lmstudio(("qwen", [("qwen", 8192), ("qwen:2", 4096)]), ("llama", [("llama", 2048)]))
+    assert lmstudio_window_in(two, "qwen") == 4096  # any instance may serve it: the least
+    assert lmstudio_window_in(two, "qwen:2") == 4096  # an instance by its id
+    assert lmstudio_window_in(two, "llama") == 2048
+    assert lmstudio_window_in(two, "other") is None  # two loaded: which one is unknown
+    assert lmstudio_window_in(_lmstudio(("qwen", [])), "qwen") is None  # not loaded yet
+    assert lmstudio_window_in({"object": "list", "data": []}, "qwen") is None  # OpenAI's list
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_like("models", "key", "loaded_instances", "id", "config", "context_length"))
+def test_a_hostile_lm_studio_list_never_raises(payload: Any) -> None:
+    found = lmstudio_window_in(payload, "qwen")
+    assert found is None or (isinstance(found, int) and 1_024 <= found <= MAX_STATED_WINDOW_TOKENS)
