@@ -212,8 +212,9 @@ class Agent:
         # A window an earlier process learned from this endpoint's error (not when
         # AGENTGRAPH_CONTEXT_WINDOW is set): no oversized first request again.
         apply_learned_window(budget, settings, settings.model)
-        # A local server's model list states the window it serves (llama.cpp, vLLM);
-        # one that states none may be Ollama, asked after the first reply.
+        # A local server states the window it serves (llama.cpp, vLLM, a model LM Studio
+        # has loaded); one that states none may load it at the first request (Ollama,
+        # LM Studio): asked after the first reply.
         ask_loaded_window = (
             AskOnce(partial(apply_loaded_window, budget, settings, chat_model))
             if apply_served_window(budget, settings, chat_model)

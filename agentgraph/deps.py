@@ -82,8 +82,8 @@ class AgentDeps:
     # Told the window an overflow error named once the budget adopted it (the agent
     # keeps it for its next processes); None: nothing outlives the process.
     on_window_learned: Callable[[int], None] | None = None
-    # Asks a local server that stated no window what it allocated, after the first reply
-    # (Ollama); None: nothing to ask.
+    # Asks a local server that stated no window what it loaded the model with, after the
+    # first reply (Ollama, LM Studio); None: nothing to ask.
     ask_loaded_window: AskOnce | None = None
 
     def artifacts_dir(self, thread_id: str) -> Path:

@@ -2,7 +2,8 @@
 
 Ollama states no window in its model list and never rejects a longer prompt: it drops
 the prompt's beginning without an error, so no overflow would ever teach agentgraph its
-window. It loads the model at the first request and then states what it allocated (see
+window. It loads the model at the first request and then states what it allocated; LM
+Studio loads a model at its first request too and then lists its context (see
 :func:`agentgraph.context.served_windows.apply_loaded_window`). This unit asks once, after
 the first reply of the process, wherever the model call runs (the CLI, subagents, the
 LangGraph server), and tells the user when the budget shrank: every request after it is
