@@ -32,6 +32,7 @@ from agentgraph.tools.search import (
     compile_linear,
 )
 from agentgraph.tools.workspace import (
+    SKIPPED_DIR_NAMES,
     artifacts_dir_from_runtime,
     display_path,
     resolve_in_workspace,
@@ -53,7 +54,6 @@ GLOB_MAX_RESULTS = 500
 GREP_MAX_MATCHES = 200
 GREP_MAX_LINE_CHARS = 500
 GREP_MAX_FILE_BYTES = 20 * 1024 * 1024
-SKIPPED_DIR_NAMES = frozenset({".git", "node_modules", ".venv", "__pycache__"})
 PROTECTED_DIR_NAMES = frozenset({".git"})
 NEW_FILE_MODE = 0o666  # narrowed by the process umask, like any editor's new file
 

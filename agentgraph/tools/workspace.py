@@ -7,6 +7,7 @@ symlink inside the workspace cannot redirect a later open() outside it.
 """
 
 import os
+import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -16,6 +17,14 @@ from agentgraph.tools.base import ToolError
 PATH_MAX_CHARS = 4096
 PATH_COMPONENT_MAX_BYTES = 255
 PATH_ECHO_MAX_CHARS = 120
+# Directories no tool walks into: version control, dependencies, caches.
+SKIPPED_DIR_NAMES = frozenset({".git", "node_modules", ".venv", "__pycache__"})
+# A path that does not exist is answered with the workspace's files of the same name (a
+# model that guessed ``src/x.py`` for ``x.py`` finds it in one step), looked for within
+# these bounds.
+SAME_NAME_MAX_SUGGESTIONS = 3
+SAME_NAME_SCAN_MAX_ENTRIES = 20_000
+SAME_NAME_SCAN_TIMEOUT_S = 0.5
 
 
 def _echo(path: str) -> str:
@@ -122,8 +131,33 @@ def resolve_in_workspace(workspace: str | Path, path: str, *, must_exist: bool =
             f"path {_echo(path)} {reason}; tools may only use files inside the workspace"
         )
     if must_exist and not os.path.exists(real):
-        raise ToolError(f"no such file or directory: {_echo(path)}")
+        raise ToolError(f"no such file or directory: {_echo(path)}{_same_name_hint(root, real)}")
     return Path(real)
+
+
+def _same_name_hint(root: str, missing: str) -> str:
+    """``; files named 'x.py' in the workspace: a/x.py, x.py`` — or "" when there are none."""
+    name = os.path.basename(missing)
+    if not name:
+        return ""
+    found: list[str] = []
+    seen = 0
+    deadline = time.monotonic() + SAME_NAME_SCAN_TIMEOUT_S
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIR_NAMES)
+        seen += len(dirnames) + len(filenames)
+        if name in filenames or name in dirnames:
+            found.append(os.path.relpath(os.path.join(dirpath, name), root))
+        if (
+            len(found) >= SAME_NAME_MAX_SUGGESTIONS
+            or seen >= SAME_NAME_SCAN_MAX_ENTRIES
+            or time.monotonic() > deadline
+        ):
+            break
+    if not found:
+        return ""
+    shown = ", ".join(PurePosixPath(Path(f)).as_posix() for f in sorted(found))
+    return f"; files named {_echo(name)} in the workspace: {shown}"
 
 
 def resolve_readable(

@@ -265,6 +265,28 @@ def test_read_file_refuses_directories_fifos_and_missing(tmp_path: Path) -> None
     assert empty.status == "success" and "empty" in text(empty)
 
 
+def test_a_missing_path_names_the_files_of_that_name_in_the_workspace(tmp_path: Path) -> None:
+    (tmp_path / "inventory.py").write_text("class Inventory: ...\n")
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "sub" / "inventory.py").write_text("")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "inventory.py").write_text("")  # never suggested
+    guessed, edit, elsewhere = invoke(
+        tmp_path,
+        [
+            ("read_file", {"path": "src/inventory.py"}),
+            ("edit_file", {"path": "src/inventory.py", "old_string": "a", "new_string": "b"}),
+            ("read_file", {"path": "src/missing.py"}),
+        ],
+    )[0]
+    for result in (guessed, edit):
+        assert result.status == "error", text(result)
+        assert text(result).endswith(
+            "files named 'inventory.py' in the workspace: inventory.py, pkg/sub/inventory.py"
+        ), text(result)
+    assert text(elsewhere).endswith("no such file or directory: 'src/missing.py'")
+
+
 # --------------------------------------------------------------------------- write_file
 
 
