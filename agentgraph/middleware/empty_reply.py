@@ -1,7 +1,10 @@
 """Empty-reply unit: a reply with no text and no tool call is asked for again, once.
 
 Small local models sometimes go silent after a tool result: the reply has no text and no
-call. Taken as it is, that ends the run with an empty answer and the task half done. The
+call. Taken as it is, that ends the run with an empty answer and the task half done.
+Others write the result of the call they meant to make (a ``<tool_response>`` block, the
+chat template's wrapper of tool results) instead of making it: no tool ran, so that is
+no answer either, and it is asked again the same way, saying no tool ran. The
 request is sent once more with a short user message asking the model to go on (view
 only: the stored history keeps neither the empty reply nor the ask); the user is told.
 A second empty reply stands, and the user is told that too; so does the first when the
@@ -29,17 +32,37 @@ from agentgraph.history.calls import hit_output_limit
 from agentgraph.history.kinds import AGENTGRAPH_KEY, with_marker
 from agentgraph.middleware.events import Emit, emit
 
-__all__ = ["EMPTY_REPLY_ANSWER_NUDGE", "EMPTY_REPLY_NUDGE", "EmptyReplyMiddleware"]
+__all__ = [
+    "EMPTY_REPLY_ANSWER_NUDGE",
+    "EMPTY_REPLY_NUDGE",
+    "IMITATED_RESULT_ANSWER_NUDGE",
+    "IMITATED_RESULT_NUDGE",
+    "EmptyReplyMiddleware",
+]
 
 EMPTY_REPLY_NUDGE = (
     "Your last reply was empty. Continue the task: call a tool, or give your final answer."
 )
 # When no tool may be called (the step limit's last request).
 EMPTY_REPLY_ANSWER_NUDGE = "Your last reply was empty. Give your final answer now."
+IMITATED_RESULT_NUDGE = (
+    "Your last reply wrote a tool result, but no tool ran. Call the tool to get its real "
+    "result, or give your final answer."
+)
+IMITATED_RESULT_ANSWER_NUDGE = (
+    "Your last reply wrote a tool result, but no tool ran. Give your final answer now."
+)
+# The wrapper Qwen's and Hermes' chat templates put around tool results.
+IMITATED_RESULT_OPENER = "<tool_response>"
 
 
-def _empty_reply(response: ModelResponse) -> AIMessage | None:
-    """The reply of ``response`` when it says nothing and calls nothing, else None."""
+def _imitates_a_result(reply: AIMessage) -> bool:
+    return reply.text.lstrip().startswith(IMITATED_RESULT_OPENER)
+
+
+def _unanswered(response: ModelResponse) -> AIMessage | None:
+    """The reply of ``response`` when it calls nothing and says nothing, or only imitates
+    a tool result; else None."""
     replies = [m for m in response.result if isinstance(m, AIMessage)]
     if len(replies) != 1:
         return None
@@ -51,7 +74,8 @@ def _empty_reply(response: ModelResponse) -> AIMessage | None:
         or kwargs.get("tool_calls")
         or kwargs.get("function_call")
         or kwargs.get("refusal")
-        or reply.text.strip()  # text blocks only: a reply of reasoning alone says nothing
+        # Text blocks only: a reply of reasoning alone says nothing.
+        or (reply.text.strip() and not _imitates_a_result(reply))
         or hit_output_limit(reply)
     ):
         return None
@@ -85,22 +109,30 @@ class EmptyReplyMiddleware(AgentMiddleware):
         super().__init__()
         self.emit = emit
 
-    def _again(self, request: ModelRequest) -> ModelRequest:
-        self.emit({"type": "notice", "text": "the model sent an empty reply; asking it to go on"})
-        nudge = EMPTY_REPLY_ANSWER_NUDGE if request.tool_choice == "none" else EMPTY_REPLY_NUDGE
+    def _again(self, request: ModelRequest, reply: AIMessage) -> ModelRequest:
+        last_call = request.tool_choice == "none"
+        if _imitates_a_result(reply):
+            what = "wrote a tool result instead of calling the tool"
+            nudge = IMITATED_RESULT_ANSWER_NUDGE if last_call else IMITATED_RESULT_NUDGE
+        else:
+            what = "sent an empty reply"
+            nudge = EMPTY_REPLY_ANSWER_NUDGE if last_call else EMPTY_REPLY_NUDGE
+        self.emit({"type": "notice", "text": f"the model {what}; asking it to go on"})
         return request.override(messages=[*request.messages, HumanMessage(nudge)])
 
-    def _settle(self, empty: AIMessage, second: ModelResponse) -> ModelResponse:
-        if _empty_reply(second) is not None:
-            self.emit({"type": "notice", "text": "the model sent an empty reply again"})
-        return _with_discarded_usage(second, empty)
+    def _settle(self, first: AIMessage, second: ModelResponse) -> ModelResponse:
+        again = _unanswered(second)
+        if again is not None:
+            what = "a tool result" if _imitates_a_result(again) else "an empty reply"
+            self.emit({"type": "notice", "text": f"the model sent {what} again"})
+        return _with_discarded_usage(second, first)
 
     def _failed(self, first: ModelResponse, err: Exception) -> ModelResponse:
         self.emit(
             {
                 "type": "notice",
-                "text": f"asking again after the empty reply failed ({type(err).__name__}); "
-                "the empty reply stands",
+                "text": f"asking again after the model's reply failed ({type(err).__name__}); "
+                "its reply stands",
             }
         )
         return first
@@ -112,11 +144,11 @@ class EmptyReplyMiddleware(AgentMiddleware):
     ) -> ModelResponse | AIMessage:
         """Call the model; on an empty reply, call it once more with the ask."""
         first = handler(request)
-        empty = _empty_reply(first)
+        empty = _unanswered(first)
         if empty is None:
             return first
         try:
-            second = handler(self._again(request))
+            second = handler(self._again(request, empty))
         except GraphBubbleUp:
             raise  # interrupts and cancellation are not failures of the ask
         except Exception as err:
@@ -130,11 +162,11 @@ class EmptyReplyMiddleware(AgentMiddleware):
     ) -> ModelResponse | AIMessage:
         """Async :meth:`wrap_model_call`."""
         first = await handler(request)
-        empty = _empty_reply(first)
+        empty = _unanswered(first)
         if empty is None:
             return first
         try:
-            second = await handler(self._again(request))
+            second = await handler(self._again(request, empty))
         except GraphBubbleUp:
             raise
         except Exception as err:

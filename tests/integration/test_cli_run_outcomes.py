@@ -210,6 +210,42 @@ def test_a_reply_cut_at_the_output_limit_is_said_to_the_model_and_the_user(
     assert sum("output token limit" in n for n in notices) == 2, notices
 
 
+def test_a_reply_that_imitates_a_tool_result_is_asked_again_not_taken_as_the_answer(
+    home: Path, workspace: Path
+) -> None:
+    """Qwen2.5-Coder 1.5B, asked to run the tests, answered with a made-up
+    ``<tool_response>`` instead of calling run_bash: no tool ran, so that is no answer; it
+    is asked once more, told that no tool ran, and the user is told."""
+    seen: list[list[dict[str, Any]]] = []
+
+    def imitated(body: dict[str, Any]) -> dict[str, Any]:
+        seen.append(body["messages"])
+        return {"content": "<tool_response> Error: command not found: pytest </tool_response>"}
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        seen.append(body["messages"])
+        return {"content": "notes.txt says hello"}
+
+    (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
+    read = {"tool_calls": [{"name": "read_file", "arguments": '{"path": "notes.txt"}'}]}
+    with FakeOpenAIServer([read, imitated, answer]) as server:
+        env = server_env(home, server.url, KEY)
+        proc = run_cli(
+            ["run", "--output-format", "stream-json", "what does notes.txt say?"],
+            cwd=workspace,
+            env=env,
+        )
+    assert proc.returncode == 0, proc.stderr
+    events = _events(proc.stdout)
+    assert events[-1]["answer"] == "notes.txt says hello"
+    notices = [e["text"] for e in events if e["type"] == "notice"]
+    assert any("wrote a tool result" in t for t in notices), notices
+    assert seen[1][-1]["role"] == "user" and "no tool ran" in seen[1][-1]["content"]
+    stored = stored_messages(home, only_session(home))
+    assert [m.type for m in stored][-3:] == ["ai", "tool", "ai"]
+    assert "tool_response" not in str(stored[-1].content)
+
+
 def test_an_empty_reply_mid_task_is_asked_again_not_taken_as_the_answer(
     home: Path, workspace: Path
 ) -> None:

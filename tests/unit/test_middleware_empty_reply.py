@@ -13,6 +13,8 @@ from agentgraph.context.pricing import UsageTotals
 from agentgraph.middleware.empty_reply import (
     EMPTY_REPLY_ANSWER_NUDGE,
     EMPTY_REPLY_NUDGE,
+    IMITATED_RESULT_ANSWER_NUDGE,
+    IMITATED_RESULT_NUDGE,
     EmptyReplyMiddleware,
 )
 from tests.middleware_helpers import ModelCall, history, request
@@ -104,3 +106,28 @@ def test_a_hostile_discarded_usage_from_an_import_is_not_counted() -> None:
     totals = UsageTotals()
     totals.add_message(reply)
     assert (totals.input_tokens, totals.output_tokens) == (5, 0)
+
+
+IMITATED = "<tool_response>\nError: command not found: pytest\n</tool_response>"
+
+
+def test_a_reply_that_imitates_a_tool_result_is_asked_again_saying_no_tool_ran() -> None:
+    reply, call, events = _run(AIMessage(f"  {IMITATED}\nThe tests fail."), AIMessage("done"))
+    assert reply.text == "done"
+    assert call.requests[1].messages[-1] == HumanMessage(IMITATED_RESULT_NUDGE)
+    assert events[0]["text"] == (
+        "the model wrote a tool result instead of calling the tool; asking it to go on"
+    )
+    _, call, _ = _run(AIMessage(IMITATED), AIMessage("done"), tool_choice="none")
+    assert call.requests[1].messages[-1] == HumanMessage(IMITATED_RESULT_ANSWER_NUDGE)
+    reply, call, events = _run(AIMessage(IMITATED), AIMessage(IMITATED), AIMessage("never"))
+    assert reply.text == IMITATED and len(call.requests) == 2
+    assert events[-1]["text"] == "the model sent a tool result again"
+
+
+def test_an_answer_that_quotes_a_tool_result_is_an_answer() -> None:
+    quoted = AIMessage(f"The run printed:\n{IMITATED}")
+    calls = AIMessage(IMITATED, tool_calls=[{"name": "run_bash", "args": {}, "id": "c1"}])
+    for first in (quoted, calls):
+        reply, call, events = _run(first, AIMessage("second"))
+        assert reply is first and len(call.requests) == 1 and events == []
