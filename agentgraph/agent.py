@@ -43,6 +43,7 @@ from agentgraph.instructions import InstructionsCache
 from agentgraph.mcp import McpManager
 from agentgraph.mentions import resolve_mentions, user_content
 from agentgraph.middleware import context_pipeline
+from agentgraph.middleware.events import EVENT_SINK_KEY
 from agentgraph.model import build_chat_model
 from agentgraph.nodes.tools import tool_output_cap_tokens
 from agentgraph.persistence.delta import messages_delta_reducer
@@ -100,8 +101,10 @@ OnEvent = Callable[[Event], None]
 RECURSION_STEPS_PER_LOOP = 2
 RECURSION_SLACK_STEPS = 10
 # "values": the turn's final state comes with the stream, so ending a turn does not
-# rebuild the whole history from the store (get_state replays it).
-STREAM_MODES: list[StreamMode] = ["updates", "custom", "values"]
+# rebuild the whole history from the store (get_state replays it). Not "custom": UI
+# events reach the turn through its event sink (agentgraph/middleware/events.py), so
+# LangGraph runs each task inline instead of in a pool thread.
+STREAM_MODES: list[StreamMode] = ["updates", "values"]
 
 
 def new_thread_id() -> str:
@@ -161,6 +164,49 @@ class TurnResult:
     # price, see context/pricing.py).
     cached_input_tokens: int = 0
     cost_usd: float | None = None
+
+
+class _StepEvents:
+    """The event sink of one turn's graph run (see :mod:`agentgraph.middleware.events`).
+
+    Keeps what the turn needs from the events (the streamed answer so far, the prompt's
+    size, why the model stopped, compactions) and passes each on: to ``live`` at once,
+    else held until the step that sent it is over. Called from the turn's thread and
+    from its subagents' threads.
+    """
+
+    def __init__(self, turn: RunningTurn, info: SessionInfo, live: OnEvent | None) -> None:
+        self.turn = turn
+        self.info = info
+        self.live = live
+        self.prompt_tokens: int | None = None
+        self.stop_reason: str | None = None
+        self._held: list[Event] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Any) -> None:
+        if not isinstance(event, dict):
+            return
+        kind = event.get("type")
+        if kind == "token":
+            self.turn.partial.append(str(event["text"]))
+        elif kind == "prompt_tokens":
+            self.prompt_tokens = int(event["tokens"])
+        elif kind == "stopped":
+            self.stop_reason = str(event.get("reason"))
+        elif kind == "compaction":
+            self.info.compactions += 1
+        if self.live is not None:
+            self.live(event)
+        else:
+            with self._lock:
+                self._held.append(event)
+
+    def held(self) -> list[Event]:
+        """The events held since the last call, in the order they were sent."""
+        with self._lock:
+            events, self._held = self._held, []
+        return events
 
 
 class Agent:
@@ -597,6 +643,7 @@ class Agent:
         *,
         attach_root: Path | None = None,
         can_ask: bool = True,
+        live: OnEvent | None = None,
     ) -> Iterator[Event]:
         """Run one user turn, yielding UI events; the last event is ``turn_end``.
 
@@ -612,6 +659,9 @@ class Agent:
                 workspace (an isolated session: files are copied to ``uploads/``).
             can_ask: Whether approval questions can be put to the user; False
                 (``agentgraph run``) declines the calls that need one.
+            live: Receives the events sent while a step runs (model tokens, notices,
+                diffs, subagent progress) at once, in the thread that sends them (the
+                turn's, or a subagent's); without it they are yielded after their step.
         """
         workspace = workspace.resolve()
         self.cancelled.clear()
@@ -655,7 +705,7 @@ class Agent:
         yield from self._mcp_before_turn()
         self._turn_ran = True
         try:
-            yield from self._stream(thread_id, workspace, None, info, can_ask=can_ask)
+            yield from self._stream(thread_id, workspace, None, info, can_ask=can_ask, live=live)
         except Exception:
             self._recount(info)  # what the failed turn stored before failing counts
             raise
@@ -699,7 +749,12 @@ class Agent:
         return _approvals(self.graph.get_state(self.config(thread_id)))
 
     def stream_resume(
-        self, thread_id: str, workspace: Path, answers: Mapping[str, Any]
+        self,
+        thread_id: str,
+        workspace: Path,
+        answers: Mapping[str, Any],
+        *,
+        live: OnEvent | None = None,
     ) -> Iterator[Event]:
         """Continue a turn stopped at approval questions; events as :meth:`stream_turn`.
 
@@ -708,12 +763,15 @@ class Agent:
             workspace: The session workspace.
             answers: Interrupt id -> answer (True/False, ``"y"``/``"n"``…; see
                 ``approvals.is_approved``), as LangGraph's ``Command(resume=...)`` takes.
+            live: As for :meth:`stream_turn`.
         """
         workspace = workspace.resolve()
         self.cancelled.clear()
         self.store.leases.acquire(thread_id, "continue")  # one run per thread
         info = self._touch_index(thread_id, workspace, "")
-        yield from self._stream(thread_id, workspace, Command(resume=dict(answers)), info)
+        yield from self._stream(
+            thread_id, workspace, Command(resume=dict(answers)), info, live=live
+        )
 
     def _stream(
         self,
@@ -723,21 +781,22 @@ class Agent:
         info: SessionInfo,
         *,
         can_ask: bool = True,
+        live: OnEvent | None = None,
     ) -> Iterator[Event]:
         """Stream the graph on ``graph_input`` and turn its output into UI events."""
         usage = UsageTotals()
         tool_calls = 0
         answer = ""
-        prompt_tokens: int | None = None
         context = replace(self.run_context(thread_id, workspace), can_ask=can_ask)
-        stop_reason: str | None = None
         final_values: dict[str, Any] | None = None
         interrupted = False
         turn = self._turn = RunningTurn(thread_id, workspace, info)
         if self.cancelled.is_set():  # Ctrl-C before the turn was registered
             turn.cancelled.set()
+        sent = _StepEvents(turn, info, live)
         config = self.config(thread_id)
-        # Tokens come from TokenStreamer on the custom stream: LangGraph's "messages"
+        config["configurable"][EVENT_SINK_KEY] = sent
+        # Tokens come from TokenStreamer through the event sink: LangGraph's "messages"
         # mode would walk the whole transcript at every node start.
         config["callbacks"] = [
             CancelGuard(turn.cancelled),
@@ -751,19 +810,8 @@ class Agent:
         )
         stream = self._cancelling_subagents(stream)
         for mode, payload in turn.guard(stream, self.record_interrupted):
-            if mode == "custom" and isinstance(payload, dict) and payload.get("type") == "token":
-                turn.partial.append(str(payload["text"]))
-                yield payload
-            elif mode == "custom":
-                if isinstance(payload, dict):
-                    if payload.get("type") == "prompt_tokens":
-                        prompt_tokens = int(payload["tokens"])
-                    elif payload.get("type") == "stopped":
-                        stop_reason = str(payload.get("reason"))
-                    elif payload.get("type") == "compaction":
-                        info.compactions += 1
-                    yield payload
-            elif mode == "values":
+            yield from sent.held()  # sent while the step ran: before what it stored
+            if mode == "values":
                 final_values = payload if isinstance(payload, dict) else None
             elif mode == "updates":
                 interrupted = interrupted or "__interrupt__" in (payload or {})
@@ -796,6 +844,7 @@ class Agent:
                                 "content": msg.text,
                                 "status": msg.status,
                             }
+        yield from sent.held()
         if not turn.settle():  # cancelled: recorded as interrupted by the canceller
             raise TurnCancelled()
         # The final state came with the stream; a turn stopped at questions reads the
@@ -813,7 +862,7 @@ class Agent:
         info.output_tokens += usage.output_tokens
         info.cached_input_tokens += usage.cached_input_tokens
         info.cost_usd = add_cost(info.cost_usd, usage.cost_usd)
-        info.context_tokens = prompt_tokens or info.context_tokens
+        info.context_tokens = sent.prompt_tokens or info.context_tokens
         info.model = self.settings.model
         info.updated_at = time.time()
         # A title written meanwhile (background model title, /title) must survive.
@@ -833,9 +882,9 @@ class Agent:
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
                 tool_calls=tool_calls,
-                prompt_tokens=prompt_tokens,
+                prompt_tokens=sent.prompt_tokens,
                 pending_approvals=pending,
-                stop_reason=stop_reason,
+                stop_reason=sent.stop_reason,
                 cached_input_tokens=usage.cached_input_tokens,
                 cost_usd=usage.cost_usd,
             ),
@@ -986,7 +1035,12 @@ class Agent:
         """
         result: TurnResult | None = None
         events = self.stream_turn(
-            thread_id, text, workspace, attach_root=attach_root, can_ask=approve is not None
+            thread_id,
+            text,
+            workspace,
+            attach_root=attach_root,
+            can_ask=approve is not None,
+            live=on_event,
         )
         with sigint_cancels(self.cancel):
             try:
@@ -1000,7 +1054,7 @@ class Agent:
                     if not result.pending_approvals or approve is None:
                         return result
                     answers = {q["id"]: approve(q) for q in result.pending_approvals}
-                    events = self.stream_resume(thread_id, workspace, answers)
+                    events = self.stream_resume(thread_id, workspace, answers, live=on_event)
             except BaseException:
                 # Ctrl-C may land between two events, outside the turn's generator:
                 # record the turn now, while the store is still open.

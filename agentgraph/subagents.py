@@ -40,6 +40,7 @@ from langchain_core.tools import BaseTool, tool
 from agentgraph.config import Settings
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import truncate_text
+from agentgraph.middleware.events import event_sink
 from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_title
 from agentgraph.prompts import LOOP_CAP_TOOL_RESULT
 from agentgraph.runctx import AgentToolRuntime, RunContext, context_of
@@ -441,11 +442,13 @@ def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
             exclude_tools: Tools it may not use.
         """
         state: Mapping[str, Any] = runtime.state if isinstance(runtime.state, Mapping) else {}
-        writer = runtime.stream_writer
+        # Captured here: the runner calls it from the subagent's threads.
+        sink = event_sink()
 
         def emit(event: dict[str, Any]) -> None:
-            with contextlib.suppress(Exception):  # UI events are best-effort
-                writer(event)
+            if sink is not None:
+                with contextlib.suppress(Exception):  # UI events are best-effort
+                    sink(event)
 
         outcome = runner.run(
             task,

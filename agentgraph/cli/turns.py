@@ -37,15 +37,18 @@ def run_turn_interruptibly(
     events: queue.Queue[tuple[str, Any]] = queue.Queue()
     result: TurnResult | None = None
 
+    def live(event: dict[str, Any]) -> None:
+        events.put(("event", event))
+
     def work() -> None:
         stream = (
-            agent.stream_resume(args[0], args[1], resume)
+            agent.stream_resume(args[0], args[1], resume, live=live)
             if resume is not None
-            else agent.stream_turn(*args, **kwargs)
+            else agent.stream_turn(*args, live=live, **kwargs)
         )
         try:
             for event in stream:
-                events.put(("event", event))
+                live(event)
         except BaseException as exc:  # handed to the main thread, which re-raises
             events.put(("error", exc))
         finally:

@@ -812,8 +812,9 @@ def _send_diff(
     before: bytes | None,
     redactor: Redactor | None,
 ) -> None:
-    """Send the change's unified diff on the custom stream (see agentgraph/diffs.py)."""
+    """Send the change's unified diff as a UI event (see agentgraph/diffs.py)."""
     from agentgraph.diffs import diff_event, unified
+    from agentgraph.middleware.events import emit
 
     root = workspace_root(workspace)
     try:
@@ -824,8 +825,7 @@ def _send_diff(
     event = diff_event(change, runtime.tool_call_id)
     if redactor is not None:  # a written .env must not leak
         event["diff"] = redactor.redact(event["diff"])
-    if runtime.stream_writer is not None:
-        runtime.stream_writer(event)
+    emit(event)
 
 
 def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
