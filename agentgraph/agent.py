@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import queue
 import threading
 import time
 import uuid
@@ -105,6 +106,14 @@ RECURSION_SLACK_STEPS = 10
 # events reach the turn through its event sink (agentgraph/middleware/events.py), so
 # LangGraph runs each task inline instead of in a pool thread.
 STREAM_MODES: list[StreamMode] = ["updates", "values"]
+# The worker thread a turn runs in (Agent.drive_turn; see agentgraph.cli.turns).
+TURN_THREAD_NAME = "agentgraph-turn"
+# After Ctrl-C, how long the turn may take to stop by itself before it is recorded as
+# interrupted anyway (the prompt must come back within a second).
+CANCEL_GRACE_S = 0.5
+# How often the calling thread wakes while it waits for the turn's next event (Ctrl-C
+# lands between two waits).
+EVENT_POLL_S = 0.1
 
 
 def new_thread_id() -> str:
@@ -166,13 +175,22 @@ class TurnResult:
     cost_usd: float | None = None
 
 
+@dataclass
+class _Tally:
+    """What a turn's stored replies add up to (its result's usage, calls and answer)."""
+
+    usage: UsageTotals = field(default_factory=UsageTotals)
+    tool_calls: int = 0
+    answer: str = ""
+
+
 class _StepEvents:
     """The event sink of one turn's graph run (see :mod:`agentgraph.middleware.events`).
 
     Keeps what the turn needs from the events (the streamed answer so far, the prompt's
     size, why the model stopped, compactions) and passes each on: to ``live`` at once,
     else held until the step that sent it is over. Called from the turn's thread and
-    from its subagents' threads.
+    from the tools node's worker threads (parallel tool calls).
     """
 
     def __init__(self, turn: RunningTurn, info: SessionInfo, live: OnEvent | None) -> None:
@@ -784,9 +802,7 @@ class Agent:
         live: OnEvent | None = None,
     ) -> Iterator[Event]:
         """Stream the graph on ``graph_input`` and turn its output into UI events."""
-        usage = UsageTotals()
-        tool_calls = 0
-        answer = ""
+        tally = _Tally()
         context = replace(self.run_context(thread_id, workspace), can_ask=can_ask)
         final_values: dict[str, Any] | None = None
         interrupted = False
@@ -809,41 +825,18 @@ class Agent:
             stream_mode=STREAM_MODES,
         )
         stream = self._cancelling_subagents(stream)
-        for mode, payload in turn.guard(stream, self.record_interrupted):
-            yield from sent.held()  # sent while the step ran: before what it stored
-            if mode == "values":
-                final_values = payload if isinstance(payload, dict) else None
-            elif mode == "updates":
-                interrupted = interrupted or "__interrupt__" in (payload or {})
-                for update in (payload or {}).values():
-                    # The REPL shows the todo list whenever todo_write changes it.
-                    for part in update if isinstance(update, list) else [update]:
-                        if isinstance(part, dict) and part.get("todos") is not None:
-                            yield {"type": "todos", "todos": list(part["todos"])}
-                    for msg in new_messages(update):
-                        if isinstance(msg, AIMessage):
-                            turn.partial.clear()  # this reply is complete and stored
-                            usage.add_message(msg, self.settings.model)
-                            tool_calls += len(msg.tool_calls)
-                            for call in msg.tool_calls:
-                                yield {
-                                    "type": "tool_call",
-                                    "name": call["name"],
-                                    # Shown outside the session: redacted like outputs.
-                                    "args": redact_value(self._redactor, call["args"]),
-                                    "id": call["id"],
-                                }
-                            if not msg.tool_calls:
-                                answer = msg.text
-                                yield {"type": "answer", "text": answer}
-                        elif isinstance(msg, ToolMessage):
-                            yield {
-                                "type": "tool_result",
-                                "name": msg.name,
-                                "id": msg.tool_call_id,
-                                "content": msg.text,
-                                "status": msg.status,
-                            }
+        try:
+            for mode, payload in turn.guard(stream, self.record_interrupted):
+                yield from sent.held()  # sent while the step ran: before what it stored
+                if mode == "values":
+                    final_values = payload if isinstance(payload, dict) else None
+                elif mode == "updates":
+                    interrupted = interrupted or "__interrupt__" in (payload or {})
+                    for update in (payload or {}).values():
+                        yield from self._update_events(update, turn, tally)
+        except BaseException:
+            yield from sent.held()  # sent by the step that failed: before its error
+            raise
         yield from sent.held()
         if not turn.settle():  # cancelled: recorded as interrupted by the canceller
             raise TurnCancelled()
@@ -858,6 +851,7 @@ class Agent:
         history = list(final_values.get("messages") or [])
         self._index_history(thread_id, history)
         info.message_count = len(history)
+        usage = tally.usage
         info.input_tokens += usage.input_tokens
         info.output_tokens += usage.output_tokens
         info.cached_input_tokens += usage.cached_input_tokens
@@ -878,10 +872,10 @@ class Agent:
             "type": "turn_end",
             "result": TurnResult(
                 thread_id=thread_id,
-                answer=answer,
+                answer=tally.answer,
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
-                tool_calls=tool_calls,
+                tool_calls=tally.tool_calls,
                 prompt_tokens=sent.prompt_tokens,
                 pending_approvals=pending,
                 stop_reason=sent.stop_reason,
@@ -889,6 +883,38 @@ class Agent:
                 cost_usd=usage.cost_usd,
             ),
         }
+
+    def _update_events(self, update: Any, turn: RunningTurn, tally: _Tally) -> Iterator[Event]:
+        """UI events of one node's state update: todos, the replies' calls, the answer,
+        tool results; counts the replies' usage and calls into ``tally``."""
+        # The REPL shows the todo list whenever todo_write changes it.
+        for part in update if isinstance(update, list) else [update]:
+            if isinstance(part, dict) and part.get("todos") is not None:
+                yield {"type": "todos", "todos": list(part["todos"])}
+        for msg in new_messages(update):
+            if isinstance(msg, AIMessage):
+                turn.partial.clear()  # this reply is complete and stored
+                tally.usage.add_message(msg, self.settings.model)
+                tally.tool_calls += len(msg.tool_calls)
+                for call in msg.tool_calls:
+                    yield {
+                        "type": "tool_call",
+                        "name": call["name"],
+                        # Shown outside the session: redacted like outputs.
+                        "args": redact_value(self._redactor, call["args"]),
+                        "id": call["id"],
+                    }
+                if not msg.tool_calls:
+                    tally.answer = msg.text
+                    yield {"type": "answer", "text": tally.answer}
+            elif isinstance(msg, ToolMessage):
+                yield {
+                    "type": "tool_result",
+                    "name": msg.name,
+                    "id": msg.tool_call_id,
+                    "content": msg.text,
+                    "status": msg.status,
+                }
 
     def _index_history(self, thread_id: str, history: list[BaseMessage]) -> None:
         """Add the turn's messages to the transcript index (search_history, /search).
@@ -1033,34 +1059,90 @@ class Agent:
                 graph runs; None means nobody can be asked, so calls that need approval
                 are declined (``agentgraph run``).
         """
-        result: TurnResult | None = None
-        events = self.stream_turn(
-            thread_id,
-            text,
-            workspace,
-            attach_root=attach_root,
-            can_ask=approve is not None,
-            live=on_event,
-        )
         with sigint_cancels(self.cancel):
+            result = self.drive_turn(
+                lambda live: self.stream_turn(
+                    thread_id,
+                    text,
+                    workspace,
+                    attach_root=attach_root,
+                    can_ask=approve is not None,
+                    live=live,
+                ),
+                on_event,
+            )
+            while result is not None and result.pending_approvals and approve is not None:
+                answers = {q["id"]: approve(q) for q in result.pending_approvals}
+                result = self.drive_turn(
+                    partial(self._resume_live, thread_id, workspace, answers), on_event
+                )
+        if result is None:
+            raise RuntimeError("the turn ended without a turn_end event")
+        return result
+
+    def _resume_live(
+        self, thread_id: str, workspace: Path, answers: Mapping[str, Any], live: OnEvent
+    ) -> Iterator[Event]:
+        return self.stream_resume(thread_id, workspace, answers, live=live)
+
+    def drive_turn(
+        self,
+        start: Callable[[OnEvent], Iterator[Event]],
+        on_event: OnEvent | None = None,
+    ) -> TurnResult | None:
+        """Run a turn's events (:meth:`stream_turn` or :meth:`stream_resume`, started by
+        ``start`` with a live callback) in a worker thread; ``on_event`` gets each event
+        in this thread, in order, as it happens.
+
+        The turn runs its graph's steps inline in the worker; this thread only waits, so
+        Ctrl-C (a KeyboardInterrupt here) never lands inside a step: the turn is
+        cancelled (running commands are killed; the graph raises at its next model token
+        or step), recorded as interrupted, and the KeyboardInterrupt re-raised without
+        waiting for a model slow to notice. A failing ``on_event`` stops the turn the
+        same way.
+
+        Returns:
+            The result of the ``turn_end`` event (None if the stream had none).
+        """
+        events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        result: TurnResult | None = None
+
+        def live(event: Event) -> None:
+            events.put(("event", event))
+
+        def work() -> None:
             try:
-                while True:
-                    for event in events:
-                        if on_event is not None:
-                            on_event(event)
-                        if event["type"] == "turn_end":
-                            result = event["result"]
-                    assert result is not None
-                    if not result.pending_approvals or approve is None:
-                        return result
-                    answers = {q["id"]: approve(q) for q in result.pending_approvals}
-                    events = self.stream_resume(thread_id, workspace, answers, live=on_event)
-            except BaseException:
-                # Ctrl-C may land between two events, outside the turn's generator:
-                # record the turn now, while the store is still open.
-                if self.cancelled.is_set():
-                    self.record_interrupted()
-                raise
+                for event in start(live):
+                    live(event)
+            except BaseException as exc:  # handed to the calling thread, which re-raises
+                events.put(("error", exc))
+            finally:
+                events.put(("done", None))
+
+        worker = threading.Thread(target=work, name=TURN_THREAD_NAME, daemon=True)
+        worker.start()
+        try:
+            while True:
+                try:
+                    kind, payload = events.get(timeout=EVENT_POLL_S)
+                except queue.Empty:
+                    continue
+                if kind == "event":
+                    if on_event is not None:
+                        on_event(payload)
+                    if payload.get("type") == "turn_end":
+                        result = payload["result"]
+                elif kind == "error":
+                    raise payload
+                else:
+                    return result
+        except BaseException:
+            if worker.is_alive():
+                self.cancel()
+                worker.join(timeout=CANCEL_GRACE_S)
+            if self.cancelled.is_set():
+                self.record_interrupted()
+            raise
 
 
 def _servers(names: list[str]) -> str:

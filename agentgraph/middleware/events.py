@@ -40,7 +40,7 @@ def event_sink() -> Emit | None:
         return sink  # type: ignore[no-any-return]
     try:
         return get_stream_writer()
-    except RuntimeError:
+    except (RuntimeError, KeyError):  # inside a runnable but not a graph run: no writer
         return None
 
 
