@@ -348,6 +348,10 @@ class Agent:
         # thread id -> (checkpoint id, state values) at the end of its last turn here: the
         # next turn starts from it while that checkpoint is still the latest one.
         self._final_states: dict[str, tuple[str, dict[str, Any]]] = {}
+        # Each workspace's skills, found once per turn (refresh_skills): every model call's
+        # system prompt lists them, and walking the skill folders each time cost ~0.1 ms
+        # of file-system calls per call; a skill added mid-turn shows from the next turn.
+        self._turn_skills: dict[str, SkillCatalog] = {}
         # Session upkeep around turns: undo snapshots, titles, pruning, resume preamble.
         self.sessions = SessionHooks(settings, store, titler)
 
@@ -414,8 +418,17 @@ class Agent:
             }
 
     def skills(self, workspace: Path | str | None) -> SkillCatalog:
-        """The skills visible from ``workspace`` (repo, home, workspace sources)."""
-        return catalog_for(self.settings.home, workspace)
+        """The skills visible from ``workspace`` (repo, home, workspace sources), as found
+        at the start of the current turn (see :meth:`refresh_skills`)."""
+        key = str(workspace)
+        catalog = self._turn_skills.get(key)
+        if catalog is None:
+            catalog = self._turn_skills[key] = catalog_for(self.settings.home, workspace)
+        return catalog
+
+    def refresh_skills(self) -> None:
+        """Find the skills again at their next use (each turn starts with this)."""
+        self._turn_skills = {}
 
     def _system_sections(self, state: Mapping[str, Any], workspace: str) -> list[str]:
         """Delegation hint, skills listing (names and descriptions) and AGENTS.md files."""
@@ -683,6 +696,7 @@ class Agent:
         """
         workspace = workspace.resolve()
         self.cancelled.clear()
+        self.refresh_skills()
         # One run per thread: refused (SessionInUse) before anything is written when
         # another live process holds it; kept until the store closes.
         self.store.leases.acquire(thread_id, "continue")
@@ -785,6 +799,7 @@ class Agent:
         """
         workspace = workspace.resolve()
         self.cancelled.clear()
+        self.refresh_skills()
         self.store.leases.acquire(thread_id, "continue")  # one run per thread
         info = self._touch_index(thread_id, workspace, "")
         yield from self._stream(

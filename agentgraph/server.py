@@ -107,6 +107,7 @@ def make_turn_start(agent: Agent) -> Any:
     ) -> dict[str, Any]:
         ctx = agent.deps.run_context(runtime.context, config)
         check_thread_id(ctx.thread_id)  # a client-chosen id must not name odd folders
+        agent.refresh_skills()
         update: dict[str, Any] = {
             "loops": 0,
             "context_id": state.get("context_id") or MAIN_CONTEXT_ID,

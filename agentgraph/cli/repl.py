@@ -27,6 +27,7 @@ from agentgraph.errors import AgentGraphError
 from agentgraph.model import check_model_config
 from agentgraph.persistence import Store, open_store
 from agentgraph.recall.search import message_role
+from agentgraph.skills import catalog_for
 from agentgraph.thread_ids import check_thread_id
 from agentgraph.tools.bash import kill_orphaned_commands
 from agentgraph.workspaces import isolated_workspace
@@ -64,7 +65,8 @@ def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
 
     def skills() -> list[str]:
         ctx = get_ctx()
-        return list(ctx.agent.skills(ctx.workspace).skills) if ctx else []
+        # Found afresh: a skill added since the last turn completes at once.
+        return list(catalog_for(ctx.agent.settings.home, ctx.workspace).skills) if ctx else []
 
     def workspace() -> Path:
         ctx = get_ctx()

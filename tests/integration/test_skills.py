@@ -121,6 +121,25 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
 
 
+def test_skills_are_found_once_per_turn_so_the_prompt_is_stable_within_it(
+    settings: Settings, opened: Store, workspace: Path
+) -> None:
+    """A skill written during a turn is not listed in that turn's later model calls (the
+    system prompt stays byte-stable for the provider's cache); the next turn lists it."""
+    skill = "---\nname: late-skill\ndescription: added mid-turn\n---\nBody.\n"
+    path = ".agentgraph/skills/late-skill/SKILL.md"
+    model = ScriptedChatModel(
+        [ai_tools(("write_file", {"path": path, "content": skill})), ai_text("ok"), "again"]
+    )
+    agent = Agent(settings, opened, model=model, sleep=lambda _s: None)
+    agent.run_turn("t", "add a skill", workspace)
+    agent.run_turn("t", "and now?", workspace)
+    systems = [str(call[0].content) for call in model.calls]
+    assert len(systems) == 3
+    assert systems[0] == systems[1] and "late-skill" not in systems[1]
+    assert "late-skill: added mid-turn" in systems[2]
+
+
 def test_load_skill_tool_refuses_other_tools_and_its_script_runs(
     settings: Settings, opened: Store, workspace: Path
 ) -> None:
