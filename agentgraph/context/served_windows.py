@@ -258,8 +258,13 @@ def lmstudio_window_in(payload: Any, model: str) -> int | None:
             name = instance.get("id")
             if whole_model or (isinstance(name, str) and name.lower() == wanted):
                 named.add(window)
-    # A name LM Studio does not list is served by the model it has loaded, if only one.
-    windows = named or (loaded if _one_model_loaded(models) else set())
+    # A name LM Studio does not list is served by the model it has loaded, if only one;
+    # a listed model that is not loaded yet gets its own context when it loads.
+    listed = any(
+        isinstance(e, Mapping) and isinstance(e.get("key"), str) and e["key"].lower() == wanted
+        for e in models
+    )
+    windows = named or (loaded if not listed and _one_model_loaded(models) else set())
     return min(windows) if windows else None
 
 

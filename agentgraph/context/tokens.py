@@ -92,7 +92,7 @@ COUNTER_REGISTRY_MAX_MODELS = 64
 # The most tokens one character can cost under any counter here: byte-level BPE
 # gives every token at least one of a character's (at most four) UTF-8 bytes, and the
 # estimate's heaviest character costs under two. A token is not "at least a
-# character": rare 4-byte characters are three tokens each in o200k.
+# character": rare 4-byte characters cost up to four tokens each.
 MAX_TOKENS_PER_CHAR = 4
 
 # A reported usage anchor is distrusted when it disagrees with our own count

@@ -185,6 +185,9 @@ def test_lm_studio_says_the_context_a_model_was_loaded_with() -> None:
     assert lmstudio_window_in(two, "llama") == 2048
     assert lmstudio_window_in(two, "other") is None  # two loaded: which one is unknown
     assert lmstudio_window_in(_lmstudio(("qwen", [])), "qwen") is None  # not loaded yet
+    # Listed but not loaded while another model is: it will load with its own context.
+    evicted = _lmstudio(("b", []), ("a", [("a", 32768)]))
+    assert lmstudio_window_in(evicted, "b") is None
     assert lmstudio_window_in({"object": "list", "data": []}, "qwen") is None  # OpenAI's list
 
 
