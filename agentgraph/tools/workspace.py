@@ -88,7 +88,9 @@ def workspace_root(workspace: str | Path) -> str:
     return root
 
 
-def resolve_in_workspace(workspace: str | Path, path: str, *, must_exist: bool = False) -> Path:
+def resolve_in_workspace(
+    workspace: str | Path, path: str, *, must_exist: bool = False, suggest: bool = True
+) -> Path:
     """Resolve a model-supplied path to its real location inside the workspace.
 
     Relative paths are relative to the workspace; absolute paths are allowed
@@ -100,6 +102,7 @@ def resolve_in_workspace(workspace: str | Path, path: str, *, must_exist: bool =
         workspace: The workspace directory.
         path: The path as given by the model.
         must_exist: Refuse a path that does not exist.
+        suggest: Name the folder's files of the same name when it does not exist.
 
     Returns:
         The real absolute path (no symlinks, no ``..``).
@@ -131,8 +134,28 @@ def resolve_in_workspace(workspace: str | Path, path: str, *, must_exist: bool =
             f"path {_echo(path)} {reason}; tools may only use files inside the workspace"
         )
     if must_exist and not os.path.exists(real):
-        raise ToolError(f"no such file or directory: {_echo(path)}{_same_name_hint(root, real)}")
+        raise PathNotFound(path, root, real, suggest=suggest)
     return Path(real)
+
+
+class PathNotFound(ToolError):
+    """A path that does not exist.
+
+    Shown, its message names the workspace's files of the same name (a model that
+    guessed ``src/x.py`` for ``x.py`` finds it in one step). They are looked for only
+    then, once: callers that try another place and discard the error walk nothing.
+    """
+
+    def __init__(self, path: str, root: str, real: str, *, suggest: bool = True) -> None:
+        super().__init__(f"no such file or directory: {_echo(path)}")
+        self._root, self._real, self._suggest = root, real, suggest
+        self._shown: str | None = None
+
+    def __str__(self) -> str:
+        if self._shown is None:
+            hint = _same_name_hint(self._root, self._real) if self._suggest else ""
+            self._shown = super().__str__() + hint
+        return self._shown
 
 
 def _same_name_hint(root: str, missing: str) -> str:
@@ -143,17 +166,22 @@ def _same_name_hint(root: str, missing: str) -> str:
     found: list[str] = []
     seen = 0
     deadline = time.monotonic() + SAME_NAME_SCAN_TIMEOUT_S
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIR_NAMES)
-        seen += len(dirnames) + len(filenames)
-        if name in filenames or name in dirnames:
-            found.append(os.path.relpath(os.path.join(dirpath, name), root))
-        if (
-            len(found) >= SAME_NAME_MAX_SUGGESTIONS
-            or seen >= SAME_NAME_SCAN_MAX_ENTRIES
-            or time.monotonic() > deadline
-        ):
-            break
+    pending = [root]
+    while pending and len(found) < SAME_NAME_MAX_SUGGESTIONS:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > SAME_NAME_SCAN_MAX_ENTRIES or time.monotonic() > deadline:
+                        pending.clear()
+                        break
+                    if entry.name == name:
+                        found.append(os.path.relpath(entry.path, root))
+                    if entry.name not in SKIPPED_DIR_NAMES and entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+        except OSError:
+            continue
     if not found:
         return ""
     shown = ", ".join(PurePosixPath(Path(f)).as_posix() for f in sorted(found))
@@ -193,7 +221,8 @@ def resolve_readable(
             raise
         if not _is_within(os.path.realpath(path), os.path.realpath(artifacts_dir)):
             raise
-    return resolve_in_workspace(artifacts_dir, path, must_exist=must_exist)
+    # Not the workspace: its files of the same name would be named as the workspace's.
+    return resolve_in_workspace(artifacts_dir, path, must_exist=must_exist, suggest=False)
 
 
 def display_path(workspace: str | Path, p: str | Path) -> str:

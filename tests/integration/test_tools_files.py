@@ -287,6 +287,20 @@ def test_a_missing_path_names_the_files_of_that_name_in_the_workspace(tmp_path: 
     assert text(elsewhere).endswith("no such file or directory: 'src/missing.py'")
 
 
+def test_a_missing_saved_output_names_no_workspace_files(tmp_path: Path) -> None:
+    artifacts = tmp_path / ".home" / "artifacts"
+    artifacts.mkdir(parents=True)
+    (tmp_path / "tool-1.txt").write_text("a workspace file of that name\n")
+    (artifacts / "older").mkdir()
+    (artifacts / "older" / "tool-1.txt").write_text("not in the workspace\n")
+    missing = str(artifacts / "tool-1.txt")
+    (result,), _ = invoke(
+        tmp_path, [("read_file", {"path": missing})], artifacts_dir=str(artifacts)
+    )
+    assert result.status == "error"
+    assert text(result).endswith(f"no such file or directory: {missing!r}"), text(result)
+
+
 # --------------------------------------------------------------------------- write_file
 
 
