@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.cli_helpers import CLI_TIMEOUT_S, cli_env, run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.pty_helpers import only_session, stored_messages
@@ -210,17 +212,32 @@ def test_a_reply_cut_at_the_output_limit_is_said_to_the_model_and_the_user(
     assert sum("output token limit" in n for n in notices) == 2, notices
 
 
-def test_a_reply_that_imitates_a_tool_result_is_asked_again_not_taken_as_the_answer(
-    home: Path, workspace: Path
+@pytest.mark.parametrize(
+    ("first", "notice", "ask"),
+    [
+        # A local model that goes silent after a tool result (no text, no call).
+        ("", "empty reply", "empty"),
+        # Qwen2.5-Coder 1.5B, asked to run the tests, wrote a made-up result instead of
+        # calling run_bash: no tool ran.
+        (
+            "<tool_response> Error: command not found: pytest </tool_response>",
+            "wrote a tool result",
+            "no tool ran",
+        ),
+    ],
+    ids=["empty", "imitated-result"],
+)
+def test_a_reply_that_is_no_answer_mid_task_is_asked_again_not_taken_as_the_answer(
+    home: Path, workspace: Path, first: str, notice: str, ask: str
 ) -> None:
-    """Qwen2.5-Coder 1.5B, asked to run the tests, answered with a made-up
-    ``<tool_response>`` instead of calling run_bash: no tool ran, so that is no answer; it
-    is asked once more, told that no tool ran, and the user is told."""
+    """Taken as it is, such a reply would end the run with the task half done; it is asked
+    once more (saying why), the user is told, and the stored history keeps no trace of the
+    ask or of the reply."""
     seen: list[list[dict[str, Any]]] = []
 
-    def imitated(body: dict[str, Any]) -> dict[str, Any]:
+    def no_answer(body: dict[str, Any]) -> dict[str, Any]:
         seen.append(body["messages"])
-        return {"content": "<tool_response> Error: command not found: pytest </tool_response>"}
+        return {"content": first}
 
     def answer(body: dict[str, Any]) -> dict[str, Any]:
         seen.append(body["messages"])
@@ -228,7 +245,7 @@ def test_a_reply_that_imitates_a_tool_result_is_asked_again_not_taken_as_the_ans
 
     (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
     read = {"tool_calls": [{"name": "read_file", "arguments": '{"path": "notes.txt"}'}]}
-    with FakeOpenAIServer([read, imitated, answer]) as server:
+    with FakeOpenAIServer([read, no_answer, answer]) as server:
         env = server_env(home, server.url, KEY)
         proc = run_cli(
             ["run", "--output-format", "stream-json", "what does notes.txt say?"],
@@ -238,43 +255,8 @@ def test_a_reply_that_imitates_a_tool_result_is_asked_again_not_taken_as_the_ans
     assert proc.returncode == 0, proc.stderr
     events = _events(proc.stdout)
     assert events[-1]["answer"] == "notes.txt says hello"
-    notices = [e["text"] for e in events if e["type"] == "notice"]
-    assert any("wrote a tool result" in t for t in notices), notices
-    assert seen[1][-1]["role"] == "user" and "no tool ran" in seen[1][-1]["content"]
+    assert any(notice in e["text"] for e in events if e["type"] == "notice"), events
+    assert seen[1][-1]["role"] == "user" and ask in seen[1][-1]["content"]
     stored = stored_messages(home, only_session(home))
     assert [m.type for m in stored][-3:] == ["ai", "tool", "ai"]
-    assert "tool_response" not in str(stored[-1].content)
-
-
-def test_an_empty_reply_mid_task_is_asked_again_not_taken_as_the_answer(
-    home: Path, workspace: Path
-) -> None:
-    """A local model that goes silent after a tool result (no text, no call) would end the
-    run with an empty answer; it is asked once more to go on, and the user is told."""
-    seen: list[list[dict[str, Any]]] = []
-
-    def empty(body: dict[str, Any]) -> dict[str, Any]:
-        seen.append(body["messages"])
-        return {"content": ""}
-
-    def answer(body: dict[str, Any]) -> dict[str, Any]:
-        seen.append(body["messages"])
-        return {"content": "notes.txt says hello"}
-
-    (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
-    read = {"tool_calls": [{"name": "read_file", "arguments": '{"path": "notes.txt"}'}]}
-    with FakeOpenAIServer([read, empty, answer]) as server:
-        env = server_env(home, server.url, KEY)
-        proc = run_cli(
-            ["run", "--output-format", "stream-json", "what does notes.txt say?"],
-            cwd=workspace,
-            env=env,
-        )
-    assert proc.returncode == 0, proc.stderr
-    events = _events(proc.stdout)
-    assert events[-1]["answer"] == "notes.txt says hello"
-    assert any("empty reply" in e["text"] for e in events if e["type"] == "notice"), events
-    # The second request asks it to go on; the stored history keeps no trace of the ask.
-    assert seen[1][-1]["role"] == "user" and "empty" in seen[1][-1]["content"]
-    stored = stored_messages(home, only_session(home))
-    assert [m.type for m in stored][-3:] == ["ai", "tool", "ai"]
+    assert str(stored[-1].content) == "notes.txt says hello"
