@@ -30,7 +30,7 @@ from __future__ import annotations
 import ipaddress
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from agentgraph.config import Settings
@@ -39,6 +39,7 @@ from agentgraph.context.windows import Budget, stated_window
 
 __all__ = [
     "SERVED_WINDOW_TIMEOUT_S",
+    "SERVED_WINDOW_TOTAL_S",
     "AskOnce",
     "api_root",
     "apply_loaded_window",
@@ -50,9 +51,14 @@ __all__ = [
     "served_window_in",
 ]
 
+_T = TypeVar("_T")
+
 # The model list is on the same machine or network: it answers in milliseconds, or the
 # chat requests would not work either.
 SERVED_WINDOW_TIMEOUT_S = 2.0
+# All the questions of one moment together: the timeout above bounds each read, so a
+# server that trickles its answer a byte at a time would otherwise hold the start forever.
+SERVED_WINDOW_TOTAL_S = 5.0
 # Host names that stay on this machine or network.
 LOCAL_HOST_NAMES = frozenset({"localhost", "host.docker.internal"})
 LOCAL_HOST_SUFFIXES = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
@@ -318,12 +324,16 @@ def apply_loaded_window(budget: Budget, settings: Settings, chat_model: Any) -> 
     if root is None:
         return None
     model_name = str(getattr(chat_model, "model_name", "") or "")
-    window = loaded_window_in(_get_json(chat_model, root, "/api/ps"), model_name)
-    if window is not None:
-        how = "allocated it (Ollama drops what does not fit without an error)"
-    else:
-        window = lmstudio_window_in(_get_json(chat_model, root, LMSTUDIO_MODELS_PATH), model_name)
-        how = "loaded the model with it"
+
+    def ask() -> tuple[int | None, str]:
+        ollama = loaded_window_in(_get_json(chat_model, root, "/api/ps"), model_name)
+        if ollama is not None:
+            return ollama, "allocated it (Ollama drops what does not fit without an error)"
+        answer = _get_json(chat_model, root, LMSTUDIO_MODELS_PATH)
+        return lmstudio_window_in(answer, model_name), "loaded the model with it"
+
+    _answered, answer = _within_deadline(ask)
+    window, how = answer if answer is not None else (None, "")
     if window is None:
         return None
     notice = _notice(settings, window, how)
@@ -351,18 +361,41 @@ def apply_served_window(budget: Budget, settings: Settings, chat_model: Any) -> 
     if root is None:
         return False
     model_name = str(getattr(chat_model, "model_name", "") or "")
-    listed = _listed_models(chat_model)
-    if listed is None:
-        return True  # not reachable now (a timeout each would delay the start again)
-    window = served_window_in(listed, model_name)
-    if window is None:
-        window = props_window_in(_get_json(chat_model, root, "/props"))
-    if window is None:
-        window = lmstudio_window_in(_get_json(chat_model, root, LMSTUDIO_MODELS_PATH), model_name)
+
+    def ask() -> int | None:
+        listed = _listed_models(chat_model)
+        if listed is None:
+            return None  # not reachable now (a timeout each would delay the start again)
+        window = served_window_in(listed, model_name)
+        if window is None:
+            window = props_window_in(_get_json(chat_model, root, "/props"))
+        if window is None:
+            window = lmstudio_window_in(
+                _get_json(chat_model, root, LMSTUDIO_MODELS_PATH), model_name
+            )
+        return window
+
+    answered, window = _within_deadline(ask)
+    if not answered:
+        return False  # a server that stalls its answers is not asked again
     if window is None:
         return True
     budget.adopt_window(window, _notice(settings, window, "reports it"))
     return False
+
+
+def _within_deadline(ask: Callable[[], _T]) -> tuple[bool, _T | None]:
+    """``ask()`` in a thread, waited for at most ``SERVED_WINDOW_TOTAL_S``.
+
+    Returns:
+        (True, its answer), or (False, None) when it took longer (the thread is left to
+        its own read timeouts, holding nothing of the caller's).
+    """
+    box: list[_T] = []
+    worker = threading.Thread(target=lambda: box.append(ask()), name="served-window", daemon=True)
+    worker.start()
+    worker.join(SERVED_WINDOW_TOTAL_S)
+    return (True, box[0]) if box else (False, None)
 
 
 class AskOnce:

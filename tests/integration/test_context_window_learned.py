@@ -372,3 +372,67 @@ def test_a_server_that_loads_the_model_is_asked_once_the_model_is_loaded(
         f"context window {SERVER_WINDOW_TOKENS:,} tokens for {MODEL!r}, as " in t and said in t
         for t in texts
     ), texts
+
+
+# How long a test waits for an agent to be built before calling it hung (the probes'
+# own bound is SERVED_WINDOW_TOTAL_S, 5 s).
+HUNG_AGENT_S = 60.0
+TRICKLE_PAUSE_S = 0.5
+
+
+@contextmanager
+def _trickling_server() -> Iterator[str]:
+    """A loopback server that answers every GET a byte at a time, never finishing."""
+    import http.server
+    import threading
+    import time
+
+    stop = threading.Event()
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            while not stop.is_set():
+                try:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                except OSError:
+                    return
+                time.sleep(TRICKLE_PAUSE_S)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_local_server_that_trickles_its_answers_does_not_hold_the_start(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """Each read has a 2 s timeout, so a server that sends a byte every half second would
+    keep a probe reading forever: all the start's questions share one deadline."""
+    import threading
+
+    with _trickling_server() as url:
+        settings = make_settings(OPENAI_BASE_URL=url, OPENAI_API_KEY="sk-test")
+        built: list[Agent] = []
+        with open_store(settings) as store:
+            worker = threading.Thread(
+                target=lambda: built.append(Agent(settings, store, sleep=lambda _s: None)),
+                daemon=True,
+            )
+            worker.start()
+            worker.join(HUNG_AGENT_S)
+            assert built, "building the agent hung on the local server's answers"
