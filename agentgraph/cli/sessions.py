@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -149,12 +150,24 @@ def _show(store: Store, settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _reporting_agent(store: Store, settings: Settings) -> Any:
-    """An Agent for counting only: no model is built or called."""
+    """An Agent for counting only: no model is called.
+
+    With a local endpoint its chat model is built (never called) so that the window
+    the server serves is asked, as a run's agent asks it: the report measures against it.
+    """
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
     from agentgraph.agent import Agent
+    from agentgraph.context.served_windows import is_local_endpoint
+    from agentgraph.model import build_chat_model, endpoint_url
 
-    return Agent(settings, store, model=FakeListChatModel(responses=["unused"]))
+    model: Any = None
+    if settings.context_window is None and is_local_endpoint(
+        endpoint_url(settings, settings.model)
+    ):
+        with contextlib.suppress(Exception):  # a report never fails for want of a model
+            model = build_chat_model(settings)
+    return Agent(settings, store, model=model or FakeListChatModel(responses=["unused"]))
 
 
 def _compact(store: Store, settings: Settings, args: argparse.Namespace) -> int:

@@ -288,6 +288,16 @@ def test_a_local_model_gets_the_output_reserve_as_max_tokens(
             assert {_limit(r) for r in server.requests[before:]} == {expected}
 
 
+def _first_session(home: Path) -> str:
+    """The id of the oldest session stored under ``home``."""
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, AGENTGRAPH_HOME=str(home / ".agentgraph"), AGENTGRAPH_MODEL=MODEL
+    )
+    with open_store(settings) as store:
+        rows = store.index.list_sessions(include_subagents=False)
+    return min(rows, key=lambda r: r.created_at).thread_id
+
+
 STATED_WINDOW_ASKED = {
     "llama.cpp": ["/v1/models"],
     "llama.cpp-props": ["/v1/models", "/props"],
@@ -324,6 +334,12 @@ def test_a_local_server_that_states_its_window_is_never_overflowed(
         assert explicit.returncode == 0, explicit.stderr
         again = [r for r in server.log if r.method == "GET"]
         assert again == asked
+        # The session's report measures against the window the server serves, too.
+        shown = run_cli(
+            ["sessions", "show", _first_session(tmp_path), "--json"], cwd=workspace, env=env
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["context"]["window"] == SERVER_WINDOW_TOKENS
     shown = first.stdout + first.stderr
     assert f"context window {SERVER_WINDOW_TOKENS:,} tokens for {MODEL!r}, as " in shown, shown
     assert "reports it — AGENTGRAPH_CONTEXT_WINDOW overrides it" in shown
