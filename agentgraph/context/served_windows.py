@@ -248,12 +248,19 @@ def lmstudio_window_in(payload: Any, model: str) -> int | None:
     wanted = model.lower()
     named: set[int] = set()
     loaded: set[int] = set()
+    listed = False  # some entry's key is the wanted model
+    models_loaded = 0
     for entry in models:
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("loaded_instances"), list):
+        if not isinstance(entry, Mapping):
             continue
         key = entry.get("key")
         whole_model = isinstance(key, str) and key.lower() == wanted
-        for instance in entry["loaded_instances"]:
+        listed = listed or whole_model
+        instances = entry.get("loaded_instances")
+        if not isinstance(instances, list):
+            continue
+        models_loaded += bool(instances)
+        for instance in instances:
             config = instance.get("config") if isinstance(instance, Mapping) else None
             window = (
                 stated_window(config.get("context_length")) if isinstance(config, Mapping) else None
@@ -266,25 +273,8 @@ def lmstudio_window_in(payload: Any, model: str) -> int | None:
                 named.add(window)
     # A name LM Studio does not list is served by the model it has loaded, if only one;
     # a listed model that is not loaded yet gets its own context when it loads.
-    listed = any(
-        isinstance(e, Mapping) and isinstance(e.get("key"), str) and e["key"].lower() == wanted
-        for e in models
-    )
-    windows = named or (loaded if not listed and _one_model_loaded(models) else set())
+    windows = named or (loaded if not listed and models_loaded == 1 else set())
     return min(windows) if windows else None
-
-
-def _one_model_loaded(models: list[Any]) -> bool:
-    return (
-        sum(
-            1
-            for e in models
-            if isinstance(e, Mapping)
-            and isinstance(e.get("loaded_instances"), list)
-            and e["loaded_instances"]
-        )
-        == 1
-    )
 
 
 def _local_root(settings: Settings) -> str | None:
