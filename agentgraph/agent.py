@@ -1076,38 +1076,35 @@ class Agent:
         """
         with sigint_cancels(self.cancel):
             result = self.drive_turn(
-                lambda live: self.stream_turn(
+                partial(
+                    self.stream_turn,
                     thread_id,
                     text,
                     workspace,
                     attach_root=attach_root,
                     can_ask=approve is not None,
-                    live=live,
                 ),
                 on_event,
             )
             while result is not None and result.pending_approvals and approve is not None:
                 answers = {q["id"]: approve(q) for q in result.pending_approvals}
                 result = self.drive_turn(
-                    partial(self._resume_live, thread_id, workspace, answers), on_event
+                    partial(self.stream_resume, thread_id, workspace, answers), on_event
                 )
         if result is None:
             raise RuntimeError("the turn ended without a turn_end event")
         return result
 
-    def _resume_live(
-        self, thread_id: str, workspace: Path, answers: Mapping[str, Any], live: OnEvent
-    ) -> Iterator[Event]:
-        return self.stream_resume(thread_id, workspace, answers, live=live)
-
     def drive_turn(
         self,
-        start: Callable[[OnEvent], Iterator[Event]],
+        start: Callable[..., Iterator[Event]],
         on_event: OnEvent | None = None,
     ) -> TurnResult | None:
-        """Run a turn's events (:meth:`stream_turn` or :meth:`stream_resume`, started by
-        ``start`` with a live callback) in a worker thread; ``on_event`` gets each event
-        in this thread, in order, as it happens.
+        """Run a turn's events in a worker thread; ``on_event`` gets each event in this
+        thread, in order, as it happens.
+
+        ``start(live=...)`` starts the events: a ``functools.partial`` of
+        :meth:`stream_turn` or :meth:`stream_resume`.
 
         The turn runs its graph's steps inline in the worker; this thread only waits, so
         Ctrl-C (a KeyboardInterrupt here) never lands inside a step: the turn is
@@ -1127,7 +1124,7 @@ class Agent:
 
         def work() -> None:
             try:
-                for event in start(live):
+                for event in start(live=live):
                     live(event)
             except BaseException as exc:  # handed to the calling thread, which re-raises
                 events.put(("error", exc))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from agentgraph.agent import TURN_THREAD_NAME, Agent, TurnResult
@@ -25,10 +26,8 @@ def run_turn_interruptibly(
     without waiting for a model that is slow to notice (see :meth:`Agent.drive_turn`).
     """
     if resume is not None:
-        return agent.drive_turn(
-            lambda live: agent.stream_resume(args[0], args[1], resume, live=live), on_event
-        )
-    return agent.drive_turn(lambda live: agent.stream_turn(*args, live=live, **kwargs), on_event)
+        return agent.drive_turn(partial(agent.stream_resume, args[0], args[1], resume), on_event)
+    return agent.drive_turn(partial(agent.stream_turn, *args, **kwargs), on_event)
 
 
 def turn_still_running() -> bool:
