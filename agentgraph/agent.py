@@ -579,7 +579,7 @@ class Agent:
             messages,
             folder=self.deps.artifacts_dir(thread_id),
             max_tokens=tool_output_cap_tokens(self.deps),
-            count=self.deps.counter.count_text,
+            counter=self.deps.counter,
         )
         if found.images:
             inputs["images"] = [i.path for i in found.images]

@@ -18,7 +18,6 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from langgraph._internal._typing import MISSING
@@ -34,7 +33,7 @@ __all__ = [
     "DELTA_STAGE1_SQL",
     "MISSING",
     "DeltaSnapshot",
-    "bpe_exact_counter",
+    "bpe_tokenizer",
     "build_delta_channels_writes_history",
     "build_delta_stage2_sql",
     "sqlite_has_task_path",
@@ -56,25 +55,24 @@ def sqlite_has_task_path(saver: SqliteSaver) -> bool:
     return bool(getattr(saver, "_has_task_path", True))
 
 
-def bpe_exact_counter(encoding_name: str) -> Callable[[str], int]:
-    """bpe-openai's compiled token counter for ``encoding_name``.
+def bpe_tokenizer(encoding_name: str) -> Any:
+    """bpe-openai's compiled tokenizer for ``encoding_name``.
 
-    Its ``count()`` returns the length without building a token list and has none
-    of the Python wrapper's input limits. Imported on first use: the tables are
-    large and most CLI commands never count.
+    It has ``count(text)`` (the length without building a token list),
+    ``count_till_limit(text, limit)`` (None past ``limit``, without counting the rest),
+    ``encode`` and ``decode``, and none of the Python wrapper's input limits.
+    Imported on first use: the tables are large and most CLI commands never count.
 
     Args:
         encoding_name: ``"o200k_base"`` or ``"cl100k_base"``.
 
     Returns:
-        A function from text to its token count.
+        The binding's tokenizer object.
 
     Raises:
         ImportError: bpe-openai (or its compiled backend) is not installed.
     """
-    tokenizer: Any = _bpe_bindings().tokenizer_for_encoding(encoding_name)
-    count: Callable[[str], int] = tokenizer.count
-    return count
+    return _bpe_bindings().tokenizer_for_encoding(encoding_name)
 
 
 BPE_BINDINGS_MODULE = "bpe_openai._bindings"

@@ -10,12 +10,12 @@ exactly as a long tool output (see ``context/truncation.py``).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from agentgraph.context.tokens import fits_by_length
+from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import truncate_tool_output
 
 __all__ = ["OFFLOADED_KEY", "offload_user_messages"]
@@ -29,7 +29,7 @@ def offload_user_messages(
     *,
     folder: Path,
     max_tokens: int,
-    count: Callable[[str], int],
+    counter: TokenCounter,
 ) -> list[BaseMessage]:
     """Cut user messages longer than ``max_tokens``, saving their full text in ``folder``.
 
@@ -37,7 +37,7 @@ def offload_user_messages(
         messages: Messages about to be stored.
         folder: The session's artifacts folder.
         max_tokens: The most tokens a stored user message keeps (the tool-output cap).
-        count: Token counter for a text.
+        counter: The model's token counter.
 
     Returns:
         The messages; cut ones are copies marked ``agentgraph.offloaded_to``.
@@ -51,8 +51,7 @@ def offload_user_messages(
         if (
             not isinstance(msg, HumanMessage)
             or not isinstance(text, str)
-            or fits_by_length(text, max_tokens)
-            or count(text) <= max_tokens
+            or counter.fits(text, max_tokens)
         ):
             out.append(msg)
             continue
@@ -60,7 +59,13 @@ def offload_user_messages(
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"user-{digest}.txt"
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
-        cut = truncate_tool_output(text, max_tokens, count=count, artifact_path=str(path))
+        cut = truncate_tool_output(
+            text,
+            max_tokens,
+            count=counter.count_text,
+            artifact_path=str(path),
+            codec=counter.codec,
+        )
         kwargs = dict(msg.additional_kwargs)
         meta = dict(kwargs.get("agentgraph") or {})
         meta[OFFLOADED_KEY] = str(path)

@@ -262,9 +262,7 @@ def _offloader(settings: Settings) -> Callable[[str, list[BaseMessage]], list[Ba
 
     def prepare(thread_id: str, messages: list[BaseMessage]) -> list[BaseMessage]:
         folder = artifacts_dir_for(settings, thread_id)
-        return offload_user_messages(
-            messages, folder=folder, max_tokens=cap, count=counter.count_text
-        )
+        return offload_user_messages(messages, folder=folder, max_tokens=cap, counter=counter)
 
     return prepare
 

@@ -35,7 +35,7 @@ from agentgraph.cancel import INTERRUPTED_KIND
 from agentgraph.context.masking_text import mask_outputs_before
 from agentgraph.context.retry import RetryPolicy, call_with_retries
 from agentgraph.context.tokens import TokenCounter
-from agentgraph.context.truncation import shrink_tool_messages, truncate_text
+from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, truncate_text
 from agentgraph.context.windows import Budget, output_limit_for
 from agentgraph.deps import CompactionOutcome
 from agentgraph.history import AGENTGRAPH_KEY, INTERNAL_KINDS, agentgraph_kind, group_messages
@@ -332,11 +332,13 @@ def render_transcript(
     *,
     tool_result_max_tokens: int = SUMMARY_TOOL_RESULT_MAX_TOKENS,
     cancelled: Mapping[int, str] | None = None,
+    codec: TokenCodec | None = None,
 ) -> list[str]:
     """One text entry per message, tool results cut, for the summarizer.
 
     ``cancelled`` maps the ``id()`` of a request whose turn the user cancelled to the
-    label it gets instead of ``[user]``.
+    label it gets instead of ``[user]``; ``codec`` is the tokenizer ``count`` counts
+    with, if exact (results are then cut at token offsets).
     """
     labels = cancelled or {}
     out: list[str] = []
@@ -344,7 +346,7 @@ def render_transcript(
         kind = agentgraph_kind(msg)
         text: str = msg.text
         if isinstance(msg, ToolMessage):
-            text = truncate_text(text, tool_result_max_tokens, count=count).text
+            text = truncate_text(text, tool_result_max_tokens, count=count, codec=codec).text
             out.append(f"[tool result {msg.name or ''}]\n{text}")
         elif isinstance(msg, AIMessage):
             calls = "".join(
@@ -406,7 +408,9 @@ class Compactor:
         instructions = HANDOFF_PROMPT + (f"\n\nFocus especially on: {focus}" if focus else "")
         piece_budget = int(self.summarizer_budget * SUMMARY_INPUT_BUDGET_FRACTION)
         cap = self._tool_result_cap(older, piece_budget - SUMMARY_FRAMING_TOKENS)
-        entries = render_transcript(older, count, tool_result_max_tokens=cap, cancelled=cancelled)
+        entries = render_transcript(
+            older, count, tool_result_max_tokens=cap, cancelled=cancelled, codec=self.counter.codec
+        )
         pieces: list[str] = []
         current: list[str] = []
         used = 0
@@ -661,7 +665,10 @@ class Compactor:
                 files = files[:-1]
                 continue
             shrunk, changed = shrink_tool_messages(
-                kept, KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS, count=self.counter.count_text
+                kept,
+                KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS,
+                count=self.counter.count_text,
+                codec=self.counter.codec,
             )
             if changed:
                 kept = shrunk

@@ -21,11 +21,14 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from functools import cache, partial
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+
+if TYPE_CHECKING:
+    from agentgraph.context.truncation import TokenCodec
 
 __all__ = [
     "MESSAGE_OVERHEAD_TOKENS",
@@ -288,8 +291,8 @@ def encoding_for_model(model: str) -> str | None:
 
 
 @cache
-def _load_exact_counter(encoding_name: str) -> Callable[[str], int]:
-    """The Rust counter of bpe-openai for one encoding (tables are in the wheel).
+def _load_exact_tokenizer(encoding_name: str) -> Any:
+    """The Rust tokenizer of bpe-openai for one encoding (tables are in the wheel).
 
     Raises:
         ImportError: bpe-openai (or its compiled backend) is not installed.
@@ -297,9 +300,9 @@ def _load_exact_counter(encoding_name: str) -> Callable[[str], int]:
     """
     # The binding's count() returns the length without building a token list
     # and has none of the wrapper's 1M-character / 200k-token limits.
-    from agentgraph.private_api import bpe_exact_counter
+    from agentgraph.private_api import bpe_tokenizer
 
-    return bpe_exact_counter(encoding_name)
+    return bpe_tokenizer(encoding_name)
 
 
 def _safe_exact(count: Callable[[str], int], text: str) -> int:
@@ -370,6 +373,7 @@ class TokenCounter:
         self.source: CountSource = "estimate"
         self.notice: str | None = None
         self._count: Callable[[str], int] = estimate_tokens
+        self._tokenizer: Any = None
         wanted = encoding_for_model(model)
         if wanted is None:
             self.notice = (
@@ -378,7 +382,7 @@ class TokenCounter:
             )
         else:
             try:
-                exact = _load_exact_counter(wanted)
+                tokenizer = _load_exact_tokenizer(wanted)
             except Exception as err:  # any failure must degrade, not crash the agent
                 self.notice = (
                     f"{wanted} tokenizer unavailable ({type(err).__name__}): "
@@ -387,7 +391,8 @@ class TokenCounter:
             else:
                 self.encoding_name = wanted
                 self.source = "exact"
-                self._count = partial(_safe_exact, exact)
+                self._tokenizer = tokenizer
+                self._count = partial(_safe_exact, tokenizer.count)
         self._by_object: dict[int, _ObjEntry] = {}
         self._forget_cb = self._forget
         self._by_key: OrderedDict[Hashable, int] = OrderedDict()
@@ -440,6 +445,41 @@ class TokenCounter:
                     old, _ = texts.popitem(last=False)
                     self._text_chars -= len(old)
         return count
+
+    def fits(self, text: str, max_tokens: int) -> bool:
+        """Whether ``text`` has at most ``max_tokens`` tokens, counting no further.
+
+        A text far over the bound (a 60 KB tool output against a 1,000-token cap) is
+        known to be over after ``max_tokens`` tokens, not counted whole.
+
+        Args:
+            text: Any text.
+            max_tokens: The bound to check.
+
+        Returns:
+            ``count_text(text) <= max_tokens``.
+        """
+        if fits_by_length(text, max_tokens):
+            return True
+        with self._texts_lock:
+            known = self._texts.get(text)
+        if known is not None:
+            return known <= max_tokens
+        if self._tokenizer is None:
+            return self.count_text(text) <= max_tokens
+        self.texts_counted += 1
+        try:
+            counted: int | None = self._tokenizer.count_till_limit(text, max_tokens)
+        except UnicodeEncodeError:
+            return self.count_text(text) <= max_tokens
+        return counted is not None
+
+    @property
+    def codec(self) -> TokenCodec | None:
+        """The exact tokenizer's ``encode``/``decode`` (None for estimates), for cuts
+        at token offsets (:func:`agentgraph.context.truncation.truncate_text`)."""
+        codec: TokenCodec | None = self._tokenizer
+        return codec
 
     def _role_tokens(self, role: str) -> int:
         known = self._roles.get(role)

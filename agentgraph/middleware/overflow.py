@@ -115,7 +115,7 @@ class OverflowRecoveryMiddleware(AgentMiddleware):
             OVERFLOW_TOOL_OUTPUT_MIN_TOKENS,
         )
         messages, changed = shrink_tool_messages(
-            request.messages, cap, count=self.counter.count_text
+            request.messages, cap, count=self.counter.count_text, codec=self.counter.codec
         )
         if not changed:
             return request, 0

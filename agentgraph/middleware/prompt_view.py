@@ -123,7 +123,9 @@ class PromptViewMiddleware(AgentMiddleware):
                 int(self.budget.usable * VIEW_TOOL_OUTPUT_FRACTION / max(tool_count, 1)),
                 VIEW_TOOL_OUTPUT_MIN_TOKENS,
             )
-            prompt, _ = shrink_tool_messages(prompt, cap, count=self.counter.count_text)
+            prompt, _ = shrink_tool_messages(
+                prompt, cap, count=self.counter.count_text, codec=self.counter.codec
+            )
         tokens = self.counter.count_messages(prompt) + self.counter.count_tools(list(tools))
         # With no live system prompt the stored ones lead the view and stay in it.
         body = prompt[len(live) :]

@@ -44,12 +44,9 @@ def tool_output_cap_tokens(deps: AgentDeps) -> int:
     return default_tool_output_max_tokens(deps.budget.usable)
 
 
-def _save_artifact(folder: Path, tool_call_id: str, content: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
+def _artifact_path(folder: Path, tool_call_id: str) -> Path:
     safe = hashlib.sha1(tool_call_id.encode()).hexdigest()[:16]
-    path = folder / f"tool-{safe}.txt"
-    path.write_text(content, encoding="utf-8")
-    return path
+    return folder / f"tool-{safe}.txt"
 
 
 def _map_results(output: Any, change: Callable[[ToolMessage], ToolMessage]) -> Any:
@@ -200,12 +197,20 @@ def make_tools_node(
         if not isinstance(result.content, str):
             return result
         content = result.content
-        if fits_by_length(content, cap) or deps.counter.count_text(content) <= cap:
+        if fits_by_length(content, cap):
             return result
-        artifact = _save_artifact(folder, call_id, content)
+        artifact = _artifact_path(folder, call_id)
         cut = truncate_tool_output(
-            content, cap, count=deps.counter.count_text, artifact_path=str(artifact)
+            content,
+            cap,
+            count=deps.counter.count_text,
+            artifact_path=str(artifact),
+            codec=deps.counter.codec,
         )
+        if not cut.truncated:
+            return result
+        folder.mkdir(parents=True, exist_ok=True)
+        artifact.write_text(content, encoding="utf-8")
         return result.model_copy(update={"content": cut.text})
 
     # Rebuilt when deps.tools changes: MCP tools join between turns (Agent.sync_mcp_tools).

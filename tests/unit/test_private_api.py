@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 
 import langgraph.channels.delta as delta_module
+import pytest
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -115,10 +116,16 @@ def test_the_saver_memory_path_rebuilds_the_same_history(
     assert texts[-1] == "two"
 
 
-def test_bpe_counter_counts_o200k_tokens() -> None:
-    count = private_api.bpe_exact_counter("o200k_base")
-    assert count("hello world") == 2
-    assert count("") == 0
+def test_bpe_tokenizer_counts_encodes_and_decodes_o200k_tokens() -> None:
+    tokenizer = private_api.bpe_tokenizer("o200k_base")
+    assert tokenizer.count("hello world") == 2
+    assert tokenizer.count("") == 0
+    assert tokenizer.count_till_limit("hello world", 2) == 2
+    assert tokenizer.count_till_limit("hello world", 1) is None
+    ids = tokenizer.encode("héllo 日本 🎉")
+    assert tokenizer.decode(ids) == "héllo 日本 🎉"
+    with pytest.raises(ValueError):
+        tokenizer.decode(ids[-1:])  # the emoji's last byte alone
 
 
 def _private_imports(path: Path) -> list[str]:

@@ -43,7 +43,7 @@ TEXTS = [
 ]
 
 
-_REAL_LOADER = tokens._load_exact_counter
+_REAL_LOADER = tokens._load_exact_tokenizer
 
 
 @pytest.fixture
@@ -120,7 +120,7 @@ def test_missing_tokenizer_falls_back_to_estimate(
     def broken(name: str) -> Any:
         raise ImportError("no bpe_openai")
 
-    monkeypatch.setattr(tokens, "_load_exact_counter", broken)
+    monkeypatch.setattr(tokens, "_load_exact_tokenizer", broken)
     counter = TokenCounter("gpt-4o")
     assert counter.source == "estimate"
     assert counter.notice is not None and "unavailable" in counter.notice
@@ -173,6 +173,23 @@ def test_a_text_that_fits_by_length_fits_every_counter(text: str, cap: int) -> N
     if fits_by_length(text, cap):
         for model in ("gpt-4o", "gpt-4", "claude-sonnet-4-5"):
             assert get_counter(model).count_text(text) <= cap
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=400), cap=st.integers(min_value=0, max_value=300))
+def test_fits_says_what_the_count_says(text: str, cap: int) -> None:
+    for model in ("gpt-4o", "gpt-4", "claude-sonnet-4-5"):
+        # A fresh counter: nothing cached, so the bounded count itself answers.
+        assert TokenCounter(model).fits(text, cap) == (TokenCounter(model).count_text(text) <= cap)
+
+
+def test_codec_is_the_exact_tokenizer_only() -> None:
+    exact = TokenCounter("gpt-4o")
+    assert exact.codec is not None
+    ids = exact.codec.encode("héllo 日本")
+    assert len(ids) == exact.count_text("héllo 日本")
+    assert exact.codec.decode(ids) == "héllo 日本"
+    assert TokenCounter("claude-sonnet-4-5").codec is None
 
 
 def test_rare_characters_cost_more_tokens_than_characters() -> None:

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import (
     COUNT_CHUNK_CHARS,
     TOOL_OUTPUT_MAX_TOKENS_CAP,
@@ -39,6 +40,9 @@ def word_count(text: str) -> int:
 def superadditive_count(text: str) -> int:
     """A counter where a whole costs more than its parts (the join check must work)."""
     return len(text) + len(text) ** 2 // 2_000
+
+
+O200K = TokenCounter("gpt-4o")
 
 
 def split_result(original: str, result: str) -> tuple[str, str, re.Match[str]]:
@@ -319,29 +323,38 @@ texts = st.text(
     alphabet=st.sampled_from([*"abc xyz\n\t{}();", "中", "文", "é", "\u0301", "😀", "й"]),
     max_size=3_000,
 )
-counters = st.sampled_from([None, char_count, word_count, superadditive_count])
+counters = st.sampled_from([None, char_count, word_count, superadditive_count, "o200k codec"])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     text=texts,
     max_tokens=st.integers(min_value=0, max_value=800),
-    counter=counters,
+    counter_choice=counters,
     kind=st.sampled_from(["auto", "code", "listing", "text"]),
     head_ratio=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0)),
 )
 def test_bounds_prefix_suffix_marker_properties(
     text: str,
     max_tokens: int,
-    counter: Callable[[str], int] | None,
+    counter_choice: Callable[[str], int] | str | None,
     kind: TruncationKind,
     head_ratio: float | None,
 ) -> None:
+    codec = O200K.codec if counter_choice == "o200k codec" else None
+    counter = O200K.count_text if codec is not None else counter_choice
+    assert not isinstance(counter, str)
     count = counter or _estimate
-    result = truncate_text(text, max_tokens, count=counter, kind=kind, head_ratio=head_ratio)
+    result = truncate_text(
+        text, max_tokens, count=counter, kind=kind, head_ratio=head_ratio, codec=codec
+    )
     assert count(result.text) <= max_tokens
     assert result.truncated == (count(text) > max_tokens)
-    assert result.original_tokens == count(text)
+    if codec is None or not result.truncated:
+        assert result.original_tokens == count(text)
+    else:
+        # Cut at token offsets, the middle is estimated, never tokenized.
+        assert result.original_tokens == result.kept_tokens + result.removed_tokens
     if not result.truncated:
         assert result.text == text
         return
@@ -356,7 +369,7 @@ def test_bounds_prefix_suffix_marker_properties(
         assert text.endswith(tail)
         assert len(head) + len(tail) < len(text)
     # Truncating again at the same budget changes nothing.
-    again = truncate_text(result.text, max_tokens, count=counter)
+    again = truncate_text(result.text, max_tokens, count=counter, codec=codec)
     assert again.text == result.text
     assert not again.truncated
 
@@ -366,6 +379,62 @@ def test_bounds_prefix_suffix_marker_properties(
 def test_marker_present_iff_truncated_with_room(text: str, max_tokens: int) -> None:
     result = truncate_text(text, max_tokens)
     assert (MARKER_RE.search(result.text) is not None) == result.truncated
+
+
+# --- cuts at token offsets -----------------------------------------------------------
+
+
+def _counting(count: Callable[[str], int], seen: list[int]) -> Callable[[str], int]:
+    def counted(text: str) -> int:
+        seen.append(len(text))
+        return count(text)
+
+    return counted
+
+
+def test_a_cut_at_token_offsets_counts_only_small_pieces_and_fills_the_budget() -> None:
+    text = "".join(f"line {i}: résultat 結果 {i * 7919 % 1000}\n" for i in range(3_000))
+    assert O200K.codec is not None
+    seen: list[int] = []
+    result = truncate_tool_output(
+        text,
+        1_000,
+        count=_counting(O200K.count_text, seen),
+        artifact_path="/tmp/out.txt",
+        codec=O200K.codec,
+    )
+    assert O200K.count_text(result.text) <= 1_000
+    # The marker's figure is the middle's estimate, scaled by the kept pieces' count.
+    assert result.original_tokens == pytest.approx(O200K.count_text(text), rel=0.05)
+    # The marker, the head, the tail and the assembled result: never the whole
+    # input, and no fitting loop.
+    assert len(seen) <= 4 * 2, seen
+    assert max(seen) < len(text) // 10
+    fitted = truncate_tool_output(text, 1_000, count=O200K.count_text, artifact_path="/tmp/out.txt")
+    assert result.kept_tokens >= fitted.kept_tokens - 5
+
+
+def test_a_cut_at_token_offsets_never_splits_a_character() -> None:
+    # Every emoji is several tokens: most token offsets fall inside one.
+    text = "🎉🎊🧩" * 3_000
+    result = truncate_text(text, 500, count=O200K.count_text, codec=O200K.codec)
+    head, tail, _ = split_result(text, result.text)
+    assert text.startswith(head) and text.endswith(tail)
+    assert head and tail
+    assert O200K.count_text(result.text) <= 500
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["ok \ud800 lone surrogate " * 2_000],
+    ids=["lone-surrogate"],
+)
+def test_texts_the_codec_cannot_take_are_cut_by_fitting(text: str) -> None:
+    result = truncate_text(text, 300, count=O200K.count_text, codec=O200K.codec)
+    assert result.truncated
+    assert O200K.count_text(result.text) <= 300
+    head, tail, _ = split_result(text, result.text)
+    assert text.startswith(head) and text.endswith(tail)
 
 
 # --- shrink_tool_messages -----------------------------------------------------------
