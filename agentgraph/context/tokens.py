@@ -435,16 +435,22 @@ class TokenCounter:
                 return known
         self.texts_counted += 1
         count = self._count(text)
+        self._remember(text, count)
+        return count
+
+    def _remember(self, text: str, count: int) -> None:
+        if len(text) > TEXT_CACHE_MAX_TEXT_CHARS:
+            return
+        texts = self._texts
         with self._texts_lock:
             if text not in texts:
                 texts[text] = count
-                self._text_chars += size
+                self._text_chars += len(text)
                 while (
                     len(texts) > TEXT_CACHE_MAX_ENTRIES or self._text_chars > TEXT_CACHE_MAX_CHARS
                 ):
                     old, _ = texts.popitem(last=False)
                     self._text_chars -= len(old)
-        return count
 
     def fits(self, text: str, max_tokens: int) -> bool:
         """Whether ``text`` has at most ``max_tokens`` tokens, counting no further.
@@ -472,7 +478,11 @@ class TokenCounter:
             counted: int | None = self._tokenizer.count_till_limit(text, max_tokens)
         except UnicodeEncodeError:
             return self.count_text(text) <= max_tokens
-        return counted is not None
+        if counted is None:
+            return False
+        # A text that fits is usually counted again soon (as a message's content).
+        self._remember(text, counted)
+        return True
 
     @property
     def codec(self) -> TokenCodec | None:

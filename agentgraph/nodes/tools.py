@@ -25,7 +25,6 @@ from agentgraph.approvals import (
     unappliable_edit,
 )
 from agentgraph.call_records import needs_record, record_end, record_start
-from agentgraph.context.tokens import fits_by_length
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.deps import AgentDeps
 from agentgraph.history.kinds import stamped
@@ -197,7 +196,7 @@ def make_tools_node(
         if not isinstance(result.content, str):
             return result
         content = result.content
-        if fits_by_length(content, cap):
+        if deps.counter.fits(content, cap):
             return result
         artifact = _artifact_path(folder, call_id)
         cut = truncate_tool_output(
