@@ -13,6 +13,7 @@ default unless ``CI`` is set).
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -231,3 +232,19 @@ def test_appending_turns_reads_the_stored_rows_only_once(tmp_path: Path) -> None
     ]
     assert len(reads) == 1, reads
     assert index._mirror.full_syncs == 1
+
+
+# The definition of the split, as zero-width lookarounds tried at every position: rows
+# indexed by earlier versions were written with it, so the text must be the same.
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_CJK_CHAR = re.compile(
+    "([\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3040-\u30ff\u3100-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003134f])"
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from([*"aAbBzZ09_ .\n", "é", "É", "中", "フ", "설"])))
+def test_index_text_splits_as_the_lookaround_definition_does(text: str) -> None:
+    assert index_text(text) == _CAMEL_BOUNDARY.sub(" ", _CJK_CHAR.sub(r" \1 ", text))
