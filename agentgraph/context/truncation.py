@@ -8,10 +8,15 @@ keeps more head (imports, signatures), listings are cut between whole lines.
 Speed matters because a tool can print 50 MB: the input is counted once, cut points
 are found from the chars-per-token ratio and refined by counting only the kept
 pieces (a bounded number of times), and the assembled result is verified with one
-more count, so the bound ``count(result.text) <= max_tokens`` always holds. With an
-exact tokenizer's ``encode``/``decode`` (a :class:`TokenCodec`) the input is encoded
-once and the cut points are token offsets: measured on 5-60 KB outputs cut to 1,000
-o200k tokens, 1.13 ms per cut by fitting, 0.8 ms by offsets.
+more count, so the bound ``count(result.text) <= max_tokens`` always holds.
+
+With an exact tokenizer (a :class:`TokenCodec`) the input is never tokenized whole:
+whether it fits is counted only up to the bound, the head and the tail are cut at token
+offsets of a stretch encoded at each end, and the marker's N is the middle's quick
+estimate scaled by exact counts of a few slices of it (median error 1.6%, 90th
+percentile 5% on code, logs, prose, JSON and mixes). Measured on 5-60 KB outputs cut to
+1,000 o200k tokens: 1.09 ms per output counting and fitting, 0.67 ms by offsets; a
+10 MiB output 446 ms, 8.6 ms.
 """
 
 from __future__ import annotations
@@ -84,6 +89,9 @@ GRAPHEME_ADJUST_MAX_CHARS = 32
 # With a codec the removed middle is never tokenized: its estimate is scaled by the
 # kept pieces' exact/estimated ratio, within this factor either way.
 MIDDLE_SCALE_MAX = 4.0
+# ... counted exactly on this many slices of the middle, of this many chars each.
+MIDDLE_SAMPLES = 8
+MIDDLE_SAMPLE_CHARS = 500
 # A cut at token offsets encodes this many times the chars the budget should take at
 # the text's mean density, at each end (doubled until it holds the budget).
 ENCODE_STRETCH_FACTOR = 1.25
@@ -446,16 +454,28 @@ def _counted_tally(original_tokens: int) -> _Tally:
     )
 
 
-def _estimated_tally(text: str) -> _Tally:
-    """The middle's tokens estimated, scaled by how the exact count of the kept head
-    and tail compares with their estimate (the same output's density)."""
+def _estimated_tally(text: str, count: TokenCounter) -> _Tally:
+    """The middle's tokens: its quick estimate (which tells scripts apart), scaled by
+    how the exact count compares with the estimate on a few slices spread over the
+    middle (which tell code, prose and JSON apart), or on the kept head and tail when
+    the middle is too short for them."""
     whole = _estimate(text)
 
     def removed(head: str, tail: str, kept: int) -> int:
-        kept_estimate = _estimate(head) + _estimate(tail)
-        scale = kept / kept_estimate if kept and kept_estimate else 1.0
+        start, stop = len(head), len(text) - len(tail)
+        step = (stop - start) // (MIDDLE_SAMPLES + 1)
+        slices = [
+            text[at : at + MIDDLE_SAMPLE_CHARS]
+            for at in range(start + step, stop - MIDDLE_SAMPLE_CHARS, max(step, 1))
+        ][:MIDDLE_SAMPLES]
+        estimated = _estimate(head) + _estimate(tail)
+        if slices:
+            exact, sampled = sum(map(count, slices)), sum(map(_estimate, slices))
+        else:
+            exact, sampled = kept, estimated
+        scale = exact / sampled if exact and sampled else 1.0
         scale = min(max(scale, 1 / MIDDLE_SCALE_MAX), MIDDLE_SCALE_MAX)
-        return round(max(whole - kept_estimate, 0) * scale)
+        return round(max(whole - estimated, 0) * scale)
 
     return _Tally(len(text) * MAX_TOKENS_PER_CHAR, removed)
 
@@ -570,7 +590,7 @@ def truncate_text(
         assert codec is not None
         # Never tokenized whole: cut at token offsets, the middle estimated.
         chars_per_token = len(text) / max(_estimate(text), 1)
-        tally = _estimated_tally(text)
+        tally = _estimated_tally(text, counter)
         fitted = _fitted_bounds(text, counter, chars_per_token)
         bounds = _token_bounds(text, codec, chars_per_token, fitted)
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 
@@ -13,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import (
     COUNT_CHUNK_CHARS,
+    MIDDLE_SAMPLES,
     TOOL_OUTPUT_MAX_TOKENS_CAP,
     TOOL_OUTPUT_MIN_TOKENS,
     TruncationKind,
@@ -406,12 +408,24 @@ def test_a_cut_at_token_offsets_counts_only_small_pieces_and_fills_the_budget() 
     assert O200K.count_text(result.text) <= 1_000
     # The marker's figure is the middle's estimate, scaled by the kept pieces' count.
     assert result.original_tokens == pytest.approx(O200K.count_text(text), rel=0.05)
-    # The marker, the head, the tail and the assembled result: never the whole
-    # input, and no fitting loop.
-    assert len(seen) <= 4 * 2, seen
-    assert max(seen) < len(text) // 10
+    # The marker, the head, the tail, the assembled result and the middle's samples:
+    # never the whole input, and no fitting loop.
+    assert len(seen) <= 4 * 2 + MIDDLE_SAMPLES, seen
+    assert sum(seen) < len(text) // 4
     fitted = truncate_tool_output(text, 1_000, count=O200K.count_text, artifact_path="/tmp/out.txt")
     assert result.kept_tokens >= fitted.kept_tokens - 5
+
+
+def test_the_marker_of_a_cut_at_token_offsets_counts_a_middle_unlike_its_ends() -> None:
+    # Prose at both ends, JSON (twice the tokens per character) in between: the ends
+    # alone would put the middle at a third of its tokens.
+    prose = "The build failed because the configuration file was missing an entry. " * 250
+    data = json.dumps([{"id": i, "sha": f"{i * 2654435761 % 2**32:08x}"} for i in range(8_000)])
+    text = prose + data + prose
+    result = truncate_text(text, 1_000, count=O200K.count_text, codec=O200K.codec)
+    middle = O200K.count_text(text) - result.kept_tokens
+    assert result.removed_tokens == pytest.approx(middle, rel=0.1)
+    assert int(MARKER_RE.search(result.text).group(1)) == result.removed_tokens  # type: ignore[union-attr]
 
 
 def test_a_cut_at_token_offsets_never_splits_a_character() -> None:
