@@ -469,6 +469,8 @@ class TokenCounter:
             return True
         with self._texts_lock:
             known = self._texts.get(text)
+            if known is not None:
+                self._texts.move_to_end(text)
         if known is not None:
             return known <= max_tokens
         if self._tokenizer is None:

@@ -37,7 +37,15 @@ TokenCounter = Callable[[str], int]
 
 
 class TokenCodec(Protocol):
-    """An exact tokenizer: the token counter's own, with ``encode`` and ``decode``."""
+    """An exact tokenizer: the token counter's own, with ``encode`` and ``decode``.
+
+    ``decode`` is only ever given ids ``encode`` returned (bpe-openai's binding panics
+    or crashes on ids outside its table).
+    """
+
+    def count(self, text: str) -> int:
+        """The tokens of ``text``."""
+        ...
 
     def count_till_limit(self, text: str, limit: int) -> int | None:
         """The tokens of ``text`` if at most ``limit``, else None (counting no further)."""
@@ -86,18 +94,18 @@ ASSEMBLE_MAX_ATTEMPTS = 4
 # whole by about a token per chunk.
 COUNT_CHUNK_CHARS = 500_000
 GRAPHEME_ADJUST_MAX_CHARS = 32
-# With a codec the removed middle is never tokenized: its estimate is scaled by the
-# kept pieces' exact/estimated ratio, within this factor either way.
-MIDDLE_SCALE_MAX = 4.0
-# ... counted exactly on this many slices of the middle, of this many chars each.
+# With a codec the removed middle is never tokenized: its quick estimate is scaled by
+# how the exact count compares with the estimate on this many slices of it, of this
+# many chars each, within MIDDLE_SCALE_MAX either way.
 MIDDLE_SAMPLES = 8
 MIDDLE_SAMPLE_CHARS = 500
+MIDDLE_SCALE_MAX = 4.0
+# Token offsets tried, one by one, for a piece that ends (or starts) inside a
+# character: cl100k has runs of 4 undecodable offsets among rare 4-byte characters.
+DECODE_MAX_BACKOFF_TOKENS = 16
 # A cut at token offsets encodes this many times the chars the budget should take at
 # the text's mean density, at each end (doubled until it holds the budget).
 ENCODE_STRETCH_FACTOR = 1.25
-# A character is at most this many UTF-8 bytes, so a token offset that falls inside
-# one is at most this many tokens away from a character boundary.
-UTF8_MAX_CHAR_BYTES = 4
 
 # Quick estimate weights, by UTF-8 length class: ASCII ~4 chars/token, 2-byte
 # scripts (Cyrillic, Greek, accented Latin) ~2 chars/token, 3-byte (CJK, kana,
@@ -299,23 +307,21 @@ def _fitted_bounds(text: str, count: TokenCounter, chars_per_token: float) -> _B
 
 
 def _decoded(
-    ids: Sequence[int], start: int, stop: int, step: int, decode: Callable[[Sequence[int]], str]
-) -> str:
-    """``decode(ids[start:stop])``, moving ``start`` (step 1) or ``stop`` (step -1) off
-    a split character; empty when no nearby offset decodes."""
-    for _ in range(UTF8_MAX_CHAR_BYTES):
+    ids: Sequence[int], start: int, stop: int, *, at_end: bool, codec: TokenCodec
+) -> str | None:
+    """``decode(ids[start:stop])``, moving ``start`` (``at_end``) or ``stop`` off a
+    split character; None when no offset nearby decodes."""
+    for _ in range(DECODE_MAX_BACKOFF_TOKENS):
         if start >= stop:
             return ""
         try:
-            text = decode(ids[start:stop])
+            return codec.decode(ids[start:stop])
         except ValueError:
-            if step > 0:
+            if at_end:
                 start += 1
             else:
                 stop -= 1
-            continue
-        return text
-    return ""
+    return None
 
 
 def _token_bounds(
@@ -329,27 +335,29 @@ def _token_bounds(
     """
     n_chars = len(text)
 
-    def stretch(budget: int, at_end: bool) -> str:
+    def stretch(budget: int, at_end: bool) -> str | None:
+        if budget <= 0:
+            return ""
         span = min(n_chars, int(budget * chars_per_token * ENCODE_STRETCH_FACTOR) + 64)
         while True:
             piece = text[n_chars - span :] if at_end else text[:span]
             ids = codec.encode(piece)
             if len(ids) > budget or span >= n_chars:
-                if at_end:
-                    return _decoded(ids, max(len(ids) - budget, 0), len(ids), 1, codec.decode)
-                return _decoded(ids, 0, min(budget, len(ids)), -1, codec.decode)
+                n_ids = len(ids)
+                start, stop = (max(n_ids - budget, 0), n_ids) if at_end else (0, min(budget, n_ids))
+                return _decoded(ids, start, stop, at_end=at_end, codec=codec)
             span = min(n_chars, span * 2)
 
     def bounds(head_budget: int, tail_budget: int) -> tuple[int, int]:
         try:
-            head = stretch(head_budget, at_end=False) if head_budget > 0 else ""
-            tail = stretch(tail_budget, at_end=True) if tail_budget > 0 else ""
-        except (UnicodeError, ValueError):
-            # Lone surrogates cannot be encoded; the counter copes with them.
+            head = stretch(head_budget, at_end=False)
+            tail = stretch(tail_budget, at_end=True)
+        except ValueError:
+            # Lone surrogates cannot be encoded (UnicodeEncodeError); the counter copes.
             return fallback(head_budget, tail_budget)
         # Byte-level BPE decodes a run of ids to a slice of the text; anything else
-        # (a tokenizer that normalizes) is cut by fitting.
-        if not (text.startswith(head) and text.endswith(tail)):
+        # (a tokenizer that normalizes, no offset that decodes) is cut by fitting.
+        if head is None or tail is None or not (text.startswith(head) and text.endswith(tail)):
             return fallback(head_budget, tail_budget)
         return len(head), len(tail)
 
@@ -454,12 +462,11 @@ def _counted_tally(original_tokens: int) -> _Tally:
     )
 
 
-def _estimated_tally(text: str, count: TokenCounter) -> _Tally:
+def _estimated_tally(text: str, whole: int, count: Callable[[str], int]) -> _Tally:
     """The middle's tokens: its quick estimate (which tells scripts apart), scaled by
     how the exact count compares with the estimate on a few slices spread over the
     middle (which tell code, prose and JSON apart), or on the kept head and tail when
-    the middle is too short for them."""
-    whole = _estimate(text)
+    the middle is too short for them. ``whole`` is the text's quick estimate."""
 
     def removed(head: str, tail: str, kept: int) -> int:
         start, stop = len(head), len(text) - len(tail)
@@ -548,8 +555,9 @@ def truncate_text(
         kind: ``"code"`` keeps 70/30, ``"listing"`` 60/40 on whole lines, ``"text"``
             50/50; ``"auto"`` detects the kind from a leading sample.
         marker_suffix: Appended to the marker line, e.g. a pointer to the full output.
-        codec: The exact tokenizer ``count`` counts with, if any: the text is encoded
-            once and cut at token offsets instead of fitting each piece by counting.
+        codec: The exact tokenizer ``count`` counts with, if any: the text is then
+            never tokenized whole (see the module's docstring), the marker's N is an
+            estimate and ``original_tokens`` is ``kept_tokens`` plus it.
 
     Returns:
         The outcome; ``text`` unchanged when it already fits. When even the bare
@@ -567,7 +575,7 @@ def truncate_text(
     if codec is not None:
         try:
             within = codec.count_till_limit(text, max_tokens)
-        except (UnicodeError, ValueError):
+        except ValueError:
             codec = None  # lone surrogates cannot be encoded; the counter copes
         else:
             if within is not None:
@@ -589,8 +597,10 @@ def truncate_text(
     if original is None:
         assert codec is not None
         # Never tokenized whole: cut at token offsets, the middle estimated.
-        chars_per_token = len(text) / max(_estimate(text), 1)
-        tally = _estimated_tally(text, counter)
+        whole = _estimate(text)
+        chars_per_token = len(text) / max(whole, 1)
+        # The slices are counted by the tokenizer itself: kept out of the text cache.
+        tally = _estimated_tally(text, whole, codec.count)
         fitted = _fitted_bounds(text, counter, chars_per_token)
         bounds = _token_bounds(text, codec, chars_per_token, fitted)
     else:

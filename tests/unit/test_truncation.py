@@ -428,6 +428,21 @@ def test_the_marker_of_a_cut_at_token_offsets_counts_a_middle_unlike_its_ends() 
     assert int(MARKER_RE.search(result.text).group(1)) == result.removed_tokens  # type: ignore[union-attr]
 
 
+def test_a_cut_at_token_offsets_keeps_both_ends_where_offsets_split_runs_of_rare_characters() -> (
+    None
+):
+    # cl100k has runs of four token offsets in a row that fall inside a character here.
+    cl100k = TokenCounter("gpt-4")
+    rare = "🖧𤑵⎦🞪🧴🌑𡲠ꅤ햷ꍹ𝟎֭⑭懆🡖𨠔𝞜𩀉킛ꇠ𢙼𓏎𝑿ꂏ𒉲⏳📎⬞𓃏𥵑懚💴\U0001b7e1" * 200
+    for max_tokens in range(40, 400, 7):
+        result = truncate_text(
+            rare, max_tokens, count=cl100k.count_text, codec=cl100k.codec, kind="text"
+        )
+        head, tail, _ = split_result(rare, result.text)
+        assert head and tail, max_tokens
+        assert cl100k.count_text(result.text) <= max_tokens
+
+
 def test_a_cut_at_token_offsets_never_splits_a_character() -> None:
     # Every emoji is several tokens: most token offsets fall inside one.
     text = "🎉🎊🧩" * 3_000
