@@ -463,23 +463,22 @@ def _counted_tally(original_tokens: int) -> _Tally:
 
 
 def _estimated_tally(text: str, whole: int, count: Callable[[str], int]) -> _Tally:
-    """The middle's tokens: its quick estimate (which tells scripts apart), scaled by
-    how the exact count compares with the estimate on a few slices spread over the
-    middle (which tell code, prose and JSON apart), or on the kept head and tail when
-    the middle is too short for them. ``whole`` is the text's quick estimate."""
+    """The middle's tokens: counted when it is short, else its quick estimate (which
+    tells scripts apart) scaled by how the exact count compares with the estimate on a
+    few slices spread over it (which tell code, prose and JSON apart). ``whole`` is the
+    text's quick estimate."""
 
     def removed(head: str, tail: str, kept: int) -> int:
         start, stop = len(head), len(text) - len(tail)
+        if stop - start <= MIDDLE_SAMPLES * MIDDLE_SAMPLE_CHARS:
+            return count(text[start:stop])  # no more than the samples would count
         step = (stop - start) // (MIDDLE_SAMPLES + 1)
         slices = [
             text[at : at + MIDDLE_SAMPLE_CHARS]
             for at in range(start + step, stop - MIDDLE_SAMPLE_CHARS, max(step, 1))
         ][:MIDDLE_SAMPLES]
+        exact, sampled = sum(map(count, slices)), sum(map(_estimate, slices))
         estimated = _estimate(head) + _estimate(tail)
-        if slices:
-            exact, sampled = sum(map(count, slices)), sum(map(_estimate, slices))
-        else:
-            exact, sampled = kept, estimated
         scale = exact / sampled if exact and sampled else 1.0
         scale = min(max(scale, 1 / MIDDLE_SCALE_MAX), MIDDLE_SCALE_MAX)
         return round(max(whole - estimated, 0) * scale)
