@@ -10,6 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ORDER = (
     "tokens",
+    "cuts",
     "history",
     "long_task",
     "context_v2",

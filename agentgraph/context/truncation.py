@@ -13,10 +13,8 @@ more count, so the bound ``count(result.text) <= max_tokens`` always holds.
 With an exact tokenizer (a :class:`TokenCodec`) the input is never tokenized whole:
 whether it fits is counted only up to the bound, the head and the tail are cut at token
 offsets of a stretch encoded at each end, and the marker's N is the middle's quick
-estimate scaled by exact counts of a few slices of it (median error 1.6%, 90th
-percentile 5% on code, logs, prose, JSON and mixes). Measured on 5-60 KB outputs cut to
-1,000 o200k tokens: 1.09 ms per output counting and fitting, 0.67 ms by offsets; a
-10 MiB output 446 ms, 8.6 ms.
+estimate scaled by exact counts of a few slices of it (a short middle is counted).
+``bench/bench_cuts.py`` measures both paths and the marker's error (docs/bench/cuts.md).
 """
 
 from __future__ import annotations
@@ -97,8 +95,8 @@ GRAPHEME_ADJUST_MAX_CHARS = 32
 # With a codec the removed middle is never tokenized: its quick estimate is scaled by
 # how the exact count compares with the estimate on this many slices of it, of this
 # many chars each, within MIDDLE_SCALE_MAX either way.
-MIDDLE_SAMPLES = 8
-MIDDLE_SAMPLE_CHARS = 500
+MIDDLE_SAMPLES = 4
+MIDDLE_SAMPLE_CHARS = 250
 MIDDLE_SCALE_MAX = 4.0
 # Token offsets tried, one by one, for a piece that ends (or starts) inside a
 # character: cl100k has runs of 4 undecodable offsets among rare 4-byte characters.
