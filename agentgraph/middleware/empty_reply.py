@@ -3,8 +3,9 @@
 Small local models sometimes go silent after a tool result: the reply has no text and no
 call. Taken as it is, that ends the run with an empty answer and the task half done.
 Others write the result of the call they meant to make (a ``<tool_response>`` block, the
-chat template's wrapper of tool results) instead of making it: no tool ran, so that is
-no answer either, and it is asked again the same way, saying no tool ran. The
+chat template's wrapper of tool results, alone or in a ``<tools>`` block) instead of
+making it: no tool ran, so that is no answer either, and it is asked again the same way,
+saying no tool ran. The
 request is sent once more with a short user message asking the model to go on (view
 only: the stored history keeps neither the empty reply nor the ask); the user is told.
 A second empty reply stands, and the user is told that too; so does the first when the
@@ -52,12 +53,18 @@ IMITATED_RESULT_NUDGE = (
 IMITATED_RESULT_ANSWER_NUDGE = (
     "Your last reply wrote a tool result, but no tool ran. Give your final answer now."
 )
-# The wrapper Qwen's and Hermes' chat templates put around tool results.
+# The wrapper Qwen's and Hermes' chat templates put around tool results, which a small
+# model may open its reply with, alone or inside the <tools> block the same templates
+# list the tools in.
 IMITATED_RESULT_OPENER = "<tool_response>"
+TOOLS_BLOCK_OPENER = "<tools>"
 
 
 def _imitates_a_result(reply: AIMessage) -> bool:
-    return reply.text.lstrip().startswith(IMITATED_RESULT_OPENER)
+    text = reply.text.lstrip()
+    if text.startswith(TOOLS_BLOCK_OPENER):
+        text = text[len(TOOLS_BLOCK_OPENER) :].lstrip()
+    return text.startswith(IMITATED_RESULT_OPENER)
 
 
 def _unanswered(response: ModelResponse) -> AIMessage | None:

@@ -224,8 +224,16 @@ def test_a_reply_cut_at_the_output_limit_is_said_to_the_model_and_the_user(
             "wrote a tool result",
             "no tool ran",
         ),
+        # The same model, asked why a script fails, wrapped its made-up result in the
+        # <tools> block its chat template lists the tools in.
+        (
+            "<tools>\n<tool_response>The file orders.json does not exist.</tool_response>\n"
+            "</tools>",
+            "wrote a tool result",
+            "no tool ran",
+        ),
     ],
-    ids=["empty", "imitated-result"],
+    ids=["empty", "imitated-result", "imitated-result-in-tools-block"],
 )
 def test_a_reply_that_is_no_answer_mid_task_is_asked_again_not_taken_as_the_answer(
     home: Path, workspace: Path, first: str, notice: str, ask: str

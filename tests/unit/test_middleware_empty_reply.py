@@ -125,6 +125,15 @@ def test_a_reply_that_imitates_a_tool_result_is_asked_again_saying_no_tool_ran()
     assert events[-1]["text"] == "the model sent a tool result again"
 
 
+def test_a_made_up_result_inside_a_tools_block_is_no_answer_but_other_text_there_is() -> None:
+    reply, call, _ = _run(AIMessage(f"<tools>\n {IMITATED}\n</tools>"), AIMessage("done"))
+    assert reply.text == "done"
+    assert call.requests[1].messages[-1] == HumanMessage(IMITATED_RESULT_NUDGE)
+    listing = AIMessage("<tools> read_file and run_bash </tools> are what I can use.")
+    reply, call, events = _run(listing, AIMessage("second"))
+    assert reply is listing and len(call.requests) == 1 and events == []
+
+
 def test_an_answer_that_quotes_a_tool_result_is_an_answer() -> None:
     quoted = AIMessage(f"The run printed:\n{IMITATED}")
     calls = AIMessage(IMITATED, tool_calls=[{"name": "run_bash", "args": {}, "id": "c1"}])
