@@ -112,8 +112,9 @@ def context_report(
     Returns:
         A JSON-ready dict: ``tokens``, ``budget`` (usable tokens), ``window``,
         ``source``, ``percent`` (of budget), ``level``, ``by_category``,
-        ``largest`` (index into ``messages``, role, tokens, preview) and
-        ``notice``.
+        ``unattributed`` (with a reported total: the tokens no category holds,
+        negative when the provider counted fewer than we did), ``largest`` (index
+        into ``messages``, role, tokens, preview) and ``notice``.
     """
     by_category = dict.fromkeys(CATEGORIES, 0)
     by_category["system_prompt"] = sum(map(counter.count_message, system))
@@ -151,6 +152,9 @@ def context_report(
         "percent": round(budget.percent(total), 1),
         "level": budget.level(total),
         "by_category": by_category,
+        # What the provider's count holds beyond ours (its chat template, its
+        # tokenizer): the categories and this add up to the total.
+        "unattributed": total - sum(by_category.values()) if source == "reported" else 0,
         "largest": largest,
         "notice": "; ".join(notices) if notices else None,
     }
@@ -224,6 +228,15 @@ def render_context(report: Mapping[str, Any], width: int = 40) -> str:
     for name in CATEGORIES:
         value = int(report["by_category"].get(name, 0))
         lines.append(f"  {_CATEGORY_TEXT[name]:<20} {format_tokens(value):>7}")
+    unattributed = int(report.get("unattributed") or 0)
+    if unattributed:
+        figure = ("+" if unattributed > 0 else "-") + format_tokens(abs(unattributed))
+        why = (
+            "beyond the above (its chat template and tokenizer)"
+            if unattributed > 0
+            else "below the above (its tokenizer counts fewer)"
+        )
+        lines.append(f"  {'provider count':<20} {figure:>7}  {why}")
     if report["largest"]:
         lines.append("Largest messages:")
         for item in report["largest"]:

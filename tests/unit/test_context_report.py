@@ -118,6 +118,31 @@ def test_reported_usage_anchors_the_total() -> None:
     report = context_report(msgs, system=[], tools=[], counter=counter, budget=BUDGET)
     assert report["source"] == "reported"
     assert report["tokens"] == 940 + counter.count_message(tail)
+    # The breakdown adds up to the reported total: the rest is the provider's own.
+    assert sum(report["by_category"].values()) + report["unattributed"] == report["tokens"]
+    assert report["unattributed"] == 940 - counter.count_messages(msgs[:2]) + REPLY_PRIMING_TOKENS
+    assert "provider count" in render_context(report)
+
+
+def test_a_provider_that_counts_more_than_we_do_is_itemized() -> None:
+    # A local model's chat template and tokenizer: the provider counts 1.8x our estimate.
+    counter = TokenCounter("some-local-model")
+    question = HumanMessage("what does app.py do? " * 40)
+    ours = counter.count_message(question) + counter.count_tools(TOOLS)
+    usage = {"input_tokens": ours * 18 // 10, "output_tokens": 5, "total_tokens": 0}
+    usage["total_tokens"] = usage["input_tokens"] + 5
+    msgs = [question, AIMessage("hello", usage_metadata=usage)]  # type: ignore[arg-type]
+    report = context_report(msgs, system=[], tools=TOOLS, counter=counter, budget=BUDGET)
+    assert report["source"] == "reported"
+    assert sum(report["by_category"].values()) + report["unattributed"] == report["tokens"]
+    assert report["unattributed"] > 0.7 * ours
+    line = next(line for line in render_context(report).splitlines() if "provider count" in line)
+    assert line.split()[2].startswith("+") and "chat template" in line, line
+    exact = context_report(
+        msgs[:1], system=[], tools=TOOLS, counter=TokenCounter("gpt-4o"), budget=BUDGET
+    )
+    assert exact["unattributed"] == 0
+    assert "provider count" not in render_context(exact)
 
 
 def test_estimate_model_has_notice_and_level() -> None:
