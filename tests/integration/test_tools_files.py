@@ -287,6 +287,39 @@ def test_a_missing_path_names_the_files_of_that_name_in_the_workspace(tmp_path: 
     assert text(elsewhere).endswith("no such file or directory: 'src/missing.py'")
 
 
+def test_the_workspace_path_without_its_leading_slash_means_the_workspace(tmp_path: Path) -> None:
+    # Qwen2.5-Coder 1.5B wrote edit_file(path="work/trial5/ws/app.py") for the workspace
+    # /work/trial5/ws: its absolute path with the leading "/" lost.
+    (tmp_path / "app.py").write_text("total = price * qty\n")
+    slashless = str(tmp_path.resolve()).lstrip("/")
+    read, edit, new = invoke(
+        tmp_path,
+        [
+            ("read_file", {"path": f"{slashless}/app.py"}),
+            (
+                "edit_file",
+                {"path": f"{slashless}/app.py", "old_string": "qty", "new_string": "int(qty)"},
+            ),
+            ("write_file", {"path": f"{slashless}/new.py", "content": "x = 1\n"}),
+        ],
+    )[0]
+    assert read.status == "success" and "price * qty" in text(read), text(read)
+    assert edit.status == "success", text(edit)
+    assert (tmp_path / "app.py").read_text() == "total = price * int(qty)\n"
+    assert new.status == "success" and (tmp_path / "new.py").read_text() == "x = 1\n"
+    assert not (tmp_path / slashless.split("/")[0]).exists()
+
+
+def test_a_workspace_folder_named_like_the_path_keeps_its_meaning(tmp_path: Path) -> None:
+    slashless = str(tmp_path.resolve()).lstrip("/")
+    inner = tmp_path / slashless
+    inner.mkdir(parents=True)
+    (inner / "app.py").write_text("the inner one\n")
+    (tmp_path / "app.py").write_text("the workspace's own\n")
+    (read,), _ = invoke(tmp_path, [("read_file", {"path": f"{slashless}/app.py"})])
+    assert "the inner one" in text(read), text(read)
+
+
 def test_a_missing_saved_output_names_no_workspace_files(tmp_path: Path) -> None:
     artifacts = tmp_path / ".home" / "artifacts"
     artifacts.mkdir(parents=True)
