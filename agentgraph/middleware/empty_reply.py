@@ -4,7 +4,8 @@ Small local models sometimes go silent after a tool result: the reply has no tex
 call. Taken as it is, that ends the run with an empty answer and the task half done.
 Others write the result of the call they meant to make (a ``<tool_response>`` block, the
 chat template's wrapper of tool results, alone or in a ``<tools>`` block) instead of
-making it: no tool ran, so that is no answer either, and it is asked again the same way,
+making it, or repeat the definition of the tool they meant to call (in that ``<tools>``
+block): no tool ran, so that is no answer either, and it is asked again the same way,
 saying no tool ran. The
 request is sent once more with a short user message asking the model to go on (view
 only: the stored history keeps neither the empty reply nor the ask); the user is told.
@@ -23,6 +24,7 @@ an ordinary call to the provider).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Literal
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage
@@ -34,6 +36,8 @@ from agentgraph.history.kinds import AGENTGRAPH_KEY, with_marker
 from agentgraph.middleware.events import Emit, emit
 
 __all__ = [
+    "ECHOED_DEFINITION_ANSWER_NUDGE",
+    "ECHOED_DEFINITION_NUDGE",
     "EMPTY_REPLY_ANSWER_NUDGE",
     "EMPTY_REPLY_NUDGE",
     "IMITATED_RESULT_ANSWER_NUDGE",
@@ -53,6 +57,13 @@ IMITATED_RESULT_NUDGE = (
 IMITATED_RESULT_ANSWER_NUDGE = (
     "Your last reply wrote a tool result, but no tool ran. Give your final answer now."
 )
+ECHOED_DEFINITION_NUDGE = (
+    "Your last reply repeated a tool's definition, but no tool ran. Call the tool with "
+    "its arguments, or give your final answer."
+)
+ECHOED_DEFINITION_ANSWER_NUDGE = (
+    "Your last reply repeated a tool's definition, but no tool ran. Give your final answer now."
+)
 # The wrapper Qwen's and Hermes' chat templates put around tool results, which a small
 # model may open its reply with, alone or inside the <tools> block the same templates
 # list the tools in.
@@ -60,11 +71,42 @@ IMITATED_RESULT_OPENER = "<tool_response>"
 TOOLS_BLOCK_OPENER = "<tools>"
 
 
-def _imitates_a_result(reply: AIMessage) -> bool:
+# A function definition in the JSON the same templates list the tools in.
+DEFINITION_MARKERS = ('"parameters"', '"function"')
+
+_Kind = Literal["empty", "imitated result", "echoed definition"]
+# Per kind: what the model did (for the notice), what it sent (for "... again"), the
+# ask, and the ask when no tool may be called.
+_TOLD: dict[_Kind, tuple[str, str, str, str]] = {
+    "empty": ("sent an empty reply", "an empty reply", EMPTY_REPLY_NUDGE, EMPTY_REPLY_ANSWER_NUDGE),
+    "imitated result": (
+        "wrote a tool result instead of calling the tool",
+        "a tool result",
+        IMITATED_RESULT_NUDGE,
+        IMITATED_RESULT_ANSWER_NUDGE,
+    ),
+    "echoed definition": (
+        "repeated a tool's definition instead of calling the tool",
+        "a tool's definition",
+        ECHOED_DEFINITION_NUDGE,
+        ECHOED_DEFINITION_ANSWER_NUDGE,
+    ),
+}
+
+
+def _kind(reply: AIMessage) -> _Kind | None:
+    """What a reply without calls is when it is no answer, else None."""
     text = reply.text.lstrip()
-    if text.startswith(TOOLS_BLOCK_OPENER):
+    if not text:
+        return "empty"
+    in_block = text.startswith(TOOLS_BLOCK_OPENER)
+    if in_block:
         text = text[len(TOOLS_BLOCK_OPENER) :].lstrip()
-    return text.startswith(IMITATED_RESULT_OPENER)
+    if text.startswith(IMITATED_RESULT_OPENER):
+        return "imitated result"
+    if in_block and text.startswith("{") and any(m in text for m in DEFINITION_MARKERS):
+        return "echoed definition"
+    return None
 
 
 def _unanswered(response: ModelResponse) -> AIMessage | None:
@@ -82,7 +124,7 @@ def _unanswered(response: ModelResponse) -> AIMessage | None:
         or kwargs.get("function_call")
         or kwargs.get("refusal")
         # Text blocks only: a reply of reasoning alone says nothing.
-        or (reply.text.strip() and not _imitates_a_result(reply))
+        or _kind(reply) is None
         or hit_output_limit(reply)
     ):
         return None
@@ -117,21 +159,17 @@ class EmptyReplyMiddleware(AgentMiddleware):
         self.emit = emit
 
     def _again(self, request: ModelRequest, reply: AIMessage) -> ModelRequest:
-        last_call = request.tool_choice == "none"
-        if _imitates_a_result(reply):
-            what = "wrote a tool result instead of calling the tool"
-            nudge = IMITATED_RESULT_ANSWER_NUDGE if last_call else IMITATED_RESULT_NUDGE
-        else:
-            what = "sent an empty reply"
-            nudge = EMPTY_REPLY_ANSWER_NUDGE if last_call else EMPTY_REPLY_NUDGE
+        what, _, nudge, last_nudge = _TOLD[_kind(reply) or "empty"]
+        if request.tool_choice == "none":
+            nudge = last_nudge
         self.emit({"type": "notice", "text": f"the model {what}; asking it to go on"})
         return request.override(messages=[*request.messages, HumanMessage(nudge)])
 
     def _settle(self, first: AIMessage, second: ModelResponse) -> ModelResponse:
         again = _unanswered(second)
         if again is not None:
-            what = "a tool result" if _imitates_a_result(again) else "an empty reply"
-            self.emit({"type": "notice", "text": f"the model sent {what} again"})
+            sent = _TOLD[_kind(again) or "empty"][1]
+            self.emit({"type": "notice", "text": f"the model sent {sent} again"})
         return _with_discarded_usage(second, first)
 
     def _failed(self, first: ModelResponse, err: Exception) -> ModelResponse:

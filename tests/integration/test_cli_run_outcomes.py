@@ -232,8 +232,20 @@ def test_a_reply_cut_at_the_output_limit_is_said_to_the_model_and_the_user(
             "wrote a tool result",
             "no tool ran",
         ),
+        # Asked to change a file with edit_file, it repeated edit_file's definition.
+        (
+            '<tools> { "type": "function", "function": { "name": "edit_file", "description": '
+            '"Replace old_string, which must occur exactly once unless replace_all.", '
+            '"parameters": { "properties": { "path": { "description": "Relative to the '
+            'workspace.", "type": "string" }, "old_string": { "description": "Exact text, '
+            'whitespace included.", "type": "string" }, "new_string": { "description": '
+            '"Replacement.", "type": "string" } }, "required": ["path", "old_string", '
+            '"new_string"], "type": "object" } } } </tools>',
+            "repeated a tool's definition",
+            "no tool ran",
+        ),
     ],
-    ids=["empty", "imitated-result", "imitated-result-in-tools-block"],
+    ids=["empty", "imitated-result", "imitated-result-in-tools-block", "echoed-definition"],
 )
 def test_a_reply_that_is_no_answer_mid_task_is_asked_again_not_taken_as_the_answer(
     home: Path, workspace: Path, first: str, notice: str, ask: str

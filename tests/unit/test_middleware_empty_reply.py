@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from agentgraph.context.pricing import UsageTotals
 from agentgraph.middleware.empty_reply import (
+    ECHOED_DEFINITION_NUDGE,
     EMPTY_REPLY_ANSWER_NUDGE,
     EMPTY_REPLY_NUDGE,
     IMITATED_RESULT_ANSWER_NUDGE,
@@ -129,6 +130,12 @@ def test_a_made_up_result_inside_a_tools_block_is_no_answer_but_other_text_there
     reply, call, _ = _run(AIMessage(f"<tools>\n {IMITATED}\n</tools>"), AIMessage("done"))
     assert reply.text == "done"
     assert call.requests[1].messages[-1] == HumanMessage(IMITATED_RESULT_NUDGE)
+    definition = AIMessage('<tools>\n{"type": "function", "function": {"name": "edit_file"}}')
+    reply, call, events = _run(definition, AIMessage("done"))
+    assert reply.text == "done" and call.requests[1].messages[-1] == HumanMessage(
+        ECHOED_DEFINITION_NUDGE
+    )
+    assert events[0]["text"].startswith("the model repeated a tool's definition")
     listing = AIMessage("<tools> read_file and run_bash </tools> are what I can use.")
     reply, call, events = _run(listing, AIMessage("second"))
     assert reply is listing and len(call.requests) == 1 and events == []
