@@ -127,6 +127,8 @@ def _as_call(obj: Any) -> tuple[str, dict[str, Any]] | None:
         args = {}
     if not isinstance(args, dict):
         return None
+    if args.get("type") == "object" and isinstance(args.get("properties"), dict):
+        return None  # a JSON schema: the tool's definition repeated, not a call of it
     allowed = {"name", "arguments", "parameters", "args", "type", "id"}
     if set(obj) - allowed:
         return None  # an object with other keys is data, not a call

@@ -39,6 +39,8 @@ from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, trun
 from agentgraph.context.windows import Budget, output_limit_for
 from agentgraph.deps import CompactionOutcome
 from agentgraph.history import AGENTGRAPH_KEY, INTERNAL_KINDS, agentgraph_kind, group_messages
+from agentgraph.tools.base import ToolError
+from agentgraph.tools.workspace import resolve_in_workspace
 
 KEEP_RECENT_BUDGET_FRACTION = 0.20
 FALLBACK_KEEP_BUDGET_FRACTION = 0.30
@@ -258,17 +260,15 @@ def _read_fresh(
 ) -> str | None:
     """Read up to REINJECT_MAX_LINES of a workspace file; None when unreadable or outside."""
     try:
-        root = workspace.resolve()
-        path = (root / rel).resolve()
-        if root != path and root not in path.parents:
-            return None
+        # As the tools resolved it when the model wrote it (its spelling of the path).
+        path = resolve_in_workspace(workspace, rel)
         with path.open("rb") as fh:
             head = fh.read(8192)
             if b"\x00" in head:
                 return None
             fh.seek(0)
             raw = fh.read()
-    except OSError:
+    except (OSError, ToolError):
         return None
     lines = raw.decode("utf-8", errors="replace").splitlines()
     shown = lines[:REINJECT_MAX_LINES]

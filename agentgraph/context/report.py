@@ -41,6 +41,10 @@ PREVIEW_MAX_CHARS = 60
 BAR_MIN_WIDTH = 10
 
 _KIND_CATEGORY = {"summary": "summaries", "reinjected_file": "files_reinjected"}
+# A reported total's difference from the categories is shown from this size on (a
+# token or two of reply priming is not news).
+UNATTRIBUTED_MIN_TOKENS = 20
+UNATTRIBUTED_MIN_FRACTION = 0.01
 _SOURCE_TEXT = {
     "exact": "exact (local tokenizer)",
     "reported": "provider-reported (last response's usage + exact/estimated count since)",
@@ -112,8 +116,8 @@ def context_report(
     Returns:
         A JSON-ready dict: ``tokens``, ``budget`` (usable tokens), ``window``,
         ``source``, ``percent`` (of budget), ``level``, ``by_category``,
-        ``unattributed`` (with a reported total: the tokens no category holds,
-        negative when the provider counted fewer than we did), ``largest`` (index
+        ``unattributed`` (with a reported total, the tokens no category holds —
+        negative when the prompt sent held fewer; else None), ``largest`` (index
         into ``messages``, role, tokens, preview) and ``notice``.
     """
     by_category = dict.fromkeys(CATEGORIES, 0)
@@ -152,9 +156,10 @@ def context_report(
         "percent": round(budget.percent(total), 1),
         "level": budget.level(total),
         "by_category": by_category,
-        # What the provider's count holds beyond ours (its chat template, its
-        # tokenizer): the categories and this add up to the total.
-        "unattributed": total - sum(by_category.values()) if source == "reported" else 0,
+        # With a reported total: what it holds beyond the categories (a chat template,
+        # a tokenizer, reasoning), or less (outputs masked or trimmed from the prompt
+        # sent); the categories and this add up to the total.
+        "unattributed": total - sum(by_category.values()) if source == "reported" else None,
         "largest": largest,
         "notice": "; ".join(notices) if notices else None,
     }
@@ -229,14 +234,14 @@ def render_context(report: Mapping[str, Any], width: int = 40) -> str:
         value = int(report["by_category"].get(name, 0))
         lines.append(f"  {_CATEGORY_TEXT[name]:<20} {format_tokens(value):>7}")
     unattributed = int(report.get("unattributed") or 0)
-    if unattributed:
+    if abs(unattributed) >= max(UNATTRIBUTED_MIN_TOKENS, used * UNATTRIBUTED_MIN_FRACTION):
         figure = ("+" if unattributed > 0 else "-") + format_tokens(abs(unattributed))
         why = (
-            "beyond the above (its chat template and tokenizer)"
+            "the provider's count beyond these (its chat template, tokenizer, reasoning)"
             if unattributed > 0
-            else "below the above (its tokenizer counts fewer)"
+            else "the prompt sent held less than these (outputs masked or trimmed)"
         )
-        lines.append(f"  {'provider count':<20} {figure:>7}  {why}")
+        lines.append(f"  {'not itemized':<20} {figure:>7}  {why}")
     if report["largest"]:
         lines.append("Largest messages:")
         for item in report["largest"]:

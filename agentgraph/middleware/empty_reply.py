@@ -23,6 +23,7 @@ an ordinary call to the provider).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Literal
 
@@ -71,8 +72,7 @@ IMITATED_RESULT_OPENER = "<tool_response>"
 TOOLS_BLOCK_OPENER = "<tools>"
 
 
-# A function definition in the JSON the same templates list the tools in.
-DEFINITION_MARKERS = ('"parameters"', '"function"')
+TOOLS_BLOCK_CLOSER = "</tools>"
 
 _Kind = Literal["empty", "imitated result", "echoed definition"]
 # Per kind: what the model did (for the notice), what it sent (for "... again"), the
@@ -94,17 +94,45 @@ _TOLD: dict[_Kind, tuple[str, str, str, str]] = {
 }
 
 
+def _is_definition(item: object) -> bool:
+    """A tool definition as the chat templates list them: ``{"type": "function",
+    "function": {"name": ..., "description"/"parameters": ...}}`` (no ``arguments``)."""
+    function = item.get("function") if isinstance(item, dict) else None
+    return (
+        isinstance(function, dict)
+        and isinstance(function.get("name"), str)
+        and ("parameters" in function or "description" in function)
+        and "arguments" not in function
+    )
+
+
+def _echoes_definitions(block: str) -> bool:
+    """Whether a ``<tools>`` block's body (up to its end or ``</tools>``, with nothing
+    after that) is only tool definitions."""
+    end = block.lower().find(TOOLS_BLOCK_CLOSER)
+    if end >= 0:
+        if block[end + len(TOOLS_BLOCK_CLOSER) :].strip():
+            return False  # text after the block: an answer that shows definitions
+        block = block[:end]
+    try:
+        value = json.loads(block)
+    except ValueError:
+        return False
+    items = value if isinstance(value, list) else [value]
+    return bool(items) and all(map(_is_definition, items))
+
+
 def _kind(reply: AIMessage) -> _Kind | None:
     """What a reply without calls is when it is no answer, else None."""
     text = reply.text.lstrip()
     if not text:
         return "empty"
-    in_block = text.startswith(TOOLS_BLOCK_OPENER)
+    in_block = text[: len(TOOLS_BLOCK_OPENER)].lower() == TOOLS_BLOCK_OPENER
     if in_block:
         text = text[len(TOOLS_BLOCK_OPENER) :].lstrip()
     if text.startswith(IMITATED_RESULT_OPENER):
         return "imitated result"
-    if in_block and text.startswith("{") and any(m in text for m in DEFINITION_MARKERS):
+    if in_block and _echoes_definitions(text):
         return "echoed definition"
     return None
 

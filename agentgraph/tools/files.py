@@ -797,7 +797,7 @@ def _bytes_for_diff(workspace: str, path: str) -> bytes | None:
     from agentgraph.diffs import DIFF_MAX_INPUT_BYTES
 
     try:
-        real = resolve_in_workspace(workspace_root(workspace), path)
+        real = resolve_in_workspace(workspace, path)
         if real.stat().st_size > DIFF_MAX_INPUT_BYTES or not real.is_file():
             return None
         return real.read_bytes()
@@ -818,7 +818,7 @@ def _send_diff(
 
     root = workspace_root(workspace)
     try:
-        shown = display_path(root, resolve_in_workspace(root, path))
+        shown = display_path(root, resolve_in_workspace(workspace, path))
     except ToolError:
         return
     change = unified(shown, before, _bytes_for_diff(workspace, path))

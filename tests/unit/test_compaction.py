@@ -77,6 +77,27 @@ def _apply(history: list[BaseMessage], updates: list[BaseMessage]) -> list[BaseM
     return list(add_messages(history, updates))  # type: ignore[arg-type]
 
 
+def test_a_file_read_by_the_workspace_path_without_its_slash_is_reinjected(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    for i in range(12):
+        (workspace / f"f{i}.txt").write_text(f"fresh file {i}\n")
+    history = _history(12)
+    last = history[-2]
+    assert isinstance(last, AIMessage)
+    slashless = str(workspace.resolve()).lstrip("/")
+    call = {**last.tool_calls[0], "args": {"path": f"{slashless}/f11.txt"}}
+    history[-2] = last.model_copy(update={"tool_calls": [call]})
+    outcome = _compactor(settings, ScriptedChatModel(["Progress: read files."]))(
+        history, trigger="manual", system=[], tools=[], workspace=str(workspace)
+    )
+    assert outcome is not None
+    view = since_last_boundary(_apply(history, outcome.updates))
+    reinjected = [str(m.content) for m in view if agentgraph_kind(m) == "reinjected_file"]
+    assert any("fresh file 11" in text for text in reinjected), reinjected
+
+
 def test_summary_compaction_is_valid_lossless_and_smaller(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain_core.exceptions import LangChainException
 from langchain_core.messages import AIMessage, HumanMessage
@@ -130,7 +131,9 @@ def test_a_made_up_result_inside_a_tools_block_is_no_answer_but_other_text_there
     reply, call, _ = _run(AIMessage(f"<tools>\n {IMITATED}\n</tools>"), AIMessage("done"))
     assert reply.text == "done"
     assert call.requests[1].messages[-1] == HumanMessage(IMITATED_RESULT_NUDGE)
-    definition = AIMessage('<tools>\n{"type": "function", "function": {"name": "edit_file"}}')
+    definition = AIMessage(
+        '<tools>\n{"type": "function", "function": {"name": "edit_file", "parameters": {}}}'
+    )
     reply, call, events = _run(definition, AIMessage("done"))
     assert reply.text == "done" and call.requests[1].messages[-1] == HumanMessage(
         ECHOED_DEFINITION_NUDGE
@@ -139,6 +142,36 @@ def test_a_made_up_result_inside_a_tools_block_is_no_answer_but_other_text_there
     listing = AIMessage("<tools> read_file and run_bash </tools> are what I can use.")
     reply, call, events = _run(listing, AIMessage("second"))
     assert reply is listing and len(call.requests) == 1 and events == []
+
+
+DEFINITION = '{"type": "function", "function": {"name": "edit_file", "description": "x"}}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tools>{"path": "a.py"}</tools>\nThe "function" field names the tool; I fixed app.py.',
+        f"<tools>\n{DEFINITION}\n</tools>\nThese are the definitions you asked for.",
+        '<tools>{"name": "read_file", "parameters": {"path": "a.py"}}</tools>',
+        '<tools>{"type": "function", "function": {"name": "fetch", "arguments": {"u": 1}}}</tools>',
+    ],
+    ids=["json-then-answer", "definitions-then-answer", "a-call", "an-openai-call"],
+)
+def test_a_tools_block_that_is_not_only_definitions_is_an_answer(text: str) -> None:
+    first = AIMessage(text)
+    reply, call, events = _run(first, AIMessage("second"))
+    assert reply is first and len(call.requests) == 1 and events == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [f"<TOOLS>{DEFINITION}</TOOLS>", f"<tools>[{DEFINITION}, {DEFINITION}]</tools>"],
+    ids=["upper-case-tag", "a-list"],
+)
+def test_a_tools_block_of_definitions_alone_is_no_answer(text: str) -> None:
+    reply, call, _ = _run(AIMessage(text), AIMessage("done"))
+    assert reply.text == "done"
+    assert call.requests[1].messages[-1] == HumanMessage(ECHOED_DEFINITION_NUDGE)
 
 
 def test_an_answer_that_quotes_a_tool_result_is_an_answer() -> None:

@@ -101,6 +101,19 @@ def test_function_elements_quoted_in_prose_stay_text() -> None:
         assert found.calls == [] and found.text == text
 
 
+def test_a_repeated_tool_definition_is_not_run_as_a_call() -> None:
+    """A model that echoes a tool's schema would otherwise call the tool with the schema
+    as its arguments (a tool with no required argument would run)."""
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    for definition in (
+        {"type": "function", "function": {"name": "list_dir", "parameters": schema}},
+        {"name": "list_dir", "parameters": schema},
+    ):
+        text = f"<tools>\n{json.dumps(definition)}\n</tools>"
+        found = extract_text_tool_calls(text, {*TOOLS, "list_dir"})
+        assert found.calls == [] and found.text == text
+
+
 def test_a_reply_cut_before_its_closing_tag_leaves_no_tag_behind() -> None:
     for text in (
         '<tools>\n<function name="read_file" arguments=\'{"path": "a.py"}\' />',
