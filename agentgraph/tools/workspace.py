@@ -114,7 +114,7 @@ def resolve_in_workspace(
     """
     check_path_syntax(path)
     root = workspace_root(workspace)
-    candidate = path if os.path.isabs(path) else _rooted(root, workspace, path)
+    candidate = path if os.path.isabs(path) else _rooted(root, path)
     try:
         real = os.path.realpath(candidate)
     except OSError as exc:
@@ -138,20 +138,21 @@ def resolve_in_workspace(
     return Path(real)
 
 
-def _rooted(root: str, workspace: str | Path, path: str) -> str:
-    """A relative ``path`` joined to the workspace — unless it is the workspace's own
-    absolute path with the leading separator lost (``work/ws/app.py`` for the workspace
-    ``/work/ws``, which small models write) and the workspace holds nothing named like
-    its first part: then it is that absolute path."""
+def _rooted(root: str, path: str) -> str:
+    """A relative ``path`` joined to the workspace — unless the workspace holds nothing
+    named like its first part and, read as absolute, it lies inside the workspace: the
+    workspace's own path with the leading separator lost (``work/ws/app.py`` for the
+    workspace ``/work/ws``, through any link to it), which small models write."""
     joined = os.path.join(root, path)
     parts = PurePosixPath(path).parts
     if not parts or os.path.lexists(os.path.join(root, parts[0])):
         return joined
-    for prefix in {root, os.path.normpath(os.path.abspath(workspace))}:
-        slashless = prefix.lstrip(os.sep)
-        if slashless and (path == slashless or path.startswith(slashless + "/")):
-            return os.sep + path
-    return joined
+    absolute = os.sep + path
+    try:
+        inside = _is_within(os.path.realpath(absolute), root)
+    except (OSError, ValueError):
+        return joined
+    return absolute if inside else joined
 
 
 class PathNotFound(ToolError):

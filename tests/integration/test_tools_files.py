@@ -308,6 +308,37 @@ def test_the_workspace_path_without_its_leading_slash_means_the_workspace(tmp_pa
     assert (tmp_path / "app.py").read_text() == "total = price * int(qty)\n"
     assert new.status == "success" and (tmp_path / "new.py").read_text() == "x = 1\n"
     assert not (tmp_path / slashless.split("/")[0]).exists()
+    # A path that, read as absolute, lies outside the workspace stays relative to it.
+    (outside,) = invoke(tmp_path, [("write_file", {"path": "etc/hosts", "content": "x\n"})])[0]
+    assert outside.status == "success" and (tmp_path / "etc" / "hosts").read_text() == "x\n"
+
+
+def test_an_edit_through_a_linked_workspace_shows_its_diff(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "app.py").write_text("qty = item['qty']\n")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    tools = build_tools(Settings(AGENTGRAPH_HOME=str(tmp_path / ".home"), _env_file=None))
+    graph = StateGraph(AppState, context_schema=RunContext)
+    graph.add_node("tools", ToolNode(tools, handle_tool_errors=format_tool_error))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    # The linked spelling, without its leading slash, as a small model writes it.
+    path = str(link / "app.py").lstrip("/")
+    args = {"path": path, "old_string": "item['qty']", "new_string": "int(item['qty'])"}
+    message = AIMessage("", tool_calls=[{"name": "edit_file", "args": args, "id": "c1"}])
+    events = list(
+        graph.compile().stream(
+            {"messages": [message]},
+            context=RunContext(workspace_path=str(link)),
+            stream_mode="custom",
+        )
+    )
+    assert (real / "app.py").read_text() == "qty = int(item['qty'])\n"
+    (diff,) = [e for e in events if e.get("type") == "diff"]
+    assert diff["path"] == "app.py", diff
+    assert "-qty = item['qty']" in diff["diff"] and diff["removed"] == 1, diff
 
 
 def test_a_workspace_folder_named_like_the_path_keeps_its_meaning(tmp_path: Path) -> None:
