@@ -6,9 +6,9 @@ Others write the result of the call they meant to make (a ``<tool_response>`` bl
 chat template's wrapper of tool results, alone or in a ``<tools>`` block) instead of
 making it, or repeat the definition of the tool they meant to call (in that ``<tools>``
 block): no tool ran, so that is no answer either, and it is asked again the same way,
-saying no tool ran. The
-request is sent once more with a short user message asking the model to go on (view
-only: the stored history keeps neither the empty reply nor the ask); the user is told.
+saying no tool ran. The request is sent once more with a short user message asking the
+model to go on (view only: the stored history keeps neither the empty reply nor the
+ask); the user is told.
 A second empty reply stands, and the user is told that too; so does the first when the
 second request fails (a provider that rejects a user message right after a tool result,
 or one that keeps failing): the ask must never cost the turn. The usage of the empty
@@ -70,8 +70,6 @@ ECHOED_DEFINITION_ANSWER_NUDGE = (
 # list the tools in.
 IMITATED_RESULT_OPENER = "<tool_response>"
 TOOLS_BLOCK_OPENER = "<tools>"
-
-
 TOOLS_BLOCK_CLOSER = "</tools>"
 
 _Kind = Literal["empty", "imitated result", "echoed definition"]
@@ -137,14 +135,15 @@ def _kind(reply: AIMessage) -> _Kind | None:
     return None
 
 
-def _unanswered(response: ModelResponse) -> AIMessage | None:
-    """The reply of ``response`` when it calls nothing and says nothing, or only imitates
-    a tool result; else None."""
+def _unanswered(response: ModelResponse) -> tuple[AIMessage, _Kind] | None:
+    """The reply of ``response`` and what it is, when it calls nothing and is no answer
+    (empty, a made-up tool result, a repeated definition); else None."""
     replies = [m for m in response.result if isinstance(m, AIMessage)]
     if len(replies) != 1:
         return None
     reply = replies[0]
     kwargs = reply.additional_kwargs
+    kind = _kind(reply)
     if (
         reply.tool_calls
         or reply.invalid_tool_calls
@@ -152,11 +151,11 @@ def _unanswered(response: ModelResponse) -> AIMessage | None:
         or kwargs.get("function_call")
         or kwargs.get("refusal")
         # Text blocks only: a reply of reasoning alone says nothing.
-        or _kind(reply) is None
+        or kind is None
         or hit_output_limit(reply)
     ):
         return None
-    return reply
+    return reply, kind
 
 
 def _with_discarded_usage(response: ModelResponse, empty: AIMessage) -> ModelResponse:
@@ -186,8 +185,8 @@ class EmptyReplyMiddleware(AgentMiddleware):
         super().__init__()
         self.emit = emit
 
-    def _again(self, request: ModelRequest, reply: AIMessage) -> ModelRequest:
-        what, _, nudge, last_nudge = _TOLD[_kind(reply) or "empty"]
+    def _again(self, request: ModelRequest, kind: _Kind) -> ModelRequest:
+        what, _, nudge, last_nudge = _TOLD[kind]
         if request.tool_choice == "none":
             nudge = last_nudge
         self.emit({"type": "notice", "text": f"the model {what}; asking it to go on"})
@@ -196,7 +195,7 @@ class EmptyReplyMiddleware(AgentMiddleware):
     def _settle(self, first: AIMessage, second: ModelResponse) -> ModelResponse:
         again = _unanswered(second)
         if again is not None:
-            sent = _TOLD[_kind(again) or "empty"][1]
+            sent = _TOLD[again[1]][1]
             self.emit({"type": "notice", "text": f"the model sent {sent} again"})
         return _with_discarded_usage(second, first)
 
@@ -217,11 +216,12 @@ class EmptyReplyMiddleware(AgentMiddleware):
     ) -> ModelResponse | AIMessage:
         """Call the model; on an empty reply, call it once more with the ask."""
         first = handler(request)
-        empty = _unanswered(first)
-        if empty is None:
+        unanswered = _unanswered(first)
+        if unanswered is None:
             return first
+        empty, kind = unanswered
         try:
-            second = handler(self._again(request, empty))
+            second = handler(self._again(request, kind))
         except GraphBubbleUp:
             raise  # interrupts and cancellation are not failures of the ask
         except Exception as err:
@@ -235,11 +235,12 @@ class EmptyReplyMiddleware(AgentMiddleware):
     ) -> ModelResponse | AIMessage:
         """Async :meth:`wrap_model_call`."""
         first = await handler(request)
-        empty = _unanswered(first)
-        if empty is None:
+        unanswered = _unanswered(first)
+        if unanswered is None:
             return first
+        empty, kind = unanswered
         try:
-            second = await handler(self._again(request, empty))
+            second = await handler(self._again(request, kind))
         except GraphBubbleUp:
             raise
         except Exception as err:
