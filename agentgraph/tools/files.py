@@ -818,7 +818,7 @@ def _send_diff(
 
     root = workspace_root(workspace)
     try:
-        shown = display_path(root, resolve_in_workspace(workspace, path))
+        shown = display_path(root, resolve_in_workspace(root, path))
     except ToolError:
         return
     change = unified(shown, before, _bytes_for_diff(workspace, path))
