@@ -63,6 +63,12 @@ def _history(turns: int, *, result_chars: int = 4000) -> list[BaseMessage]:
     return msgs
 
 
+def _write_files(workspace: Path, n: int) -> None:
+    """The files ``_history(n)`` reads, as they are on disk now."""
+    for i in range(n):
+        (workspace / f"f{i}.txt").write_text(f"fresh file {i}\n")
+
+
 def _compactor(settings: Settings, summarizer: ScriptedChatModel, **kw: object) -> Compactor:
     return Compactor(
         summarizer,
@@ -81,8 +87,7 @@ def test_a_file_read_by_the_workspace_path_without_its_slash_is_reinjected(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
-    for i in range(12):
-        (workspace / f"f{i}.txt").write_text(f"fresh file {i}\n")
+    _write_files(workspace, 12)
     history = _history(12)
     last = history[-2]
     assert isinstance(last, AIMessage)
@@ -102,8 +107,7 @@ def test_summary_compaction_is_valid_lossless_and_smaller(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
-    for i in range(12):
-        (workspace / f"f{i}.txt").write_text(f"fresh file {i}\n")
+    _write_files(workspace, 12)
     summarizer = ScriptedChatModel(["Progress: read files. Code word TULIP."])
     history = _history(12)
     outcome = _compactor(settings, summarizer)(
