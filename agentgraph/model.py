@@ -139,7 +139,7 @@ def build_chat_model(settings: Settings, model: str | None = None) -> BaseChatMo
     if provider is not None and provider in LANGCHAIN_PROVIDERS:
         return _langchain_model(provider, name, settings)
     check_model_config(settings, model)
-    from langchain_openai import ChatOpenAI
+    from langchain_openai.chat_models.base import ChatOpenAI
 
     base_url = _openai_base_url(settings, provider)
     key = (

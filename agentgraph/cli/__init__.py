@@ -42,14 +42,17 @@ def collector_paused() -> Iterator[None]:
 def _command(name: str | None) -> Callable[[argparse.Namespace, Settings], int]:
     """Import the command's module (the bulk of start-up) with the collector paused."""
     with collector_paused():
-        if name == "run":
-            from agentgraph.cli.run import cmd_run
-
-            return cmd_run
         if name == "sessions":
             from agentgraph.cli.sessions import cmd_sessions
 
             return cmd_sessions
+        from agentgraph.cli.deferred_inits import defer_package_inits
+
+        defer_package_inits()  # the agent's imports skip what these packages' __init__ adds
+        if name == "run":
+            from agentgraph.cli.run import cmd_run
+
+            return cmd_run
         from agentgraph.cli.repl import cmd_repl
 
         return cmd_repl

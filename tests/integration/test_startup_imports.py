@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from agentgraph.cli.deferred_inits import DEFERRED_PACKAGES
+from tests.cli_helpers import server_env
+from tests.fakes.openai_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,3 +63,109 @@ def test_run_path_on_sqlite_does_not_import_postgres_or_spare_http_stacks(tmp_pa
     modules = _imported(["-c", code], tmp_path)
     assert "agentgraph.agent" in modules
     assert not {"psycopg", "httpcore", "prompt_toolkit"} & modules
+
+
+def _init_statements(package: str) -> list[ast.stmt]:
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.origin is not None, package
+    return ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body
+
+
+@pytest.mark.parametrize("package", DEFERRED_PACKAGES)
+def test_a_deferred_package_init_only_imports_and_names(package: str) -> None:
+    # Running such an __init__ later changes when its names exist, not what they are.
+    for node in _init_statements(package):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the docstring
+        assert isinstance(node, ast.Assign), f"{package}: {ast.unparse(node)[:200]}"
+        assert all(
+            isinstance(t, ast.Name) and t.id in {"__all__", "__version__"} for t in node.targets
+        )
+        assert all(
+            isinstance(n, ast.Constant | ast.List | ast.Tuple | ast.expr_context)
+            for n in ast.walk(node.value)
+        )
+
+
+NAMES_SCRIPT = """
+import json, sys
+from agentgraph.cli.deferred_inits import DEFERRED_PACKAGES, defer_package_inits
+if sys.argv[1] == "deferred":
+    defer_package_inits()
+    import agentgraph.cli.run, agentgraph.agent, agentgraph.model
+    from langchain_openai.chat_models.base import ChatOpenAI
+    import importlib
+    for package in DEFERRED_PACKAGES:
+        importlib.import_module(package)
+out = {}
+for package, names in json.loads(sys.argv[2]).items():
+    module = sys.modules[package] if package in sys.modules else __import__(package, fromlist=["x"])
+    for name in names:
+        value = getattr(module, name)
+        out[f"{package}.{name}"] = [
+            getattr(value, "__module__", None), getattr(value, "__qualname__", None),
+            getattr(value, "__name__", None), repr(value) if isinstance(value, str) else None,
+        ]
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+def test_deferred_packages_give_the_same_names_as_imported_ones(tmp_path: Path) -> None:
+    names: dict[str, list[str]] = {}
+    for package in DEFERRED_PACKAGES:
+        bound = names.setdefault(package, [])
+        for node in _init_statements(package):
+            if isinstance(node, ast.ImportFrom):
+                bound += [alias.asname or alias.name for alias in node.names]
+            elif isinstance(node, ast.Assign):
+                bound += [t.id for t in node.targets if isinstance(t, ast.Name)]
+        assert bound, package
+    env = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+    }
+    seen = []
+    for mode in ("deferred", "imported"):
+        proc = subprocess.run(
+            [sys.executable, "-c", NAMES_SCRIPT, mode, json.dumps(names)],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        seen.append(json.loads(proc.stdout))
+    assert seen[0] == seen[1]
+    assert len(seen[0]) == sum(len(set(v)) for v in names.values())
+
+
+UNRUN_SCRIPT = """
+import json, sys
+from agentgraph.cli import main
+from agentgraph.cli.deferred_inits import DEFERRED_PACKAGES
+code = main(["run", "say hi"])
+unrun = [p for p in DEFERRED_PACKAGES if "__getattr__" in vars(sys.modules.get(p, sys))]
+print(json.dumps({"code": code, "unrun": unrun}))
+"""
+
+
+def test_a_run_never_needs_the_deferred_package_inits(home: Path, workspace: Path) -> None:
+    # What the deferral saves is real only while the command never asks these packages
+    # for a name; a dependency or a change of ours that does shows up here by name.
+    with FakeOpenAIServer([{"content": "hi"}]) as server:
+        env = server_env(home, server.url, "sk-test-fake-key", PYTHONPATH=str(ROOT))
+        proc = subprocess.run(
+            [sys.executable, "-c", UNRUN_SCRIPT],
+            env=env,
+            cwd=workspace,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"code": 0, "unrun": list(DEFERRED_PACKAGES)}
