@@ -5,18 +5,20 @@ both) and records it. The graph keeps the node name "planner", which the
 design and stored checkpoints use.
 
 The pipeline (``agentgraph.middleware``: prompt view, compaction, overflow recovery,
-retry) runs around the call; this node only gathers the state's inputs and writes
-back the reply and whatever a compaction changed.
+retry) runs around the call; this node only gathers the state's inputs, writes back the
+reply and whatever a compaction changed, and says where the run goes next
+(:func:`next_node`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Literal
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from agentgraph.deps import AgentDeps
 from agentgraph.history.calls import hit_output_limit
@@ -28,10 +30,33 @@ from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 from agentgraph.tool_ids import SessionCallIds, admit_reply
 
+Next = Literal["tools", "finalize", "__end__"]
+"""Where the run goes after a reply: the ``tools`` node, ``finalize`` or LangGraph's END."""
+
+
+def next_node(reply: AIMessage, loops: int, cap: int) -> Next:
+    """Run tools while the model asks for them and the run's loop cap allows.
+
+    A reply without tool calls ends the run; ``finalize`` runs only when the loop cap
+    leaves calls unanswered. (Passing an answer through a node that does nothing with
+    it cost a superstep and a checkpoint write per turn.)
+
+    Args:
+        reply: The model's reply, as the node records it.
+        loops: Model calls the run has made, this one included.
+        cap: Model calls the run may make.
+
+    Returns:
+        The next node's name.
+    """
+    if not reply.tool_calls:
+        return "__end__"  # LangGraph's END
+    return "tools" if loops < cap else "finalize"
+
 
 def make_model_turn(
     deps: AgentDeps,
-) -> Callable[[AppState, RunnableConfig, Runtime[RunContext]], dict[str, Any]]:
+) -> Callable[[AppState, RunnableConfig, Runtime[RunContext]], Command[Next]]:
     """Build the model-turn node (graph node "planner") bound to ``deps``."""
     call_model = make_model_call(deps)
     # The ids each session's history uses, read only where the history changed.
@@ -39,7 +64,7 @@ def make_model_turn(
 
     def model_turn(
         state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]
-    ) -> dict[str, Any]:
+    ) -> Command[Next]:
         messages: list[BaseMessage] = list(state.get("messages") or [])
         runtime = runtime.override(context=deps.run_context(runtime.context, config))
         (system,) = system_messages(state, deps, workspace=runtime.context.workspace_path)
@@ -60,6 +85,12 @@ def make_model_turn(
             what = "a tool call was cut off" if ai.tool_calls else "the answer is cut short"
             emit({"type": "notice", "text": f"the reply stopped at the output token limit: {what}"})
         emit({"type": "prompt_tokens", "tokens": result.prompt_tokens})
-        return {"messages": [*updates, ai], "loops": int(state.get("loops") or 0) + 1}
+        loops = int(state.get("loops") or 0) + 1
+        # The node routes itself (a Command) rather than through a conditional edge,
+        # which would read the whole state again with this update applied.
+        return Command(
+            update={"messages": [*updates, ai], "loops": loops},
+            goto=next_node(ai, loops, runtime.context.max_loops),
+        )
 
     return model_turn
