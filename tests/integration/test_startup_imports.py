@@ -89,6 +89,38 @@ def test_a_deferred_package_init_only_imports_and_names(package: str) -> None:
         )
 
 
+@pytest.mark.parametrize("package", DEFERRED_PACKAGES)
+def test_no_module_of_a_deferred_package_imports_from_the_package_itself(package: str) -> None:
+    # Such an import would run the deferred __init__ while that module is half imported
+    # (a circular import eager loading does not have) and, in another thread, wait on
+    # the __init__ while holding that module's import lock.
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.submodule_search_locations is not None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    offending = []
+    for path in sorted(root.rglob("*.py")):
+        if path == root / "__init__.py":
+            continue
+        parts = path.relative_to(root).with_suffix("").parts
+        module = ".".join([package, *parts])
+        if parts[-1] == "__init__":
+            module = module.rpartition(".")[0]
+            parts = parts[:-1]
+        # the package a relative import of level n in this file starts from
+        here = [package, *parts] if path.name == "__init__.py" else [package, *parts[:-1]]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = here[: len(here) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            if target == package:
+                offending.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+    assert offending == []
+
+
 NAMES_SCRIPT = """
 import json, sys
 from agentgraph.cli.deferred_inits import DEFERRED_PACKAGES, defer_package_inits
@@ -149,7 +181,12 @@ from agentgraph.cli import main
 from agentgraph.cli.deferred_inits import DEFERRED_PACKAGES
 code = main(["run", "say hi"])
 unrun = [p for p in DEFERRED_PACKAGES if "__getattr__" in vars(sys.modules.get(p, sys))]
-print(json.dumps({"code": code, "unrun": unrun}))
+unbound = [  # read from the parent's namespace: a lookup could run the parent's __init__
+    p for p in DEFERRED_PACKAGES
+    if "." in p and vars(sys.modules[p.rpartition(".")[0]]).get(p.rpartition(".")[2])
+    is not sys.modules[p]
+]
+print(json.dumps({"code": code, "unrun": unrun, "unbound": unbound}))
 """
 
 
@@ -168,4 +205,4 @@ def test_a_run_never_needs_the_deferred_package_inits(home: Path, workspace: Pat
         )
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result == {"code": 0, "unrun": list(DEFERRED_PACKAGES)}
+    assert result == {"code": 0, "unrun": list(DEFERRED_PACKAGES), "unbound": []}

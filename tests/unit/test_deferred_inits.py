@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgraph.cli.deferred_inits import defer_package_inits
+from agentgraph.cli.deferred_inits import _DeferredInitFinder, defer_package_inits
 
 PKG = "agdefer_pkg"
 
@@ -37,6 +37,8 @@ def package(tmp_path: Path) -> Iterator[Path]:
         yield log
     finally:
         sys.path.remove(str(tmp_path))
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _DeferredInitFinder)]
+        importlib.invalidate_caches()
         for name in [n for n in sys.modules if n == PKG or n.startswith(PKG + ".")]:
             del sys.modules[name]
 
@@ -50,6 +52,7 @@ def test_a_submodule_imports_without_its_package_init(package: Path) -> None:
     sub = importlib.import_module(f"{PKG}.sub")
     assert _runs(package) == []
     pkg = sys.modules[PKG]
+    assert f"{PKG}.sub" in sys.modules and pkg.sub is sub
     assert pkg.VALUE is sub.VALUE  # the first name asked runs __init__ ...
     assert pkg.ALIAS is sub.VALUE and pkg.__version__ == "1.0"
     assert _runs(package) == ["init"]  # ... once
@@ -66,23 +69,49 @@ def test_from_import_of_a_deferred_package_gets_its_names(package: Path) -> None
     assert _runs(package) == ["init"]
 
 
-def test_a_nested_package_is_deferred_without_running_its_parents(package: Path) -> None:
+def test_a_nested_package_is_deferred_and_bound_on_its_parent(package: Path) -> None:
     assert defer_package_inits([PKG, f"{PKG}.inner"]) == [PKG, f"{PKG}.inner"]
     leaf = importlib.import_module(f"{PKG}.inner.leaf")
     assert leaf.LEAF == "leaf" and _runs(package) == []
-    assert sys.modules[f"{PKG}.inner"].LEAF == "leaf"
+    pkg = sys.modules[PKG]
+    assert pkg.inner is sys.modules[f"{PKG}.inner"]  # bound as the import system binds it
+    assert _runs(package) == []
+    assert pkg.inner.LEAF == "leaf"
     assert _runs(package) == ["inner"]
 
 
-def test_imported_or_missing_packages_are_left_alone(package: Path) -> None:
+def test_the_parents_of_a_deferred_package_are_imported_as_usual(package: Path) -> None:
+    defer_package_inits([f"{PKG}.inner"])
+    importlib.import_module(f"{PKG}.inner.leaf")
+    assert _runs(package) == ["init"]  # the parent's __init__ ran, the deferred one not yet
+
+
+def test_dir_and_reload_run_the_init(package: Path) -> None:
+    defer_package_inits([PKG])
+    pkg = importlib.import_module(PKG)
+    assert {"VALUE", "ALIAS", "__version__"} <= set(dir(pkg))
+    assert _runs(package) == ["init"]
+    importlib.reload(pkg)
+    assert _runs(package) == ["init", "init"] and pkg.__version__ == "1.0"
+
+
+def test_imported_or_missing_packages_import_as_before(package: Path) -> None:
     importlib.import_module(PKG)
-    assert defer_package_inits([PKG, "agdefer_not_installed", f"{PKG}.sub"]) == []
-    assert _runs(package) == ["init"]  # a plain module (not a package) is not deferred either
+    assert defer_package_inits([PKG, "agdefer_not_installed"]) == ["agdefer_not_installed"]
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("agdefer_not_installed")
+    assert _runs(package) == ["init"]
+
+
+def test_a_plain_module_is_not_deferred(package: Path) -> None:
+    defer_package_inits([f"{PKG}.sub"])
+    sub = importlib.import_module(f"{PKG}.sub")
+    assert "VALUE" in vars(sub)  # a module (no __path__) has nothing to defer: its body ran
 
 
 def test_threads_asking_at_once_run_the_init_once(package: Path) -> None:
     defer_package_inits([PKG])
-    pkg = sys.modules[PKG]
+    pkg = importlib.import_module(PKG)
     start = threading.Barrier(8)
     seen: list[object] = []
 
@@ -102,7 +131,7 @@ def test_threads_asking_at_once_run_the_init_once(package: Path) -> None:
 def test_an_init_that_fails_fails_again_when_asked_again(package: Path) -> None:
     (package.parent / PKG / "__init__.py").write_text("raise RuntimeError('broken package')\n")
     defer_package_inits([PKG])
-    pkg = sys.modules[PKG]
+    pkg = importlib.import_module(PKG)  # the import itself succeeds: nothing has run
     for _ in range(2):
         with pytest.raises(RuntimeError, match="broken package"):
             _ = pkg.VALUE
