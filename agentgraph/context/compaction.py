@@ -10,6 +10,7 @@ model sees ``system, summary, files, kept`` while exports still hold everything.
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from collections import Counter
@@ -34,7 +35,12 @@ from langchain_core.tools import BaseTool
 from agentgraph.cancel import INTERRUPTED_KIND
 from agentgraph.context.masking_text import mask_outputs_before
 from agentgraph.context.retry import RetryPolicy, call_with_retries
-from agentgraph.context.tokens import TokenCounter
+from agentgraph.context.tokens import (
+    ESTIMATE_SCALE_MAX,
+    TokenCounter,
+    anchored_prompt_tokens,
+    provider_scale,
+)
 from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, truncate_text
 from agentgraph.context.windows import Budget, output_limit_for
 from agentgraph.deps import CompactionOutcome
@@ -151,6 +157,38 @@ class TouchedFile:
 def marker(kind: str, **extra: Any) -> dict[str, Any]:
     """``additional_kwargs`` carrying an agentgraph kind."""
     return {AGENTGRAPH_KEY: {"kind": kind, **extra}}
+
+
+# Marker field of a summary: the provider/estimate ratio the compaction saw, so the
+# prompt after it (whose replies' usage was dropped) is not measured unscaled.
+PROVIDER_SCALE_KEY = "provider_scale"
+
+
+def carried_scale(view: Sequence[BaseMessage]) -> float:
+    """The provider/estimate ratio recorded on the summary heading ``view`` (else 1.0).
+
+    Summaries lead the view after a compaction (re-read files follow them), so only
+    its head is read. A value out of range (an imported session) counts as none.
+    """
+    scale = 1.0
+    for msg in view:
+        kind = agentgraph_kind(msg)
+        if kind == "summary":
+            value = (msg.additional_kwargs.get(AGENTGRAPH_KEY) or {}).get(PROVIDER_SCALE_KEY)
+            scale = 1.0
+            if isinstance(value, int | float) and 1.0 <= value <= ESTIMATE_SCALE_MAX:
+                scale = float(value)
+        elif kind != "reinjected_file":
+            break
+    return scale
+
+
+def _scaled(tokens: int, scale: float) -> int:
+    return math.ceil(tokens * scale) if scale != 1.0 else tokens
+
+
+def _scale_field(scale: float) -> dict[str, float]:
+    return {PROVIDER_SCALE_KEY: round(scale, 4)} if scale != 1.0 else {}
 
 
 def since_last_boundary(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -609,10 +647,24 @@ class Compactor:
         :attr:`last_skipped` then says why.
         """
         self.last_skipped = None
-        fixed = self.counter.count_messages(list(system)) + self.counter.count_tools(list(tools))
+        # The system messages alone: count_messages would add the reply priming, which
+        # the view's count below already has.
+        fixed = sum(map(self.counter.count_message, system)) + self.counter.count_tools(list(tools))
         recent = [m for m in since_last_boundary(messages) if not isinstance(m, SystemMessage)]
         before = self._view_tokens(recent, fixed)
-        usable = self.budget.usable
+        # Budgets are in the provider's tokens. An estimating counter that the provider
+        # out-counts (a local chat template) works in its own units with the budget
+        # divided by that ratio, and reports in the provider's, as the status line does.
+        sent = [m for m in recent if agentgraph_kind(m) not in INTERNAL_KINDS]
+        carried = carried_scale(sent)
+        shown_before, _ = anchored_prompt_tokens(
+            sent, self.counter, fixed_tokens=fixed, unanchored=before, carried_scale=carried
+        )
+        scale = 1.0
+        if self.counter.source == "estimate":
+            found = provider_scale(sent, self.counter, fixed_tokens=fixed, unanchored=before)
+            scale = found if found is not None else carried
+        usable = int(self.budget.usable / scale)
         target = int(usable * TARGET_AFTER_BUDGET_FRACTION)
         room = max(target - fixed, 0)
         keep_tokens = min(int(usable * KEEP_RECENT_BUDGET_FRACTION), int(room * KEEP_ROOM_SHARE))
@@ -633,9 +685,9 @@ class Compactor:
         if not older or (trigger == "manual" and _nothing_new(older, cancelled)):
             self.last_skipped = "no older messages to summarize"
             return None
-        carried = self._carried_summaries(older, summary_max)
-        if carried:
-            ids = {id(m) for m in carried}
+        carried_heads = self._carried_summaries(older, summary_max)
+        if carried_heads:
+            ids = {id(m) for m in carried_heads}
             summary_input = [m for m in summary_input if id(m) not in ids]
         summary: str | None = None
         reason = ""
@@ -646,7 +698,7 @@ class Compactor:
         if summary is None:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
             older, kept, _, _ = split(fallback_keep, keep_messages)
-            carried = self._carried_summaries(older, summary_max)
+            carried_heads = self._carried_summaries(older, summary_max)
         kept = self._mask_seen_outputs(kept)
         files = (
             self._files(since_last_boundary(messages), workspace, files_tokens)
@@ -654,7 +706,9 @@ class Compactor:
             else []
         )
         while True:
-            new_tail = self._assemble(summary, reason, files, kept, summary_max, carried)
+            new_tail = self._assemble(
+                summary, reason, files, kept, summary_max, carried_heads, scale=scale
+            )
             after = self._view_tokens(new_tail, fixed)
             if after <= target:
                 break
@@ -683,19 +737,20 @@ class Compactor:
             # applied. Auto and guard compactions are applied whatever the result
             # (the window or the provider forces the cut; see the fallback rules).
             self.last_skipped = (
-                f"a summary would not make the prompt smaller ({before:,} → {after:,} tokens)"
+                "a summary would not make the prompt smaller "
+                f"({shown_before:,} → {_scaled(after, scale):,} tokens)"
             )
             return None
         record = {
             "trigger": trigger,
-            "tokens_before": before,
-            "tokens_after": after,
+            "tokens_before": shown_before,
+            "tokens_after": _scaled(after, scale),
             "files": [p for p, _ in files],
             "fallback": summary is None,
             "reason": reason,
             "summary": summary or "",
             "summarized_messages": len(older),
-            "carried_summaries": len(carried),
+            "carried_summaries": len(carried_heads),
             "kept_messages": len(kept),
             "timestamp": time.time(),
         }
@@ -728,8 +783,8 @@ class Compactor:
         return CompactionOutcome(
             updates=updates,
             messages=history,
-            tokens_before=before,
-            tokens_after=after,
+            tokens_before=shown_before,
+            tokens_after=_scaled(after, scale),
             record=record,
         )
 
@@ -741,6 +796,8 @@ class Compactor:
         kept: Sequence[BaseMessage],
         summary_max: int,
         carried: Sequence[BaseMessage] = (),
+        *,
+        scale: float = 1.0,
     ) -> list[BaseMessage]:
         # Carried summaries keep their exact content (new ids: the originals stay
         # before the boundary), so the prompt's prefix up to them is unchanged.
@@ -756,7 +813,7 @@ class Compactor:
                 HumanMessage(
                     content=(STACKED_SUMMARY_PREFIX if carried else SUMMARY_PREFIX) + bounded,
                     id=f"summary-{uuid.uuid4().hex}",
-                    additional_kwargs=marker("summary"),
+                    additional_kwargs=marker("summary", **_scale_field(scale)),
                 )
             )
         else:
@@ -764,7 +821,7 @@ class Compactor:
                 HumanMessage(
                     content=FALLBACK_NOTE.format(reason=reason or "no summary"),
                     id=f"summary-{uuid.uuid4().hex}",
-                    additional_kwargs=marker("summary", fallback=True),
+                    additional_kwargs=marker("summary", fallback=True, **_scale_field(scale)),
                 )
             )
         return [*heads, *(msg for _, msg in files), *kept]

@@ -20,6 +20,7 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool
 
+from agentgraph.context.compaction import carried_scale
 from agentgraph.context.tokens import TokenCounter, anchored_prompt_tokens
 from agentgraph.context.windows import Budget
 from agentgraph.history.kinds import INTERNAL_KINDS, agentgraph_kind
@@ -139,7 +140,9 @@ def context_report(
         sized.append((tokens, index, msg))
 
     # Without a (trustworthy) usage anchor this is fixed + our own count.
-    total, source = anchored_prompt_tokens(sent, counter, fixed_tokens=fixed)
+    total, source = anchored_prompt_tokens(
+        sent, counter, fixed_tokens=fixed, carried_scale=carried_scale(sent)
+    )
 
     largest = [
         {"index": index, "role": _role(msg), "tokens": tokens, "preview": _preview(msg)}

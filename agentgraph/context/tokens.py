@@ -40,6 +40,7 @@ __all__ = [
     "estimate_tokens",
     "fits_by_length",
     "get_counter",
+    "provider_scale",
 ]
 
 CountSource = Literal["exact", "estimate"]
@@ -780,12 +781,41 @@ def _reported_total(usage: Mapping[str, Any]) -> int:
     return prompt + int(usage.get("output_tokens") or 0)
 
 
+def _anchor(
+    messages: Sequence[BaseMessage],
+    counter: TokenCounter,
+    fixed_tokens: int | None,
+    unanchored: int | None,
+) -> tuple[int, int, float] | None:
+    """``(reported, tokens after the anchor, their scale)`` of the last trusted anchor."""
+    for index in range(len(messages) - 1, -1, -1):
+        msg = messages[index]
+        if isinstance(msg, AIMessage) and msg.usage_metadata:
+            reported = _reported_total(msg.usage_metadata)
+            if reported <= 0:
+                return None
+            after = sum(map(counter.count_message, messages[index + 1 :]))
+            scale = 1.0
+            if fixed_tokens is not None:
+                if unanchored is not None:
+                    ours = unanchored - after
+                else:
+                    ours = fixed_tokens + counter.count_messages(messages[: index + 1])
+                if abs(reported - ours) > ANCHOR_MAX_DEVIATION_RATIO * max(ours, reported):
+                    return None
+                if counter.source == "estimate" and 0 < ours < reported:
+                    scale = min(reported / ours, ESTIMATE_SCALE_MAX)
+            return reported, after, scale
+    return None
+
+
 def anchored_prompt_tokens(
     messages: Sequence[BaseMessage],
     counter: TokenCounter,
     *,
     fixed_tokens: int | None = None,
     unanchored: int | None = None,
+    carried_scale: float = 1.0,
 ) -> tuple[int, Literal["reported", "exact", "estimate"]]:
     """Prompt size anchored on the provider's last reported usage.
 
@@ -795,7 +825,9 @@ def anchored_prompt_tokens(
     method). Without usage, everything is counted. When the counter estimates (no
     offline tokenizer for the model) and the provider counted the anchored prefix
     higher than we do, the messages after it are scaled up by that ratio: the estimate
-    would undercount them the same way, and compaction would come too late.
+    would undercount them the same way, and compaction would come too late. Without an
+    anchor (just after a compaction, which drops the old replies' usage) an estimate is
+    scaled by ``carried_scale``, the ratio the compaction saw.
 
     Args:
         messages: The conversation as sent (system prompt and tool schemas
@@ -807,28 +839,47 @@ def anchored_prompt_tokens(
             (e.g. a pre-compaction response kept in the history) is ignored.
         unanchored: ``(fixed_tokens or 0) + counter.count_messages(messages)``, when
             the caller already has it (the messages are not counted again).
+        carried_scale: Provider/estimate ratio for an unanchored estimate (see
+            :func:`agentgraph.context.compaction.carried_scale`); at most
+            ``ESTIMATE_SCALE_MAX``, ignored for exact counts.
 
     Returns:
         ``(tokens, source)``; source is ``"reported"`` when anchored, else
         ``counter.source``. Unanchored totals include ``fixed_tokens``.
     """
-    for index in range(len(messages) - 1, -1, -1):
-        msg = messages[index]
-        if isinstance(msg, AIMessage) and msg.usage_metadata:
-            reported = _reported_total(msg.usage_metadata)
-            if reported <= 0:
-                break
-            after = sum(map(counter.count_message, messages[index + 1 :]))
-            if fixed_tokens is not None:
-                if unanchored is not None:
-                    ours = unanchored - after
-                else:
-                    ours = fixed_tokens + counter.count_messages(messages[: index + 1])
-                if abs(reported - ours) > ANCHOR_MAX_DEVIATION_RATIO * max(ours, reported):
-                    break
-                if counter.source == "estimate" and 0 < ours < reported:
-                    after = math.ceil(after * min(reported / ours, ESTIMATE_SCALE_MAX))
-            return reported + after, "reported"
-    if unanchored is not None:
-        return unanchored, counter.source
-    return (fixed_tokens or 0) + counter.count_messages(messages), counter.source
+    anchor = _anchor(messages, counter, fixed_tokens, unanchored)
+    if anchor is not None:
+        reported, after, scale = anchor
+        return reported + (math.ceil(after * scale) if scale != 1.0 else after), "reported"
+    total = unanchored
+    if total is None:
+        total = (fixed_tokens or 0) + counter.count_messages(messages)
+    if counter.source == "estimate" and carried_scale > 1.0:
+        total = math.ceil(total * min(carried_scale, ESTIMATE_SCALE_MAX))
+    return total, counter.source
+
+
+def provider_scale(
+    messages: Sequence[BaseMessage],
+    counter: TokenCounter,
+    *,
+    fixed_tokens: int,
+    unanchored: int | None = None,
+) -> float | None:
+    """How much higher the provider counts than an estimating ``counter``.
+
+    The ratio of the last trusted anchor (see :func:`anchored_prompt_tokens`): its
+    reported prompt over our count of the same prefix, in ``[1, ESTIMATE_SCALE_MAX]``;
+    1.0 for an exact counter.
+
+    Args:
+        messages: The conversation as sent.
+        counter: The counter the prompt is measured with.
+        fixed_tokens: Tokens of system prompt + tool schemas.
+        unanchored: ``fixed_tokens + counter.count_messages(messages)``, when known.
+
+    Returns:
+        The ratio, or None without a trusted anchor.
+    """
+    anchor = _anchor(messages, counter, fixed_tokens, unanchored)
+    return anchor[2] if anchor is not None else None

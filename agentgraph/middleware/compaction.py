@@ -29,7 +29,7 @@ from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.types import Command
 
-from agentgraph.context.compaction import since_last_boundary
+from agentgraph.context.compaction import carried_scale, since_last_boundary
 from agentgraph.context.model_errors import to_model_error
 from agentgraph.context.tokens import REPLY_PRIMING_TOKENS, anchored_prompt_tokens
 from agentgraph.deps import CompactionOutcome, Compactor
@@ -130,9 +130,13 @@ class CompactionMiddleware(AgentMiddleware):
             system = [request.system_message] if request.system_message is not None else []
             tokens = counter.count_messages([*system, *body]) + counter.count_tools(request.tools)
         reported, source = anchored_prompt_tokens(
-            body, counter, fixed_tokens=fixed, unanchored=tokens + REPLY_PRIMING_TOKENS
+            body,
+            counter,
+            fixed_tokens=fixed,
+            unanchored=tokens + REPLY_PRIMING_TOKENS,
+            carried_scale=carried_scale(body) if counter.source == "estimate" else 1.0,
         )
-        if source == "reported":
+        if source == "reported" or counter.source == "estimate":
             tokens = max(tokens, reported)
         return tokens >= self.view.budget.compact_at
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,11 +23,13 @@ from agentgraph.config import Settings
 from agentgraph.context.compaction import (
     SUMMARY_PREFIX,
     Compactor,
+    carried_scale,
     count_mentions,
+    marker,
     rank_touched_files,
     since_last_boundary,
 )
-from agentgraph.context.tokens import get_counter
+from agentgraph.context.tokens import anchored_prompt_tokens, get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.history import agentgraph_kind, build_prompt_view, validate_history
 from agentgraph.persistence import open_store
@@ -285,6 +288,66 @@ def test_manual_compact_then_next_turn_sees_summary(
     assert validate_history(prompt) == []
     assert report["compactions"][0]["trigger"] == "manual"
     assert info is not None and info.compactions == 1
+
+
+def test_a_compaction_measures_in_the_providers_tokens_as_the_status_line_does(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """No offline tokenizer, and the provider counts 1.6x our estimate (a local chat
+    template): /compact's "before" is what the status line showed, its "after" is what
+    the status line shows next (the ratio is carried past the compaction, which drops
+    the old replies' usage), not our unscaled estimate."""
+    settings = make_settings(
+        AGENTGRAPH_CONTEXT_WINDOW=WINDOW, AGENTGRAPH_MODEL="qwen2.5-coder-1.5b"
+    )
+    summarizer = ScriptedChatModel(["we were auditing files"], on_exhausted="repeat_last")
+    with open_store(settings) as store:
+        agent = Agent(
+            settings,
+            store,
+            model=ScriptedChatModel([]),
+            summarizer=summarizer,
+            sleep=lambda _s: None,
+        )
+        assert agent.deps.counter.source == "estimate"
+        config = agent.config("s")
+        reply = AIMessage("noted", id="a-end")
+        agent.graph.update_state(
+            config,
+            {"messages": [*_history(6), reply], "workspace_path": str(workspace)},
+            as_node="finalize",
+        )
+        store.index.upsert(SessionInfo(thread_id="s"))
+        ours = agent.context_report("s")["tokens"]
+        reported = int(ours * 1.6)
+        usage = {"input_tokens": reported - 5, "output_tokens": 5, "total_tokens": reported}
+        anchored = reply.model_copy(update={"usage_metadata": usage})
+        agent.graph.update_state(config, {"messages": [anchored]}, as_node="finalize")
+        shown = agent.context_report("s")
+        assert shown["source"] == "reported" and shown["tokens"] == reported
+        record = agent.compact("s")
+        assert record is not None and record.get("applied") is not False
+        assert record["tokens_before"] == reported
+        after = agent.context_report("s")
+    assert after["tokens"] == record["tokens_after"]
+    assert after["tokens"] >= 1.5 * sum(after["by_category"].values())
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(1.6, 1.6), (2.0, 2.0), (0.5, 1.0), (50, 1.0), ("1.6", 1.0), (None, 1.0), (float("nan"), 1.0)],
+)
+def test_a_carried_scale_out_of_range_counts_as_none(value: object, expected: float) -> None:
+    head = HumanMessage("summary", additional_kwargs=marker("summary", provider_scale=value))
+    files = HumanMessage("file", additional_kwargs=marker("reinjected_file"))
+    view = [head, files, HumanMessage("q")]
+    assert carried_scale(view) == expected
+    estimate, exact = get_counter("qwen2.5-coder-1.5b"), get_counter("gpt-4o")
+    own = anchored_prompt_tokens(view, estimate, fixed_tokens=100)[0]
+    scaled = anchored_prompt_tokens(view, estimate, fixed_tokens=100, carried_scale=expected)
+    assert scaled == (math.ceil(own * expected), "estimate")
+    plain = anchored_prompt_tokens(view, exact, fixed_tokens=100)
+    assert anchored_prompt_tokens(view, exact, fixed_tokens=100, carried_scale=1.6) == plain
 
 
 def test_a_compaction_that_cannot_free_enough_keeps_less_and_every_original(
