@@ -19,6 +19,15 @@ from tests.fakes.openai_server import FakeOpenAIServer
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _python(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter running ``args``, which must succeed."""
+    proc = subprocess.run(
+        [sys.executable, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc
+
+
 def _imported(args: list[str], tmp_path: Path) -> set[str]:
     """Modules a real ``python -X importtime`` subprocess imported (from its stderr)."""
     env = {
@@ -28,15 +37,7 @@ def _imported(args: list[str], tmp_path: Path) -> set[str]:
         "OPENAI_API_KEY": "sk-test-fake-key",
         "PYTHONPATH": str(ROOT),
     }
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", *args],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = _python(["-X", "importtime", *args], env, tmp_path)
     return {
         line.rsplit("|", 1)[1].strip()
         for line in proc.stderr.splitlines()
@@ -161,15 +162,7 @@ def test_deferred_packages_give_the_same_names_as_imported_ones(tmp_path: Path) 
     }
     seen = []
     for mode in ("deferred", "imported"):
-        proc = subprocess.run(
-            [sys.executable, "-c", NAMES_SCRIPT, mode, json.dumps(names)],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert proc.returncode == 0, proc.stderr[-2000:]
+        proc = _python(["-c", NAMES_SCRIPT, mode, json.dumps(names)], env, tmp_path)
         seen.append(json.loads(proc.stdout))
     assert seen[0] == seen[1]
     assert len(seen[0]) == sum(len(set(v)) for v in names.values())
@@ -195,14 +188,6 @@ def test_a_run_never_needs_the_deferred_package_inits(home: Path, workspace: Pat
     # for a name; a dependency or a change of ours that does shows up here by name.
     with FakeOpenAIServer([{"content": "hi"}]) as server:
         env = server_env(home, server.url, "sk-test-fake-key", PYTHONPATH=str(ROOT))
-        proc = subprocess.run(
-            [sys.executable, "-c", UNRUN_SCRIPT],
-            env=env,
-            cwd=workspace,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+        proc = _python(["-c", UNRUN_SCRIPT], env, workspace)
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result == {"code": 0, "unrun": list(DEFERRED_PACKAGES), "unbound": []}
