@@ -46,6 +46,7 @@ class Compactor(Protocol):
         tools: Sequence[BaseTool],
         focus: str | None = None,
         workspace: str | None = None,
+        measured: tuple[int, int] | None = None,
     ) -> CompactionOutcome | None: ...
 
 

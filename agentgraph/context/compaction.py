@@ -35,12 +35,7 @@ from langchain_core.tools import BaseTool
 from agentgraph.cancel import INTERRUPTED_KIND
 from agentgraph.context.masking_text import mask_outputs_before
 from agentgraph.context.retry import RetryPolicy, call_with_retries
-from agentgraph.context.tokens import (
-    ESTIMATE_SCALE_MAX,
-    TokenCounter,
-    anchored_prompt_tokens,
-    provider_scale,
-)
+from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
 from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, truncate_text
 from agentgraph.context.windows import Budget, output_limit_for
 from agentgraph.deps import CompactionOutcome
@@ -640,11 +635,18 @@ class Compactor:
         tools: Sequence[BaseTool],
         focus: str | None = None,
         workspace: str | None = None,
+        measured: tuple[int, int] | None = None,
     ) -> CompactionOutcome | None:
         """Compact ``messages`` (the full state history); None when there is nothing to do.
 
         None also when a manual compaction would not make the prompt smaller;
         :attr:`last_skipped` then says why.
+
+        ``measured``: the prompt about to be sent, as ``(its tokens as the provider
+        counts them, our count of it)`` (the caller has it with masking applied, which the
+        reported usage describes); else both are taken from ``messages``. For an
+        estimating counter their ratio divides the budget and scales the record's
+        figures, as the status line scales them (see :func:`carried_scale`).
         """
         self.last_skipped = None
         # The system messages alone: count_messages would add the reply priming, which
@@ -654,16 +656,24 @@ class Compactor:
         before = self._view_tokens(recent, fixed)
         # Budgets are in the provider's tokens. An estimating counter that the provider
         # out-counts (a local chat template) works in its own units with the budget
-        # divided by that ratio, and reports in the provider's, as the status line does.
-        sent = [m for m in recent if agentgraph_kind(m) not in INTERNAL_KINDS]
-        carried = carried_scale(sent)
-        shown_before, _ = anchored_prompt_tokens(
-            sent, self.counter, fixed_tokens=fixed, unanchored=before, carried_scale=carried
-        )
+        # divided by that ratio, and its figures are shown scaled by it, as the status
+        # line shows them (before this compaction, and after it: the ratio is recorded
+        # on the summary). An exact counter's ratio is about 1 and is not applied.
+        if measured is None:
+            sent = [m for m in recent if agentgraph_kind(m) not in INTERNAL_KINDS]
+            shown, _ = anchored_prompt_tokens(
+                sent,
+                self.counter,
+                fixed_tokens=fixed,
+                unanchored=before,
+                carried_scale=carried_scale(sent),
+            )
+            measured = (shown, before)
+        shown_before, ours = measured
+        ratio = round(shown_before / ours, 4) if ours > 0 and shown_before > 0 else 1.0
         scale = 1.0
         if self.counter.source == "estimate":
-            found = provider_scale(sent, self.counter, fixed_tokens=fixed, unanchored=before)
-            scale = found if found is not None else carried
+            scale = min(max(ratio, 1.0), ESTIMATE_SCALE_MAX)
         usable = int(self.budget.usable / scale)
         target = int(usable * TARGET_AFTER_BUDGET_FRACTION)
         room = max(target - fixed, 0)
@@ -738,7 +748,7 @@ class Compactor:
             # (the window or the provider forces the cut; see the fallback rules).
             self.last_skipped = (
                 "a summary would not make the prompt smaller "
-                f"({shown_before:,} → {_scaled(after, scale):,} tokens)"
+                f"({_scaled(before, scale):,} → {_scaled(after, scale):,} tokens)"
             )
             return None
         record = {

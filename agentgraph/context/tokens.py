@@ -40,7 +40,6 @@ __all__ = [
     "estimate_tokens",
     "fits_by_length",
     "get_counter",
-    "provider_scale",
 ]
 
 CountSource = Literal["exact", "estimate"]
@@ -857,29 +856,3 @@ def anchored_prompt_tokens(
     if counter.source == "estimate" and carried_scale > 1.0:
         total = math.ceil(total * min(carried_scale, ESTIMATE_SCALE_MAX))
     return total, counter.source
-
-
-def provider_scale(
-    messages: Sequence[BaseMessage],
-    counter: TokenCounter,
-    *,
-    fixed_tokens: int,
-    unanchored: int | None = None,
-) -> float | None:
-    """How much higher the provider counts than an estimating ``counter``.
-
-    The ratio of the last trusted anchor (see :func:`anchored_prompt_tokens`): its
-    reported prompt over our count of the same prefix, in ``[1, ESTIMATE_SCALE_MAX]``;
-    1.0 for an exact counter.
-
-    Args:
-        messages: The conversation as sent.
-        counter: The counter the prompt is measured with.
-        fixed_tokens: Tokens of system prompt + tool schemas.
-        unanchored: ``fixed_tokens + counter.count_messages(messages)``, when known.
-
-    Returns:
-        The ratio, or None without a trusted anchor.
-    """
-    anchor = _anchor(messages, counter, fixed_tokens, unanchored)
-    return anchor[2] if anchor is not None else None

@@ -31,7 +31,7 @@ from langgraph.types import Command
 
 from agentgraph.context.compaction import carried_scale, since_last_boundary
 from agentgraph.context.model_errors import to_model_error
-from agentgraph.context.tokens import REPLY_PRIMING_TOKENS, anchored_prompt_tokens
+from agentgraph.context.tokens import anchored_prompt_tokens
 from agentgraph.deps import CompactionOutcome, Compactor
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.prompt_view import PromptViewMiddleware, Tools
@@ -79,6 +79,7 @@ class CompactionMiddleware(AgentMiddleware):
         tools: Tools,
         focus: str | None = None,
         workspace: str | None = None,
+        measured: tuple[int, int] | None = None,
     ) -> CompactionOutcome | None:
         """Compact ``messages`` (a full history); None when there is nothing to compact.
 
@@ -89,6 +90,8 @@ class CompactionMiddleware(AgentMiddleware):
             tools: The tools sent with the prompt.
             focus: What the summary should keep above all (``/compact FOCUS``).
             workspace: Folder whose recently used files are re-read into the view.
+            measured: The prompt about to be sent, as ``(its tokens as the provider
+                counts them, our count)``; taken from ``messages`` when not given.
 
         Returns:
             The state update and new history, or None (a manual compaction that
@@ -102,6 +105,7 @@ class CompactionMiddleware(AgentMiddleware):
             tools=tools,  # type: ignore[arg-type]
             focus=focus,
             workspace=workspace,
+            measured=measured,
         )
         if outcome is not None:
             self.emit({"type": "compaction", **outcome.record})
@@ -115,10 +119,19 @@ class CompactionMiddleware(AgentMiddleware):
         what came after it (Claude Code's anchor): the provider's tokenizer is the
         one that decides what overflows.
         """
+        return self._over(history, self._measure(request))
+
+    def _over(self, history: Sequence[BaseMessage], measured: tuple[int, int]) -> bool:
         recent = [m for m in since_last_boundary(history) if not isinstance(m, SystemMessage)]
         keep = self.view.keep_recent
         if keep is not None and len(recent) > keep:
             return True
+        return max(measured) >= self.view.budget.compact_at
+
+    def _measure(self, request: ModelRequest) -> tuple[int, int]:
+        """``(its tokens as the provider counts them, our count)`` of the prompt of
+        ``request``: anchored on the last reply's reported usage (see
+        :func:`agentgraph.context.tokens.anchored_prompt_tokens`)."""
         counter = self.view.counter
         fixed = self.view.fixed_tokens(request.system_message, request.tools)
         body = [m for m in request.messages if not isinstance(m, SystemMessage)]
@@ -129,16 +142,14 @@ class CompactionMiddleware(AgentMiddleware):
         else:
             system = [request.system_message] if request.system_message is not None else []
             tokens = counter.count_messages([*system, *body]) + counter.count_tools(request.tools)
-        reported, source = anchored_prompt_tokens(
+        shown, _ = anchored_prompt_tokens(
             body,
             counter,
             fixed_tokens=fixed,
-            unanchored=tokens + REPLY_PRIMING_TOKENS,
+            unanchored=tokens,
             carried_scale=carried_scale(body) if counter.source == "estimate" else 1.0,
         )
-        if source == "reported" or counter.source == "estimate":
-            tokens = max(tokens, reported)
-        return tokens >= self.view.budget.compact_at
+        return shown, tokens
 
     def _compacted(
         self, request: ModelRequest, history: list[BaseMessage], trigger: str
@@ -149,6 +160,7 @@ class CompactionMiddleware(AgentMiddleware):
             system=[request.system_message] if request.system_message is not None else [],
             tools=request.tools,
             workspace=_workspace(request),
+            measured=self._measure(request),
         )
         if outcome is None:
             return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -29,7 +30,7 @@ from agentgraph.context.compaction import (
     rank_touched_files,
     since_last_boundary,
 )
-from agentgraph.context.tokens import anchored_prompt_tokens, get_counter
+from agentgraph.context.tokens import TokenCounter, anchored_prompt_tokens, get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.history import agentgraph_kind, build_prompt_view, validate_history
 from agentgraph.persistence import open_store
@@ -331,6 +332,61 @@ def test_a_compaction_measures_in_the_providers_tokens_as_the_status_line_does(
         after = agent.context_report("s")
     assert after["tokens"] == record["tokens_after"]
     assert after["tokens"] >= 1.5 * sum(after["by_category"].values())
+
+
+class _OutCountingModel(ScriptedChatModel):
+    """A provider whose tokenizer and chat template count ``ratio`` times our estimate."""
+
+    def __init__(self, script: list[AIMessage], counter: TokenCounter, ratio: float) -> None:
+        super().__init__(script)
+        object.__setattr__(self, "counter_", counter)  # a pydantic model: no new fields
+        object.__setattr__(self, "ratio_", ratio)
+
+    def _respond(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
+        reply = super()._respond(messages, kwargs)
+        counter: TokenCounter = self.counter_  # type: ignore[attr-defined]
+        ours = counter.count_messages(messages) + counter.count_tools(
+            list(kwargs.get("tools") or [])
+        )
+        prompt = math.ceil(ours * self.ratio_)  # type: ignore[attr-defined]
+        usage = {"input_tokens": prompt, "output_tokens": 10, "total_tokens": prompt + 10}
+        return reply.model_copy(update={"usage_metadata": usage})
+
+
+def test_an_auto_compaction_after_masking_works_in_the_providers_tokens(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """The reported usage describes the masked prompt: compaction measures that prompt,
+    not the unmasked history, so it finds the provider's ratio (1.3 here), records it on
+    the summary and reports the size the provider counts."""
+    settings = make_settings(
+        AGENTGRAPH_CONTEXT_WINDOW=WINDOW, AGENTGRAPH_MODEL="qwen2.5-coder-1.5b"
+    )
+    calls = 90
+    for i in range(calls):
+        lines = (f"line {j} of file {i}: alpha beta gamma delta {j * i}" for j in range(40))
+        (workspace / f"f{i}.txt").write_text("\n".join(lines))
+    counter = get_counter(settings.model)
+    script = [ai_tools(("read_file", {"path": f"f{i}.txt"})) for i in range(calls)]
+    model = _OutCountingModel([*script, ai_text("done")], counter, 1.3)
+    summarizer = ScriptedChatModel(["we read files"], on_exhausted="repeat_last")
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=model, summarizer=summarizer, sleep=lambda _s: None)
+        events = list(agent.stream_turn("p", "read all files", workspace))
+        history = agent.messages("p")
+        compact_at = agent.deps.budget.compact_at
+    assert any(e["type"] == "masking" for e in events)
+    compactions = [e for e in events if e["type"] == "compaction"]
+    assert compactions
+    for record in compactions:
+        # Not the unmasked history's size (five times the window here).
+        assert compact_at <= record["tokens_before"] < 1.2 * compact_at
+    scales = [
+        m.additional_kwargs["agentgraph"].get("provider_scale")
+        for m in history
+        if agentgraph_kind(m) == "summary"
+    ]
+    assert scales and all(s is not None and abs(s - 1.3) < 0.03 for s in scales)
 
 
 @pytest.mark.parametrize(
