@@ -26,6 +26,7 @@ Emits ``{"type": "masking", ...}`` when the boundary moves.
 
 from __future__ import annotations
 
+import math
 import operator
 import threading
 from bisect import bisect_left
@@ -38,14 +39,18 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from agentgraph.context.compaction import since_last_boundary
+from agentgraph.context.compaction import carried_scale, since_last_boundary
 from agentgraph.context.masking_text import (
     MASK_EXEMPT_TOOLS,
     MASK_MIN_OUTPUT_TOKENS,
     MASKED_KEY,
     placeholder,
 )
-from agentgraph.context.tokens import TokenCounter
+from agentgraph.context.tokens import (
+    ANCHOR_MAX_DEVIATION_RATIO,
+    ESTIMATE_SCALE_MAX,
+    TokenCounter,
+)
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 
@@ -93,6 +98,19 @@ MASK_HARD_MIN_BATCH_FRACTION = 0.05
 MASK_MEMO_MAX_ENTRIES = 1_024
 
 
+def _reported_ratio(reply: BaseMessage, ours: int) -> float | None:
+    """Provider/estimate ratio of ``reply``'s reported prompt against our count ``ours``
+    of the prompt it answered, in ``[1, ESTIMATE_SCALE_MAX]``; None without a usable one
+    (no usage, or one too far from ours to describe that prompt)."""
+    usage = reply.usage_metadata if isinstance(reply, AIMessage) else None
+    if not usage or ours <= 0:
+        return None
+    reported = int(usage.get("input_tokens") or 0)
+    if reported <= 0 or abs(reported - ours) > ANCHOR_MAX_DEVIATION_RATIO * max(reported, ours):
+        return None
+    return min(max(reported / ours, 1.0), ESTIMATE_SCALE_MAX)
+
+
 @dataclass(frozen=True)
 class _Measured:
     """A history's per-message tokens, savings, placeholders and calls by id."""
@@ -115,6 +133,8 @@ class MaskingPlan:
         tokens_before: Prompt tokens with the previous request's boundary.
         tokens_after: Prompt tokens with :attr:`boundary`.
         masked: Tool outputs masked in this view.
+        scale: How much more the provider counts than our estimate, as of this request
+            (1.0 for an exact counter); the thresholds were divided by it.
     """
 
     boundary: int
@@ -122,6 +142,7 @@ class MaskingPlan:
     tokens_before: int
     tokens_after: int
     masked: int
+    scale: float = 1.0
 
     @property
     def event(self) -> bool:
@@ -283,6 +304,18 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             start = turns[j]
         return start
 
+    def _thresholds(self, scale: float) -> tuple[int, int, int, int, int, int]:
+        """Keep, batch, hard batch, mask, low-water and hard thresholds in our tokens."""
+        usable = self.budget.usable / scale
+        return (
+            int(usable * MASK_KEEP_RECENT_FRACTION),
+            int(usable * MASK_MIN_BATCH_FRACTION),
+            int(usable * MASK_HARD_MIN_BATCH_FRACTION),
+            int(self.mask_at / scale),
+            int(self.low_at / scale),
+            int(self.hard_at / scale),
+        )
+
     def plan(
         self, messages: Sequence[BaseMessage], fixed: int
     ) -> tuple[MaskingPlan, dict[int, str]]:
@@ -299,15 +332,25 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         cum_size = [0, *accumulate(sizes)]
         cum_save = [0, *accumulate(saves)]
         turns = [i for i, m in enumerate(messages) if isinstance(m, AIMessage)]
-        keep_tokens = int(self.budget.usable * MASK_KEEP_RECENT_FRACTION)
-        min_batch = int(self.budget.usable * MASK_MIN_BATCH_FRACTION)
-        hard_batch = int(self.budget.usable * MASK_HARD_MIN_BATCH_FRACTION)
-        mask_at = self.mask_at
-        low_at = self.low_at
-        hard_at = self.hard_at
+        # Thresholds are in the provider's tokens. With an estimating counter each request
+        # point uses the provider/estimate ratio of the last reply before it (its reported
+        # input over our count of the prompt it answered, as masked then), or the ratio a
+        # compaction recorded; so the boundary replays the same after a restart.
+        estimate = self.counter.source == "estimate"
+        scale = carried_scale(messages) if estimate else 1.0
+        thresholds = self._thresholds(scale)
         boundary = previous = 0
+        answered = 0  # the last request point, whose reply may report the provider's count
         for point in [*[t for t in turns if t > 0], len(messages)]:
+            if estimate and answered:
+                # That request is decided: its prompt as sent against what was reported.
+                sent = fixed + cum_size[answered] - cum_save[min(boundary, answered)]
+                ratio = _reported_ratio(messages[answered], sent)
+                if ratio is not None and ratio != scale:
+                    scale, thresholds = ratio, self._thresholds(ratio)
+            answered = point
             previous = boundary
+            keep_tokens, min_batch, hard_batch, mask_at, low_at, hard_at = thresholds
             tokens = fixed + cum_size[point] - cum_save[min(boundary, point)]
             if tokens < mask_at:
                 continue
@@ -334,6 +377,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             tokens_before=total - cum_save[previous],
             tokens_after=total - cum_save[boundary],
             masked=len(masked),
+            scale=scale,
         )
         return result, masked
 
@@ -353,7 +397,8 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 msg = self._masked_copy(msg, text)
             out.append(msg)
         if plan.event:
-            out = self._restate_usage(out, plan.tokens_before - plan.tokens_after)
+            freed = plan.tokens_before - plan.tokens_after
+            out = self._restate_usage(out, math.ceil(freed * plan.scale))
         return out, plan
 
     @staticmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -316,6 +317,31 @@ class ScriptedChatModel(BaseChatModel):
             )
         last: ScriptItem = self.script[-1]
         return last
+
+
+class OutCountingModel(ScriptedChatModel):
+    """A provider whose tokenizer and chat template count ``ratio`` times ``counter``.
+
+    Each reply reports ``ceil(ratio * our count)`` input tokens for the prompt it got
+    (messages and tool schemas); :attr:`reported` lists them in call order.
+    """
+
+    def __init__(self, script: list[Any], counter: Any, ratio: float) -> None:
+        super().__init__(script)
+        object.__setattr__(self, "counter_", counter)  # a pydantic model: no new fields
+        object.__setattr__(self, "ratio_", ratio)
+        object.__setattr__(self, "reported", [])
+
+    def _respond(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
+        reply = super()._respond(messages, kwargs)
+        counter = self.counter_  # type: ignore[attr-defined]
+        ours = counter.count_messages(messages) + counter.count_tools(
+            list(kwargs.get("tools") or [])
+        )
+        prompt = math.ceil(ours * self.ratio_)  # type: ignore[attr-defined]
+        self.reported.append(prompt)  # type: ignore[attr-defined]
+        usage = UsageMetadata(input_tokens=prompt, output_tokens=10, total_tokens=prompt + 10)
+        return reply.model_copy(update={"usage_metadata": usage})
 
 
 def _tool_name(tool: Any) -> str:

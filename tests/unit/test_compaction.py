@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -30,12 +29,12 @@ from agentgraph.context.compaction import (
     rank_touched_files,
     since_last_boundary,
 )
-from agentgraph.context.tokens import TokenCounter, anchored_prompt_tokens, get_counter
+from agentgraph.context.tokens import anchored_prompt_tokens, get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.history import agentgraph_kind, build_prompt_view, validate_history
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
-from tests.fakes.chat_model import ScriptedChatModel
+from tests.fakes.chat_model import OutCountingModel, ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 
 WINDOW = "16000"
@@ -334,25 +333,6 @@ def test_a_compaction_measures_in_the_providers_tokens_as_the_status_line_does(
     assert after["tokens"] >= 1.5 * sum(after["by_category"].values())
 
 
-class _OutCountingModel(ScriptedChatModel):
-    """A provider whose tokenizer and chat template count ``ratio`` times our estimate."""
-
-    def __init__(self, script: list[AIMessage], counter: TokenCounter, ratio: float) -> None:
-        super().__init__(script)
-        object.__setattr__(self, "counter_", counter)  # a pydantic model: no new fields
-        object.__setattr__(self, "ratio_", ratio)
-
-    def _respond(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
-        reply = super()._respond(messages, kwargs)
-        counter: TokenCounter = self.counter_  # type: ignore[attr-defined]
-        ours = counter.count_messages(messages) + counter.count_tools(
-            list(kwargs.get("tools") or [])
-        )
-        prompt = math.ceil(ours * self.ratio_)  # type: ignore[attr-defined]
-        usage = {"input_tokens": prompt, "output_tokens": 10, "total_tokens": prompt + 10}
-        return reply.model_copy(update={"usage_metadata": usage})
-
-
 def test_an_auto_compaction_after_masking_works_in_the_providers_tokens(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
@@ -360,15 +340,15 @@ def test_an_auto_compaction_after_masking_works_in_the_providers_tokens(
     not the unmasked history, so it finds the provider's ratio (1.3 here), records it on
     the summary and reports the size the provider counts."""
     settings = make_settings(
-        AGENTGRAPH_CONTEXT_WINDOW=WINDOW, AGENTGRAPH_MODEL="qwen2.5-coder-1.5b"
+        AGENTGRAPH_CONTEXT_WINDOW=WINDOW, AGENTGRAPH_MODEL="qwen2.5-coder-1.5b", MAX_LOOPS=250
     )
-    calls = 90
+    calls = 200  # masking holds the prompt below the threshold for a long while
     for i in range(calls):
         lines = (f"line {j} of file {i}: alpha beta gamma delta {j * i}" for j in range(40))
         (workspace / f"f{i}.txt").write_text("\n".join(lines))
     counter = get_counter(settings.model)
     script = [ai_tools(("read_file", {"path": f"f{i}.txt"})) for i in range(calls)]
-    model = _OutCountingModel([*script, ai_text("done")], counter, 1.3)
+    model = OutCountingModel([*script, ai_text("done")], counter, 1.3)
     summarizer = ScriptedChatModel(["we read files"], on_exhausted="repeat_last")
     with open_store(settings) as store:
         agent = Agent(settings, store, model=model, summarizer=summarizer, sleep=lambda _s: None)

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from agentgraph.agent import Agent
+from agentgraph.config import Settings
+from agentgraph.context.tokens import get_counter
 from agentgraph.context.truncation import ARTIFACT_POINTER_TEMPLATE
 from agentgraph.middleware.masking import ObservationMaskingMiddleware
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
+from agentgraph.persistence import open_store
+from tests.fakes.chat_model import OutCountingModel, ScriptedChatModel
+from tests.fakes.scripts import ai_text, ai_tools
 from tests.middleware_helpers import (
     ModelCall,
     counter_and_budget,
@@ -138,3 +146,39 @@ def test_a_growing_history_is_masked_as_a_fresh_unit_masks_it() -> None:
         want, want_plan = _unit().mask(prefix, 500)
         assert (got, got_plan) == (want, want_plan)
     assert _masked(got)
+
+
+def test_masking_measures_in_the_providers_tokens_with_an_estimating_counter(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """No offline tokenizer, and the provider counts 1.6x our estimate (a local chat
+    template): masking starts when the provider's count passes its threshold, before the
+    prompt reaches the compaction threshold, not when our estimate passes it (which came
+    only after compaction, so masking never ran and every step toward the threshold
+    ended in a paid summary)."""
+    settings = make_settings(
+        AGENTGRAPH_CONTEXT_WINDOW="16000", AGENTGRAPH_MODEL="qwen2.5-coder-1.5b"
+    )
+    calls = 30
+    for i in range(calls):
+        lines = (f"line {j} of file {i}: alpha beta gamma delta {j * i}" for j in range(40))
+        (workspace / f"f{i}.txt").write_text("\n".join(lines))
+    counter = get_counter(settings.model)
+    script = [ai_tools(("read_file", {"path": f"f{i}.txt"})) for i in range(calls)]
+    model = OutCountingModel([*script, ai_text("done")], counter, 1.6)
+    summarizer = ScriptedChatModel(["we read files"], on_exhausted="repeat_last")
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=model, summarizer=summarizer, sleep=lambda _s: None)
+        events = list(agent.stream_turn("m", "read all files", workspace))
+        budget = agent.deps.budget
+    kinds = [e["type"] for e in events if e["type"] in ("masking", "compaction")]
+    assert kinds and kinds[0] == "masking"
+    reported: list[int] = model.reported  # type: ignore[attr-defined]
+    assert max(reported) < budget.compact_at  # masking alone kept it under
+    first = next(i for i in range(1, len(reported)) if reported[i] < reported[i - 1])
+    assert reported[first - 1] >= budget.usable * 0.5  # and not far too early
+    # Between two masking events each prompt extends the previous one (the provider's
+    # prefix cache serves it): the boundary replays the same at every call.
+    prompts = [[(m.type, m.text) for m in call] for call in model.calls]
+    breaks = sum(1 for a, b in pairwise(prompts) if b[: len(a)] != a)
+    assert breaks == kinds.count("masking")
