@@ -40,6 +40,7 @@ __all__ = [
     "estimate_tokens",
     "fits_by_length",
     "get_counter",
+    "reported_prompt_tokens",
 ]
 
 CountSource = Literal["exact", "estimate"]
@@ -766,18 +767,28 @@ def get_counter(model: str) -> TokenCounter:
     return counter
 
 
-def _reported_total(usage: Mapping[str, Any]) -> int:
-    """input + output of one response; input already includes cached tokens.
+def reported_prompt_tokens(usage: Mapping[str, Any]) -> int:
+    """The prompt tokens one response reports; input already includes cached tokens.
 
     LangChain's ``input_tokens`` is the sum of all input types, with
     ``input_token_details`` a breakdown — adding cache read/creation again
     would double count. A provider adapter that reports only uncached input
     is caught by taking at least the cached parts.
+
+    Args:
+        usage: A message's ``usage_metadata``.
+
+    Returns:
+        The prompt's tokens as the provider counted them (0 when not reported).
     """
     details = usage.get("input_token_details") or {}
     cached = int(details.get("cache_read") or 0) + int(details.get("cache_creation") or 0)
-    prompt = max(int(usage.get("input_tokens") or 0), cached)
-    return prompt + int(usage.get("output_tokens") or 0)
+    return max(int(usage.get("input_tokens") or 0), cached)
+
+
+def _reported_total(usage: Mapping[str, Any]) -> int:
+    """input + output of one response (see :func:`reported_prompt_tokens`)."""
+    return reported_prompt_tokens(usage) + int(usage.get("output_tokens") or 0)
 
 
 def _anchor(

@@ -46,11 +46,7 @@ from agentgraph.context.masking_text import (
     MASKED_KEY,
     placeholder,
 )
-from agentgraph.context.tokens import (
-    ANCHOR_MAX_DEVIATION_RATIO,
-    ESTIMATE_SCALE_MAX,
-    TokenCounter,
-)
+from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, reported_prompt_tokens
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 
@@ -62,6 +58,7 @@ __all__ = [
     "MASK_LOW_WATER_DEFAULT",
     "MASK_MIN_BATCH_FRACTION",
     "MASK_MIN_OUTPUT_TOKENS",
+    "MASK_SCALE_STEP",
     "MASK_THRESHOLD_DEFAULT",
     "MaskingPlan",
     "ObservationMaskingMiddleware",
@@ -92,28 +89,19 @@ MASK_LOW_WATER_DEFAULT = 0.40
 # read_history call away; a summary is the last resort.
 MASK_HARD_MARGIN_FRACTION = 0.05
 MASK_HARD_MIN_BATCH_FRACTION = 0.05
+# With an estimating counter the replay's thresholds follow the provider/estimate ratio
+# only when it moves by more than this: steadier thresholds, and less work per request.
+MASK_SCALE_STEP = 0.01
 # Tool results whose placeholder (and masked copy) are remembered (they are in the
 # stored history anyway): every call replays the boundary over the whole view, and a
 # result's placeholder never changes.
 MASK_MEMO_MAX_ENTRIES = 1_024
 
 
-def _reported_ratio(reply: BaseMessage, ours: int) -> float | None:
-    """Provider/estimate ratio of ``reply``'s reported prompt against our count ``ours``
-    of the prompt it answered, in ``[1, ESTIMATE_SCALE_MAX]``; None without a usable one
-    (no usage, or one too far from ours to describe that prompt)."""
-    usage = reply.usage_metadata if isinstance(reply, AIMessage) else None
-    if not usage or ours <= 0:
-        return None
-    reported = int(usage.get("input_tokens") or 0)
-    if reported <= 0 or abs(reported - ours) > ANCHOR_MAX_DEVIATION_RATIO * max(reported, ours):
-        return None
-    return min(max(reported / ours, 1.0), ESTIMATE_SCALE_MAX)
-
-
 @dataclass(frozen=True)
 class _Measured:
-    """A history's per-message tokens, savings, placeholders and calls by id."""
+    """A history's per-message tokens, savings, placeholders, calls by id, and the prompt
+    tokens its replies report (by index)."""
 
     messages: tuple[BaseMessage, ...]
     counter: TokenCounter
@@ -121,6 +109,7 @@ class _Measured:
     saves: list[int]
     texts: dict[int, str]
     calls: dict[str, Any]
+    reported: dict[int, int]
 
 
 @dataclass(frozen=True)
@@ -213,8 +202,9 @@ class ObservationMaskingMiddleware(AgentMiddleware):
 
     def _savings(
         self, messages: Sequence[BaseMessage]
-    ) -> tuple[list[int], list[int], dict[int, str]]:
-        """Per message: its tokens and what masking it saves; the placeholders.
+    ) -> tuple[list[int], list[int], dict[int, str], dict[int, int]]:
+        """Per message: its tokens and what masking it saves; the placeholders; the
+        prompt tokens each reply reports.
 
         Each figure depends only on the messages up to it, so the figures of the last
         history measured are kept when ``messages`` starts with it (the same objects).
@@ -229,9 +219,9 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         if start:
             assert last is not None
             sizes, saves = list(last.sizes), list(last.saves)
-            texts, calls = dict(last.texts), dict(last.calls)
+            texts, calls, reported = dict(last.texts), dict(last.calls), dict(last.reported)
         else:
-            sizes, saves, texts, calls = [], [], {}, {}
+            sizes, saves, texts, calls, reported = [], [], {}, {}, {}
         for i in range(start, len(messages)):
             msg = messages[i]
             size = self.counter.count_message(msg)
@@ -241,6 +231,8 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 for call in msg.tool_calls:
                     if call.get("id"):
                         calls[str(call["id"])] = call
+                if msg.usage_metadata:
+                    reported[i] = reported_prompt_tokens(msg.usage_metadata)
             elif (
                 isinstance(msg, ToolMessage)
                 and size >= MASK_MIN_OUTPUT_TOKENS
@@ -250,8 +242,8 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 if save > 0:
                     texts[i] = text
             saves.append(save)
-        self._measured = _Measured(tuple(messages), counter, sizes, saves, texts, calls)
-        return sizes, saves, texts  # read only: the next call copies them to extend them
+        self._measured = _Measured(tuple(messages), counter, sizes, saves, texts, calls, reported)
+        return sizes, saves, texts, reported  # read only: the next call copies them
 
     def _saving(self, msg: ToolMessage, call: Any, size: int) -> tuple[int, str]:
         """What masking ``msg`` saves and its placeholder (remembered per result)."""
@@ -304,14 +296,13 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             start = turns[j]
         return start
 
-    def _thresholds(self, scale: float) -> tuple[int, int, int, int, int, int]:
-        """Keep, batch, hard batch, mask, low-water and hard thresholds in our tokens."""
+    def _thresholds(self, scale: float) -> tuple[int, int, int, int, int]:
+        """Keep, batch, hard batch, low-water and hard thresholds in our tokens."""
         usable = self.budget.usable / scale
         return (
             int(usable * MASK_KEEP_RECENT_FRACTION),
             int(usable * MASK_MIN_BATCH_FRACTION),
             int(usable * MASK_HARD_MIN_BATCH_FRACTION),
-            int(self.mask_at / scale),
             int(self.low_at / scale),
             int(self.hard_at / scale),
         )
@@ -328,7 +319,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         Returns:
             The plan and the placeholder text per masked view index.
         """
-        sizes, saves, texts = self._savings(messages)
+        sizes, saves, texts, reported = self._savings(messages)
         cum_size = [0, *accumulate(sizes)]
         cum_save = [0, *accumulate(saves)]
         turns = [i for i, m in enumerate(messages) if isinstance(m, AIMessage)]
@@ -338,22 +329,30 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         # compaction recorded; so the boundary replays the same after a restart.
         estimate = self.counter.source == "estimate"
         scale = carried_scale(messages) if estimate else 1.0
-        thresholds = self._thresholds(scale)
+        mask_base = self.mask_at
+        mask_at = int(mask_base / scale)
+        thresholds: tuple[int, int, int, int, int] | None = None
         boundary = previous = 0
         answered = 0  # the last request point, whose reply may report the provider's count
         for point in [*[t for t in turns if t > 0], len(messages)]:
-            if estimate and answered:
-                # That request is decided: its prompt as sent against what was reported.
+            rep = reported.get(answered, 0) if estimate else 0
+            if rep:
+                # That request is decided: what was reported against its prompt as sent.
+                # Not more than ours (trimmed after we counted it, or a provider that
+                # counts lower): the last ratio stands.
                 sent = fixed + cum_size[answered] - cum_save[min(boundary, answered)]
-                ratio = _reported_ratio(messages[answered], sent)
-                if ratio is not None and ratio != scale:
-                    scale, thresholds = ratio, self._thresholds(ratio)
+                if rep > sent > 0:
+                    ratio = min(rep / sent, ESTIMATE_SCALE_MAX)
+                    if abs(ratio - scale) > MASK_SCALE_STEP:
+                        scale, mask_at, thresholds = ratio, int(mask_base / ratio), None
             answered = point
             previous = boundary
-            keep_tokens, min_batch, hard_batch, mask_at, low_at, hard_at = thresholds
             tokens = fixed + cum_size[point] - cum_save[min(boundary, point)]
             if tokens < mask_at:
                 continue
+            if thresholds is None:
+                thresholds = self._thresholds(scale)
+            keep_tokens, min_batch, hard_batch, low_at, hard_at = thresholds
             start = self._kept_start(turns, point, cum_size, keep_tokens)
             k = bisect_left(turns, point)
             if k > 0:

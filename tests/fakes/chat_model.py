@@ -323,10 +323,13 @@ class OutCountingModel(ScriptedChatModel):
     """A provider whose tokenizer and chat template count ``ratio`` times ``counter``.
 
     Each reply reports ``ceil(ratio * our count)`` input tokens for the prompt it got
-    (messages and tool schemas); :attr:`reported` lists them in call order.
+    (messages and tool schemas); :attr:`reported` lists them in call order. ``ratio``
+    may be a function of the call's index (0-based), for a ratio that drifts.
     """
 
-    def __init__(self, script: list[Any], counter: Any, ratio: float) -> None:
+    def __init__(
+        self, script: list[Any], counter: Any, ratio: float | Callable[[int], float]
+    ) -> None:
         super().__init__(script)
         object.__setattr__(self, "counter_", counter)  # a pydantic model: no new fields
         object.__setattr__(self, "ratio_", ratio)
@@ -338,8 +341,10 @@ class OutCountingModel(ScriptedChatModel):
         ours = counter.count_messages(messages) + counter.count_tools(
             list(kwargs.get("tools") or [])
         )
-        prompt = math.ceil(ours * self.ratio_)  # type: ignore[attr-defined]
-        self.reported.append(prompt)  # type: ignore[attr-defined]
+        ratio = self.ratio_  # type: ignore[attr-defined]
+        reported: list[int] = self.reported  # type: ignore[attr-defined]
+        prompt = math.ceil(ours * (ratio(len(reported)) if callable(ratio) else ratio))
+        reported.append(prompt)
         usage = UsageMetadata(input_tokens=prompt, output_tokens=10, total_tokens=prompt + 10)
         return reply.model_copy(update={"usage_metadata": usage})
 

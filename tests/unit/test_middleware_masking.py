@@ -7,12 +7,14 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.truncation import ARTIFACT_POINTER_TEMPLATE
+from agentgraph.context.windows import Budget
 from agentgraph.middleware.masking import ObservationMaskingMiddleware
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 from agentgraph.persistence import open_store
@@ -148,6 +150,32 @@ def test_a_growing_history_is_masked_as_a_fresh_unit_masks_it() -> None:
     assert _masked(got)
 
 
+def _read_files(
+    make_settings: Callable[..., Settings], workspace: Path, ratio: float | Callable[[int], float]
+) -> tuple[OutCountingModel, list[dict[str, Any]], Budget]:
+    """One turn of 30 file reads by a model whose provider counts ``ratio`` x our estimate."""
+    settings = make_settings(
+        AGENTGRAPH_CONTEXT_WINDOW="16000", AGENTGRAPH_MODEL="qwen2.5-coder-1.5b"
+    )
+    calls = 30
+    for i in range(calls):
+        lines = (f"line {j} of file {i}: alpha beta gamma delta {j * i}" for j in range(40))
+        (workspace / f"f{i}.txt").write_text("\n".join(lines))
+    script = [ai_tools(("read_file", {"path": f"f{i}.txt"})) for i in range(calls)]
+    model = OutCountingModel([*script, ai_text("done")], get_counter(settings.model), ratio)
+    summarizer = ScriptedChatModel(["we read files"], on_exhausted="repeat_last")
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=model, summarizer=summarizer, sleep=lambda _s: None)
+        events = list(agent.stream_turn("m", "read all files", workspace))
+        return model, events, agent.deps.budget
+
+
+def _prefix_breaks(model: OutCountingModel) -> int:
+    """Calls whose prompt does not extend the previous call's."""
+    prompts = [[(m.type, m.text) for m in call] for call in model.calls]
+    return sum(1 for a, b in pairwise(prompts) if b[: len(a)] != a)
+
+
 def test_masking_measures_in_the_providers_tokens_with_an_estimating_counter(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
@@ -156,21 +184,7 @@ def test_masking_measures_in_the_providers_tokens_with_an_estimating_counter(
     prompt reaches the compaction threshold, not when our estimate passes it (which came
     only after compaction, so masking never ran and every step toward the threshold
     ended in a paid summary)."""
-    settings = make_settings(
-        AGENTGRAPH_CONTEXT_WINDOW="16000", AGENTGRAPH_MODEL="qwen2.5-coder-1.5b"
-    )
-    calls = 30
-    for i in range(calls):
-        lines = (f"line {j} of file {i}: alpha beta gamma delta {j * i}" for j in range(40))
-        (workspace / f"f{i}.txt").write_text("\n".join(lines))
-    counter = get_counter(settings.model)
-    script = [ai_tools(("read_file", {"path": f"f{i}.txt"})) for i in range(calls)]
-    model = OutCountingModel([*script, ai_text("done")], counter, 1.6)
-    summarizer = ScriptedChatModel(["we read files"], on_exhausted="repeat_last")
-    with open_store(settings) as store:
-        agent = Agent(settings, store, model=model, summarizer=summarizer, sleep=lambda _s: None)
-        events = list(agent.stream_turn("m", "read all files", workspace))
-        budget = agent.deps.budget
+    model, events, budget = _read_files(make_settings, workspace, 1.6)
     kinds = [e["type"] for e in events if e["type"] in ("masking", "compaction")]
     assert kinds and kinds[0] == "masking"
     reported: list[int] = model.reported  # type: ignore[attr-defined]
@@ -179,6 +193,22 @@ def test_masking_measures_in_the_providers_tokens_with_an_estimating_counter(
     assert reported[first - 1] >= budget.usable * 0.5  # and not far too early
     # Between two masking events each prompt extends the previous one (the provider's
     # prefix cache serves it): the boundary replays the same at every call.
-    prompts = [[(m.type, m.text) for m in call] for call in model.calls]
-    breaks = sum(1 for a, b in pairwise(prompts) if b[: len(a)] != a)
-    assert breaks == kinds.count("masking")
+    assert _prefix_breaks(model) == kinds.count("masking")
+
+
+@pytest.mark.parametrize(
+    "ratio",
+    [
+        pytest.param(lambda i: 1.0 if i < 12 else 1.8, id="rises-mid-task"),
+        pytest.param(lambda i: 1.8 if i < 12 else 1.2, id="falls-mid-task"),
+        pytest.param(lambda i: (1.1, 1.7, 0.9)[i % 3], id="jitters"),
+    ],
+)
+def test_a_drifting_ratio_keeps_the_prefix_between_masking_events(
+    make_settings: Callable[..., Settings], workspace: Path, ratio: Callable[[int], float]
+) -> None:
+    """Each request point of the replay uses the ratio reported before it, never a later
+    one: a later ratio would replay an earlier boundary differently from what was sent."""
+    model, events, _budget = _read_files(make_settings, workspace, ratio)
+    masking = sum(1 for e in events if e["type"] == "masking")
+    assert masking and _prefix_breaks(model) == masking
