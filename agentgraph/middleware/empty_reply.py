@@ -14,8 +14,9 @@ second request fails (a provider that rejects a user message right after a tool 
 or one that keeps failing): the ask must never cost the turn. The usage of the empty
 attempt is kept with the reply that stands (it was paid for).
 
-Not asked again: a reply cut at the output token limit (the same limit would cut it
-again), a refusal, or any reply with a call (even one that could not be parsed).
+Not asked again: an empty reply cut at the output token limit (the same limit would cut
+it again; a made-up result cut there is asked again: a call fits the same limit), a
+refusal, or any reply with a call (even one that could not be parsed).
 
 Hook: ``wrap_model_call`` (outside retry, inside overflow recovery: the second request is
 an ordinary call to the provider).
@@ -152,7 +153,9 @@ def _unanswered(response: ModelResponse) -> tuple[AIMessage, _Kind] | None:
         or kwargs.get("refusal")
         # Text blocks only: a reply of reasoning alone says nothing.
         or kind is None
-        or hit_output_limit(reply)
+        # Empty at the limit: reasoning used it up, and would again. A made-up result or
+        # definition cut there was writing the wrong thing; a call fits the same limit.
+        or (kind == "empty" and hit_output_limit(reply))
     ):
         return None
     return reply, kind

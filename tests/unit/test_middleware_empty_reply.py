@@ -127,6 +127,21 @@ def test_a_reply_that_imitates_a_tool_result_is_asked_again_saying_no_tool_ran()
     assert events[-1]["text"] == "the model sent a tool result again"
 
 
+def test_a_made_up_result_cut_at_the_output_limit_is_still_asked_again() -> None:
+    # Seen with Qwen2.5-Coder 1.5B: asked to read a log file, it wrote the file's lines
+    # in a <tool_response> block until the output limit cut it. Asking again with the
+    # same limit does not cut a tool call; taking it as the answer ends the task.
+    cut = {"finish_reason": "length"}
+    made_up = AIMessage(f"{IMITATED}\n1\t0000 event=login", response_metadata=cut)
+    call = AIMessage("", tool_calls=[{"name": "read_file", "args": {}, "id": "c1"}])
+    reply, requests, events = _run(made_up, call)
+    assert reply.tool_calls and len(requests.requests) == 2
+    assert events[0]["text"].startswith("the model wrote a tool result")
+    definition = '<tools>{"type": "function", "function": {"name": "read_file", "parameters": {}}}'
+    reply, requests, _ = _run(AIMessage(definition, response_metadata=cut), call)
+    assert reply.tool_calls and len(requests.requests) == 2
+
+
 def test_a_made_up_result_inside_a_tools_block_is_no_answer_but_other_text_there_is() -> None:
     reply, call, _ = _run(AIMessage(f"<tools>\n {IMITATED}\n</tools>"), AIMessage("done"))
     assert reply.text == "done"
