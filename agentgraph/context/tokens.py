@@ -108,9 +108,6 @@ ANCHOR_MAX_DEVIATION_RATIO = 0.5
 # the provider's count of the anchored prefix exceeds ours (a local model's chat
 # template and tokenizer: Qwen's splits every digit), at most this much.
 ESTIMATE_SCALE_MAX = 2.0
-# An estimating counter trusts an anchor up to this many times its own count (a local
-# chat template around a short prompt counts 2-2.5x); beyond, it is taken for stale.
-ESTIMATE_ANCHOR_MAX_RATIO = 3.0
 
 # Model-name prefixes (after any "provider/" part) -> encoding. o200k first:
 # "gpt-4o" and "gpt-4.1" must win over the cl100k "gpt-4" prefix.
@@ -814,11 +811,10 @@ def _anchor(
                     ours = unanchored - after
                 else:
                     ours = fixed_tokens + counter.count_messages(messages[: index + 1])
-                estimate = counter.source == "estimate"
-                if estimate and 0 < ours < reported <= ours * ESTIMATE_ANCHOR_MAX_RATIO:
-                    scale = min(reported / ours, ESTIMATE_SCALE_MAX)
-                elif abs(reported - ours) > ANCHOR_MAX_DEVIATION_RATIO * max(ours, reported):
+                if abs(reported - ours) > ANCHOR_MAX_DEVIATION_RATIO * max(ours, reported):
                     return None
+                if counter.source == "estimate" and 0 < ours < reported:
+                    scale = min(reported / ours, ESTIMATE_SCALE_MAX)
             return reported, after, scale
     return None
 
