@@ -46,7 +46,12 @@ from agentgraph.context.masking_text import (
     MASKED_KEY,
     placeholder,
 )
-from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, reported_prompt_tokens
+from agentgraph.context.tokens import (
+    ANCHOR_MAX_DEVIATION_RATIO,
+    ESTIMATE_SCALE_MAX,
+    TokenCounter,
+    reported_prompt_tokens,
+)
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 
@@ -338,11 +343,11 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             rep = reported.get(answered, 0) if estimate else 0
             if rep:
                 # That request is decided: what was reported against its prompt as sent.
-                # Not more than ours (trimmed after we counted it, or a provider that
-                # counts lower): the last ratio stands.
+                # Trusted as the compaction unit trusts an anchor (within half of ours
+                # either way); a provider counting no more than we do means no scaling.
                 sent = fixed + cum_size[answered] - cum_save[min(boundary, answered)]
-                if rep > sent > 0:
-                    ratio = min(rep / sent, ESTIMATE_SCALE_MAX)
+                if sent > 0 and abs(rep - sent) <= ANCHOR_MAX_DEVIATION_RATIO * max(rep, sent):
+                    ratio = min(max(rep / sent, 1.0), ESTIMATE_SCALE_MAX)
                     if abs(ratio - scale) > MASK_SCALE_STEP:
                         scale, mask_at, thresholds = ratio, int(mask_base / ratio), None
             answered = point

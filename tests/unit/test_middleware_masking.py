@@ -212,3 +212,13 @@ def test_a_drifting_ratio_keeps_the_prefix_between_masking_events(
     model, events, _budget = _read_files(make_settings, workspace, ratio)
     masking = sum(1 for e in events if e["type"] == "masking")
     assert masking and _prefix_breaks(model) == masking
+
+
+def test_a_ratio_that_falls_back_to_one_stops_scaling(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """The provider counted 1.8x for the first replies, then as we do: masking waits for
+    the threshold itself again (a ratio that could only rise masked at 55% of it)."""
+    _model, events, budget = _read_files(make_settings, workspace, lambda i: 1.8 if i < 3 else 1.0)
+    first = next(e for e in events if e["type"] == "masking")
+    assert first["tokens_before"] >= 0.95 * budget.usable * 0.6
