@@ -117,9 +117,11 @@ def context_report(
     Returns:
         A JSON-ready dict: ``tokens``, ``budget`` (usable tokens), ``window``,
         ``source``, ``percent`` (of budget), ``level``, ``by_category``,
-        ``unattributed`` (with a reported total, the tokens no category holds —
-        negative when the prompt sent held fewer; else None), ``largest`` (index
-        into ``messages``, role, tokens, preview) and ``notice``.
+        ``unattributed`` (with a reported or scaled total, the tokens no category
+        holds — negative when the prompt sent held fewer; else None), ``scale`` (the
+        provider/estimate ratio a compaction recorded, when the total is our estimate
+        scaled by it; else None), ``largest`` (index into ``messages``, role, tokens,
+        preview) and ``notice``.
     """
     by_category = dict.fromkeys(CATEGORIES, 0)
     by_category["system_prompt"] = sum(map(counter.count_message, system))
@@ -140,9 +142,10 @@ def context_report(
         sized.append((tokens, index, msg))
 
     # Without a (trustworthy) usage anchor this is fixed + our own count.
-    total, source = anchored_prompt_tokens(
-        sent, counter, fixed_tokens=fixed, carried_scale=carried_scale(sent)
-    )
+    carried = carried_scale(sent) if counter.source == "estimate" else 1.0
+    total, source = anchored_prompt_tokens(sent, counter, fixed_tokens=fixed, carried_scale=carried)
+    # Unanchored after a compaction that recorded the provider's ratio: scaled by it.
+    scaled = source == "estimate" and carried > 1.0
 
     largest = [
         {"index": index, "role": _role(msg), "tokens": tokens, "preview": _preview(msg)}
@@ -162,7 +165,10 @@ def context_report(
         # With a reported total: what it holds beyond the categories (a chat template,
         # a tokenizer, reasoning), or less (outputs masked or trimmed from the prompt
         # sent); the categories and this add up to the total.
-        "unattributed": total - sum(by_category.values()) if source == "reported" else None,
+        "unattributed": (
+            total - sum(by_category.values()) if source == "reported" or scaled else None
+        ),
+        "scale": carried if scaled else None,
         "largest": largest,
         "notice": "; ".join(notices) if notices else None,
     }
@@ -227,6 +233,11 @@ def render_context(report: Mapping[str, Any], width: int = 40) -> str:
         f"[{bar}]  {report['level']}",
         f"Count: {_SOURCE_TEXT.get(report['source'], report['source'])}",
     ]
+    if report.get("scale"):
+        lines[-1] += (
+            f", ×{report['scale']:.2f}: how much more the provider counted than we did "
+            "at the last compaction"
+        )
     if report.get("notice"):
         lines.append(f"Note: {report['notice']}")
     if report.get("usage"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from langchain_core.messages import (
@@ -143,6 +144,26 @@ def test_a_provider_that_counts_more_than_we_do_is_itemized() -> None:
     )
     assert exact["unattributed"] is None
     assert "not itemized" not in render_context(exact)
+
+
+def test_after_a_compaction_the_scaled_estimate_adds_up_and_says_why() -> None:
+    # The compaction recorded that the provider counts 1.7x our estimate; no reply since.
+    counter = TokenCounter("some-local-model")
+    summary = HumanMessage(
+        "summary of the work so far " * 30,
+        additional_kwargs={"agentgraph": {"kind": "summary", "provider_scale": 1.7}},
+    )
+    msgs = [summary, HumanMessage("go on")]
+    report = context_report(msgs, system=[], tools=TOOLS, counter=counter, budget=BUDGET)
+    own = counter.count_messages(msgs) + counter.count_tools(TOOLS)
+    assert (report["tokens"], report["source"], report["scale"]) == (
+        math.ceil(own * 1.7),
+        "estimate",
+        1.7,
+    )
+    assert sum(report["by_category"].values()) + report["unattributed"] == report["tokens"]
+    text = render_context(report)
+    assert "×1.70" in text and "not itemized" in text
 
 
 def test_estimate_model_has_notice_and_level() -> None:
