@@ -37,6 +37,7 @@ __all__ = [
     "TokenCounter",
     "anchored_prompt_tokens",
     "encoding_for_model",
+    "estimate_scale",
     "estimate_tokens",
     "fits_by_length",
     "get_counter",
@@ -791,6 +792,23 @@ def _reported_total(usage: Mapping[str, Any]) -> int:
     return reported_prompt_tokens(usage) + int(usage.get("output_tokens") or 0)
 
 
+def estimate_scale(reported: int, ours: int) -> float | None:
+    """How much more a provider counted a prompt than our count ``ours`` of it.
+
+    Args:
+        reported: The provider's count of the prompt.
+        ours: Our count of the same prompt.
+
+    Returns:
+        None when the two differ by more than ``ANCHOR_MAX_DEVIATION_RATIO`` (the report
+        is not of that prompt: a stale anchor); else ``reported / ours`` within
+        ``[1, ESTIMATE_SCALE_MAX]`` (a provider counting less scales nothing).
+    """
+    if abs(reported - ours) > ANCHOR_MAX_DEVIATION_RATIO * max(ours, reported):
+        return None
+    return min(max(reported / ours, 1.0), ESTIMATE_SCALE_MAX) if ours > 0 else 1.0
+
+
 def _anchor(
     messages: Sequence[BaseMessage],
     counter: TokenCounter,
@@ -811,10 +829,11 @@ def _anchor(
                     ours = unanchored - after
                 else:
                     ours = fixed_tokens + counter.count_messages(messages[: index + 1])
-                if abs(reported - ours) > ANCHOR_MAX_DEVIATION_RATIO * max(ours, reported):
+                trusted = estimate_scale(reported, ours)
+                if trusted is None:
                     return None
-                if counter.source == "estimate" and 0 < ours < reported:
-                    scale = min(reported / ours, ESTIMATE_SCALE_MAX)
+                if counter.source == "estimate":
+                    scale = trusted
             return reported, after, scale
     return None
 

@@ -46,12 +46,7 @@ from agentgraph.context.masking_text import (
     MASKED_KEY,
     placeholder,
 )
-from agentgraph.context.tokens import (
-    ANCHOR_MAX_DEVIATION_RATIO,
-    ESTIMATE_SCALE_MAX,
-    TokenCounter,
-    reported_prompt_tokens,
-)
+from agentgraph.context.tokens import TokenCounter, estimate_scale, reported_prompt_tokens
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 
@@ -346,10 +341,9 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 # Trusted as the compaction unit trusts an anchor (within half of ours
                 # either way); a provider counting no more than we do means no scaling.
                 sent = fixed + cum_size[answered] - cum_save[min(boundary, answered)]
-                if sent > 0 and abs(rep - sent) <= ANCHOR_MAX_DEVIATION_RATIO * max(rep, sent):
-                    ratio = min(max(rep / sent, 1.0), ESTIMATE_SCALE_MAX)
-                    if abs(ratio - scale) > MASK_SCALE_STEP:
-                        scale, mask_at, thresholds = ratio, int(mask_base / ratio), None
+                ratio = estimate_scale(rep, sent) if sent > 0 else None
+                if ratio is not None and abs(ratio - scale) > MASK_SCALE_STEP:
+                    scale, mask_at, thresholds = ratio, int(mask_base / ratio), None
             answered = point
             previous = boundary
             tokens = fixed + cum_size[point] - cum_save[min(boundary, point)]
