@@ -152,7 +152,11 @@ class CompactionMiddleware(AgentMiddleware):
         return shown, tokens
 
     def _compacted(
-        self, request: ModelRequest, history: list[BaseMessage], trigger: str
+        self,
+        request: ModelRequest,
+        history: list[BaseMessage],
+        trigger: str,
+        measured: tuple[int, int],
     ) -> tuple[ModelRequest, CompactionOutcome] | None:
         outcome = self.compact(
             history,
@@ -160,7 +164,7 @@ class CompactionMiddleware(AgentMiddleware):
             system=[request.system_message] if request.system_message is not None else [],
             tools=request.tools,
             workspace=_workspace(request),
-            measured=self._measure(request),
+            measured=measured,
         )
         if outcome is None:
             return None
@@ -173,8 +177,9 @@ class CompactionMiddleware(AgentMiddleware):
     ) -> tuple[ModelRequest, list[BaseMessage], list[BaseMessage]]:
         """``(request, history, state updates)``, compacted first at the threshold."""
         history: list[BaseMessage] = list(request.state.get("messages") or request.messages)
-        if self.needs_compaction(history, request):
-            done = self._compacted(request, history, "auto")
+        measured = self._measure(request)
+        if self._over(history, measured):
+            done = self._compacted(request, history, "auto", measured)
             if done is not None:
                 request, outcome = done
                 return request, list(outcome.messages), list(outcome.updates)
@@ -188,7 +193,7 @@ class CompactionMiddleware(AgentMiddleware):
         typed = to_model_error(exc)
         if not isinstance(typed, ContextOverflowError):
             raise exc
-        done = self._compacted(request, history, "guard")
+        done = self._compacted(request, history, "guard", self._measure(request))
         if done is None:
             raise typed from exc
         return done
