@@ -144,15 +144,18 @@ def _unanswered(response: ModelResponse) -> tuple[AIMessage, _Kind] | None:
         return None
     reply = replies[0]
     kwargs = reply.additional_kwargs
-    kind = _kind(reply)
     if (
         reply.tool_calls
         or reply.invalid_tool_calls
         or kwargs.get("tool_calls")
         or kwargs.get("function_call")
         or kwargs.get("refusal")
+    ):
+        return None
+    kind = _kind(reply)
+    if (
         # Text blocks only: a reply of reasoning alone says nothing.
-        or kind is None
+        kind is None
         # Empty at the limit: reasoning used it up, and would again. A made-up result or
         # definition cut there was writing the wrong thing; a call fits the same limit.
         or (kind == "empty" and hit_output_limit(reply))
