@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.prebuilt import ToolNode, ToolRuntime
+from langgraph.prebuilt import ToolRuntime
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
@@ -29,6 +29,7 @@ from agentgraph.context.truncation import default_tool_output_max_tokens, trunca
 from agentgraph.deps import AgentDeps
 from agentgraph.history.kinds import stamped
 from agentgraph.nodes.common import CUT_ARGS_KEY, INVALID_ARGS_KEY
+from agentgraph.private_api import InlineToolNode
 from agentgraph.redaction import build_redactor
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
@@ -101,7 +102,7 @@ def refusal(call: ToolCall, state: Any) -> ToolMessage | None:
 
 
 # Tool-call id -> error text of the calls of the running step that were not approved.
-# Set by the tools node around its ToolNode run; ToolNode's worker threads copy it.
+# Set by the tools node around its ToolNode run; the threads running calls copy it.
 _NOT_APPROVED: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "agentgraph_not_approved", default=None
 )
@@ -213,13 +214,15 @@ def make_tools_node(
         return result.model_copy(update={"content": cut.text})
 
     # Rebuilt when deps.tools changes: MCP tools join between turns (Agent.sync_mcp_tools).
-    built: dict[tuple[int, ...], ToolNode] = {}
+    built: dict[tuple[int, ...], InlineToolNode] = {}
 
-    def tool_node_for_current_tools() -> ToolNode:
+    def tool_node_for_current_tools() -> InlineToolNode:
         key = tuple(id(t) for t in deps.tools)
         node = built.get(key)
         if node is None:
-            node = ToolNode(deps.tools, handle_tool_errors=format_tool_error, wrap_tool_call=wrap)
+            node = InlineToolNode(
+                deps.tools, handle_tool_errors=format_tool_error, wrap_tool_call=wrap
+            )
             built.clear()
             built[key] = node
         return node

@@ -8,14 +8,23 @@ The last test keeps the fence closed: no other module imports a private name.
 from __future__ import annotations
 
 import ast
+import contextvars
 import inspect
 import sqlite3
+import threading
 from pathlib import Path
+from typing import Annotated, Any
 
 import langgraph.channels.delta as delta_module
 import pytest
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, StateGraph, add_messages
+from langgraph.prebuilt import ToolNode, ToolRuntime
+from langgraph.types import Command
+from typing_extensions import TypedDict
 
 from agentgraph import private_api
 from agentgraph.agent import Agent
@@ -156,3 +165,88 @@ def test_no_other_module_imports_a_private_dependency_name() -> None:
     }
     assert offenders == {}
     assert _private_imports(PACKAGE_DIR / "private_api.py")  # the scanner does see them
+
+
+_LEAK: contextvars.ContextVar[str] = contextvars.ContextVar("leak", default="unset")
+
+
+def _tool_graph(node_class: type[ToolNode], threads: list[str]) -> Any:
+    """A one-node graph running ``node_class`` over the last message's calls."""
+
+    @tool
+    def echo(text: str, runtime: ToolRuntime[str, Any]) -> str:
+        """Echo ``text`` with what the runtime carries."""
+        threads.append(threading.current_thread().name)
+        _LEAK.set("set by the tool")
+        return f"{text} {runtime.tool_call_id} {runtime.context} {len(runtime.state['messages'])}"
+
+    @tool
+    def fail(text: str) -> str:
+        """Always fails."""
+        raise ValueError(f"bad {text}")
+
+    @tool
+    def jump(text: str, runtime: ToolRuntime[str, Any]) -> Command[Any]:
+        """Answers with a state update."""
+        message = ToolMessage(f"jumped {text}", tool_call_id=runtime.tool_call_id)
+        return Command(update={"messages": [message], "note": text})
+
+    class State(TypedDict, total=False):
+        messages: Annotated[list[AnyMessage], add_messages]
+        note: str
+
+    def wrap(request: Any, execute: Any) -> Any:
+        result = execute(request)
+        if isinstance(result, ToolMessage):
+            return result.model_copy(update={"content": f"wrapped {result.content}"})
+        return result
+
+    graph = StateGraph(State, context_schema=str)
+    tools = node_class([echo, fail, jump], handle_tool_errors=True, wrap_tool_call=wrap)
+    graph.add_node("tools", tools)
+    graph.add_edge(START, "tools")
+    return graph.compile()
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        [("echo", {"text": "hi"})],
+        [("fail", {"text": "x"})],
+        [("echo", {"wrong": 1})],
+        [("jump", {"text": "there"})],
+        [("nope", {})],
+        [("echo", {"text": "a"}), ("fail", {"text": "b"}), ("jump", {"text": "c"})],
+    ],
+    ids=["one", "error", "invalid-args", "command", "unknown-tool", "several"],
+)
+def test_the_inline_tool_node_answers_as_langgraphs_tool_node(
+    calls: list[tuple[str, dict[str, Any]]],
+) -> None:
+    """Same messages, updates and runtimes; a step's only call runs in the calling
+    thread, and its context changes stay inside it as the pool's do."""
+    ai = AIMessage(
+        "",
+        id="ai",
+        tool_calls=[
+            {"name": name, "args": args, "id": f"c{i}", "type": "tool_call"}
+            for i, (name, args) in enumerate(calls)
+        ],
+    )
+
+    def run(node_class: type[ToolNode]) -> tuple[Any, list[str]]:
+        threads: list[str] = []
+        out = _tool_graph(node_class, threads).invoke({"messages": [ai]}, context="ctx")
+        answers = sorted((m.tool_call_id, m.status, m.content) for m in out["messages"][1:])
+        return (answers, out.get("note")), threads
+
+    inline, inline_threads = run(private_api.InlineToolNode)
+    pooled, pooled_threads = run(ToolNode)
+    assert inline == pooled
+    assert _LEAK.get() == "unset"
+    here = threading.current_thread().name
+    assert here not in pooled_threads
+    if len(calls) == 1:
+        assert inline_threads == [here] * len(pooled_threads)
+    else:
+        assert here not in inline_threads  # several calls still run in parallel
