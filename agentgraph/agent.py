@@ -68,7 +68,7 @@ from agentgraph.recall.search import (
     search_transcript,
 )
 from agentgraph.redaction import build_redactor, redact_value
-from agentgraph.runctx import RunContext
+from agentgraph.runctx import RunContext, run_config
 from agentgraph.skills import (
     SkillCatalog,
     activation_update,
@@ -98,9 +98,6 @@ from agentgraph.user_offload import offload_user_messages
 Event = dict[str, Any]
 OnEvent = Callable[[Event], None]
 
-# LangGraph counts super-steps; each loop is planner + tools, plus finalize and slack.
-RECURSION_STEPS_PER_LOOP = 2
-RECURSION_SLACK_STEPS = 10
 # "values": the turn's final state comes with the stream, so ending a turn does not
 # rebuild the whole history from the store (get_state replays it). Not "custom": UI
 # events reach the turn through its event sink (agentgraph/middleware/events.py), so
@@ -496,9 +493,8 @@ class Agent:
         return [n for n in (self.deps.budget.source_notice, self.deps.counter.notice, sandbox) if n]
 
     def config(self, thread_id: str) -> RunnableConfig:
-        """Run config for ``thread_id`` (no secrets: configs may be persisted)."""
-        limit = self.settings.max_loops * RECURSION_STEPS_PER_LOOP + RECURSION_SLACK_STEPS
-        return RunnableConfig(configurable={"thread_id": thread_id}, recursion_limit=limit)
+        """Run config for ``thread_id`` (see :func:`agentgraph.runctx.run_config`)."""
+        return run_config(thread_id, self.settings.max_loops)
 
     def run_context(self, thread_id: str, workspace: Path) -> RunContext:
         """The runtime context of a turn of ``thread_id`` in ``workspace`` (not checkpointed)."""

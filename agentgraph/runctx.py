@@ -29,6 +29,35 @@ if TYPE_CHECKING:
     from langgraph.prebuilt import ToolRuntime
 
 
+# LangGraph counts super-steps; each loop is planner + tools, plus finalize and slack.
+RECURSION_STEPS_PER_LOOP = 2
+RECURSION_SLACK_STEPS = 10
+# Threads LangGraph's per-run pool may start (``max_concurrency``). The pool runs the
+# background checkpoint writes and a step's extra tasks; the agent's graph runs one task
+# per step, so one thread writes the checkpoints, in order. LangGraph's default (CPUs + 4)
+# started up to six threads every turn: the storage benchmark's whole runs took 6-7%
+# more CPU that way. The tools node lifts the cap for its parallel calls.
+RUN_POOL_THREADS = 1
+
+
+def run_config(thread_id: str, max_loops: int) -> RunnableConfig:
+    """The run config of one graph run of ``thread_id`` (no secrets: configs may be
+    persisted).
+
+    Args:
+        thread_id: The session (or subagent) thread.
+        max_loops: The run's loop cap, which sets LangGraph's recursion limit.
+
+    Returns:
+        ``configurable.thread_id``, the recursion limit and the run pool's size.
+    """
+    return RunnableConfig(
+        configurable={"thread_id": thread_id},
+        recursion_limit=max_loops * RECURSION_STEPS_PER_LOOP + RECURSION_SLACK_STEPS,
+        max_concurrency=RUN_POOL_THREADS,
+    )
+
+
 @dataclass(frozen=True)
 class RunContext:
     """One run's data (LangGraph runtime context; never checkpointed).

@@ -34,13 +34,13 @@ from langgraph.graph import START
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from agentgraph.agent import RECURSION_SLACK_STEPS, RECURSION_STEPS_PER_LOOP, Agent
+from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.graph import build_graph
 from agentgraph.persistence.index import SessionInfo
 from agentgraph.persistence.store import Store
 from agentgraph.recall.memory import load_memory_prompt
-from agentgraph.runctx import RunContext
+from agentgraph.runctx import RECURSION_SLACK_STEPS, RECURSION_STEPS_PER_LOOP, RunContext
 from agentgraph.state import MAIN_CONTEXT_ID, AppState
 from agentgraph.thread_ids import check_thread_id
 

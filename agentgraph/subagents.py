@@ -43,7 +43,7 @@ from agentgraph.context.truncation import truncate_text
 from agentgraph.middleware.events import event_sink
 from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_title
 from agentgraph.prompts import LOOP_CAP_TOOL_RESULT
-from agentgraph.runctx import AgentToolRuntime, RunContext, context_of
+from agentgraph.runctx import AgentToolRuntime, RunContext, context_of, run_config
 from agentgraph.state import MAIN_CONTEXT_ID
 
 SUBAGENT_TOOL = "call_subagent"
@@ -58,8 +58,6 @@ SUBAGENT_CANCEL_POLL_S = 0.2
 # Bound on the parent-chain walk that computes a thread's nesting depth.
 SUBAGENT_DEPTH_WALK_MAX = 32
 SUBAGENT_ERROR_MAX_CHARS = 300
-RECURSION_STEPS_PER_LOOP = 2
-RECURSION_SLACK_STEPS = 10
 
 SUBAGENT_PROMPT_SECTION = (
     "Delegation: call_subagent(task) runs a helper agent with a fresh context on a "
@@ -170,8 +168,7 @@ class SubagentRunner:
         return depth
 
     def _config(self, thread_id: str, max_loops: int) -> RunnableConfig:
-        limit = max_loops * RECURSION_STEPS_PER_LOOP + RECURSION_SLACK_STEPS
-        return RunnableConfig(configurable={"thread_id": thread_id}, recursion_limit=limit)
+        return run_config(thread_id, max_loops)
 
     def child_tools(
         self, state: Mapping[str, Any], exclude: Sequence[str], at_max_depth: bool
