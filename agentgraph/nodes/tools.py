@@ -34,6 +34,7 @@ from agentgraph.redaction import build_redactor
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 from agentgraph.tools.base import format_tool_error
+from agentgraph.tools.files import READ_FILE_TOOL_NAME, fit_read_page
 from agentgraph.tools.injected import exclude_injected_from_dump
 
 
@@ -199,6 +200,11 @@ def make_tools_node(
         content = result.content
         if deps.counter.fits(content, cap):
             return result
+        if call["name"] == READ_FILE_TOOL_NAME and result.status != "error":
+            # A file read is shortened to the lines that fit, with the next offset.
+            page = fit_read_page(content, cap, deps.counter.fits)
+            if page is not None:
+                return result.model_copy(update={"content": page})
         artifact = _artifact_path(folder, call_id)
         cut = truncate_tool_output(
             content,

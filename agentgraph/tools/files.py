@@ -14,7 +14,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
@@ -55,6 +55,7 @@ GREP_MAX_MATCHES = 200
 GREP_MAX_LINE_CHARS = 500
 GREP_MAX_FILE_BYTES = 20 * 1024 * 1024
 PROTECTED_DIR_NAMES = frozenset({".git"})
+READ_FILE_TOOL_NAME = "read_file"
 NEW_FILE_MODE = 0o666  # narrowed by the process umask, like any editor's new file
 
 _MAGIC_SIGNATURES: tuple[tuple[bytes, str], ...] = (
@@ -271,6 +272,63 @@ def _format_line(number: int, kept: bytes, line_bytes: int) -> str:
     return f"{number}\t{text}"
 
 
+_PAGE_LINE_RE = re.compile(r"(\d+)\t")
+_PAGE_NOTE_RE = re.compile(r"\[showing lines (\d+)-(\d+) of (\d+); [^\n]*\]")
+
+
+def _page_note(first: int, last: int, total: int) -> str:
+    note = f"call read_file with offset={last} to continue" if last < total else "end of file"
+    return f"[showing lines {first}-{last} of {total}; {note}]"
+
+
+def fit_read_page(rendered: str, max_tokens: int, fits: Callable[[str, int], bool]) -> str | None:
+    """The longest leading run of ``read_file``'s lines that fits, with its paging note.
+
+    A file read over the output cap is better shortened to a page than cut in its
+    middle: the lines stay contiguous and the note names the offset the next read
+    starts at, which a head-and-tail cut cannot.
+
+    Args:
+        rendered: What :func:`read_text_file` returned.
+        max_tokens: Bound on the page's tokens.
+        fits: Whether a text has at most that many tokens (``TokenCounter.fits``).
+
+    Returns:
+        The page, or None when ``rendered`` is not a numbered read or not even its
+        first line fits.
+    """
+    lines = rendered.split("\n")
+    total: int | None = None
+    if lines and (note := _PAGE_NOTE_RE.fullmatch(lines[-1])) is not None:
+        lines.pop()
+        total = int(note.group(3))
+    first_match = _PAGE_LINE_RE.match(lines[0]) if lines else None
+    if first_match is None:
+        return None
+    first = int(first_match.group(1))
+    for i, line in enumerate(lines):
+        number = _PAGE_LINE_RE.match(line)
+        if number is None or int(number.group(1)) != first + i:
+            return None
+    last_shown = first + len(lines) - 1
+    total = last_shown if total is None else total
+    if last_shown > total:
+        return None
+
+    def page(kept: int) -> str:
+        return "\n".join(lines[:kept]) + "\n" + _page_note(first, first + kept - 1, total)
+
+    # The most lines that fit, by bisection (each check counts at most max_tokens).
+    low, high = 0, len(lines)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(page(mid), max_tokens):
+            low = mid
+        else:
+            high = mid - 1
+    return page(low) if low > 0 else None
+
+
 def read_text_file(
     real: Path, shown: str, offset: int = 0, limit: int = READ_FILE_MAX_LINES
 ) -> str:
@@ -334,8 +392,7 @@ def read_text_file(
     body = "\n".join(rendered)
     if offset == 0 and end == total:
         return body
-    note = f"call read_file with offset={end} to continue" if end < total else "end of file"
-    return f"{body}\n[showing lines {offset + 1}-{end} of {total}; {note}]"
+    return f"{body}\n{_page_note(offset + 1, end, total)}"
 
 
 # --------------------------------------------------------------------------- write / edit
@@ -838,7 +895,7 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
         read_file, write_file, edit_file, list_dir, glob, grep.
     """
 
-    @tool("read_file", parse_docstring=True)
+    @tool(READ_FILE_TOOL_NAME, parse_docstring=True)
     def read_file_tool(
         path: str,
         runtime: AgentToolRuntime,

@@ -59,31 +59,74 @@ def test_truncated_output_is_paged_from_its_artifact_through_the_graph(
         found = re.search(r"full output: (\S+) — page through it with read_file", cut)
         assert found is not None, cut[-300:]
         seen["path"] = found.group(1)
-        return ai_tools(("read_file", {"path": found.group(1), "offset": 900, "limit": 2}))
+        return ai_tools(("read_file", {"path": found.group(1), "offset": 150, "limit": 2}))
 
     def answer(messages: Sequence[BaseMessage]) -> AIMessage:
         seen["page"] = str(messages[-1].content)
         return ai_text("paged")
 
-    model = ScriptedChatModel([ai_tools(("read_file", {"path": "big.txt"})), page, answer])
+    # grep's 200 matching lines (~2k tokens) are cut to 1,000 tokens, the whole saved.
+    model = ScriptedChatModel([ai_tools(("grep", {"pattern": "some data"})), page, answer])
     with open_store(settings) as store:
         agent = Agent(settings, store, model=model, sleep=lambda _s: None)
-        result = agent.run_turn("art", "read big.txt", workspace)
+        result = agent.run_turn("art", "grep big.txt", workspace)
         history = agent.messages("art")
     assert result.answer == "paged"
     artifact = Path(seen["path"])
     assert artifact.is_relative_to(settings.home / "artifacts" / "art")
-    assert "row 1000: some data" in artifact.read_text()
     # The model paged the middle with offset/limit, not an error.
-    assert "row 900: some data" in seen["page"] and "row 901: some data" in seen["page"]
-    assert "row 902:" not in seen["page"]
+    assert "row 150: some data" in seen["page"] and "row 151: some data" in seen["page"]
+    assert "row 152:" not in seen["page"]
     first_result = next(m for m in history if isinstance(m, ToolMessage))
     assert "tokens truncated" in str(first_result.content)
     assert get_counter(settings.model).count_text(str(first_result.content)) <= 1000
+    cut = [n for n in range(200) if f"row {n}: " not in str(first_result.content)]
+    assert cut and all(f"row {n}: " in artifact.read_text() for n in cut)
     # State and database hold only the truncated copy.
-    assert "row 1000:" not in str(first_result.content)
-    assert b"row 1000:" not in _db_text(settings.home)
+    assert f"row {cut[0]}: ".encode() not in _db_text(settings.home)
     assert b"row 0: some data" in _db_text(settings.home)
+
+
+def test_a_file_read_over_the_cap_is_a_page_that_names_the_next_offset(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """Lines 1..N that fit, not a head and a tail: the model reads on from N."""
+    (workspace / "big.txt").write_text("".join(f"row {n}: some data\n" for n in range(1800)))
+    settings = make_settings(AGENTGRAPH_TOOL_OUTPUT_MAX_TOKENS="1000")
+    pages: list[str] = []
+
+    def read_on(messages: Sequence[BaseMessage]) -> AIMessage:
+        pages.append(str(messages[-1].content))
+        found = re.search(r"call read_file with offset=(\d+) to continue\]$", pages[-1])
+        assert found is not None, pages[-1][-300:]
+        return ai_tools(("read_file", {"path": "big.txt", "offset": int(found.group(1))}))
+
+    def answer(messages: Sequence[BaseMessage]) -> AIMessage:
+        pages.append(str(messages[-1].content))
+        return ai_text("read on")
+
+    model = ScriptedChatModel([ai_tools(("read_file", {"path": "big.txt"})), read_on, answer])
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=model, sleep=lambda _s: None)
+        assert agent.run_turn("page", "read big.txt", workspace).answer == "read on"
+    counter = get_counter(settings.model)
+    numbered = [[line for line in p.split("\n") if "\t" in line] for p in pages]
+    first, second = numbered
+    assert first[0] == "1\trow 0: some data"
+    kept = len(first)
+    assert first == [f"{n + 1}\trow {n}: some data" for n in range(kept)]
+    assert pages[0].endswith(
+        f"[showing lines 1-{kept} of 1800; call read_file with offset={kept} to continue]"
+    )
+    assert counter.count_text(pages[0]) <= 1000
+    # The most lines that fit: one more would not.
+    longer = "\n".join([*first, f"{kept + 1}\trow {kept}: some data"]) + (
+        f"\n[showing lines 1-{kept + 1} of 1800; call read_file with offset={kept + 1} to continue]"
+    )
+    assert counter.count_text(longer) > 1000
+    assert second[0] == f"{kept + 1}\trow {kept}: some data"
+    assert "tokens truncated" not in pages[0] + pages[1]
+    assert not (settings.home / "artifacts" / "page").exists()  # the file is its own copy
 
 
 def test_compaction_mid_turn_does_not_replay_kept_messages_as_new(

@@ -1,0 +1,71 @@
+"""A file read over the output cap becomes the page that fits (tools/files.py fit_read_page)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentgraph.context.tokens import get_counter
+from agentgraph.tools.files import fit_read_page, read_text_file
+
+COUNTER = get_counter("gpt-4o-mini")
+
+line_text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=300)
+
+
+def _page(lines: list[str], first: int, total: int) -> str:
+    """A page of ``lines`` as read_file words it."""
+    last = first + len(lines) - 1
+    note = f"call read_file with offset={last} to continue" if last < total else "end of file"
+    return "\n".join(lines) + f"\n[showing lines {first}-{last} of {total}; {note}]"
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(line_text, min_size=1, max_size=120),
+    offset=st.integers(0, 60),
+    limit=st.integers(1, 150),
+    cap=st.integers(1, 1500),
+    final_newline=st.booleans(),
+)
+def test_the_page_is_the_longest_run_of_lines_that_fits_with_the_next_offset(
+    tmp_path: Path, lines: list[str], offset: int, limit: int, cap: int, final_newline: bool
+) -> None:
+    path = tmp_path / "f.txt"
+    path.write_text("\n".join(lines) + ("\n" if final_newline else ""), encoding="utf-8")
+    total = len(lines) if lines != [""] or final_newline else 0
+    offset = min(offset, max(total - 1, 0))
+    rendered = read_text_file(path, "f.txt", offset, limit)
+    shown = [line for line in rendered.split("\n") if re.match(r"\d+\t", line)]
+    page = fit_read_page(rendered, cap, COUNTER.fits)
+    if not shown:
+        assert page is None
+        return
+    if page is None:  # only when not even the first line fits with its note
+        assert COUNTER.count_text(_page(shown[:1], offset + 1, total)) > cap
+        return
+    assert COUNTER.count_text(page) <= cap
+    kept = page.split("\n")[:-1]
+    assert kept == shown[: len(kept)]
+    assert page == _page(kept, offset + 1, total)
+    if len(kept) < len(shown):  # one more line would not fit
+        assert COUNTER.count_text(_page(shown[: len(kept) + 1], offset + 1, total)) > cap
+
+
+def test_outputs_that_are_not_a_numbered_read_are_left_to_the_cut() -> None:
+    assert fit_read_page("plain text\nmore", 1000, COUNTER.fits) is None
+    assert fit_read_page("[f.txt is empty]", 1000, COUNTER.fits) is None
+    assert fit_read_page("1\ta\n3\tc", 1000, COUNTER.fits) is None  # not consecutive
+    assert fit_read_page("1\ta\n2\tb", 1000, COUNTER.fits) == (
+        "1\ta\n2\tb\n[showing lines 1-2 of 2; end of file]"
+    )
+
+
+def test_a_first_line_over_the_cap_is_no_page() -> None:
+    rendered = "1\t" + "word " * 400 + "\n2\tb"
+    assert fit_read_page(rendered, 50, COUNTER.fits) is None
