@@ -202,7 +202,7 @@ def make_tools_node(
             return result
         if call["name"] == READ_FILE_TOOL_NAME and result.status != "error":
             # A file read is shortened to the lines that fit, with the next offset.
-            page = fit_read_page(content, cap, deps.counter.fits)
+            page = fit_read_page(content, cap, deps.counter)
             if page is not None:
                 return result.model_copy(update={"content": page})
         artifact = _artifact_path(folder, call_id)

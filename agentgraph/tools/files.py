@@ -14,10 +14,12 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
@@ -56,6 +58,8 @@ GREP_MAX_LINE_CHARS = 500
 GREP_MAX_FILE_BYTES = 20 * 1024 * 1024
 PROTECTED_DIR_NAMES = frozenset({".git"})
 READ_FILE_TOOL_NAME = "read_file"
+# Chars per token assumed for the opening stretch a page's size is guessed from.
+PAGE_GUESS_CHARS_PER_TOKEN = 4
 NEW_FILE_MODE = 0o666  # narrowed by the process umask, like any editor's new file
 
 _MAGIC_SIGNATURES: tuple[tuple[bytes, str], ...] = (
@@ -276,22 +280,35 @@ _PAGE_LINE_RE = re.compile(r"(\d+)\t")
 _PAGE_NOTE_RE = re.compile(r"\[showing lines (\d+)-(\d+) of (\d+); [^\n]*\]")
 
 
+class PageCounter(Protocol):
+    """What :func:`fit_read_page` counts with (a ``TokenCounter``)."""
+
+    def count_text(self, text: str) -> int: ...
+
+    def fits(self, text: str, max_tokens: int) -> bool: ...
+
+
 def _page_note(first: int, last: int, total: int) -> str:
     note = f"call read_file with offset={last} to continue" if last < total else "end of file"
     return f"[showing lines {first}-{last} of {total}; {note}]"
 
 
-def fit_read_page(rendered: str, max_tokens: int, fits: Callable[[str, int], bool]) -> str | None:
+def fit_read_page(rendered: str, max_tokens: int, counter: PageCounter) -> str | None:
     """The longest leading run of ``read_file``'s lines that fits, with its paging note.
 
     A file read over the output cap is better shortened to a page than cut in its
     middle: the lines stay contiguous and the note names the offset the next read
     starts at, which a head-and-tail cut cannot.
 
+    The search starts where the lines' characters reach the budget at the chars per
+    token of the read's opening stretch, then gallops and bisects from there: about
+    three counts of at most ``max_tokens`` each, where bisecting from the whole read
+    took eleven (the page was then 5% of the storage benchmark's turn).
+
     Args:
         rendered: What :func:`read_text_file` returned.
         max_tokens: Bound on the page's tokens.
-        fits: Whether a text has at most that many tokens (``TokenCounter.fits``).
+        counter: Counts the page (``TokenCounter``).
 
     Returns:
         The page, or None when ``rendered`` is not a numbered read or not even its
@@ -306,11 +323,10 @@ def fit_read_page(rendered: str, max_tokens: int, fits: Callable[[str, int], boo
     if first_match is None:
         return None
     first = int(first_match.group(1))
-    for i, line in enumerate(lines):
-        number = _PAGE_LINE_RE.match(line)
-        if number is None or int(number.group(1)) != first + i:
-            return None
     last_shown = first + len(lines) - 1
+    last_match = _PAGE_LINE_RE.match(lines[-1])
+    if last_match is None or int(last_match.group(1)) != last_shown:
+        return None
     total = last_shown if total is None else total
     if last_shown > total:
         return None
@@ -318,14 +334,37 @@ def fit_read_page(rendered: str, max_tokens: int, fits: Callable[[str, int], boo
     def page(kept: int) -> str:
         return "\n".join(lines[:kept]) + "\n" + _page_note(first, first + kept - 1, total)
 
-    # The most lines that fit, by bisection (each check counts at most max_tokens).
-    low, high = 0, len(lines)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if fits(page(mid), max_tokens):
+    def fits(kept: int) -> bool:
+        return kept == 0 or counter.fits(page(kept), max_tokens)
+
+    ends = list(accumulate(len(line) + 1 for line in lines))  # chars up to each line's end
+    opening = bisect_right(ends, max_tokens * PAGE_GUESS_CHARS_PER_TOKEN) or 1
+    sample = counter.count_text("\n".join(lines[:opening])) or 1
+    guess = bisect_right(ends, max_tokens * ends[opening - 1] / sample)
+    # low fits, high does not (len(lines) + 1 stands for "past the end").
+    low, high = 0, len(lines) + 1
+    step = 1
+    if fits(guess):
+        low = guess
+        while low + step < high and fits(low + step):
+            low, step = low + step, step * 2
+        high = min(high, low + step)
+    else:
+        high = guess
+        while high - step > low and not fits(high - step):
+            high, step = high - step, step * 2
+        low = max(low, high - step)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if fits(mid):
             low = mid
         else:
-            high = mid - 1
+            high = mid
+    # Only the page's own lines need checking: each must carry its number.
+    for i in range(low):
+        number = _PAGE_LINE_RE.match(lines[i])
+        if number is None or int(number.group(1)) != first + i:
+            return None
     return page(low) if low > 0 else None
 
 

@@ -37,12 +37,13 @@ def test_the_page_is_the_longest_run_of_lines_that_fits_with_the_next_offset(
     tmp_path: Path, lines: list[str], offset: int, limit: int, cap: int, final_newline: bool
 ) -> None:
     path = tmp_path / "f.txt"
-    path.write_text("\n".join(lines) + ("\n" if final_newline else ""), encoding="utf-8")
-    total = len(lines) if lines != [""] or final_newline else 0
+    content = "\n".join(lines) + ("\n" if final_newline else "")
+    path.write_text(content, encoding="utf-8")
+    total = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
     offset = min(offset, max(total - 1, 0))
     rendered = read_text_file(path, "f.txt", offset, limit)
     shown = [line for line in rendered.split("\n") if re.match(r"\d+\t", line)]
-    page = fit_read_page(rendered, cap, COUNTER.fits)
+    page = fit_read_page(rendered, cap, COUNTER)
     if not shown:
         assert page is None
         return
@@ -58,14 +59,14 @@ def test_the_page_is_the_longest_run_of_lines_that_fits_with_the_next_offset(
 
 
 def test_outputs_that_are_not_a_numbered_read_are_left_to_the_cut() -> None:
-    assert fit_read_page("plain text\nmore", 1000, COUNTER.fits) is None
-    assert fit_read_page("[f.txt is empty]", 1000, COUNTER.fits) is None
-    assert fit_read_page("1\ta\n3\tc", 1000, COUNTER.fits) is None  # not consecutive
-    assert fit_read_page("1\ta\n2\tb", 1000, COUNTER.fits) == (
+    assert fit_read_page("plain text\nmore", 1000, COUNTER) is None
+    assert fit_read_page("[f.txt is empty]", 1000, COUNTER) is None
+    assert fit_read_page("1\ta\n3\tc", 1000, COUNTER) is None  # not consecutive
+    assert fit_read_page("1\ta\n2\tb", 1000, COUNTER) == (
         "1\ta\n2\tb\n[showing lines 1-2 of 2; end of file]"
     )
 
 
 def test_a_first_line_over_the_cap_is_no_page() -> None:
     rendered = "1\t" + "word " * 400 + "\n2\tb"
-    assert fit_read_page(rendered, 50, COUNTER.fits) is None
+    assert fit_read_page(rendered, 50, COUNTER) is None
