@@ -34,7 +34,7 @@ from agentgraph.redaction import build_redactor
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 from agentgraph.tools.base import format_tool_error
-from agentgraph.tools.files import READ_FILE_TOOL_NAME, fit_read_page
+from agentgraph.tools.files import READ_FILE_TOOL_NAME, fit_read_page, read_total
 from agentgraph.tools.injected import exclude_injected_from_dump
 
 
@@ -192,19 +192,26 @@ def make_tools_node(
         # Any tool can surface a credential (printenv, read_file on a .env, grep over a
         # config, an MCP server's answer): redacted here, before the model, the
         # checkpoints or the artifacts see it. Error results too.
-        redacted = redactor.redact_content(result.content)
-        if redacted != result.content:
+        raw = result.content
+        redacted = redactor.redact_content(raw)
+        if redacted != raw:
             result = result.model_copy(update={"content": redacted})
         if not isinstance(result.content, str):
             return result
         content = result.content
-        if deps.counter.fits(content, cap):
+        fits = deps.counter.fits(content, cap)
+        if fits and redacted == raw:
             return result
         if call["name"] == READ_FILE_TOOL_NAME and result.status != "error":
-            # A file read is shortened to the lines that fit, with the next offset.
-            page = fit_read_page(content, cap, deps.counter)
+            # A file read is shortened to the lines that fit, with the next offset. Its
+            # total comes from before redaction, which may have cut the read's end (and
+            # its note: a redacted read is restated as a page even when it fits).
+            total = read_total(raw) if isinstance(raw, str) else None
+            page = fit_read_page(content, cap, deps.counter, total=total)
             if page is not None:
                 return result.model_copy(update={"content": page})
+        if fits:
+            return result
         artifact = _artifact_path(folder, call_id)
         cut = truncate_tool_output(
             content,

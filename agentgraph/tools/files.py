@@ -293,7 +293,19 @@ def _page_note(first: int, last: int, total: int) -> str:
     return f"[showing lines {first}-{last} of {total}; {note}]"
 
 
-def fit_read_page(rendered: str, max_tokens: int, counter: PageCounter) -> str | None:
+def read_total(rendered: str) -> int | None:
+    """The file's line count as a ``read_file`` output states it: its note's total,
+    else (the window reached the end) its last line's number; None for other text."""
+    tail = rendered[rendered.rfind("\n") + 1 :]
+    if (note := _PAGE_NOTE_RE.fullmatch(tail)) is not None:
+        return int(note.group(3))
+    number = _PAGE_LINE_RE.match(tail)
+    return int(number.group(1)) if number is not None else None
+
+
+def fit_read_page(
+    rendered: str, max_tokens: int, counter: PageCounter, *, total: int | None = None
+) -> str | None:
     """The longest leading run of ``read_file``'s lines that fits, with its paging note.
 
     A file read over the output cap is better shortened to a page than cut in its
@@ -301,38 +313,43 @@ def fit_read_page(rendered: str, max_tokens: int, counter: PageCounter) -> str |
     starts at, which a head-and-tail cut cannot.
 
     The search starts where the lines' characters reach the budget at the chars per
-    token of the read's opening stretch, then gallops and bisects from there: about
-    three counts of at most ``max_tokens`` each, where bisecting from the whole read
-    took eleven (the page was then 5% of the storage benchmark's turn).
+    token of the read's opening stretch, then gallops and bisects from there: three to
+    five counts of at most ``max_tokens`` each for code or logs (about ten for a read
+    of very short lines), where bisecting from the whole read took eleven.
 
     Args:
-        rendered: What :func:`read_text_file` returned.
+        rendered: What :func:`read_text_file` returned, possibly redacted: a redacted
+            span may join lines (their numbers are then skipped) or end the text.
         max_tokens: Bound on the page's tokens.
         counter: Counts the page (``TokenCounter``).
+        total: The file's line count, from the output before redaction
+            (:func:`read_total`); else what ``rendered`` states.
 
     Returns:
         The page, or None when ``rendered`` is not a numbered read or not even its
         first line fits.
     """
     lines = rendered.split("\n")
-    total: int | None = None
     if lines and (note := _PAGE_NOTE_RE.fullmatch(lines[-1])) is not None:
         lines.pop()
-        total = int(note.group(3))
-    first_match = _PAGE_LINE_RE.match(lines[0]) if lines else None
-    if first_match is None:
+        total = int(note.group(3)) if total is None else total
+    if not lines:
         return None
-    first = int(first_match.group(1))
-    last_shown = first + len(lines) - 1
-    last_match = _PAGE_LINE_RE.match(lines[-1])
-    if last_match is None or int(last_match.group(1)) != last_shown:
+
+    def number(i: int) -> int | None:
+        found = _PAGE_LINE_RE.match(lines[i])
+        return int(found.group(1)) if found is not None else None
+
+    first, last_shown = number(0), number(len(lines) - 1)
+    if first is None or last_shown is None:
         return None
     total = last_shown if total is None else total
     if last_shown > total:
         return None
 
     def page(kept: int) -> str:
-        return "\n".join(lines[:kept]) + "\n" + _page_note(first, first + kept - 1, total)
+        last = number(kept - 1)
+        return "\n".join(lines[:kept]) + "\n" + _page_note(first, last or first, total)
 
     def fits(kept: int) -> bool:
         return kept == 0 or counter.fits(page(kept), max_tokens)
@@ -360,11 +377,13 @@ def fit_read_page(rendered: str, max_tokens: int, counter: PageCounter) -> str |
             low = mid
         else:
             high = mid
-    # Only the page's own lines need checking: each must carry its number.
+    # Only the page's own lines need checking: each carries a number above the last.
+    previous = first - 1
     for i in range(low):
-        number = _PAGE_LINE_RE.match(lines[i])
-        if number is None or int(number.group(1)) != first + i:
+        current = number(i)
+        if current is None or current <= previous or current > total:
             return None
+        previous = current
     return page(low) if low > 0 else None
 
 

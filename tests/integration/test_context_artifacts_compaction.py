@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pytest
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -127,6 +128,41 @@ def test_a_file_read_over_the_cap_is_a_page_that_names_the_next_offset(
     assert second[0] == f"{kept + 1}\trow {kept}: some data"
     assert "tokens truncated" not in pages[0] + pages[1]
     assert not (settings.home / "artifacts" / "page").exists()  # the file is its own copy
+
+
+@pytest.mark.parametrize("terminated", [True, False], ids=["key-block", "unterminated-begin"])
+def test_a_redacted_file_read_is_still_a_page_with_the_files_own_total(
+    make_settings: Callable[..., Settings], workspace: Path, terminated: bool
+) -> None:
+    """Redaction may join lines (a key block) or drop the read's end (a BEGIN line with
+    no END): the page follows the lines' own numbers and states the file's real total."""
+    lines = [f"config line {n} with some words in it" for n in range(300)]
+    lines[100] = "-----BEGIN RSA PRIVATE KEY-----"
+    if terminated:
+        lines[101:126] = ["MIIEpAIBAAKCAQEA" + "x" * 48] * 25
+        lines[126] = "-----END RSA PRIVATE KEY-----"
+    (workspace / "k.txt").write_text("\n".join(lines) + "\n")
+    settings = make_settings(AGENTGRAPH_TOOL_OUTPUT_MAX_TOKENS="1500")
+    seen: list[str] = []
+
+    def answer(messages: Sequence[BaseMessage]) -> AIMessage:
+        seen.append(str(messages[-1].content))
+        return ai_text("done")
+
+    model = ScriptedChatModel([ai_tools(("read_file", {"path": "k.txt"})), answer])
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=model, sleep=lambda _s: None)
+        agent.run_turn("redacted", "read k.txt", workspace)
+    (page,) = seen
+    assert "MIIEpAIBAAKCAQEA" not in page and "tokens truncated" not in page
+    numbered = [line for line in page.split("\n") if re.match(r"\d+\t", line)]
+    numbers = [int(line.split("\t", 1)[0]) for line in numbered]
+    assert numbers[0] == 1 and numbers == sorted(set(numbers))
+    last = numbers[-1]
+    assert page.endswith(
+        f"[showing lines 1-{last} of 300; call read_file with offset={last} to continue]"
+    )
+    assert get_counter(settings.model).count_text(page) <= 1500
 
 
 def test_compaction_mid_turn_does_not_replay_kept_messages_as_new(

@@ -9,9 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentgraph.context.tokens import get_counter
-from agentgraph.tools.files import fit_read_page, read_text_file
+from agentgraph.tools.files import fit_read_page, read_text_file, read_total
 
 COUNTER = get_counter("gpt-4o-mini")
+# A model without an offline tokenizer: its counts are estimates.
+ESTIMATE = get_counter("qwen2.5-coder-1.5b")
 
 line_text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=300)
 
@@ -32,10 +34,18 @@ def _page(lines: list[str], first: int, total: int) -> str:
     limit=st.integers(1, 150),
     cap=st.integers(1, 1500),
     final_newline=st.booleans(),
+    exact=st.booleans(),
 )
 def test_the_page_is_the_longest_run_of_lines_that_fits_with_the_next_offset(
-    tmp_path: Path, lines: list[str], offset: int, limit: int, cap: int, final_newline: bool
+    tmp_path: Path,
+    lines: list[str],
+    offset: int,
+    limit: int,
+    cap: int,
+    final_newline: bool,
+    exact: bool,
 ) -> None:
+    counter = COUNTER if exact else ESTIMATE
     path = tmp_path / "f.txt"
     content = "\n".join(lines) + ("\n" if final_newline else "")
     path.write_text(content, encoding="utf-8")
@@ -43,25 +53,27 @@ def test_the_page_is_the_longest_run_of_lines_that_fits_with_the_next_offset(
     offset = min(offset, max(total - 1, 0))
     rendered = read_text_file(path, "f.txt", offset, limit)
     shown = [line for line in rendered.split("\n") if re.match(r"\d+\t", line)]
-    page = fit_read_page(rendered, cap, COUNTER)
+    page = fit_read_page(rendered, cap, counter)
     if not shown:
         assert page is None
         return
     if page is None:  # only when not even the first line fits with its note
-        assert COUNTER.count_text(_page(shown[:1], offset + 1, total)) > cap
+        assert counter.count_text(_page(shown[:1], offset + 1, total)) > cap
         return
-    assert COUNTER.count_text(page) <= cap
+    assert counter.count_text(page) <= cap
     kept = page.split("\n")[:-1]
     assert kept == shown[: len(kept)]
     assert page == _page(kept, offset + 1, total)
     if len(kept) < len(shown):  # one more line would not fit
-        assert COUNTER.count_text(_page(shown[: len(kept) + 1], offset + 1, total)) > cap
+        assert counter.count_text(_page(shown[: len(kept) + 1], offset + 1, total)) > cap
 
 
 def test_outputs_that_are_not_a_numbered_read_are_left_to_the_cut() -> None:
     assert fit_read_page("plain text\nmore", 1000, COUNTER) is None
     assert fit_read_page("[f.txt is empty]", 1000, COUNTER) is None
-    assert fit_read_page("1\ta\n3\tc", 1000, COUNTER) is None  # not consecutive
+    assert fit_read_page("1\ta\n3\tc\n2\tb", 1000, COUNTER) is None  # not increasing
+    assert fit_read_page("1\ta\n5\tb\n3\tc", 1000, COUNTER) is None
+    assert fit_read_page("1\ta\nfree text\n3\tc", 1000, COUNTER) is None
     assert fit_read_page("1\ta\n2\tb", 1000, COUNTER) == (
         "1\ta\n2\tb\n[showing lines 1-2 of 2; end of file]"
     )
@@ -70,3 +82,19 @@ def test_outputs_that_are_not_a_numbered_read_are_left_to_the_cut() -> None:
 def test_a_first_line_over_the_cap_is_no_page() -> None:
     rendered = "1\t" + "word " * 400 + "\n2\tb"
     assert fit_read_page(rendered, 50, COUNTER) is None
+
+
+def test_lines_a_redaction_joined_keep_their_numbers_and_the_total_is_the_files() -> None:
+    """Redaction may join lines 3-5 into one and drop the note: the page follows the
+    numbers it shows and states the total it is given (the read's before redaction)."""
+    rendered = "1\ta\n2\tb\n3\t[REDACTED]\n6\tf"
+    assert fit_read_page(rendered, 1000, COUNTER, total=40) == (
+        "1\ta\n2\tb\n3\t[REDACTED]\n6\tf\n"
+        "[showing lines 1-6 of 40; call read_file with offset=6 to continue]"
+    )
+    assert (
+        read_total("1\ta\n[showing lines 1-1 of 40; call read_file with offset=1 to continue]")
+        == 40
+    )
+    assert read_total("7\tg\n8\th") == 8
+    assert read_total("[f.txt is empty]") is None
