@@ -101,7 +101,8 @@ OnEvent = Callable[[Event], None]
 # "values": the turn's final state comes with the stream, so ending a turn does not
 # rebuild the whole history from the store (get_state replays it). Not "custom": UI
 # events reach the turn through its event sink (agentgraph/middleware/events.py), so
-# LangGraph runs each task inline instead of in a pool thread.
+# LangGraph runs each task inline instead of in a pool thread (and the run's one-thread
+# pool, runctx.RUN_POOL_THREADS, serves only these modes).
 STREAM_MODES: list[StreamMode] = ["updates", "values"]
 # The worker thread a turn runs in (Agent.drive_turn; see agentgraph.cli.turns).
 TURN_THREAD_NAME = "agentgraph-turn"

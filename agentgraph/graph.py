@@ -13,7 +13,7 @@ from agentgraph.deps import AgentDeps
 from agentgraph.nodes.finalize import make_finalize
 from agentgraph.nodes.model_turn import make_model_turn
 from agentgraph.nodes.tools import make_tools_node
-from agentgraph.runctx import RunContext
+from agentgraph.runctx import RunContext, uncapped_node
 from agentgraph.state import AppState
 
 
@@ -26,11 +26,11 @@ def build_graph(
     graph = StateGraph(AppState, context_schema=RunContext)
     graph.add_node(
         "planner",
-        make_model_turn(deps),  # type: ignore[call-overload,arg-type,unused-ignore]
+        uncapped_node(make_model_turn(deps)),  # type: ignore[call-overload,arg-type,unused-ignore]
         destinations=("tools", "finalize", END),  # it routes itself: see next_node
     )
-    graph.add_node("tools", make_tools_node(deps))  # type: ignore[call-overload,arg-type,unused-ignore]
-    graph.add_node("finalize", make_finalize(deps))  # type: ignore[call-overload,arg-type,unused-ignore]
+    graph.add_node("tools", uncapped_node(make_tools_node(deps)))  # type: ignore[call-overload,arg-type,unused-ignore]
+    graph.add_node("finalize", uncapped_node(make_finalize(deps)))  # type: ignore[call-overload,arg-type,unused-ignore]
     graph.add_edge(START, "planner")
     graph.add_edge("tools", "planner")
     graph.add_edge("finalize", END)

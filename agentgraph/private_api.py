@@ -122,7 +122,7 @@ class InlineToolNode(ToolNode):
     call (most steps) starts a thread, copies the context into it and joins it. Here
     such a call runs inline, in a copy of the context as the pool would run it; steps
     with several calls still run them in parallel through ``ToolNode`` itself. Measured
-    on the storage benchmark (16k window, two runs at a time on two cores): 2-6% less
+    on the storage benchmark (16k window, two runs at a time on two cores): 2-4% less
     CPU over whole runs. ``tests/unit/test_private_api.py`` checks that both give the
     same results, errors, ``Command`` updates and runtimes.
     """

@@ -14,12 +14,15 @@ them, so LangGraph ignores them when it loads such a checkpoint.
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tools import InjectedToolArg
 
 from agentgraph.config import Settings
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
     from langgraph.prebuilt import ToolRuntime
 
 
+NodeFn = TypeVar("NodeFn", bound=Callable[..., Any])
+
 # LangGraph counts super-steps; each loop is planner + tools, plus finalize and slack.
 RECURSION_STEPS_PER_LOOP = 2
 RECURSION_SLACK_STEPS = 10
@@ -36,13 +41,18 @@ RECURSION_SLACK_STEPS = 10
 # background checkpoint writes and a step's extra tasks; the agent's graph runs one task
 # per step, so one thread writes the checkpoints, in order. LangGraph's default (CPUs + 4)
 # started up to six threads every turn: the storage benchmark's whole runs took 6-7%
-# more CPU that way. The tools node lifts the cap for its parallel calls.
+# more CPU that way. Only for runs streamed in these modes without subgraphs: in the
+# others LangGraph parks a waiter on the pool and runs the step's task there too.
 RUN_POOL_THREADS = 1
+POOL_SAFE_STREAM_MODES = frozenset({"updates", "values"})
 
 
 def run_config(thread_id: str, max_loops: int) -> RunnableConfig:
     """The run config of one graph run of ``thread_id`` (no secrets: configs may be
     persisted).
+
+    Stream a run with it only in :data:`POOL_SAFE_STREAM_MODES`, without ``subgraphs``,
+    and wrap the graph's nodes in :func:`uncapped_node`.
 
     Args:
         thread_id: The session (or subagent) thread.
@@ -56,6 +66,43 @@ def run_config(thread_id: str, max_loops: int) -> RunnableConfig:
         recursion_limit=max_loops * RECURSION_STEPS_PER_LOOP + RECURSION_SLACK_STEPS,
         max_concurrency=RUN_POOL_THREADS,
     )
+
+
+def _uncapped(config: RunnableConfig) -> RunnableConfig:
+    return cast(RunnableConfig, {k: v for k, v in config.items() if k != "max_concurrency"})
+
+
+def uncapped_node(node: NodeFn) -> NodeFn:
+    """``node`` with the run's pool cap (:data:`RUN_POOL_THREADS`) kept from what it runs.
+
+    LangChain hands a node's config to every runnable it calls, and a child run would
+    inherit a one-thread pool: a tool that streams a graph in ``custom`` mode, or calls
+    a functional-API workflow, then waits forever on work queued behind its own waiter,
+    and a step's parallel tool calls would run one at a time. The node gets its config
+    without the cap, and its children's context drops it too (setting it to None would
+    not do: LangChain merges only values that are not None).
+
+    Args:
+        node: A node function; LangGraph passes it ``config`` by keyword.
+
+    Returns:
+        The same node, with the same signature for LangGraph to inspect.
+    """
+
+    @functools.wraps(node)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if isinstance(kwargs.get("config"), dict):
+            kwargs["config"] = _uncapped(kwargs["config"])
+        inherited = var_child_runnable_config.get()
+        if inherited is None or "max_concurrency" not in inherited:
+            return node(*args, **kwargs)
+        token = var_child_runnable_config.set(_uncapped(inherited))
+        try:
+            return node(*args, **kwargs)
+        finally:
+            var_child_runnable_config.reset(token)
+
+    return cast(NodeFn, run)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
+from langgraph.types import StreamMode
 
 from agentgraph.config import Settings
 from agentgraph.context.tokens import TokenCounter
@@ -58,6 +59,8 @@ SUBAGENT_CANCEL_POLL_S = 0.2
 # Bound on the parent-chain walk that computes a thread's nesting depth.
 SUBAGENT_DEPTH_WALK_MAX = 32
 SUBAGENT_ERROR_MAX_CHARS = 300
+# One of runctx.POOL_SAFE_STREAM_MODES: the child runs with run_config's capped pool.
+SUBAGENT_STREAM_MODE: StreamMode = "updates"
 
 SUBAGENT_PROMPT_SECTION = (
     "Delegation: call_subagent(task) runs a helper agent with a fresh context on a "
@@ -295,7 +298,9 @@ class SubagentRunner:
             return stop.is_set() or self.generation != generation
 
         def drive() -> None:
-            updates = self.graph.stream(inputs, config, context=child, stream_mode="updates")
+            updates = self.graph.stream(
+                inputs, config, context=child, stream_mode=SUBAGENT_STREAM_MODE
+            )
             try:
                 for _ in updates:
                     if cancelled():

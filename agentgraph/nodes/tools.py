@@ -247,11 +247,7 @@ def make_tools_node(
         ctx = deps.run_context(runtime.context, config)
         token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx))
         try:
-            # The run's pool is capped for LangGraph's own use (RUN_POOL_THREADS); a
-            # step's calls still run in parallel, each call's runnables as before.
-            output = tool_node_for_current_tools().invoke(
-                state, {**config, "max_concurrency": None}
-            )
+            output = tool_node_for_current_tools().invoke(state, config)
             now = time.time()
             return _map_results(output, lambda m: stamped(m, now))  # each result dated
         finally:

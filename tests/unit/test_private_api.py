@@ -12,6 +12,7 @@ import contextvars
 import inspect
 import sqlite3
 import threading
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -177,6 +178,10 @@ def _tool_graph(node_class: type[ToolNode], threads: list[str]) -> Any:
     def echo(text: str, runtime: ToolRuntime[str, Any]) -> str:
         """Echo ``text`` with what the runtime carries."""
         threads.append(threading.current_thread().name)
+        # Every runtime field, by type: a field ToolNode fills and the inline path does
+        # not (a new one after an upgrade) shows here.
+        kinds = {f.name: type(getattr(runtime, f.name)).__name__ for f in fields(runtime)}
+        threads.append(str(sorted(kinds.items())))
         _LEAK.set("set by the tool")
         return f"{text} {runtime.tool_call_id} {runtime.context} {len(runtime.state['messages'])}"
 
@@ -240,9 +245,12 @@ def test_the_inline_tool_node_answers_as_langgraphs_tool_node(
         answers = sorted((m.tool_call_id, m.status, m.content) for m in out["messages"][1:])
         return (answers, out.get("note")), threads
 
-    inline, inline_threads = run(private_api.InlineToolNode)
-    pooled, pooled_threads = run(ToolNode)
+    inline, inline_seen = run(private_api.InlineToolNode)
+    pooled, pooled_seen = run(ToolNode)
     assert inline == pooled
+    # What the tool saw: its thread's name, then its runtime's fields and their types.
+    inline_threads, pooled_threads = inline_seen[::2], pooled_seen[::2]
+    assert inline_seen[1::2] == pooled_seen[1::2]
     assert _LEAK.get() == "unset"
     here = threading.current_thread().name
     assert here not in pooled_threads
