@@ -191,8 +191,12 @@ def since_last_boundary(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 
     System messages before the boundary are kept: the live prompt replaces them anyway.
     """
+    key = AGENTGRAPH_KEY
     for i in range(len(messages) - 1, -1, -1):
-        if agentgraph_kind(messages[i]) == "compact_boundary":
+        # Inline first test: every model call scans the view since the boundary, a
+        # thousand messages or more with a large window, and almost none is marked.
+        marked = messages[i].additional_kwargs.get(key) is not None
+        if marked and agentgraph_kind(messages[i]) == "compact_boundary":
             return list(messages[i + 1 :])
     return list(messages)
 

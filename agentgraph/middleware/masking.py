@@ -433,7 +433,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                     "tokens_after": plan.tokens_after,
                 }
             )
-        view = self.view.build(masked, request.system_message, request.tools)
+        view = self.view.build(masked, request.system_message, request.tools, since_boundary=True)
         return request.override(messages=view.messages)  # type: ignore[arg-type]
 
     def wrap_model_call(

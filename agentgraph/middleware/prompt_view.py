@@ -104,13 +104,19 @@ class PromptViewMiddleware(AgentMiddleware):
         return self.counter.count_messages(_system(system)) + self.counter.count_tools(list(tools))
 
     def build(
-        self, messages: Sequence[BaseMessage], system: SystemMessage | None, tools: Tools
+        self,
+        messages: Sequence[BaseMessage],
+        system: SystemMessage | None,
+        tools: Tools,
+        *,
+        since_boundary: bool = False,
     ) -> PromptView:
-        """The view of ``messages`` (a full history) under ``system`` and ``tools``."""
+        """The view of ``messages`` (a full history, or with ``since_boundary`` already
+        the part after the last compaction boundary) under ``system`` and ``tools``."""
         live = _system(system)
         budget = max(self.budget.usable - self.fixed_tokens(system, tools), 1)
         view = self._views.build(
-            since_last_boundary(messages),
+            list(messages) if since_boundary else since_last_boundary(messages),
             system=live,
             keep_recent=self.keep_recent,
             max_tokens=budget,
