@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
 from agentgraph.history import validate_history
 from agentgraph.middleware import PromptViewMiddleware
@@ -87,3 +95,50 @@ def test_the_prompt_is_counted_once_per_view_and_again_when_it_changed() -> None
     assert unit.prompt_tokens(SYSTEM, view.messages, []) == unit.counter.count_messages(
         [SYSTEM, *view.messages]
     )
+
+
+def _turn(k: int) -> list[BaseMessage]:
+    """A user request, a read_file call and its result, with ids of their own."""
+    return [
+        HumanMessage(f"question {k}", id=f"q{k}"),
+        AIMessage(
+            f"reading {k}",
+            id=f"r{k}",
+            tool_calls=[{"name": "read_file", "args": {"path": f"g{k}.txt"}, "id": f"g{k}"}],
+        ),
+        ToolMessage(
+            f"content {k} " + "y" * (50 * k), tool_call_id=f"g{k}", name="read_file", id=f"o{k}"
+        ),
+    ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["grow", "mask", "drop", "system"]), st.integers(0, 40)),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_the_views_tokens_are_the_counters_whatever_changed_since_the_last_view(
+    steps: list[tuple[str, int]],
+) -> None:
+    """The body's sums are reused only for a body that extends the last one: grown,
+    masked in the middle, cut at the front or under another system prompt, the figure
+    is the counter's for the view as sent."""
+    unit = _unit()
+    full: list[BaseMessage] = [m for k in range(3) for m in _turn(k)]
+    system = SYSTEM
+    for index, (step, n) in enumerate(steps):
+        if step == "grow":
+            full = [*full, *_turn(10 + index)]
+        elif step == "mask":
+            i = n % len(full)
+            full = [*full[:i], full[i].model_copy(update={"content": "[masked]"}), *full[i + 1 :]]
+        elif step == "drop":
+            turns = len(full) // 3
+            full = full[3 * (n % turns) :] if turns > 1 else full
+        else:
+            system = SystemMessage(f"system prompt {n}")
+        view = unit.build(full, system, [])
+        assert view.tokens == unit.counter.count_messages([system, *view.messages])
