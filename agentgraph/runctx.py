@@ -15,6 +15,7 @@ them, so LangGraph ignores them when it loads such a checkpoint.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -42,7 +43,10 @@ RECURSION_SLACK_STEPS = 10
 # per step, so one thread writes the checkpoints, in order. LangGraph's default (CPUs + 4)
 # started up to six threads every turn: the storage benchmark's whole runs took 6-7%
 # more CPU that way. Only for runs streamed in these modes without subgraphs: in the
-# others LangGraph parks a waiter on the pool and runs the step's task there too.
+# others LangGraph parks a waiter on the pool and runs the step's task there too. The
+# functional API's @task calls made inside a node run on this pool too, so no agentgraph
+# tool calls @task directly (tests/unit/test_run_config.py); a workflow runs as an
+# @entrypoint, a run with a pool of its own.
 RUN_POOL_THREADS = 1
 POOL_SAFE_STREAM_MODES = frozenset({"updates", "values"})
 
@@ -83,11 +87,17 @@ def uncapped_node(node: NodeFn) -> NodeFn:
     not do: LangChain merges only values that are not None).
 
     Args:
-        node: A node function; LangGraph passes it ``config`` by keyword.
+        node: A sync node function; LangGraph passes it ``config`` by keyword.
 
     Returns:
         The same node, with the same signature for LangGraph to inspect.
+
+    Raises:
+        TypeError: ``node`` is a coroutine function (LangGraph would take the wrapper
+            for a sync node and store the coroutine it returns).
     """
+    if inspect.iscoroutinefunction(node):
+        raise TypeError(f"uncapped_node wraps sync nodes only, not {node!r}")
 
     @functools.wraps(node)
     def run(*args: Any, **kwargs: Any) -> Any:

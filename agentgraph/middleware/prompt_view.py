@@ -106,7 +106,11 @@ class PromptViewMiddleware(AgentMiddleware):
         self._counted: tuple[tuple[BaseMessage, ...], TokenCounter, list[int]] | None = None
 
     def _body_tokens(self, body: Sequence[BaseMessage]) -> int:
-        """``sum(counter.count_message(m) for m in body)``, reusing the last body's sums."""
+        """``sum(counter.count_message(m) for m in body)``, reusing the last body's sums.
+
+        Messages are never changed in place (nodes and units return new ones), so a
+        message object counts the same for as long as it lives.
+        """
         known = self._counted
         start, sums = 0, [0]
         if known is not None and known[1] is self.counter:

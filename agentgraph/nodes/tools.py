@@ -34,7 +34,7 @@ from agentgraph.redaction import build_redactor
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 from agentgraph.tools.base import format_tool_error
-from agentgraph.tools.files import READ_FILE_TOOL_NAME, fit_read_page, read_total
+from agentgraph.tools.files import READ_FILE_TOOL_NAME, fit_read_page, read_span
 from agentgraph.tools.injected import exclude_injected_from_dump
 
 
@@ -204,10 +204,11 @@ def make_tools_node(
             return result
         if call["name"] == READ_FILE_TOOL_NAME and result.status != "error":
             # A file read is shortened to the lines that fit, with the next offset. Its
-            # total comes from before redaction, which may have cut the read's end (and
-            # its note: a redacted read is restated as a page even when it fits).
-            total = read_total(raw) if isinstance(raw, str) else None
-            page = fit_read_page(content, cap, deps.counter, total=total)
+            # span comes from before redaction, which may have joined lines or cut the
+            # read's end (and its note: a redacted read is restated as a page even when
+            # it fits).
+            span = read_span(raw) if isinstance(raw, str) else None
+            page = fit_read_page(content, cap, deps.counter, span=span)
             if page is not None:
                 return result.model_copy(update={"content": page})
         if fits:

@@ -293,18 +293,22 @@ def _page_note(first: int, last: int, total: int) -> str:
     return f"[showing lines {first}-{last} of {total}; {note}]"
 
 
-def read_total(rendered: str) -> int | None:
-    """The file's line count as a ``read_file`` output states it: its note's total,
-    else (the window reached the end) its last line's number; None for other text."""
+def read_span(rendered: str) -> tuple[int, int] | None:
+    """The last line a ``read_file`` output covers and the file's line count, as it
+    states them (its note, else its last line's number twice); None for other text."""
     tail = rendered[rendered.rfind("\n") + 1 :]
     if (note := _PAGE_NOTE_RE.fullmatch(tail)) is not None:
-        return int(note.group(3))
+        return int(note.group(2)), int(note.group(3))
     number = _PAGE_LINE_RE.match(tail)
-    return int(number.group(1)) if number is not None else None
+    return (int(number.group(1)),) * 2 if number is not None else None
 
 
 def fit_read_page(
-    rendered: str, max_tokens: int, counter: PageCounter, *, total: int | None = None
+    rendered: str,
+    max_tokens: int,
+    counter: PageCounter,
+    *,
+    span: tuple[int, int] | None = None,
 ) -> str | None:
     """The longest leading run of ``read_file``'s lines that fits, with its paging note.
 
@@ -322,8 +326,11 @@ def fit_read_page(
             span may join lines (their numbers are then skipped) or end the text.
         max_tokens: Bound on the page's tokens.
         counter: Counts the page (``TokenCounter``).
-        total: The file's line count, from the output before redaction
-            (:func:`read_total`); else what ``rendered`` states.
+        span: The last line the read covered and the file's line count, from the
+            output before redaction (:func:`read_span`); else what ``rendered`` states.
+            A page covers up to the line before the next one it shows, or to the read's
+            end: its offset never points inside what redaction joined or dropped (a
+            read from there would show a key's body without its BEGIN line).
 
     Returns:
         The page, or None when ``rendered`` is not a numbered read or not even its
@@ -332,7 +339,7 @@ def fit_read_page(
     lines = rendered.split("\n")
     if lines and (note := _PAGE_NOTE_RE.fullmatch(lines[-1])) is not None:
         lines.pop()
-        total = int(note.group(3)) if total is None else total
+        span = (int(note.group(2)), int(note.group(3))) if span is None else span
     if not lines:
         return None
 
@@ -343,13 +350,16 @@ def fit_read_page(
     first, last_shown = number(0), number(len(lines) - 1)
     if first is None or last_shown is None:
         return None
-    total = last_shown if total is None else total
-    if last_shown > total:
+    read_end, total = (last_shown, last_shown) if span is None else span
+    if not last_shown <= read_end <= total:
         return None
 
+    def covered(kept: int) -> int:
+        following = number(kept) if kept < len(lines) else None
+        return following - 1 if following is not None else read_end
+
     def page(kept: int) -> str:
-        last = number(kept - 1)
-        return "\n".join(lines[:kept]) + "\n" + _page_note(first, last or first, total)
+        return "\n".join(lines[:kept]) + "\n" + _page_note(first, covered(kept), total)
 
     def fits(kept: int) -> bool:
         return kept == 0 or counter.fits(page(kept), max_tokens)

@@ -158,11 +158,57 @@ def test_a_redacted_file_read_is_still_a_page_with_the_files_own_total(
     numbered = [line for line in page.split("\n") if re.match(r"\d+\t", line)]
     numbers = [int(line.split("\t", 1)[0]) for line in numbered]
     assert numbers[0] == 1 and numbers == sorted(set(numbers))
-    last = numbers[-1]
-    assert page.endswith(
-        f"[showing lines 1-{last} of 300; call read_file with offset={last} to continue]"
-    )
+    if terminated:  # lines 101-127 are one redacted line; the page goes on after them
+        assert 101 in numbers and 102 not in numbers and 128 in numbers
+        last = numbers[-1]
+        assert page.endswith(
+            f"[showing lines 1-{last} of 300; call read_file with offset={last} to continue]"
+        )
+    else:  # redaction dropped the read's end: the page covers it, nothing to read on
+        assert numbers[-1] == 101
+        assert page.endswith("[showing lines 1-300 of 300; end of file]")
     assert get_counter(settings.model).count_text(page) <= 1500
+
+
+def test_a_page_that_ends_on_a_redacted_key_never_points_into_it(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """A page ending on the line a key block was joined into names the offset after
+    the block: reading on from it must not show the key's body without its BEGIN."""
+    lines = [f"config line {n} with some words in it" for n in range(300)]
+    lines[100] = "-----BEGIN RSA PRIVATE KEY-----"
+    lines[101:126] = [f"MIIEpAIBAAKCAQEA{n:02d}" + "x" * 46 for n in range(25)]
+    lines[126] = "-----END RSA PRIVATE KEY-----"
+    (workspace / "k.txt").write_text("\n".join(lines) + "\n")
+    counter = get_counter(make_settings().model)
+    head = "".join(f"{n + 1}\tconfig line {n} with some words in it\n" for n in range(100))
+    # The smallest cap whose page ends on the joined line (101), whatever it covers.
+    cap = counter.count_text(
+        head + "101\t[REDACTED]\n[showing lines 1-127 of 300; "
+        "call read_file with offset=127 to continue]"
+    )
+    settings = make_settings(AGENTGRAPH_TOOL_OUTPUT_MAX_TOKENS=str(cap))
+    seen: list[str] = []
+
+    def follow(messages: Sequence[BaseMessage]) -> AIMessage:
+        seen.append(str(messages[-1].content))
+        found = re.search(r"offset=(\d+) to continue\]$", seen[-1])
+        assert found is not None, seen[-1][-200:]
+        return ai_tools(("read_file", {"path": "k.txt", "offset": int(found.group(1))}))
+
+    def answer(messages: Sequence[BaseMessage]) -> AIMessage:
+        seen.append(str(messages[-1].content))
+        return ai_text("done")
+
+    model = ScriptedChatModel([ai_tools(("read_file", {"path": "k.txt"})), follow, answer])
+    with open_store(settings) as store:
+        Agent(settings, store, model=model, sleep=lambda _s: None).run_turn(
+            "key", "read", workspace
+        )
+    first, second = seen
+    assert first.split("\n")[-2] == "101\t[REDACTED]"
+    assert "MIIEpAIBAAKCAQEA" not in first + second
+    assert second.startswith("128\tconfig line 127 with some words in it")
 
 
 def test_compaction_mid_turn_does_not_replay_kept_messages_as_new(

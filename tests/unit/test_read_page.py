@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentgraph.context.tokens import get_counter
-from agentgraph.tools.files import fit_read_page, read_text_file, read_total
+from agentgraph.tools.files import fit_read_page, read_span, read_text_file
 
 COUNTER = get_counter("gpt-4o-mini")
 # A model without an offline tokenizer: its counts are estimates.
@@ -84,17 +84,22 @@ def test_a_first_line_over_the_cap_is_no_page() -> None:
     assert fit_read_page(rendered, 50, COUNTER) is None
 
 
-def test_lines_a_redaction_joined_keep_their_numbers_and_the_total_is_the_files() -> None:
+def test_lines_a_redaction_joined_keep_their_numbers_and_the_page_covers_them() -> None:
     """Redaction may join lines 3-5 into one and drop the note: the page follows the
-    numbers it shows and states the total it is given (the read's before redaction)."""
+    numbers it shows, covers up to the line before the next one shown (or the read's
+    end), and states the file's total (the read's, before redaction)."""
     rendered = "1\ta\n2\tb\n3\t[REDACTED]\n6\tf"
-    assert fit_read_page(rendered, 1000, COUNTER, total=40) == (
+    assert fit_read_page(rendered, 1000, COUNTER, span=(8, 40)) == (
         "1\ta\n2\tb\n3\t[REDACTED]\n6\tf\n"
-        "[showing lines 1-6 of 40; call read_file with offset=6 to continue]"
+        "[showing lines 1-8 of 40; call read_file with offset=8 to continue]"
     )
-    assert (
-        read_total("1\ta\n[showing lines 1-1 of 40; call read_file with offset=1 to continue]")
-        == 40
-    )
-    assert read_total("7\tg\n8\th") == 8
-    assert read_total("[f.txt is empty]") is None
+    # A page that ends on the joined line covers what it joined: the next read starts
+    # after it, never inside a redacted key.
+    three = "1\ta\n2\tb\n3\t[REDACTED]\n[showing lines 1-5 of 40; call read_file with offset=5 to"
+    cap = COUNTER.count_text(three + " continue]")
+    page = fit_read_page(rendered + "\n7\t" + "g " * 400, cap, COUNTER, span=(8, 40))
+    assert page == three + " continue]"
+    note = "[showing lines 1-1 of 40; call read_file with offset=1 to continue]"
+    assert read_span(f"1\ta\n{note}") == (1, 40)
+    assert read_span("7\tg\n8\th") == (8, 8)
+    assert read_span("[f.txt is empty]") is None

@@ -24,7 +24,12 @@ from agentgraph import subagents
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
-from agentgraph.runctx import POOL_SAFE_STREAM_MODES, RUN_POOL_THREADS, run_config
+from agentgraph.runctx import (
+    POOL_SAFE_STREAM_MODES,
+    RUN_POOL_THREADS,
+    run_config,
+    uncapped_node,
+)
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 
@@ -127,3 +132,23 @@ def test_the_agent_streams_only_in_modes_the_capped_pool_can_serve() -> None:
     assert RUN_POOL_THREADS == run_config("t", 1)["max_concurrency"] == 1
     assert set(agent_module.STREAM_MODES) <= POOL_SAFE_STREAM_MODES
     assert subagents.SUBAGENT_STREAM_MODE in POOL_SAFE_STREAM_MODES
+
+
+def test_no_agentgraph_module_calls_the_functional_api() -> None:
+    """A @task called inside a node runs on the run's capped pool: a task calling a task
+    there would wait forever. Workflows run as an @entrypoint (a run of its own)."""
+    package = Path(agent_module.__file__).parent
+    users = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if "langgraph.func" in path.read_text(encoding="utf-8")
+    ]
+    assert users == []
+
+
+def test_only_sync_nodes_can_be_uncapped() -> None:
+    async def node(state: dict[str, Any]) -> dict[str, Any]:
+        return state
+
+    with pytest.raises(TypeError, match="sync nodes only"):
+        uncapped_node(node)
