@@ -700,6 +700,7 @@ def shrink_tool_messages(
     max_tokens_each: int,
     count: TokenCounter | None = None,
     codec: TokenCodec | None = None,
+    page: Callable[[ToolMessage, int], str | None] | None = None,
 ) -> tuple[list[BaseMessage], int]:
     """Cut every ToolMessage whose content exceeds ``max_tokens_each``.
 
@@ -710,6 +711,8 @@ def shrink_tool_messages(
         count: Token counter; defaults to a quick estimate.
         codec: The exact tokenizer ``count`` counts with, if any (see
             :func:`truncate_text`).
+        page: Shortens a message over the cap its own way (a file read to a page of
+            its leading lines), or returns None to have it cut head and tail.
 
     Returns:
         The new list (changed messages are ``model_copy`` copies, the others the
@@ -721,6 +724,8 @@ def shrink_tool_messages(
     for message in messages:
         if isinstance(message, ToolMessage):
             new_content = _shrink_content(message.content, max_tokens_each, counter, codec)
+            if new_content is not None and page is not None:
+                new_content = page(message, max_tokens_each) or new_content
             if new_content is not None:
                 out.append(message.model_copy(update={"content": new_content}))
                 changed += 1

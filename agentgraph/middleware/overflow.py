@@ -18,6 +18,7 @@ Hook: ``wrap_model_call``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -35,6 +36,7 @@ from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import shrink_tool_messages
 from agentgraph.context.windows import Budget
 from agentgraph.middleware.events import Emit, emit
+from agentgraph.tools.files import page_of_read
 
 __all__ = [
     "OVERFLOW_TOOL_OUTPUT_FRACTION",
@@ -115,7 +117,11 @@ class OverflowRecoveryMiddleware(AgentMiddleware):
             OVERFLOW_TOOL_OUTPUT_MIN_TOKENS,
         )
         messages, changed = shrink_tool_messages(
-            request.messages, cap, count=self.counter.count_text, codec=self.counter.codec
+            request.messages,
+            cap,
+            count=self.counter.count_text,
+            codec=self.counter.codec,
+            page=partial(page_of_read, counter=self.counter),
         )
         if not changed:
             return request, 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -28,6 +29,7 @@ from agentgraph.context.truncation import shrink_tool_messages
 from agentgraph.context.windows import Budget
 from agentgraph.history import validate_history
 from agentgraph.history.view import IncrementalPromptView
+from agentgraph.tools.files import page_of_read
 
 __all__ = [
     "VIEW_TOOL_OUTPUT_FRACTION",
@@ -156,7 +158,11 @@ class PromptViewMiddleware(AgentMiddleware):
                 VIEW_TOOL_OUTPUT_MIN_TOKENS,
             )
             prompt, _ = shrink_tool_messages(
-                prompt, cap, count=self.counter.count_text, codec=self.counter.codec
+                prompt,
+                cap,
+                count=self.counter.count_text,
+                codec=self.counter.codec,
+                page=partial(page_of_read, counter=self.counter),
             )
         # With no live system prompt the stored ones lead the view and stay in it.
         body = prompt[len(live) :]

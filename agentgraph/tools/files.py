@@ -397,6 +397,15 @@ def fit_read_page(
     return page(low) if low > 0 else None
 
 
+def page_of_read(message: Any, max_tokens: int, counter: PageCounter) -> str | None:
+    """A ``read_file`` result as the page that fits ``max_tokens``, else None (another
+    tool's result, or not a numbered read): the pager of ``shrink_tool_messages``."""
+    if getattr(message, "name", None) != READ_FILE_TOOL_NAME:
+        return None
+    content = getattr(message, "content", None)
+    return fit_read_page(content, max_tokens, counter) if isinstance(content, str) else None
+
+
 def read_text_file(
     real: Path, shown: str, offset: int = 0, limit: int = READ_FILE_MAX_LINES
 ) -> str:

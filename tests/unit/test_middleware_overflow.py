@@ -58,6 +58,36 @@ def test_context_overflow_cuts_tool_outputs_once_then_gives_up_typed() -> None:
     assert events[0]["text"] == "context overflow: truncated 4 tool outputs"
 
 
+def test_a_file_read_cut_after_an_overflow_is_a_page_with_the_next_offset() -> None:
+    """The retry shortens a read_file result to its leading lines and read_file's note,
+    as the tools node does, instead of cutting it head and tail; other results are cut."""
+    unit, _events = _unit()
+    numbered = "\n".join(f"{n}\tline {n} of the log " + "z" * 60 for n in range(1, 801))
+    note = "[showing lines 1-800 of 5000; call read_file with offset=800 to continue]"
+    messages = [
+        *history(1, result_chars=20_000),
+        AIMessage("", id="ar", tool_calls=[{"name": "read_file", "args": {}, "id": "cr"}]),
+        ToolMessage(
+            f"{numbered}\n{note}",
+            tool_call_id="cr",
+            name="read_file",
+            id="tr",
+        ),
+    ]
+    call = ModelCall(status_error(400, OVERFLOW), AIMessage("fits now"))
+    unit.wrap_model_call(request(messages), call)
+    retried = {
+        m.id: str(m.content) for m in call.requests[1].messages if isinstance(m, ToolMessage)
+    }
+    page = retried["tr"]
+    last = int(page.split("\n")[-2].split("\t", 1)[0])
+    assert 1 < last < 800
+    assert page.endswith(
+        f"[showing lines 1-{last} of 5000; call read_file with offset={last} to continue]"
+    )
+    assert "truncated" not in page and "truncated" in retried["t0"]
+
+
 def test_other_failures_pass_through() -> None:
     unit, events = _unit()
     limited = rate_limited()
