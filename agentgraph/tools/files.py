@@ -354,15 +354,22 @@ def fit_read_page(
     if not last_shown <= read_end <= total:
         return None
 
-    def covered(kept: int) -> int:
-        following = number(kept) if kept < len(lines) else None
-        return following - 1 if following is not None else read_end
+    def covered(kept: int) -> int | None:
+        """The last line a page of ``kept`` lines covers; None when the line after it
+        has no number (a head-and-tail cut's marker): what lies between is unknown."""
+        if kept == len(lines):
+            return read_end
+        following = number(kept)
+        return following - 1 if following is not None else None
 
     def page(kept: int) -> str:
-        return "\n".join(lines[:kept]) + "\n" + _page_note(first, covered(kept), total)
+        end = covered(kept)
+        return "\n".join(lines[:kept]) + "\n" + _page_note(first, end or first, total)
 
     def fits(kept: int) -> bool:
-        return kept == 0 or counter.fits(page(kept), max_tokens)
+        if kept == 0:
+            return True
+        return covered(kept) is not None and counter.fits(page(kept), max_tokens)
 
     ends = list(accumulate(len(line) + 1 for line in lines))  # chars up to each line's end
     opening = bisect_right(ends, max_tokens * PAGE_GUESS_CHARS_PER_TOKEN) or 1

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentgraph.context.tokens import get_counter
+from agentgraph.context.truncation import truncate_tool_output
 from agentgraph.tools.files import fit_read_page, read_span, read_text_file
 
 COUNTER = get_counter("gpt-4o-mini")
@@ -103,3 +104,26 @@ def test_lines_a_redaction_joined_keep_their_numbers_and_the_page_covers_them() 
     assert read_span(f"1\ta\n{note}") == (1, 40)
     assert read_span("7\tg\n8\th") == (8, 8)
     assert read_span("[f.txt is empty]") is None
+
+
+def test_a_read_already_cut_head_and_tail_never_claims_the_lines_it_cut(tmp_path: Path) -> None:
+    """The line after a page can be a cut's marker: the page then stops before it,
+    or is no page at all, never one whose note covers the cut middle."""
+    path = tmp_path / "app.log"
+    path.write_text(
+        "".join(f"12:00:{i % 60:02d} INFO request {i} by worker-{i % 8}\n" for i in range(5000))
+    )
+    stored = truncate_tool_output(
+        read_text_file(path, "app.log"), 1000, count=COUNTER.count_text, codec=COUNTER.codec
+    ).text
+    assert "tokens truncated" in stored
+    for cap in range(150, 1000, 7):
+        page = fit_read_page(stored, cap, COUNTER)
+        if page is None:
+            continue
+        *shown, note = page.split("\n")
+        last = int(shown[-1].split("\t", 1)[0])
+        assert (
+            note
+            == f"[showing lines 1-{last} of 5000; call read_file with offset={last} to continue]"
+        )
