@@ -51,6 +51,11 @@ RUN_POOL_THREADS = 1
 POOL_SAFE_STREAM_MODES = frozenset({"updates", "values"})
 
 
+def recursion_limit(max_loops: int) -> int:
+    """LangGraph's recursion limit (super-steps) for a run capped at ``max_loops``."""
+    return max_loops * RECURSION_STEPS_PER_LOOP + RECURSION_SLACK_STEPS
+
+
 def run_config(thread_id: str, max_loops: int) -> RunnableConfig:
     """The run config of one graph run of ``thread_id`` (no secrets: configs may be
     persisted).
@@ -67,7 +72,7 @@ def run_config(thread_id: str, max_loops: int) -> RunnableConfig:
     """
     return RunnableConfig(
         configurable={"thread_id": thread_id},
-        recursion_limit=max_loops * RECURSION_STEPS_PER_LOOP + RECURSION_SLACK_STEPS,
+        recursion_limit=recursion_limit(max_loops),
         max_concurrency=RUN_POOL_THREADS,
     )
 

@@ -40,7 +40,7 @@ from agentgraph.graph import build_graph
 from agentgraph.persistence.index import SessionInfo
 from agentgraph.persistence.store import Store
 from agentgraph.recall.memory import load_memory_prompt
-from agentgraph.runctx import RECURSION_SLACK_STEPS, RECURSION_STEPS_PER_LOOP, RunContext
+from agentgraph.runctx import RunContext, recursion_limit
 from agentgraph.state import MAIN_CONTEXT_ID, AppState
 from agentgraph.thread_ids import check_thread_id
 
@@ -154,7 +154,7 @@ def build_server_graph(
         builder.add_edge(TURN_START_NODE, end)
     if START in builder.branches:
         builder.branches[TURN_START_NODE] = builder.branches.pop(START)
-    limit = settings.max_loops * RECURSION_STEPS_PER_LOOP + RECURSION_SLACK_STEPS + 1
+    limit = recursion_limit(settings.max_loops) + 1  # the turn_start node's step
     graph = builder.compile(name=SERVER_GRAPH_NAME)
     return graph.with_config(recursion_limit=limit)
 

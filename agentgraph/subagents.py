@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from langgraph.types import StreamMode
 
@@ -170,9 +169,6 @@ class SubagentRunner:
             current = info.parent_thread_id
         return depth
 
-    def _config(self, thread_id: str, max_loops: int) -> RunnableConfig:
-        return run_config(thread_id, max_loops)
-
     def child_tools(
         self, state: Mapping[str, Any], exclude: Sequence[str], at_max_depth: bool
     ) -> tuple[list[str], list[str]]:
@@ -289,7 +285,7 @@ class SubagentRunner:
         self, inputs: dict[str, Any], child: RunContext, context_id: str
     ) -> SubagentOutcome:
         thread_id, loops_cap = child.thread_id, child.max_loops
-        config = self._config(thread_id, loops_cap)
+        config = run_config(thread_id, loops_cap)
         generation = self.generation
         stop = threading.Event()
         box: dict[str, Any] = {}
@@ -343,7 +339,7 @@ class SubagentRunner:
 
     def _values(self, thread_id: str) -> dict[str, Any]:
         try:
-            snapshot = self.graph.get_state(self._config(thread_id, 1))
+            snapshot = self.graph.get_state(run_config(thread_id, 1))
         except Exception:  # a failed read must not hide the subagent's own error
             return {}
         return dict(snapshot.values or {})

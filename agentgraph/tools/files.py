@@ -293,12 +293,18 @@ def _page_note(first: int, last: int, total: int) -> str:
     return f"[showing lines {first}-{last} of {total}; {note}]"
 
 
+def _note_span(line: str) -> tuple[int, int] | None:
+    """(last line shown, file's line count) of a read_file paging note, else None."""
+    note = _PAGE_NOTE_RE.fullmatch(line)
+    return (int(note.group(2)), int(note.group(3))) if note is not None else None
+
+
 def read_span(rendered: str) -> tuple[int, int] | None:
     """The last line a ``read_file`` output covers and the file's line count, as it
     states them (its note, else its last line's number twice); None for other text."""
     tail = rendered[rendered.rfind("\n") + 1 :]
-    if (note := _PAGE_NOTE_RE.fullmatch(tail)) is not None:
-        return int(note.group(2)), int(note.group(3))
+    if (noted := _note_span(tail)) is not None:
+        return noted
     number = _PAGE_LINE_RE.match(tail)
     return (int(number.group(1)),) * 2 if number is not None else None
 
@@ -337,9 +343,9 @@ def fit_read_page(
         first line fits.
     """
     lines = rendered.split("\n")
-    if lines and (note := _PAGE_NOTE_RE.fullmatch(lines[-1])) is not None:
+    if (noted := _note_span(lines[-1])) is not None:
         lines.pop()
-        span = (int(note.group(2)), int(note.group(3))) if span is None else span
+        span = noted if span is None else span
     if not lines:
         return None
 

@@ -88,28 +88,35 @@ def test_truncated_output_is_paged_from_its_artifact_through_the_graph(
     assert b"row 0: some data" in _db_text(settings.home)
 
 
+def _read_then_read_on(settings: Settings, workspace: Path, path: str, thread: str) -> list[str]:
+    """The results a real turn gets for a read_file of ``path`` and for the read from
+    the offset the first result's note names."""
+    results: list[str] = []
+
+    def read_on(messages: Sequence[BaseMessage]) -> AIMessage:
+        results.append(str(messages[-1].content))
+        found = re.search(r"call read_file with offset=(\d+) to continue\]$", results[-1])
+        assert found is not None, results[-1][-300:]
+        return ai_tools(("read_file", {"path": path, "offset": int(found.group(1))}))
+
+    def answer(messages: Sequence[BaseMessage]) -> AIMessage:
+        results.append(str(messages[-1].content))
+        return ai_text("read on")
+
+    model = ScriptedChatModel([ai_tools(("read_file", {"path": path})), read_on, answer])
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=model, sleep=lambda _s: None)
+        assert agent.run_turn(thread, f"read {path}", workspace).answer == "read on"
+    return results
+
+
 def test_a_file_read_over_the_cap_is_a_page_that_names_the_next_offset(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
     """Lines 1..N that fit, not a head and a tail: the model reads on from N."""
     (workspace / "big.txt").write_text("".join(f"row {n}: some data\n" for n in range(1800)))
     settings = make_settings(AGENTGRAPH_TOOL_OUTPUT_MAX_TOKENS="1000")
-    pages: list[str] = []
-
-    def read_on(messages: Sequence[BaseMessage]) -> AIMessage:
-        pages.append(str(messages[-1].content))
-        found = re.search(r"call read_file with offset=(\d+) to continue\]$", pages[-1])
-        assert found is not None, pages[-1][-300:]
-        return ai_tools(("read_file", {"path": "big.txt", "offset": int(found.group(1))}))
-
-    def answer(messages: Sequence[BaseMessage]) -> AIMessage:
-        pages.append(str(messages[-1].content))
-        return ai_text("read on")
-
-    model = ScriptedChatModel([ai_tools(("read_file", {"path": "big.txt"})), read_on, answer])
-    with open_store(settings) as store:
-        agent = Agent(settings, store, model=model, sleep=lambda _s: None)
-        assert agent.run_turn("page", "read big.txt", workspace).answer == "read on"
+    pages = _read_then_read_on(settings, workspace, "big.txt", "page")
     counter = get_counter(settings.model)
     numbered = [[line for line in p.split("\n") if "\t" in line] for p in pages]
     first, second = numbered
@@ -188,24 +195,7 @@ def test_a_page_that_ends_on_a_redacted_key_never_points_into_it(
         "call read_file with offset=127 to continue]"
     )
     settings = make_settings(AGENTGRAPH_TOOL_OUTPUT_MAX_TOKENS=str(cap))
-    seen: list[str] = []
-
-    def follow(messages: Sequence[BaseMessage]) -> AIMessage:
-        seen.append(str(messages[-1].content))
-        found = re.search(r"offset=(\d+) to continue\]$", seen[-1])
-        assert found is not None, seen[-1][-200:]
-        return ai_tools(("read_file", {"path": "k.txt", "offset": int(found.group(1))}))
-
-    def answer(messages: Sequence[BaseMessage]) -> AIMessage:
-        seen.append(str(messages[-1].content))
-        return ai_text("done")
-
-    model = ScriptedChatModel([ai_tools(("read_file", {"path": "k.txt"})), follow, answer])
-    with open_store(settings) as store:
-        Agent(settings, store, model=model, sleep=lambda _s: None).run_turn(
-            "key", "read", workspace
-        )
-    first, second = seen
+    first, second = _read_then_read_on(settings, workspace, "k.txt", "key")
     assert first.split("\n")[-2] == "101\t[REDACTED]"
     assert "MIIEpAIBAAKCAQEA" not in first + second
     assert second.startswith("128\tconfig line 127 with some words in it")
