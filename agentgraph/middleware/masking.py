@@ -33,7 +33,6 @@ from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -100,16 +99,35 @@ MASK_MEMO_MAX_ENTRIES = 1_024
 
 @dataclass(frozen=True)
 class _Measured:
-    """A history's per-message tokens, savings, placeholders, calls by id, and the prompt
-    tokens its replies report (by index)."""
+    """A history's running sums of tokens and of what masking saves (per message
+    index), placeholders, calls by id, the prompt tokens its replies report (by index)
+    and its assistant messages' indices (the request points)."""
 
     messages: tuple[BaseMessage, ...]
     counter: TokenCounter
-    sizes: list[int]
-    saves: list[int]
     texts: dict[int, str]
     calls: dict[str, Any]
     reported: dict[int, int]
+    cum_size: list[int]
+    cum_save: list[int]
+    turns: list[int]
+
+
+@dataclass(frozen=True)
+class _Replayed:
+    """Where the replay of a measured history stood after its past request points.
+
+    Each point's decision depends only on the messages before it, so a longer history
+    that starts with the same messages resumes here instead of replaying from the start
+    (the figures in ``key`` unchanged).
+    """
+
+    measured: _Measured
+    key: tuple[Any, ...]
+    points: int  # past request points replayed (assistant messages after index 0)
+    boundary: int
+    scale: float
+    answered: int
 
 
 @dataclass(frozen=True)
@@ -176,6 +194,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         # is it plus the reply and its results, so only those are measured. Replaced
         # whole, never mutated.
         self._measured: _Measured | None = None
+        self._replayed: _Replayed | None = None  # likewise replaced whole
         self.counter = view.counter
         self.budget = view.budget
         self.threshold = threshold
@@ -200,14 +219,15 @@ class ObservationMaskingMiddleware(AgentMiddleware):
 
     # -- replay ---------------------------------------------------------------------
 
-    def _savings(
-        self, messages: Sequence[BaseMessage]
-    ) -> tuple[list[int], list[int], dict[int, str], dict[int, int]]:
-        """Per message: its tokens and what masking it saves; the placeholders; the
-        prompt tokens each reply reports.
+    def _measure(self, messages: Sequence[BaseMessage]) -> tuple[_Measured, _Measured | None]:
+        """Running sums of the messages' tokens and of what masking each saves; the
+        placeholders; the prompt tokens each reply reports; the request points.
 
         Each figure depends only on the messages up to it, so the figures of the last
         history measured are kept when ``messages`` starts with it (the same objects).
+
+        Returns:
+            The measured history, and the one it extends (None when measured anew).
         """
         last = self._measured
         counter = self.counter
@@ -218,16 +238,17 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 start = n
         if start:
             assert last is not None
-            sizes, saves = list(last.sizes), list(last.saves)
             texts, calls, reported = dict(last.texts), dict(last.calls), dict(last.reported)
+            cum_size, cum_save, turns = list(last.cum_size), list(last.cum_save), list(last.turns)
         else:
-            sizes, saves, texts, calls, reported = [], [], {}, {}, {}
+            texts, calls, reported = {}, {}, {}
+            cum_size, cum_save, turns = [0], [0], []
         for i in range(start, len(messages)):
             msg = messages[i]
             size = self.counter.count_message(msg)
-            sizes.append(size)
             save = 0
             if isinstance(msg, AIMessage):
+                turns.append(i)
                 for call in msg.tool_calls:
                     if call.get("id"):
                         calls[str(call["id"])] = call
@@ -241,9 +262,13 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 save, text = self._saving(msg, calls.get(msg.tool_call_id), size)
                 if save > 0:
                     texts[i] = text
-            saves.append(save)
-        self._measured = _Measured(tuple(messages), counter, sizes, saves, texts, calls, reported)
-        return sizes, saves, texts, reported  # read only: the next call copies them
+            cum_size.append(cum_size[-1] + size)
+            cum_save.append(cum_save[-1] + save)
+        measured = _Measured(
+            tuple(messages), counter, texts, calls, reported, cum_size, cum_save, turns
+        )
+        self._measured = measured
+        return measured, (last if start else None)
 
     def _saving(self, msg: ToolMessage, call: Any, size: int) -> tuple[int, str]:
         """What masking ``msg`` saves and its placeholder (remembered per result)."""
@@ -312,6 +337,10 @@ class ObservationMaskingMiddleware(AgentMiddleware):
     ) -> tuple[MaskingPlan, dict[int, str]]:
         """Replay the masking boundary over ``messages`` (a view) request by request.
 
+        The replay resumes where the last one stood when ``messages`` extends the last
+        view measured and nothing it depends on changed (``fixed``, the budget, the
+        scale the view starts with); so a call replays only its new request points.
+
         Args:
             messages: The prompt view (history since the last compaction).
             fixed: Tokens of the system prompt and tool schemas.
@@ -319,22 +348,31 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         Returns:
             The plan and the placeholder text per masked view index.
         """
-        sizes, saves, texts, reported = self._savings(messages)
-        cum_size = [0, *accumulate(sizes)]
-        cum_save = [0, *accumulate(saves)]
-        turns = [i for i, m in enumerate(messages) if isinstance(m, AIMessage)]
+        measured, extended = self._measure(messages)
+        cum_size, cum_save, turns = measured.cum_size, measured.cum_save, measured.turns
+        reported = measured.reported
         # Thresholds are in the provider's tokens. With an estimating counter each request
         # point uses the provider/estimate ratio of the last reply before it (its reported
         # input over our count of the prompt it answered, as masked then), or the ratio a
         # compaction recorded; so the boundary replays the same after a restart.
         estimate = self.counter.source == "estimate"
-        scale = carried_scale(messages) if estimate else 1.0
         mask_base = self.mask_at
+        scale = carried_scale(messages) if estimate else 1.0
+        key = (fixed, mask_base, self.low_at, self.hard_at, self.budget.usable, scale)
+        first = 1 if turns and turns[0] == 0 else 0  # a reply at index 0 answered no request
+        done, boundary, answered = first, 0, 0  # answered: the last request point
+        known = self._replayed
+        resumes = extended is not None and known is not None and known.measured is extended
+        if resumes and known is not None and known.key == key:
+            done, boundary, scale = known.points, known.boundary, known.scale
+            answered = known.answered
         mask_at = int(mask_base / scale)
         thresholds: tuple[int, int, int, int, int] | None = None
-        boundary = previous = 0
-        answered = 0  # the last request point, whose reply may report the provider's count
-        for point in [*[t for t in turns if t > 0], len(messages)]:
+        previous = boundary
+        for index in range(done, len(turns) + 1):
+            point = turns[index] if index < len(turns) else len(messages)
+            if index == len(turns):  # the past points are decided: resume from here
+                self._replayed = _Replayed(measured, key, index, boundary, scale, answered)
             rep = reported.get(answered, 0) if estimate else 0
             if rep:
                 # That request is decided: what was reported against its prompt as sent.
@@ -368,7 +406,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 if newest > boundary and cum_save[newest] - cum_save[boundary] >= hard_batch:
                     boundary = newest
         total = fixed + cum_size[-1]
-        masked = {i: t for i, t in texts.items() if i < boundary}
+        masked = {i: t for i, t in measured.texts.items() if i < boundary}
         result = MaskingPlan(
             boundary=boundary,
             previous=previous,

@@ -43,6 +43,7 @@ would see the reference, not the list).
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import itertools
 import operator
@@ -204,6 +205,8 @@ class MessageArchive:
         self._known: OrderedDict[tuple[str, str], _Known] = OrderedDict()
         self._lock = threading.Lock()
         self.segments_encoded = 0  # observable in tests and the benchmark
+        # Snapshots put, by thread: a prune has something to drop only after one.
+        self._snapshots: collections.Counter[str] = collections.Counter()
 
     # -- memory ---------------------------------------------------------------------
 
@@ -224,6 +227,16 @@ class MessageArchive:
             first = messages[0].id if messages else None
             if isinstance(first, str):
                 known.by_first_id[first] = digest
+
+    def note_snapshot(self, thread_id: str) -> None:
+        """Count a snapshot of ``thread_id``'s transcript being put."""
+        with self._lock:
+            self._snapshots[thread_id] += 1
+
+    def snapshots_written(self, thread_id: str) -> int:
+        """Snapshots of ``thread_id``'s transcript put through this archive."""
+        with self._lock:
+            return self._snapshots[thread_id]
 
     def forget(self, thread_id: str | None = None) -> None:
         """Drop remembered segments (of one thread, or all)."""
@@ -429,6 +442,7 @@ def archived_put(
         return None
     thread_id = str(config["configurable"]["thread_id"])
     checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
+    archive.note_snapshot(thread_id)
     plan = archive.plan(thread_id, checkpoint_ns, snapshot.value)
     if plan is None:
         return None

@@ -42,11 +42,14 @@ if TYPE_CHECKING:
 MEMORY_DB_NAME = "memory.db"
 
 SQLITE_HEADER = b"SQLite format 3\x00"
-# A thread is pruned after every turn: it reads only the thread's own rows (one
-# snapshot interval, ~200 checkpoints, metadata only) and drops what the latest
-# checkpoints no longer need, so the file never holds two transcript snapshots
-# for long and no prune has a backlog to catch up on.
-PRUNE_EVERY_TURNS = 1
+# A thread is pruned after a turn that wrote a snapshot of its transcript: only then
+# has a replay chain (the old snapshot and the writes after it) become unneeded, so
+# the file never holds two transcript snapshots for long. Without a new snapshot a
+# prune finds nothing but checkpoints off the latest chain (a rewind's abandoned
+# branch), which it drops every ``PRUNE_IDLE_EVERY_TURNS`` turns. The first turn of
+# a thread in a process prunes too (what an earlier process left). Each prune reads
+# only the thread's own rows (one snapshot interval, metadata only).
+PRUNE_IDLE_EVERY_TURNS = 20
 
 
 @dataclass
@@ -68,6 +71,8 @@ class Store:
     # Long-term memory across sessions (agentgraph/recall/memory.py); None: off.
     memory: BaseStore | None = None
     _turns: dict[str, int] = field(default_factory=dict, repr=False)
+    # Per thread: the saver's snapshot count at the last prune that ran.
+    _pruned_at: dict[str, int] = field(default_factory=dict, repr=False)
 
     def delete_thread(self, thread_id: str) -> None:
         """Remove a thread's checkpoints and its index row."""
@@ -123,21 +128,30 @@ class Store:
         saver.forget()
         return stats
 
-    def after_turn(self, thread_id: str) -> None:
-        """Bookkeeping after a turn: prune the thread every ``PRUNE_EVERY_TURNS`` turns.
+    def _snapshots_written(self, thread_id: str) -> int:
+        """Transcript snapshots of ``thread_id`` this process's saver has written."""
+        saver = self._postgres_saver() or self._sqlite_saver()
+        return saver.archive.snapshots_written(thread_id) if saver is not None else 0
 
-        The prune reads only this thread's rows, which earlier prunes keep to about
-        one snapshot interval, so its cost does not grow with the session.
+    def after_turn(self, thread_id: str) -> None:
+        """Bookkeeping after a turn: prune the thread when it has something to drop.
+
+        That is after a turn that wrote a snapshot of the transcript, on the thread's
+        first turn in this process, and every ``PRUNE_IDLE_EVERY_TURNS`` turns. The
+        prune reads only this thread's rows, which earlier prunes keep to about one
+        snapshot interval, so its cost does not grow with the session.
         """
         count = self._turns.get(thread_id, 0) + 1
         self._turns[thread_id] = count
-        if count % PRUNE_EVERY_TURNS != 0:
+        snapshots = self._snapshots_written(thread_id)
+        if self._pruned_at.get(thread_id) == snapshots and count % PRUNE_IDLE_EVERY_TURNS:
             return
         pg_saver = self._postgres_saver()
         if pg_saver is not None:
             # The same plan in one transaction; a thread another process is pruning
             # or snapshotting is left for the next prune.
-            pg_saver.prune_thread(thread_id, keep_latest=self.keep_latest)
+            if pg_saver.prune_thread(thread_id, keep_latest=self.keep_latest) is not None:
+                self._pruned_at[thread_id] = snapshots
             return
         saver = self._sqlite_saver()
         if saver is not None:
@@ -150,6 +164,7 @@ class Store:
                     keep_latest=self.keep_latest,
                     lock=saver.lock,
                 )
+                self._pruned_at[thread_id] = snapshots
                 if deleted:
                     # Freed pages go back to the file system instead of the file
                     # keeping the size of its largest moment (auto_vacuum is

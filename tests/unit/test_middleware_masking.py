@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
@@ -148,6 +150,78 @@ def test_a_growing_history_is_masked_as_a_fresh_unit_masks_it() -> None:
         want, want_plan = _unit().mask(prefix, 500)
         assert (got, got_plan) == (want, want_plan)
     assert _masked(got)
+
+
+def _estimating_unit() -> ObservationMaskingMiddleware:
+    """A unit whose counter estimates (no offline tokenizer): the replay's thresholds
+    follow the ratio the replies report."""
+    counter = get_counter("qwen2.5-coder-1.5b")
+    budget = counter_and_budget(small_settings(12_000))[1]
+    assert counter.source == "estimate"
+    events: list[dict[str, Any]] = []
+    return ObservationMaskingMiddleware(PromptViewMiddleware(counter, budget), emit=events.append)
+
+
+def _session(turns: list[tuple[int, float | None]]) -> list[BaseMessage]:
+    """A history of read_file turns: result size (chars) and the provider/estimate ratio
+    its reply reported over the prompt before it (None: no usage)."""
+    count = get_counter("qwen2.5-coder-1.5b").count_message
+    messages: list[BaseMessage] = [HumanMessage("read the files", id="u0")]
+    for i, (chars, ratio) in enumerate(turns):
+        usage = None
+        if ratio is not None:
+            prompt = int(ratio * (300 + sum(count(m) for m in messages)))
+            usage = {"input_tokens": prompt, "output_tokens": 9, "total_tokens": prompt + 9}
+        messages.append(
+            AIMessage(
+                content=f"reading {i}",
+                id=f"a{i}",
+                tool_calls=[{"name": "read_file", "args": {"path": f"f{i}"}, "id": f"c{i}"}],
+                usage_metadata=usage,
+            )
+        )
+        messages.append(
+            ToolMessage(
+                content=f"{i} " + "data " * (chars // 5),
+                tool_call_id=f"c{i}",
+                name="read_file",
+                id=f"t{i}",
+            )
+        )
+    return messages
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(
+    turns=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=6_000),
+            st.one_of(st.none(), st.floats(min_value=0.7, max_value=2.2)),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    calls=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=81),  # view end
+            st.integers(min_value=0, max_value=3),  # view start (after a compaction)
+            st.sampled_from([300, 300, 300, 900]),  # fixed tokens (a new tool schema)
+        ),
+        min_size=1,
+        max_size=25,
+    ),
+)
+def test_a_resumed_replay_plans_as_a_fresh_one(
+    turns: list[tuple[int, float | None]], calls: list[tuple[int, int, int]]
+) -> None:
+    """One unit resumes the replay where its last call stood when the view extends the
+    last one; for any sequence of views (growing, cut, started anew, with the system
+    prompt's size or the reported ratio changing) its plans equal a fresh unit's."""
+    messages = _session(turns)
+    unit = _estimating_unit()
+    for end, start, fixed in sorted(calls, key=lambda c: c[0]):
+        view = messages[start : max(end, start + 1)]
+        assert unit.plan(view, fixed) == _estimating_unit().plan(view, fixed)
 
 
 def _read_files(

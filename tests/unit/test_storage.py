@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,11 @@ from langchain_core.messages import (
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
-from agentgraph.persistence.prune import db_bytes, prune_thread
+from agentgraph.persistence.delta import MESSAGES_SNAPSHOT_FREQUENCY_UPDATES
+from agentgraph.persistence.prune import PRUNE_KEEP_LATEST_CHECKPOINTS, db_bytes, prune_thread
 from agentgraph.persistence.saver import AgentSqliteSaver
 from tests.fakes.chat_model import ScriptedChatModel
-from tests.fakes.scripts import ai_text
+from tests.fakes.scripts import ai_text, ai_tools
 from tests.unit.test_delta_channel import DeltaState, _graph, _same
 
 KEEP = 4
@@ -170,3 +172,32 @@ def test_opening_an_existing_store_needs_no_write_lock(tmp_path: Path) -> None:
         conn.close()
     finally:
         holder.close()
+
+
+def test_every_turn_ends_with_one_transcript_snapshot_stored(
+    settings: Settings, workspace: Path
+) -> None:
+    """A turn that wrote a new snapshot of the transcript prunes the old one and the
+    writes after it before the next turn; the turns between snapshots drop nothing
+    (their checkpoints are the latest one's replay chain) and the file stays bounded."""
+    steps = 8
+    replies: list[AIMessage] = []
+    for turn in range(36):
+        replies += [ai_tools(("list_dir", {"path": "."})) for _ in range(steps)]
+        replies.append(ai_text(f"answer {turn}"))
+    with open_store(settings) as store:
+        agent = Agent(settings, store, model=ScriptedChatModel(replies), sleep=lambda _s: None)
+        saver = store.checkpointer
+        assert isinstance(saver, AgentSqliteSaver)
+        rows: list[int] = []
+        for turn in range(36):
+            agent.run_turn("s1", f"list the files, round {turn}", workspace)
+            with saver.lock:
+                assert _snapshots(saver.conn, saver) <= 1, f"turn {turn}"
+                (count,) = saver.conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone()
+            rows.append(count)
+        # Snapshots came (the rows fell back) at least twice, and the rows never grew
+        # past one snapshot interval of the channel's writes plus the kept checkpoints.
+        assert sum(1 for a, b in itertools.pairwise(rows) if b < a) >= 2
+        assert max(rows) <= MESSAGES_SNAPSHOT_FREQUENCY_UPDATES + PRUNE_KEEP_LATEST_CHECKPOINTS
+        assert agent.messages("s1")[-1].content == "answer 35"
