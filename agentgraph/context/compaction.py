@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import time
 import uuid
 from collections import Counter
@@ -186,19 +187,69 @@ def _scale_field(scale: float) -> dict[str, float]:
     return {PROVIDER_SCALE_KEY: round(scale, 4)} if scale != 1.0 else {}
 
 
+def _last_boundary(messages: Sequence[BaseMessage], stop: int = 0) -> int:
+    """Index of the last compaction boundary at or after ``stop``, else -1."""
+    key = AGENTGRAPH_KEY
+    for i in range(len(messages) - 1, stop - 1, -1):
+        # Inline first test: every model call scans the view since the boundary, a
+        # thousand messages or more with a large window, and almost none is marked.
+        marked = messages[i].additional_kwargs.get(key) is not None
+        if marked and agentgraph_kind(messages[i]) == "compact_boundary":
+            return i
+    return -1
+
+
 def since_last_boundary(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """The messages after the last compaction boundary (all when there is none).
 
     System messages before the boundary are kept: the live prompt replaces them anyway.
     """
-    key = AGENTGRAPH_KEY
-    for i in range(len(messages) - 1, -1, -1):
-        # Inline first test: every model call scans the view since the boundary, a
-        # thousand messages or more with a large window, and almost none is marked.
-        marked = messages[i].additional_kwargs.get(key) is not None
-        if marked and agentgraph_kind(messages[i]) == "compact_boundary":
-            return list(messages[i + 1 :])
-    return list(messages)
+    return list(messages[_last_boundary(messages) + 1 :])
+
+
+class BoundaryTracker:
+    """:func:`since_last_boundary` for a history that grows between calls.
+
+    Remembers the last view and where it started. When the next history holds the same
+    message objects there (and the boundary before them, if any), only the messages
+    after them are scanned for a newer boundary: a call costs what was added, not the
+    view (a thousand messages and more with a large window). Anything else is scanned
+    whole. The memory is replaced whole, never mutated (subagents call from other
+    threads).
+    """
+
+    def __init__(self) -> None:
+        self._last: tuple[int, tuple[BaseMessage, ...]] | None = None
+
+    def since_last_boundary(self, history: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """The messages of ``history`` after its last compaction boundary.
+
+        Args:
+            history: The whole history.
+
+        Returns:
+            The same list :func:`since_last_boundary` returns.
+        """
+        last = self._last
+        start = -1
+        if last is not None:
+            begin, view = last
+            end = begin + len(view)
+            boundary_before = begin == 0 or _last_boundary(history[begin - 1 : begin]) == 0
+            if (
+                len(history) >= end
+                and boundary_before
+                and all(map(operator.is_, history[begin:end], view))
+            ):
+                # No boundary among the remembered messages (they followed the last
+                # one): only the new ones can hold a newer boundary.
+                newer = _last_boundary(history, end)
+                start = newer + 1 if newer >= 0 else begin
+        if start < 0:
+            start = _last_boundary(history) + 1
+        result = list(history[start:])
+        self._last = (start, tuple(result))
+        return result
 
 
 def count_mentions(texts: Sequence[str], paths: Sequence[str]) -> Counter[str]:

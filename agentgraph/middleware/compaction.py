@@ -122,10 +122,11 @@ class CompactionMiddleware(AgentMiddleware):
         return self._over(history, self._measure(request))
 
     def _over(self, history: Sequence[BaseMessage], measured: tuple[int, int]) -> bool:
-        recent = [m for m in since_last_boundary(history) if not isinstance(m, SystemMessage)]
         keep = self.view.keep_recent
-        if keep is not None and len(recent) > keep:
-            return True
+        if keep is not None:  # a message-count window (unset by default)
+            recent = since_last_boundary(history)
+            if sum(not isinstance(m, SystemMessage) for m in recent) > keep:
+                return True
         return max(measured) >= self.view.budget.compact_at
 
     def _measure(self, request: ModelRequest) -> tuple[int, int]:

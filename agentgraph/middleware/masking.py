@@ -38,7 +38,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from agentgraph.context.compaction import carried_scale, since_last_boundary
+from agentgraph.context.compaction import BoundaryTracker, carried_scale
 from agentgraph.context.masking_text import (
     MASK_EXEMPT_TOOLS,
     MASK_MIN_OUTPUT_TOKENS,
@@ -195,6 +195,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         # whole, never mutated.
         self._measured: _Measured | None = None
         self._replayed: _Replayed | None = None  # likewise replaced whole
+        self._boundaries = BoundaryTracker()
         self.counter = view.counter
         self.budget = view.budget
         self.threshold = threshold
@@ -459,7 +460,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
 
     def _apply(self, request: ModelRequest) -> ModelRequest:
         history = list(request.state.get("messages") or request.messages)
-        recent = since_last_boundary(history)
+        recent = self._boundaries.since_last_boundary(history)
         fixed = self.view.fixed_tokens(request.system_message, request.tools)
         masked, plan = self.mask(recent, fixed)
         if plan.event:

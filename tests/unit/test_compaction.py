@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from langchain_core.messages import (
     AIMessage,
@@ -22,6 +25,7 @@ from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.context.compaction import (
     SUMMARY_PREFIX,
+    BoundaryTracker,
     Compactor,
     carried_scale,
     count_mentions,
@@ -517,3 +521,43 @@ def test_summaries_that_outgrow_their_share_are_summarized_together(
     assert "merged" in view[0].text
     assert "first: code word" in str(summarizer.calls[1])
     assert outcome.record["carried_summaries"] == 0
+
+
+_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(min_value=1, max_value=4)),
+        st.tuples(st.just("boundary"), st.booleans()),  # marked: another kind's marker
+        st.tuples(st.just("drop"), st.integers(min_value=1, max_value=5)),
+        st.tuples(st.just("replace"), st.integers(min_value=0, max_value=30)),
+        st.tuples(st.just("other"), st.integers(min_value=0, max_value=30)),
+    ),
+    max_size=40,
+)
+
+
+@hypothesis_settings(max_examples=200, deadline=None, database=None)
+@given(steps=_STEPS)
+def test_the_boundary_tracker_finds_the_view_since_last_boundary_finds(
+    steps: list[tuple[str, Any]],
+) -> None:
+    """Histories that grow, gain boundaries (or messages marked otherwise), lose their
+    tail, have a message replaced, or belong to another session (no shared objects):
+    the tracker's view is always the same objects as a full scan's."""
+    tracker = BoundaryTracker()
+    history: list[BaseMessage] = []
+    other: list[BaseMessage] = [HumanMessage("another session", id="o0")]
+    for made, (op, arg) in enumerate(steps):
+        if op == "append":
+            history += [AIMessage(f"m{made}.{k}", id=f"m{made}.{k}") for k in range(arg)]
+        elif op == "boundary":
+            kind = "compact_boundary" if arg else "summary"
+            history.append(SystemMessage(f"b{made}", additional_kwargs=marker(kind)))
+        elif op == "drop":
+            history = history[:-arg]
+        elif op == "replace" and history:
+            at = arg % len(history)
+            history[at] = SystemMessage(f"r{made}", additional_kwargs=marker("compact_boundary"))
+        view = other if op == "other" else history
+        got = tracker.since_last_boundary(view)
+        want = since_last_boundary(view)
+        assert len(got) == len(want) and all(map(operator.is_, got, want))
