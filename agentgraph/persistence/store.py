@@ -45,11 +45,12 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 # A thread is pruned after a turn that wrote a snapshot of its transcript: only then
 # has a replay chain (the old snapshot and the writes after it) become unneeded, so
 # the file never holds two transcript snapshots for long. Without a new snapshot a
-# prune finds nothing but checkpoints off the latest chain (a rewind's abandoned
-# branch), which it drops every ``PRUNE_IDLE_EVERY_TURNS`` turns. The first turn of
-# a thread in a process prunes too (what an earlier process left). Each prune reads
-# only the thread's own rows (one snapshot interval, metadata only).
-PRUNE_IDLE_EVERY_TURNS = 20
+# prune finds nothing but checkpoints off the latest chain (a branch left by a rewind
+# from a LangGraph client), and the next snapshot's prune drops those too (they are
+# older than it); a prune every ``PRUNE_IDLE_EVERY_TURNS`` turns is a safety net. The
+# first turn of a thread in a process prunes too (what an earlier process left). A
+# prune reads only the thread's own rows (one snapshot interval, metadata only).
+PRUNE_IDLE_EVERY_TURNS = 100
 
 
 @dataclass
