@@ -748,6 +748,9 @@ class Agent:
             latest = self.store.checkpointer.get_tuple(config)
             if latest is not None and get_checkpoint_id(latest.config) == known[0]:
                 return known[1]
+        # Written elsewhere since (another process, a client of the server): what it
+        # left unpruned is pruned after this turn.
+        self.store.prune_after_turn(thread_id)
         return self.graph.get_state(config).values or {}
 
     def _remember_final(self, thread_id: str, values: dict[str, Any]) -> None:

@@ -134,6 +134,10 @@ class Store:
         saver = self._postgres_saver() or self._sqlite_saver()
         return saver.archive.snapshots_written(thread_id) if saver is not None else 0
 
+    def prune_after_turn(self, thread_id: str) -> None:
+        """Prune ``thread_id`` after its next turn, snapshot or not (someone else wrote it)."""
+        self._pruned_at.pop(thread_id, None)
+
     def after_turn(self, thread_id: str) -> None:
         """Bookkeeping after a turn: prune the thread when it has something to drop.
 

@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
+from agentgraph.context.compaction import marker
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.truncation import ARTIFACT_POINTER_TEMPLATE
 from agentgraph.context.windows import Budget
@@ -152,11 +153,13 @@ def test_a_growing_history_is_masked_as_a_fresh_unit_masks_it() -> None:
     assert _masked(got)
 
 
-def _estimating_unit() -> ObservationMaskingMiddleware:
+def _estimating_unit(window: int | None = None) -> ObservationMaskingMiddleware:
     """A unit whose counter estimates (no offline tokenizer): the replay's thresholds
-    follow the ratio the replies report."""
+    follow the ratio the replies report. ``window``: the endpoint named a smaller one."""
     counter = get_counter("qwen2.5-coder-1.5b")
     budget = counter_and_budget(small_settings(12_000))[1]
+    if window is not None:
+        assert budget.adopt_window(window)
     assert counter.source == "estimate"
     events: list[dict[str, Any]] = []
     return ObservationMaskingMiddleware(PromptViewMiddleware(counter, budget), emit=events.append)
@@ -204,24 +207,50 @@ def _session(turns: list[tuple[int, float | None]]) -> list[BaseMessage]:
     calls=st.lists(
         st.tuples(
             st.integers(min_value=0, max_value=81),  # view end
-            st.integers(min_value=0, max_value=3),  # view start (after a compaction)
+            st.sampled_from([0, 0, 0, 2]),  # view start (after a compaction)
             st.sampled_from([300, 300, 300, 900]),  # fixed tokens (a new tool schema)
         ),
         min_size=1,
         max_size=25,
     ),
+    shrink_at=st.one_of(st.none(), st.integers(min_value=0, max_value=24)),
+    summary_scale=st.one_of(st.none(), st.floats(min_value=1.0, max_value=2.0)),
 )
 def test_a_resumed_replay_plans_as_a_fresh_one(
-    turns: list[tuple[int, float | None]], calls: list[tuple[int, int, int]]
+    turns: list[tuple[int, float | None]],
+    calls: list[tuple[int, int, int]],
+    shrink_at: int | None,
+    summary_scale: float | None,
 ) -> None:
     """One unit resumes the replay where its last call stood when the view extends the
-    last one; for any sequence of views (growing, cut, started anew, with the system
-    prompt's size or the reported ratio changing) its plans equal a fresh unit's."""
+    last one; for any sequence of views (growing, cut, started anew, led by a summary
+    that carries a ratio, with the system prompt's size, the reported ratio or the
+    endpoint's window changing) its plans equal a fresh unit's."""
     messages = _session(turns)
+    if summary_scale is not None:  # the view after a compaction: the summary leads it
+        summary = HumanMessage(
+            "summary", id="s0", additional_kwargs=marker("summary", provider_scale=summary_scale)
+        )
+        messages = [summary, *messages[1:]]
     unit = _estimating_unit()
-    for end, start, fixed in sorted(calls, key=lambda c: c[0]):
+    window = None
+    for n, (end, start, fixed) in enumerate(sorted(calls, key=lambda c: c[0])):
+        if n == shrink_at:
+            window = 6_000
+            assert unit.budget.adopt_window(window)
         view = messages[start : max(end, start + 1)]
-        assert unit.plan(view, fixed) == _estimating_unit().plan(view, fixed)
+        assert unit.plan(view, fixed) == _estimating_unit(window).plan(view, fixed)
+
+
+def test_a_window_the_endpoint_names_replays_the_past_requests_anew() -> None:
+    """The replay resumes only under the budget it ran with: after the endpoint names a
+    smaller window, the past requests are replayed with the new thresholds."""
+    messages = _session([(3_000, None)] * 30)
+    unit = _estimating_unit()
+    for end in (21, 41):
+        unit.plan(messages[:end], 300)
+    assert unit.budget.adopt_window(6_000)
+    assert unit.plan(messages[:43], 300) == _estimating_unit(6_000).plan(messages[:43], 300)
 
 
 def _read_files(

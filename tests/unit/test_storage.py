@@ -201,3 +201,34 @@ def test_every_turn_ends_with_one_transcript_snapshot_stored(
         assert sum(1 for a, b in itertools.pairwise(rows) if b < a) >= 2
         assert max(rows) <= MESSAGES_SNAPSHOT_FREQUENCY_UPDATES + PRUNE_KEEP_LATEST_CHECKPOINTS
         assert agent.messages("s1")[-1].content == "answer 35"
+
+
+def test_a_thread_written_elsewhere_is_pruned_after_the_next_turn(
+    settings: Settings, workspace: Path
+) -> None:
+    """Another writer (a client of the LangGraph server, another process) left a newer
+    snapshot unpruned: this process's next turn prunes the older one, though this
+    process wrote no snapshot since its last prune."""
+    model = ScriptedChatModel([ai_text(f"answer {i}") for i in range(3)])
+    with open_store(settings) as store, open_store(settings) as other:
+        agent = Agent(settings, store, model=model, sleep=lambda _s: None)
+        agent.run_turn("s1", "first", workspace)
+        elsewhere = Agent(settings, other, model=ScriptedChatModel([]), sleep=lambda _s: None)
+        for i in range(MESSAGES_SNAPSHOT_FREQUENCY_UPDATES + 10):
+            elsewhere.graph.update_state(
+                elsewhere.config("s1"),
+                {"messages": [HumanMessage(f"note {i}")]},
+                as_node="finalize",
+            )
+        saver = store.checkpointer
+        assert isinstance(saver, AgentSqliteSaver)
+        with saver.lock:
+            assert _snapshots(saver.conn, saver) >= 2
+        agent.run_turn("s1", "second", workspace)
+        with saver.lock:
+            assert _snapshots(saver.conn, saver) == 1
+        history = agent.messages("s1")
+        assert history[-1].content == "answer 1"
+        assert sum(isinstance(m, HumanMessage) and m.text.startswith("note ") for m in history) == (
+            MESSAGES_SNAPSHOT_FREQUENCY_UPDATES + 10
+        )
