@@ -196,6 +196,8 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         self._measured: _Measured | None = None
         self._replayed: _Replayed | None = None  # likewise replaced whole
         self._boundaries = BoundaryTracker()
+        # The last masked view outside an event: its measured view, boundary and list.
+        self._masked_view: tuple[_Measured, int, tuple[BaseMessage, ...]] | None = None
         self.counter = view.counter
         self.budget = view.budget
         self.threshold = threshold
@@ -349,6 +351,13 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         Returns:
             The plan and the placeholder text per masked view index.
         """
+        plan, masked, _measured, _extended = self._replay(messages, fixed)
+        return plan, masked
+
+    def _replay(
+        self, messages: Sequence[BaseMessage], fixed: int
+    ) -> tuple[MaskingPlan, dict[int, str], _Measured, _Measured | None]:
+        """:meth:`plan`, with the measured view and the one it extends."""
         measured, extended = self._measure(messages)
         cum_size, cum_save, turns = measured.cum_size, measured.cum_save, measured.turns
         reported = measured.reported
@@ -416,7 +425,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             masked=len(masked),
             scale=scale,
         )
-        return result, masked
+        return result, masked, measured, extended
 
     # -- the view ---------------------------------------------------------------------
 
@@ -424,19 +433,32 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         self, messages: Sequence[BaseMessage], fixed: int
     ) -> tuple[list[BaseMessage], MaskingPlan]:
         """``messages`` with old tool outputs masked, and the plan that masked them."""
-        plan, masked = self.plan(messages, fixed)
+        plan, masked, measured, extended = self._replay(messages, fixed)
         if not masked:
             return list(messages), plan
+        last = self._masked_view
+        if plan.event:
+            out: list[BaseMessage] = self._masked_list(messages, masked)
+            freed = plan.tokens_before - plan.tokens_after
+            return self._restate_usage(out, math.ceil(freed * plan.scale)), plan
+        same_boundary = last is not None and last[1] == plan.boundary
+        if same_boundary and last is not None and extended is not None and last[0] is extended:
+            # The same boundary over a longer view: the new messages come after it.
+            out = [*last[2], *messages[len(last[2]) :]]
+            self._masked_view = (measured, plan.boundary, tuple(out))
+            return out, plan
+        out = self._masked_list(messages, masked)
+        self._masked_view = (measured, plan.boundary, tuple(out))
+        return out, plan
+
+    def _masked_list(
+        self, messages: Sequence[BaseMessage], masked: dict[int, str]
+    ) -> list[BaseMessage]:
         out: list[BaseMessage] = []
         for i, msg in enumerate(messages):
             text = masked.get(i)
-            if text is not None:
-                msg = self._masked_copy(msg, text)
-            out.append(msg)
-        if plan.event:
-            freed = plan.tokens_before - plan.tokens_after
-            out = self._restate_usage(out, math.ceil(freed * plan.scale))
-        return out, plan
+            out.append(self._masked_copy(msg, text) if text is not None else msg)
+        return out
 
     @staticmethod
     def _restate_usage(messages: list[BaseMessage], freed: int) -> list[BaseMessage]:

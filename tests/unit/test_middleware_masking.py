@@ -194,6 +194,10 @@ def _session(turns: list[tuple[int, float | None]]) -> list[BaseMessage]:
     return messages
 
 
+def _shown(msg: BaseMessage) -> tuple[str, str, Any]:
+    return msg.type, msg.text, msg.usage_metadata if isinstance(msg, AIMessage) else None
+
+
 @settings(max_examples=60, deadline=None, database=None)
 @given(
     turns=st.lists(
@@ -239,7 +243,22 @@ def test_a_resumed_replay_plans_as_a_fresh_one(
             window = 6_000
             assert unit.budget.adopt_window(window)
         view = messages[start : max(end, start + 1)]
-        assert unit.plan(view, fixed) == _estimating_unit(window).plan(view, fixed)
+        got, got_plan = unit.mask(view, fixed)
+        want, want_plan = _estimating_unit(window).mask(view, fixed)
+        assert got_plan == want_plan
+        assert [_shown(m) for m in got] == [_shown(m) for m in want]
+
+
+def test_a_view_grown_by_several_requests_is_masked_as_a_fresh_unit_masks_it() -> None:
+    """Between two calls the boundary moved at a request in between (no event at the
+    last one): the masked view is rebuilt, not the last one extended."""
+    messages = _session([(3_000, None)] * 30)
+    unit = _estimating_unit()
+    for end in (21, 23, 41):
+        got, plan = unit.mask(messages[:end], 300)
+        want, want_plan = _estimating_unit().mask(messages[:end], 300)
+        assert plan == want_plan and [_shown(m) for m in got] == [_shown(m) for m in want]
+    assert not plan.event and plan.boundary > 17
 
 
 def test_a_window_the_endpoint_names_replays_the_past_requests_anew() -> None:
