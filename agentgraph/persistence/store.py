@@ -142,9 +142,12 @@ class Store:
         """Bookkeeping after a turn: prune the thread when it has something to drop.
 
         That is after a turn that wrote a snapshot of the transcript, on the thread's
-        first turn in this process, and every ``PRUNE_IDLE_EVERY_TURNS`` turns. The
-        prune reads only this thread's rows, which earlier prunes keep to about one
-        snapshot interval, so its cost does not grow with the session.
+        first turn in this process, after a turn that found the thread written since
+        this process's last turn ended (:meth:`prune_after_turn`: another process, a
+        server client, or this process outside a turn, e.g. an undo note) and every
+        ``PRUNE_IDLE_EVERY_TURNS`` turns. The prune reads only this thread's rows, which
+        earlier prunes keep to about one snapshot interval, so its cost does not grow
+        with the session.
         """
         count = self._turns.get(thread_id, 0) + 1
         self._turns[thread_id] = count
