@@ -16,6 +16,8 @@ extends the previous one byte for byte and a provider's prefix cache serves it.
 The boundary is not stored anywhere: it is replayed from the view (the history since
 the last compaction) and the budget at every call, request point by request point
 (each assistant message marks a past request), so it is the same after a restart.
+Each point is decided from the messages before it, so a call whose view extends the last
+one resumes the replay where that call stood and decides only its new points.
 
 Hook: ``wrap_model_call`` (the request's ``messages`` become the prompt view of the
 history, with masked copies in place of old tool outputs). Masking owns the view
@@ -92,8 +94,8 @@ MASK_HARD_MIN_BATCH_FRACTION = 0.05
 # only when it moves by more than this: steadier thresholds, and less work per request.
 MASK_SCALE_STEP = 0.01
 # Tool results whose placeholder (and masked copy) are remembered (they are in the
-# stored history anyway): every call replays the boundary over the whole view, and a
-# result's placeholder never changes.
+# stored history anyway): a view measured anew (a restart, another session's call in
+# between) looks every one up again, and a result's placeholder never changes.
 MASK_MEMO_MAX_ENTRIES = 1_024
 
 
