@@ -8,6 +8,9 @@ pipeline could not recover from into one clear :class:`ProviderFailure` line.
 
 from __future__ import annotations
 
+import operator
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -25,7 +28,11 @@ from agentgraph.deps import AgentDeps
 from agentgraph.errors import ProviderFailure
 from agentgraph.middleware import PipelineResult, compose, context_pipeline
 
-__all__ = ["ModelCallResult", "make_model_call"]
+__all__ = ["BOUND_MODELS_MAX_ENTRIES", "ModelCallResult", "ToolBindings", "make_model_call"]
+
+# Bindings of a model to a tool list kept for reuse (the main agent's tools, a skill's
+# subset, subagents' and finalize's lists).
+BOUND_MODELS_MAX_ENTRIES = 8
 
 
 @dataclass
@@ -44,6 +51,48 @@ class ModelCallResult:
 
 
 ModelCall = Callable[..., ModelCallResult]
+
+
+class ToolBindings:
+    """``model.bind_tools(tools, tool_choice=...)``, reused for the same objects.
+
+    Binding converts every tool's schema at each call (0.2 ms for the built-in tools
+    with ``ChatOpenAI``, several calls a turn); the same model object with the same tool
+    objects and choice binds the same, so the last few bindings are kept. An entry holds
+    its model and tools, so their ids stay theirs while it lives. Tools given as dicts
+    (mutable) or a choice given as a dict are bound anew each time.
+    """
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple[Any, ...], tuple[Any, tuple[Any, ...], Any]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()  # subagents call models in other threads
+
+    def bind(self, model: Any, tools: Sequence[Any], tool_choice: Any) -> Any:
+        """The model with ``tools`` bound (``tool_choice`` when not None)."""
+        if isinstance(tool_choice, dict) or not all(isinstance(t, BaseTool) for t in tools):
+            return _bind_tools(model, tools, tool_choice)
+        key = (id(model), tool_choice, *map(id, tools))
+        with self._lock:
+            entry = self._entries.get(key)
+            # The key has every tool's id: the same count, so the objects are compared.
+            if entry is not None and entry[0] is model and all(map(operator.is_, entry[1], tools)):
+                self._entries.move_to_end(key)
+                return entry[2]
+        bound = _bind_tools(model, tools, tool_choice)
+        with self._lock:
+            self._entries[key] = (model, tuple(tools), bound)
+            self._entries.move_to_end(key)
+            while len(self._entries) > BOUND_MODELS_MAX_ENTRIES:
+                self._entries.popitem(last=False)
+        return bound
+
+
+def _bind_tools(model: Any, tools: Sequence[Any], tool_choice: Any) -> Any:
+    if tool_choice:
+        return model.bind_tools(tools, tool_choice=tool_choice)
+    return model.bind_tools(tools)
 
 
 def _runtime() -> Runtime[Any] | None:
@@ -71,6 +120,7 @@ def make_model_call(deps: AgentDeps) -> ModelCall:
     """The model call of ``deps.model`` through the context pipeline."""
     pipeline = context_pipeline(deps)
     chain = compose(pipeline.middleware)
+    bindings = ToolBindings()
     configured = deps.settings.max_output_tokens
 
     def call_model(
@@ -108,11 +158,7 @@ def make_model_call(deps: AgentDeps) -> ModelCall:
             )
             model: Any = deps.model
             if request.tools:
-                model = (
-                    model.bind_tools(request.tools, tool_choice=request.tool_choice)
-                    if request.tool_choice
-                    else model.bind_tools(request.tools)
-                )
+                model = bindings.bind(model, request.tools, request.tool_choice)
             if request.model_settings:
                 model = model.bind(**request.model_settings)
             ai = model.invoke(prompt, config)
