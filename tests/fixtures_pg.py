@@ -79,6 +79,8 @@ class PostgresServer:
     root: Path
     port: int
     as_user: str | None
+    # More ``-c name=value`` server settings (the storage benchmark's autovacuum pace).
+    settings: tuple[str, ...] = ()
 
     @property
     def data_dir(self) -> Path:
@@ -141,7 +143,7 @@ class PostgresServer:
             f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
             "-c max_connections=200"
-        )
+        ) + "".join(f" -c {setting}" for setting in self.settings)
         started = self._run(
             [
                 "pg_ctl",
@@ -193,8 +195,8 @@ def _system_user() -> str | None:
 
 
 @contextlib.contextmanager
-def running_postgres() -> Iterator[PostgresServer]:
-    """Start a server for the duration of the block.
+def running_postgres(settings: tuple[str, ...] = ()) -> Iterator[PostgresServer]:
+    """Start a server for the duration of the block (``settings``: more ``name=value``).
 
     Raises:
         PostgresUnavailable: binaries missing or the server did not start.
@@ -208,7 +210,9 @@ def running_postgres() -> Iterator[PostgresServer]:
     as_user = _system_user()
     # Not under pytest's tmp dirs: those are 0700 root-owned, unreachable for `postgres`.
     root = Path(tempfile.mkdtemp(prefix="agentgraph-pg-"))
-    server = PostgresServer(bindir=bindir, root=root, port=_free_port(), as_user=as_user)
+    server = PostgresServer(
+        bindir=bindir, root=root, port=_free_port(), as_user=as_user, settings=settings
+    )
     try:
         server.start()
         yield server
