@@ -26,8 +26,8 @@ Side by side, in one run, each in a fresh SQLite file:
   "DB bytes" are ``pg_total_relation_size`` of the checkpoint tables and the archive
   (agentgraph prunes PostgreSQL as it prunes SQLite; LangGraph's saver is not pruned).
   The server's autovacuum wakes every second (``PG_BENCH_SETTINGS``): a run packs a
-  session's hours into minutes, which autovacuum's default pace (a visit a minute)
-  would not see, leaving every pruned row as a dead tuple.
+  session's hours into a minute or two, which autovacuum's default pace (a visit a
+  minute) hardly sees, leaving the pruned rows as dead tuples.
 
 Reported per mark: database bytes (after a WAL checkpoint; "live" excludes free
 pages SQLite reuses; "checkpoint bytes" counts only the checkpoint tables, their
@@ -512,7 +512,7 @@ def run_floor(saver_kind: str, tmp: Path, log: Callable[[str], None]) -> dict[st
     return result
 
 
-# The run packs a session's hours of turns into about a minute, which autovacuum's
+# The run packs a session's hours of turns into a minute or two, which autovacuum's
 # default pace (a visit a minute) never sees: pruned rows would stay as dead tuples. A
 # visit a second reclaims them at about the pace, in turns, of a real session.
 PG_BENCH_SETTINGS = ("autovacuum_naptime=1",)
@@ -753,8 +753,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs["create_react_agent + add_messages"] = run_react(
                 min(args.messages, BASELINE_REACT_MAX_MESSAGES), Path(tmp), print
             )
-    command = "uv run python bench/bench_storage.py" + (
-        f" --messages {args.messages}" if args.messages != MARKS_MESSAGES[-1] else ""
+    command = (
+        "uv run python bench/bench_storage.py"
+        + "".join(f" --only {name}" for name in args.only or ())
+        + (f" --messages {args.messages}" if args.messages != MARKS_MESSAGES[-1] else "")
     )
     text = report(runs, command)
     print(text)

@@ -79,7 +79,8 @@ class PostgresServer:
     root: Path
     port: int
     as_user: str | None
-    # More ``-c name=value`` server settings (the storage benchmark's autovacuum pace).
+    # More ``-c name=value`` server settings (the storage benchmark's autovacuum pace);
+    # pg_ctl passes them through a shell, so values hold no spaces or shell characters.
     settings: tuple[str, ...] = ()
 
     @property

@@ -60,7 +60,8 @@ class ToolBindings:
     with ``ChatOpenAI``, several calls a turn); the same model object with the same tool
     objects and choice binds the same, so the last few bindings are kept. An entry holds
     its model and tools, so their ids stay theirs while it lives. Tools given as dicts
-    (mutable) or a choice given as a dict are bound anew each time.
+    (mutable) or a choice given as a dict are bound anew each time, as are lists a unit
+    rebuilds at every call (Anthropic's prompt caching copies the last tool).
     """
 
     def __init__(self) -> None:
@@ -70,7 +71,7 @@ class ToolBindings:
         self._lock = threading.Lock()  # subagents call models in other threads
 
     def bind(self, model: Any, tools: Sequence[Any], tool_choice: Any) -> Any:
-        """The model with ``tools`` bound (``tool_choice`` when not None)."""
+        """The model with ``tools`` bound (and ``tool_choice``, when one is given)."""
         if isinstance(tool_choice, dict) or not all(isinstance(t, BaseTool) for t in tools):
             return _bind_tools(model, tools, tool_choice)
         key = (id(model), tool_choice, *map(id, tools))
