@@ -21,17 +21,24 @@ model untouched, the same object byte for byte (LangChain's unit would warn on e
 call instead). The choice is made per request, so a ``/model`` switch or
 ``create_agent`` with any model works.
 
+LangChain's unit marks the last tool on a copy it makes at every call; the wrapper
+hands the model the same copy while the tool and its mark stay the same, so what is
+kept per tool object downstream (the model's tool binding, the tool-schema count) is
+reused instead of redone at every call.
+
 Hook: ``wrap_model_call`` (innermost: marks exactly the request the model receives,
 after overflow recovery cut it).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage
+from langchain_core.tools import BaseTool
 
 if TYPE_CHECKING:
     from langchain_anthropic.middleware import AnthropicPromptCachingMiddleware
@@ -63,6 +70,25 @@ class PromptCachingMiddleware(AgentMiddleware):
         super().__init__()
         self.ttl = ttl
         self._anthropic: AnthropicPromptCachingMiddleware | None = None
+        # The last tool as last marked: (the original, the marked copy).
+        self._marked: tuple[BaseTool, BaseTool] | None = None
+        self._lock = threading.Lock()  # subagents call models in other threads
+
+    def _same_marked_tool(self, original: ModelRequest, marked: ModelRequest) -> ModelRequest:
+        """``marked`` with its last tool the copy given last time, when it is the same
+        tool with the same mark (LangChain's unit copies it at every call)."""
+        before, after = list(original.tools or []), list(marked.tools or [])
+        if not before or len(before) != len(after):
+            return marked
+        tool, copy = before[-1], after[-1]
+        if not isinstance(tool, BaseTool) or not isinstance(copy, BaseTool) or copy is tool:
+            return marked
+        with self._lock:
+            known = self._marked
+            if known is not None and known[0] is tool and known[1].extras == copy.extras:
+                return marked.override(tools=[*after[:-1], known[1]])
+            self._marked = (tool, copy)
+        return marked
 
     def _unit(self) -> AnthropicPromptCachingMiddleware:
         if self._anthropic is None:
@@ -84,7 +110,11 @@ class PromptCachingMiddleware(AgentMiddleware):
         """Call with breakpoints when the model is Anthropic's, else unchanged."""
         if not is_anthropic_model(request.model):
             return handler(request)
-        result: Any = self._unit().wrap_model_call(request, handler)
+
+        def send(marked: ModelRequest) -> ModelResponse:
+            return handler(self._same_marked_tool(request, marked))
+
+        result: Any = self._unit().wrap_model_call(request, send)
         return result  # type: ignore[no-any-return]
 
     async def awrap_model_call(
@@ -95,5 +125,9 @@ class PromptCachingMiddleware(AgentMiddleware):
         """Async :meth:`wrap_model_call`."""
         if not is_anthropic_model(request.model):
             return await handler(request)
-        result: Any = await self._unit().awrap_model_call(request, handler)
+
+        async def send(marked: ModelRequest) -> ModelResponse:
+            return await handler(self._same_marked_tool(request, marked))
+
+        result: Any = await self._unit().awrap_model_call(request, send)
         return result  # type: ignore[no-any-return]

@@ -22,7 +22,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langchain_core.tools import tool
+from langchain_core.tools import BaseTool, tool
 from langchain_openai import ChatOpenAI
 
 from agentgraph.agent import Agent
@@ -224,6 +224,45 @@ def test_other_models_get_the_very_same_request() -> None:
     assert seen[0].system_message is not None
     assert seen[0].system_message.content == "You are terse."
     assert seen[0].model_settings == {"max_tokens": 100}
+
+
+def test_anthropic_calls_get_the_same_marked_tool_while_it_is_unchanged() -> None:
+    """LangChain's unit marks a copy of the last tool at every call; the model gets the
+    same copy while the tool is the same, so its tool binding and schema count are
+    reused. Another tool, or another mark, gets its own copy."""
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return key
+
+    @tool
+    def other(key: str) -> str:
+        """Another tool."""
+        return key
+
+    model = ChatAnthropic(model=MODEL, api_key="sk-ant-test")  # type: ignore[call-arg]
+    seen: list[ModelRequest] = []
+
+    def handler(req: ModelRequest) -> ModelResponse:
+        seen.append(req)
+        return ModelResponse(result=[AIMessage("ok")])
+
+    unit, short = PromptCachingMiddleware(), PromptCachingMiddleware(ttl="1h")
+    for tools, middleware in (
+        ([lookup], unit),
+        ([lookup], unit),
+        ([other], unit),
+        ([lookup], unit),
+        ([lookup], short),
+    ):
+        middleware.wrap_model_call(_request(model).override(tools=tools), handler)
+    last = [req.tools[-1] for req in seen]
+    assert all(isinstance(t, BaseTool) and t.extras and "cache_control" in t.extras for t in last)
+    assert last[0] is not lookup and last[1] is last[0]  # marked once, then the same copy
+    assert last[2].name == "other" and last[3] is not last[0]  # another tool came between
+    assert last[4].extras["cache_control"] != last[3].extras["cache_control"]  # type: ignore[index, union-attr]
+    assert lookup.extras is None or "cache_control" not in lookup.extras  # never mutated
 
 
 PROBE = textwrap.dedent(
