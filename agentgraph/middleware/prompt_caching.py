@@ -23,8 +23,9 @@ call instead). The choice is made per request, so a ``/model`` switch or
 
 LangChain's unit marks the last tool on a copy it makes at every call; the wrapper
 hands the model the same copy while the tool and its mark stay the same, so what is
-kept per tool object downstream (the model's tool binding, the tool-schema count) is
-reused instead of redone at every call.
+kept per tool object downstream (the model's tool binding, each tool's counted schema)
+is reused instead of redone at every call. One tool is remembered: calls alternating
+between two last tools (a subagent's list and the main agent's) copy as before.
 
 Hook: ``wrap_model_call`` (innermost: marks exactly the request the model receives,
 after overflow recovery cut it).

@@ -60,8 +60,9 @@ class ToolBindings:
     with ``ChatOpenAI``, several calls a turn); the same model object with the same tool
     objects and choice binds the same, so the last few bindings are kept. An entry holds
     its model and tools, so their ids stay theirs while it lives. Tools given as dicts
-    (mutable) or a choice given as a dict are bound anew each time, as are lists a unit
-    rebuilds at every call (Anthropic's prompt caching copies the last tool).
+    (mutable) or a choice given as a dict are bound anew each time, as are tools a unit
+    copies at every call (the prompt-caching unit keeps its marked copy of Anthropic's
+    last tool the same object while it can).
     """
 
     def __init__(self) -> None:

@@ -248,21 +248,28 @@ def test_anthropic_calls_get_the_same_marked_tool_while_it_is_unchanged() -> Non
         seen.append(req)
         return ModelResponse(result=[AIMessage("ok")])
 
-    unit, short = PromptCachingMiddleware(), PromptCachingMiddleware(ttl="1h")
-    for tools, middleware in (
-        ([lookup], unit),
-        ([lookup], unit),
-        ([other], unit),
-        ([lookup], unit),
-        ([lookup], short),
-    ):
-        middleware.wrap_model_call(_request(model).override(tools=tools), handler)
+    unit = PromptCachingMiddleware()
+    for tools in ([lookup], [lookup]):
+        unit.wrap_model_call(_request(model).override(tools=tools), handler)
+    lookup.extras = {"note": "changed"}  # the same tool object, other extras
+    for tools in ([lookup], [other], [other]):
+        unit.wrap_model_call(_request(model).override(tools=tools), handler)
+
+    async def call_async() -> None:
+        async def ahandler(req: ModelRequest) -> ModelResponse:
+            return handler(req)
+
+        for _ in range(2):
+            await unit.awrap_model_call(_request(model).override(tools=[lookup]), ahandler)
+
+    asyncio.run(call_async())
     last = [req.tools[-1] for req in seen]
     assert all(isinstance(t, BaseTool) and t.extras and "cache_control" in t.extras for t in last)
     assert last[0] is not lookup and last[1] is last[0]  # marked once, then the same copy
-    assert last[2].name == "other" and last[3] is not last[0]  # another tool came between
-    assert last[4].extras["cache_control"] != last[3].extras["cache_control"]  # type: ignore[index, union-attr]
-    assert lookup.extras is None or "cache_control" not in lookup.extras  # never mutated
+    assert last[2] is not last[0] and last[2].extras["note"] == "changed"  # type: ignore[index]
+    assert last[3].name == "other" and last[4] is last[3]
+    assert last[5].name == "lookup" and last[6] is last[5]  # async calls too
+    assert lookup.extras == {"note": "changed"}  # the original is never marked
 
 
 PROBE = textwrap.dedent(
