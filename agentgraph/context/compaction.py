@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import operator
 import time
 import uuid
 from collections import Counter
@@ -40,7 +39,13 @@ from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored
 from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, truncate_text
 from agentgraph.context.windows import Budget, output_limit_for
 from agentgraph.deps import CompactionOutcome
-from agentgraph.history import AGENTGRAPH_KEY, INTERNAL_KINDS, agentgraph_kind, group_messages
+from agentgraph.history import (
+    AGENTGRAPH_KEY,
+    INTERNAL_KINDS,
+    agentgraph_kind,
+    extends,
+    group_messages,
+)
 from agentgraph.tools.base import ToolError
 from agentgraph.tools.workspace import resolve_in_workspace
 
@@ -237,11 +242,7 @@ class BoundaryTracker:
             begin, view = last
             end = begin + len(view)
             boundary_before = begin == 0 or _last_boundary(history[begin - 1 : begin]) == 0
-            if (
-                len(history) >= end
-                and boundary_before
-                and all(map(operator.is_, history[begin:end], view))
-            ):
+            if boundary_before and extends(history, view, begin):
                 # No boundary among the remembered messages (they followed the last
                 # one): only the new ones can hold a newer boundary.
                 newer = _last_boundary(history, end)

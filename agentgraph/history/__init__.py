@@ -29,7 +29,7 @@ from agentgraph.history.kinds import (
     is_user_request,
     latest_user_request_index,
 )
-from agentgraph.history.view import PromptView, build_prompt_view
+from agentgraph.history.view import PromptView, build_prompt_view, extends
 
 # What the rest of agentgraph uses; the repair and trim steps are reached
 # through build_prompt_view (import them from their modules to test them alone).
@@ -39,6 +39,7 @@ __all__ = [
     "PromptView",
     "agentgraph_kind",
     "build_prompt_view",
+    "extends",
     "group_messages",
     "is_user_request",
     "latest_user_request_index",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
+from itertools import islice
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -384,6 +385,19 @@ def _whole_build(
     return replace(view, messages=list(view.messages)), extendable
 
 
+def extends(items: Sequence[object], prefix: Sequence[object], at: int = 0) -> bool:
+    """Whether ``items`` holds the very objects of ``prefix`` from index ``at`` on
+    (False when it is too short).
+
+    Compared by identity: messages are never changed in place, so an object seen before
+    counts and reads the same, and what was worked out for ``prefix`` holds for that
+    part of ``items``.
+    """
+    return len(items) - at >= len(prefix) and all(
+        map(operator.is_, prefix, islice(items, at, None))
+    )
+
+
 def _same_messages(a: Sequence[BaseMessage], b: Sequence[BaseMessage]) -> bool:
     """Equal lists of messages (the live system prompt is rebuilt for every call)."""
     return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
@@ -496,9 +510,8 @@ def _extend(
         or not _same_messages(system, last.system)
     ):
         return None
-    prefix = messages[:n]
-    if not all(map(operator.is_, prefix, last.inputs)):
-        patched = _with_swaps(last, prefix, counter)
+    if not extends(messages, last.inputs):
+        patched = _with_swaps(last, messages[:n], counter)
         if patched is None:
             return None
         last = patched

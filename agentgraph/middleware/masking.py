@@ -29,7 +29,6 @@ Emits ``{"type": "masking", ...}`` when the boundary moves.
 from __future__ import annotations
 
 import math
-import operator
 import threading
 from bisect import bisect_left
 from collections import OrderedDict
@@ -48,6 +47,7 @@ from agentgraph.context.masking_text import (
     placeholder,
 )
 from agentgraph.context.tokens import TokenCounter, estimate_scale, reported_prompt_tokens
+from agentgraph.history import extends
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 
@@ -237,10 +237,8 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         last = self._measured
         counter = self.counter
         start = 0
-        if last is not None and last.counter is counter:
-            n = len(last.messages)
-            if len(messages) >= n and all(map(operator.is_, messages[:n], last.messages)):
-                start = n
+        if last is not None and last.counter is counter and extends(messages, last.messages):
+            start = len(last.messages)
         if start:
             assert last is not None
             texts, calls, reported = dict(last.texts), dict(last.calls), dict(last.reported)
@@ -374,8 +372,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         first = 1 if turns and turns[0] == 0 else 0  # a reply at index 0 answered no request
         done, boundary, answered = first, 0, 0  # answered: the last request point
         known = self._replayed
-        resumes = extended is not None and known is not None and known.measured is extended
-        if resumes and known is not None and known.key == key:
+        if known is not None and known.measured is extended and known.key == key:
             done, boundary, scale = known.points, known.boundary, known.scale
             answered = known.answered
         mask_at = int(mask_base / scale)
@@ -443,13 +440,11 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             out: list[BaseMessage] = self._masked_list(messages, masked)
             freed = plan.tokens_before - plan.tokens_after
             return self._restate_usage(out, math.ceil(freed * plan.scale)), plan
-        same_boundary = last is not None and last[1] == plan.boundary
-        if same_boundary and last is not None and extended is not None and last[0] is extended:
+        if last is not None and last[0] is extended and last[1] == plan.boundary:
             # The same boundary over a longer view: the new messages come after it.
             out = [*last[2], *messages[len(last[2]) :]]
-            self._masked_view = (measured, plan.boundary, tuple(out))
-            return out, plan
-        out = self._masked_list(messages, masked)
+        else:
+            out = self._masked_list(messages, masked)
         self._masked_view = (measured, plan.boundary, tuple(out))
         return out, plan
 

@@ -13,7 +13,6 @@ instead and this unit is not in the chain.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -28,7 +27,7 @@ from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import shrink_tool_messages
 from agentgraph.context.windows import Budget
 from agentgraph.history import validate_history
-from agentgraph.history.view import IncrementalPromptView
+from agentgraph.history.view import IncrementalPromptView, extends
 from agentgraph.tools.files import page_of_read
 
 __all__ = [
@@ -115,10 +114,8 @@ class PromptViewMiddleware(AgentMiddleware):
         """
         known = self._counted
         start, sums = 0, [0]
-        if known is not None and known[1] is self.counter:
-            previous, _counter, previous_sums = known
-            if len(body) >= len(previous) and all(map(operator.is_, previous, body)):
-                start, sums = len(previous), list(previous_sums)
+        if known is not None and known[1] is self.counter and extends(body, known[0]):
+            start, sums = len(known[0]), list(known[2])
         count = self.counter.count_message
         total = sums[-1]
         for msg in body[start:]:

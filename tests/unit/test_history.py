@@ -6,6 +6,8 @@ import copy
 from collections.abc import Collection, Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -18,6 +20,7 @@ from agentgraph.history import (
     INTERNAL_KINDS,
     agentgraph_kind,
     build_prompt_view,
+    extends,
     group_messages,
     is_user_request,
     latest_user_request_index,
@@ -534,3 +537,22 @@ def test_a_stamp_keeps_the_marker_and_is_never_replaced() -> None:
 def test_a_hostile_stamp_is_no_time(value: object) -> None:
     msg = HumanMessage("x", additional_kwargs={"agentgraph": {"timestamp": value}})
     assert message_time(msg) is None
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    size=st.integers(min_value=0, max_value=8),
+    at=st.integers(min_value=0, max_value=9),
+    length=st.integers(min_value=0, max_value=9),
+    swap=st.one_of(st.none(), st.integers(min_value=0, max_value=8)),
+)
+def test_extends_means_the_same_objects_from_the_offset_on(
+    size: int, at: int, length: int, swap: int | None
+) -> None:
+    items = [HumanMessage(f"m{i}") for i in range(size)]
+    prefix = items[at : at + length]
+    if swap is not None and swap < len(prefix):
+        prefix[swap] = HumanMessage(prefix[swap].text)  # equal, but another object
+    swapped = swap is not None and swap < len(prefix)
+    assert extends(items, prefix, at) is (at <= size and not swapped)
+    assert extends(items, [*prefix, HumanMessage("more")], at) is False
