@@ -600,7 +600,12 @@ def mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
-def report(runs: dict[str, dict[int, dict[str, Any]]], command: str) -> str:
+def report(
+    runs: dict[str, dict[int, dict[str, Any]]],
+    command: str,
+    floors: Sequence[dict[str, float]] = (),
+) -> str:
+    """The report's markdown; ``floors``: LangGraph's floor measured in the same run."""
     lines = [
         "# Storage and turn cost on the real graph",
         "",
@@ -642,7 +647,37 @@ def report(runs: dict[str, dict[int, dict[str, Any]]], command: str) -> str:
                 f"(×{b['median_ms'] / first['median_ms']:.2f}, {first['messages']:,} → "
                 f"{b['messages']:,} messages)"
             )
+    lines += floor_lines(runs, floors)
     return "\n".join(lines) + "\n"
+
+
+def floor_lines(
+    runs: dict[str, dict[int, dict[str, Any]]], floors: Sequence[dict[str, float]]
+) -> list[str]:
+    """The floor measured before and after the agentgraph runs, and each run's last mark
+    against it: the machine's speed moves both (it swung by half between hours here),
+    their ratio much less."""
+    if not floors:
+        return []
+    medians = [f["cpu_median_ms"] for f in floors]
+    floor = statistics.mean(medians)
+    lines = [
+        "",
+        "LangGraph's floor in the same run (`create_react_agent` on `SqliteSaver`, the same "
+        f"turn shape with no history, {FLOOR_TURNS} turns; see `--floor`): CPU ms/turn "
+        "median " + " before, ".join(f"{m:.1f}" for m in medians) + " after the agentgraph runs.",
+        "",
+    ]
+    for name, marks in runs.items():
+        if not name.startswith("agentgraph") or not marks:
+            continue
+        last = marks[max(marks)]
+        cpu = last.get("cpu_median_ms", 0.0)
+        lines.append(
+            f"* {name}: {cpu:.1f} ms at {last['messages']:,} messages = "
+            f"{cpu / floor:.2f}× the floor ({cpu - floor:+.1f} ms)"
+        )
+    return lines
 
 
 class ThreadsProfiler:
@@ -716,11 +751,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         profiler = ThreadsProfiler() if args.profile else None
         with tempfile.TemporaryDirectory(prefix="agentgraph-storage-") as tmp:
+            floors = [run_floor("sqlite", Path(tmp) / "before", print)]
             quick = run_agent(
                 "agentgraph", args.window, args.messages, Path(tmp), print, profiler=profiler
             )
+            floors.append(run_floor("sqlite", Path(tmp) / "after", print))
         name = f"agentgraph, {args.window // 1000}k window"
-        print(report({name: quick}, "--quick (not written)"))
+        print(report({name: quick}, "--quick (not written)", floors))
         if profiler is not None:
             print(profiler.report())
         return 0
@@ -735,14 +772,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 UNDO_OUTPUT_PATH.write_text(report_undo(undo), encoding="utf-8")
         if only == {"undo"}:
             return 0
+    floors: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="agentgraph-storage-") as tmp:
         if "agentgraph" in only:
+            floors.append(run_floor("sqlite", Path(tmp) / "before", print))
             runs["agentgraph, 16k window"] = run_agent(
                 "agentgraph", 16_000, args.messages, Path(tmp), print
             )
             runs["agentgraph, 128k window"] = run_agent(
                 "agentgraph", 128_000, args.messages, Path(tmp), print
             )
+            floors.append(run_floor("sqlite", Path(tmp) / "after", print))
         if "delta" in only:
             runs["DeltaChannel + SqliteSaver, 16k"] = run_agent(
                 "delta", 16_000, args.messages, Path(tmp), print
@@ -758,7 +798,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + "".join(f" --only {name}" for name in args.only or ())
         + (f" --messages {args.messages}" if args.messages != MARKS_MESSAGES[-1] else "")
     )
-    text = report(runs, command)
+    text = report(runs, command, floors)
     print(text)
     if not args.no_write:
         OUTPUT_PATH.write_text(text, encoding="utf-8")
