@@ -317,10 +317,13 @@ def run_agent(
     log: Callable[[str], None],
     database_url: str = "",
     profiler: ThreadsProfiler | None = None,
+    floor: FloorProbe | None = None,
 ) -> dict[int, dict[str, Any]]:
     """Turns on the real Agent until ``limit`` messages; stats at each mark.
 
-    With ``profiler``, the turns in the last mark's latency window are profiled.
+    With ``profiler``, the turns in the last mark's latency window are profiled. With
+    ``floor``, each turn in a mark's latency window is followed by one of the floor's,
+    whose median is reported beside the run's (``floor_median_ms``).
     """
     home = tmp / f"{kind}-{window}"
     ws = home / "ws"
@@ -337,6 +340,7 @@ def run_agent(
         gc.collect()
         gc.freeze()  # as the CLI does after start-up
         times: list[tuple[int, float, float]] = []
+        floor_cpu: list[float] = []  # the floor's turns in the current latency window
         count = 0
         turn = 0
         deadline = time.monotonic() + RUN_TIME_BUDGET_S
@@ -354,6 +358,8 @@ def run_agent(
             info = store.index.get(THREAD)
             count = info.message_count if info else count
             times.append((count, elapsed, cpu))
+            if floor is not None and count >= marks[0] * (1 - LATENCY_WINDOW_FRACTION):
+                floor_cpu.append(floor.turn())
             if count >= marks[0]:
                 mark = marks.pop(0)
                 window_from = count * (1 - LATENCY_WINDOW_FRACTION)
@@ -376,6 +382,9 @@ def run_agent(
                     "turns_in_window": len(recent),
                     **cpu_stats(times, count),
                 }
+                if floor_cpu:
+                    results[mark]["floor_median_ms"] = statistics.median(floor_cpu) * 1000
+                    floor_cpu = []
                 log(f"{kind} {window}: {results[mark]}")
         gc.unfreeze()
     return results
@@ -473,40 +482,56 @@ def run_react(limit: int, tmp: Path, log: Callable[[str], None]) -> dict[int, di
 FLOOR_TURNS = 200
 
 
-def run_floor(saver_kind: str, tmp: Path, log: Callable[[str], None]) -> dict[str, float]:
-    """LangGraph's own per-turn cost for the same turn shape, without any history.
+class FloorProbe:
+    """LangGraph's own turn for the same turn shape, without any history, one at a time.
 
     ``create_react_agent`` (model node + ``ToolNode``) with the same scripted model
     and the real tools, each turn on a fresh thread, so nothing grows: what is left
     is LangGraph's per-step machinery and checkpoint writes (``memory``:
-    ``InMemorySaver``; ``sqlite``: ``SqliteSaver`` on a file).
+    ``InMemorySaver``; ``sqlite``: ``SqliteSaver`` on a file). Interleaved with an
+    agentgraph run, its turns see the same minutes of the machine, whose speed here
+    swung by half between hours and by a third between minutes.
     """
-    from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.checkpoint.sqlite import SqliteSaver
 
-    home = tmp / f"floor-{saver_kind}"
-    home.mkdir(parents=True)  # the database file sits beside the workspace
-    conn = connect_sqlite(home / "floor.db")
-    saver: Any = SqliteSaver(conn) if saver_kind == "sqlite" else InMemorySaver()
-    app, context, prompts = _react_app(home, 16_000, saver)
-    cpu: list[float] = []
-    steps = 0
+    def __init__(self, saver_kind: str, tmp: Path) -> None:
+        from langgraph.checkpoint.memory import InMemorySaver
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        home = tmp / f"floor-{saver_kind}"
+        home.mkdir(parents=True)  # the database file sits beside the workspace
+        self._conn = connect_sqlite(home / "floor.db")
+        saver: Any = SqliteSaver(self._conn) if saver_kind == "sqlite" else InMemorySaver()
+        self._app, self._context, self._prompts = _react_app(home, 16_000, saver)
+        self.turns = 0
+        self.steps = 0
+
+    def turn(self) -> float:
+        """One turn on a fresh thread: its CPU seconds (this process)."""
+        self.turns += 1
+        config = {"configurable": {"thread_id": f"floor-{self.turns}"}, "recursion_limit": 100}
+        text = self._prompts.text(self._prompts._rng.randint(50, 600))
+        start = time.process_time()
+        out = self._app.invoke({"messages": [HumanMessage(text)]}, config, context=self._context)
+        cpu = time.process_time() - start
+        self.steps += sum(isinstance(m, AIMessage) for m in out["messages"]) * 2 - 1
+        return cpu
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def run_floor(saver_kind: str, tmp: Path, log: Callable[[str], None]) -> dict[str, float]:
+    """:class:`FloorProbe`'s turns alone: ``FLOOR_TURNS`` of them."""
+    probe = FloorProbe(saver_kind, tmp)
     try:
-        for turn in range(FLOOR_TURNS):
-            config = {"configurable": {"thread_id": f"floor-{turn}"}, "recursion_limit": 100}
-            text = prompts.text(prompts._rng.randint(50, 600))
-            start = time.process_time()
-            out = app.invoke({"messages": [HumanMessage(text)]}, config, context=context)
-            cpu.append(time.process_time() - start)
-            steps += sum(isinstance(m, AIMessage) for m in out["messages"]) * 2 - 1
+        cpu = sorted(probe.turn() for _ in range(FLOOR_TURNS))
     finally:
-        conn.close()
-    ordered = sorted(cpu)
+        probe.close()
     result = {
         "turns": len(cpu),
-        "steps_per_turn": steps / len(cpu),
-        "cpu_median_ms": statistics.median(ordered) * 1000,
-        "cpu_p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+        "steps_per_turn": probe.steps / len(cpu),
+        "cpu_median_ms": statistics.median(cpu) * 1000,
+        "cpu_p99_ms": cpu[min(len(cpu) - 1, int(len(cpu) * 0.99))] * 1000,
     }
     log(f"floor {saver_kind}: {result}")
     return result
@@ -600,12 +625,7 @@ def mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
-def report(
-    runs: dict[str, dict[int, dict[str, Any]]],
-    command: str,
-    floors: Sequence[dict[str, float]] = (),
-) -> str:
-    """The report's markdown; ``floors``: LangGraph's floor measured in the same run."""
+def report(runs: dict[str, dict[int, dict[str, Any]]], command: str) -> str:
     lines = [
         "# Storage and turn cost on the real graph",
         "",
@@ -647,37 +667,33 @@ def report(
                 f"(×{b['median_ms'] / first['median_ms']:.2f}, {first['messages']:,} → "
                 f"{b['messages']:,} messages)"
             )
-    lines += floor_lines(runs, floors)
+    lines += floor_lines(runs)
     return "\n".join(lines) + "\n"
 
 
-def floor_lines(
-    runs: dict[str, dict[int, dict[str, Any]]], floors: Sequence[dict[str, float]]
-) -> list[str]:
-    """The floor measured before and after the agentgraph runs, and each run's last mark
-    against it: the machine's speed moves both (it swung by half between hours here),
-    their ratio much less."""
-    if not floors:
-        return []
-    medians = [f["cpu_median_ms"] for f in floors]
-    floor = statistics.mean(medians)
-    lines = [
-        "",
-        "LangGraph's floor in the same run (`create_react_agent` on `SqliteSaver`, the same "
-        f"turn shape with no history, {FLOOR_TURNS} turns; see `--floor`): CPU ms/turn "
-        "median " + " before, ".join(f"{m:.1f}" for m in medians) + " after the agentgraph runs.",
-        "",
+def floor_lines(runs: dict[str, dict[int, dict[str, Any]]]) -> list[str]:
+    """Each mark's median turn against LangGraph's floor measured in the same minutes."""
+    rows = [
+        f"| {name} | {r['messages']:,} | {r['cpu_median_ms']:.1f} | {r['floor_median_ms']:.1f} "
+        f"| {r['cpu_median_ms'] / r['floor_median_ms']:.2f}× "
+        f"| {r['cpu_median_ms'] - r['floor_median_ms']:+.1f} |"
+        for name, marks in runs.items()
+        for _mark, r in sorted(marks.items())
+        if "floor_median_ms" in r
     ]
-    for name, marks in runs.items():
-        if not name.startswith("agentgraph") or not marks:
-            continue
-        last = marks[max(marks)]
-        cpu = last.get("cpu_median_ms", 0.0)
-        lines.append(
-            f"* {name}: {cpu:.1f} ms at {last['messages']:,} messages = "
-            f"{cpu / floor:.2f}× the floor ({cpu - floor:+.1f} ms)"
-        )
-    return lines
+    if not rows:
+        return []
+    return [
+        "",
+        "Against LangGraph's floor in the same minutes: after each turn of a mark's latency "
+        "window, one turn of `create_react_agent` on `SqliteSaver` with the same scripted "
+        "model and tools and no history (a fresh thread each time; `--floor` runs it alone). "
+        "CPU ms per turn, medians:",
+        "",
+        "| run | messages | agentgraph | floor | ratio | difference |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        *rows,
+    ]
 
 
 class ThreadsProfiler:
@@ -751,13 +767,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         profiler = ThreadsProfiler() if args.profile else None
         with tempfile.TemporaryDirectory(prefix="agentgraph-storage-") as tmp:
-            floors = [run_floor("sqlite", Path(tmp) / "before", print)]
-            quick = run_agent(
-                "agentgraph", args.window, args.messages, Path(tmp), print, profiler=profiler
-            )
-            floors.append(run_floor("sqlite", Path(tmp) / "after", print))
+            probe = None if profiler is not None else FloorProbe("sqlite", Path(tmp))
+            try:
+                quick = run_agent(
+                    "agentgraph",
+                    args.window,
+                    args.messages,
+                    Path(tmp),
+                    print,
+                    profiler=profiler,
+                    floor=probe,
+                )
+            finally:
+                if probe is not None:
+                    probe.close()
         name = f"agentgraph, {args.window // 1000}k window"
-        print(report({name: quick}, "--quick (not written)", floors))
+        print(report({name: quick}, "--quick (not written)"))
         if profiler is not None:
             print(profiler.report())
         return 0
@@ -772,17 +797,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 UNDO_OUTPUT_PATH.write_text(report_undo(undo), encoding="utf-8")
         if only == {"undo"}:
             return 0
-    floors: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="agentgraph-storage-") as tmp:
         if "agentgraph" in only:
-            floors.append(run_floor("sqlite", Path(tmp) / "before", print))
-            runs["agentgraph, 16k window"] = run_agent(
-                "agentgraph", 16_000, args.messages, Path(tmp), print
-            )
-            runs["agentgraph, 128k window"] = run_agent(
-                "agentgraph", 128_000, args.messages, Path(tmp), print
-            )
-            floors.append(run_floor("sqlite", Path(tmp) / "after", print))
+            probe = FloorProbe("sqlite", Path(tmp))
+            try:
+                runs["agentgraph, 16k window"] = run_agent(
+                    "agentgraph", 16_000, args.messages, Path(tmp), print, floor=probe
+                )
+                runs["agentgraph, 128k window"] = run_agent(
+                    "agentgraph", 128_000, args.messages, Path(tmp), print, floor=probe
+                )
+            finally:
+                probe.close()
         if "delta" in only:
             runs["DeltaChannel + SqliteSaver, 16k"] = run_agent(
                 "delta", 16_000, args.messages, Path(tmp), print
@@ -798,7 +824,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + "".join(f" --only {name}" for name in args.only or ())
         + (f" --messages {args.messages}" if args.messages != MARKS_MESSAGES[-1] else "")
     )
-    text = report(runs, command, floors)
+    text = report(runs, command)
     print(text)
     if not args.no_write:
         OUTPUT_PATH.write_text(text, encoding="utf-8")
