@@ -40,6 +40,7 @@ of the turns that ended in the last 20% before the mark (median, p99, max).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import io
@@ -482,7 +483,7 @@ def run_react(limit: int, tmp: Path, log: Callable[[str], None]) -> dict[int, di
 FLOOR_TURNS = 200
 
 
-class FloorProbe:
+class FloorProbe(contextlib.AbstractContextManager["FloorProbe"]):
     """LangGraph's own turn for the same turn shape, without any history, one at a time.
 
     ``create_react_agent`` (model node + ``ToolNode``) with the same scripted model
@@ -516,17 +517,14 @@ class FloorProbe:
         self.steps += sum(isinstance(m, AIMessage) for m in out["messages"]) * 2 - 1
         return cpu
 
-    def close(self) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self._conn.close()
 
 
 def run_floor(saver_kind: str, tmp: Path, log: Callable[[str], None]) -> dict[str, float]:
     """:class:`FloorProbe`'s turns alone: ``FLOOR_TURNS`` of them."""
-    probe = FloorProbe(saver_kind, tmp)
-    try:
+    with FloorProbe(saver_kind, tmp) as probe:
         cpu = sorted(probe.turn() for _ in range(FLOOR_TURNS))
-    finally:
-        probe.close()
     result = {
         "turns": len(cpu),
         "steps_per_turn": probe.steps / len(cpu),
@@ -767,8 +765,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         profiler = ThreadsProfiler() if args.profile else None
         with tempfile.TemporaryDirectory(prefix="agentgraph-storage-") as tmp:
-            probe = None if profiler is not None else FloorProbe("sqlite", Path(tmp))
-            try:
+            # A profile would count the floor's turns as the run's: none then.
+            floor: contextlib.AbstractContextManager[FloorProbe | None] = (
+                contextlib.nullcontext()
+                if profiler is not None
+                else FloorProbe("sqlite", Path(tmp))
+            )
+            with floor as probe:
                 quick = run_agent(
                     "agentgraph",
                     args.window,
@@ -778,9 +781,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                     profiler=profiler,
                     floor=probe,
                 )
-            finally:
-                if probe is not None:
-                    probe.close()
         name = f"agentgraph, {args.window // 1000}k window"
         print(report({name: quick}, "--quick (not written)"))
         if profiler is not None:
@@ -799,16 +799,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
     with tempfile.TemporaryDirectory(prefix="agentgraph-storage-") as tmp:
         if "agentgraph" in only:
-            probe = FloorProbe("sqlite", Path(tmp))
-            try:
+            with FloorProbe("sqlite", Path(tmp)) as probe:
                 runs["agentgraph, 16k window"] = run_agent(
                     "agentgraph", 16_000, args.messages, Path(tmp), print, floor=probe
                 )
                 runs["agentgraph, 128k window"] = run_agent(
                     "agentgraph", 128_000, args.messages, Path(tmp), print, floor=probe
                 )
-            finally:
-                probe.close()
         if "delta" in only:
             runs["DeltaChannel + SqliteSaver, 16k"] = run_agent(
                 "delta", 16_000, args.messages, Path(tmp), print

@@ -466,7 +466,8 @@ def read_text_file(
                 data = handle.read(READ_FILE_WHOLE_MAX_BYTES + 1)  # it may have grown
                 if len(data) <= READ_FILE_WHOLE_MAX_BYTES:
                     page = _page_of_bytes(data, offset, limit)
-                handle.seek(0)
+                if page is None:
+                    handle.seek(0)
             body, end, total = page if page is not None else _page_streamed(handle, offset, limit)
     except OSError as exc:
         raise _os_error(exc, shown) from exc
