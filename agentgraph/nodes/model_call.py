@@ -8,7 +8,6 @@ pipeline could not recover from into one clear :class:`ProviderFailure` line.
 
 from __future__ import annotations
 
-import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +25,7 @@ from agentgraph.context.model_errors import provider_error_of, to_model_error
 from agentgraph.context.windows import output_limit_for
 from agentgraph.deps import AgentDeps
 from agentgraph.errors import ProviderFailure
+from agentgraph.history import extends
 from agentgraph.middleware import PipelineResult, compose, context_pipeline
 
 __all__ = ["BOUND_MODELS_MAX_ENTRIES", "ModelCallResult", "ToolBindings", "make_model_call"]
@@ -78,8 +78,7 @@ class ToolBindings:
         key = (id(model), tool_choice, *map(id, tools))
         with self._lock:
             entry = self._entries.get(key)
-            # The key has every tool's id: the same count, so the objects are compared.
-            if entry is not None and entry[0] is model and all(map(operator.is_, entry[1], tools)):
+            if entry is not None and entry[0] is model and extends(tools, entry[1]):
                 self._entries.move_to_end(key)
                 return entry[2]
         bound = _bind_tools(model, tools, tool_choice)
