@@ -20,6 +20,9 @@ MAX_LOOPS_MIN = 1
 MAX_LOOPS_MAX = 500
 # Window of the history helpers when a caller names none; the setting itself is unset
 # by default (the token budget alone decides what the model sees).
+# Share of the usable budget of outputs masked since the last summary that triggers their
+# distillation into one (AGENTGRAPH_DISTIL_THRESHOLD).
+DISTIL_THRESHOLD_DEFAULT = 0.20
 MAX_MESSAGE_HISTORY_DEFAULT = 40
 MAX_MESSAGE_HISTORY_MIN = 10
 MAX_MESSAGE_HISTORY_MAX = 100
@@ -143,6 +146,15 @@ class Settings(BaseSettings):
     # not enough.
     mask_threshold: float = Field(
         0.60, gt=0.1, le=1.0, validation_alias=_env("AGENTGRAPH_MASK_THRESHOLD")
+    )
+    # Outputs masked since the last summary are distilled into one (a compaction) once
+    # they add up to this share of the budget (1.0 or more: only the compaction threshold
+    # summarizes): what masking hides reaches a summary instead of leaving for good.
+    distil_threshold: float = Field(
+        DISTIL_THRESHOLD_DEFAULT,
+        gt=0.0,
+        le=10.0,
+        validation_alias=_env("AGENTGRAPH_DISTIL_THRESHOLD"),
     )
     notice_threshold: float = Field(
         0.75, gt=0.0, le=1.0, validation_alias=_env("AGENTGRAPH_NOTICE_THRESHOLD")

@@ -47,6 +47,7 @@ class Compactor(Protocol):
         focus: str | None = None,
         workspace: str | None = None,
         measured: tuple[int, int] | None = None,
+        course_change: str | None = None,
     ) -> CompactionOutcome | None: ...
 
 

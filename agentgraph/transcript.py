@@ -233,6 +233,7 @@ def export_markdown(messages: Sequence[BaseMessage], info: SessionInfo) -> str:
             title = {
                 "summary": "Summary",
                 "reinjected_file": "File re-read",
+                "ledger": "Progress ledger",
                 "undo_note": "Undo note",
             }.get(kind or "", "User")
             lines += [f"## {title}{_at(msg)}", "", text, ""]

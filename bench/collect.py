@@ -14,6 +14,7 @@ ORDER = (
     "history",
     "long_task",
     "context_v2",
+    "context_v3",
     "storage",
     "undo",
     "startup",

@@ -33,6 +33,7 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool
 
 from agentgraph.cancel import INTERRUPTED_KIND
+from agentgraph.context.ledger import LEDGER_KIND, collect_ledger, ledger_message, render_ledger
 from agentgraph.context.masking_text import mask_outputs_before
 from agentgraph.context.retry import RetryPolicy, call_with_retries
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
@@ -70,6 +71,15 @@ SUMMARY_MIN_TOKENS = 256
 # by a second lossy pass) while they take at most this share of the summary's room;
 # past it they are summarized again together with the new part.
 SUMMARY_STACK_SHARE = 0.5
+# A summary over its share is asked for again, shorter, at most this many times (each is
+# one more summarizer call); it is never cut blind to fit.
+SUMMARY_SHORTEN_ATTEMPTS = 2
+# A summary still over its share after that takes the room of the re-read files and of
+# long kept outputs; only one longer than all the room under the target is cut, with a
+# note saying so (and the record's ``summary_cut``).
+# The progress ledger's share of the usable budget: past it, its longest folders of
+# files read are folded to a count (see agentgraph/context/ledger.py).
+LEDGER_MAX_BUDGET_FRACTION = 0.10
 REINJECT_MAX_FILES = 5
 REINJECT_MAX_LINES = 1000
 SUMMARY_INPUT_BUDGET_FRACTION = 0.70
@@ -117,11 +127,26 @@ Include, under these headings:
 4. Critical data and references: exact file paths, names, identifiers, numbers, commands, \
 error messages, and any fact the user stated that may be needed again (quote them exactly).
 
+agentgraph adds an exact ledger of the files read and changed, commands run and the todo \
+list after your summary: do not enumerate those; say what was learned from them.
+
 Be concise but lose nothing that is needed to continue. Write only the summary."""
 
 CONTINUE_PIECE_PROMPT = (
     "The conversation is long, so it is summarized in pieces. The summary so far is given "
     "first; extend it with the next part of the conversation, keeping every heading."
+)
+
+SHORTEN_PROMPT = (
+    "The handoff summary below is {tokens:,} tokens, more than its room. Rewrite it in at "
+    "most {limit:,} tokens: keep every heading, every fact, file path, identifier, number "
+    "and the remaining work; drop repetition, prose and lists of files read or commands run "
+    "(agentgraph keeps those exactly in a progress ledger). Write only the summary."
+)
+
+SUMMARY_CUT_NOTE = (
+    "\n[agentgraph cut this summary to fit the context window: it stayed too long after "
+    "being asked for a shorter one; search_history finds what it left out]"
 )
 
 STACKED_SUMMARY_PREFIX = (
@@ -139,6 +164,10 @@ FALLBACK_NOTE = (
 # cancelled, not as remaining work.
 CANCELLED_REQUEST_LABEL = "[user — cancelled by the user before any answer; not to be done]"
 INTERRUPTED_REQUEST_LABEL = "[user — the user cancelled this turn while it was being answered]"
+
+# Messages a compaction places after its summaries that are rebuilt at every compaction
+# (files re-read from disk, the progress ledger): never summarized, never kept raw.
+CONTEXT_KINDS = ("reinjected_file", LEDGER_KIND)
 
 REINJECTED_FILE_TEMPLATE = (
     "[File re-read from disk after compaction: {path} — lines 1-{shown} of {total}]\n{body}"
@@ -179,7 +208,7 @@ def carried_scale(view: Sequence[BaseMessage]) -> float:
             scale = 1.0
             if isinstance(value, int | float) and 1.0 <= value <= ESTIMATE_SCALE_MAX:
                 scale = float(value)
-        elif kind != "reinjected_file":
+        elif kind not in CONTEXT_KINDS:
             break
     return scale
 
@@ -339,7 +368,7 @@ def rank_touched_files(messages: Sequence[BaseMessage]) -> list[TouchedFile]:
         return []
     # Re-injected copies name their file in a header; counting them would make the
     # files of the previous compaction win every later one.
-    texts = [m.text for m in messages if agentgraph_kind(m) != "reinjected_file"]
+    texts = [m.text for m in messages if agentgraph_kind(m) not in CONTEXT_KINDS]
     mentions = count_mentions(texts, list(last))
     files = [TouchedFile(p, p in modified, mentions[p], last[p]) for p in last]
     return sorted(files, key=lambda f: (not f.modified, -f.mentions, -f.last_index))
@@ -392,7 +421,7 @@ def _nothing_new(older: Sequence[BaseMessage], cancelled: Mapping[int, str]) -> 
     summarizing those alone would only rewrite the summary (an empty ``older`` too).
     """
     return all(
-        agentgraph_kind(m) in ("summary", "reinjected_file")
+        agentgraph_kind(m) in ("summary", *CONTEXT_KINDS)
         or cancelled.get(id(m)) == CANCELLED_REQUEST_LABEL
         for m in older
     )
@@ -446,8 +475,8 @@ def render_transcript(
             out.append(f"[assistant]\n{text}{calls}")
         elif kind == "summary":
             out.append(f"[summary of earlier work]\n{text}")
-        elif kind == "reinjected_file":
-            continue  # fresh copies are re-read after this compaction anyway
+        elif kind in CONTEXT_KINDS:
+            continue  # re-read and recomputed after this compaction anyway
         elif isinstance(msg, HumanMessage):
             out.append(f"{labels.get(id(msg), '[user]')}\n{text}")
     return out
@@ -545,6 +574,39 @@ class Compactor:
             raise ValueError("nothing to summarize")
         return summary
 
+    def _shorten(self, summary: str, room: int, focus: str | None) -> str:
+        """``summary``, asked for again in at most ``room`` tokens while it is longer.
+
+        A summary cut to fit loses its middle, and the next summary is written from the
+        cut one: the progress since the previous compaction is forgotten and redone.
+        The summarizer is told the limit instead; the shortest answer is kept.
+        """
+        count = self.counter.count_text
+        size = count(summary)
+        summarizer: Any = self.summarizer
+        limit = output_limit_for(summarizer, self.budget)
+        if limit is not None:
+            summarizer = summarizer.bind(max_tokens=limit)
+        instructions = HANDOFF_PROMPT + (f"\n\nFocus especially on: {focus}" if focus else "")
+        for _ in range(SUMMARY_SHORTEN_ATTEMPTS):
+            if size <= room:
+                break
+            ask = SHORTEN_PROMPT.format(tokens=size, limit=room)
+            prompt = [
+                SystemMessage(content=instructions),
+                HumanMessage(content=f"{ask}\n\n<summary>\n{summary}\n</summary>"),
+            ]
+            try:
+                reply = call_with_retries(
+                    partial(summarizer.invoke, prompt), self.retry, sleep=self.sleep
+                )
+            except Exception:  # the long summary is still a summary: keep it
+                break
+            shorter = reply.text.strip()
+            if shorter and count(shorter) < size:
+                summary, size = shorter, count(shorter)
+        return summary
+
     def _tool_result_cap(self, older: Sequence[BaseMessage], room: int) -> int:
         """Tool-result size that lets ``older`` fit one summarizer call, when it can."""
         count = self.counter.count_text
@@ -604,7 +666,7 @@ class Compactor:
                 first = i
                 continue
             group = groups[i]
-            if agentgraph_kind(group[0]) in ("summary", "reinjected_file"):
+            if agentgraph_kind(group[0]) in ("summary", *CONTEXT_KINDS):
                 break  # a previous summary is always re-summarized, never kept raw
             size = sum(self.counter.count_message(m) for m in group)
             if used + size > keep_tokens or (
@@ -636,8 +698,17 @@ class Compactor:
                 cancelled[id(groups[i][0])] = INTERRUPTED_REQUEST_LABEL
         older = [m for i, g in enumerate(groups) if i not in keep for m in g]
         kept = [m for i, g in enumerate(groups) if i in keep for m in g]
+        # Kept outputs the model already answered are masked after the compaction
+        # (_mask_seen_outputs): the summary distils them first, or what they held would
+        # leave the prompt without reaching any summary.
+        newest = max((i for i, g in enumerate(groups) if isinstance(g[0], AIMessage)), default=-1)
         summary_input = [
-            m for i, g in enumerate(groups) if i not in keep or i == request for m in g
+            m
+            for i, g in enumerate(groups)
+            if i not in keep
+            or i == request
+            or (i < newest and any(isinstance(x, ToolMessage) for x in g))
+            for m in g
         ]
         return older, kept, summary_input, cancelled
 
@@ -693,6 +764,7 @@ class Compactor:
         focus: str | None = None,
         workspace: str | None = None,
         measured: tuple[int, int] | None = None,
+        course_change: str | None = None,
     ) -> CompactionOutcome | None:
         """Compact ``messages`` (the full state history); None when there is nothing to do.
 
@@ -704,6 +776,11 @@ class Compactor:
         reported usage describes); else both are taken from ``messages``. For an
         estimating counter their ratio divides the budget and scales the record's
         figures, as the status line scales them (see :func:`carried_scale`).
+
+        ``course_change``: the spiral guard found the last compaction made no progress:
+        this note heads the new summary, telling the model what it repeated. (Summaries
+        are not merged again then: with a summarizer that drops details, a merge would
+        lose what the carried ones still hold.)
         """
         self.last_skipped = None
         # The system messages alone: count_messages would add the reply priming, which
@@ -743,7 +820,7 @@ class Compactor:
         keep_messages = self.keep_recent_messages
         split = partial(self._split, recent, between_turns=trigger == "manual")
         older, kept, summary_input, cancelled = split(keep_tokens, keep_messages)
-        if trigger != "auto" and _nothing_new(older, cancelled):
+        if trigger not in ("auto", "distil") and _nothing_new(older, cancelled):
             # Asked for explicitly (or by the guard) while everything new fits the keep
             # budget: summarize all but the pending request (between turns, when the
             # last request is answered: everything).
@@ -758,30 +835,44 @@ class Compactor:
             summary_input = [m for m in summary_input if id(m) not in ids]
         summary: str | None = None
         reason = ""
+        summary_room = summary_max - sum(map(self.counter.count_message, carried_heads))
         try:
             summary = self._summarize(summary_input, focus, cancelled)
+            summary = self._shorten(summary, max(summary_room, SUMMARY_MIN_TOKENS), focus)
         except Exception as exc:  # any failure → the fallback keeps the session going
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         if summary is None:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
             older, kept, _, _ = split(fallback_keep, keep_messages)
             carried_heads = self._carried_summaries(older, summary_max)
+        elif course_change:
+            summary = course_change + summary
         kept = self._mask_seen_outputs(kept)
+        # A distillation summarizes what masking hid, mid-task: the files read are in
+        # the summary and the ledger, and re-reading them from disk would take the room
+        # the compaction freed (a summary every few calls on a long read-only task).
         files = (
             self._files(since_last_boundary(messages), workspace, files_tokens)
-            if summary is not None
+            if summary is not None and trigger != "distil"
             else []
         )
+        # The ledger is computed from the whole history: every compaction's summarized
+        # part is still in the state, so no progress is lost with the summaries.
+        ledger = render_ledger(
+            collect_ledger(messages),
+            max_tokens=int(usable * LEDGER_MAX_BUDGET_FRACTION),
+            count=self.counter.count_text,
+        )
+        summary_cut = False
         while True:
-            new_tail = self._assemble(
-                summary, reason, files, kept, summary_max, carried_heads, scale=scale
-            )
+            new_tail = self._assemble(summary, reason, files, kept, carried_heads, ledger, scale)
             after = self._view_tokens(new_tail, fixed)
             if after <= target:
                 break
-            # Keep less rather than compact again a few steps later, and without a
-            # second paid summary: first a re-read file (still on disk), then long kept
-            # outputs (whole in the transcript), then the summary's own share.
+            # Keep less rather than compact again a few steps later, and without
+            # cutting the summary: first a re-read file (still on disk), then long kept
+            # outputs (whole in the transcript). A summary still too long after being
+            # asked for a shorter one takes their room.
             if files:
                 files = files[:-1]
                 continue
@@ -794,9 +885,17 @@ class Compactor:
             if changed:
                 kept = shrunk
                 continue
-            if summary is not None and summary_max > SUMMARY_MIN_TOKENS:
-                summary_max = max(summary_max - (after - target), SUMMARY_MIN_TOKENS)
-                continue
+            if summary is not None and not summary_cut:
+                # The last resort, when the summary stayed longer than all the room
+                # under the target even after being asked for a shorter one: an
+                # explicit cut, recorded, that says where the rest is.
+                size = self.counter.count_text(summary)
+                allowed = max(size - (after - target), SUMMARY_MIN_TOKENS)
+                if allowed < size:
+                    summary = truncate_text(summary, allowed, count=self.counter.count_text).text
+                    summary += SUMMARY_CUT_NOTE
+                    summary_cut = True
+                    continue
             break  # the system prompt and the latest request alone exceed the target
         if trigger == "manual" and summary is not None and after >= before:
             # Asked for on a short history: a summary (with its prefix and the re-read
@@ -816,6 +915,9 @@ class Compactor:
             "fallback": summary is None,
             "reason": reason,
             "summary": summary or "",
+            "summary_cut": summary_cut,
+            "course_change": bool(course_change),
+            "ledger": ledger,
             "summarized_messages": len(older),
             "carried_summaries": len(carried_heads),
             "kept_messages": len(kept),
@@ -861,10 +963,9 @@ class Compactor:
         reason: str,
         files: Sequence[tuple[str, HumanMessage]],
         kept: Sequence[BaseMessage],
-        summary_max: int,
-        carried: Sequence[BaseMessage] = (),
-        *,
-        scale: float = 1.0,
+        carried: Sequence[BaseMessage],
+        ledger: str,
+        scale: float,
     ) -> list[BaseMessage]:
         # Carried summaries keep their exact content (new ids: the originals stay
         # before the boundary), so the prompt's prefix up to them is unchanged.
@@ -872,13 +973,9 @@ class Compactor:
             m.model_copy(update={"id": f"summary-{uuid.uuid4().hex}"}) for m in carried
         ]
         if summary is not None:
-            room = summary_max - sum(self.counter.count_message(m) for m in carried)
-            bounded = truncate_text(
-                summary, max(room, SUMMARY_MIN_TOKENS), count=self.counter.count_text
-            ).text
             heads.append(
                 HumanMessage(
-                    content=(STACKED_SUMMARY_PREFIX if carried else SUMMARY_PREFIX) + bounded,
+                    content=(STACKED_SUMMARY_PREFIX if carried else SUMMARY_PREFIX) + summary,
                     id=f"summary-{uuid.uuid4().hex}",
                     additional_kwargs=marker("summary", **_scale_field(scale)),
                 )
@@ -891,6 +988,8 @@ class Compactor:
                     additional_kwargs=marker("summary", fallback=True, **_scale_field(scale)),
                 )
             )
+        if ledger:
+            heads.append(ledger_message(ledger, f"ledger-{uuid.uuid4().hex}"))
         return [*heads, *(msg for _, msg in files), *kept]
 
     def _carried_summaries(
@@ -907,7 +1006,7 @@ class Compactor:
             if agentgraph_kind(m) == "summary"
             and not (m.additional_kwargs.get(AGENTGRAPH_KEY) or {}).get("fallback")
         ]
-        fresh = any(agentgraph_kind(m) not in ("summary", "reinjected_file") for m in older)
+        fresh = any(agentgraph_kind(m) not in ("summary", *CONTEXT_KINDS) for m in older)
         if not prior or not fresh:
             return []
         if len(prior) != sum(1 for m in older if agentgraph_kind(m) == "summary"):

@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 __all__ = [
     "MASKED_KEY",
+    "MASKED_TOKENS_KEY",
     "MASK_ARGS_MAX_CHARS",
     "MASK_EXEMPT_TOOLS",
     "MASK_MIN_OUTPUT_TOKENS",
@@ -32,6 +33,9 @@ MASK_EXEMPT_TOOLS = frozenset({"load_skill"})
 MASK_ARGS_MAX_CHARS = 120
 # ``additional_kwargs`` key marking a masked copy.
 MASKED_KEY = "agentgraph_masked"
+# Key of a model request's state (that request only, never stored) with the tokens of the
+# outputs masked in its view since the last summary, in the provider's tokens.
+MASKED_TOKENS_KEY = "agentgraph_masked_tokens"
 
 _ARTIFACT_RE = re.compile(r"full output: (\S+) — page through it")
 

@@ -41,7 +41,12 @@ LARGEST_MESSAGES_SHOWN = 5
 PREVIEW_MAX_CHARS = 60
 BAR_MIN_WIDTH = 10
 
-_KIND_CATEGORY = {"summary": "summaries", "reinjected_file": "files_reinjected"}
+# The progress ledger is counted with the summaries it follows.
+_KIND_CATEGORY = {
+    "summary": "summaries",
+    "ledger": "summaries",
+    "reinjected_file": "files_reinjected",
+}
 # A reported total's difference from the categories is shown from this size on (a
 # token or two of reply priming is not news).
 UNATTRIBUTED_MIN_TOKENS = 20

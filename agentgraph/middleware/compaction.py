@@ -3,7 +3,8 @@
 :meth:`CompactionMiddleware.compact` is the only way a history is compacted: by
 ``wrap_model_call`` when the prompt reaches the compaction threshold (trigger
 ``"auto"``) or the provider still reports an overflow after overflow recovery
-(``"guard"``), and by ``Agent.compact`` for ``/compact`` and ``sessions compact``
+(``"guard"``), when the outputs masking hid since the last summary add up to the distil
+threshold (``"distil"``), and by ``Agent.compact`` for ``/compact`` and ``sessions compact``
 (``"manual"``). The strategy (LLM handoff summary, files re-read, fallback) lives in
 :mod:`agentgraph.context.compaction`.
 
@@ -29,8 +30,16 @@ from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.types import Command
 
+from agentgraph.config import DISTIL_THRESHOLD_DEFAULT
 from agentgraph.context.compaction import carried_scale, since_last_boundary
+from agentgraph.context.masking_text import MASKED_TOKENS_KEY
 from agentgraph.context.model_errors import to_model_error
+from agentgraph.context.spiral import (
+    SPIRAL_MAX_STALLS,
+    SPIRAL_NOTE,
+    CompactionSpiralError,
+    stalled_compactions,
+)
 from agentgraph.context.tokens import anchored_prompt_tokens
 from agentgraph.deps import CompactionOutcome, Compactor
 from agentgraph.middleware.events import Emit, emit
@@ -63,11 +72,17 @@ class CompactionMiddleware(AgentMiddleware):
     """
 
     def __init__(
-        self, compactor: Compactor, view: PromptViewMiddleware, *, emit: Emit = emit
+        self,
+        compactor: Compactor,
+        view: PromptViewMiddleware,
+        *,
+        distil_threshold: float = DISTIL_THRESHOLD_DEFAULT,
+        emit: Emit = emit,
     ) -> None:
         super().__init__()
         self.compactor = compactor
         self.view = view
+        self.distil_threshold = distil_threshold
         self.emit = emit
 
     def compact(
@@ -80,6 +95,7 @@ class CompactionMiddleware(AgentMiddleware):
         focus: str | None = None,
         workspace: str | None = None,
         measured: tuple[int, int] | None = None,
+        course_change: str | None = None,
     ) -> CompactionOutcome | None:
         """Compact ``messages`` (a full history); None when there is nothing to compact.
 
@@ -92,6 +108,7 @@ class CompactionMiddleware(AgentMiddleware):
             workspace: Folder whose recently used files are re-read into the view.
             measured: The prompt about to be sent, as ``(its tokens as the provider
                 counts them, our count)``; taken from ``messages`` when not given.
+            course_change: The spiral guard's note (see :meth:`_compacted`).
 
         Returns:
             The state update and new history, or None (a manual compaction that
@@ -106,6 +123,7 @@ class CompactionMiddleware(AgentMiddleware):
             focus=focus,
             workspace=workspace,
             measured=measured,
+            course_change=course_change,
         )
         if outcome is not None:
             self.emit({"type": "compaction", **outcome.record})
@@ -120,6 +138,15 @@ class CompactionMiddleware(AgentMiddleware):
         one that decides what overflows.
         """
         return self._over(history, self._measure(request))
+
+    def _distil_due(self, request: ModelRequest) -> bool:
+        """Whether the outputs masking hid since the last summary add up to the distil
+        threshold: their facts then reach a summary (from the stored originals) instead
+        of leaving the prompt for good."""
+        masked = request.state.get(MASKED_TOKENS_KEY) if request.state else None
+        if not isinstance(masked, int) or masked <= 0:
+            return False
+        return masked >= self.view.budget.usable * self.distil_threshold
 
     def _over(self, history: Sequence[BaseMessage], measured: tuple[int, int]) -> bool:
         keep = self.view.keep_recent
@@ -159,6 +186,17 @@ class CompactionMiddleware(AgentMiddleware):
         trigger: str,
         measured: tuple[int, int],
     ) -> tuple[ModelRequest, CompactionOutcome] | None:
+        # The spiral guard: a compaction after one that made no progress changes course;
+        # after SPIRAL_MAX_STALLS in a row the run stops with one line, the session saved.
+        stalls, repeated, calls = stalled_compactions(history)
+        if stalls >= SPIRAL_MAX_STALLS:
+            raise CompactionSpiralError(
+                f"stopped: compaction is making no progress ({stalls} compactions in a row "
+                "after work that only repeated calls already made, or almost no work); the "
+                "session is saved — resume it with a larger context window "
+                "(AGENTGRAPH_CONTEXT_WINDOW) or a narrower task"
+            )
+        note = SPIRAL_NOTE.format(repeated=repeated, calls=calls) if stalls else None
         outcome = self.compact(
             history,
             trigger=trigger,
@@ -166,6 +204,7 @@ class CompactionMiddleware(AgentMiddleware):
             tools=request.tools,
             workspace=_workspace(request),
             measured=measured,
+            course_change=note,
         )
         if outcome is None:
             return None
@@ -179,8 +218,11 @@ class CompactionMiddleware(AgentMiddleware):
         """``(request, history, state updates)``, compacted first at the threshold."""
         history: list[BaseMessage] = list(request.state.get("messages") or request.messages)
         measured = self._measure(request)
-        if self._over(history, measured):
-            done = self._compacted(request, history, "auto", measured)
+        trigger = "auto" if self._over(history, measured) else None
+        if trigger is None and self._distil_due(request):
+            trigger = "distil"
+        if trigger is not None:
+            done = self._compacted(request, history, trigger, measured)
             if done is not None:
                 request, outcome = done
                 return request, list(outcome.messages), list(outcome.updates)

@@ -44,6 +44,7 @@ from agentgraph.context.masking_text import (
     MASK_EXEMPT_TOOLS,
     MASK_MIN_OUTPUT_TOKENS,
     MASKED_KEY,
+    MASKED_TOKENS_KEY,
     placeholder,
 )
 from agentgraph.context.tokens import TokenCounter, estimate_scale, reported_prompt_tokens
@@ -144,6 +145,8 @@ class MaskingPlan:
         masked: Tool outputs masked in this view.
         scale: How much more the provider counts than our estimate, as of this request
             (1.0 for an exact counter); the thresholds were divided by it.
+        masked_tokens: What the outputs masked in this view saved, in our tokens: the
+            volume masked since the last summary, which none distilled yet.
     """
 
     boundary: int
@@ -152,6 +155,7 @@ class MaskingPlan:
     tokens_after: int
     masked: int
     scale: float = 1.0
+    masked_tokens: int = 0
 
     @property
     def event(self) -> bool:
@@ -423,6 +427,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             tokens_after=total - cum_save[boundary],
             masked=len(masked),
             scale=scale,
+            masked_tokens=cum_save[boundary],
         )
         return result, masked, measured, extended
 
@@ -492,7 +497,12 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 }
             )
         view = self.view.build(masked, request.system_message, request.tools, since_boundary=True)
-        return request.override(messages=view.messages)  # type: ignore[arg-type]
+        # The compaction unit distils what masking hid once it adds up (provider tokens).
+        state: Any = {
+            **request.state,
+            MASKED_TOKENS_KEY: math.ceil(plan.masked_tokens * plan.scale),
+        }
+        return request.override(messages=view.messages, state=state)  # type: ignore[arg-type]
 
     def wrap_model_call(
         self,

@@ -218,7 +218,9 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
     return ContextPipeline(
         view=view,
         compaction=(
-            CompactionMiddleware(deps.compactor, view, emit=emit)
+            CompactionMiddleware(
+                deps.compactor, view, distil_threshold=settings.distil_threshold, emit=emit
+            )
             if deps.compactor is not None
             else None
         ),

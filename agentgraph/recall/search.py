@@ -80,6 +80,7 @@ _TERM_RE = re.compile(r'"([^"]+)"|(\S+)')
 _KIND_ROLES = {
     "summary": "summary",
     "reinjected_file": "file",
+    "ledger": "ledger",
     "resume": "resume note",
     "undo_note": "undo note",
 }

@@ -145,6 +145,9 @@ def _each_break_follows_its_event(breaks: list[int], events: list[dict[str, Any]
     return True
 
 
+# The masking tests below measure masking alone: distilling what it hid into a summary
+# (tested in test_context_v3.py) is turned off.
+NO_DISTIL = {"AGENTGRAPH_DISTIL_THRESHOLD": "10"}
 MASK_WINDOW_TOKENS = 32_000
 MASK_FILES = 40
 MASK_FILE_LINES = 40
@@ -159,6 +162,7 @@ def test_masking_past_its_threshold_does_not_summarize_and_keeps_the_prefix(
         window=MASK_WINDOW_TOKENS,
         files=MASK_FILES,
         lines=MASK_FILE_LINES,
+        **NO_DISTIL,
     )
     requests = _main_requests(server)
     maskings = [e for e in events if e["type"] == "masking"]
@@ -205,6 +209,7 @@ def test_masking_events_bring_the_prompt_down_to_the_low_water_mark(
         window=BATCH_WINDOW_TOKENS,
         files=BATCH_FILES,
         lines=BATCH_FILE_LINES,
+        **NO_DISTIL,
     )
     budget = budget_for(make_settings(AGENTGRAPH_CONTEXT_WINDOW=str(BATCH_WINDOW_TOKENS)))
     low_at = int(budget.usable * MASK_LOW_WATER_DEFAULT)

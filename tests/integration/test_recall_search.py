@@ -288,6 +288,8 @@ def test_search_finds_a_fact_whose_tool_output_was_masked(
             OPENAI_API_KEY="sk-test",
             AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
             AGENTGRAPH_CONTEXT_WINDOW=str(MASK_WINDOW_TOKENS),
+            # Masking alone: search must find what it hid before any summary has it.
+            AGENTGRAPH_DISTIL_THRESHOLD="10",
         )
         with open_store(settings) as store:
             agent = Agent(settings, store, sleep=lambda _s: None)

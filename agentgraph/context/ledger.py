@@ -1,0 +1,455 @@
+"""The progress ledger: what the session read, changed and ran, derived from its tool calls.
+
+A summary written by a model forgets; a summary cut to fit forgets its middle, and the
+next summary is written from the cut one. The ledger is the part of the progress no
+compaction may lose, so no model writes it: it is computed from the whole stored
+history (every message before every compaction boundary is still in the state) each
+time the history is compacted, and placed after the summaries. Files read (with the
+line ranges of partial reads), files created or changed (with the lines added and
+removed), commands run with their exit status, subagent tasks with their outcome, the
+todo list, and how often every other tool was called.
+
+It is compacted without loss while it fits its share of the budget: files grouped by
+folder, runs of numbered names (``part_001.txt … part_120.txt``) written as their two
+ends, ranges merged, repeated commands merged with all their exit statuses. Only a
+ledger that still does not fit folds its longest folders of read files to a count
+(files changed are never folded) and then its oldest commands; what it folded is
+named, and ``search_history`` finds it.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from agentgraph.history import AGENTGRAPH_KEY
+from agentgraph.tools.files import read_span
+
+__all__ = [
+    "LEDGER_HEADER",
+    "LEDGER_KIND",
+    "Ledger",
+    "collect_ledger",
+    "ledger_message",
+    "render_ledger",
+]
+
+LEDGER_KIND = "ledger"
+LEDGER_HEADER = (
+    "[Progress ledger — kept exactly by agentgraph from this session's tool calls, not "
+    "written by a model: trust it over any summary; search_history finds the details of "
+    "any entry]"
+)
+# A run of numbered file names shorter than this is listed name by name.
+LEDGER_RUN_MIN_FILES = 3
+# Characters of a command shown (its first line); the whole command is in the transcript.
+LEDGER_COMMAND_MAX_CHARS = 160
+# Characters of a subagent task shown.
+LEDGER_TASK_MAX_CHARS = 120
+# Characters of a todo shown.
+LEDGER_TODO_MAX_CHARS = 80
+
+READ_TOOL = "read_file"
+WRITE_TOOL = "write_file"
+EDIT_TOOL = "edit_file"
+BASH_TOOL = "run_bash"
+SUBAGENT_TOOL = "call_subagent"
+TODO_TOOL = "todo_write"
+
+_EXIT_RE = re.compile(r"\[exit code (-?\d+)[^\]]*\]\s*$")
+_TIMEOUT_RE = re.compile(r"\[timed out after [^\]]*\]\s*$")
+_NUMBERED_RE = re.compile(r"^(.*?)(\d+)(\D*)$")
+_TODO_MARK = {"done": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+
+
+@dataclass
+class FileRead:
+    """What was read of one file: merged 1-based line spans and its length when known."""
+
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    total: int | None = None
+    whole: bool = False
+
+    def add(self, first: int, last: int, total: int | None) -> None:
+        """Record lines ``first``-``last`` (of ``total``) as read."""
+        if total is not None:
+            self.total = total
+        if last < first:
+            return
+        spans = sorted([*self.spans, (first, last)])
+        merged: list[tuple[int, int]] = []
+        for a, b in spans:
+            if merged and a <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        self.spans = merged
+
+    @property
+    def complete(self) -> bool:
+        """Whether every line of the file was read."""
+        if self.whole:
+            return True
+        return (
+            self.total is not None
+            and len(self.spans) == 1
+            and self.spans[0][0] <= 1
+            and self.spans[0][1] >= self.total
+        )
+
+
+@dataclass
+class FileChange:
+    """Writes and edits of one file: how, how often, lines added and removed."""
+
+    created: bool = False
+    writes: int = 0
+    edits: int = 0
+    added: int = 0
+    removed: int = 0
+
+
+@dataclass
+class Ledger:
+    """The progress of a session, as its tool calls and results show it.
+
+    Attributes:
+        reads: Path -> what of it was read, in first-read order.
+        changes: Path -> how it was written or edited, in first-change order.
+        commands: Command -> its exit statuses in order (``"exit 0"``, ``"timed out"``…).
+        subagents: ``(task, outcome)`` per subagent call.
+        todos: The latest todo list written.
+        other: Tool name -> calls of every other tool.
+        call_ids: The tool call ids already counted (a moved copy is counted once).
+    """
+
+    reads: dict[str, FileRead] = field(default_factory=dict)
+    changes: dict[str, FileChange] = field(default_factory=dict)
+    commands: dict[str, list[str]] = field(default_factory=dict)
+    subagents: list[tuple[str, str]] = field(default_factory=list)
+    todos: list[tuple[str, str]] | None = None
+    other: dict[str, int] = field(default_factory=dict)
+    call_ids: set[str] = field(default_factory=set)
+
+    @property
+    def empty(self) -> bool:
+        """Whether no tool call was recorded."""
+        return not (
+            self.reads
+            or self.changes
+            or self.commands
+            or self.subagents
+            or self.todos
+            or self.other
+        )
+
+    def paths(self) -> set[str]:
+        """Every file path the ledger holds (read or changed)."""
+        return set(self.reads) | set(self.changes)
+
+
+def _norm_path(value: Any) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    path = value.strip()
+    normal = posixpath.normpath(path)
+    return normal if normal != "." else path
+
+
+def _lines(text: Any) -> int:
+    if not isinstance(text, str) or not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def _int(value: Any, default: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return default
+    return value
+
+
+def _command_status(result: ToolMessage) -> str:
+    text = result.text.rstrip()
+    if (found := _EXIT_RE.search(text)) is not None:
+        return f"exit {found.group(1)}"
+    if _TIMEOUT_RE.search(text):
+        return "timed out"
+    return "error" if result.status == "error" else "done"
+
+
+def _subagent_outcome(result: ToolMessage) -> str:
+    try:
+        payload = json.loads(result.text)
+    except ValueError:
+        return "error" if result.status == "error" else "done"
+    if isinstance(payload, Mapping) and isinstance(payload.get("ok"), bool):
+        return "done" if payload["ok"] else "failed"
+    return "done"
+
+
+def _record(ledger: Ledger, call: Mapping[str, Any], result: ToolMessage | None) -> None:
+    name = str(call.get("name") or "")
+    args = call.get("args")
+    args = args if isinstance(args, Mapping) else {}
+    failed = result is None or result.status == "error"
+    if name == READ_TOOL:
+        path = _norm_path(args.get("path"))
+        if path is None or failed or result is None:
+            return
+        entry = ledger.reads.setdefault(path, FileRead())
+        first = max(_int(args.get("offset"), 0), 0) + 1
+        span = read_span(result.text)
+        if span is None:  # an empty file, or a reading that states no lines
+            entry.whole = entry.whole or first == 1
+            return
+        last, total = span
+        entry.add(first, last, total)
+    elif name in (WRITE_TOOL, EDIT_TOOL):
+        path = _norm_path(args.get("path"))
+        if path is None or failed or result is None:
+            return
+        change = ledger.changes.setdefault(path, FileChange())
+        if name == WRITE_TOOL:
+            change.writes += 1
+            change.created = change.created or result.text.startswith("created ")
+            change.added += _lines(args.get("content"))
+        else:
+            times = 1
+            if args.get("replace_all") and (found := re.search(r"replaced (\d+) ", result.text)):
+                times = int(found.group(1))
+            change.edits += 1
+            change.added += _lines(args.get("new_string")) * times
+            change.removed += _lines(args.get("old_string")) * times
+    elif name == BASH_TOOL:
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            return
+        status = "not run" if result is None else _command_status(result)
+        ledger.commands.setdefault(command.strip(), []).append(status)
+    elif name == SUBAGENT_TOOL:
+        task = args.get("task")
+        outcome = "not run" if result is None else _subagent_outcome(result)
+        ledger.subagents.append((str(task or "").strip(), outcome))
+    elif name == TODO_TOOL:
+        items = args.get("todos")
+        if failed or not isinstance(items, list):
+            return
+        todos = []
+        for item in items:
+            if isinstance(item, Mapping):
+                todos.append((str(item.get("status") or "pending"), str(item.get("content") or "")))
+        ledger.todos = todos
+    elif name:
+        ledger.other[name] = ledger.other.get(name, 0) + 1
+
+
+def collect_ledger(messages: Iterable[BaseMessage], ledger: Ledger | None = None) -> Ledger:
+    """The ledger of ``messages`` (a whole history), or ``ledger`` extended by them.
+
+    Each tool call counts once, by id, with the first result recorded for it: a
+    compaction moves kept messages after its boundary as copies with the same call ids,
+    and a masked copy's placeholder is no result to parse. A call with no result yet
+    (pending) is not counted until its result exists.
+
+    Args:
+        messages: Messages in history order; internal records are ignored.
+        ledger: An earlier ledger to extend (modified in place), if any.
+
+    Returns:
+        The ledger.
+    """
+    out = ledger if ledger is not None else Ledger()
+    listed = list(messages)
+    results: dict[str, ToolMessage] = {}
+    for msg in listed:
+        if isinstance(msg, ToolMessage) and msg.tool_call_id not in results:
+            results[msg.tool_call_id] = msg
+    for msg in listed:
+        if not isinstance(msg, AIMessage):
+            continue
+        for call in msg.tool_calls:
+            call_id = str(call.get("id") or "")
+            if not call_id or call_id in out.call_ids:
+                continue
+            result = results.get(call_id)
+            if result is None:
+                continue
+            out.call_ids.add(call_id)
+            _record(out, call, result)
+    return out
+
+
+def _numbered_runs(names: Sequence[str], whole: Callable[[str], bool]) -> list[list[str]]:
+    """``names`` split into runs: consecutive numbered names read whole share a run."""
+    runs: list[list[str]] = []
+    for name in names:
+        found = _NUMBERED_RE.match(name)
+        if runs and found is not None and whole(name):
+            prev = _NUMBERED_RE.match(runs[-1][-1])
+            if (
+                prev is not None
+                and whole(runs[-1][-1])
+                and prev.group(1) == found.group(1)
+                and prev.group(3) == found.group(3)
+                and len(prev.group(2)) == len(found.group(2))
+                and int(found.group(2)) == int(prev.group(2)) + 1
+            ):
+                runs[-1].append(name)
+                continue
+        runs.append([name])
+    return runs
+
+
+def _read_detail(read: FileRead) -> str:
+    if read.complete:
+        return ""
+    spans = ", ".join(f"{a}-{b}" for a, b in read.spans)
+    total = f" of {read.total}" if read.total is not None else ""
+    return f" (lines {spans}{total})"
+
+
+def _by_folder(paths: Iterable[str]) -> dict[str, list[str]]:
+    folders: dict[str, list[str]] = {}
+    for path in paths:
+        folder, name = posixpath.split(path)
+        folders.setdefault(folder, []).append(name)
+    return folders
+
+
+def _read_lines(reads: Mapping[str, FileRead], folded: set[str]) -> list[str]:
+    lines = []
+    for folder, names in _by_folder(reads).items():
+        label = f"{folder}/" if folder else "./"
+        if folder in folded:
+            lines.append(f"- {label} {len(names)} files (folded: search_history({folder!r}))")
+            continue
+
+        def whole(name: str, folder: str = folder) -> bool:
+            return reads[posixpath.join(folder, name)].complete
+
+        items = []
+        for run in _numbered_runs(sorted(names, key=_natural_key), whole):
+            if len(run) >= LEDGER_RUN_MIN_FILES:
+                items.append(f"{run[0]} … {run[-1]} ({len(run)} files)")
+            else:
+                items.extend(n + _read_detail(reads[posixpath.join(folder, n)]) for n in run)
+        lines.append(f"- {label} " + ", ".join(items))
+    return lines
+
+
+def _natural_key(name: str) -> tuple[Any, ...]:
+    found = _NUMBERED_RE.match(name)
+    if found is None:
+        return (name, -1, "")
+    return (found.group(1), int(found.group(2)), found.group(3))
+
+
+def _change_line(path: str, change: FileChange) -> str:
+    how = []
+    if change.created:
+        how.append("created")
+    elif change.writes:
+        how.append("rewritten" + (f" ×{change.writes}" if change.writes > 1 else ""))
+    if change.edits:
+        how.append("edited" + (f" ×{change.edits}" if change.edits > 1 else ""))
+    return f"- {path}: {', '.join(how)} (+{change.added} −{change.removed} lines)"
+
+
+def _short(text: str, limit: int) -> str:
+    first = text.splitlines()[0] if text else ""
+    more = len(first) > limit or "\n" in text
+    return first[: limit - 1] + "…" if more else first
+
+
+def _command_line(command: str, statuses: Sequence[str]) -> str:
+    shown = _short(command, LEDGER_COMMAND_MAX_CHARS)
+    merged: list[str] = []
+    for status in statuses:  # runs of the same status: "exit 0 ×3"
+        if merged and merged[-1].split(" ×")[0] == status:
+            head, _, times = merged[-1].partition(" ×")
+            merged[-1] = f"{head} ×{int(times or 1) + 1}"
+        else:
+            merged.append(status)
+    return f"- $ {shown} → {', then '.join(merged)}"
+
+
+def render_ledger(
+    ledger: Ledger,
+    *,
+    max_tokens: int | None = None,
+    count: Callable[[str], int] | None = None,
+) -> str:
+    """The ledger as the text the model reads; ``""`` when it is empty.
+
+    Args:
+        ledger: The ledger.
+        max_tokens: Its share of the budget; past it, the read folders with the most
+            files are folded to a count, then the oldest commands (never the files
+            changed).
+        count: Token count of a text (required with ``max_tokens``).
+
+    Returns:
+        The text.
+    """
+    if ledger.empty:
+        return ""
+    folded: set[str] = set()
+    dropped_commands = 0
+    folders = sorted(_by_folder(ledger.reads).items(), key=lambda kv: -len(kv[1]))
+    while True:
+        text = _render(ledger, folded, dropped_commands)
+        if max_tokens is None or count is None or count(text) <= max_tokens:
+            return text
+        unfolded = [f for f, names in folders if f not in folded and len(names) > 1]
+        if unfolded:
+            folded.add(unfolded[0])
+        elif dropped_commands < len(ledger.commands):
+            dropped_commands = min(len(ledger.commands), dropped_commands * 2 + 1)
+        else:
+            return text  # files changed alone are over the share: never folded
+
+
+def _render(ledger: Ledger, folded: set[str], dropped_commands: int) -> str:
+    lines = [LEDGER_HEADER]
+    if ledger.reads:
+        lines.append("Files read (whole unless lines are given):")
+        lines.extend(_read_lines(ledger.reads, folded))
+    if ledger.changes:
+        lines.append("Files created or changed:")
+        lines.extend(_change_line(p, c) for p, c in ledger.changes.items())
+    if ledger.commands:
+        lines.append("Commands run (with their exit status, in order):")
+        items = list(ledger.commands.items())
+        if dropped_commands:
+            folded_note = "(folded: search_history finds them)"
+            lines.append(f"- {dropped_commands} earlier commands {folded_note}")
+        lines.extend(_command_line(c, s) for c, s in items[dropped_commands:])
+    if ledger.subagents:
+        lines.append("Subagent tasks:")
+        lines.extend(
+            f"- {json.dumps(_short(t, LEDGER_TASK_MAX_CHARS), ensure_ascii=False)} → {o}"
+            for t, o in ledger.subagents
+        )
+    if ledger.todos:
+        shown = " · ".join(
+            f"{_TODO_MARK.get(s, '[ ]')} {_short(c, LEDGER_TODO_MAX_CHARS)}"
+            for s, c in ledger.todos
+        )
+        lines.append(f"Todo list: {shown}")
+    if ledger.other:
+        calls = ", ".join(f"{n} ×{k}" for n, k in ledger.other.items())
+        lines.append(f"Other tool calls: {calls}")
+    return "\n".join(lines)
+
+
+def ledger_message(text: str, message_id: str) -> HumanMessage:
+    """The ledger as the message placed after the summaries of a compaction."""
+    return HumanMessage(
+        content=text, id=message_id, additional_kwargs={AGENTGRAPH_KEY: {"kind": LEDGER_KIND}}
+    )

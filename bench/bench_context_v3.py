@@ -1,0 +1,505 @@
+"""Context engine v3: a context-management benchmark the scripted model cannot fool.
+
+Run: uv run python bench/bench_context_v3.py [--quick] [--out FILE] [--json]
+     [--workload W]… [--harness H]… [--persona P]… [--summarizer S]…
+(the filters are repeatable; --quick: fewer files and cells, a few minutes on 2 cores).
+
+The scripted model of bench_context_v2 (tests/scenarios/long_task.py) counts its own
+steps, so it reads the next file whatever the agent showed it: lost context never shows.
+Here the model is stateless (tests/scenarios/stateless.py): every reply is a function of
+the request alone. It reads the first file of the turn's range the prompt does not show
+as read (reading on in a file whose page note says it continues), writes report.md with
+the codes it sees, and answers the question turn with the codes it sees. A harness that
+hides what was read makes it read again; one that hides codes makes it forget them; a
+summary that is cut or lossy loses both. Personas: ``silent`` (tool calls only),
+``note_taker`` (a one-line note of each code found, in its own messages) and
+``re_reader`` (re-reads a file it knows it read but whose code it cannot see: spirals
+show). Summarizers: ``faithful``, ``lossy`` (every other code and file), ``verbose``
+(~120 tokens of filler per file unless told ``at most N tokens``) and ``terse`` (the
+task only).
+
+Workloads, each at a 16k window on the strict loopback server (real HTTP, ChatOpenAI):
+
+* ``many-small``: 300 files of ~3 KB (--quick: 100), one turn; facts = codes in the
+  last report.md the model wrote.
+* ``big-start`` / ``big-middle``: 30 files of ~20 KB (more than a read page), the code
+  on the first or the middle line, then the question turn "Which codes do you
+  remember? List them."; facts = codes in that answer.
+* ``multi-turn+restart``: 60 small files over 3 turns of 20, the harness restarted
+  (new store / new agent object on the same checkpointer) before turn 3, then the
+  question turn.
+
+Harnesses: ``agentgraph`` (the real Agent graph, its defaults); ``deepagents``
+(``create_deep_agent``, ``FilesystemBackend(virtual_mode=True)``); ``lc-summary``
+(``create_agent`` + ``SummarizationMiddleware`` with the window-derived trigger of
+bench_context_v2 and the default ``trim_tokens_to_summarize``); ``lc-summary-untrimmed``
+(the same with ``trim_tokens_to_summarize=None``); ``lc-edit+summary``
+(``ContextEditingMiddleware(ClearToolUsesEdit)`` + the untrimmed summary, as v2). Peers
+keep their thread in a LangGraph ``InMemorySaver``. Every turn may make at most
+``min(3 × files of the turn + 20, 500)`` model calls (agentgraph: ``MAX_LOOPS``; peers:
+the bench stops the turn after its tool step once the cap is passed), so only a real
+spiral reaches it.
+
+Columns: finished (every turn ended with an answer, else the first reason why not),
+model calls (all requests), summary calls, prompt tokens (server estimate, non-summary
+requests), billed (cached prefix at 10%, bench_context_v2.billed_input), facts recalled /
+planted, files read twice (files with more than one read call at the same offset, from
+the scripted model's own calls: agentgraph's re-injected files are not counted), invalid
+requests (strict rejections), overflow 400s, agentgraph's masking events and
+compactions, cut summaries (distinct summaries reaching the main prompt with a
+truncation marker) and wall seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import (
+    ClearToolUsesEdit,
+    ContextEditingMiddleware,
+    SummarizationMiddleware,
+)
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphRecursionError
+
+from agentgraph.agent import Agent
+from agentgraph.config import MAX_LOOPS_MAX, Settings
+from agentgraph.persistence import open_store
+from bench.bench_context_v2 import (
+    API_KEY,
+    ENV_PREFIXES,
+    LC_CLEAR_KEEP_RESULTS,
+    MASK_THRESHOLD,
+    MODEL,
+    PEER_SYSTEM_PROMPT,
+    billed_input,
+    peer_model,
+    summary_middleware,
+    workspace_tools,
+)
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.scenarios.stateless import (
+    NO_TASK_ANSWER,
+    PERSONAS,
+    QUESTION,
+    SUMMARIZERS,
+    FactAt,
+    PersonaKind,
+    Recorder,
+    ScriptedModel,
+    Size,
+    Summarizer,
+    SummarizerKind,
+    codes_in,
+    cut_summaries,
+    is_summary,
+    make_workspace,
+    persona_for,
+    planted_codes,
+    task_text,
+)
+
+HARNESSES = ("agentgraph", "deepagents", "lc-summary", "lc-summary-untrimmed", "lc-edit+summary")
+WINDOW = 16_000
+THREAD = "bench"
+# The loop cap of a turn: three calls a file (a read, a page, a re-read) and some slack.
+CALLS_PER_FILE = 3
+CALL_SLACK = 20
+# LangGraph super-steps a peer may take per model call (model, tools, middleware hooks):
+# a safety net only, the bench's own call cap ends a turn first.
+PEER_STEPS_PER_CALL = 10
+# LangChain's own default trim of the summarizer's input (4,000 tokens).
+LC_DEFAULT_TRIM = (
+    inspect.signature(SummarizationMiddleware).parameters["trim_tokens_to_summarize"].default
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Files, their size and code position, and the turns over them.
+
+    Attributes:
+        turns: File ranges, one task turn each.
+        restart_before: Index of the task turn before which the harness restarts.
+        question: Whether a question turn ("which codes do you remember?") follows.
+    """
+
+    name: str
+    files: int
+    size: Size
+    fact_at: FactAt
+    turns: tuple[tuple[int, int], ...]
+    restart_before: int | None = None
+    question: bool = False
+    window: int = WINDOW
+
+    def texts(self) -> list[str]:
+        """The user message of every turn, in order."""
+        return [task_text(a, b) for a, b in self.turns] + ([QUESTION] if self.question else [])
+
+    def cap(self) -> int:
+        """Model calls one turn may make."""
+        widest = max(b - a + 1 for a, b in self.turns)
+        return min(CALLS_PER_FILE * widest + CALL_SLACK, MAX_LOOPS_MAX)
+
+
+def workloads(quick: bool) -> tuple[Workload, ...]:
+    """The four workloads (smaller with ``quick``)."""
+    small, big, per_turn = (100, 20, 10) if quick else (300, 30, 20)
+    return (
+        Workload("many-small", small, "small", "start", ((1, small),)),
+        Workload("big-start", big, "big", "start", ((1, big),), question=True),
+        Workload("big-middle", big, "big", "middle", ((1, big),), question=True),
+        Workload(
+            "multi-turn+restart",
+            3 * per_turn,
+            "small",
+            "start",
+            tuple((k * per_turn + 1, (k + 1) * per_turn) for k in range(3)),
+            restart_before=2,
+            question=True,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run: a workload, a persona, a summarizer, a harness."""
+
+    load: Workload
+    persona: PersonaKind
+    summarizer: SummarizerKind
+    harness: str
+
+
+def matrix(quick: bool) -> list[Cell]:
+    """Every workload × harness × persona with the faithful summarizer, plus on
+    ``big-start`` the other summarizers × ``silent``/``re_reader`` (--quick: every
+    persona on ``many-small``, ``silent``/``re_reader`` and only ``lossy`` besides
+    ``faithful`` on ``big-start``, ``silent`` on the others)."""
+    out: list[Cell] = []
+    extra: tuple[SummarizerKind, ...] = ("lossy",) if quick else ("lossy", "verbose", "terse")
+    for load in workloads(quick):
+        personas: tuple[PersonaKind, ...] = PERSONAS
+        if quick and load.name != "many-small":
+            personas = ("silent", "re_reader") if load.name == "big-start" else ("silent",)
+        combos: list[tuple[PersonaKind, SummarizerKind]] = [(p, "faithful") for p in personas]
+        if load.name == "big-start":
+            combos += [(p, s) for s in extra for p in ("silent", "re_reader")]
+        out += [Cell(load, p, s, h) for p, s in combos for h in HARNESSES]
+    return out
+
+
+def quiet_disconnects() -> None:
+    """Drop the loopback server's traceback for a client that closed its connection.
+
+    httpx closes keep-alive connections when an agent's client goes away; the server's
+    handler thread then prints a ConnectionResetError traceback into stderr, which is
+    this bench's progress log. Any other error still prints.
+    """
+    from tests.fakes import openai_server
+
+    base = openai_server._HTTPServer.handle_error
+
+    def handle_error(self: Any, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            base(self, request, client_address)
+
+    openai_server._HTTPServer.handle_error = handle_error  # type: ignore[method-assign]
+
+
+# --- harness sessions ---------------------------------------------------------------------
+
+
+class AgentgraphSession:
+    """The real agentgraph graph on one thread; a restart reopens store and Agent."""
+
+    def __init__(self, server: FakeOpenAIServer, ws: Path, home: Path, cap: int) -> None:
+        self.ws = ws
+        self.events: list[dict[str, Any]] = []
+        self.settings = Settings(  # type: ignore[call-arg]
+            _env_file=None,
+            AGENTGRAPH_HOME=str(home),
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY=API_KEY,
+            AGENTGRAPH_MODEL=MODEL,
+            AGENTGRAPH_CONTEXT_WINDOW=str(server.window),
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            MAX_LOOPS=str(cap),
+        )
+        self.stack = contextlib.ExitStack()
+        self.restart()
+
+    def restart(self) -> None:
+        """Close the store (if open) and open a new one and a new Agent on the same home."""
+        self.stack.close()
+        store = self.stack.enter_context(open_store(self.settings))
+        self.agent = Agent(self.settings, store, sleep=lambda _s: None)
+
+    def turn(self, text: str) -> str:
+        """Run one turn; return why it did not end with an answer ("" when it did)."""
+        try:
+            result = self.agent.run_turn(THREAD, text, self.ws, self.events.append)
+        except Exception as exc:  # a failed turn is a measured outcome
+            return f"{type(exc).__name__}: {str(exc)[:80]}"
+        if result.stop_reason:
+            return f"stopped: {result.stop_reason}"
+        return "" if result.answer.strip() else "empty answer"
+
+    def close(self) -> None:
+        """Close the store."""
+        self.stack.close()
+
+    def counts(self) -> tuple[int, int]:
+        """(masking events, compactions) over every turn."""
+        kinds = [e.get("type") for e in self.events]
+        return kinds.count("masking"), kinds.count("compaction")
+
+
+def build_peer(harness: str, server: FakeOpenAIServer, ws: Path, saver: InMemorySaver) -> Any:
+    """A peer agent object on ``saver`` (a restart is a new one on the same saver)."""
+    model = peer_model(server, server.window or WINDOW)
+    if harness == "deepagents":
+        from deepagents import create_deep_agent
+        from deepagents.backends import FilesystemBackend
+
+        backend = FilesystemBackend(root_dir=ws, virtual_mode=True)
+        return create_deep_agent(
+            model=model, system_prompt=PEER_SYSTEM_PROMPT, backend=backend, checkpointer=saver
+        )
+    summary = summary_middleware(model)  # untrimmed: trim_tokens_to_summarize=None
+    if harness == "lc-summary":
+        summary.trim_tokens_to_summarize = LC_DEFAULT_TRIM
+    middleware: list[Any] = [summary]
+    if harness == "lc-edit+summary":
+        trigger = int(MASK_THRESHOLD * (server.window or WINDOW))
+        edit = ClearToolUsesEdit(trigger=trigger, keep=LC_CLEAR_KEEP_RESULTS)
+        middleware.append(ContextEditingMiddleware(edits=[edit]))
+    tools = workspace_tools(ws)
+    return create_agent(
+        model, tools, system_prompt=PEER_SYSTEM_PROMPT, middleware=middleware, checkpointer=saver
+    )
+
+
+class PeerSession:
+    """A LangChain / deepagents peer on one checkpointed thread."""
+
+    def __init__(
+        self, harness: str, server: FakeOpenAIServer, ws: Path, cap: int, calls: Callable[[], int]
+    ) -> None:
+        self.saver = InMemorySaver()
+        self.cap = cap
+        self.calls = calls
+        self.build = lambda: build_peer(harness, server, ws, self.saver)
+        self.agent = self.build()
+
+    def restart(self) -> None:
+        """A new agent object on the same checkpointer."""
+        self.agent = self.build()
+
+    def turn(self, text: str) -> str:
+        """Run one turn; return why it did not end with an answer ("" when it did)."""
+        config: Any = {
+            "configurable": {"thread_id": THREAD},
+            "recursion_limit": self.cap * PEER_STEPS_PER_CALL + CALL_SLACK,
+        }
+        start = self.calls()
+        try:
+            for update in self.agent.stream(
+                {"messages": [{"role": "user", "content": text}]}, config, stream_mode="updates"
+            ):
+                # Stop after a tool step (the history stays valid for the next turn).
+                if self.calls() - start > self.cap and "tools" in (update or {}):
+                    return "stopped: call cap"
+        except GraphRecursionError:
+            return "recursion limit"
+        except Exception as exc:  # a provider error ends the turn: measured, not fatal
+            return f"{type(exc).__name__}: {str(exc)[:80]}"
+        messages = self.agent.get_state(config).values.get("messages") or []
+        last = messages[-1] if messages else None
+        done = isinstance(last, AIMessage) and not last.tool_calls and last.text.strip()
+        return "" if done else "no answer"
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+# --- one cell ------------------------------------------------------------------------------
+
+
+def run(cell: Cell, tmp: Path) -> dict[str, Any]:
+    """Run one cell; return its measured row."""
+    load = cell.load
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{cell.harness}-", dir=tmp))
+    ws = run_dir / "ws"
+    ws.mkdir()
+    paths = make_workspace(ws, files=load.files, size=load.size, fact_at=load.fact_at)
+    planted = planted_codes(paths)
+    recorder = Recorder()
+    persona = persona_for(cell.persona, cell.harness)
+    model = ScriptedModel(persona, Summarizer(cell.summarizer), recorder)
+    started = time.perf_counter()
+    with FakeOpenAIServer([model], window=load.window, on_exhausted="repeat_last") as server:
+        session: AgentgraphSession | PeerSession
+        if cell.harness == "agentgraph":
+            session = AgentgraphSession(server, ws, run_dir / "home", load.cap())
+        else:
+            session = PeerSession(cell.harness, server, ws, load.cap(), lambda: recorder.main_calls)
+        stops: list[str] = []
+        answers_before_question = 0
+        for k, text in enumerate(load.texts()):
+            if k == load.restart_before:
+                session.restart()
+            if text == QUESTION:
+                answers_before_question = len(recorder.answers)
+            answered = len(recorder.answers)
+            stop = session.turn(text)
+            if NO_TASK_ANSWER in recorder.answers[answered:]:
+                stop = stop or "lost the task"
+            stops.append(f"turn {k + 1}: {stop}" if stop else "")
+        session.close()
+        wall = time.perf_counter() - started
+        requests = [r for r in server.requests if isinstance(r, dict)]
+        violations, overflows = len(server.violations), server.overflow_count
+    main = [r for r in requests if not is_summary(r)]
+    tokens = [FakeOpenAIServer.token_estimate(r) for r in main]
+    if load.question:
+        answer = recorder.answers[answers_before_question:]
+        recalled = codes_in(answer[-1]) if answer else set()
+    else:
+        recalled = codes_in(recorder.reports[-1]) if recorder.reports else set()
+    maskings, compactions = (
+        session.counts() if isinstance(session, AgentgraphSession) else (None, None)
+    )
+    return {
+        "workload": load.name,
+        "persona": cell.persona,
+        "summarizer": cell.summarizer,
+        "harness": cell.harness,
+        "finished": next((s for s in stops if s), "yes"),
+        "calls": len(requests),
+        "summaries": recorder.summary_calls,
+        "prompt_tokens": sum(tokens),
+        "billed": billed_input(main, tokens),
+        "facts": len(recalled & planted),
+        "facts_total": len(planted),
+        "read_twice": recorder.reread_files(),
+        "invalid": violations,
+        "overflow_400": overflows,
+        "maskings": maskings,
+        "compactions": compactions,
+        "cut_summaries": cut_summaries(main),
+        "wall_s": wall,
+    }
+
+
+# --- report --------------------------------------------------------------------------------
+
+HEAD = (
+    "| workload | persona | summarizer | harness | finished | model calls | summary calls "
+    "| prompt tokens | billed | facts | files read twice | invalid | overflow 400s "
+    "| masking | compactions | cut summaries | wall s |\n"
+    "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+    "| ---: | ---: | ---: | ---: |"
+)
+
+
+def fmt_row(r: dict[str, Any]) -> str:
+    """One Markdown table row."""
+
+    def opt(value: int | None) -> str:
+        return "—" if value is None else str(value)
+
+    return (
+        f"| {r['workload']} | {r['persona']} | {r['summarizer']} | {r['harness']} "
+        f"| {r['finished']} | {r['calls']} | {r['summaries']} | {r['prompt_tokens']:,} "
+        f"| {r['billed']:,.0f} | {r['facts']}/{r['facts_total']} | {r['read_twice']} "
+        f"| {r['invalid']} | {r['overflow_400']} | {opt(r['maskings'])} "
+        f"| {opt(r['compactions'])} | {r['cut_summaries']} | {r['wall_s']:.0f} |"
+    )
+
+
+def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
+    """The Markdown report: command, wall time, one table."""
+    took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+    lines = [
+        "# Context engine v3: stateless scripted model (`bench/bench_context_v3.py`)",
+        "",
+        f"Command: `{command}` ({took} in all). See the module docstring for what each "
+        "column measures.",
+        "",
+        HEAD,
+        *(fmt_row(r) for r in rows),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the matrix (filtered) and print (and optionally write) the report."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer files and cells")
+    names = [w.name for w in workloads(False)]
+    parser.add_argument("--workload", action="append", choices=names, help="repeatable")
+    parser.add_argument("--harness", action="append", choices=HARNESSES, help="repeatable")
+    parser.add_argument("--persona", action="append", choices=PERSONAS, help="repeatable")
+    parser.add_argument("--summarizer", action="append", choices=SUMMARIZERS, help="repeatable")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--out", type=Path, help="write the Markdown report here")
+    args = parser.parse_args(argv)
+    cells = [
+        c
+        for c in matrix(args.quick)
+        if (not args.workload or c.load.name in args.workload)
+        and (not args.harness or c.harness in args.harness)
+        and (not args.persona or c.persona in args.persona)
+        and (not args.summarizer or c.summarizer in args.summarizer)
+    ]
+    for name in [n for n in os.environ if n.startswith(ENV_PREFIXES)]:
+        del os.environ[name]
+    quiet_disconnects()
+    started = time.perf_counter()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, cell in enumerate(cells, 1):
+            print(
+                f"[{i}/{len(cells)}] {cell.load.name} {cell.persona} "
+                f"{cell.summarizer} {cell.harness} …",
+                file=sys.stderr,
+                flush=True,
+            )
+            rows.append(run(cell, Path(tmp)))
+            print(fmt_row(rows[-1]), file=sys.stderr, flush=True)
+    if args.json:
+        print(json.dumps(rows))
+        return
+    shown = ["--quick"] if args.quick else []
+    for flag in ("workload", "harness", "persona", "summarizer"):
+        for value in getattr(args, flag) or ():
+            shown += [f"--{flag}", value]
+    if args.out is not None:
+        shown += ["--out", str(args.out)]
+    command = " ".join(["uv run python bench/bench_context_v3.py", *shown])
+    text = report(rows, command, time.perf_counter() - started)
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Context engine v3 through the real graph: progress and facts survive every tier.
+
+The model is stateless (tests/scenarios/stateless.py): every reply is a function of the
+request alone, so whatever the context management hides, it forgets, and whatever it
+can no longer see that it knows it read, it reads again. Requests go to the strict
+loopback server, which rejects any history a provider would reject.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentgraph.agent import Agent
+from agentgraph.config import Settings
+from agentgraph.context.spiral import CompactionSpiralError
+from agentgraph.persistence import open_store
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.scenarios.stateless import (
+    QUESTION,
+    Persona,
+    PersonaKind,
+    Recorder,
+    ScriptedModel,
+    Summarizer,
+    SummarizerKind,
+    codes_in,
+    cut_summaries,
+    is_summary,
+    make_workspace,
+    planted_codes,
+    task_text,
+)
+
+WINDOW_TOKENS = 16_000
+
+
+def _run(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    *,
+    files: int,
+    persona: PersonaKind,
+    summarizer: SummarizerKind,
+    size: str = "small",
+    question: bool = False,
+) -> tuple[Recorder, list[dict[str, Any]], FakeOpenAIServer, set[str]]:
+    paths = make_workspace(workspace, files=files, size=size)  # type: ignore[arg-type]
+    recorder = Recorder()
+    model = ScriptedModel(Persona(persona), Summarizer(summarizer), recorder)
+    events: list[dict[str, Any]] = []
+    with FakeOpenAIServer([model], window=WINDOW_TOKENS, on_exhausted="repeat_last") as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_CONTEXT_WINDOW=str(WINDOW_TOKENS),
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            MAX_LOOPS=str(3 * files + 20),
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            agent.run_turn("v3", task_text(1, files), workspace, events.append)
+            if question:
+                agent.run_turn("v3", QUESTION, workspace, events.append)
+    assert server.violations == []
+    assert server.overflow_count == 0
+    return recorder, events, server, planted_codes(paths)
+
+
+def _main(server: FakeOpenAIServer) -> list[dict[str, Any]]:
+    return [r for r in server.requests if isinstance(r, dict) and not is_summary(r)]
+
+
+def test_a_stateless_model_reading_far_more_than_the_window_reads_each_file_once(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """60 files of 3 KB through a 16k window (about four windows of reads): a model that
+    re-reads whatever it knows it read but cannot see never has to."""
+    recorder, events, _server, planted = _run(
+        make_settings, workspace, files=60, persona="re_reader", summarizer="faithful"
+    )
+    assert recorder.reread_files() == 0
+    assert any(e["type"] == "compaction" for e in events)
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
+    assert recorder.answers, "the task ended with an answer"
+
+
+def test_facts_in_masked_outputs_are_answerable_after_the_task(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """Files bigger than a page, then a question: every code read is still in view,
+    although masking hid the outputs that held them."""
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=16,
+        persona="silent",
+        summarizer="faithful",
+        size="big",
+        question=True,
+    )
+    assert any(e["type"] == "masking" for e in events)
+    assert codes_in(recorder.answers[-1]) == planted
+
+
+def test_a_verbose_summarizer_never_reaches_the_prompt_cut(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """A summarizer that writes far more than its share is asked for a shorter summary:
+    no summary in any prompt carries a truncation marker, and no progress is lost."""
+    recorder, events, server, planted = _run(
+        make_settings, workspace, files=60, persona="silent", summarizer="verbose"
+    )
+    compactions = [e for e in events if e["type"] == "compaction"]
+    assert compactions and not any(e["summary_cut"] for e in compactions)
+    assert cut_summaries(_main(server)) == 0
+    shortened = [r for r in server.requests if is_summary(r) and "at most" in str(r["messages"])]
+    assert shortened, "the summarizer was asked again, with a limit"
+    assert recorder.reread_files() == 0
+    assert codes_in(recorder.reports[-1]) == planted
+
+
+def test_a_provoked_spiral_stops_with_the_named_error(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """A summarizer that keeps nothing and a model that re-reads what it cannot see:
+    every compaction is followed only by re-reads. The run stops with one line naming
+    the cause instead of burning its call cap (the strict server saw no invalid
+    request up to there)."""
+    with pytest.raises(CompactionSpiralError, match="compaction is making no progress"):
+        _run(make_settings, workspace, files=60, persona="re_reader", summarizer="terse")

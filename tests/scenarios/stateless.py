@@ -1,0 +1,551 @@
+"""Stateless scripted models: every reply is a pure function of the request alone.
+
+Shared by bench/bench_context_v3.py and tests/unit/test_stateless_personas.py. The
+scripted model of tests/scenarios/long_task.py keeps its own step counter, so it reads
+file ``n`` at step ``n`` whatever the prompt shows: it never notices when the agent loses
+context. The personas here keep nothing between calls. What they have done is what the
+request shows them (tool calls, tool results, summaries, notes, a progress ledger), so
+an agent that hides a result they still need makes them re-read it, skip it or forget
+its code, exactly as a real model would.
+
+Workspace: ``logs/part_001.txt`` … (3-digit names: no basename is a substring of
+another), each with exactly one code line ``CODE part_017: ORBIT-4402`` among log lines.
+The task asks to read a range of files, note each code and write ``report.md``; a later
+question turn asks which codes the model remembers.
+
+Personas (:class:`Persona`), parameterised by tool names and argument keys so they drive
+agentgraph, LangChain ``create_agent`` peers and deepagents:
+
+* ``silent``: tool calls only. Reads the first file of the turn's range without read
+  evidence (or reads on in a partly read file whose code is not visible), then writes
+  the report with the codes it sees, then answers.
+* ``note_taker``: as ``silent``, with a one-line note of the codes of the latest tool
+  result in every tool-calling reply.
+* ``re_reader``: as ``silent``, but a file it has read whose code it can no longer see is
+  read again (the earliest first) before any new one: spirals show.
+
+Summarizers (:class:`Summarizer`), answering the harness's summary requests:
+``faithful`` (every code and read file it sees, and the task), ``lossy`` (every other
+code and file), ``verbose`` (faithful plus ~120 tokens of filler per file, unless the
+request states a limit ``at most N tokens``) and ``terse`` (one line: the task only).
+
+Measurement lives in :class:`Recorder`, a separate object that sees each request and
+reply after the reply is made and never influences one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tests.scenarios.long_task import (
+    LANGCHAIN_SUMMARY_MARKER,
+    LINE_TEMPLATE,
+    SUMMARY_MARKER,
+    is_summary_request,
+)
+
+LOG_DIR = "logs"
+NAME_PREFIX = "part_"
+NAME_SUFFIX = ".txt"
+NAME_DIGITS = 3
+REPORT_NAME = "report.md"
+# Every summary marker the harnesses use: agentgraph's, then LangChain's/deepagents'.
+SUMMARY_MARKERS = (SUMMARY_MARKER, LANGCHAIN_SUMMARY_MARKER)
+SMALL_LINES = 36  # ~3 KB of log text
+BIG_LINES = 240  # ~20 KB: more than one read page of agentgraph or deepagents
+CODE_WORDS = ("ORBIT", "LAUNCH", "VECTOR", "APOGEE", "BURN", "DOCK", "GIMBAL", "HATCH")
+Size = Literal["small", "big"]
+FactAt = Literal["start", "middle"]
+PersonaKind = Literal["silent", "note_taker", "re_reader"]
+SummarizerKind = Literal["faithful", "lossy", "verbose", "terse"]
+PERSONAS: tuple[PersonaKind, ...] = ("silent", "note_taker", "re_reader")
+SUMMARIZERS: tuple[SummarizerKind, ...] = ("faithful", "lossy", "verbose", "terse")
+
+CODE_RE = re.compile(r"CODE (part_\d{3}): ([A-Z]+-\d{4})")
+NAME_RE = re.compile(r"(?<![\w.-])part_\d{3}\.txt(?![\w])")
+# The first user message of a task turn (its two names are not read evidence).
+TASK_MESSAGE_RE = re.compile(
+    r"Read every file from \S*?part_(\d{3})\.txt to \S*?part_(\d{3})\.txt, one by one"
+)
+QUESTION = "Which codes do you remember? List them."
+# How a summary restates the turn (no file names: they would read as evidence).
+SUMMARY_TASK_RE = re.compile(r"Task: read log files (\d+)-(\d+)\b")
+SUMMARY_QUESTION = "Open question: the user asked which codes are remembered."
+SUMMARY_WRITTEN = f"{REPORT_NAME}: written"
+SUMMARY_HEADER = "Handoff summary."
+# The persona's answer when no task or question is in view (the harness lost the task).
+NO_TASK_ANSWER = "I see no task to work on."
+# agentgraph's read_file page note; deepagents' read_file header.
+AGENTGRAPH_PAGE_RE = re.compile(r"\[showing lines (\d+)-(\d+) of (\d+); ([^\]\n]*)\]")
+DEEPAGENTS_PAGE_RE = re.compile(r"@@ lines (\d+)-(\d+)(?: of (\d+))?([^@\n]*)@@")
+OFFSET_IN_NOTE_RE = re.compile(r"offset[= ](\d+)")
+# agentgraph's progress ledger: a run of consecutive numbered files, and a partly read one.
+LEDGER_RUN_RE = re.compile(
+    r"(?<![\w./-])([\w./-]*?)(\d+)(\.[A-Za-z0-9]+)[ \t]*(?:…|\.\.\.)[ \t]*"
+    r"([\w./-]*?)(\d+)(\.[A-Za-z0-9]+)"
+)
+# ``part_003.txt (lines 1-87 of 240)``; merged spans too: ``(lines 1-62, 100-150 of 240)``.
+LEDGER_PARTIAL_RE = re.compile(
+    r"(?<![\w.-])(part_\d{3}\.txt) \(lines (\d+)-(\d+)((?:, \d+-\d+)*)(?: of (\d+))?\)"
+)
+LIMIT_RE = re.compile(r"at most ([\d,]+) tokens", re.IGNORECASE)
+TRUNCATION_RE = re.compile(r"…\d[\d,]* tokens truncated…|tokens truncated")
+# ~120 tokens (the server counts 4 characters a token) of prose per file mentioned.
+FILLER = (
+    "The file was opened and read from its first line to its last line with care. Its "
+    "log lines describe the subsystems reporting nominal values and the checksums that "
+    "go with them, none of which matter for the task beyond the single code line noted "
+    "here. Nothing in it looked unusual, no error was reported, and no follow-up is "
+    "needed for this file; it can be considered done for the purpose of the report."
+)
+
+
+# --- workspace --------------------------------------------------------------------------
+
+
+def basename(index: int) -> str:
+    """``part_017.txt`` for file 17."""
+    return f"{NAME_PREFIX}{index:0{NAME_DIGITS}d}{NAME_SUFFIX}"
+
+
+def rel_path(index: int) -> str:
+    """``logs/part_017.txt`` for file 17."""
+    return f"{LOG_DIR}/{basename(index)}"
+
+
+def code_for(index: int) -> str:
+    """The code line planted in file ``index`` (distinct per file, deterministic)."""
+    word = CODE_WORDS[(index - 1) % len(CODE_WORDS)]
+    return f"CODE {NAME_PREFIX}{index:0{NAME_DIGITS}d}: {word}-{(index * 7919) % 9000 + 1000}"
+
+
+def index_of(path: str) -> int:
+    """File number of a workspace path or basename (``logs/part_017.txt`` -> 17)."""
+    name = path.rsplit("/", 1)[-1]
+    return int(name.removeprefix(NAME_PREFIX).removesuffix(NAME_SUFFIX))
+
+
+def make_workspace(
+    root: Path, *, files: int, size: Size = "small", fact_at: FactAt = "start"
+) -> list[str]:
+    """Write ``files`` log files under ``root/logs``; return their relative paths.
+
+    Each holds exactly one code line (:func:`code_for`): its first line (``start``) or
+    its middle line (``middle``), among ``SMALL_LINES`` or ``BIG_LINES`` lines in all.
+    """
+    total = SMALL_LINES if size == "small" else BIG_LINES
+    at = 0 if fact_at == "start" else total // 2
+    paths = []
+    for i in range(1, files + 1):
+        lines = [
+            LINE_TEMPLATE.format(n=n, s=(n * 7 + i) % 13, v=(n * 31) % 997, c=n * i)
+            for n in range(total - 1)
+        ]
+        lines.insert(at, code_for(i) + "\n")
+        path = root / rel_path(i)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(lines), encoding="utf-8")
+        paths.append(rel_path(i))
+    return paths
+
+
+def planted_codes(paths: list[str]) -> set[str]:
+    """The code lines :func:`make_workspace` planted in ``paths``."""
+    return {code_for(index_of(p)) for p in paths}
+
+
+def codes_in(text: str) -> set[str]:
+    """Code lines (``CODE part_017: ORBIT-4402``) found in ``text``."""
+    return {f"CODE {stem}: {value}" for stem, value in CODE_RE.findall(text)}
+
+
+def task_text(first: int, last: int) -> str:
+    """The user message of a task turn over files ``first``..``last``."""
+    return (
+        f"Read every file from {rel_path(first)} to {rel_path(last)}, one by one, note each "
+        f"file's code, then write {REPORT_NAME} listing them."
+    )
+
+
+# --- evidence: what the request shows --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Turn:
+    """The turn a request belongs to: a task over files ``first``..``last`` or the question."""
+
+    kind: Literal["task", "question"]
+    first: int = 0
+    last: int = 0
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything a persona or summarizer decides from.
+
+    Attributes:
+        codes: Code lines visible anywhere in the request.
+        read: Per basename shown as read: ``None`` when read to its end, else
+            ``(next offset, line count)`` of a file read only up to that line.
+        turn: The latest turn marker (task message, question, or a summary's restatement).
+        written: A write of the report shows after that marker.
+    """
+
+    codes: frozenset[str]
+    read: Mapping[str, tuple[int, int] | None]
+    turn: Turn | None
+    written: bool
+
+    @property
+    def coded(self) -> frozenset[str]:
+        """Basenames whose code is visible."""
+        return frozenset(
+            f"{c.split(':', 1)[0].removeprefix('CODE ')}{NAME_SUFFIX}" for c in self.codes
+        )
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's content (a string or a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _segments(body: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(kind, text) in prompt order: each message's ``text``, then each of its ``call``s."""
+    for message in body.get("messages") or []:
+        yield "text", content_text(message.get("content"))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            yield "call", f"{function.get('name', '')} {function.get('arguments', '')}"
+
+
+def expand_run(match: re.Match[str]) -> list[str]:
+    """Basenames of a ledger run ``part_001.txt … part_120.txt`` (both ends included).
+
+    Empty unless both ends share the prefix, the suffix and the digit width.
+    """
+    prefix, low, suffix, prefix2, high, suffix2 = match.groups()
+    if prefix != prefix2 or suffix != suffix2 or len(low) != len(high) or int(high) < int(low):
+        return []
+    stem = prefix.rsplit("/", 1)[-1]
+    return [f"{stem}{n:0{len(low)}d}{suffix}" for n in range(int(low), int(high) + 1)]
+
+
+def _page_state(end: int, total: int | None, rest: str) -> tuple[int, int] | None:
+    """A page note's meaning: None (the file's end was shown) or (next offset, total)."""
+    if total is not None and end >= total:
+        return None
+    found = OFFSET_IN_NOTE_RE.search(rest)
+    if found is None:
+        return None  # no way to continue: nothing left to page
+    return int(found.group(1)), total or 0
+
+
+def _ledger_state(m: re.Match[str]) -> tuple[int, int] | None:
+    """A partial ledger entry's meaning: read on after its span that starts at line 1."""
+    first, end, total = int(m.group(2)), int(m.group(3)), int(m.group(5) or 0)
+    if first == 1 and total and end >= total:
+        return None
+    return (end if first == 1 else 0), total
+
+
+def _text_events(text: str) -> list[tuple[int, int, str, Any]]:
+    """Evidence events of one text, as (position, order, kind, value)."""
+    events: list[tuple[int, int, str, Any]] = []
+    # A task message names the ends of its range: that is no evidence of a read.
+    tasks = list(TASK_MESSAGE_RE.finditer(text))
+    for m in tasks:
+        events.append((m.start(), 3, "turn", Turn("task", int(m.group(1)), int(m.group(2)))))
+    if (at := text.find(QUESTION)) >= 0:
+        events.append((at, 3, "turn", Turn("question")))
+    for m in NAME_RE.finditer(text):
+        if not any(t.start() <= m.start() < t.end() for t in tasks):
+            events.append((m.start(), 0, "mention", m.group(0)))
+    for m in LEDGER_RUN_RE.finditer(text):
+        events.append((m.start(), 1, "run", expand_run(m)))
+    for m in LEDGER_PARTIAL_RE.finditer(text):
+        events.append((m.start(), 1, "partial", (m.group(1), _ledger_state(m))))
+    for m in AGENTGRAPH_PAGE_RE.finditer(text):
+        state = _page_state(int(m.group(2)), int(m.group(3)), m.group(4))
+        events.append((m.start(), 2, "page", state))
+    for m in DEEPAGENTS_PAGE_RE.finditer(text):
+        total = int(m.group(3)) if m.group(3) else None
+        events.append((m.start(), 2, "page", _page_state(int(m.group(2)), total, m.group(4))))
+    for m in SUMMARY_TASK_RE.finditer(text):
+        events.append((m.start(), 3, "turn", Turn("task", int(m.group(1)), int(m.group(2)))))
+    if (at := text.find(SUMMARY_QUESTION)) >= 0:
+        events.append((at, 3, "turn", Turn("question")))
+    if (at := text.find(SUMMARY_WRITTEN)) >= 0:
+        events.append((at, 4, "written", True))
+    return sorted(events, key=lambda e: (e[0], e[1]))
+
+
+def scan(body: Mapping[str, Any]) -> Evidence:
+    """What the request shows: visible codes, files read (and how far), turn, report.
+
+    Read evidence, later evidence winning: a basename in any text or tool-call
+    argument other than a task message (a read call, a masked placeholder, a summary, a
+    note); the files of a ledger run ``part_001.txt … part_120.txt (120 files)``; a
+    ledger entry ``part_003.txt (lines 1-87 of 240)`` (read up to line 87); a page note
+    (agentgraph's ``[showing lines 1-87 of 240; call read_file with offset=87 to
+    continue]``, deepagents' ``@@ lines 1-100 of 240 | next offset 100 @@``) tells how
+    far the file last named before it was read.
+    """
+    codes: set[str] = set()
+    read: dict[str, tuple[int, int] | None] = {}
+    turn: Turn | None = None
+    written = False
+    last: str | None = None
+    for kind, text in _segments(body):
+        codes |= codes_in(text)
+        if kind == "call" and REPORT_NAME in text and "write" in text.split(" ", 1)[0]:
+            written = True
+        for _pos, _order, event, value in _text_events(text):
+            if event == "mention":
+                read[value], last = None, value
+            elif event == "run":
+                read.update(dict.fromkeys(value))
+            elif event == "partial":
+                name, state = value
+                read[name], last = state, name
+            elif event == "page" and last is not None:
+                read[last] = value
+            elif event == "turn":
+                turn, written = value, False
+            elif event == "written":
+                written = True
+    return Evidence(frozenset(codes), read, turn, written)
+
+
+def visible_codes(body: Mapping[str, Any]) -> set[str]:
+    """Every code line in any message text or tool-call argument of the request."""
+    return set(scan(body).codes)
+
+
+def read_evidence(body: Mapping[str, Any]) -> set[str]:
+    """Basenames the request shows as read (fully or in part; see :func:`scan`)."""
+    return set(scan(body).read)
+
+
+def last_tool_result(body: Mapping[str, Any]) -> str:
+    """Text of the request's most recent tool result ("" if none)."""
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "tool":
+            return content_text(message.get("content"))
+    return ""
+
+
+# --- personas ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Persona:
+    """A stateless scripted model of the main agent (a FakeOpenAIServer reply callable).
+
+    Attributes:
+        kind: ``silent``, ``note_taker`` or ``re_reader`` (see the module docstring).
+        path_key: Argument name of the file path in both tool calls.
+        path_prefix: Prepended to each path (``"/"`` for deepagents' absolute paths).
+        read_tool: Name of the read tool.
+        write_tool: Name of the write tool.
+        offset_key: Argument name of the first line to read (only sent to read on).
+    """
+
+    kind: PersonaKind = "silent"
+    path_key: str = "path"
+    path_prefix: str = ""
+    read_tool: str = "read_file"
+    write_tool: str = "write_file"
+    offset_key: str = "offset"
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        ev = scan(body)
+        remembered = json.dumps(sorted(ev.codes))
+        if body.get("tool_choice") == "none" or not body.get("tools"):
+            return {"content": f"Stopped before the end. Codes I remember: {remembered}"}
+        if ev.turn is None:
+            return {"content": NO_TASK_ANSWER}
+        if ev.turn.kind == "question":
+            return {"content": f"Codes I remember: {remembered}"}
+        step = self.next_read(ev, ev.turn)
+        if step is not None:
+            index, offset = step
+            args: dict[str, Any] = {self.path_key: self.path_prefix + rel_path(index)}
+            if offset:
+                args[self.offset_key] = offset
+            return self._calls(body, self.read_tool, args)
+        if not ev.written:
+            report = "".join(f"{c}\n" for c in sorted(ev.codes)) or "no codes found\n"
+            args = {self.path_key: self.path_prefix + REPORT_NAME, "content": report}
+            return self._calls(body, self.write_tool, args)
+        return {"content": f"Done: {REPORT_NAME} lists {len(ev.codes)} codes."}
+
+    def next_read(self, ev: Evidence, turn: Turn) -> tuple[int, int] | None:
+        """(file number, offset) of the next read of the turn's range, or None when done."""
+        coded = ev.coded
+        for index in range(turn.first, turn.last + 1):
+            name = basename(index)
+            if name in coded:
+                continue
+            if name not in ev.read:
+                return index, 0
+            state = ev.read[name]
+            if state is not None:
+                return index, state[0]  # read on in a partly read file
+            if self.kind == "re_reader":
+                return index, 0  # read, but its code is out of sight: read it again
+        return None
+
+    def _calls(self, body: Mapping[str, Any], name: str, args: dict[str, Any]) -> dict[str, Any]:
+        reply: dict[str, Any] = {"tool_calls": [{"name": name, "arguments": args}]}
+        if self.kind == "note_taker":
+            found = sorted(codes_in(last_tool_result(body)))
+            reply["content"] = "noted: " + ("; ".join(found) or "no code in the last result")
+        return reply
+
+
+def persona_for(kind: PersonaKind, harness: str) -> Persona:
+    """The persona speaking ``harness``'s tool names and arguments."""
+    if harness == "deepagents":
+        return Persona(kind, path_key="file_path", path_prefix="/")
+    return Persona(kind)
+
+
+# --- summarizers ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summarizer:
+    """A stateless scripted summarizer (answers the harness's summary requests)."""
+
+    kind: SummarizerKind = "faithful"
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        ev = scan(body)
+        head = [SUMMARY_HEADER]
+        if ev.turn is not None and ev.turn.kind == "task":
+            head.append(
+                f"Task: read log files {ev.turn.first}-{ev.turn.last} ({LOG_DIR}/"
+                f"{NAME_PREFIX}NNN{NAME_SUFFIX}), note each file's code, then write {REPORT_NAME}."
+            )
+        elif ev.turn is not None:
+            head.append(SUMMARY_QUESTION)
+        if self.kind == "terse":
+            return {"content": " ".join(head)}
+        files = sorted(set(ev.read) | ev.coded)
+        codes = sorted(ev.codes)
+        if self.kind == "lossy":
+            files, codes = files[::2], codes[::2]
+        written = f" {SUMMARY_WRITTEN}." if ev.written else ""
+        head.append(f"Progress: {len(files)} files read, {len(codes)} codes noted.{written}")
+        limited = any(LIMIT_RE.search(content_text(m.get("content"))) for m in body["messages"])
+        if self.kind == "verbose" and not limited:
+            by_file = {c.split(":", 1)[0].removeprefix("CODE ") + NAME_SUFFIX: c for c in codes}
+            lines = [
+                f"{self._entry(ev, name)}: {by_file.get(name, 'no code seen')}. {FILLER}"
+                for name in files
+            ]
+            return {"content": "\n".join([*head, *lines])}
+        listed = ", ".join(self._entry(ev, name) for name in files) or "none"
+        return {
+            "content": "\n".join([*head, f"Files read: {listed}", "Codes: " + "; ".join(codes)])
+        }
+
+    @staticmethod
+    def _entry(ev: Evidence, name: str) -> str:
+        state = ev.read.get(name)
+        return name if state is None else f"{name} (lines 1-{state[0]} of {state[1]})"
+
+
+# --- the server callable and its recorder -------------------------------------------------
+
+
+@dataclass
+class Recorder:
+    """Measurement only: what the scripted model was asked and answered.
+
+    Never read by a persona or a summarizer; :class:`ScriptedModel` tells it about a
+    reply after the reply is made.
+    """
+
+    main_calls: int = 0
+    summary_calls: int = 0
+    reads: list[tuple[str, int]] = field(default_factory=list)
+    reports: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def observe(self, reply: Mapping[str, Any], *, summary: bool) -> None:
+        """Record one reply (``summary``: it answered a summary request)."""
+        with self._lock:
+            if summary:
+                self.summary_calls += 1
+                return
+            self.main_calls += 1
+            calls = reply.get("tool_calls") or []
+            for call in calls:
+                args = call.get("arguments") or {}
+                path = next((str(v) for k, v in args.items() if "path" in k), "")
+                if "read" in call.get("name", "") and NAME_RE.search(path):
+                    offset = next((int(v) for k, v in args.items() if k == "offset"), 0)
+                    self.reads.append((path.rsplit("/", 1)[-1], offset))
+                elif path.endswith(REPORT_NAME):
+                    self.reports.append(str(args.get("content", "")))
+            if not calls:
+                self.answers.append(str(reply.get("content", "")))
+
+    def reread_files(self) -> int:
+        """Files with more than one read call starting at the same offset."""
+        seen: dict[tuple[str, int], int] = {}
+        for key in self.reads:
+            seen[key] = seen.get(key, 0) + 1
+        return len({name for (name, _), n in seen.items() if n > 1})
+
+
+@dataclass(frozen=True)
+class ScriptedModel:
+    """The FakeOpenAIServer reply callable: a persona, a summarizer, a recorder.
+
+    Attributes:
+        persona: Answers the main agent's requests.
+        summarizer: Answers summary requests (recognised by ``markers``).
+        recorder: Measurement only (see :class:`Recorder`).
+        markers: Text in a request's first two messages marking a summary request.
+    """
+
+    persona: Persona
+    summarizer: Summarizer
+    recorder: Recorder | None = None
+    markers: tuple[str, ...] = SUMMARY_MARKERS
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        summary = is_summary_request(body, self.markers)
+        reply = self.summarizer(body) if summary else self.persona(body)
+        if self.recorder is not None:
+            self.recorder.observe(reply, summary=summary)
+        return reply
+
+
+def is_summary(body: Mapping[str, Any]) -> bool:
+    """Whether ``body`` is a summary request of any harness."""
+    return is_summary_request(body, SUMMARY_MARKERS)
+
+
+def cut_summaries(main_requests: list[dict[str, Any]]) -> int:
+    """Distinct summaries (of these summarizers) reaching the main prompts truncated."""
+    cut = set()
+    for body in main_requests:
+        for message in body.get("messages") or []:
+            text = content_text(message.get("content"))
+            if SUMMARY_HEADER in text and TRUNCATION_RE.search(text):
+                cut.add(text)
+    return len(cut)

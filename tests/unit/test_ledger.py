@@ -1,0 +1,207 @@
+"""The progress ledger: derived from tool calls, compacted without loss, never lost."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.graph.message import add_messages
+
+from agentgraph.config import Settings
+from agentgraph.context.compaction import Compactor, since_last_boundary
+from agentgraph.context.ledger import (
+    LEDGER_KIND,
+    collect_ledger,
+    render_ledger,
+)
+from agentgraph.context.tokens import get_counter
+from agentgraph.context.windows import budget_for
+from agentgraph.history import agentgraph_kind
+from tests.fakes.chat_model import ScriptedChatModel
+
+
+def _call(n: int, name: str, args: dict[str, Any], result: str, **kw: Any) -> list[BaseMessage]:
+    call_id = f"c{n}"
+    return [
+        AIMessage("", id=f"a{n}", tool_calls=[{"name": name, "args": args, "id": call_id}]),
+        ToolMessage(result, tool_call_id=call_id, name=name, id=f"t{n}", **kw),
+    ]
+
+
+def _read(n: int, path: str, first: int, last: int, total: int) -> list[BaseMessage]:
+    body = "\n".join(f"{i}\tline {i}" for i in range(first, last + 1))
+    if last < total:
+        body += f"\n[showing lines {first}-{last} of {total}; call read_file with offset={last}"
+        body += " to continue]"
+    return _call(n, "read_file", {"path": path, "offset": first - 1}, body)
+
+
+def test_reads_are_grouped_by_folder_with_numbered_runs_and_partial_ranges() -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    for i in range(1, 6):
+        history += _read(i, f"logs/part_{i:03d}.txt", 1, 10, 10)
+    history += _read(10, "src/app.py", 1, 87, 240)
+    history += _read(11, "src/app.py", 175, 240, 240)
+    history += _read(12, "./README.md", 1, 3, 3)
+    text = render_ledger(collect_ledger(history))
+    assert "- logs/ part_001.txt … part_005.txt (5 files)" in text
+    assert "- src/ app.py (lines 1-87, 175-240 of 240)" in text
+    assert "- ./ README.md" in text and "README.md (lines" not in text
+
+
+def test_an_error_result_is_not_counted_as_a_read_or_change() -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _call(1, "read_file", {"path": "gone.txt"}, "no such file", status="error")
+    history += _call(
+        2, "edit_file", {"path": "a.py", "old_string": "x"}, "not found", status="error"
+    )
+    assert collect_ledger(history).paths() == set()
+
+
+def test_changes_commands_subagents_and_todos_are_recorded() -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _call(
+        1,
+        "write_file",
+        {"path": "report.md", "content": "a\nb\n"},
+        "created report.md: 4 bytes, 2 lines",
+    )
+    history += _call(
+        2,
+        "edit_file",
+        {"path": "calc.py", "old_string": "return a - b", "new_string": "x = 1\nreturn a + b"},
+        "edited calc.py: replaced 1 occurrence (first at line 2)",
+    )
+    history += _call(3, "run_bash", {"command": "pytest -q"}, "1 failed\n[exit code 1]")
+    history += _call(4, "run_bash", {"command": "pytest -q"}, "2 passed\n[exit code 0]")
+    history += _call(5, "run_bash", {"command": "pytest -q"}, "2 passed\n[exit code 0]")
+    history += _call(
+        6, "run_bash", {"command": "sleep 99"}, "[timed out after 5s; process group killed]"
+    )
+    payload = json.dumps({"ok": False, "result": "x", "context_id": "s", "loops": 2})
+    history += _call(7, "call_subagent", {"task": "summarize the docs"}, payload)
+    todos = [{"content": "fix add", "status": "done"}, {"content": "test", "status": "pending"}]
+    history += _call(8, "todo_write", {"todos": todos}, "ok")
+    history += _call(9, "grep", {"pattern": "x"}, "no matches")
+    text = render_ledger(collect_ledger(history))
+    assert "- report.md: created (+2 −0 lines)" in text
+    assert "- calc.py: edited (+2 −1 lines)" in text
+    assert "- $ pytest -q → exit 1, then exit 0 ×2" in text
+    assert "- $ sleep 99 → timed out" in text
+    assert '- "summarize the docs" → failed' in text
+    assert "Todo list: [x] fix add · [ ] test" in text
+    assert "Other tool calls: grep ×1" in text
+
+
+def test_a_call_counts_once_when_a_compaction_moved_a_copy_of_it() -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _call(1, "run_bash", {"command": "make"}, "[exit code 0]")
+    moved = [m.model_copy(update={"id": f"{m.id}~1"}) for m in history[1:]]
+    assert collect_ledger([*history, *moved]).commands == {"make": ["exit 0"]}
+
+
+def test_past_its_share_the_largest_read_folder_folds_and_changes_never_do() -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    for i in range(60):
+        history += _read(i, f"vendor/{chr(97 + i % 26)}{i}.js", 1, 5, 5)
+    history += _call(100, "write_file", {"path": "out.txt", "content": "x"}, "created out.txt")
+    counter = get_counter("gpt-4o-mini")
+    text = render_ledger(collect_ledger(history), max_tokens=120, count=counter.count_text)
+    assert "vendor/ 60 files (folded" in text
+    assert "- out.txt: created" in text
+
+
+# -- a property over long sessions with compactions ------------------------------------
+
+_PATHS = [f"src/m{i}.py" for i in range(6)] + [f"logs/part_{i:03d}.txt" for i in range(1, 9)]
+_ACTIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("read"), st.sampled_from(_PATHS), st.integers(0, 2)),
+        st.tuples(st.just("write"), st.sampled_from(_PATHS), st.integers(1, 5)),
+        st.tuples(st.just("bash"), st.sampled_from(["make", "pytest", "ls"]), st.integers(0, 2)),
+        st.tuples(st.just("compact"), st.just(""), st.integers(0, 1)),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+_RUN_RE = re.compile(r"^(\D*)(\d+)(\D*) … \D*(\d+)\D* \(\d+ files\)$")
+
+
+def _listed(text: str, path: str) -> bool:
+    """Whether the ledger ``text`` names ``path`` (literally or inside a numbered run)."""
+    folder, _, name = path.rpartition("/")
+    for line in text.splitlines():
+        if not line.startswith(f"- {folder or '.'}/ "):
+            continue
+        for item in line.split(" ", 2)[2].split(", "):
+            if item == name or item.startswith(f"{name} (lines"):
+                return True
+            run = _RUN_RE.match(item)
+            if run and name.startswith(run.group(1)) and name.endswith(run.group(3)):
+                number = name[len(run.group(1)) : len(name) - len(run.group(3))]
+                if number.isdigit() and int(run.group(2)) <= int(number) <= int(run.group(4)):
+                    return True
+    return any(line.startswith(f"- {path}: ") for line in text.splitlines())
+
+
+def _settings(tmp: str) -> Settings:
+    return Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        AGENTGRAPH_HOME=tmp,
+        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+        AGENTGRAPH_MODEL="gpt-4o-mini",
+        AGENTGRAPH_CONTEXT_WINDOW="16000",
+    )
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(actions=_ACTIONS, lossy=st.booleans())
+def test_every_path_and_command_the_ledger_held_survives_every_compaction(
+    actions: list[tuple[str, str, int]], lossy: bool, tmp_path_factory: Any
+) -> None:
+    settings_ = _settings(str(tmp_path_factory.mktemp("home")))
+    # A summarizer that forgets everything (or fails): the ledger must not depend on it.
+    reply: Any = "" if lossy else "progress: some files"
+    compactor = Compactor(
+        ScriptedChatModel([reply], on_exhausted="repeat_last"),
+        get_counter(settings_.model),
+        budget_for(settings_),
+        sleep=lambda _s: None,
+    )
+    state: list[BaseMessage] = [HumanMessage("work through the files", id="u")]
+    held_paths: set[str] = set()
+    held_commands: set[str] = set()
+    for n, (kind, arg, size) in enumerate(actions):
+        if kind == "read":
+            state += _read(n, arg, 1 + size * 10, 10 + size * 10, 40)
+        elif kind == "write":
+            state += _call(
+                n, "write_file", {"path": arg, "content": "x\n" * size}, f"created {arg}"
+            )
+        elif kind == "bash":
+            state += _call(n, "run_bash", {"command": arg}, f"out\n[exit code {size}]")
+        else:
+            ledger = collect_ledger(state)
+            held_paths, held_commands = ledger.paths(), set(ledger.commands)
+            trigger = "manual" if size else "guard"
+            outcome = compactor(state, trigger=trigger, system=[], tools=[])
+            if outcome is None:
+                continue
+            state = list(add_messages(state, outcome.updates))  # type: ignore[arg-type]
+            after = collect_ledger(state)
+            assert held_paths <= after.paths()
+            assert held_commands <= set(after.commands)
+            # And the model sees it: the ledger message after the summary names them.
+            shown = [m for m in since_last_boundary(state) if agentgraph_kind(m) == LEDGER_KIND]
+            if held_paths or held_commands:
+                assert len(shown) == 1
+                for path in held_paths:
+                    assert _listed(shown[0].text, path), (path, shown[0].text)
+                for command in held_commands:
+                    assert f"$ {command} →" in shown[0].text

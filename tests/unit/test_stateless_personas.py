@@ -1,0 +1,241 @@
+"""The stateless scripted models of bench_context_v3 (tests/scenarios/stateless.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.scenarios.long_task import LANGCHAIN_SUMMARY_MARKER, SUMMARY_MARKER
+from tests.scenarios.stateless import (
+    BIG_LINES,
+    CODE_RE,
+    LEDGER_RUN_RE,
+    PERSONAS,
+    QUESTION,
+    SMALL_LINES,
+    SUMMARY_HEADER,
+    Persona,
+    Recorder,
+    ScriptedModel,
+    Summarizer,
+    code_for,
+    codes_in,
+    cut_summaries,
+    expand_run,
+    make_workspace,
+    planted_codes,
+    read_evidence,
+    scan,
+    task_text,
+    visible_codes,
+)
+
+TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
+
+
+def request(*messages: dict[str, Any], tools: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "system", "content": "sys"}]}
+    body["messages"] += list(messages)
+    if tools:
+        body["tools"] = TOOLS
+    return body
+
+
+def read(call_id: str, path: str, result: str, offset: int = 0) -> list[dict[str, Any]]:
+    """An assistant read call and its tool result."""
+    args: dict[str, Any] = {"path": path} | ({"offset": offset} if offset else {})
+    call = {"id": call_id, "type": "function"}
+    call["function"] = {"name": "read_file", "arguments": json.dumps(args)}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": result},
+    ]
+
+
+def small(i: int) -> str:
+    return f"1\t{code_for(i)}\n2\tlog line 00000: subsystem 1 reported nominal values 0"
+
+
+def two_files_read() -> dict[str, Any]:
+    return request(
+        {"role": "user", "content": task_text(1, 2)},
+        *read("c1", "logs/part_001.txt", small(1)),
+        *read("c2", "logs/part_002.txt", small(2)),
+    )
+
+
+def call_of(reply: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    (call,) = reply["tool_calls"]
+    return call["name"], call["arguments"]
+
+
+@pytest.mark.parametrize("kind", PERSONAS)
+def test_replies_are_a_function_of_the_request_alone(kind: str) -> None:
+    bodies = [
+        request({"role": "user", "content": task_text(1, 3)}),
+        two_files_read(),
+        request(
+            {"role": "user", "content": task_text(1, 2)},
+            *read("c1", "logs/part_001.txt", "[tool output masked: read_file returned 9 tokens]"),
+        ),
+    ]
+    for body in bodies:
+        first = ScriptedModel(Persona(kind), Summarizer(), Recorder())  # type: ignore[arg-type]
+        again = ScriptedModel(Persona(kind), Summarizer(), Recorder())  # type: ignore[arg-type]
+        replies = [first(copy.deepcopy(body)), first(copy.deepcopy(body))]
+        assert replies == [again(copy.deepcopy(body)), again(copy.deepcopy(body))]
+        assert replies[0] == replies[1]
+
+
+def test_a_persona_reads_the_first_file_it_has_no_evidence_of() -> None:
+    body = request({"role": "user", "content": task_text(1, 3)})
+    assert call_of(Persona()(body)) == ("read_file", {"path": "logs/part_001.txt"})
+    body = two_files_read()
+    body["messages"][1]["content"] = task_text(1, 3)
+    assert call_of(Persona()(body)) == ("read_file", {"path": "logs/part_003.txt"})
+    deep = Persona(path_key="file_path", path_prefix="/")
+    assert call_of(deep(body)) == ("read_file", {"file_path": "/logs/part_003.txt"})
+
+
+def test_the_re_reader_re_reads_what_it_can_no_longer_see() -> None:
+    body = two_files_read()
+    for kind in PERSONAS:
+        name, args = call_of(Persona(kind)(body))  # type: ignore[arg-type]
+        assert name == "write_file" and args["content"] == f"{code_for(1)}\n{code_for(2)}\n"
+    hidden = copy.deepcopy(body)
+    hidden["messages"][3]["content"] = "[tool output masked: read_file returned 900 tokens]"
+    assert call_of(Persona("re_reader")(hidden)) == ("read_file", {"path": "logs/part_001.txt"})
+    # silent knows it read the file (the call shows) and writes what it still sees.
+    name, args = call_of(Persona("silent")(hidden))
+    assert name == "write_file" and args["content"] == f"{code_for(2)}\n"
+    # With the whole exchange gone there is no evidence at all: every persona reads it.
+    gone = copy.deepcopy(body)
+    del gone["messages"][2:4]
+    for kind in PERSONAS:
+        reply = Persona(kind)(gone)  # type: ignore[arg-type]
+        assert call_of(reply) == ("read_file", {"path": "logs/part_001.txt"})
+
+
+def test_paging_reads_on_where_the_note_says() -> None:
+    page = "1\tlog\n[showing lines 1-62 of 240; call read_file with offset=62 to continue]"
+    body = request(
+        {"role": "user", "content": task_text(1, 2)}, *read("c1", "logs/part_001.txt", page)
+    )
+    assert call_of(Persona()(body)) == ("read_file", {"path": "logs/part_001.txt", "offset": 62})
+    deep = "@@ lines 1-100 of 240 | next offset 100 @@\nlog line"
+    body = request(
+        {"role": "user", "content": task_text(1, 2)}, *read("c1", "logs/part_001.txt", deep)
+    )
+    assert call_of(Persona()(body))[1] == {"path": "logs/part_001.txt", "offset": 100}
+    # The last page reached the end: the file is read (its code, when lost, is lost).
+    end = "200\tlog\n[showing lines 126-240 of 240; end of file]"
+    body["messages"] += read("c2", "logs/part_001.txt", end, offset=125)
+    assert call_of(Persona()(body)) == ("read_file", {"path": "logs/part_002.txt"})
+
+
+def test_ledger_runs_and_partial_entries() -> None:
+    (match,) = LEDGER_RUN_RE.finditer("- logs/ part_001.txt … part_120.txt (120 files)")
+    names = expand_run(match)
+    assert len(names) == 120 and names[0] == "part_001.txt" and names[-1] == "part_120.txt"
+    assert "part_057.txt" in names
+    (odd,) = LEDGER_RUN_RE.finditer("part_001.txt … part_0120.txt")
+    assert expand_run(odd) == []  # not the same digit width
+    ledger = (
+        "[Progress ledger]\nFiles read (whole unless lines are given):\n"
+        "- logs/ part_001.txt … part_004.txt (4 files), part_005.txt (lines 1-87 of 240)"
+    )
+    body = request(
+        {"role": "user", "content": task_text(1, 6)}, {"role": "user", "content": ledger}
+    )
+    assert read_evidence(body) == {f"part_{i:03d}.txt" for i in range(1, 6)}
+    assert scan(body).read["part_005.txt"] == (87, 240)
+    assert call_of(Persona()(body))[1] == {"path": "logs/part_005.txt", "offset": 87}
+    # The task message's own names are no evidence.
+    assert read_evidence(request({"role": "user", "content": task_text(1, 6)})) == set()
+
+
+def test_note_taker_notes_the_codes_of_the_latest_result() -> None:
+    reply = Persona("note_taker")(two_files_read())
+    assert reply["content"] == f"noted: {code_for(2)}"
+    assert "content" not in Persona("silent")(two_files_read())
+
+
+def test_question_and_forced_answers_list_the_visible_codes() -> None:
+    body = two_files_read()
+    body["messages"] += [
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": QUESTION},
+    ]
+    answer = Persona("re_reader")(body)
+    assert "tool_calls" not in answer
+    assert codes_in(answer["content"]) == {code_for(1), code_for(2)}
+    forced = Persona()(dict(two_files_read(), tool_choice="none"))
+    assert codes_in(forced["content"]) == {code_for(1), code_for(2)}
+
+
+def summary_request(marker: str, *extra: str) -> dict[str, Any]:
+    body = two_files_read()
+    body["messages"][0]["content"] = f"You are performing a {marker}. " + " ".join(extra)
+    body["messages"] += read("c3", "logs/part_003.txt", small(3))
+    body["messages"][1]["content"] = task_text(1, 4)
+    return body
+
+
+@pytest.mark.parametrize("marker", [SUMMARY_MARKER, LANGCHAIN_SUMMARY_MARKER])
+def test_summarizers(marker: str) -> None:
+    body = summary_request(marker)
+    recorder = Recorder()
+    model = ScriptedModel(Persona(), Summarizer("faithful"), recorder)
+    faithful = model(body)["content"]
+    assert recorder.summary_calls == 1 and recorder.main_calls == 0
+    assert codes_in(faithful) == {code_for(i) for i in (1, 2, 3)}
+    assert all(f"part_00{i}.txt" in faithful for i in (1, 2, 3))
+    lossy = Summarizer("lossy")(body)["content"]
+    assert codes_in(lossy) == {code_for(1), code_for(3)}
+    assert "part_002.txt" not in lossy
+    terse = Summarizer("terse")(body)["content"]
+    assert "\n" not in terse and not CODE_RE.search(terse) and "part_00" not in terse
+    # A persona reading the summary alone (the task message replaced) resumes the task.
+    after = request({"role": "user", "content": f"Here is a summary:\n{faithful}"})
+    assert call_of(Persona()(after)) == ("read_file", {"path": "logs/part_004.txt"})
+    verbose = Summarizer("verbose")(body)["content"]
+    assert len(verbose) > 3 * 4 * 100 and codes_in(verbose) == codes_in(faithful)
+    told = summary_request(marker, "Keep it to at most 1,200 tokens.")
+    assert Summarizer("verbose")(told) == Summarizer("faithful")(told)
+
+
+def test_workspace_plants_one_code_per_file(tmp_path: Path) -> None:
+    paths = make_workspace(tmp_path, files=12, size="big", fact_at="middle")
+    assert paths[0] == "logs/part_001.txt" and len(paths) == 12
+    lines = (tmp_path / paths[6]).read_text(encoding="utf-8").splitlines()
+    assert len(lines) == BIG_LINES and lines[BIG_LINES // 2] == code_for(7)
+    assert sum(bool(CODE_RE.search(line)) for line in lines) == 1
+    assert len(planted_codes(paths)) == 12
+    make_workspace(tmp_path / "s", files=2)
+    text = (tmp_path / "s" / "logs" / "part_002.txt").read_text(encoding="utf-8")
+    assert text.splitlines()[0] == code_for(2) and len(text.splitlines()) == SMALL_LINES
+    assert 2_000 < len(text) < 4_000
+
+
+def test_visible_codes_and_cut_summaries() -> None:
+    body = two_files_read()
+    assert visible_codes(body) == {code_for(1), code_for(2)}
+    cut = f"{SUMMARY_HEADER}\nFiles read: part_001.txt\n…1,234 tokens truncated…\nCodes:"
+    body["messages"].append({"role": "user", "content": cut})
+    assert cut_summaries([body, body]) == 1
+
+
+def test_recorder_counts_reads_at_the_same_offset() -> None:
+    recorder = Recorder()
+    for offset in (0, 0, 62):
+        args = {"path": "logs/part_001.txt"} | ({"offset": offset} if offset else {})
+        recorder.observe({"tool_calls": [{"name": "read_file", "arguments": args}]}, summary=False)
+    recorder.observe(
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "logs/part_002.txt"}}]},
+        summary=False,
+    )
+    assert recorder.reads[-1] == ("part_002.txt", 0) and recorder.reread_files() == 1
