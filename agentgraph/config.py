@@ -22,7 +22,7 @@ MAX_LOOPS_MAX = 500
 # by default (the token budget alone decides what the model sees).
 # Share of the usable budget of outputs masked since the last summary that triggers their
 # distillation into one (AGENTGRAPH_DISTIL_THRESHOLD).
-DISTIL_THRESHOLD_DEFAULT = 0.20
+DISTIL_THRESHOLD_DEFAULT = 1.0
 MAX_MESSAGE_HISTORY_DEFAULT = 40
 MAX_MESSAGE_HISTORY_MIN = 10
 MAX_MESSAGE_HISTORY_MAX = 100
@@ -148,8 +148,8 @@ class Settings(BaseSettings):
         0.60, gt=0.1, le=1.0, validation_alias=_env("AGENTGRAPH_MASK_THRESHOLD")
     )
     # Outputs masked since the last summary are distilled into one (a compaction) once
-    # they add up to this share of the budget (1.0 or more: only the compaction threshold
-    # summarizes): what masking hides reaches a summary instead of leaving for good.
+    # they add up to this share of the budget (10: never): what masking hides reaches a
+    # summary instead of leaving for good.
     distil_threshold: float = Field(
         DISTIL_THRESHOLD_DEFAULT,
         gt=0.0,

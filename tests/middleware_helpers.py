@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from langchain.agents.middleware import ModelRequest, ModelResponse
@@ -11,6 +12,7 @@ from agentgraph.config import Settings
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
 from tests.fakes.chat_model import ScriptedChatModel
+from tests.fakes.scripts import ai_tools
 
 SYSTEM = SystemMessage("You are a test agent.")
 
@@ -31,19 +33,24 @@ class ModelCall:
 
 
 def history(turns: int, *, result_chars: int = 4000) -> list[BaseMessage]:
-    """A user request followed by ``turns`` read_file calls and their results."""
+    """A user request followed by ``turns`` read_file calls and their results.
+
+    Each reply notes the code of the output before it (``K0003``), as a model that
+    keeps what it read in its own words does: masking hides only what was restated.
+    """
     msgs: list[BaseMessage] = [HumanMessage("Audit the files; the code word is TULIP.", id="u0")]
     for i in range(turns):
+        note = f"K{i - 1:04d} noted; " if i else ""
         msgs.append(
             AIMessage(
-                content=f"reading file {i}",
+                content=f"{note}reading file {i}",
                 id=f"a{i}",
                 tool_calls=[{"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}],
             )
         )
         msgs.append(
             ToolMessage(
-                content=f"content of f{i} " + "x" * result_chars,
+                content=f"content of f{i} K{i:04d} " + "x" * result_chars,
                 tool_call_id=f"c{i}",
                 name="read_file",
                 id=f"t{i}",
@@ -78,3 +85,15 @@ def small_settings(window: int = 16_000, **env: Any) -> Settings:
 
 def counter_and_budget(settings: Settings) -> tuple[Any, Any]:
     return get_counter(settings.model), budget_for(settings)
+
+
+def noting_reads(workspace: Path, calls: int) -> list[AIMessage]:
+    """Files to read and a script that reads them, each reply noting the file before
+    (``F0003``): masking hides only what the model restated."""
+    for i in range(calls):
+        lines = (f"line {j} of file {i}: alpha beta gamma delta {j * i}" for j in range(40))
+        (workspace / f"f{i}.txt").write_text(f"F{i:04d}\n" + "\n".join(lines))
+    return [
+        ai_tools(("read_file", {"path": f"f{i}.txt"}), content=f"noted F{i - 1:04d}" if i else "")
+        for i in range(calls)
+    ]

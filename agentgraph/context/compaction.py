@@ -71,12 +71,16 @@ SUMMARY_MIN_TOKENS = 256
 # by a second lossy pass) while they take at most this share of the summary's room;
 # past it they are summarized again together with the new part.
 SUMMARY_STACK_SHARE = 0.5
-# A summary over its share is asked for again, shorter, at most this many times (each is
-# one more summarizer call); it is never cut blind to fit.
-SUMMARY_SHORTEN_ATTEMPTS = 2
-# A summary still over its share after that takes the room of the re-read files and of
-# long kept outputs; only one longer than all the room under the target is cut, with a
-# note saying so (and the record's ``summary_cut``).
+# A summary longer than all the room it can take (see the hard target below) is asked
+# for again, in its share, at most this many times (each is one more summarizer call);
+# it is never cut blind to fit.
+SUMMARY_SHORTEN_ATTEMPTS = 1
+# A summary over its share takes the room of the re-read files and of long kept outputs,
+# and then the room up to this share of the usable budget (the next compaction comes
+# sooner: a long task's facts may need it, and a summarizer asked to shorten them drops
+# some); only one longer than all of that is asked for again, and if still too long cut,
+# with a note saying so (and the record's ``summary_cut``).
+SUMMARY_HARD_TARGET_BUDGET_FRACTION = 0.65
 # The progress ledger's share of the usable budget: past it, its longest folders of
 # files read are folded to a count (see agentgraph/context/ledger.py).
 LEDGER_MAX_BUDGET_FRACTION = 0.10
@@ -720,6 +724,12 @@ class Compactor:
         each = max(total // REINJECT_MAX_FILES, 200)
         out: list[tuple[str, HumanMessage]] = []
         for touched in rank_touched_files(messages):
+            if not touched.modified:
+                # Files only read are in the ledger (with their ranges) and the summary,
+                # one read_file away: re-reading them took the room the compaction freed
+                # (on a long read-only task 12 summaries instead of 10, and 10% more
+                # prompt tokens, in bench_context_v3).
+                break
             if len(out) >= REINJECT_MAX_FILES:
                 break
             text = _read_fresh(Path(workspace), touched.path, each, self.counter.count_text)
@@ -838,7 +848,6 @@ class Compactor:
         summary_room = summary_max - sum(map(self.counter.count_message, carried_heads))
         try:
             summary = self._summarize(summary_input, focus, cancelled)
-            summary = self._shorten(summary, max(summary_room, SUMMARY_MIN_TOKENS), focus)
         except Exception as exc:  # any failure → the fallback keeps the session going
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         if summary is None:
@@ -863,7 +872,8 @@ class Compactor:
             max_tokens=int(usable * LEDGER_MAX_BUDGET_FRACTION),
             count=self.counter.count_text,
         )
-        summary_cut = False
+        summary_cut = shortened = False
+        hard_target = int(usable * SUMMARY_HARD_TARGET_BUDGET_FRACTION)
         while True:
             new_tail = self._assemble(summary, reason, files, kept, carried_heads, ledger, scale)
             after = self._view_tokens(new_tail, fixed)
@@ -885,18 +895,26 @@ class Compactor:
             if changed:
                 kept = shrunk
                 continue
-            if summary is not None and not summary_cut:
+            if summary is not None and not shortened and after > hard_target:
+                # Longer than all the room it can take: asked for again, in its share.
+                shortened = True
+                summary = self._shorten(summary, max(summary_room, SUMMARY_MIN_TOKENS), focus)
+                continue
+            if summary is not None and not summary_cut and after > hard_target:
                 # The last resort, when the summary stayed longer than all the room
-                # under the target even after being asked for a shorter one: an
+                # under the hard target even after being asked for a shorter one: an
                 # explicit cut, recorded, that says where the rest is.
                 size = self.counter.count_text(summary)
-                allowed = max(size - (after - target), SUMMARY_MIN_TOKENS)
+                allowed = max(size - (after - hard_target), SUMMARY_MIN_TOKENS)
                 if allowed < size:
                     summary = truncate_text(summary, allowed, count=self.counter.count_text).text
                     summary += SUMMARY_CUT_NOTE
                     summary_cut = True
                     continue
-            break  # the system prompt and the latest request alone exceed the target
+            # Over the target by a summary that needs the room (a long task's facts):
+            # the next compaction comes sooner, but nothing is cut. Or the system
+            # prompt and the latest request alone exceed the target.
+            break
         if trigger == "manual" and summary is not None and after >= before:
             # Asked for on a short history: a summary (with its prefix and the re-read
             # files) that is no smaller than what it replaces only loses detail. Not

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -21,7 +22,9 @@ __all__ = [
     "MASK_EXEMPT_TOOLS",
     "MASK_MIN_OUTPUT_TOKENS",
     "mask_outputs_before",
+    "note_words",
     "placeholder",
+    "restates",
 ]
 
 # Outputs smaller than this stay: a placeholder would save next to nothing.
@@ -38,6 +41,43 @@ MASKED_KEY = "agentgraph_masked"
 MASKED_TOKENS_KEY = "agentgraph_masked_tokens"
 
 _ARTIFACT_RE = re.compile(r"full output: (\S+) — page through it")
+# A word of a reply that can show the model restated something from an output: a number
+# or identifier, not an everyday word (``ORBIT-4402``, ``parse_config``, ``8080``,
+# ``parseConfig``, ``README``).
+_WORD_RE = re.compile(r"[^\W_][\w.:/+-]*[^\W_]|_\w+")
+NOTE_WORD_MIN_CHARS = 4
+# Words of one reply checked against its outputs: a long reply's first ones suffice.
+NOTE_WORDS_MAX = 200
+
+
+def note_words(text: str) -> set[str]:
+    """The words of ``text`` distinctive enough to show what it restates.
+
+    Args:
+        text: A reply's text.
+
+    Returns:
+        Its words of at least NOTE_WORD_MIN_CHARS characters that hold a digit or an
+        underscore, are all capitals, or have a capital after a lower-case letter.
+    """
+    out: set[str] = set()
+    for word in _WORD_RE.findall(text):
+        if len(word) < NOTE_WORD_MIN_CHARS:
+            continue
+        if (
+            any(c.isdigit() or c == "_" for c in word)
+            or (word.isupper() and word.isalpha())
+            or any(a.islower() and b.isupper() for a, b in pairwise(word))
+        ):
+            out.add(word)
+            if len(out) >= NOTE_WORDS_MAX:
+                break
+    return out
+
+
+def restates(words: set[str], output: str) -> bool:
+    """Whether a reply whose :func:`note_words` are ``words`` restates ``output``."""
+    return any(word in output for word in words)
 
 
 def _short_args(args: Any) -> str:

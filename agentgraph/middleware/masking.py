@@ -45,7 +45,9 @@ from agentgraph.context.masking_text import (
     MASK_MIN_OUTPUT_TOKENS,
     MASKED_KEY,
     MASKED_TOKENS_KEY,
+    note_words,
     placeholder,
+    restates,
 )
 from agentgraph.context.tokens import TokenCounter, estimate_scale, reported_prompt_tokens
 from agentgraph.history import extends
@@ -114,6 +116,9 @@ class _Measured:
     cum_size: list[int]
     cum_save: list[int]
     turns: list[int]
+    # Outputs after the last assistant message that masking could save on, as (index,
+    # saving, placeholder): they count once the reply to them restates them.
+    pending: tuple[tuple[int, int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -243,10 +248,12 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         start = 0
         if last is not None and last.counter is counter and extends(messages, last.messages):
             start = len(last.messages)
+        pending: list[tuple[int, int, str]] = []
         if start:
             assert last is not None
             texts, calls, reported = dict(last.texts), dict(last.calls), dict(last.reported)
             cum_size, cum_save, turns = list(last.cum_size), list(last.cum_save), list(last.turns)
+            pending = list(last.pending)
         else:
             texts, calls, reported = {}, {}, {}
             cum_size, cum_save, turns = [0], [0], []
@@ -255,6 +262,9 @@ class ObservationMaskingMiddleware(AgentMiddleware):
             size = self.counter.count_message(msg)
             save = 0
             if isinstance(msg, AIMessage):
+                if pending:
+                    self._note(messages, msg, pending, texts, cum_save)
+                    pending = []
                 turns.append(i)
                 for call in msg.tool_calls:
                     if call.get("id"):
@@ -266,16 +276,52 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 and size >= MASK_MIN_OUTPUT_TOKENS
                 and msg.name not in MASK_EXEMPT_TOOLS
             ):
-                save, text = self._saving(msg, calls.get(msg.tool_call_id), size)
-                if save > 0:
-                    texts[i] = text
+                saving, text = self._saving(msg, calls.get(msg.tool_call_id), size)
+                if saving > 0:
+                    pending.append((i, saving, text))
             cum_size.append(cum_size[-1] + size)
             cum_save.append(cum_save[-1] + save)
         measured = _Measured(
-            tuple(messages), counter, texts, calls, reported, cum_size, cum_save, turns
+            tuple(messages),
+            counter,
+            texts,
+            calls,
+            reported,
+            cum_size,
+            cum_save,
+            turns,
+            tuple(pending),
         )
         self._measured = measured
         return measured, (last if start else None)
+
+    @staticmethod
+    def _note(
+        messages: Sequence[BaseMessage],
+        reply: AIMessage,
+        pending: Sequence[tuple[int, int, str]],
+        texts: dict[int, str],
+        cum_save: list[int],
+    ) -> None:
+        """Make the outputs ``reply`` restates maskable (``texts`` and ``cum_save`` updated).
+
+        Masking hides only what the model has restated in its own words (a note, a
+        finding, an identifier it quotes): a model that only calls tools has kept
+        nothing of an output, and hiding it would make it read the output again or
+        forget it. Its outputs are distilled by a summary at the compaction threshold
+        instead. The saving of an output counts from its own index on, as if known
+        when it arrived: no decision of an earlier request point reads those sums
+        (their boundaries lie before the turn the outputs belong to), so a replay
+        decides as the live calls did.
+        """
+        words = note_words(reply.text)
+        if not words:
+            return
+        for index, saving, text in pending:
+            if restates(words, messages[index].text):
+                texts[index] = text
+                for k in range(index + 1, len(cum_save)):
+                    cum_save[k] += saving
 
     def _saving(self, msg: ToolMessage, call: Any, size: int) -> tuple[int, str]:
         """What masking ``msg`` saves and its placeholder (remembered per result)."""

@@ -47,7 +47,9 @@ def test_every_harness_runs_the_long_task_to_an_answer() -> None:
         assert 0 < row["facts"] <= row["facts_total"] == FILES, name
         assert 0 < row["cacheable"] < 1, name
         assert row["compactions"] <= row["summaries"], name
-    assert rows["agentgraph"]["maskings"] > 0
+    # The scripted model only calls tools (it restates nothing), so agentgraph masks
+    # nothing and summarizes instead.
+    assert rows["agentgraph"]["maskings"] == 0 < rows["agentgraph"]["compactions"]
     for peer in set(rows) - {"agentgraph"}:
         assert rows[peer]["summaries"] > 0, peer
         assert rows[peer]["compactions"] == rows[peer]["summaries"], peer

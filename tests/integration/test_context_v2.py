@@ -38,10 +38,11 @@ def _run(
     window: int,
     files: int,
     lines: int,
+    notes: bool = False,
     **env: str,
 ) -> tuple[LongTaskDriver, list[dict[str, Any]], FakeOpenAIServer]:
     paths = make_workspace(workspace, files=files, lines_per_file=lines)
-    driver = LongTaskDriver(paths)
+    driver = LongTaskDriver(paths, notes=notes)
     events: list[dict[str, Any]] = []
     with FakeOpenAIServer([driver], window=window, on_exhausted="repeat_last") as server:
         settings = make_settings(
@@ -145,7 +146,8 @@ def _each_break_follows_its_event(breaks: list[int], events: list[dict[str, Any]
     return True
 
 
-# The masking tests below measure masking alone: distilling what it hid into a summary
+# The masking tests below measure masking alone, for a model that notes what it reads
+# (masking hides only what the model restated): distilling what it hid into a summary
 # (tested in test_context_v3.py) is turned off.
 NO_DISTIL = {"AGENTGRAPH_DISTIL_THRESHOLD": "10"}
 MASK_WINDOW_TOKENS = 32_000
@@ -162,6 +164,7 @@ def test_masking_past_its_threshold_does_not_summarize_and_keeps_the_prefix(
         window=MASK_WINDOW_TOKENS,
         files=MASK_FILES,
         lines=MASK_FILE_LINES,
+        notes=True,
         **NO_DISTIL,
     )
     requests = _main_requests(server)
@@ -209,6 +212,7 @@ def test_masking_events_bring_the_prompt_down_to_the_low_water_mark(
         window=BATCH_WINDOW_TOKENS,
         files=BATCH_FILES,
         lines=BATCH_FILE_LINES,
+        notes=True,
         **NO_DISTIL,
     )
     budget = budget_for(make_settings(AGENTGRAPH_CONTEXT_WINDOW=str(BATCH_WINDOW_TOKENS)))

@@ -88,31 +88,36 @@ def test_a_stateless_model_reading_far_more_than_the_window_reads_each_file_once
     assert recorder.answers, "the task ended with an answer"
 
 
-def test_facts_in_masked_outputs_are_answerable_after_the_task(
-    make_settings: Callable[..., Settings], workspace: Path
+@pytest.mark.parametrize(("persona", "tier"), [("silent", "compaction"), ("note_taker", "masking")])
+def test_facts_in_outputs_that_left_the_prompt_are_answerable_after_the_task(
+    make_settings: Callable[..., Settings], workspace: Path, persona: PersonaKind, tier: str
 ) -> None:
     """Files bigger than a page, then a question: every code read is still in view,
-    although masking hid the outputs that held them."""
+    although the outputs that held them left the prompt. A model that only calls tools
+    gets them distilled into a summary (masking never hides what it did not restate);
+    one that notes what it reads has its outputs masked."""
     recorder, events, _server, planted = _run(
         make_settings,
         workspace,
         files=16,
-        persona="silent",
+        persona=persona,
         summarizer="faithful",
         size="big",
         question=True,
     )
-    assert any(e["type"] == "masking" for e in events)
+    assert any(e["type"] == tier for e in events)
     assert codes_in(recorder.answers[-1]) == planted
 
 
 def test_a_verbose_summarizer_never_reaches_the_prompt_cut(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
-    """A summarizer that writes far more than its share is asked for a shorter summary:
-    no summary in any prompt carries a truncation marker, and no progress is lost."""
+    """A summarizer that writes far more than its share: its summaries take the room of
+    kept outputs until one would need more than the hard target, and that one is asked
+    for again, shorter. No summary in any prompt carries a truncation marker, and no
+    progress is lost."""
     recorder, events, server, planted = _run(
-        make_settings, workspace, files=60, persona="silent", summarizer="verbose"
+        make_settings, workspace, files=120, persona="silent", summarizer="verbose"
     )
     compactions = [e for e in events if e["type"] == "compaction"]
     assert compactions and not any(e["summary_cut"] for e in compactions)

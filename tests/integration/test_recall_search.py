@@ -25,6 +25,7 @@ from agentgraph.recall.search import (
     search_transcript,
 )
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.scenarios.long_task import note_of
 from tests.slash_helpers import slash_context
 
 FACT = "ZEBRA-QUASAR-77"
@@ -266,7 +267,9 @@ class _MaskedFactDriver:
             return {"tool_calls": [{"name": "search_history", "arguments": query}]}
         path = self.paths[self.reads]
         self.reads += 1
-        return {"tool_calls": [{"name": "read_file", "arguments": {"path": path}}]}
+        # It notes what it read (masking hides only what the model restated).
+        reply = {"tool_calls": [{"name": "read_file", "arguments": {"path": path}}]}
+        return {**reply, "content": note_of(request)}
 
 
 def test_search_finds_a_fact_whose_tool_output_was_masked(

@@ -87,6 +87,17 @@ def _texts(body: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def note_of(body: Mapping[str, Any]) -> str:
+    """A short note restating the last tool result of a request (the last number of four
+    digits or more it shows), as a model that writes down what it read does; "" when
+    the request has no tool result."""
+    results = [m for m in body.get("messages") or [] if m.get("role") == "tool"]
+    if not results:
+        return ""
+    numbers = re.findall(r"\d{4,}", str(results[-1].get("content") or ""))
+    return f"noted {numbers[-1]}" if numbers else ""
+
+
 def facts_in(body: Mapping[str, Any]) -> set[str]:
     """Planted facts visible anywhere in a request."""
     found: set[str] = set()
@@ -115,6 +126,8 @@ class LongTaskDriver:
         summary_markers: Text that marks a request as the harness's summary call.
         lossy: Summaries keep only every other fact they see (a summarizer that drops
             half of the details).
+        notes: Each call also carries a one-line note restating the last tool result
+            (a model that writes down what it reads; masking hides only what was noted).
         answered: Whether the final answer was sent.
     """
 
@@ -129,6 +142,7 @@ class LongTaskDriver:
     write_tool: str = "write_file"
     summary_markers: tuple[str, ...] = (SUMMARY_MARKER,)
     lossy: bool = False
+    notes: bool = False
     answered: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -149,7 +163,8 @@ class LongTaskDriver:
             self.step += 1
         if step < len(self.paths):
             path = self.path_prefix + self.paths[step]
-            return {"tool_calls": [{"name": self.read_tool, "arguments": {self.path_key: path}}]}
+            reply = {"tool_calls": [{"name": self.read_tool, "arguments": {self.path_key: path}}]}
+            return {**reply, "content": note_of(body)} if self.notes else reply
         if step == len(self.paths):
             args = {self.path_key: self.path_prefix + "report.md", "content": "all logs read\n"}
             return {"tool_calls": [{"name": self.write_tool, "arguments": args}]}

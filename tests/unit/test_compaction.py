@@ -24,6 +24,7 @@ from langgraph.graph.message import add_messages
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.context.compaction import (
+    SUMMARY_HARD_TARGET_BUDGET_FRACTION,
     SUMMARY_PREFIX,
     SUMMARY_SHORTEN_ATTEMPTS,
     BoundaryTracker,
@@ -41,6 +42,7 @@ from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
 from tests.fakes.chat_model import OutCountingModel, ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
+from tests.middleware_helpers import noting_reads
 
 WINDOW = "16000"
 # Words of the large system prompt of the harder-pass test.
@@ -71,6 +73,19 @@ def _history(turns: int, *, result_chars: int = 4000) -> list[BaseMessage]:
     return msgs
 
 
+def _edited_last(history: list[BaseMessage], path: str) -> list[BaseMessage]:
+    """``history`` with its last call an edit of ``path``: files the session changed are
+    the ones re-read after a compaction (files only read are in the ledger)."""
+    last, result = history[-2], history[-1]
+    assert isinstance(last, AIMessage) and isinstance(result, ToolMessage)
+    args = {"path": path, "old_string": "fresh", "new_string": "fresh"}
+    call = {**last.tool_calls[0], "name": "edit_file", "args": args}
+    edited = result.model_copy(
+        update={"name": "edit_file", "content": f"edited {path}: replaced 1 occurrence"}
+    )
+    return [*history[:-2], last.model_copy(update={"tool_calls": [call]}), edited]
+
+
 def _write_files(workspace: Path, n: int) -> None:
     """The files ``_history(n)`` reads, as they are on disk now."""
     for i in range(n):
@@ -96,12 +111,8 @@ def test_a_file_read_by_the_workspace_path_without_its_slash_is_reinjected(
 ) -> None:
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     _write_files(workspace, 12)
-    history = _history(12)
-    last = history[-2]
-    assert isinstance(last, AIMessage)
     slashless = str(workspace.resolve()).lstrip("/")
-    call = {**last.tool_calls[0], "args": {"path": f"{slashless}/f11.txt"}}
-    history[-2] = last.model_copy(update={"tool_calls": [call]})
+    history = _edited_last(_history(12), f"{slashless}/f11.txt")
     outcome = _compactor(settings, ScriptedChatModel(["Progress: read files."]))(
         history, trigger="manual", system=[], tools=[], workspace=str(workspace)
     )
@@ -117,7 +128,7 @@ def test_summary_compaction_is_valid_lossless_and_smaller(
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     _write_files(workspace, 12)
     summarizer = ScriptedChatModel(["Progress: read files. Code word TULIP."])
-    history = _history(12)
+    history = _edited_last(_history(12), "f11.txt")
     outcome = _compactor(settings, summarizer)(
         history, trigger="manual", system=[], tools=[], workspace=str(workspace)
     )
@@ -351,11 +362,8 @@ def test_an_auto_compaction_after_masking_works_in_the_providers_tokens(
         AGENTGRAPH_DISTIL_THRESHOLD="10",  # the threshold's compaction alone
     )
     calls = 200  # masking holds the prompt below the threshold for a long while
-    for i in range(calls):
-        lines = (f"line {j} of file {i}: alpha beta gamma delta {j * i}" for j in range(40))
-        (workspace / f"f{i}.txt").write_text("\n".join(lines))
     counter = get_counter(settings.model)
-    script = [ai_tools(("read_file", {"path": f"f{i}.txt"})) for i in range(calls)]
+    script = noting_reads(workspace, calls)
     model = OutCountingModel([*script, ai_text("done")], counter, 1.3)
     summarizer = ScriptedChatModel(["we read files"], on_exhausted="repeat_last")
     with open_store(settings) as store:
@@ -399,8 +407,8 @@ def test_a_compaction_that_cannot_free_enough_keeps_less_and_every_original(
 ) -> None:
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     # A long summary and a large system prompt leave little room under half the
-    # budget: the compaction keeps less (shorter summary, fewer and masked kept
-    # outputs) instead of ending over it.
+    # budget: the compaction keeps less (fewer and masked kept outputs, then the
+    # summary, explicitly cut) instead of ending over its hard target.
     long_summary = " ".join(f"fact{n} is {n * 13 % 97}" for n in range(1400))
     summarizer = ScriptedChatModel([long_summary], on_exhausted="repeat_last")
     words = " ".join(f"word{n} value{n * 7 % 101}" for n in range(250))
@@ -416,7 +424,8 @@ def test_a_compaction_that_cannot_free_enough_keeps_less_and_every_original(
     compactor = _compactor(settings, summarizer)
     outcome = compactor(history, trigger="manual", system=system, tools=[])
     assert outcome is not None
-    assert outcome.tokens_after <= compactor.budget.usable // 2
+    hard_target = compactor.budget.usable * SUMMARY_HARD_TARGET_BUDGET_FRACTION
+    assert compactor.budget.usable // 2 < outcome.tokens_after <= hard_target
     # Asked for a shorter summary (the same long one came back), then kept less: the
     # summary that still had no room is cut explicitly, never blind.
     assert len(summarizer.calls) == 1 + SUMMARY_SHORTEN_ATTEMPTS
@@ -570,3 +579,23 @@ def test_the_boundary_tracker_finds_the_view_since_last_boundary_finds(
         got = tracker.since_last_boundary(view)
         want = since_last_boundary(view)
         assert len(got) == len(want) and all(map(operator.is_, got, want))
+
+
+def test_a_summary_over_its_share_that_fits_the_hard_target_is_kept_whole(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A long summary (a long task's facts) that fits under the hard target is kept
+    whole, taking the room of kept outputs; nobody asks the summarizer to drop facts."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    facts = " ".join(f"fact{n}=CODE-{n * 37 % 9973:04d}" for n in range(800))
+    summarizer = ScriptedChatModel([facts], on_exhausted="repeat_last")
+    compactor = _compactor(settings, summarizer)
+    history = _history(12)
+    outcome = compactor(history, trigger="auto", system=[], tools=[])
+    assert outcome is not None
+    assert len(summarizer.calls) == 1
+    assert outcome.record["summary_cut"] is False
+    view = since_last_boundary(_apply(history, outcome.updates))
+    assert facts in str(view[0].content)
+    usable = compactor.budget.usable
+    assert usable // 2 < outcome.tokens_after <= usable * SUMMARY_HARD_TARGET_BUDGET_FRACTION

@@ -22,11 +22,12 @@ from agentgraph.middleware.masking import ObservationMaskingMiddleware
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 from agentgraph.persistence import open_store
 from tests.fakes.chat_model import OutCountingModel, ScriptedChatModel
-from tests.fakes.scripts import ai_text, ai_tools
+from tests.fakes.scripts import ai_text
 from tests.middleware_helpers import (
     ModelCall,
     counter_and_budget,
     history,
+    noting_reads,
     request,
     small_settings,
 )
@@ -55,6 +56,29 @@ def test_under_the_threshold_nothing_is_masked() -> None:
     messages = history(4, result_chars=2_000)
     assert _sent(_unit(events), messages) == messages
     assert events == []
+
+
+def test_an_output_the_reply_did_not_restate_is_never_masked() -> None:
+    """A model that only calls tools kept nothing of what it read: hiding the output
+    would make it read again or forget. Its outputs wait for a summary instead."""
+    silent = [
+        m.model_copy(update={"content": m.text.split("noted; ")[-1]})
+        if isinstance(m, AIMessage)
+        else m
+        for m in history(25, result_chars=6_000)
+    ]
+    unit = _unit()
+    for n in range(1, 26):
+        plan = unit.plan(silent[: 2 * n + 1], 500)[0]
+        assert plan.masked == 0
+    # The same history with each output restated in the reply after it is masked.
+    assert _masked(_sent(_unit(), history(25, result_chars=6_000)))
+    # Notes of the first three outputs make those three alone maskable.
+    noted = list(silent)
+    for i in (3, 5, 7):  # a1, a2, a3: "K0000 noted; reading file 1", …
+        noted[i] = history(25, result_chars=6_000)[i]
+    plan, masked = _unit().plan(noted, 500)
+    assert set(masked) == {2, 4, 6}
 
 
 def test_past_the_threshold_old_outputs_are_masked_in_the_view_only() -> None:
@@ -122,7 +146,7 @@ def test_near_the_compaction_threshold_masking_keeps_only_the_newest_turn() -> N
     for i in range(70):
         messages += [
             AIMessage(
-                content=f"{reasoning} {i}",
+                content=f"{reasoning} {i}; noted step{i}",
                 id=f"a{i}",
                 tool_calls=[{"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}],
             ),
@@ -165,9 +189,12 @@ def _estimating_unit(window: int | None = None) -> ObservationMaskingMiddleware:
     return ObservationMaskingMiddleware(PromptViewMiddleware(counter, budget), emit=events.append)
 
 
-def _session(turns: list[tuple[int, float | None]]) -> list[BaseMessage]:
+def _session(
+    turns: list[tuple[int, float | None]], unnoted: frozenset[int] = frozenset()
+) -> list[BaseMessage]:
     """A history of read_file turns: result size (chars) and the provider/estimate ratio
-    its reply reported over the prompt before it (None: no usage)."""
+    its reply reported over the prompt before it (None: no usage). The reply after each
+    result notes its code, except after the turns in ``unnoted``."""
     count = get_counter("qwen2.5-coder-1.5b").count_message
     messages: list[BaseMessage] = [HumanMessage("read the files", id="u0")]
     for i, (chars, ratio) in enumerate(turns):
@@ -177,7 +204,8 @@ def _session(turns: list[tuple[int, float | None]]) -> list[BaseMessage]:
             usage = {"input_tokens": prompt, "output_tokens": 9, "total_tokens": prompt + 9}
         messages.append(
             AIMessage(
-                content=f"reading {i}",
+                content=f"reading {i}"
+                + (f"; noted D{i - 1:04d}" if i and i - 1 not in unnoted else ""),
                 id=f"a{i}",
                 tool_calls=[{"name": "read_file", "args": {"path": f"f{i}"}, "id": f"c{i}"}],
                 usage_metadata=usage,
@@ -185,7 +213,7 @@ def _session(turns: list[tuple[int, float | None]]) -> list[BaseMessage]:
         )
         messages.append(
             ToolMessage(
-                content=f"{i} " + "data " * (chars // 5),
+                content=f"{i} D{i:04d} " + "data " * (chars // 5),
                 tool_call_id=f"c{i}",
                 name="read_file",
                 id=f"t{i}",
@@ -219,18 +247,21 @@ def _shown(msg: BaseMessage) -> tuple[str, str, Any]:
     ),
     shrink_at=st.one_of(st.none(), st.integers(min_value=0, max_value=24)),
     summary_scale=st.one_of(st.none(), st.floats(min_value=1.0, max_value=2.0)),
+    unnoted=st.frozensets(st.integers(min_value=0, max_value=40)),
 )
 def test_a_resumed_replay_plans_as_a_fresh_one(
     turns: list[tuple[int, float | None]],
     calls: list[tuple[int, int, int]],
     shrink_at: int | None,
     summary_scale: float | None,
+    unnoted: frozenset[int],
 ) -> None:
     """One unit resumes the replay where its last call stood when the view extends the
     last one; for any sequence of views (growing, cut, started anew, led by a summary
     that carries a ratio, with the system prompt's size, the reported ratio or the
-    endpoint's window changing) its plans equal a fresh unit's."""
-    messages = _session(turns)
+    endpoint's window changing, some outputs never restated by the reply after them)
+    its plans equal a fresh unit's."""
+    messages = _session(turns, unnoted)
     if summary_scale is not None:  # the view after a compaction: the summary leads it
         summary = HumanMessage(
             "summary", id="s0", additional_kwargs=marker("summary", provider_scale=summary_scale)
@@ -280,10 +311,7 @@ def _read_files(
         AGENTGRAPH_CONTEXT_WINDOW="16000", AGENTGRAPH_MODEL="qwen2.5-coder-1.5b"
     )
     calls = 30
-    for i in range(calls):
-        lines = (f"line {j} of file {i}: alpha beta gamma delta {j * i}" for j in range(40))
-        (workspace / f"f{i}.txt").write_text("\n".join(lines))
-    script = [ai_tools(("read_file", {"path": f"f{i}.txt"})) for i in range(calls)]
+    script = noting_reads(workspace, calls)
     model = OutCountingModel([*script, ai_text("done")], get_counter(settings.model), ratio)
     summarizer = ScriptedChatModel(["we read files"], on_exhausted="repeat_last")
     with open_store(settings) as store:
