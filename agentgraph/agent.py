@@ -331,6 +331,7 @@ class Agent:
                 sleep=sleep,
                 retry=RetryPolicy(max_retries=settings.provider_max_retries),
                 keep_recent_messages=settings.compaction_keep_messages,
+                redact=redactor.redact,
             ),
             extra_system_sections=self._system_sections,
             subagents=self.subagents,

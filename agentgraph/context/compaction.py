@@ -496,6 +496,8 @@ class Compactor:
         summarizer_budget: Usable input tokens of the summarizer.
         retry: Retry policy for the summary call.
         sleep: Backoff sleep.
+        keep_recent_messages: At most this many messages kept (``MAX_MESSAGE_HISTORY``).
+        redact: Replaces secrets in the progress ledger (the agent's redactor).
     """
 
     def __init__(
@@ -508,8 +510,10 @@ class Compactor:
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
         keep_recent_messages: int | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.summarizer = summarizer.with_config(tags=["nostream"])
+        self.redact = redact
         self.counter = counter
         self.budget = budget
         self.summarizer_budget = summarizer_budget or budget.usable
@@ -577,6 +581,21 @@ class Compactor:
         if not summary:
             raise ValueError("nothing to summarize")
         return summary
+
+    def _ledger(self, messages: Sequence[BaseMessage], max_tokens: int) -> str:
+        """The progress ledger of the whole history, secrets redacted; "" if it fails.
+
+        Commands are in it as the model wrote them (a password on a command line); it
+        is sent with every later prompt, so it goes through the redactor tool outputs
+        go through. A ledger that cannot be built never stops the compaction.
+        """
+        try:
+            text = render_ledger(
+                collect_ledger(messages), max_tokens=max_tokens, count=self.counter.count_text
+            )
+        except Exception:  # a malformed call in an imported history: no ledger this time
+            return ""
+        return self.redact(text) if self.redact is not None else text
 
     def _shorten(self, summary: str, room: int, focus: str | None) -> str:
         """``summary``, asked for again in at most ``room`` tokens while it is longer.
@@ -788,9 +807,8 @@ class Compactor:
         figures, as the status line scales them (see :func:`carried_scale`).
 
         ``course_change``: the spiral guard found the last compaction made no progress:
-        this note heads the new summary, telling the model what it repeated. (Summaries
-        are not merged again then: with a summarizer that drops details, a merge would
-        lose what the carried ones still hold.)
+        this note heads the ledger, telling the model what it repeated (the ledger is
+        rebuilt at every compaction, so the note does not outlive the stall).
         """
         self.last_skipped = None
         # The system messages alone: count_messages would add the reply priming, which
@@ -854,8 +872,6 @@ class Compactor:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
             older, kept, _, _ = split(fallback_keep, keep_messages)
             carried_heads = self._carried_summaries(older, summary_max)
-        elif course_change:
-            summary = course_change + summary
         kept = self._mask_seen_outputs(kept)
         # A distillation summarizes what masking hid, mid-task: the files read are in
         # the summary and the ledger, and re-reading them from disk would take the room
@@ -867,11 +883,9 @@ class Compactor:
         )
         # The ledger is computed from the whole history: every compaction's summarized
         # part is still in the state, so no progress is lost with the summaries.
-        ledger = render_ledger(
-            collect_ledger(messages),
-            max_tokens=int(usable * LEDGER_MAX_BUDGET_FRACTION),
-            count=self.counter.count_text,
-        )
+        ledger = self._ledger(messages, int(usable * LEDGER_MAX_BUDGET_FRACTION))
+        if course_change:
+            ledger = f"{course_change}\n\n{ledger}" if ledger else course_change
         summary_cut = shortened = False
         hard_target = int(usable * SUMMARY_HARD_TARGET_BUDGET_FRACTION)
         while True:

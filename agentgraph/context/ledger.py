@@ -12,9 +12,11 @@ todo list, and how often every other tool was called.
 It is compacted without loss while it fits its share of the budget: files grouped by
 folder, runs of numbered names (``part_001.txt … part_120.txt``) written as their two
 ends, ranges merged, repeated commands merged with all their exit statuses. Only a
-ledger that still does not fit folds its longest folders of read files to a count
-(files changed are never folded) and then its oldest commands; what it folded is
-named, and ``search_history`` finds it.
+ledger that still does not fit folds, in this order: the costliest folders of files
+read to a count, all files read to a count per top folder and then to one line, the
+oldest commands and subagent tasks to a count, and last the files changed to a count
+with their line totals per folder. What it folded is named, and ``search_history``
+finds it.
 """
 
 from __future__ import annotations
@@ -52,8 +54,11 @@ LEDGER_RUN_MIN_FILES = 3
 LEDGER_COMMAND_MAX_CHARS = 160
 # Characters of a subagent task shown.
 LEDGER_TASK_MAX_CHARS = 120
-# Characters of a todo shown.
+# Characters of a todo shown, and todos shown (the rest counted).
 LEDGER_TODO_MAX_CHARS = 80
+LEDGER_TODOS_SHOWN = 30
+# Folding passes over a ledger past its share (see render_ledger).
+LEDGER_FOLD_PASSES = 3
 
 READ_TOOL = "read_file"
 WRITE_TOOL = "write_file"
@@ -169,6 +174,9 @@ def _lines(text: Any) -> int:
 
 
 def _int(value: Any, default: int) -> int:
+    # A local model may send "10": the tool's schema coerces it, so the ledger does too.
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         return default
     return value
@@ -186,7 +194,7 @@ def _command_status(result: ToolMessage) -> str:
 def _subagent_outcome(result: ToolMessage) -> str:
     try:
         payload = json.loads(result.text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return "error" if result.status == "error" else "done"
     if isinstance(payload, Mapping) and isinstance(payload.get("ok"), bool):
         return "done" if payload["ok"] else "failed"
@@ -322,25 +330,24 @@ def _by_folder(paths: Iterable[str]) -> dict[str, list[str]]:
     return folders
 
 
-def _read_lines(reads: Mapping[str, FileRead], folded: set[str]) -> list[str]:
-    lines = []
-    for folder, names in _by_folder(reads).items():
-        label = f"{folder}/" if folder else "./"
-        if folder in folded:
-            lines.append(f"- {label} {len(names)} files (folded: search_history({folder!r}))")
-            continue
+def _folder_line(folder: str, names: Sequence[str], reads: Mapping[str, FileRead]) -> str:
+    label = f"{folder}/" if folder else "./"
 
-        def whole(name: str, folder: str = folder) -> bool:
-            return reads[posixpath.join(folder, name)].complete
+    def whole(name: str) -> bool:
+        return reads[posixpath.join(folder, name)].complete
 
-        items = []
-        for run in _numbered_runs(sorted(names, key=_natural_key), whole):
-            if len(run) >= LEDGER_RUN_MIN_FILES:
-                items.append(f"{run[0]} … {run[-1]} ({len(run)} files)")
-            else:
-                items.extend(n + _read_detail(reads[posixpath.join(folder, n)]) for n in run)
-        lines.append(f"- {label} " + ", ".join(items))
-    return lines
+    items = []
+    for run in _numbered_runs(sorted(names, key=_natural_key), whole):
+        if len(run) >= LEDGER_RUN_MIN_FILES:
+            items.append(f"{run[0]} … {run[-1]} ({len(run)} files)")
+        else:
+            items.extend(n + _read_detail(reads[posixpath.join(folder, n)]) for n in run)
+    return f"- {label} " + ", ".join(items)
+
+
+def _folded_line(folder: str, files: int, what: str = "files") -> str:
+    label = f"{folder}/" if folder else "./"
+    return f"- {label} {files} {what} (folded: search_history({(folder or '.')!r}) finds them)"
 
 
 def _natural_key(name: str) -> tuple[Any, ...]:
@@ -379,6 +386,20 @@ def _command_line(command: str, statuses: Sequence[str]) -> str:
     return f"- $ {shown} → {', then '.join(merged)}"
 
 
+class _Section:
+    """The lines of one part of the ledger, each counted once, and how to fold them."""
+
+    def __init__(self, title: str, lines: list[str], count: Callable[[str], int] | None) -> None:
+        self.title = title
+        self.lines = lines
+        self.count = count
+
+    def tokens(self) -> int:
+        if not self.lines or self.count is None:
+            return 0
+        return self.count(self.title) + sum(self.count(line) + 1 for line in self.lines)
+
+
 def render_ledger(
     ledger: Ledger,
     *,
@@ -389,9 +410,11 @@ def render_ledger(
 
     Args:
         ledger: The ledger.
-        max_tokens: Its share of the budget; past it, the read folders with the most
-            files are folded to a count, then the oldest commands (never the files
-            changed).
+        max_tokens: Its share of the budget. Past it, in this order until it fits: the
+            read folders that cost the most are folded to a count, then all files read
+            to a count per top folder, then to one line; the oldest commands and
+            subagent tasks to a count; the files changed to a count and their line
+            totals per folder. Each line is counted once.
         count: Token count of a text (required with ``max_tokens``).
 
     Returns:
@@ -399,53 +422,140 @@ def render_ledger(
     """
     if ledger.empty:
         return ""
-    folded: set[str] = set()
-    dropped_commands = 0
-    folders = sorted(_by_folder(ledger.reads).items(), key=lambda kv: -len(kv[1]))
-    while True:
-        text = _render(ledger, folded, dropped_commands)
-        if max_tokens is None or count is None or count(text) <= max_tokens:
-            return text
-        unfolded = [f for f, names in folders if f not in folded and len(names) > 1]
-        if unfolded:
-            folded.add(unfolded[0])
-        elif dropped_commands < len(ledger.commands):
-            dropped_commands = min(len(ledger.commands), dropped_commands * 2 + 1)
-        else:
-            return text  # files changed alone are over the share: never folded
+    folders = _by_folder(ledger.reads)
+    reads = {f: _folder_line(f, names, ledger.reads) for f, names in folders.items()}
+    changes = [_change_line(p, c) for p, c in ledger.changes.items()]
+    commands = [_command_line(c, st) for c, st in ledger.commands.items()]
+    subagents = [
+        f"- {json.dumps(_short(t, LEDGER_TASK_MAX_CHARS), ensure_ascii=False)} → {o}"
+        for t, o in ledger.subagents
+    ]
+    tail = _tail_lines(ledger)
+    sections = [
+        _Section("Files read (whole unless lines are given):", list(reads.values()), count),
+        _Section("Files created or changed:", changes, count),
+        _Section("Commands run (with their exit status, in order):", commands, count),
+        _Section("Subagent tasks:", subagents, count),
+        _Section("", tail, count),
+    ]
+    text = _join(sections)
+    if max_tokens is None or count is None:
+        return text
+    # Each pass folds by the lines' own counts; the joined text can count a few tokens
+    # more, so a second pass folds what the first left over.
+    for _ in range(LEDGER_FOLD_PASSES):
+        over = count(text) - max_tokens
+        if over <= 0:
+            break
+        _fold(sections, ledger, reads, folders, over, count)
+        text = _join(sections)
+    return text
 
 
-def _render(ledger: Ledger, folded: set[str], dropped_commands: int) -> str:
+def _fold(
+    sections: Sequence[_Section],
+    ledger: Ledger,
+    reads: dict[str, str],
+    folders: Mapping[str, Sequence[str]],
+    over: int,
+    count: Callable[[str], int],
+) -> None:
+    """Fold ``sections`` (in place) by at least ``over`` tokens where they can."""
+    read, changed, run, delegated = sections[:4]
+    # 1. The read folders whose lines cost the most become counts.
+    if read.lines and len(read.lines) == len(reads):
+        costs = {f: count(line) for f, line in reads.items() if "(folded" not in line}
+        for folder in sorted(costs, key=lambda f: -costs[f]):
+            if over <= 0:
+                break
+            short = _folded_line(folder, len(folders[folder]))
+            saved = costs[folder] - count(short)
+            if saved <= 0:
+                break  # the rest are as short as their count: fold them all at once below
+            over -= saved
+            reads[folder] = short
+        read.lines = list(reads.values())
+    # 2. All files read, a count per top folder; 3. one line.
+    for step in range(2):
+        if over > 0 and read.lines:
+            before = read.tokens()
+            shorter = (
+                _top_folder_lines(ledger.reads)
+                if step == 0
+                else [f"- {len(ledger.reads)} files in {len(folders)} folders (folded)"]
+            )
+            if len(shorter) < len(read.lines):
+                read.lines = shorter
+                over -= before - read.tokens()
+    # 4. The oldest commands and subagent tasks become a count.
+    for section, what in ((run, "commands"), (delegated, "subagent tasks")):
+        if over <= 0:
+            break
+        kept = list(section.lines)
+        dropped = 0
+        if kept and kept[0].startswith("- ") and "(folded" in kept[0]:
+            dropped = int(kept.pop(0).split()[1])
+        folded_before = dropped
+        total = dropped + len(kept)
+        note_cost = count(f"- {total} earlier {what} (folded: search_history finds them)") + 1
+        while over + note_cost > 0 and len(kept) > 1:
+            over -= count(kept.pop(0)) + 1
+            dropped += 1
+        if dropped > folded_before:
+            over += note_cost
+            note = f"- {dropped} earlier {what} (folded: search_history finds them)"
+            section.lines = [note, *kept]
+    # 5. The files changed, a count and their line totals per folder.
+    if over > 0 and changed.lines and "(folded" not in changed.lines[0]:
+        changed.lines = _changed_by_folder(ledger.changes)
+
+
+def _join(sections: Sequence[_Section]) -> str:
     lines = [LEDGER_HEADER]
-    if ledger.reads:
-        lines.append("Files read (whole unless lines are given):")
-        lines.extend(_read_lines(ledger.reads, folded))
-    if ledger.changes:
-        lines.append("Files created or changed:")
-        lines.extend(_change_line(p, c) for p, c in ledger.changes.items())
-    if ledger.commands:
-        lines.append("Commands run (with their exit status, in order):")
-        items = list(ledger.commands.items())
-        if dropped_commands:
-            folded_note = "(folded: search_history finds them)"
-            lines.append(f"- {dropped_commands} earlier commands {folded_note}")
-        lines.extend(_command_line(c, s) for c, s in items[dropped_commands:])
-    if ledger.subagents:
-        lines.append("Subagent tasks:")
-        lines.extend(
-            f"- {json.dumps(_short(t, LEDGER_TASK_MAX_CHARS), ensure_ascii=False)} → {o}"
-            for t, o in ledger.subagents
-        )
+    for section in sections:
+        if section.lines:
+            lines.extend([section.title, *section.lines] if section.title else section.lines)
+    return "\n".join(lines)
+
+
+def _tail_lines(ledger: Ledger) -> list[str]:
+    lines = []
     if ledger.todos:
-        shown = " · ".join(
-            f"{_TODO_MARK.get(s, '[ ]')} {_short(c, LEDGER_TODO_MAX_CHARS)}"
-            for s, c in ledger.todos
+        shown = ledger.todos[:LEDGER_TODOS_SHOWN]
+        items = " · ".join(
+            f"{_TODO_MARK.get(s, '[ ]')} {_short(c, LEDGER_TODO_MAX_CHARS)}" for s, c in shown
         )
-        lines.append(f"Todo list: {shown}")
+        more = len(ledger.todos) - len(shown)
+        lines.append(f"Todo list: {items}" + (f" · … {more} more" if more else ""))
     if ledger.other:
         calls = ", ".join(f"{n} ×{k}" for n, k in ledger.other.items())
         lines.append(f"Other tool calls: {calls}")
-    return "\n".join(lines)
+    return lines
+
+
+def _top_folder_lines(reads: Mapping[str, FileRead]) -> list[str]:
+    tops: dict[str, list[str]] = {}
+    for path in reads:
+        head, _, rest = path.partition("/")
+        tops.setdefault(head if rest else "", []).append(path)
+    lines = []
+    for top, paths in tops.items():
+        count = len({posixpath.dirname(p) for p in paths})
+        lines.append(_folded_line(top, len(paths), f"files in {count} folders"))
+    return lines
+
+
+def _changed_by_folder(changes: Mapping[str, FileChange]) -> list[str]:
+    totals: dict[str, list[int]] = {}
+    for path, change in changes.items():
+        entry = totals.setdefault(posixpath.dirname(path), [0, 0, 0])
+        entry[0] += 1
+        entry[1] += change.added
+        entry[2] += change.removed
+    return [
+        _folded_line(folder, n, f"files changed, +{added} −{removed} lines,")
+        for folder, (n, added, removed) in totals.items()
+    ]
 
 
 def ledger_message(text: str, message_id: str) -> HumanMessage:

@@ -36,8 +36,8 @@ from agentgraph.context.masking_text import MASKED_TOKENS_KEY
 from agentgraph.context.model_errors import to_model_error
 from agentgraph.context.spiral import (
     SPIRAL_MAX_STALLS,
-    SPIRAL_NOTE,
     CompactionSpiralError,
+    spiral_note,
     stalled_compactions,
 )
 from agentgraph.context.tokens import anchored_prompt_tokens
@@ -192,11 +192,11 @@ class CompactionMiddleware(AgentMiddleware):
         if stalls >= SPIRAL_MAX_STALLS:
             raise CompactionSpiralError(
                 f"stopped: compaction is making no progress ({stalls} compactions in a row "
-                "after work that only repeated calls already made, or almost no work); the "
-                "session is saved — resume it with a larger context window "
-                "(AGENTGRAPH_CONTEXT_WINDOW) or a narrower task"
+                "after work that only repeated calls already made, with the same output); "
+                "the session is saved — continue it with a focused /compact, a narrower "
+                "request or a larger context window (AGENTGRAPH_CONTEXT_WINDOW)"
             )
-        note = SPIRAL_NOTE.format(repeated=repeated, calls=calls) if stalls else None
+        note = spiral_note(repeated, calls) if stalls else None
         outcome = self.compact(
             history,
             trigger=trigger,

@@ -115,6 +115,29 @@ def test_past_its_share_the_largest_read_folder_folds_and_changes_never_do() -> 
     assert "- out.txt: created" in text
 
 
+def test_a_ledger_of_thousands_of_files_in_single_file_folders_fits_its_share() -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    for i in range(2_400):
+        history += _read(i, f"pkg{i % 1_200}/sub{i}/mod.py", 1, 5, 5)
+    for i in range(300):
+        history += _call(5_000 + i, "run_bash", {"command": f"make target{i}"}, "[exit code 0]")
+    history += _call(9_999, "write_file", {"path": "out.txt", "content": "x"}, "created out.txt")
+    counter = get_counter("gpt-4o-mini")
+    text = render_ledger(collect_ledger(history), max_tokens=1_280, count=counter.count_text)
+    assert counter.count_text(text) <= 1_280
+    assert "- out.txt: created" in text
+    assert "earlier commands (folded" in text and "$ make target299 → exit 0" in text
+
+
+def test_a_numeric_string_offset_is_a_partial_read() -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    body = (
+        "11\tline\n12\tline\n[showing lines 11-12 of 40; call read_file with offset=12 to continue]"
+    )
+    history += _call(1, "read_file", {"path": "a.txt", "offset": "10"}, body)
+    assert "a.txt (lines 11-12 of 40)" in render_ledger(collect_ledger(history))
+
+
 # -- a property over long sessions with compactions ------------------------------------
 
 _PATHS = [f"src/m{i}.py" for i in range(6)] + [f"logs/part_{i:03d}.txt" for i in range(1, 9)]
@@ -205,3 +228,28 @@ def test_every_path_and_command_the_ledger_held_survives_every_compaction(
                     assert _listed(shown[0].text, path), (path, shown[0].text)
                 for command in held_commands:
                     assert f"$ {command} →" in shown[0].text
+
+
+def test_the_ledger_is_redacted_and_carries_the_spiral_note_not_the_summary(
+    tmp_path_factory: Any,
+) -> None:
+    settings_ = _settings(str(tmp_path_factory.mktemp("home")))
+    compactor = Compactor(
+        ScriptedChatModel(["progress"], on_exhausted="repeat_last"),
+        get_counter(settings_.model),
+        budget_for(settings_),
+        sleep=lambda _s: None,
+        redact=lambda text: text.replace("hunter2", "[REDACTED]"),
+    )
+    state: list[BaseMessage] = [HumanMessage("load the dump", id="u")]
+    state += _call(1, "run_bash", {"command": "mysql -phunter2 < dump.sql"}, "[exit code 0]")
+    outcome = compactor(
+        state, trigger="guard", system=[], tools=[], course_change="[agentgraph: stalled]"
+    )
+    assert outcome is not None
+    view = since_last_boundary(list(add_messages(state, outcome.updates)))  # type: ignore[arg-type]
+    (ledger,) = [m for m in view if agentgraph_kind(m) == LEDGER_KIND]
+    assert ledger.text.startswith("[agentgraph: stalled]")
+    assert "mysql -p[REDACTED] < dump.sql → exit 0" in ledger.text
+    assert "hunter2" not in str(outcome.record)
+    assert all("stalled" not in m.text for m in view if agentgraph_kind(m) == "summary")
