@@ -320,8 +320,11 @@ def undo_note(result: UndoResult) -> HumanMessage | None:
             lines.append(f"{label}: {shown}" + (f" and {more} more" if more > 0 else ""))
     if result.failed:
         lines.append("could not be restored: " + ", ".join(result.failed[:UNDO_NOTE_PATHS_MAX]))
+    # The paths, whole, for the progress ledger (context/ledger.py): the files it lists
+    # as changed are back as they were.
+    undone = [*result.restored, *result.removed]
     return HumanMessage(
         content="\n".join(lines),
         id=f"undo-{uuid.uuid4().hex}",
-        additional_kwargs={AGENTGRAPH_KEY: {"kind": UNDO_NOTE_KIND}},
+        additional_kwargs={AGENTGRAPH_KEY: {"kind": UNDO_NOTE_KIND, "undone": undone}},
     )

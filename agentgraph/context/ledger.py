@@ -30,7 +30,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agentgraph.history import AGENTGRAPH_KEY
+from agentgraph.history import AGENTGRAPH_KEY, agentgraph_kind
+from agentgraph.history.kinds import UNDO_NOTE_KIND
 from agentgraph.tools.files import read_span
 
 __all__ = [
@@ -118,6 +119,7 @@ class FileChange:
     edits: int = 0
     added: int = 0
     removed: int = 0
+    undone: bool = False  # the user's /undo put the file back since its last change
 
 
 @dataclass
@@ -223,6 +225,7 @@ def _record(ledger: Ledger, call: Mapping[str, Any], result: ToolMessage | None)
         if path is None or failed or result is None:
             return
         change = ledger.changes.setdefault(path, FileChange())
+        change.undone = False
         if name == WRITE_TOOL:
             change.writes += 1
             change.created = change.created or result.text.startswith("created ")
@@ -279,6 +282,8 @@ def collect_ledger(messages: Iterable[BaseMessage], ledger: Ledger | None = None
         if isinstance(msg, ToolMessage) and msg.tool_call_id not in results:
             results[msg.tool_call_id] = msg
     for msg in listed:
+        if agentgraph_kind(msg) == UNDO_NOTE_KIND:
+            _undo(out, msg)
         if not isinstance(msg, AIMessage):
             continue
         for call in msg.tool_calls:
@@ -291,6 +296,16 @@ def collect_ledger(messages: Iterable[BaseMessage], ledger: Ledger | None = None
             out.call_ids.add(call_id)
             _record(out, call, result)
     return out
+
+
+def _undo(ledger: Ledger, note: BaseMessage) -> None:
+    """Mark the files an /undo note names as put back (agentgraph/undo.py)."""
+    meta = note.additional_kwargs.get(AGENTGRAPH_KEY)
+    paths = meta.get("undone") if isinstance(meta, Mapping) else None
+    for path in paths if isinstance(paths, list) else []:
+        change = ledger.changes.get(_norm_path(path) or "")
+        if change is not None:
+            change.undone = True
 
 
 def _numbered_runs(names: Sequence[str], whole: Callable[[str], bool]) -> list[list[str]]:
@@ -365,7 +380,8 @@ def _change_line(path: str, change: FileChange) -> str:
         how.append("rewritten" + (f" ×{change.writes}" if change.writes > 1 else ""))
     if change.edits:
         how.append("edited" + (f" ×{change.edits}" if change.edits > 1 else ""))
-    return f"- {path}: {', '.join(how)} (+{change.added} −{change.removed} lines)"
+    undone = ", then put back by the user's /undo" if change.undone else ""
+    return f"- {path}: {', '.join(how)} (+{change.added} −{change.removed} lines){undone}"
 
 
 def _short(text: str, limit: int) -> str:

@@ -97,6 +97,28 @@ def test_changes_commands_subagents_and_todos_are_recorded() -> None:
     assert "Other tool calls: grep ×1" in text
 
 
+def test_files_the_user_undid_are_marked_until_changed_again() -> None:
+    from agentgraph.undo import UndoResult, undo_note
+
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _call(1, "write_file", {"path": "a.py", "content": "x\n"}, "created a.py")
+    history += _call(2, "write_file", {"path": "b.py", "content": "y\n"}, "created b.py")
+    note = undo_note(UndoResult(turns=1, restored=[], removed=["a.py", "b.py"], failed=[]))
+    assert note is not None
+    history += [
+        note,
+        *_call(
+            3,
+            "edit_file",
+            {"path": "b.py", "old_string": "y", "new_string": "z"},
+            "edited b.py: replaced 1 occurrence",
+        ),
+    ]
+    text = render_ledger(collect_ledger(history))
+    assert "- a.py: created (+1 −0 lines), then put back by the user's /undo" in text
+    assert "- b.py: created, edited (+2 −1 lines)" in text
+
+
 def test_a_call_counts_once_when_a_compaction_moved_a_copy_of_it() -> None:
     history: list[BaseMessage] = [HumanMessage("go", id="u")]
     history += _call(1, "run_bash", {"command": "make"}, "[exit code 0]")
