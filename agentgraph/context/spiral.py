@@ -14,7 +14,6 @@ so a resumed session counts exactly what the previous process counted.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -72,19 +71,24 @@ _MOVED_ID_RE = re.compile(r"~[0-9a-f]{8}$")
 class _Stretch:
     """The work between two compaction boundaries."""
 
-    replies: list[list[str]] = field(default_factory=list)
-    moved: list[str] = field(default_factory=list)
+    replies: list[list[_Call]] = field(default_factory=list)
+    moved: list[_Call] = field(default_factory=list)
     progress: bool = False  # a user request, or an answer in words
 
 
-def _signature(call: Any, results: dict[str, str]) -> str:
-    """A call as the tool, its arguments and a digest of its output: the same command
-    run again with a new output (a poll, a test run after an edit) is new work."""
+_Call = tuple[str, ToolMessage | None]
+
+
+def _signature(call: Any, results: dict[str, ToolMessage]) -> _Call:
+    """A call as the tool, its arguments and its output's hash: the same command run
+    again with a new output (a poll, a test run after an edit) is new work. The hash is
+    Python's own (the stall count is never stored, so it need not be stable across
+    processes), taken lazily: only calls made twice compare outputs."""
     try:
         args = json.dumps(call.get("args") or {}, sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError):
         args = str(call.get("args"))
-    return f"{call.get('name')}({args})#{results.get(str(call.get('id')), '')}"
+    return f"{call.get('name')}({args})", results.get(str(call.get("id")))
 
 
 def _stretches(messages: Sequence[BaseMessage]) -> list[_Stretch]:
@@ -93,11 +97,10 @@ def _stretches(messages: Sequence[BaseMessage]) -> list[_Stretch]:
     A manual compaction (``/compact``) is the user's, not a spiral's: its boundary does
     not end a stretch.
     """
-    results: dict[str, str] = {}
+    results: dict[str, ToolMessage] = {}
     for msg in messages:
         if isinstance(msg, ToolMessage) and msg.tool_call_id not in results:
-            digest = hashlib.sha1(msg.text.encode("utf-8", "replace")).hexdigest()[:12]
-            results[msg.tool_call_id] = digest
+            results[msg.tool_call_id] = msg
     stretches = [_Stretch()]
     for msg in messages:
         kind = agentgraph_kind(msg)
@@ -138,17 +141,38 @@ def stalled_compactions(messages: Sequence[BaseMessage]) -> tuple[int, int, int]
     stretches = _stretches(messages)
     if len(stretches) < 2:
         return 0, 0, 0
-    seen: set[str] = set()
-    before: list[set[str]] = []
-    for stretch in stretches:
-        seen.update(stretch.moved)  # made before its boundary, moved after it
-        before.append(set(seen))
-        seen.update(sig for reply in stretch.replies for sig in reply)
+    outputs: dict[int, int] = {}  # id of a result message -> hash of its text, once
+
+    def output(result: ToolMessage | None) -> int:
+        if result is None:
+            return 0
+        key = id(result)
+        if key not in outputs:
+            outputs[key] = hash(result.text)
+        return outputs[key]
+
+    # Per call (tool and arguments): its results, with the stretch of each (a moved
+    # copy's call counts as made before its stretch).
+    made_in: dict[str, list[tuple[float, ToolMessage | None]]] = {}
+    for k, stretch in enumerate(stretches):
+        for name, result in stretch.moved:
+            made_in.setdefault(name, []).append((k - 0.5, result))
+        for reply in stretch.replies:
+            for name, result in reply:
+                made_in.setdefault(name, []).append((k, result))
+
+    def made_before(call: _Call, k: int) -> bool:
+        earlier = [result for at, result in made_in.get(call[0], ()) if at < k]
+        if not earlier:
+            return False
+        text = output(call[1])
+        return any(output(result) == text for result in earlier)
+
     stalls = repeated = calls = 0
     for k in range(len(stretches) - 1, 0, -1):
         stretch = stretches[k]
         made = [sig for reply in stretch.replies for sig in reply]
-        again = sum(sig in before[k] for sig in made)
+        again = sum(made_before(sig, k) for sig in made)
         if k == len(stretches) - 1:
             repeated, calls = again, len(made)
         idle = len(stretch.replies) < SPIRAL_MIN_CALLS_BETWEEN
