@@ -33,7 +33,13 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool
 
 from agentgraph.cancel import INTERRUPTED_KIND
-from agentgraph.context.ledger import LEDGER_KIND, collect_ledger, ledger_message, render_ledger
+from agentgraph.context.ledger import (
+    LEDGER_KIND,
+    LedgerMemo,
+    collect_ledger,
+    ledger_message,
+    render_ledger,
+)
 from agentgraph.context.masking_text import mask_outputs_before
 from agentgraph.context.retry import RetryPolicy, call_with_retries
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
@@ -514,6 +520,7 @@ class Compactor:
     ) -> None:
         self.summarizer = summarizer.with_config(tags=["nostream"])
         self.redact = redact
+        self.ledger_memo = LedgerMemo()
         self.counter = counter
         self.budget = budget
         self.summarizer_budget = summarizer_budget or budget.usable
@@ -590,9 +597,8 @@ class Compactor:
         go through. A ledger that cannot be built never stops the compaction.
         """
         try:
-            text = render_ledger(
-                collect_ledger(messages), max_tokens=max_tokens, count=self.counter.count_text
-            )
+            ledger = collect_ledger(messages, memo=self.ledger_memo)
+            text = render_ledger(ledger, max_tokens=max_tokens, count=self.counter.count_text)
         except Exception:  # a malformed call in an imported history: no ledger this time
             return ""
         return self.redact(text) if self.redact is not None else text

@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +40,7 @@ __all__ = [
     "LEDGER_HEADER",
     "LEDGER_KIND",
     "Ledger",
+    "LedgerMemo",
     "collect_ledger",
     "ledger_message",
     "render_ledger",
@@ -58,6 +61,8 @@ LEDGER_TASK_MAX_CHARS = 120
 # Characters of a todo shown, and todos shown (the rest counted).
 LEDGER_TODO_MAX_CHARS = 80
 LEDGER_TODOS_SHOWN = 30
+# Calls whose parsed ledger entry is remembered (LedgerMemo).
+LEDGER_MEMO_MAX_CALLS = 100_000
 # Folding passes over a ledger past its share (see render_ledger).
 LEDGER_FOLD_PASSES = 3
 
@@ -203,64 +208,122 @@ def _subagent_outcome(result: ToolMessage) -> str:
     return "done"
 
 
-def _record(ledger: Ledger, call: Mapping[str, Any], result: ToolMessage | None) -> None:
+# What one call adds to the ledger, parsed once (see LedgerMemo): its kind and fields.
+_Entry = tuple[Any, ...]
+
+
+def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
+    """What ``call`` with its ``result`` adds to a ledger, or None (nothing)."""
     name = str(call.get("name") or "")
     args = call.get("args")
     args = args if isinstance(args, Mapping) else {}
-    failed = result is None or result.status == "error"
+    failed = result.status == "error"
     if name == READ_TOOL:
         path = _norm_path(args.get("path"))
-        if path is None or failed or result is None:
-            return
-        entry = ledger.reads.setdefault(path, FileRead())
+        if path is None or failed:
+            return None
         first = max(_int(args.get("offset"), 0), 0) + 1
         span = read_span(result.text)
         if span is None:  # an empty file, or a reading that states no lines
-            entry.whole = entry.whole or first == 1
-            return
-        last, total = span
-        entry.add(first, last, total)
-    elif name in (WRITE_TOOL, EDIT_TOOL):
+            return ("read", path, first, None, None)
+        return ("read", path, first, *span)
+    if name in (WRITE_TOOL, EDIT_TOOL):
         path = _norm_path(args.get("path"))
-        if path is None or failed or result is None:
-            return
-        change = ledger.changes.setdefault(path, FileChange())
-        change.undone = False
+        if path is None or failed:
+            return None
         if name == WRITE_TOOL:
-            change.writes += 1
-            change.created = change.created or result.text.startswith("created ")
-            change.added += _lines(args.get("content"))
-        else:
-            times = 1
-            if args.get("replace_all") and (found := re.search(r"replaced (\d+) ", result.text)):
-                times = int(found.group(1))
-            change.edits += 1
-            change.added += _lines(args.get("new_string")) * times
-            change.removed += _lines(args.get("old_string")) * times
-    elif name == BASH_TOOL:
+            created = result.text.startswith("created ")
+            return ("write", path, created, _lines(args.get("content")))
+        times = 1
+        if args.get("replace_all") and (found := re.search(r"replaced (\d+) ", result.text)):
+            times = int(found.group(1))
+        added = _lines(args.get("new_string")) * times
+        return ("edit", path, added, _lines(args.get("old_string")) * times)
+    if name == BASH_TOOL:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
-            return
-        status = "not run" if result is None else _command_status(result)
-        ledger.commands.setdefault(command.strip(), []).append(status)
-    elif name == SUBAGENT_TOOL:
-        task = args.get("task")
-        outcome = "not run" if result is None else _subagent_outcome(result)
-        ledger.subagents.append((str(task or "").strip(), outcome))
-    elif name == TODO_TOOL:
+            return None
+        return ("bash", command.strip(), _command_status(result))
+    if name == SUBAGENT_TOOL:
+        return ("subagent", str(args.get("task") or "").strip(), _subagent_outcome(result))
+    if name == TODO_TOOL:
         items = args.get("todos")
         if failed or not isinstance(items, list):
-            return
-        todos = []
-        for item in items:
-            if isinstance(item, Mapping):
-                todos.append((str(item.get("status") or "pending"), str(item.get("content") or "")))
-        ledger.todos = todos
-    elif name:
-        ledger.other[name] = ledger.other.get(name, 0) + 1
+            return None
+        todos = tuple(
+            (str(item.get("status") or "pending"), str(item.get("content") or ""))
+            for item in items
+            if isinstance(item, Mapping)
+        )
+        return ("todos", todos)
+    return ("other", name) if name else None
 
 
-def collect_ledger(messages: Iterable[BaseMessage], ledger: Ledger | None = None) -> Ledger:
+def _apply(ledger: Ledger, entry: _Entry) -> None:
+    """Add one call's :func:`_entry` to ``ledger``."""
+    kind = entry[0]
+    if kind == "read":
+        _, path, first, last, total = entry
+        read = ledger.reads.setdefault(path, FileRead())
+        if last is None:
+            read.whole = read.whole or first == 1
+        else:
+            read.add(first, last, total)
+    elif kind in ("write", "edit"):
+        change = ledger.changes.setdefault(entry[1], FileChange())
+        change.undone = False
+        if kind == "write":
+            change.writes += 1
+            change.created = change.created or entry[2]
+            change.added += entry[3]
+        else:
+            change.edits += 1
+            change.added += entry[2]
+            change.removed += entry[3]
+    elif kind == "bash":
+        ledger.commands.setdefault(entry[1], []).append(entry[2])
+    elif kind == "subagent":
+        ledger.subagents.append((entry[1], entry[2]))
+    elif kind == "todos":
+        ledger.todos = list(entry[1])
+    else:
+        ledger.other[entry[1]] = ledger.other.get(entry[1], 0) + 1
+
+
+class LedgerMemo:
+    """Each call's ledger entry, parsed once: a compaction reads the whole history, and
+    parsing every result again made the ledger most of a compaction's own cost (34 of
+    103 ms at 1,000 messages). Keyed by the call's id, tool and the hash of its
+    result's text (Python caches a string's hash), so a session whose ids repeat
+    another's (``call_1`` from a local server) never gets its entries. Bounded; the
+    oldest go first.
+    """
+
+    def __init__(self, max_entries: int = LEDGER_MEMO_MAX_CALLS) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple[str, str, int], _Entry | None] = OrderedDict()
+        self._lock = threading.Lock()  # subagents compact in other threads
+
+    def entry(self, call_id: str, call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
+        """The ledger entry of ``call`` with ``result``, parsed at most once."""
+        key = (call_id, str(call.get("name") or ""), hash(result.text))
+        with self._lock:
+            if key in self._entries:
+                return self._entries[key]
+        parsed = _entry(call, result)
+        with self._lock:
+            self._entries[key] = parsed
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return parsed
+
+
+def collect_ledger(
+    messages: Iterable[BaseMessage],
+    ledger: Ledger | None = None,
+    *,
+    memo: LedgerMemo | None = None,
+) -> Ledger:
     """The ledger of ``messages`` (a whole history), or ``ledger`` extended by them.
 
     Each tool call counts once, by id, with the first result recorded for it: a
@@ -271,6 +334,7 @@ def collect_ledger(messages: Iterable[BaseMessage], ledger: Ledger | None = None
     Args:
         messages: Messages in history order; internal records are ignored.
         ledger: An earlier ledger to extend (modified in place), if any.
+        memo: Entries parsed by earlier calls, reused.
 
     Returns:
         The ledger.
@@ -294,7 +358,9 @@ def collect_ledger(messages: Iterable[BaseMessage], ledger: Ledger | None = None
             if result is None:
                 continue
             out.call_ids.add(call_id)
-            _record(out, call, result)
+            entry = memo.entry(call_id, call, result) if memo else _entry(call, result)
+            if entry is not None:
+                _apply(out, entry)
     return out
 
 

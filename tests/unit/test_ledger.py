@@ -15,6 +15,7 @@ from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor, since_last_boundary
 from agentgraph.context.ledger import (
     LEDGER_KIND,
+    LedgerMemo,
     collect_ledger,
     render_ledger,
 )
@@ -275,3 +276,15 @@ def test_the_ledger_is_redacted_and_carries_the_spiral_note_not_the_summary(
     assert "mysql -p[REDACTED] < dump.sql → exit 0" in ledger.text
     assert "hunter2" not in str(outcome.record)
     assert all("stalled" not in m.text for m in view if agentgraph_kind(m) == "summary")
+
+
+def test_a_shared_memo_never_gives_one_session_anothers_entries() -> None:
+    """Local servers number their calls from call_1 in every session: the memo keys on
+    the result too, so the same id with another output is parsed anew."""
+    memo = LedgerMemo()
+    first: list[BaseMessage] = [HumanMessage("go", id="u"), *_read(1, "a.txt", 1, 10, 10)]
+    second: list[BaseMessage] = [HumanMessage("go", id="u"), *_read(1, "a.txt", 1, 5, 90)]
+    assert "a.txt (lines" not in render_ledger(collect_ledger(first, memo=memo))
+    again = render_ledger(collect_ledger(second, memo=memo))
+    assert "a.txt (lines 1-5 of 90)" in again
+    assert again == render_ledger(collect_ledger(second))
