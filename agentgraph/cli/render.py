@@ -161,6 +161,12 @@ def nothing_to_compact_line(compactor: object, *, fallback: str) -> str:
     return f"nothing to compact: {why}" if why else fallback
 
 
+# What the status line adds for a compaction that was not the usual one at the threshold.
+COMPACTION_NOTES = {"distil": " — what masking hid, distilled into the summary"}
+SUMMARY_CUT_NOTE = " — the summary was cut to fit (search_history finds the rest)"
+SPIRAL_NOTE = " — no progress since the last compaction: the model was told to stop repeating"
+
+
 def compaction_line(record: dict[str, Any]) -> str:
     """``Compacted: 51,204 → 8,113 tokens (−84.2%); files: a.py, b.py``."""
     before = int(record.get("tokens_before", 0))
@@ -169,5 +175,8 @@ def compaction_line(record: dict[str, Any]) -> str:
     files = record.get("files") or []
     tail = f"; files: {', '.join(files)}" if files else ""
     failed = " (fallback: summary failed)" if record.get("fallback") else ""
+    why = COMPACTION_NOTES.get(str(record.get("trigger")), "")
+    for key, note in (("summary_cut", SUMMARY_CUT_NOTE), ("course_change", SPIRAL_NOTE)):
+        why += note if record.get(key) else ""
     change = f"{pct:+.1f}%".replace("-", "−")
-    return f"Compacted: {before:,} → {after:,} tokens ({change}){tail}{failed}"
+    return f"Compacted: {before:,} → {after:,} tokens ({change}){tail}{failed}{why}"

@@ -77,3 +77,16 @@ def test_manual_compaction_is_the_same_entry_point() -> None:
     assert outcome is not None and outcome.record["trigger"] == "manual"
     assert events == [{"type": "compaction", **outcome.record}]
     assert validate_history(since_last_boundary(_apply(full, outcome.updates))) == []
+
+
+def test_the_status_line_names_a_distillation_a_cut_summary_and_a_stall() -> None:
+    from agentgraph.cli.render import compaction_line
+
+    plain = {"trigger": "auto", "tokens_before": 10_000, "tokens_after": 5_000}
+    assert compaction_line(plain) == "Compacted: 10,000 → 5,000 tokens (−50.0%)"
+    line = compaction_line(
+        {**plain, "trigger": "distil", "summary_cut": True, "course_change": True}
+    )
+    assert "what masking hid, distilled" in line
+    assert "the summary was cut to fit" in line
+    assert "no progress since the last compaction" in line
