@@ -138,7 +138,6 @@ class Ledger:
         subagents: ``(task, outcome)`` per subagent call.
         todos: The latest todo list written.
         other: Tool name -> calls of every other tool.
-        call_ids: The tool call ids already counted (a moved copy is counted once).
     """
 
     reads: dict[str, FileRead] = field(default_factory=dict)
@@ -147,7 +146,6 @@ class Ledger:
     subagents: list[tuple[str, str]] = field(default_factory=list)
     todos: list[tuple[str, str]] | None = None
     other: dict[str, int] = field(default_factory=dict)
-    call_ids: set[str] = field(default_factory=set)
 
     @property
     def empty(self) -> bool:
@@ -318,13 +316,8 @@ class LedgerMemo:
         return parsed
 
 
-def collect_ledger(
-    messages: Iterable[BaseMessage],
-    ledger: Ledger | None = None,
-    *,
-    memo: LedgerMemo | None = None,
-) -> Ledger:
-    """The ledger of ``messages`` (a whole history), or ``ledger`` extended by them.
+def collect_ledger(messages: Iterable[BaseMessage], *, memo: LedgerMemo | None = None) -> Ledger:
+    """The ledger of ``messages`` (a whole history).
 
     Each tool call counts once, by id, with the first result recorded for it: a
     compaction moves kept messages after its boundary as copies with the same call ids,
@@ -333,13 +326,13 @@ def collect_ledger(
 
     Args:
         messages: Messages in history order; internal records are ignored.
-        ledger: An earlier ledger to extend (modified in place), if any.
         memo: Entries parsed by earlier calls, reused.
 
     Returns:
         The ledger.
     """
-    out = ledger if ledger is not None else Ledger()
+    out = Ledger()
+    counted: set[str] = set()
     listed = list(messages)
     results: dict[str, ToolMessage] = {}
     for msg in listed:
@@ -352,12 +345,12 @@ def collect_ledger(
             continue
         for call in msg.tool_calls:
             call_id = str(call.get("id") or "")
-            if not call_id or call_id in out.call_ids:
+            if not call_id or call_id in counted:
                 continue
             result = results.get(call_id)
             if result is None:
                 continue
-            out.call_ids.add(call_id)
+            counted.add(call_id)
             entry = memo.entry(call_id, call, result) if memo else _entry(call, result)
             if entry is not None:
                 _apply(out, entry)
@@ -469,17 +462,45 @@ def _command_line(command: str, statuses: Sequence[str]) -> str:
 
 
 class _Section:
-    """The lines of one part of the ledger, each counted once, and how to fold them."""
+    """The lines of one part of the ledger, each counted once, and how far it is folded.
 
-    def __init__(self, title: str, lines: list[str], count: Callable[[str], int] | None) -> None:
+    Attributes:
+        title: Its heading line ("" for none).
+        lines: Its lines as shown (folded ones included).
+        count: Token count of a text, when the ledger has a share to fit.
+        what: What its oldest lines are, in the note that counts them when dropped.
+        dropped: Oldest lines dropped, counted in a note before the rest.
+        folded: Whether its lines were replaced by counts.
+    """
+
+    def __init__(
+        self,
+        title: str,
+        lines: list[str],
+        count: Callable[[str], int] | None,
+        what: str = "",
+    ) -> None:
         self.title = title
         self.lines = lines
         self.count = count
+        self.what = what
+        self.dropped = 0
+        self.folded = False
+
+    def shown(self) -> list[str]:
+        """Its lines, after the note counting those dropped."""
+        if not self.dropped:
+            return self.lines
+        return [_dropped_note(self.dropped, self.what), *self.lines]
 
     def tokens(self) -> int:
         if not self.lines or self.count is None:
             return 0
-        return self.count(self.title) + sum(self.count(line) + 1 for line in self.lines)
+        return self.count(self.title) + sum(self.count(line) + 1 for line in self.shown())
+
+
+def _dropped_note(dropped: int, what: str) -> str:
+    return f"- {dropped} earlier {what} (folded: search_history finds them)"
 
 
 def render_ledger(
@@ -516,8 +537,8 @@ def render_ledger(
     sections = [
         _Section("Files read (whole unless lines are given):", list(reads.values()), count),
         _Section("Files created or changed:", changes, count),
-        _Section("Commands run (with their exit status, in order):", commands, count),
-        _Section("Subagent tasks:", subagents, count),
+        _Section("Commands run (with their exit status, in order):", commands, count, "commands"),
+        _Section("Subagent tasks:", subagents, count, "subagent tasks"),
         _Section("", tail, count),
     ]
     text = _join(sections)
@@ -525,11 +546,12 @@ def render_ledger(
         return text
     # Each pass folds by the lines' own counts; the joined text can count a few tokens
     # more, so a second pass folds what the first left over.
+    folded_reads: set[str] = set()
     for _ in range(LEDGER_FOLD_PASSES):
         over = count(text) - max_tokens
         if over <= 0:
             break
-        _fold(sections, ledger, reads, folders, over, count)
+        _fold(sections, ledger, reads, folded_reads, folders, over, count)
         text = _join(sections)
     return text
 
@@ -538,15 +560,17 @@ def _fold(
     sections: Sequence[_Section],
     ledger: Ledger,
     reads: dict[str, str],
+    folded_reads: set[str],
     folders: Mapping[str, Sequence[str]],
     over: int,
     count: Callable[[str], int],
 ) -> None:
     """Fold ``sections`` (in place) by at least ``over`` tokens where they can."""
     read, changed, run, delegated = sections[:4]
-    # 1. The read folders whose lines cost the most become counts.
-    if read.lines and len(read.lines) == len(reads):
-        costs = {f: count(line) for f, line in reads.items() if "(folded" not in line}
+    # 1. The read folders whose lines cost the most become counts (``reads`` keeps the
+    # line each folder shows; once folded to top folders, it is not used again).
+    if not read.folded:
+        costs = {f: count(line) for f, line in reads.items() if f not in folded_reads}
         for folder in sorted(costs, key=lambda f: -costs[f]):
             if over <= 0:
                 break
@@ -556,6 +580,7 @@ def _fold(
                 break  # the rest are as short as their count: fold them all at once below
             over -= saved
             reads[folder] = short
+            folded_reads.add(folder)
         read.lines = list(reads.values())
     # 2. All files read, a count per top folder; 3. one line.
     for step in range(2):
@@ -568,35 +593,32 @@ def _fold(
             )
             if len(shorter) < len(read.lines):
                 read.lines = shorter
+                read.folded = True
                 over -= before - read.tokens()
     # 4. The oldest commands and subagent tasks become a count.
-    for section, what in ((run, "commands"), (delegated, "subagent tasks")):
+    for section in (run, delegated):
         if over <= 0:
             break
-        kept = list(section.lines)
-        dropped = 0
-        if kept and kept[0].startswith("- ") and "(folded" in kept[0]:
-            dropped = int(kept.pop(0).split()[1])
-        folded_before = dropped
-        total = dropped + len(kept)
-        note_cost = count(f"- {total} earlier {what} (folded: search_history finds them)") + 1
-        while over + note_cost > 0 and len(kept) > 1:
-            over -= count(kept.pop(0)) + 1
-            dropped += 1
-        if dropped > folded_before:
+        # The note is there once anything is dropped: its cost is reserved up front.
+        note_cost = (
+            0 if section.dropped else count(_dropped_note(len(section.lines), section.what)) + 1
+        )
+        while over + note_cost > 0 and len(section.lines) > 1:
+            over -= count(section.lines.pop(0)) + 1
+            section.dropped += 1
+        if section.dropped:
             over += note_cost
-            note = f"- {dropped} earlier {what} (folded: search_history finds them)"
-            section.lines = [note, *kept]
     # 5. The files changed, a count and their line totals per folder.
-    if over > 0 and changed.lines and "(folded" not in changed.lines[0]:
+    if over > 0 and changed.lines and not changed.folded:
         changed.lines = _changed_by_folder(ledger.changes)
+        changed.folded = True
 
 
 def _join(sections: Sequence[_Section]) -> str:
     lines = [LEDGER_HEADER]
     for section in sections:
         if section.lines:
-            lines.extend([section.title, *section.lines] if section.title else section.lines)
+            lines.extend([section.title, *section.shown()] if section.title else section.shown())
     return "\n".join(lines)
 
 
