@@ -178,6 +178,8 @@ INTERRUPTED_REQUEST_LABEL = "[user — the user cancelled this turn while it was
 # Messages a compaction places after its summaries that are rebuilt at every compaction
 # (files re-read from disk, the progress ledger): never summarized, never kept raw.
 CONTEXT_KINDS = ("reinjected_file", LEDGER_KIND)
+# Everything a compaction writes at the head of the view.
+COMPACTION_KINDS = ("summary", *CONTEXT_KINDS)
 
 REINJECTED_FILE_TEMPLATE = (
     "[File re-read from disk after compaction: {path} — lines 1-{shown} of {total}]\n{body}"
@@ -406,6 +408,11 @@ def _read_fresh(
     return REINJECTED_FILE_TEMPLATE.format(path=rel, shown=len(shown), total=len(lines), body=body)
 
 
+def _instructions(focus: str | None) -> str:
+    """The summarizer's system prompt, with the user's focus (``/compact FOCUS``)."""
+    return HANDOFF_PROMPT + (f"\n\nFocus especially on: {focus}" if focus else "")
+
+
 def _is_request(msg: BaseMessage) -> bool:
     """A request the user typed (not a summary, re-read file or other marked message)."""
     return isinstance(msg, HumanMessage) and agentgraph_kind(msg) is None
@@ -431,8 +438,7 @@ def _nothing_new(older: Sequence[BaseMessage], cancelled: Mapping[int, str]) -> 
     summarizing those alone would only rewrite the summary (an empty ``older`` too).
     """
     return all(
-        agentgraph_kind(m) in ("summary", *CONTEXT_KINDS)
-        or cancelled.get(id(m)) == CANCELLED_REQUEST_LABEL
+        agentgraph_kind(m) in COMPACTION_KINDS or cancelled.get(id(m)) == CANCELLED_REQUEST_LABEL
         for m in older
     )
 
@@ -539,7 +545,7 @@ class Compactor:
         cancelled: Mapping[int, str] | None = None,
     ) -> str:
         count = self.counter.count_text
-        instructions = HANDOFF_PROMPT + (f"\n\nFocus especially on: {focus}" if focus else "")
+        instructions = _instructions(focus)
         piece_budget = int(self.summarizer_budget * SUMMARY_INPUT_BUDGET_FRACTION)
         cap = self._tool_result_cap(older, piece_budget - SUMMARY_FRAMING_TOKENS)
         entries = render_transcript(
@@ -563,11 +569,7 @@ class Compactor:
         if len(pieces) > SUMMARY_MAX_PIECES:
             pieces = pieces[-SUMMARY_MAX_PIECES:]
         summary = ""
-        summarizer: Any = self.summarizer
-        # A local summarizer with no output limit would write until its context is full.
-        limit = output_limit_for(summarizer, self.budget)
-        if limit is not None:
-            summarizer = summarizer.bind(max_tokens=limit)
+        summarizer = self._bound_summarizer()
         for piece in pieces:
             prompt: list[BaseMessage] = [SystemMessage(content=instructions)]
             if summary:
@@ -588,6 +590,13 @@ class Compactor:
         if not summary:
             raise ValueError("nothing to summarize")
         return summary
+
+    def _bound_summarizer(self) -> Any:
+        """The summarizer with its output limit: a local summarizer with no limit would
+        write until its context is full."""
+        summarizer: Any = self.summarizer
+        limit = output_limit_for(summarizer, self.budget)
+        return summarizer.bind(max_tokens=limit) if limit is not None else summarizer
 
     def _ledger(self, messages: Sequence[BaseMessage], max_tokens: int) -> str:
         """The progress ledger of the whole history, secrets redacted; "" if it fails.
@@ -612,11 +621,8 @@ class Compactor:
         """
         count = self.counter.count_text
         size = count(summary)
-        summarizer: Any = self.summarizer
-        limit = output_limit_for(summarizer, self.budget)
-        if limit is not None:
-            summarizer = summarizer.bind(max_tokens=limit)
-        instructions = HANDOFF_PROMPT + (f"\n\nFocus especially on: {focus}" if focus else "")
+        summarizer = self._bound_summarizer()
+        instructions = _instructions(focus)
         for _ in range(SUMMARY_SHORTEN_ATTEMPTS):
             if size <= room:
                 break
@@ -695,7 +701,7 @@ class Compactor:
                 first = i
                 continue
             group = groups[i]
-            if agentgraph_kind(group[0]) in ("summary", *CONTEXT_KINDS):
+            if agentgraph_kind(group[0]) in COMPACTION_KINDS:
                 break  # a previous summary is always re-summarized, never kept raw
             size = sum(self.counter.count_message(m) for m in group)
             if used + size > keep_tokens or (
@@ -1044,7 +1050,7 @@ class Compactor:
             if agentgraph_kind(m) == "summary"
             and not (m.additional_kwargs.get(AGENTGRAPH_KEY) or {}).get("fallback")
         ]
-        fresh = any(agentgraph_kind(m) not in ("summary", *CONTEXT_KINDS) for m in older)
+        fresh = any(agentgraph_kind(m) not in COMPACTION_KINDS for m in older)
         if not prior or not fresh:
             return []
         if len(prior) != sum(1 for m in older if agentgraph_kind(m) == "summary"):

@@ -543,6 +543,8 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 }
             )
         view = self.view.build(masked, request.system_message, request.tools, since_boundary=True)
+        if not plan.masked_tokens:  # nothing hidden: the state is passed on as it is
+            return request.override(messages=view.messages)  # type: ignore[arg-type]
         # The compaction unit distils what masking hid once it adds up (provider tokens).
         state: Any = {
             **request.state,

@@ -21,7 +21,7 @@ from agentgraph.cancel import TurnCancelled
 from agentgraph.cli.repl import load_slash_commands
 from agentgraph.cli.slash import dispatch
 from agentgraph.config import Settings
-from agentgraph.context.compaction import CONTEXT_KINDS, Compactor, since_last_boundary
+from agentgraph.context.compaction import COMPACTION_KINDS, Compactor, since_last_boundary
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.history import agentgraph_kind, is_user_request, validate_history
@@ -198,7 +198,7 @@ def test_in_turn_compaction_still_keeps_the_pending_request_alone(
     outcome = compactor(answered, trigger="manual", system=[], tools=[])
     assert outcome is not None
     view = since_last_boundary(outcome.messages)
-    body = [m for m in view if agentgraph_kind(m) not in ("summary", *CONTEXT_KINDS)]
+    body = [m for m in view if agentgraph_kind(m) not in COMPACTION_KINDS]
     assert not body or is_user_request(body[0])
     assert _unanswered_requests(view) == []
 
