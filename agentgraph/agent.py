@@ -336,6 +336,7 @@ class Agent:
             extra_system_sections=self._system_sections,
             subagents=self.subagents,
             redactor=redactor,
+            unsandboxed_shell=self.sandbox.approval if self.sandbox else None,
             on_window_learned=partial(remember_learned_window, settings, settings.model),
             ask_loaded_window=ask_loaded_window,
         )
@@ -489,9 +490,16 @@ class Agent:
             self.settings.vision,
         )
 
-    def notices(self) -> list[str]:
-        """One-line notices about the set-up (unknown window, estimated counts, no sandbox)."""
+    def notices(self, *, sandbox_notice: bool = True) -> list[str]:
+        """One-line notices about the set-up (unknown window, estimated counts, no sandbox).
+
+        Args:
+            sandbox_notice: Include why commands ask or are refused (no sandbox). A run
+                that cannot ask leaves it out: a refused command's result says it, so a
+                task that runs no command is not told about commands.
+        """
         sandbox = (self.sandbox.notice or self.sandbox.refusal) if self.sandbox else None
+        sandbox = sandbox if sandbox_notice else None
         return [n for n in (self.deps.budget.source_notice, self.deps.counter.notice, sandbox) if n]
 
     def config(self, thread_id: str) -> RunnableConfig:

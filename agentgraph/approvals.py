@@ -44,16 +44,27 @@ APPROVAL_DIFF_MAX_LINES = 400
 APPROVAL_DIFF_MAX_CHARS = 20_000
 APPROVAL_DIFF_SOURCE_MAX_BYTES = 2 * 1024 * 1024
 SHELL_TOOLS = frozenset({"run_bash"})
+# The setting named when a command needs approval because no sandbox could start.
+SANDBOX_SETTING = "AGENTGRAPH_SANDBOX"
 EDIT_TOOLS = frozenset({"write_file", "edit_file"})
 # MCP tools are named mcp__<server>__<tool> (agentgraph/mcp.py).
 MCP_TOOL_PREFIX = "mcp__"
 MCP_ARGS_SHOWN_MAX_CHARS = 2_000
 
 
-def needs_approval(name: str, settings: Settings) -> str | None:
-    """The setting that makes tool ``name`` need approval, or None when it does not."""
+def needs_approval(name: str, settings: Settings, *, unsandboxed: bool = False) -> str | None:
+    """The setting that makes tool ``name`` need approval, or None when it does not.
+
+    Args:
+        name: The tool.
+        settings: ``bash``, ``edits`` and ``mcp_tools``.
+        unsandboxed: Commands would run without the sandbox it should have had
+            (``AGENTGRAPH_SANDBOX=auto`` where it cannot start): they need approval.
+    """
     if name in SHELL_TOOLS and settings.bash == "ask":
         return "AGENTGRAPH_BASH"
+    if name in SHELL_TOOLS and unsandboxed:
+        return SANDBOX_SETTING
     if name in EDIT_TOOLS and settings.edits == "ask":
         return "AGENTGRAPH_EDITS"
     if name.startswith(MCP_TOOL_PREFIX) and settings.mcp_tools == "ask":
@@ -161,13 +172,17 @@ def unappliable_edit(call: ToolCall, workspace: str) -> str | None:
     return plan if isinstance(plan, str) else None
 
 
-def approval_request(call: ToolCall, settings: Settings, workspace: str) -> dict[str, Any] | None:
+def approval_request(
+    call: ToolCall, settings: Settings, workspace: str, *, unsandboxed: str | None = None
+) -> dict[str, Any] | None:
     """The interrupt payload asking to approve ``call``, or None when it needs none.
 
     Args:
         call: A tool call of the model.
         settings: Which tools need approval (``bash``, ``edits``).
         workspace: The run's workspace (for the edit preview).
+        unsandboxed: Why commands cannot run in the sandbox (``AGENTGRAPH_SANDBOX=auto``
+            where it cannot start): each then needs approval; None when they can.
 
     Returns:
         ``{"type": "approval", "tool", "tool_call_id", "setting", "command"}`` for a
@@ -175,7 +190,7 @@ def approval_request(call: ToolCall, settings: Settings, workspace: str) -> dict
         None when no preview is possible).
     """
     name = call["name"]
-    setting = needs_approval(name, settings)
+    setting = needs_approval(name, settings, unsandboxed=unsandboxed is not None)
     if setting is None:
         return None
     args = call.get("args") or {}
@@ -187,6 +202,8 @@ def approval_request(call: ToolCall, settings: Settings, workspace: str) -> dict
     }
     if name in SHELL_TOOLS:
         request["command"] = str(args.get("command", ""))
+        if setting == SANDBOX_SETTING:
+            request["reason"] = f"no sandbox: {unsandboxed}"
     elif name.startswith(MCP_TOOL_PREFIX):
         # Shown like a command: the tool and its arguments, bounded.
         shown = json.dumps(args, ensure_ascii=False, default=str)
@@ -227,6 +244,13 @@ def declined_text(request: Mapping[str, Any]) -> str:
 
 def cannot_ask_text(request: Mapping[str, Any]) -> str:
     """The tool result of a call that needs approval in a run that cannot ask."""
+    if request.get("setting") == SANDBOX_SETTING:
+        return (
+            f"Error: commands cannot run here: the shell sandbox cannot start "
+            f"({request.get('reason', 'no sandbox')}) and unsandboxed commands need the "
+            "user's approval, which this run cannot ask for (non-interactive `agentgraph "
+            "run`, or a subagent); it was not run. Do without it or tell the user what to run."
+        )
     return (
         f"Error: {request.get('tool')} needs the user's approval ({request.get('setting')}=ask) "
         "but this run cannot ask for it (non-interactive `agentgraph run`, or a subagent); "

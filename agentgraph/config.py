@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_HOME = Path("~/.agentgraph")
@@ -87,8 +87,10 @@ def _url_password(url: str) -> str:
 class Settings(BaseSettings):
     """All of agentgraph's configuration.
 
-    Read from the process environment and a ``.env`` file in the current
-    directory. Every field is documented in ``.env.example``.
+    Read from the process environment, the user's ``$AGENTGRAPH_HOME/config.toml``
+    and — only for what a project may decide — a ``.env`` file in the current
+    directory (see :mod:`agentgraph.settings_sources`). Every field is documented in
+    ``.env.example``.
     """
 
     model_config = SettingsConfigDict(
@@ -267,6 +269,27 @@ class Settings(BaseSettings):
         None, validation_alias=_env("AGENTGRAPH_SERVER_WORKSPACE")
     )
     debug: bool = Field(False, validation_alias=_env("AGENTGRAPH_DEBUG"))
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Code, then the environment, then the workspace's ``.env`` (limited), then the
+        user's config file: a cloned repository cannot act as the user."""
+        from agentgraph.settings_sources import UserConfigSource, WorkspaceEnvSource
+
+        return (
+            init_settings,
+            env_settings,
+            WorkspaceEnvSource(settings_cls, dotenv_settings, DEFAULT_HOME),
+            UserConfigSource(settings_cls, DEFAULT_HOME),
+            file_secret_settings,
+        )
 
     @field_validator("home", mode="after")
     @classmethod

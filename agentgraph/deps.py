@@ -79,6 +79,9 @@ class AgentDeps:
     subagents: Any = None
     # The LangGraph server's workspace: it overrides whatever a client's run context says.
     pinned_workspace: Path | None = None
+    # Why run_bash has no sandbox where it should (AGENTGRAPH_SANDBOX=auto and bwrap cannot
+    # start): each command then needs the user's approval. None: sandboxed, or off by choice.
+    unsandboxed_shell: str | None = None
     # Redacts credentials from tool results; None: built from the settings' secrets alone.
     redactor: Redactor | None = None
     # Told the window an overflow error named once the budget adopted it (the agent

@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 
 CLI_TIMEOUT_S = 120
+# Commands run unsandboxed in tests about anything but the sandbox, so that no outcome
+# depends on whether bubblewrap happens to be installed; the sandbox's own tests choose
+# their mode (tests/sandbox_helpers.py), and a test with AGENTGRAPH_SANDBOX passes its own.
+TEST_SANDBOX_MODE = "off"
 
 
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
@@ -19,6 +23,7 @@ def cli_env(home: Path, **extra: str) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "NO_COLOR": "1",
         "COLUMNS": "120",
+        "AGENTGRAPH_SANDBOX": TEST_SANDBOX_MODE,
     }
     env.update(extra)
     return env

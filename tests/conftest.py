@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 
 from agentgraph.config import Settings
 from agentgraph.persistence import Store, open_store
+from tests.cli_helpers import TEST_SANDBOX_MODE
 from tests.fakes.openai_server import FakeOpenAIServer
 
 # Both-backends fixtures (a throwaway PostgreSQL server; see tests/fixtures_pg.py).
@@ -20,6 +22,10 @@ from tests.fixtures_pg import (  # noqa: F401
     postgres_server,
     postgres_url,
 )
+
+# Settings built in this process read it too (see TEST_SANDBOX_MODE): the developer's
+# own AGENTGRAPH_SANDBOX must not change what the suite tests.
+os.environ["AGENTGRAPH_SANDBOX"] = TEST_SANDBOX_MODE
 
 
 @pytest.fixture

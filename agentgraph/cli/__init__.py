@@ -46,6 +46,10 @@ def _command(name: str | None) -> Callable[[argparse.Namespace, Settings], int]:
             from agentgraph.cli.sessions import cmd_sessions
 
             return cmd_sessions
+        if name == "trust":
+            from agentgraph.cli.trust import cmd_trust
+
+            return cmd_trust
         from agentgraph.cli.deferred_inits import defer_package_inits
 
         defer_package_inits()  # the agent's imports skip what these packages' __init__ adds
@@ -67,10 +71,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = False
     try:
         with collector_paused():
-            from agentgraph.cli.common import load_settings
+            from agentgraph.cli.common import load_settings, report_ignored_settings
 
             settings = load_settings()
             debug = settings.debug
+            if args.command != "trust":
+                report_ignored_settings(settings)
             from agentgraph.cli.logs import route_logs
 
             route_logs(settings.home, debug=debug)

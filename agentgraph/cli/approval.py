@@ -41,7 +41,10 @@ def show_request(console: Console, request: Mapping[str, Any]) -> None:
     """Print what an approval question is about (the command, or the path and diff)."""
     tool = str(request.get("tool", "a tool"))
     if "command" in request:
-        console.print(Text(f"{tool} wants to run:", style="yellow"))
+        reason = request.get("reason")
+        # Why this command asks when the user did not choose to be asked (no sandbox).
+        why = f" ({visible(str(reason))}, so it runs with your user's rights)" if reason else ""
+        console.print(Text(f"{tool} wants to run{why}:", style="yellow"))
         console.print(Text("  " + visible(str(request.get("command", "")))))
         return
     console.print(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -12,13 +13,17 @@ from pydantic import ValidationError
 
 from agentgraph.config import Settings
 from agentgraph.errors import ConfigError
+from agentgraph.settings_sources import WORKSPACE_ENV_NAME
 
 if TYPE_CHECKING:
     from agentgraph.mcp import McpManager
 
 
-def load_settings(env_file: str | None = ".env") -> Settings:
-    """Build Settings from the environment and ``.env``; bad values become ConfigError."""
+def load_settings(env_file: str | None = WORKSPACE_ENV_NAME) -> Settings:
+    """Build Settings from the environment, the user's config and the folder's ``.env``.
+
+    Bad values become ConfigError.
+    """
     try:
         return Settings(_env_file=env_file)  # type: ignore[call-arg]
     except ValidationError as exc:
@@ -27,6 +32,26 @@ def load_settings(env_file: str | None = ".env") -> Settings:
         raise ConfigError(
             f"invalid setting {loc or '?'}: {first.get('msg', 'invalid value')} (see .env.example)"
         ) from None
+
+
+def report_ignored_settings(settings: Settings, env_file: str = WORKSPACE_ENV_NAME) -> None:
+    """Say, in one line on stderr, which settings the current folder's ``.env`` may not set.
+
+    Args:
+        settings: The settings just loaded (for ``AGENTGRAPH_HOME``).
+        env_file: The workspace's settings file.
+    """
+    from agentgraph.settings_sources import ignored_workspace_settings
+
+    ignored = ignored_workspace_settings(Path(env_file), settings.home, Settings)
+    if ignored:
+        print(
+            f"agentgraph: ignored {', '.join(ignored)} from ./{env_file}: a folder's files "
+            "cannot choose the endpoint, keys, sandbox, approvals or trust (set them in "
+            "your environment or ~/.agentgraph/config.toml, or run `agentgraph trust` to "
+            "allow this file as it is)",
+            file=sys.stderr,
+        )
 
 
 def resolve_workspace(value: str | None) -> Path:

@@ -106,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
         "line as it happens (docs/events.md)",
     )
 
+    sub.add_parser(
+        "trust",
+        parents=[common],
+        help="allow this folder's .env (as it is now) to set every setting, as if you had",
+    )
+
     sessions = sub.add_parser("sessions", parents=[common], help="list and manage sessions")
     ssub = sessions.add_subparsers(dest="sessions_command", required=True)
     ls = ssub.add_parser("list", parents=[common], help="list sessions")

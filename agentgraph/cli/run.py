@@ -269,7 +269,7 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
         # One task, no one to type a next message: its first request gets every server
         # that answers within its start limit (servers connected meanwhile, in parallel).
         mcp.wait(settings.mcp_start_timeout_s + MCP_WAIT_SLACK_S)
-        for notice in [*mcp.new_problems(), *agent.notices()]:
+        for notice in [*mcp.new_problems(), *agent.notices(sandbox_notice=False)]:
             err.print(f"[yellow]{escape(notice)}[/]")
         from agentgraph.cli.reopen import session_to_reopen
 

@@ -125,7 +125,9 @@ def ask_approvals(
     for call in calls:
         if refusal(call, state) is not None:
             continue  # answered with an error anyway: nothing to ask
-        request = approval_request(call, deps.settings, ctx.workspace_path)
+        request = approval_request(
+            call, deps.settings, ctx.workspace_path, unsandboxed=deps.unsandboxed_shell
+        )
         if request is not None:
             asked.append((call, request, unappliable_edit(call, ctx.workspace_path)))
     refused: dict[str, str] = {}

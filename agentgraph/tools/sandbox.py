@@ -15,10 +15,12 @@ agent was started with), write anywhere the user can, and reach any host. Inside
   (even SIGKILL), the kernel kills every process of the sandbox.
 
 ``AGENTGRAPH_SANDBOX`` chooses: ``auto`` (default) uses the sandbox when it can
-start and otherwise says so once and runs commands as before (with the
-allowlisted environment); ``on`` refuses to run commands without it; ``off`` never
-uses it. Whether it can start is probed once per process by running ``true`` in
-it (no ``bwrap``, or user namespaces disabled, are the usual reasons it cannot).
+start and otherwise fails closed: each command then needs the user's approval (the
+REPL asks; ``agentgraph run`` and subagents, which cannot ask, refuse it); ``on``
+refuses to run commands without it; ``off`` never uses it (the user's own choice: a
+workspace's files cannot set it, see :mod:`agentgraph.settings_sources`). Whether
+it can start is probed once per process by running ``true`` in it (no ``bwrap``, or
+user namespaces disabled, are the usual reasons it cannot).
 """
 
 from __future__ import annotations
@@ -56,12 +58,15 @@ class SandboxPlan:
         notice: A one-line message for the user (why there is no sandbox), or None.
         refusal: Set when ``AGENTGRAPH_SANDBOX=on`` and the sandbox cannot start:
             every command is refused with this message.
+        approval: Set when ``AGENTGRAPH_SANDBOX=auto`` and the sandbox cannot start:
+            why each command needs the user's approval before it runs unsandboxed.
     """
 
     bwrap: str | None
     network: bool
     notice: str | None = None
     refusal: str | None = None
+    approval: str | None = None
 
 
 def sandbox_args(
@@ -146,7 +151,8 @@ def plan_sandbox(mode: SandboxMode, *, network: bool, env: Mapping[str, str]) ->
         env: The environment whose ``PATH`` is searched for ``bwrap``.
 
     Returns:
-        The plan: sandboxed, unsandboxed with a notice, or refused (mode ``on``).
+        The plan: sandboxed, unsandboxed (mode ``off``), unsandboxed with approval of
+        each command (mode ``auto``), or refused (mode ``on``).
     """
     if mode == "off":
         return SandboxPlan(bwrap=None, network=True)
@@ -169,8 +175,10 @@ def plan_sandbox(mode: SandboxMode, *, network: bool, env: Mapping[str, str]) ->
     return SandboxPlan(
         bwrap=None,
         network=True,
-        notice=f"run_bash is not sandboxed: {reason}; commands run with your user's "
-        "rights (set AGENTGRAPH_SANDBOX=off to silence this, =on to refuse instead)",
+        notice=f"run_bash has no sandbox ({reason}): each command asks for your approval, "
+        "and `agentgraph run` refuses them (AGENTGRAPH_SANDBOX=off in your environment "
+        "runs them unsandboxed)",
+        approval=reason,
     )
 
 

@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 import secrets
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from agentgraph.tools.bash import BASH_EXECUTABLE
 from agentgraph.tools.sandbox import BWRAP_EXECUTABLE
 from tests.cli_helpers import run_cli
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -24,7 +22,7 @@ from tests.integration.reliability.helpers import (
     wait_for,
 )
 from tests.proc_helpers import wait_until_gone
-from tests.sandbox_helpers import require_sandbox, sandbox_mode
+from tests.sandbox_helpers import bin_without_bwrap, require_sandbox, sandbox_mode
 
 __all__ = ["sandbox_mode"]  # a fixture, used by name
 
@@ -245,39 +243,72 @@ def test_credential_formats_are_redacted_before_model_store_and_export(
 
 
 def _bin_without_bwrap(tmp_path: Path) -> str:
-    """A PATH directory with the shell and a few tools, and no bwrap."""
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    for name in (BASH_EXECUTABLE, "printenv", "touch", "cat", "tr"):
-        found = subprocess.run(
-            ["bash", "-c", f"command -v {name}"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        (folder / name).symlink_to(found)
-    assert not (folder / BWRAP_EXECUTABLE).exists()
-    return str(folder)
+    return bin_without_bwrap(tmp_path / "bin")
 
 
-def test_without_bwrap_auto_says_so_once_and_runs_with_the_allowlist(
+def test_without_bwrap_run_refuses_commands_and_says_why(
     tmp_path: Path, home: Path, workspace: Path
 ) -> None:
+    """Fail closed: no sandbox and nobody to approve means the command does not run."""
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": "touch ran; printenv"}}]},
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX="auto", **AGENT_SECRETS)
+        env["PATH"] = _bin_without_bwrap(tmp_path)
+        done = run_cli(["run", "go", "--thread", "nobwrap"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+        (result,) = _tool_results(server)
+    assert not (workspace / "ran").exists()
+    assert result.startswith("Error: commands cannot run here: the shell sandbox cannot start")
+    assert "bwrap is not installed" in result
+    for value in AGENT_SECRETS.values():
+        assert value not in result
+
+
+@pytest.mark.parametrize(("answer", "runs"), [("y", True), ("n", False)])
+def test_without_bwrap_the_repl_asks_before_each_command(
+    tmp_path: Path, home: Path, workspace: Path, answer: str, runs: bool
+) -> None:
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": "touch ran"}}]},
+        {"content": "finished"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX="auto")
+        env["PATH"] = _bin_without_bwrap(tmp_path)
+        done = run_cli([], cwd=workspace, env=env, stdin=f"make a file\n{answer}\n/exit\n")
+        assert done.returncode == 0, done.stderr
+        (result,) = _tool_results(server)
+    assert "run_bash wants to run (no sandbox: bwrap is not installed" in done.stderr
+    assert (workspace / "ran").exists() is runs
+    if not runs:
+        assert "declined" in result
+
+
+def test_without_bwrap_sandbox_off_runs_with_the_allowlist(
+    tmp_path: Path, home: Path, workspace: Path
+) -> None:
+    """The user's own AGENTGRAPH_SANDBOX=off: commands run unsandboxed, still allowlisted."""
     script = [
         {"tool_calls": [{"name": "run_bash", "arguments": {"command": "touch ran; printenv"}}]},
         {"tool_calls": [{"name": "run_bash", "arguments": {"command": "touch ran2"}}]},
         {"content": "done"},
     ]
     with FakeOpenAIServer(script) as server:
-        env = agent_env(home, server, **AGENT_SECRETS)
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX="off", **AGENT_SECRETS)
         env["PATH"] = _bin_without_bwrap(tmp_path)
         done = run_cli(["run", "go", "--thread", "nobwrap"], cwd=workspace, env=env)
         assert done.returncode == 0, done.stderr
         results = _tool_results(server)
-    assert done.stderr.count("run_bash is not sandboxed") == 1, done.stderr
+    assert "no sandbox" not in done.stderr and "cannot run here" not in done.stderr
     assert (workspace / "ran").exists() and (workspace / "ran2").exists()
     for name in AGENT_SECRETS:
         assert f"{name}=" not in results[0]
 
 
-def test_bwrap_that_cannot_start_is_reported_once_and_commands_still_run(
+def test_bwrap_that_cannot_start_refuses_commands_with_its_reason(
     tmp_path: Path, home: Path, workspace: Path
 ) -> None:
     """What a host without unprivileged user namespaces looks like: bwrap fails at once."""
@@ -292,14 +323,13 @@ def test_bwrap_that_cannot_start_is_reported_once_and_commands_still_run(
         {"content": "done"},
     ]
     with FakeOpenAIServer(script) as server:
-        env = agent_env(home, server)
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX="auto")
         env["PATH"] = folder
         done = run_cli(["run", "go", "--thread", "nouserns"], cwd=workspace, env=env)
         assert done.returncode == 0, done.stderr
-    notices = [line for line in done.stderr.splitlines() if "not sandboxed" in line]
-    assert len(notices) == 1, done.stderr
-    assert "No permissions to create a new namespace" in notices[0]
-    assert (workspace / "ran").exists()
+        (result,) = _tool_results(server)
+    assert "No permissions to create a new namespace" in result
+    assert not (workspace / "ran").exists()
 
 
 def test_sandbox_on_without_bwrap_refuses_commands(

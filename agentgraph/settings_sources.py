@@ -1,0 +1,276 @@
+"""Who may set what: the user's settings, and the little a workspace's files may decide.
+
+A repository the user cloned is input, not the user. Its ``.env`` would otherwise pick
+the endpoint the user's API key is sent to, turn the shell sandbox off, pass the
+user's secrets to commands or trust its own MCP servers. So settings come from:
+
+1. values passed in code (tests, the server factory);
+2. the process environment (the user's shell);
+3. the workspace's ``.env`` — only the settings in :data:`PROJECT_SETTINGS` (how the
+   agent works on this code), unless the user allowed that exact file content with
+   ``agentgraph trust``;
+4. the user's ``$AGENTGRAPH_HOME/config.toml`` (field names as keys, e.g.
+   ``base_url = "http://127.0.0.1:8080/v1"``);
+5. the defaults.
+
+What a workspace file set and was not allowed to is reported once, in one line, by
+the CLI (:func:`ignored_workspace_settings`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+from pydantic_settings.sources import DotEnvSettingsSource
+
+from agentgraph.errors import ConfigError
+
+WORKSPACE_ENV_NAME = ".env"
+USER_CONFIG_NAME = "config.toml"
+# sha256 of each workspace settings file the user allowed as it is, under AGENTGRAPH_HOME.
+SETTINGS_TRUST_FILE = "settings-trusted.json"
+# Larger user config files are refused: a settings file is a few hundred bytes.
+USER_CONFIG_MAX_BYTES = 1024 * 1024
+
+# The settings (field names) a workspace's files may set: how the agent works on this
+# code. Everything else — endpoint, keys, storage, sandbox, the commands' environment,
+# approval modes, MCP trust, who the user is — belongs to the user alone. A new setting
+# is user-only until it is listed here.
+PROJECT_SETTINGS = frozenset(
+    {
+        "model",
+        "summary_model",
+        "context_window",
+        "max_output_tokens",
+        "max_loops",
+        "max_message_history",
+        "compact_threshold",
+        "mask_threshold",
+        "distil_threshold",
+        "notice_threshold",
+        "warn_threshold",
+        "tool_output_max_tokens",
+        "vision",
+        "titles",
+        "bash_timeout_s",
+        "request_timeout_s",
+        "run_timeout_s",
+        "provider_max_retries",
+        "subagent_max_depth",
+        "subagent_timeout_s",
+        "mcp_start_timeout_s",
+        "undo_max_file_bytes",
+        "undo_max_files",
+    }
+)
+
+
+def _aliases(field: FieldInfo) -> list[str]:
+    """The environment names of a field (its validation aliases)."""
+    alias = field.validation_alias
+    choices = getattr(alias, "choices", None)
+    if choices is not None:
+        return [str(choice) for choice in choices]
+    return [str(alias)] if isinstance(alias, str) else []
+
+
+def env_names(settings_cls: type[BaseSettings]) -> dict[str, str]:
+    """Every environment name of the settings, upper-cased, mapped to its field name."""
+    names: dict[str, str] = {}
+    for name, field in settings_cls.model_fields.items():
+        for alias in _aliases(field):
+            names[alias.upper()] = name
+    return names
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _allowed(home: Path) -> dict[str, str]:
+    try:
+        data = json.loads((home / SETTINGS_TRUST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def is_allowed(path: Path, home: Path) -> bool:
+    """Whether the user allowed this workspace settings file, as it is now.
+
+    Args:
+        path: The workspace's ``.env``.
+        home: ``AGENTGRAPH_HOME``, where the allowed files' digests are kept.
+    """
+    digest = _digest(path)
+    return digest is not None and _allowed(home).get(str(path.resolve())) == digest
+
+
+def allow(path: Path, home: Path) -> None:
+    """Record a workspace settings file, as it is now, as allowed (any change asks again).
+
+    Args:
+        path: The workspace's ``.env``.
+        home: ``AGENTGRAPH_HOME``.
+
+    Raises:
+        ConfigError: The file cannot be read or the record cannot be written.
+    """
+    digest = _digest(path)
+    if digest is None:
+        raise ConfigError(f"cannot read {path}")
+    entries = _allowed(home)
+    entries[str(path.resolve())] = digest
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = home / (SETTINGS_TRUST_FILE + ".tmp")
+        tmp.write_text(json.dumps(entries, indent=1), encoding="utf-8")
+        tmp.replace(home / SETTINGS_TRUST_FILE)
+    except OSError as exc:
+        raise ConfigError(f"cannot record the allowed file in {home}: {exc.strerror}") from None
+
+
+def _home_of(state: dict[str, Any], default: Path) -> Path:
+    """``AGENTGRAPH_HOME`` as the higher-priority sources (code, environment) set it."""
+    for key, value in state.items():
+        named = key.upper() == "AGENTGRAPH_HOME" or key == "home"
+        if named and isinstance(value, str | Path) and str(value):
+            return Path(value).expanduser()
+    return default.expanduser()
+
+
+def split_workspace_values(
+    values: dict[str, Any], settings_cls: type[BaseSettings]
+) -> tuple[dict[str, Any], list[str]]:
+    """Split a workspace file's values into those it may set and the names it may not.
+
+    Args:
+        values: The file's values, keyed by environment name (as the dotenv source reads them).
+        settings_cls: The settings class (for the names' fields).
+
+    Returns:
+        The values to keep, and the environment names ignored (sorted, upper-case).
+    """
+    fields = env_names(settings_cls)
+    kept: dict[str, Any] = {}
+    ignored: list[str] = []
+    for key, value in values.items():
+        field = fields.get(key.upper())
+        if field is None:
+            continue  # not a setting (the project's own variables): never ours to read
+        if field in PROJECT_SETTINGS:
+            kept[key] = value
+        else:
+            ignored.append(key.upper())
+    return kept, sorted(ignored)
+
+
+class WorkspaceEnvSource(PydanticBaseSettingsSource):
+    """The workspace's ``.env``, limited to :data:`PROJECT_SETTINGS` unless allowed."""
+
+    def __init__(
+        self, settings_cls: type[BaseSettings], dotenv: PydanticBaseSettingsSource, home: Path
+    ) -> None:
+        super().__init__(settings_cls)
+        self._dotenv = dotenv
+        self._default_home = home
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """Unused: :meth:`__call__` filters the whole file at once."""
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        values = self._dotenv()
+        path = workspace_env_path(self._dotenv)
+        if not values or path is None:
+            return values
+        if is_allowed(path, _home_of(self.current_state, self._default_home)):
+            return values
+        kept, _ = split_workspace_values(values, self.settings_cls)
+        return kept
+
+
+def workspace_env_path(dotenv: PydanticBaseSettingsSource) -> Path | None:
+    """The ``.env`` file a dotenv source reads, or None (none configured or several)."""
+    if not isinstance(dotenv, DotEnvSettingsSource):
+        return None
+    env_file = dotenv.env_file
+    if isinstance(env_file, str | Path) and str(env_file):
+        return Path(env_file)
+    return None
+
+
+class UserConfigSource(PydanticBaseSettingsSource):
+    """The user's ``$AGENTGRAPH_HOME/config.toml``: any setting, by field name."""
+
+    def __init__(self, settings_cls: type[BaseSettings], home: Path) -> None:
+        super().__init__(settings_cls)
+        self._default_home = home
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """Unused: :meth:`__call__` reads the whole file at once."""
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        home = _home_of(self.current_state, self._default_home)
+        data = read_user_config(home / USER_CONFIG_NAME)
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            field = self.settings_cls.model_fields.get(name)
+            if field is None or name == "home":
+                raise ConfigError(
+                    f"{home / USER_CONFIG_NAME}: unknown setting {name!r} (keys are the "
+                    "lower-case names in docs/configuration.md; home is set by AGENTGRAPH_HOME)"
+                )
+            aliases = _aliases(field)
+            values[aliases[0] if aliases else name] = value
+        return values
+
+
+def read_user_config(path: Path) -> dict[str, Any]:
+    """The user's TOML settings file as a dict ({} when there is none).
+
+    Raises:
+        ConfigError: The file is unreadable, too large or not valid TOML.
+    """
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(USER_CONFIG_MAX_BYTES + 1)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    if len(raw) > USER_CONFIG_MAX_BYTES:
+        raise ConfigError(f"{path} is larger than {USER_CONFIG_MAX_BYTES} bytes")
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+
+
+def ignored_workspace_settings(
+    env_file: Path, home: Path, settings_cls: type[BaseSettings]
+) -> list[str]:
+    """Names a workspace ``.env`` sets that it may not (and the user has not allowed).
+
+    Args:
+        env_file: The workspace's ``.env``.
+        home: ``AGENTGRAPH_HOME``.
+        settings_cls: The settings class.
+
+    Returns:
+        The ignored environment names, sorted; [] when there is no such file.
+    """
+    if not env_file.is_file() or is_allowed(env_file, home):
+        return []
+    values = DotEnvSettingsSource(settings_cls, env_file=env_file)()
+    return split_workspace_values(values, settings_cls)[1]

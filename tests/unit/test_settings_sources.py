@@ -1,0 +1,114 @@
+"""Who may set what: the workspace's ``.env`` only what a project may decide."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentgraph.config import Settings
+from agentgraph.errors import ConfigError
+from agentgraph.settings_sources import (
+    PROJECT_SETTINGS,
+    allow,
+    env_names,
+    ignored_workspace_settings,
+    split_workspace_values,
+)
+
+NAMES = env_names(Settings)
+SETTING_KEYS = sorted(NAMES)
+
+
+def test_project_settings_are_real_fields() -> None:
+    assert set(Settings.model_fields) >= PROJECT_SETTINGS
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "base_url",
+        "api_key",
+        "home",
+        "database_url",
+        "sandbox",
+        "bash_env_allow",
+        "bash",
+        "edits",
+        "mcp",
+        "mcp_tools",
+        "mcp_trust_workspace",
+        "bash_network",
+        "user_id",
+        "text_tool_calls",
+        "debug",
+        "server_workspace",
+        "cleanup_days",
+    ],
+)
+def test_what_only_the_user_decides_is_not_a_project_setting(field: str) -> None:
+    assert field in Settings.model_fields
+    assert field not in PROJECT_SETTINGS
+
+
+@given(
+    st.dictionaries(
+        st.one_of(
+            st.sampled_from(SETTING_KEYS).flatmap(
+                lambda k: st.sampled_from([k, k.lower(), k.title()])
+            ),
+            st.from_regex(r"\A[A-Z][A-Z0-9_]{0,20}\Z"),
+        ),
+        st.text(max_size=8),
+        max_size=12,
+    )
+)
+def test_a_workspace_file_keeps_only_project_settings(values: dict[str, str]) -> None:
+    kept, ignored = split_workspace_values(values, Settings)
+    for key in kept:
+        assert NAMES[key.upper()] in PROJECT_SETTINGS
+    for name in ignored:
+        assert NAMES[name] not in PROJECT_SETTINGS
+    settings_in = {k.upper() for k in values if k.upper() in NAMES}
+    assert {k.upper() for k in kept} | set(ignored) == settings_in
+    assert not {k.upper() for k in kept} & set(ignored)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_precedence_environment_then_workspace_then_user_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    _write(home / "config.toml", 'model = "user-model"\nbase_url = "http://user/v1"\n')
+    env_file = _write(
+        tmp_path / ".env", "AGENTGRAPH_MODEL=project-model\nOPENAI_BASE_URL=http://repo/v1\n"
+    )
+    monkeypatch.delenv("AGENTGRAPH_MODEL", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    settings = Settings(_env_file=env_file, AGENTGRAPH_HOME=str(home))  # type: ignore[call-arg]
+    assert settings.model == "project-model"  # a project may pick the model
+    assert settings.base_url == "http://user/v1"  # not the endpoint
+    assert ignored_workspace_settings(env_file, home, Settings) == ["OPENAI_BASE_URL"]
+    monkeypatch.setenv("AGENTGRAPH_MODEL", "env-model")
+    settings = Settings(_env_file=env_file, AGENTGRAPH_HOME=str(home))  # type: ignore[call-arg]
+    assert settings.model == "env-model"
+    allow(env_file, home)
+    settings = Settings(_env_file=env_file, AGENTGRAPH_HOME=str(home))  # type: ignore[call-arg]
+    assert settings.base_url == "http://repo/v1"
+    assert ignored_workspace_settings(env_file, home, Settings) == []
+    _write(env_file, "OPENAI_BASE_URL=http://repo2/v1\n")
+    settings = Settings(_env_file=env_file, AGENTGRAPH_HOME=str(home))  # type: ignore[call-arg]
+    assert settings.base_url == "http://user/v1"
+
+
+def test_home_cannot_be_set_from_the_file_in_home(tmp_path: Path) -> None:
+    _write(tmp_path / "config.toml", 'home = "/elsewhere"\n')
+    with pytest.raises(ConfigError, match="AGENTGRAPH_HOME"):
+        Settings(_env_file=None, AGENTGRAPH_HOME=str(tmp_path))  # type: ignore[call-arg]
