@@ -33,6 +33,9 @@ REQUEST_TIMEOUT_S_DEFAULT = 600.0
 # An MCP server that has not answered initialize + tools/list by then is reported as hung
 # (Claude Code's MCP_TIMEOUT); it connects in the background, so this delays no prompt.
 MCP_START_TIMEOUT_S_DEFAULT = 20.0
+# One MCP tool call that has not answered by then ends with an error result the model
+# reads; the run goes on (AGENTGRAPH_MCP_TOOL_TIMEOUT_S).
+MCP_TOOL_TIMEOUT_S_DEFAULT = 120.0
 PROVIDER_MAX_RETRIES_DEFAULT = 4
 CLEANUP_DAYS_DEFAULT = 30
 # Sessions: prune old checkpoints when the SQLite file passes this size (0 disables),
@@ -179,6 +182,13 @@ class Settings(BaseSettings):
         gt=0,
         le=3600,
         validation_alias=_env("AGENTGRAPH_MCP_START_TIMEOUT_S"),
+    )
+    # Per-call limit of an MCP tool; past it the call is an error result and the run goes on.
+    mcp_tool_timeout_s: float = Field(
+        MCP_TOOL_TIMEOUT_S_DEFAULT,
+        gt=0,
+        le=86_400,
+        validation_alias=_env("AGENTGRAPH_MCP_TOOL_TIMEOUT_S"),
     )
     # Start the workspace's MCP servers without asking (scripts, CI, trusted checkouts).
     mcp_trust_workspace: bool = Field(
