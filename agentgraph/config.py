@@ -200,6 +200,12 @@ class Settings(BaseSettings):
     vision: Literal["auto", "on", "off"] = Field("auto", validation_alias=_env("AGENTGRAPH_VISION"))
     # write_file / edit_file: "ask" pauses the run for the user's approval of each change.
     edits: Literal["ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_EDITS"))
+    # Long-term memory (memory_save / memory_delete change what later sessions' prompts
+    # hold): auto = ask whenever any approval mode asks, else on; ask; on; off = no memory
+    # tools and no memories in the prompt.
+    memory: Literal["auto", "ask", "on", "off"] = Field(
+        "auto", validation_alias=_env("AGENTGRAPH_MEMORY")
+    )
     # Who runs the agent: recorded in each turn's state (the scope of per-user data).
     user_id: str = Field(
         default_factory=os_user_name,
@@ -295,6 +301,25 @@ class Settings(BaseSettings):
     def bash_env_allow_names(self) -> list[str]:
         """``AGENTGRAPH_BASH_ENV_ALLOW`` as a list of variable names."""
         return [name.strip() for name in self.bash_env_allow.split(",") if name.strip()]
+
+    @property
+    def memory_approval(self) -> str | None:
+        """The setting that makes memory changes need approval, or None when they do not.
+
+        ``AGENTGRAPH_MEMORY=auto`` follows the approval modes: a memory is a lasting
+        write into the prompt of later sessions, so whoever approves commands, edits or
+        MCP calls approves memories too.
+        """
+        if self.memory == "ask":
+            return "AGENTGRAPH_MEMORY"
+        if self.memory != "auto":
+            return None
+        modes = (
+            ("AGENTGRAPH_EDITS", self.edits),
+            ("AGENTGRAPH_BASH", self.bash),
+            ("AGENTGRAPH_MCP_TOOLS", self.mcp_tools),
+        )
+        return next((name for name, mode in modes if mode == "ask"), None)
 
     @property
     def db_path(self) -> Path:
