@@ -103,6 +103,8 @@ class ServerStatus:
     error: str | None = None
     tools: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    # Why a skipped tool was skipped, when not for its schema.
+    skip_reasons: dict[str, str] = field(default_factory=dict)
     # time.monotonic() when connecting began (/mcp shows how long it has been).
     since: float = field(default_factory=time.monotonic)
 
@@ -552,6 +554,8 @@ class McpManager:
                 # would make providers reject every request: the later tool is skipped.
                 if wrapped is None or wrapped.name in names:
                     status.skipped.append(tool.name)
+                    if wrapped is not None:
+                        status.skip_reasons[tool.name] = f"its name {wrapped.name} is taken"
                     continue
                 names.add(wrapped.name)
                 status.tools.append(wrapped.name)

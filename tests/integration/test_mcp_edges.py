@@ -73,6 +73,12 @@ def test_names_cut_to_fit_stay_distinct_and_both_tools_are_called(
     assert reports == [tool_name("edge", n) for n in LONG_NAMES]
     assert len(set(reports)) == 2 and all(len(n) == TOOL_NAME_MAX_CHARS for n in reports)
     assert sorted(tool_results(server.requests[1])) == sorted(f"called {n}" for n in LONG_NAMES)
+    # Two tools that read the same once sanitized: the first keeps the name, the second
+    # is skipped (and /mcp names it) instead of a request declaring one name twice.
+    assert names.count("mcp__edge__same_name") == 1
+    assert mcp.servers["edge"].skipped == ["same_name"]
+    listing = [text for _style, text in mcp_lines(mcp)]
+    assert "    same_name (skipped: its name mcp__edge__same_name is taken)" in listing
 
 
 def test_a_hung_tool_ends_at_the_configured_limit_and_the_run_goes_on(tmp_path: Path) -> None:
