@@ -43,7 +43,13 @@ from typing import Any, TextIO
 from langchain_core.tools import BaseTool, StructuredTool
 
 from agentgraph.config import MCP_START_TIMEOUT_S_DEFAULT, MCP_TOOL_TIMEOUT_S_DEFAULT
-from agentgraph.redaction import Redactor, is_secret_env_name, secret_env_values
+from agentgraph.redaction import (
+    Redactor,
+    is_secret_env_name,
+    redact_in_logs,
+    secret_env_values,
+    stop_redacting_in_logs,
+)
 
 MCP_CONFIG_NAME = "mcp.json"
 # sha256 of each workspace config the user allowed to start, under AGENTGRAPH_HOME.
@@ -437,8 +443,11 @@ class McpManager:
                 continue
             self.servers[name] = ServerStatus(name, source, conn["transport"])
             out[name] = (source, conn)
-        # Before any server-related text is kept: every text shown is redacted with it.
+        # Before any server-related text is kept or logged: every text shown, and every
+        # log record (the transports log the URLs they connect to), is redacted with it.
         self._redactor = mcp_redactor(expanded, self.env, self._secrets)
+        if out:
+            redact_in_logs(self._redactor)
         for name, _source, error in failed:
             self.servers[name].error = self.redact(error)
             self._problem(f"MCP server {name!r} not started: {error}")
@@ -688,6 +697,7 @@ class McpManager:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
         self._loop = self._thread = None
+        stop_redacting_in_logs(self._redactor)
 
 
 @contextlib.contextmanager

@@ -148,6 +148,32 @@ def test_values_expanded_into_a_failing_config_are_redacted_on_stderr(tmp_path: 
     assert "Traceback" not in res.stderr
 
 
+def test_values_expanded_into_a_url_stay_out_of_the_logs(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    # Nothing listens on port 9: the transport logs the URL it connects to, then fails.
+    url = "http://127.0.0.1:9/mcp?project=${PROJECT_SLUG}"
+    write_config(
+        home / ".agentgraph",
+        {"web": {"type": "http", "url": url, "headers": {"X-Token": "${DEPLOY_TOKEN}"}}},
+    )
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with fake_openai_server([reply_text("ok")]) as server:
+        env = cli_env(
+            home,
+            OPENAI_BASE_URL=server.url,
+            DEPLOY_TOKEN=DEPLOY_TOKEN,
+            PROJECT_SLUG=PROJECT_SLUG,
+            AGENTGRAPH_DEBUG="1",  # log records on stderr too
+        )
+        res = run_cli(["run", "hello", "--json"], cwd=ws, env=env)
+    assert res.returncode == 0, res.stderr
+    log = (home / ".agentgraph" / "agentgraph.log").read_text(encoding="utf-8")
+    assert "mcp?project=[REDACTED]" in log  # the record is there, its value is not
+    for secret in (DEPLOY_TOKEN, PROJECT_SLUG):
+        assert secret not in log and secret not in res.stderr and secret not in res.stdout
+
+
 def test_mcp_listing_and_problems_never_show_expanded_values(tmp_path: Path) -> None:
     home = tmp_path / "home"
     _leaky_config(home)
