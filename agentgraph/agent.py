@@ -58,6 +58,8 @@ from agentgraph.recall.memory import (
     delete_memory,
     list_memories,
     load_memory_prompt,
+    memory_notice,
+    unseen_memories,
 )
 from agentgraph.recall.memory import namespace as memory_namespace
 from agentgraph.recall.search import (
@@ -287,7 +289,8 @@ class Agent:
         tools = build_tools(settings, base_env=base_env, sandbox=self.sandbox)
         tools.extend(make_history_tools(lambda: self.store.history))
         redactor = self._redactor = build_redactor(settings.secret_values(), base_env)
-        tools.extend(make_memory_tools(settings, redactor))
+        if settings.memory != "off":
+            tools.extend(make_memory_tools(settings, redactor))
         self._builtin_tools = list(tools)
         # MCP tools come after the built-ins, in config order: a stable tool list. Servers
         # still connecting join later, between turns (sync_mcp_tools).
@@ -721,11 +724,17 @@ class Agent:
             "context_id": known.context_id if known is not None else MAIN_CONTEXT_ID,
             "user_id": self.settings.user_id,
         }
-        # The session's first turn (no memory prompt stored yet) loads the memories.
-        if self.store.memory is not None and stored.get("memory_prompt") is None:
+        # The session's first turn (no memory prompt stored yet) loads the memories, and
+        # the user is told which of them are new since their last session here.
+        memory = self.store.memory if self.settings.memory != "off" else None
+        if memory is not None and stored.get("memory_prompt") is None:
             inputs["memory_prompt"] = load_memory_prompt(
-                self.store.memory, self.settings.user_id, str(workspace)
+                memory, self.settings.user_id, str(workspace)
             )
+            ns = memory_namespace(self.settings.user_id, str(workspace))
+            news = memory_notice(unseen_memories(memory, ns))
+            if news is not None:
+                notices.append(news)
         # The prompt is durable before anything slow or fallible (undo snapshot, model
         # call): its own checkpoint, written synchronously, as if the tools node had
         # just run, so the graph continues at the planner. A kill from here on loses

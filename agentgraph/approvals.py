@@ -1,7 +1,9 @@
 """Approvals as LangGraph interrupts: shell commands and file edits the user must allow.
 
-With ``AGENTGRAPH_BASH=ask`` every ``run_bash`` call, and with ``AGENTGRAPH_EDITS=ask``
-every ``write_file`` / ``edit_file`` call, needs the user's approval. The tools node
+With ``AGENTGRAPH_BASH=ask`` every ``run_bash`` call, with ``AGENTGRAPH_EDITS=ask``
+every ``write_file`` / ``edit_file`` call, and with ``AGENTGRAPH_MEMORY=ask`` (or
+``auto`` while any of these asks) every ``memory_save`` / ``memory_delete`` call, needs
+the user's approval. The tools node
 asks before it runs any tool of the step: for each such call, in call order, it calls
 LangGraph's ``interrupt()`` with an :func:`approval_request` payload. The run stops
 there and is checkpointed; whoever drives the graph (the REPL, a ``langgraph dev``
@@ -50,6 +52,8 @@ EDIT_TOOLS = frozenset({"write_file", "edit_file"})
 # MCP tools are named mcp__<server>__<tool> (agentgraph/mcp.py).
 MCP_TOOL_PREFIX = "mcp__"
 MCP_ARGS_SHOWN_MAX_CHARS = 2_000
+# They change what the prompt of every later session in the workspace holds.
+MEMORY_TOOLS = frozenset({"memory_save", "memory_delete"})
 
 
 def needs_approval(name: str, settings: Settings, *, unsandboxed: bool = False) -> str | None:
@@ -69,6 +73,8 @@ def needs_approval(name: str, settings: Settings, *, unsandboxed: bool = False) 
         return "AGENTGRAPH_EDITS"
     if name.startswith(MCP_TOOL_PREFIX) and settings.mcp_tools == "ask":
         return "AGENTGRAPH_MCP_TOOLS"
+    if name in MEMORY_TOOLS:
+        return settings.memory_approval
     return None
 
 
@@ -186,8 +192,9 @@ def approval_request(
 
     Returns:
         ``{"type": "approval", "tool", "tool_call_id", "setting", "command"}`` for a
-        shell command, or ``{…, "path", "diff"}`` for a file change (``diff`` may be
-        None when no preview is possible).
+        shell command, ``{…, "path", "diff"}`` for a file change (``diff`` may be
+        None when no preview is possible), ``{…, "memory"}`` (the text to remember) or
+        ``{…, "memory_id"}`` (the memory to forget) for a memory change.
     """
     name = call["name"]
     setting = needs_approval(name, settings, unsandboxed=unsandboxed is not None)
@@ -210,6 +217,10 @@ def approval_request(
         if len(shown) > MCP_ARGS_SHOWN_MAX_CHARS:
             shown = shown[:MCP_ARGS_SHOWN_MAX_CHARS] + "…"
         request["command"] = f"{name} {shown}"
+    elif name == "memory_save":
+        request["memory"] = str(args.get("content", ""))
+    elif name == "memory_delete":
+        request["memory_id"] = str(args.get("id", ""))
     else:
         request["path"] = str(args.get("path", ""))
         request["diff"] = edit_preview(name, args, workspace)
@@ -237,6 +248,8 @@ def declined_text(request: Mapping[str, Any]) -> str:
         if tool in SHELL_TOOLS
         else "tool call"
         if tool.startswith(MCP_TOOL_PREFIX)
+        else "memory change"
+        if tool in MEMORY_TOOLS
         else "change"
     )
     return f"Error: the user declined this {what}; it was not made. Ask or try another way."

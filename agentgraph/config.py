@@ -33,6 +33,9 @@ REQUEST_TIMEOUT_S_DEFAULT = 600.0
 # An MCP server that has not answered initialize + tools/list by then is reported as hung
 # (Claude Code's MCP_TIMEOUT); it connects in the background, so this delays no prompt.
 MCP_START_TIMEOUT_S_DEFAULT = 20.0
+# One MCP tool call that has not answered by then ends with an error result the model
+# reads; the run goes on (AGENTGRAPH_MCP_TOOL_TIMEOUT_S).
+MCP_TOOL_TIMEOUT_S_DEFAULT = 120.0
 PROVIDER_MAX_RETRIES_DEFAULT = 4
 CLEANUP_DAYS_DEFAULT = 30
 # Sessions: prune old checkpoints when the SQLite file passes this size (0 disables),
@@ -182,6 +185,13 @@ class Settings(BaseSettings):
         le=3600,
         validation_alias=_env("AGENTGRAPH_MCP_START_TIMEOUT_S"),
     )
+    # Per-call limit of an MCP tool; past it the call is an error result and the run goes on.
+    mcp_tool_timeout_s: float = Field(
+        MCP_TOOL_TIMEOUT_S_DEFAULT,
+        gt=0,
+        le=86_400,
+        validation_alias=_env("AGENTGRAPH_MCP_TOOL_TIMEOUT_S"),
+    )
     # Start the workspace's MCP servers without asking (scripts, CI, trusted checkouts).
     mcp_trust_workspace: bool = Field(
         False, validation_alias=_env("AGENTGRAPH_MCP_TRUST_WORKSPACE")
@@ -192,6 +202,12 @@ class Settings(BaseSettings):
     vision: Literal["auto", "on", "off"] = Field("auto", validation_alias=_env("AGENTGRAPH_VISION"))
     # write_file / edit_file: "ask" pauses the run for the user's approval of each change.
     edits: Literal["ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_EDITS"))
+    # Long-term memory (memory_save / memory_delete change what later sessions' prompts
+    # hold): auto = ask whenever any approval mode asks, else on; ask; on; off = no memory
+    # tools and no memories in the prompt.
+    memory: Literal["auto", "ask", "on", "off"] = Field(
+        "auto", validation_alias=_env("AGENTGRAPH_MEMORY")
+    )
     # Who runs the agent: recorded in each turn's state (the scope of per-user data).
     user_id: str = Field(
         default_factory=os_user_name,
@@ -308,6 +324,25 @@ class Settings(BaseSettings):
     def bash_env_allow_names(self) -> list[str]:
         """``AGENTGRAPH_BASH_ENV_ALLOW`` as a list of variable names."""
         return [name.strip() for name in self.bash_env_allow.split(",") if name.strip()]
+
+    @property
+    def memory_approval(self) -> str | None:
+        """The setting that makes memory changes need approval, or None when they do not.
+
+        ``AGENTGRAPH_MEMORY=auto`` follows the approval modes: a memory is a lasting
+        write into the prompt of later sessions, so whoever approves commands, edits or
+        MCP calls approves memories too.
+        """
+        if self.memory == "ask":
+            return "AGENTGRAPH_MEMORY"
+        if self.memory != "auto":
+            return None
+        modes = (
+            ("AGENTGRAPH_EDITS", self.edits),
+            ("AGENTGRAPH_BASH", self.bash),
+            ("AGENTGRAPH_MCP_TOOLS", self.mcp_tools),
+        )
+        return next((name for name, mode in modes if mode == "ask"), None)
 
     @property
     def db_path(self) -> Path:

@@ -35,14 +35,21 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from langchain_core.tools import BaseTool, StructuredTool
 
-from agentgraph.config import MCP_START_TIMEOUT_S_DEFAULT
+from agentgraph.config import MCP_START_TIMEOUT_S_DEFAULT, MCP_TOOL_TIMEOUT_S_DEFAULT
+from agentgraph.redaction import (
+    Redactor,
+    is_secret_env_name,
+    redact_in_logs,
+    secret_env_values,
+    stop_redacting_in_logs,
+)
 
 MCP_CONFIG_NAME = "mcp.json"
 # sha256 of each workspace config the user allowed to start, under AGENTGRAPH_HOME.
@@ -60,8 +67,9 @@ MCP_WAIT_SLACK_S = 5.0
 MCP_WAIT_POLL_S = 0.1
 # close(): how long connected sessions get to end cleanly before they are cancelled.
 MCP_CLOSE_GRACE_S = 5.0
-# One tool call; the model gets an error naming the limit past it.
-MCP_TOOL_TIMEOUT_S = 120.0
+# One tool call (AGENTGRAPH_MCP_TOOL_TIMEOUT_S); the model gets an error naming the limit
+# past it and the run goes on.
+MCP_TOOL_TIMEOUT_S = MCP_TOOL_TIMEOUT_S_DEFAULT
 # A result larger than this is cut before it reaches the truncation layer (which then
 # keeps head+tail and an artifact): a server can send anything.
 MCP_RESULT_MAX_CHARS = 2_000_000
@@ -71,7 +79,17 @@ MCP_DESCRIPTION_MAX_CHARS = 4_000
 MCP_TOOLS_PER_SERVER_MAX = 100
 # OpenAI's limit for function names.
 TOOL_NAME_MAX_CHARS = 64
+# A name cut to fit ends with "_" and this many hex digits of a hash of the server's and
+# the tool's own names: two tools whose names share a long prefix stay two names, and the
+# name is the same in every process whatever order the servers start in.
+TOOL_NAME_HASH_CHARS = 8
+# A stdio server's stderr is passed on line by line (secrets redacted); a longer line is
+# passed on in pieces of this many bytes.
+MCP_STDERR_LINE_MAX_BYTES = 64 * 1024
 
+# The agent's stderr, written to as the server did before (not through sys.stderr, which
+# the terminal UI may have replaced).
+_STDERR_FD = 2
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -91,25 +109,52 @@ class ServerStatus:
     error: str | None = None
     tools: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    # Why a skipped tool was skipped, when not for its schema.
+    skip_reasons: dict[str, str] = field(default_factory=dict)
     # time.monotonic() when connecting began (/mcp shows how long it has been).
     since: float = field(default_factory=time.monotonic)
 
 
-def _expand(value: str, env: Mapping[str, str]) -> str:
-    """``${VAR}`` and ``${VAR:-default}`` from ``env`` (Claude Code's expansion)."""
-    return _ENV_REF.sub(lambda m: env.get(m.group(1), m.group(2) or ""), value)
+# (variable name, value) of each ``${VAR}`` a config expanded from the environment.
+Expanded = list[tuple[str, str]]
 
 
-def _str_map(raw: Any, what: str, env: Mapping[str, str]) -> dict[str, str]:
+def _expand(value: str, env: Mapping[str, str], expanded: Expanded | None = None) -> str:
+    """``${VAR}`` and ``${VAR:-default}`` from ``env`` (Claude Code's expansion).
+
+    Each value taken from ``env`` is added to ``expanded``: it may be a secret, and it is
+    redacted wherever MCP text is shown.
+    """
+
+    def sub(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name in env:
+            if expanded is not None and env[name]:
+                expanded.append((name, env[name]))
+            return env[name]
+        return match.group(2) or ""
+
+    return _ENV_REF.sub(sub, value)
+
+
+def _str_map(
+    raw: Any, what: str, env: Mapping[str, str], expanded: Expanded | None = None
+) -> dict[str, str]:
     if raw is None:
         return {}
     if not isinstance(raw, dict) or not all(isinstance(k, str) for k in raw):
         raise McpConfigError(f"{what} must be an object of strings")
-    return {k: _expand(str(v), env) for k, v in raw.items()}
+    return {k: _expand(str(v), env, expanded) for k, v in raw.items()}
 
 
 def connection_for(
-    name: str, entry: Any, *, env: Mapping[str, str], base_env: Mapping[str, str], cwd: Path
+    name: str,
+    entry: Any,
+    *,
+    env: Mapping[str, str],
+    base_env: Mapping[str, str],
+    cwd: Path,
+    expanded: Expanded | None = None,
 ) -> dict[str, Any]:
     """The adapters' connection dict for one ``mcpServers`` entry.
 
@@ -120,6 +165,7 @@ def connection_for(
         base_env: Environment a stdio server starts with (secrets already removed); the
             entry's own ``env`` is added on top.
         cwd: Folder a stdio server starts in (the workspace).
+        expanded: Receives ``(name, value)`` of every variable the entry expanded.
 
     Raises:
         McpConfigError: the entry is not a usable server definition.
@@ -134,8 +180,8 @@ def connection_for(
         transport = "sse" if kind == "sse" else "streamable_http"
         return {
             "transport": transport,
-            "url": _expand(url, env),
-            "headers": _str_map(entry.get("headers"), f"server {name!r}: headers", env),
+            "url": _expand(url, env, expanded),
+            "headers": _str_map(entry.get("headers"), f"server {name!r}: headers", env, expanded),
         }
     command = entry.get("command")
     if not isinstance(command, str) or not command.strip():
@@ -143,11 +189,12 @@ def connection_for(
     args = entry.get("args") or []
     if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
         raise McpConfigError(f"server {name!r}: args must be a list of strings")
-    server_env = {**base_env, **_str_map(entry.get("env"), f"server {name!r}: env", env)}
+    own_env = _str_map(entry.get("env"), f"server {name!r}: env", env, expanded)
+    server_env = {**base_env, **own_env}
     return {
         "transport": "stdio",
-        "command": _expand(command, env),
-        "args": [_expand(str(a), env) for a in args],
+        "command": _expand(command, env, expanded),
+        "args": [_expand(str(a), env, expanded) for a in args],
         "env": server_env,
         "cwd": str(cwd),
     }
@@ -236,9 +283,37 @@ def read_config(path: Path) -> dict[str, Any]:
 
 
 def tool_name(server: str, tool: str) -> str:
-    """``mcp__server__tool`` with characters providers accept, at most 64 long."""
+    """``mcp__server__tool`` with characters providers accept, at most 64 long.
+
+    A longer name is cut and ends with ``_`` and :data:`TOOL_NAME_HASH_CHARS` hex digits
+    of a SHA-256 of the server's and the tool's names: names that share their first
+    characters stay distinct (providers reject a request declaring one name twice), and
+    a name depends on nothing else, so it is the same in every process (the prompt
+    prefix stays cacheable and a resumed session's calls still resolve).
+    """
     name = f"mcp__{_NAME_CHARS.sub('_', server)}__{_NAME_CHARS.sub('_', tool)}"
-    return name[:TOOL_NAME_MAX_CHARS]
+    if len(name) <= TOOL_NAME_MAX_CHARS:
+        return name
+    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:TOOL_NAME_HASH_CHARS]
+    return f"{name[: TOOL_NAME_MAX_CHARS - TOOL_NAME_HASH_CHARS - 1]}_{digest}"
+
+
+def mcp_redactor(
+    expanded: Expanded, env: Mapping[str, str], secrets: Iterable[str] = ()
+) -> Redactor:
+    """The redactor of every MCP text shown: notices, ``/mcp``, errors, tool results.
+
+    Args:
+        expanded: Variables the configs expanded (:func:`connection_for`): their values
+            are replaced wherever they appear (a secret-named variable's whatever its
+            length, any other's from :data:`~agentgraph.redaction.SECRET_VALUE_MIN_CHARS`
+            characters on).
+        env: The agent's environment (its secret-named values).
+        secrets: The settings' secret values (API key, database URL).
+    """
+    named = [value for name, value in expanded if is_secret_env_name(name)]
+    values = [value for _name, value in expanded] + secret_env_values(env)
+    return Redactor(values, exact_values=[*secrets, *named])
 
 
 def result_text(content: Any) -> str:
@@ -280,6 +355,8 @@ class McpManager:
         workspace_trusted: Whether the workspace's config may start its servers.
         turn_wait_s: How long a turn waits for servers still connecting (see
             :meth:`wait`; the agent uses it).
+        secrets: The settings' secret values: with the values the configs expanded and
+            the secret-named variables of ``env``, redacted from every text shown.
     """
 
     def __init__(
@@ -293,6 +370,7 @@ class McpManager:
         tool_timeout_s: float = MCP_TOOL_TIMEOUT_S,
         workspace_trusted: bool = True,
         turn_wait_s: float = MCP_TURN_WAIT_S,
+        secrets: Iterable[str] = (),
     ) -> None:
         self.workspace = workspace
         self.home = home
@@ -302,6 +380,9 @@ class McpManager:
         self.tool_timeout_s = tool_timeout_s
         self.workspace_trusted = workspace_trusted
         self.turn_wait_s = turn_wait_s
+        self._secrets = list(secrets)
+        # Rebuilt once the configs are read (their expanded values join it).
+        self._redactor = mcp_redactor([], self.env, self._secrets)
         # In config order (home file first; a name in both keeps its first position).
         self.servers: dict[str, ServerStatus] = {}
         self.problems: list[str] = []
@@ -318,17 +399,24 @@ class McpManager:
         self._holder_of: dict[str, asyncio.Task[None]] = {}
 
     # -- configuration ---------------------------------------------------------------
+    def _problem(self, text: str) -> None:
+        self.problems.append(self._redactor.redact(text))
+
+    def redact(self, text: str) -> str:
+        """``text`` with the configs' expanded values and the agent's secrets replaced."""
+        return self._redactor.redact(text)
+
     def _connections(self) -> dict[str, tuple[str, dict[str, Any]]]:
         merged: dict[str, tuple[str, Any]] = {}
         for path in config_paths(self.workspace, self.home):
             try:
                 servers = read_config(path)
             except McpConfigError as exc:  # broken: say so, allowed or not
-                self.problems.append(f"MCP config ignored: {exc}")
+                self._problem(f"MCP config ignored: {exc}")
                 continue
             if path == workspace_config(self.workspace) and not self.workspace_trusted:
                 if servers:
-                    self.problems.append(
+                    self._problem(
                         f"MCP servers of {path} not started ({', '.join(sorted(servers))}): "
                         "not yet allowed; start the REPL here to allow them, or set "
                         "AGENTGRAPH_MCP_TRUST_WORKSPACE=1"
@@ -337,25 +425,50 @@ class McpManager:
             for name, entry in servers.items():
                 merged[str(name)] = (str(path), entry)
         out: dict[str, tuple[str, dict[str, Any]]] = {}
+        failed: list[tuple[str, str, str]] = []
+        expanded: Expanded = []
         for name, (source, entry) in merged.items():
             try:
                 conn = connection_for(
-                    name, entry, env=self.env, base_env=self.base_env, cwd=self.workspace
+                    name,
+                    entry,
+                    env=self.env,
+                    base_env=self.base_env,
+                    cwd=self.workspace,
+                    expanded=expanded,
                 )
             except McpConfigError as exc:
-                status = ServerStatus(name, source, "?", state="failed", error=str(exc))
-                self.servers[name] = status
-                self.problems.append(f"MCP server {name!r} not started: {exc}")
+                failed.append((name, source, str(exc)))
+                self.servers[name] = ServerStatus(name, source, "?", state="failed")
                 continue
             self.servers[name] = ServerStatus(name, source, conn["transport"])
             out[name] = (source, conn)
+        # Before any server-related text is kept or logged: every text shown, and every
+        # log record (the transports log the URLs they connect to), is redacted with it.
+        self._redactor = mcp_redactor(expanded, self.env, self._secrets)
+        if out:
+            redact_in_logs(self._redactor)
+        for name, _source, error in failed:
+            self.servers[name].error = self.redact(error)
+            self._problem(f"MCP server {name!r} not started: {error}")
         return out
 
     # -- state seen from other threads -----------------------------------------------
     @property
     def tools(self) -> list[BaseTool]:
-        """Tools of the servers that connected, in config order (not connection order)."""
-        return [t for name in self.servers for t in self._tools.get(name, [])]
+        """Tools of the servers that connected, in config order (not connection order).
+
+        A name already given by a tool before it (two servers' names that read the same
+        once sanitized) is left out: providers reject a name declared twice.
+        """
+        seen: set[str] = set()
+        out: list[BaseTool] = []
+        for name in self.servers:
+            for tool in self._tools.get(name, []):
+                if tool.name not in seen:
+                    seen.add(tool.name)
+                    out.append(tool)
+        return out
 
     def tools_of(self, server: str) -> list[BaseTool]:
         """The tools ``server`` gave (empty while it connects or when it failed)."""
@@ -396,8 +509,8 @@ class McpManager:
     def _fail(self, status: ServerStatus, error: str) -> None:
         if status.state == "failed":  # e.g. closed while connecting: the first reason stays
             return
-        status.state, status.error = "failed", error
-        self.problems.append(f"MCP server {status.name!r} failed: {error}")
+        status.state, status.error = "failed", self.redact(error)
+        self._problem(f"MCP server {status.name!r} failed: {error}")
         self._notify()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -443,11 +556,17 @@ class McpManager:
             self._fail(status, _one_line(exc))
         else:
             wrapped_tools: list[BaseTool] = []
+            names: set[str] = set()
             for tool in raw_tools[:MCP_TOOLS_PER_SERVER_MAX]:
                 wrapped = self._wrap(name, tool)
-                if wrapped is None:
+                # A name given twice (two tool names that read the same once sanitized)
+                # would make providers reject every request: the later tool is skipped.
+                if wrapped is None or wrapped.name in names:
                     status.skipped.append(tool.name)
+                    if wrapped is not None:
+                        status.skip_reasons[tool.name] = f"its name {wrapped.name} is taken"
                     continue
+                names.add(wrapped.name)
                 status.tools.append(wrapped.name)
                 wrapped_tools.append(wrapped)
             # Tools first, then the state: a reader that sees "connected" sees its tools.
@@ -463,7 +582,10 @@ class McpManager:
         from langchain_mcp_adapters.tools import load_mcp_tools
 
         try:
-            async with create_session(conn) as session:  # type: ignore[arg-type]
+            opened = (
+                self._stdio_session(conn) if conn["transport"] == "stdio" else create_session(conn)  # type: ignore[arg-type]
+            )
+            async with opened as session:
                 await session.initialize()
                 tools = await load_mcp_tools(session, server_name=name)
                 ready.set_result(tools)
@@ -476,6 +598,29 @@ class McpManager:
                 self._fail(self.servers[name], f"disconnected: {_one_line(exc)}")
             if isinstance(exc, asyncio.CancelledError):
                 raise
+
+    @contextlib.asynccontextmanager
+    async def _stdio_session(self, conn: dict[str, Any]) -> AsyncIterator[Any]:
+        """A stdio server's session, its stderr passed on with secrets redacted.
+
+        The adapters' stdio session hands the server the agent's own stderr, where a
+        failing server prints its command line or environment unredacted.
+        """
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        params = StdioServerParameters(
+            command=conn["command"], args=conn["args"], env=conn["env"], cwd=conn["cwd"]
+        )
+        relay = _StderrRelay(self.redact)
+        try:
+            async with stdio_client(params, errlog=relay.writer) as (read, write):
+                # The server holds its own copy: the relay ends when the server exits.
+                relay.close_writer()
+                async with ClientSession(read, write) as session:
+                    yield session
+        finally:
+            relay.close_writer()
 
     def _wrap(self, server: str, tool: BaseTool) -> BaseTool | None:
         schema = tool.args_schema if isinstance(tool.args_schema, dict) else None
@@ -515,10 +660,13 @@ class McpManager:
                 content = future.result(timeout=self.tool_timeout_s)
             except TimeoutError:
                 future.cancel()
-                return f"error: MCP tool timed out after {self.tool_timeout_s:g}s"
+                return (
+                    f"error: MCP tool timed out after {self.tool_timeout_s:g}s "
+                    "(AGENTGRAPH_MCP_TOOL_TIMEOUT_S); it was stopped"
+                )
             except Exception as exc:
-                return f"error: MCP tool failed: {_one_line(exc)}"
-            return result_text(content)
+                return self.redact(f"error: MCP tool failed: {_one_line(exc)}")
+            return self.redact(result_text(content))
 
         return call
 
@@ -549,6 +697,7 @@ class McpManager:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
         self._loop = self._thread = None
+        stop_redacting_in_logs(self._redactor)
 
 
 @contextlib.contextmanager
@@ -560,6 +709,9 @@ def open_mcp(
     base_env: Mapping[str, str],
     workspace_trusted: bool,
     start_timeout_s: float = MCP_START_TIMEOUT_S,
+    tool_timeout_s: float = MCP_TOOL_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+    secrets: Iterable[str] = (),
 ) -> Iterator[McpManager]:
     """Start the configured MCP servers for a CLI run and close them after it.
 
@@ -569,13 +721,20 @@ def open_mcp(
         enabled: ``AGENTGRAPH_MCP`` is on (off: no server is started).
         base_env: Environment for stdio servers (the tools' environment: no secrets).
         workspace_trusted: Whether the workspace's config may start its servers.
+        start_timeout_s: ``AGENTGRAPH_MCP_START_TIMEOUT_S``.
+        tool_timeout_s: ``AGENTGRAPH_MCP_TOOL_TIMEOUT_S``.
+        env: Variables ``${VAR}`` in the configs may read (None: the process's).
+        secrets: The settings' secret values, redacted from every MCP text shown.
     """
     manager = McpManager(
         workspace,
         home,
         base_env=base_env,
+        env=env,
         workspace_trusted=workspace_trusted,
         start_timeout_s=start_timeout_s,
+        tool_timeout_s=tool_timeout_s,
+        secrets=secrets,
     )
     try:
         if enabled:
@@ -583,6 +742,35 @@ def open_mcp(
         yield manager
     finally:
         manager.close()
+
+
+class _StderrRelay:
+    """A pipe a stdio server writes its stderr to; a thread passes each line on to the
+    agent's stderr (file descriptor 2, where the server wrote before) with secrets
+    redacted.
+
+    Args:
+        redact: Applied to each line.
+    """
+
+    def __init__(self, redact: Callable[[str], str]) -> None:
+        self._redact = redact
+        read_fd, write_fd = os.pipe()
+        # Handed to the server as its stderr (it needs a real file descriptor).
+        self.writer: TextIO = os.fdopen(write_fd, "w")
+        self._reader = os.fdopen(read_fd, "rb")
+        threading.Thread(target=self._pump, name="mcp-stderr", daemon=True).start()
+
+    def close_writer(self) -> None:
+        """Close this process's end; the relay ends once the server's copy closes too."""
+        self.writer.close()
+
+    def _pump(self) -> None:
+        with self._reader:
+            while line := self._reader.readline(MCP_STDERR_LINE_MAX_BYTES):
+                text = self._redact(line.decode("utf-8", "replace"))
+                with contextlib.suppress(OSError):
+                    os.write(_STDERR_FD, text.encode("utf-8", "replace"))
 
 
 def _one_line(exc: BaseException) -> str:

@@ -295,6 +295,40 @@ def redact_value(redactor: Redactor, value: Any) -> Any:
     return value
 
 
+# Redactors of values only known at run time (what MCP configs expanded), applied to
+# every log record on top of the token formats (see agentgraph/cli/logs.py).
+_LOG_REDACTORS: list[Redactor] = []
+
+
+def redact_in_logs(redactor: Redactor) -> None:
+    """Apply ``redactor`` to every log record from now on (until :func:`stop_redacting_in_logs`).
+
+    Args:
+        redactor: Knows values that libraries may log (a URL with a token in it).
+    """
+    _LOG_REDACTORS.append(redactor)
+
+
+def stop_redacting_in_logs(redactor: Redactor) -> None:
+    """Undo :func:`redact_in_logs` for ``redactor`` (nothing when it was not added)."""
+    if redactor in _LOG_REDACTORS:
+        _LOG_REDACTORS.remove(redactor)
+
+
+def redact_log_text(text: str) -> str:
+    """A log record's text with the registered values and known token formats replaced.
+
+    Args:
+        text: The formatted log message.
+
+    Returns:
+        The redacted text.
+    """
+    for redactor in list(_LOG_REDACTORS):
+        text = redactor.redact(text)
+    return redact_token_formats(text)
+
+
 def build_redactor(settings_secrets: Iterable[str], env: Mapping[str, str] | None) -> Redactor:
     """The redactor for an agent: the settings' secrets plus its environment's.
 

@@ -115,7 +115,8 @@ def make_turn_start(agent: Agent) -> Any:
         }
         # Long-term memories from the platform's store, read once per thread (the
         # system prompt stays byte-stable afterwards).
-        if runtime.store is not None and state.get("memory_prompt") is None:
+        memory_on = agent.settings.memory != "off"
+        if memory_on and runtime.store is not None and state.get("memory_prompt") is None:
             update["memory_prompt"] = load_memory_prompt(
                 runtime.store, ctx.user_id or agent.settings.user_id, ctx.workspace_path
             )

@@ -47,6 +47,19 @@ def show_request(console: Console, request: Mapping[str, Any]) -> None:
         console.print(Text(f"{tool} wants to run{why}:", style="yellow"))
         console.print(Text("  " + visible(str(request.get("command", "")))))
         return
+    if "memory" in request:
+        console.print(
+            Text(
+                f"{tool} wants to remember (in the prompt of later sessions here):",
+                style="yellow",
+            )
+        )
+        console.print(Text("  " + visible(str(request.get("memory", "")))))
+        return
+    if "memory_id" in request:
+        memory_id = visible(str(request.get("memory_id", "")))
+        console.print(Text(f"{tool} wants to forget memory [{memory_id}]", style="yellow"))
+        return
     console.print(
         Text(f"{tool} wants to change {visible(str(request.get('path', '')))}:", style="yellow")
     )

@@ -104,4 +104,6 @@ def start_mcp(
         base_env=env,
         workspace_trusted=trusted,
         start_timeout_s=settings.mcp_start_timeout_s,
+        tool_timeout_s=settings.mcp_tool_timeout_s,
+        secrets=settings.secret_values(),
     )

@@ -3,8 +3,9 @@
 Without a handler, Python prints WARNING records (and the tracebacks LangGraph's
 executor logs when a cancelled step's callback fails) to stderr, which breaks the rule
 that the user sees one clear line. Records go to ``$AGENTGRAPH_HOME/agentgraph.log``
-(rotated), with known credential formats redacted; ``AGENTGRAPH_DEBUG=1`` shows them on
-stderr as well.
+(rotated), with known credential formats and the values registered with
+``redaction.redact_in_logs`` (what MCP configs expanded) redacted; ``AGENTGRAPH_DEBUG=1``
+shows them on stderr as well.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ LOG_FILE_BACKUPS = 1
 
 class _RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        from agentgraph.redaction import redact_token_formats
+        from agentgraph.redaction import redact_log_text
 
         try:
             message = record.getMessage()
         except Exception:  # a library's bad format string must not break logging
             return True
-        record.msg, record.args = redact_token_formats(message), None
+        record.msg, record.args = redact_log_text(message), None
         return True
 
 

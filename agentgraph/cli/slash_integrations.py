@@ -35,7 +35,8 @@ def mcp_lines(manager: McpManager | None) -> list[tuple[str, str]]:
         for name in status.tools:
             lines.append(("", f"    {name}"))
         for name in status.skipped:
-            lines.append(("yellow", f"    {name} (skipped: schema too large or not an object)"))
+            why = status.skip_reasons.get(name, "schema too large or not an object")
+            lines.append(("yellow", f"    {name} (skipped: {why})"))
     return lines
 
 
