@@ -65,6 +65,7 @@ PROJECT_SETTINGS = frozenset(
         "subagent_max_depth",
         "subagent_timeout_s",
         "mcp_start_timeout_s",
+        "mcp_tool_timeout_s",
         "undo_max_file_bytes",
         "undo_max_files",
     }

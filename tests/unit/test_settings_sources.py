@@ -43,6 +43,7 @@ def test_project_settings_are_real_fields() -> None:
         "bash_network",
         "user_id",
         "text_tool_calls",
+        "memory",
         "debug",
         "server_workspace",
         "cleanup_days",
