@@ -42,6 +42,7 @@ from typing import Any, TextIO
 
 from langchain_core.tools import BaseTool, StructuredTool
 
+from agentgraph.allowed_files import allow, is_allowed
 from agentgraph.config import MCP_START_TIMEOUT_S_DEFAULT, MCP_TOOL_TIMEOUT_S_DEFAULT
 from agentgraph.redaction import (
     Redactor,
@@ -210,43 +211,21 @@ def workspace_config(workspace: Path) -> Path:
     return workspace / ".agentgraph" / MCP_CONFIG_NAME
 
 
-def _digest(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
-def _trusted(home: Path) -> dict[str, str]:
-    try:
-        data = json.loads((home / MCP_TRUST_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
-
-
 def is_trusted(workspace: Path, home: Path) -> bool:
     """Whether the workspace's MCP config, as it is now, was allowed by the user.
 
     A repository can ship ``.agentgraph/mcp.json``: starting its servers runs its
     commands, so they start only once the user has allowed that exact file content
-    (Claude Code asks the same for a project's ``.mcp.json``).
+    (see :mod:`agentgraph.allowed_files`).
     """
-    digest = _digest(workspace_config(workspace))
-    return digest is not None and _trusted(home).get(str(workspace_config(workspace))) == digest
+    path = workspace_config(workspace)
+    return is_allowed(path, home / MCP_TRUST_FILE, str(path))
 
 
 def trust(workspace: Path, home: Path) -> None:
     """Record the workspace's MCP config, as it is now, as allowed."""
-    digest = _digest(workspace_config(workspace))
-    if digest is None:
-        return
-    entries = _trusted(home)
-    entries[str(workspace_config(workspace))] = digest
-    home.mkdir(parents=True, exist_ok=True)
-    tmp = home / (MCP_TRUST_FILE + ".tmp")
-    tmp.write_text(json.dumps(entries, indent=1), encoding="utf-8")
-    tmp.replace(home / MCP_TRUST_FILE)
+    path = workspace_config(workspace)
+    allow(path, home / MCP_TRUST_FILE, str(path))
 
 
 def untrusted_servers(workspace: Path, home: Path) -> list[str]:

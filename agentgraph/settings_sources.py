@@ -19,8 +19,6 @@ the CLI (:func:`ignored_workspace_settings`).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from pydantic_settings.sources import DotEnvSettingsSource
 
+from agentgraph import allowed_files
 from agentgraph.errors import ConfigError
 
 WORKSPACE_ENV_NAME = ".env"
@@ -90,21 +89,6 @@ def env_names(settings_cls: type[BaseSettings]) -> dict[str, str]:
     return names
 
 
-def _digest(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
-def _allowed(home: Path) -> dict[str, str]:
-    try:
-        data = json.loads((home / SETTINGS_TRUST_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
-
-
 def is_allowed(path: Path, home: Path) -> bool:
     """Whether the user allowed this workspace settings file, as it is now.
 
@@ -112,8 +96,7 @@ def is_allowed(path: Path, home: Path) -> bool:
         path: The workspace's ``.env``.
         home: ``AGENTGRAPH_HOME``, where the allowed files' digests are kept.
     """
-    digest = _digest(path)
-    return digest is not None and _allowed(home).get(str(path.resolve())) == digest
+    return allowed_files.is_allowed(path, home / SETTINGS_TRUST_FILE, str(path.resolve()))
 
 
 def allow(path: Path, home: Path) -> None:
@@ -126,18 +109,12 @@ def allow(path: Path, home: Path) -> None:
     Raises:
         ConfigError: The file cannot be read or the record cannot be written.
     """
-    digest = _digest(path)
-    if digest is None:
-        raise ConfigError(f"cannot read {path}")
-    entries = _allowed(home)
-    entries[str(path.resolve())] = digest
     try:
-        home.mkdir(parents=True, exist_ok=True)
-        tmp = home / (SETTINGS_TRUST_FILE + ".tmp")
-        tmp.write_text(json.dumps(entries, indent=1), encoding="utf-8")
-        tmp.replace(home / SETTINGS_TRUST_FILE)
+        recorded = allowed_files.allow(path, home / SETTINGS_TRUST_FILE, str(path.resolve()))
     except OSError as exc:
         raise ConfigError(f"cannot record the allowed file in {home}: {exc.strerror}") from None
+    if not recorded:
+        raise ConfigError(f"cannot read {path}")
 
 
 def _home_of(state: dict[str, Any], default: Path) -> Path:

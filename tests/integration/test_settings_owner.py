@@ -20,20 +20,6 @@ USER_KEY = "sk-user-key-0123456789abcdef"
 SECRET = "user-secret-value-42"
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    return path
-
-
 def _user_config(home: Path, url: str) -> None:
     """The user's own endpoint, in their config file."""
     config = home / ".agentgraph" / "config.toml"
