@@ -26,23 +26,12 @@ from agentgraph.recall.memory import (
 from agentgraph.redaction import Redactor
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.memory_helpers import save_reply, system_text, tool_results
 from tests.slash_helpers import slash_context
 
 KEY = "sk-test-secret-0123456789abcdef"
 FACT = "The team deploys with make ship-it"
 LEAKED = "sk-proj-ABCDEFGHIJKLMNOPQRSTUV123456"
-
-
-def _save(content: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "memory_save", "arguments": {"content": content}}]}
-
-
-def _system(request: dict[str, Any]) -> str:
-    return str(request["messages"][0]["content"])
-
-
-def _tool_results(request: dict[str, Any]) -> list[str]:
-    return [str(m["content"]) for m in request["messages"] if m.get("role") == "tool"]
 
 
 def test_memories_survive_a_new_session_and_stay_cache_stable(
@@ -51,10 +40,10 @@ def test_memories_survive_a_new_session_and_stay_cache_stable(
     other_ws = tmp_path / "other-ws"
     other_ws.mkdir()
     script: list[Any] = [
-        _save(f"{FACT}; the deploy key {LEAKED} is in the vault"),
+        save_reply(f"{FACT}; the deploy key {LEAKED} is in the vault"),
         {"content": "Saved."},
         {"content": "Hello again."},  # s2, turn 1
-        _save("Tests run with pytest -q"),  # s2, turn 2 saves another memory
+        save_reply("Tests run with pytest -q"),  # s2, turn 2 saves another memory
         {"content": "Saved too."},
         {"content": "Third."},  # s2, turn 3
         {"content": "bob"},  # s-bob
@@ -83,21 +72,26 @@ def test_memories_survive_a_new_session_and_stay_cache_stable(
     assert len(saved) == 1 and FACT in saved[0].content
     assert LEAKED not in saved[0].content and "[REDACTED]" in saved[0].content
     s2_first, s2_save, s2_after_save, s2_third = requests[2], requests[3], requests[4], requests[5]
-    assert FACT in _system(s2_first) and f"[{saved[0].id}]" in _system(s2_first)
+    assert FACT in system_text(s2_first) and f"[{saved[0].id}]" in system_text(s2_first)
     assert LEAKED not in json.dumps(requests[2:])  # later sessions never see it
     # Loaded once per session: the prompt of s2 does not change when s2 saves a memory.
-    assert _system(s2_first) == _system(s2_save) == _system(s2_after_save) == _system(s2_third)
-    assert "pytest -q" not in _system(s2_third)
-    assert FACT not in _system(requests[6])  # another user, same workspace
-    assert FACT not in _system(requests[7])  # same user, another workspace
-    assert FACT in _system(requests[8]) and "pytest -q" in _system(requests[8])
+    assert (
+        system_text(s2_first)
+        == system_text(s2_save)
+        == system_text(s2_after_save)
+        == system_text(s2_third)
+    )
+    assert "pytest -q" not in system_text(s2_third)
+    assert FACT not in system_text(requests[6])  # another user, same workspace
+    assert FACT not in system_text(requests[7])  # same user, another workspace
+    assert FACT in system_text(requests[8]) and "pytest -q" in system_text(requests[8])
 
 
 def test_memory_tools_refuse_oversized_and_unknown_ids_through_the_graph(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
     script: list[Any] = [
-        _save("x" * (MEMORY_MAX_CHARS + 1)),
+        save_reply("x" * (MEMORY_MAX_CHARS + 1)),
         {"tool_calls": [{"name": "memory_delete", "arguments": {"id": "nope"}}]},
         {"tool_calls": [{"name": "memory_search", "arguments": {"query": ""}}]},
         {"content": "ok"},
@@ -108,7 +102,7 @@ def test_memory_tools_refuse_oversized_and_unknown_ids_through_the_graph(
             agent = Agent(settings, store, sleep=lambda _s: None)
             agent.run_turn("m", "try", workspace)
             assert agent.memories(workspace) == []
-        results = _tool_results(server.requests[-1])
+        results = tool_results(server.requests[-1])
     assert server.violations == []
     oversized, unknown, empty = results
     assert oversized.startswith("Error:") and "MEMORY_MAX_CHARS" in oversized
@@ -163,7 +157,7 @@ def test_slash_memory_lists_and_forgets(
 
 def test_memories_survive_a_new_process_scoped_by_user(home: Path, workspace: Path) -> None:
     script: list[Any] = [
-        _save(FACT),
+        save_reply(FACT),
         {"content": "Saved."},
         {"content": "I know how you deploy."},
         {"content": "Who are you?"},
@@ -179,9 +173,9 @@ def test_memories_survive_a_new_process_scoped_by_user(home: Path, workspace: Pa
         assert third.returncode == 0, third.stderr
         requests = server.requests
     assert json.loads(first.stdout)["thread_id"] != json.loads(second.stdout)["thread_id"]
-    assert FACT not in _system(requests[0])
-    assert FACT in _system(requests[2])  # a new process, a new session
-    assert FACT not in _system(requests[3])  # another user
+    assert FACT not in system_text(requests[0])
+    assert FACT in system_text(requests[2])  # a new process, a new session
+    assert FACT not in system_text(requests[3])  # another user
     assert (home / ".agentgraph" / "memory.db").exists()
 
 
@@ -193,7 +187,7 @@ def test_served_graph_uses_the_platform_store(
     from agentgraph.server import build_server_graph
 
     platform_store = InMemoryStore()
-    script: list[Any] = [_save("Release notes go in CHANGES.md"), {"content": "Saved."}]
+    script: list[Any] = [save_reply("Release notes go in CHANGES.md"), {"content": "Saved."}]
     with FakeOpenAIServer(script, on_exhausted="raise") as server:
         settings = make_settings(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-test")
         ns = namespace(settings.user_id, str(workspace.resolve()))
@@ -205,7 +199,7 @@ def test_served_graph_uses_the_platform_store(
         graph.invoke({"messages": [{"role": "user", "content": "remember this"}]}, config)
         requests = server.requests
     assert server.violations == []
-    assert FACT in _system(requests[0]) and _system(requests[0]) == _system(requests[1])
+    assert FACT in system_text(requests[0]) and system_text(requests[0]) == system_text(requests[1])
     saved = [m.content for m in search_memories(platform_store, ns, "CHANGES.md")]
     assert saved == ["Release notes go in CHANGES.md"]
 
