@@ -47,14 +47,15 @@ __all__ = [
 ]
 
 
-def sqlite_has_task_path(saver: SqliteSaver) -> bool:
+def sqlite_has_task_path(saver: SqliteSaver | Any) -> bool:
     """Whether the saver's ``writes`` table has the ``task_path`` column.
 
-    ``SqliteSaver`` records this in a private attribute when it sets up its tables
-    (False only for a read-only database created by an old version).
+    ``SqliteSaver`` and ``AsyncSqliteSaver`` record this in a private attribute when
+    they set up their tables (False only for a read-only database created by an old
+    version).
 
     Args:
-        saver: A set-up SQLite checkpointer.
+        saver: A set-up SQLite checkpointer (sync or async).
 
     Returns:
         The flag to pass to :func:`build_delta_stage2_sql`.

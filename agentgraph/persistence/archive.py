@@ -50,13 +50,18 @@ import operator
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import Checkpoint
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
 
 from agentgraph.errors import StoreError
 from agentgraph.history import agentgraph_kind
@@ -311,8 +316,14 @@ class MessageArchive:
 
     # -- reading --------------------------------------------------------------------
 
-    def resolve(self, reference: Mapping[str, Any]) -> list[Any]:
+    def resolve(
+        self, reference: Mapping[str, Any], fetch: FetchSegments | None = None
+    ) -> list[Any]:
         """The message list an archive reference stands for.
+
+        Args:
+            reference: What an archived snapshot stores.
+            fetch: Reads the segments not in memory (default: the archive's own).
 
         Raises:
             ArchiveError: the reference is malformed, or a segment it names is missing
@@ -339,7 +350,7 @@ class MessageArchive:
             known = dict(self._thread(thread_id, ns).by_digest)
         missing = [s[0] for s in segments if s[0] not in known]
         if missing:
-            rows = self._fetch(thread_id, ns, sorted(set(missing)))
+            rows = (fetch or self._fetch)(thread_id, ns, sorted(set(missing)))
             for digest in dict.fromkeys(missing):
                 messages = self._decode(thread_id, digest, rows.get(digest))
                 known[digest] = messages
@@ -384,16 +395,20 @@ class MessageArchive:
             raise _corrupt(thread_id, digest, "not the messages it claims")
         return messages
 
-    def resolve_in(self, obj: Any) -> Any:
+    def resolve_in(self, obj: Any, fetch: FetchSegments | None = None) -> Any:
         """``obj`` with archive references replaced by their lists.
 
         Handles what savers decode: a whole checkpoint (SQLite keeps channel values
         inline) and a single channel value (PostgreSQL keeps them as blobs).
+
+        Args:
+            obj: A decoded checkpoint or channel value.
+            fetch: Reads the segments not in memory (default: the archive's own).
         """
         if isinstance(obj, DeltaSnapshot):
-            return DeltaSnapshot(self.resolve(obj.value)) if is_reference(obj.value) else obj
+            return DeltaSnapshot(self.resolve(obj.value, fetch)) if is_reference(obj.value) else obj
         if is_reference(obj):
-            return self.resolve(obj)
+            return self.resolve(obj, fetch)
         if isinstance(obj, dict):
             values = obj.get("channel_values")
             if isinstance(values, dict) and any(
@@ -401,9 +416,31 @@ class MessageArchive:
             ):
                 return {
                     **obj,
-                    "channel_values": {k: self.resolve_in(v) for k, v in values.items()},
+                    "channel_values": {k: self.resolve_in(v, fetch) for k, v in values.items()},
                 }
         return obj
+
+    def unknown_segments(self, obj: Any) -> list[tuple[str, str, list[str]]]:
+        """``(thread, namespace, digests)`` of the segments ``obj`` names and memory lacks.
+
+        An async saver cannot read the database while decoding, so it reads these first
+        and hands them to :meth:`resolve_in`. A malformed reference names none here;
+        :meth:`resolve` then reports it.
+
+        Args:
+            obj: A decoded checkpoint or channel value, as for :meth:`resolve_in`.
+        """
+        found: list[tuple[str, str, list[str]]] = []
+        for reference in _references_in(obj):
+            thread_id, ns = reference.get("thread_id"), reference.get("checkpoint_ns")
+            if not isinstance(thread_id, str) or not isinstance(ns, str):
+                continue
+            with self._lock:
+                known = set(self._thread(thread_id, ns).by_digest)
+            digests = [d for d in referenced_digests(reference) if d not in known]
+            if digests:
+                found.append((thread_id, ns, sorted(set(digests))))
+        return found
 
 
 @dataclass(frozen=True)
@@ -451,6 +488,17 @@ def archived_put(
         "channel_values": {**checkpoint["channel_values"], channel: DeltaSnapshot(plan.reference)},
     }
     return ArchivedPut(thread_id, checkpoint_ns, plan, archived)
+
+
+def _references_in(obj: Any) -> list[Mapping[str, Any]]:
+    """The archive references in a decoded checkpoint or channel value."""
+    if isinstance(obj, DeltaSnapshot):
+        obj = obj.value
+    if is_reference(obj):
+        return [obj]
+    if isinstance(obj, dict) and isinstance(obj.get("channel_values"), dict):
+        return [r for v in obj["channel_values"].values() for r in _references_in(v)]
+    return []
 
 
 def _is_entry(value: Any) -> bool:
@@ -507,3 +555,67 @@ def batched(items: Sequence[str]) -> Iterable[Sequence[str]]:
     """``items`` in slices of :data:`ARCHIVE_SQL_BATCH`."""
     for i in range(0, len(items), ARCHIVE_SQL_BATCH):
         yield items[i : i + ARCHIVE_SQL_BATCH]
+
+
+class AsyncArchiveReads(BaseCheckpointSaver[str]):
+    """Async reads of an archiving saver: references resolved after each read.
+
+    A sync saver resolves references while decoding (:class:`ArchivingSerde` reads the
+    segments on the spot); an async one cannot wait on its database inside the
+    serializer, so it decodes with the plain serializer, then reads the segments the
+    result names (:meth:`_afetch_segments`) and joins them in. Put this class before the
+    stock async saver in the bases: its reads go through the stock ones.
+    """
+
+    archive: MessageArchive
+
+    async def _afetch_segments(
+        self, thread_id: str, checkpoint_ns: str, digests: Sequence[str]
+    ) -> Mapping[str, SegmentRow]:
+        """Read the rows of ``digests`` of a (thread, namespace); absent ones omitted."""
+        raise NotImplementedError
+
+    async def _aresolve(self, obj: Any) -> Any:
+        """``obj`` (a decoded checkpoint or channel value) with its references resolved."""
+        fetched: dict[tuple[str, str], Mapping[str, SegmentRow]] = {}
+        for thread_id, ns, digests in self.archive.unknown_segments(obj):
+            fetched[(thread_id, ns)] = await self._afetch_segments(thread_id, ns, digests)
+
+        def fetch(thread_id: str, ns: str, digests: Sequence[str]) -> dict[str, SegmentRow]:
+            rows = fetched.get((thread_id, ns), {})
+            return {d: rows[d] for d in digests if d in rows}
+
+        return self.archive.resolve_in(obj, fetch)
+
+    async def _aresolve_tuple(self, found: CheckpointTuple) -> CheckpointTuple:
+        checkpoint = await self._aresolve(found.checkpoint)
+        return found if checkpoint is found.checkpoint else found._replace(checkpoint=checkpoint)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The stock read, archived history joined back in."""
+        found = await super().aget_tuple(config)
+        return None if found is None else await self._aresolve_tuple(found)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """The stock listing, archived history joined back in."""
+        async for found in super().alist(config, filter=filter, before=before, limit=limit):
+            yield await self._aresolve_tuple(found)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """The stock delta history, an archived seed joined back in."""
+        history = await super().aget_delta_channel_history(config=config, channels=channels)
+        resolved: dict[str, DeltaChannelHistory] = {}
+        for channel, entry in history.items():
+            if "seed" in entry:
+                entry = {**entry, "seed": await self._aresolve(entry["seed"])}
+            resolved[channel] = entry
+        return resolved

@@ -7,7 +7,11 @@ the last compaction boundary once, as segments in ``agentgraph_archive``, and th
 snapshot blob as a reference plus the live tail (``persistence/archive.py``).
 
 Segments are written before the checkpoint that first names them (separate pooled
-statements), and deleting a thread deletes its segments.
+statements). ``setup()`` creates the archive table with LangGraph's tables, so the saver
+is used as LangGraph documents (construct, ``setup()``, use); deleting a thread deletes
+its checkpoints, blobs, writes and segments in one transaction.
+:class:`~agentgraph.persistence.aio.AsyncAgentPostgresSaver` is the same on
+``AsyncPostgresSaver`` (``ainvoke`` / ``astream``), sharing the statements below.
 
 :meth:`AgentPostgresSaver.prune_thread` prunes like the SQLite store: the same plan
 (``persistence/prune.py``: the latest checkpoints and their replay chains down to one
@@ -25,17 +29,20 @@ or deletes (a new checkpoint names the latest one's blobs or new ones).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from psycopg import Pipeline
 from psycopg_pool import ConnectionPool
 
 from agentgraph.persistence.archive import (
     ARCHIVE_TABLE,
+    PG_CREATE_ARCHIVE,
     ArchivingSerde,
     MessageArchive,
     SegmentRow,
@@ -48,12 +55,43 @@ from agentgraph.persistence.prune import (
     PRUNE_KEEP_LATEST_CHECKPOINTS,
     SNAPSHOT_CACHE_MAX_ENTRIES,
     plan_prune,
+    replay_anchors,
+    replayed_by,
 )
+
+if TYPE_CHECKING:
+    from agentgraph.persistence.aio import AsyncAgentPostgresSaver
+
+__all__ = ["AgentPostgresSaver", "AsyncAgentPostgresSaver"]
 
 MESSAGES_CHANNEL = "messages"
 # Class of the two-key advisory locks between prunes and snapshot puts of a thread
 # (the second key is a hash of the thread id; leases use the one-key form).
 PRUNE_LOCK_CLASS = 0x61677072  # "agpr"
+
+# Everything a thread has, deleted in one transaction.
+PG_DELETE_THREAD = (
+    f"DELETE FROM {ARCHIVE_TABLE} WHERE thread_id = %s",
+    "DELETE FROM checkpoint_writes WHERE thread_id = %s",
+    "DELETE FROM checkpoint_blobs WHERE thread_id = %s",
+    "DELETE FROM checkpoints WHERE thread_id = %s",
+)
+PG_SELECT_SEGMENTS = (
+    f"SELECT segment, type, data, messages, raw_bytes FROM {ARCHIVE_TABLE} "
+    "WHERE thread_id = %s AND checkpoint_ns = %s AND segment = ANY(%s)"
+)
+PG_SELECT_PRESENT = (
+    f"SELECT segment FROM {ARCHIVE_TABLE} "
+    "WHERE thread_id = %s AND checkpoint_ns = %s AND segment = ANY(%s)"
+)
+PG_INSERT_SEGMENTS = (
+    f"INSERT INTO {ARCHIVE_TABLE} (thread_id, checkpoint_ns, segment, type, data, messages, "
+    "raw_bytes) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
+# Shared with other snapshot puts, exclusive with a prune of the thread: the segments
+# found present stay until the checkpoint naming them commits.
+PG_LOCK_FOR_PUT = "SELECT pg_advisory_lock_shared(%s, hashtext(%s))"
+PG_UNLOCK_FOR_PUT = "SELECT pg_advisory_unlock_shared(%s, hashtext(%s))"
 
 # A checkpoint holds a snapshot of ``channel`` when its version has a stored blob,
 # the test LangGraph's own delta walk uses to end a chain.
@@ -69,10 +107,17 @@ class AgentPostgresSaver(PostgresSaver):
 
     Args:
         conn: A connection pool (or one autocommit connection with dict rows).
+        pipe: A pipeline of ``conn`` (as for ``PostgresSaver``).
+        serde: The serializer (default: LangGraph's).
     """
 
-    def __init__(self, conn: ConnectionPool[Any] | psycopg.Connection[Any]) -> None:
-        super().__init__(conn)
+    def __init__(
+        self,
+        conn: ConnectionPool[Any] | psycopg.Connection[Any],
+        pipe: Pipeline | None = None,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(conn, pipe, serde)
         self._raw_serde = self.serde
         self.archive = MessageArchive(self._raw_serde, self._fetch_segments)
         self.serde = ArchivingSerde(self._raw_serde, self.archive)
@@ -90,18 +135,16 @@ class AgentPostgresSaver(PostgresSaver):
         self, thread_id: str, checkpoint_ns: str, digests: Sequence[str]
     ) -> dict[str, SegmentRow]:
         with self._own_connection() as conn, conn.cursor(binary=True) as cur:
-            cur.execute(
-                f"SELECT segment, type, data, messages, raw_bytes FROM {ARCHIVE_TABLE} "
-                "WHERE thread_id = %s AND checkpoint_ns = %s AND segment = ANY(%s)",
-                (thread_id, checkpoint_ns, list(digests)),
-            )
-            rows = cur.fetchall()
-        found: dict[str, SegmentRow] = {}
-        for row in rows:
-            values = list(row.values()) if isinstance(row, dict) else list(row)
-            digest, type_, data, count, raw = values
-            found[str(digest)] = (str(type_), bytes(data), int(count), int(raw))
-        return found
+            cur.execute(PG_SELECT_SEGMENTS, (thread_id, checkpoint_ns, list(digests)))
+            return segment_rows(cur.fetchall())
+
+    def setup(self) -> None:
+        """LangGraph's tables and migrations, plus the archive table (idempotent)."""
+        super().setup()
+        with self.lock, self._own_connection() as conn:
+            conn.execute(PG_CREATE_ARCHIVE)
+        if self.pipe:
+            self.pipe.sync()
 
     def put(
         self,
@@ -116,45 +159,40 @@ class AgentPostgresSaver(PostgresSaver):
             return super().put(config, checkpoint, metadata, new_versions)
         thread_id, checkpoint_ns, plan = put.thread_id, put.checkpoint_ns, put.plan
         with self._own_connection() as conn:
-            # Shared with other puts, exclusive with a prune of the thread: the
-            # segments found present stay until the checkpoint naming them commits.
-            conn.execute(
-                "SELECT pg_advisory_lock_shared(%s, hashtext(%s))", (PRUNE_LOCK_CLASS, thread_id)
-            )
+            with self._guard():
+                conn.execute(PG_LOCK_FOR_PUT, (PRUNE_LOCK_CLASS, thread_id))
             try:
-                present = self._fetch_present(thread_id, checkpoint_ns, plan.digests)
+                with self._guard(), conn.cursor() as cur:
+                    cur.execute(PG_SELECT_PRESENT, (thread_id, checkpoint_ns, plan.digests))
+                    present = {str(_first(r)) for r in cur.fetchall()}
                 rows = self.archive.rows_to_write(plan, present)
                 if rows:
-                    with conn.cursor() as cur:
+                    with self._guard(), conn.cursor() as cur:
                         cur.executemany(
-                            f"INSERT INTO {ARCHIVE_TABLE} (thread_id, checkpoint_ns, segment, "
-                            "type, data, messages, raw_bytes) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                            "ON CONFLICT DO NOTHING",
-                            [r.row(thread_id, checkpoint_ns) for r in rows],
+                            PG_INSERT_SEGMENTS, [r.row(thread_id, checkpoint_ns) for r in rows]
                         )
                 return super().put(config, put.checkpoint, metadata, new_versions)
             finally:
-                conn.execute(
-                    "SELECT pg_advisory_unlock_shared(%s, hashtext(%s))",
-                    (PRUNE_LOCK_CLASS, thread_id),
-                )
+                with self._guard():
+                    conn.execute(PG_UNLOCK_FOR_PUT, (PRUNE_LOCK_CLASS, thread_id))
 
-    def _fetch_present(self, thread_id: str, checkpoint_ns: str, digests: list[str]) -> set[str]:
-        with self._own_connection() as conn, conn.cursor() as cur:
-            cur.execute(
-                f"SELECT segment FROM {ARCHIVE_TABLE} "
-                "WHERE thread_id = %s AND checkpoint_ns = %s AND segment = ANY(%s)",
-                (thread_id, checkpoint_ns, digests),
-            )
-            rows = cur.fetchall()
-        return {str(next(iter(r.values())) if isinstance(r, dict) else r[0]) for r in rows}
+    def _guard(self) -> AbstractContextManager[Any]:
+        # One connection is shared with PostgresSaver's statements from other threads
+        # (its lock); a pool hands each statement a connection of its own.
+        return nullcontext() if isinstance(self.conn, ConnectionPool) else self.lock
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete a thread's checkpoints, writes and archived segments."""
+        """Delete a thread's checkpoints, blobs, writes and archived segments in one
+        transaction."""
         self.archive.forget(str(thread_id))
-        super().delete_thread(thread_id)
-        with self._own_connection() as conn:
-            conn.execute(f"DELETE FROM {ARCHIVE_TABLE} WHERE thread_id = %s", (str(thread_id),))
+        with (
+            self.lock,
+            self._own_connection() as conn,
+            conn.transaction(),
+            conn.cursor() as cur,
+        ):
+            for sql in PG_DELETE_THREAD:
+                cur.execute(sql, (str(thread_id),))
 
     def prune_thread(
         self,
@@ -176,8 +214,12 @@ class AgentPostgresSaver(PostgresSaver):
             next prune catches up).
         """
         thread_id = str(thread_id)
-        guard = self.lock if not isinstance(self.conn, ConnectionPool) else nullcontext()
-        with guard, self._own_connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with (
+            self._guard(),
+            self._own_connection() as conn,
+            conn.transaction(),
+            conn.cursor() as cur,
+        ):
             cur.execute(
                 "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
                 (PRUNE_LOCK_CLASS, thread_id),
@@ -190,8 +232,12 @@ class AgentPostgresSaver(PostgresSaver):
             )
             namespaces = [str(_first(r)) for r in cur.fetchall()]
             totals = (0, 0, 0)
-            for ns in namespaces:
-                done = self._prune_namespace(cur, thread_id, ns, keep_latest, delta_channels)
+            anchors: list[str] = []
+            # The root namespace first: what it keeps decides what the others keep.
+            for ns in sorted(namespaces, key=bool):
+                done = self._prune_namespace(
+                    cur, thread_id, ns, keep_latest, delta_channels, anchors
+                )
                 totals = (totals[0] + done[0], totals[1] + done[1], totals[2] + done[2])
             return totals
 
@@ -202,7 +248,9 @@ class AgentPostgresSaver(PostgresSaver):
         ns: str,
         keep_latest: int,
         delta_channels: Sequence[str],
+        anchors: list[str],
     ) -> tuple[int, int, int]:
+        """Prune one namespace; the root one (``""``) fills ``anchors`` for the others."""
         snapshot_test = " AND ".join(_SNAPSHOT_EXISTS for _ in delta_channels) or "FALSE"
         cur.execute(
             "SELECT c.checkpoint_id, c.parent_checkpoint_id, "
@@ -214,15 +262,21 @@ class AgentPostgresSaver(PostgresSaver):
             [*(p for ch in delta_channels for p in (ch, ch)), thread_id, ns],
         )
         rows = [_values(r) for r in cur.fetchall()]
+        checkpoints = [(str(r[0]), r[1], r[2] if isinstance(r[2], dict) else {}) for r in rows]
         if len(rows) <= keep_latest:
+            if not ns:
+                anchors.extend(replay_anchors(checkpoints, [c[0] for c in checkpoints]))
             return 0, 0, len(rows)
         is_snapshot = {str(r[0]): bool(r[4]) for r in rows}
         plan = plan_prune(
-            [(str(r[0]), r[1], r[2] if isinstance(r[2], dict) else {}) for r in rows],
+            checkpoints,
             keep_latest,
             delta_channels,
             is_snapshot.__getitem__,
+            replayed_by([c[0] for c in checkpoints], anchors) if ns else (),
         )
+        if not ns:
+            anchors.extend(replay_anchors(checkpoints, plan.needed))
         if not plan.doomed:
             return 0, 0, len(plan.needed)
         cur.execute(
@@ -304,3 +358,21 @@ def _values(row: Any) -> list[Any]:
 
 def _first(row: Any) -> Any:
     return _values(row)[0] if row is not None else None
+
+
+def segment_rows(rows: Sequence[Any]) -> dict[str, SegmentRow]:
+    """Archive rows (``PG_SELECT_SEGMENTS``) by digest."""
+    found: dict[str, SegmentRow] = {}
+    for row in rows:
+        digest, type_, data, count, raw = _values(row)
+        found[str(digest)] = (str(type_), bytes(data), int(count), int(raw))
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    # The async saver is imported only when asked for: the CLI never is.
+    if name == "AsyncAgentPostgresSaver":
+        from agentgraph.persistence import aio
+
+        return aio.AsyncAgentPostgresSaver
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,7 +26,6 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from agentgraph.errors import StoreError
-from agentgraph.persistence.archive import PG_CREATE_ARCHIVE
 from agentgraph.persistence.index import _COLUMNS, ADDED_COLUMNS, SessionInfo, list_filter
 from agentgraph.persistence.leases import PG_CREATE_LEASES, PostgresLeases
 from agentgraph.persistence.store import Store
@@ -228,8 +227,9 @@ def _setup_schema(pool: ConnectionPool[Any]) -> None:
     Raises:
         StoreError: another process held the set-up lock for too long.
     """
-    from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
+
+    from agentgraph.persistence.pg_saver import AgentPostgresSaver
 
     with pool.connection() as conn:
         deadline = time.monotonic() + POSTGRES_SETUP_WAIT_S
@@ -243,9 +243,8 @@ def _setup_schema(pool: ConnectionPool[Any]) -> None:
                 )
             time.sleep(POSTGRES_SETUP_POLL_S)
         try:
-            PostgresSaver(conn).setup()
+            AgentPostgresSaver(conn).setup()  # LangGraph's tables and the archive
             PostgresSessionIndex.setup(conn)
-            conn.execute(PG_CREATE_ARCHIVE)
             PostgresHistoryIndex.setup(conn)
             PostgresStore(conn).setup()  # long-term memory (agentgraph/recall/memory.py)
         finally:

@@ -5,6 +5,13 @@ A ``DeltaChannel`` value is rebuilt by walking parent links back to the nearest
 full snapshot and replaying the writes on the way, so every checkpoint on that
 walk, with its writes, is kept too. Everything else goes.
 
+A fork from a kept checkpoint replays the graph's persistent subgraphs
+(``compile(checkpointer=True)``) from their own namespaces: each loads its latest
+checkpoint older than the one forked from (or than that one's parent, for a fork of an
+``update_state``). So in every namespace but the root one, that checkpoint is kept too
+for each kept root checkpoint, with its replay chain (:func:`replayed_by`): pruning a
+namespace on its own would let the fork run the subgraph from an empty state.
+
 Compaction boundaries pin nothing: compaction never drops a message from the state
 (it adds a boundary and moves the kept tail after it), so the latest checkpoint
 holds the whole transcript, boundaries included, and resume, export and search
@@ -23,6 +30,7 @@ kept snapshot names are never touched.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import sqlite3
@@ -115,11 +123,13 @@ def prune_thread(
             )
         ]
         deleted_ckpts = deleted_writes = kept_total = 0
+        anchors: list[str] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for ns in namespaces:
+            # The root namespace first: what it keeps decides what the others keep.
+            for ns in sorted(namespaces, key=bool):
                 d_c, d_w, kept = _prune_namespace(
-                    conn, serde, thread_id, ns, keep_latest, delta_channels
+                    conn, serde, thread_id, ns, keep_latest, delta_channels, anchors
                 )
                 deleted_ckpts += d_c
                 deleted_writes += d_w
@@ -164,11 +174,47 @@ def _counters(thread_id: str, ns: str, cid: str, meta: Any) -> Mapping[str, Any]
     return counters
 
 
+def replay_anchors(rows: Sequence[CheckpointRow], kept: Iterable[str]) -> list[str]:
+    """Checkpoint ids a fork from a kept root checkpoint replays subgraphs before.
+
+    A fork replays each persistent subgraph from its latest checkpoint older than the
+    checkpoint forked from, or than that one's parent (a fork of an ``update_state``
+    checkpoint): both, for every kept checkpoint.
+
+    Args:
+        rows: The root namespace's checkpoints (as for :func:`plan_prune`).
+        kept: The root checkpoints the prune keeps.
+    """
+    parent = {cid: pid for cid, pid, _counters in rows}
+    anchors = set(kept)
+    anchors |= {pid for cid in kept if (pid := parent.get(cid))}
+    return sorted(anchors)
+
+
+def replayed_by(ids: Sequence[str], anchors: Sequence[str]) -> set[str]:
+    """The checkpoints of a subgraph namespace that forks from kept checkpoints load.
+
+    Args:
+        ids: The namespace's checkpoint ids, oldest first (ids sort by time).
+        anchors: From :func:`replay_anchors`.
+
+    Returns:
+        For each anchor, the namespace's latest checkpoint older than it.
+    """
+    loaded: set[str] = set()
+    for anchor in anchors:
+        i = bisect.bisect_left(ids, anchor)
+        if i > 0:
+            loaded.add(ids[i - 1])
+    return loaded
+
+
 def plan_prune(
     rows: Sequence[CheckpointRow],
     keep_latest: int,
     delta_channels: Sequence[str],
     is_snapshot: Callable[[str], bool],
+    also_keep: Iterable[str] = (),
 ) -> PrunePlan:
     """Decide which checkpoints of one thread namespace a prune keeps (no I/O).
 
@@ -184,6 +230,8 @@ def plan_prune(
         delta_channels: Channels rebuilt from writes.
         is_snapshot: Whether a checkpoint stores a full value of every delta
             channel; asked only when its counters and its parent's cannot tell.
+        also_keep: More checkpoints to keep with their replay chains (those a fork
+            replays, :func:`replayed_by`), however old.
 
     Returns:
         The kept checkpoints, the snapshots among them and the doomed ones.
@@ -218,6 +266,8 @@ def plan_prune(
             break
         node = parent[node]
 
+    keep |= {cid for cid in also_keep if cid in parent}
+
     needed: set[str] = set()
     snapshots: set[str] = set()
     for start in sorted(keep):
@@ -240,13 +290,17 @@ def _prune_namespace(
     ns: str,
     keep_latest: int,
     delta_channels: Sequence[str],
+    anchors: list[str],
 ) -> tuple[int, int, int]:
+    """Prune one namespace; the root one (``""``) fills ``anchors`` for the others."""
     rows = conn.execute(
         "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
         "WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id",
         (thread_id, ns),
     ).fetchall()
     if len(rows) <= keep_latest:
+        if not ns:
+            anchors.extend(replay_anchors(rows, [r[0] for r in rows]))
         return 0, 0, len(rows)
 
     def decoded_snapshot(cid: str) -> bool:
@@ -261,12 +315,16 @@ def _prune_namespace(
                 del _SNAPSHOTS[next(iter(_SNAPSHOTS))]
         return known
 
+    checkpoints = [(cid, pid, _counters(thread_id, ns, cid, meta)) for cid, pid, meta in rows]
     plan = plan_prune(
-        [(cid, pid, _counters(thread_id, ns, cid, meta)) for cid, pid, meta in rows],
+        checkpoints,
         keep_latest,
         delta_channels,
         decoded_snapshot,
+        replayed_by([r[0] for r in rows], anchors) if ns else (),
     )
+    if not ns:
+        anchors.extend(replay_anchors(checkpoints, plan.needed))
     needed, snapshots, doomed = plan.needed, plan.snapshots, plan.doomed
     deleted_writes = 0
     for batch in _batched(doomed):

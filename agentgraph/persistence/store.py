@@ -404,10 +404,12 @@ def open_store(settings: Settings) -> Iterator[Store]:
     # Released when the store closes; a crashed process's leases are void (pid check).
     leases = SqliteLeases(path, timeout)
     try:
+        from agentgraph.persistence.delta import messages_delta_reducer
         from agentgraph.persistence.saver import AgentSqliteSaver
         from agentgraph.recall.search import SqliteHistoryIndex
 
-        saver = AgentSqliteSaver(conn)
+        # agentgraph's graph rebuilds ``messages`` with this reducer (AppState).
+        saver = AgentSqliteSaver(conn, reducers={"messages": messages_delta_reducer})
         try:
             saver.setup()
             index = SqliteSessionIndex(index_conn)

@@ -248,7 +248,7 @@ def test_checkpoints_store_deltas_not_the_whole_list(tmp_path: Path) -> None:
 def test_saver_memory_is_used_and_gives_the_same_state(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     conn = sqlite3.connect(path, check_same_thread=False)
-    saver = AgentSqliteSaver(conn)
+    saver = AgentSqliteSaver(conn, reducers={"messages": messages_delta_reducer})
     writes = [[HumanMessage(f"h{i}", id=f"h{i}"), AIMessage(f"a{i}", id=f"a{i}")] for i in range(8)]
     got = _run(ProductionState, saver, writes)
     assert saver.memory_hits > 0
