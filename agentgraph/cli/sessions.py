@@ -371,18 +371,25 @@ COMMANDS = {
 }
 
 
+# The subcommands that never write the store.
+READ_ONLY_COMMANDS = frozenset({"list", "show", "export"})
+
+
 def cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
     """Dispatch ``sessions`` subcommands."""
-    from agentgraph.persistence.store import open_index, open_store
+    from agentgraph.persistence.store import home_is_read_only, open_index, open_store
 
+    # Commands that only read serve a read-only home (a backup, a shared volume): the
+    # store is opened without set-up, migrations or upkeep.
+    read_only = args.sessions_command in READ_ONLY_COMMANDS and home_is_read_only(settings)
     if args.sessions_command == "list":
         # The index alone: listing must not pay for loading the checkpointer stack.
-        with open_index(settings) as index:
+        with open_index(settings, read_only=read_only) as index:
             return _list(index, args)
     handler = COMMANDS.get(args.sessions_command)
     if handler is None:
         return EXIT_USAGE
     if getattr(args, "id", None) is not None:
         check_thread_id(args.id, "session id")
-    with open_store(settings) as store:
+    with open_store(settings, read_only=read_only) as store:
         return handler(store, settings, args)

@@ -12,7 +12,9 @@ or fragment: nothing secret is written. It is applied only while
 restarting the server with a larger context) and announced at start. Written
 atomically; a missing, unreadable or malformed file is an empty one, never an error.
 Processes that learn at the same moment take turns (an exclusive ``flock`` on
-``learned_windows.json.lock``), so none loses another's entry.
+``learned_windows.json.lock``), so none loses another's entry: a waiter waits as long as
+the others keep writing, and gives up its own entry (never writes without the lock) only
+when the holder has written nothing for ``LEARNED_WINDOWS_LOCK_WAIT_S``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +50,10 @@ LEARNED_WINDOWS_MAX_BYTES = 256 * 1024
 LEARNED_WINDOWS_MAX_ENTRIES = 200
 # A learned_at later than now by more than this is not a real time (clock skew aside).
 LEARNED_AT_MAX_FUTURE_S = 86_400.0
-# How long a process waits for another's write (a stopped process may hold the lock):
-# then it writes without the lock rather than hold up the model call it runs in.
+# How long a process waits for the lock while its holder writes nothing (a stopped
+# process may hold it): then it keeps its window to itself rather than hold up the model
+# call it runs in. Every write by a holder starts the wait again, so a queue of busy
+# writers is waited out: writing without the lock would lose their entries.
 LEARNED_WINDOWS_LOCK_WAIT_S = 5.0
 LEARNED_WINDOWS_LOCK_POLL_S = 0.02
 # The provider's own default endpoint (no OPENAI_BASE_URL).
@@ -180,12 +184,8 @@ def _read(path: Path) -> Entries:
     return valid
 
 
-def _write(path: Path, entries: Entries) -> None:
+def _write(path: Path, entries: Entries, write_bytes: Callable[[Path, bytes], None]) -> None:
     """Replace the file atomically; a failure leaves the old one (learning is a bonus)."""
-    # Imported here: the file tools pull in LangChain's tool machinery, which nothing
-    # else of this module needs.
-    from agentgraph.tools.files import atomic_write_bytes
-
     flat = [(e, m, entry) for e, models in entries.items() for m, entry in models.items()]
     flat.sort(key=lambda item: float(item[2]["learned_at"]))
     kept: Entries = {}
@@ -194,47 +194,86 @@ def _write(path: Path, entries: Entries) -> None:
     data = json.dumps({"version": _FORMAT_VERSION, "windows": kept}, indent=1, sort_keys=True)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, data.encode("utf-8"))
+        write_bytes(path, data.encode("utf-8"))
         os.chmod(path, 0o600)
 
 
-@contextlib.contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock beside ``path`` for up to the wait bound; else go on.
+def _written(path: Path) -> tuple[int, int, int, int] | None:
+    """What changes whenever a holder replaces the file (a new inode, times, size)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
-    Without a lock (no ``fcntl`` on Windows, a read-only home, a file system without
-    locks, a holder that does not let go) the write still happens: learning is a bonus.
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[bool]:
+    """Hold an exclusive lock beside ``path`` while the caller reads, changes and writes it.
+
+    Waits while the lock is held, as long as its holder keeps writing ``path``; gives up
+    when the holder wrote nothing for ``LEARNED_WINDOWS_LOCK_WAIT_S``.
+
+    Yields:
+        Whether the caller may write: True with the lock, or where there is no lock to
+        take (no ``fcntl`` on Windows, a read-only home, a file system without locks);
+        False when a holder that does not let go keeps it.
     """
     try:
         import fcntl
     except ImportError:
-        yield
+        yield True
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = path.with_name(path.name + ".lock").open("a")
     except OSError:
-        yield
+        yield True
         return
     with handle:
+        written = _written(path)
         deadline = time.monotonic() + LEARNED_WINDOWS_LOCK_WAIT_S
-        locked = False
-        while not locked:
+        while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                locked = True
             except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    break
+                now = _written(path)
+                if now != written:  # the holder wrote: it is alive, keep waiting
+                    written = now
+                    deadline = time.monotonic() + LEARNED_WINDOWS_LOCK_WAIT_S
+                elif time.monotonic() >= deadline:
+                    yield False
+                    return
                 time.sleep(LEARNED_WINDOWS_LOCK_POLL_S)
-            except OSError:
+            except OSError:  # no locks on this file system
+                yield True
+                return
+            else:
                 break
         try:
-            yield
+            yield True
         finally:
-            if locked:
-                with contextlib.suppress(OSError):
-                    fcntl.flock(handle, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _update(path: Path, change: Callable[[Entries], None]) -> None:
+    """Read the file, ``change`` its entries and write them back, one process at a time.
+
+    Args:
+        path: The learned-windows file.
+        change: Changes the entries in place.
+    """
+    # Imported before the lock is taken: the file tools pull in LangChain's tool
+    # machinery (seconds on a busy machine), which nothing else of this module needs.
+    from agentgraph.tools.files import atomic_write_bytes
+
+    with _exclusive(path) as may_write:
+        if not may_write:
+            return
+        entries = _read(path)
+        change(entries)
+        _write(path, entries, atomic_write_bytes)
 
 
 def learned_window(settings: Settings, model: str) -> LearnedWindow | None:
@@ -267,15 +306,15 @@ def remember_learned_window(settings: Settings, model: str, window: int) -> None
     """
     if stated_window(window) is None:
         return
-    path = _path(settings)
     endpoint = endpoint_label(settings, model)
-    with _exclusive(path):  # read, change, write: one process at a time
-        entries = _read(path)
+
+    def learn(entries: Entries) -> None:
         entries.setdefault(endpoint, {})[model.strip()] = {
             "window": window,
             "learned_at": time.time(),
         }
-        _write(path, entries)
+
+    _update(_path(settings), learn)
 
 
 def apply_learned_window(budget: Budget, settings: Settings, model: str) -> None:

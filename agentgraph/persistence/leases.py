@@ -225,9 +225,17 @@ class SqliteLeases:
 
     _MARK = "?"  # sqlite3's parameter placeholder
 
-    def __init__(self, path: Path, busy_timeout_s: float) -> None:
+    def __init__(self, path: Path, busy_timeout_s: float, *, read_only: bool = False) -> None:
+        """Leases in the SQLite file ``path``, connected when first used.
+
+        Args:
+            path: The store's file.
+            busy_timeout_s: How long to wait for another process's lock.
+            read_only: Only check holders (a read-only home): nothing is created.
+        """
         self._path = path
         self._timeout = busy_timeout_s
+        self._read_only = read_only
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
         self._held: set[str] = set()
@@ -239,9 +247,12 @@ class SqliteLeases:
             from agentgraph.persistence.store import connect_sqlite
 
             # The store's connections have the file open: no header read (see there).
-            conn = connect_sqlite(self._path, self._timeout, check_header=False)
+            conn = connect_sqlite(
+                self._path, self._timeout, check_header=False, read_only=self._read_only
+            )
             conn.isolation_level = None  # transactions are begun explicitly below
-            conn.execute(_SQLITE_CREATE)
+            if not self._read_only:
+                conn.execute(_SQLITE_CREATE)
             self._conn = conn
         return self._conn
 
@@ -294,7 +305,13 @@ class SqliteLeases:
         with self._lock:
             if thread_id in self._held:
                 return None
-            current = _stored_holder(self._db(), thread_id, self._MARK)
+            try:
+                current = _stored_holder(self._db(), thread_id, self._MARK)
+            except sqlite3.OperationalError as exc:
+                # A read-only file no process has taken a lease in has no table.
+                if not self._read_only or "no such table" not in str(exc):
+                    raise
+                current = None
         if current is None or current.is_me() or not current.alive():
             return None
         return current

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from agentgraph.config import SQLITE_BUSY_TIMEOUT_S_DEFAULT, Settings
 from agentgraph.errors import StoreError
@@ -203,6 +204,48 @@ def _check_sqlite_file(path: Path) -> None:
 QUICK_CHECK_MAX_BYTES = 2 * 1024**3
 
 
+def connect_read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """A connection that never writes ``path`` or its folder.
+
+    ``mode=ro`` first: it reads a WAL another process may be writing, through the
+    ``-shm`` file. On a read-only folder without that file SQLite cannot open a WAL
+    database so, and the file is opened ``immutable`` (no locks, no ``-shm``): nothing
+    can be writing to a file on a read-only folder through this folder either.
+
+    Raises:
+        sqlite3.Error: The file cannot be opened even so.
+    """
+    uri = f"file:{quote(str(path))}"
+    try:
+        conn = sqlite3.connect(
+            f"{uri}?mode=ro", uri=True, timeout=busy_timeout_s, check_same_thread=False
+        )
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as exc:
+        if "unable to open" not in str(exc) or not path.is_file():
+            raise
+    conn = sqlite3.connect(
+        f"{uri}?immutable=1", uri=True, timeout=busy_timeout_s, check_same_thread=False
+    )
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    return conn
+
+
+def home_is_read_only(settings: Settings) -> bool:
+    """Whether the SQLite store's folder exists and nothing can be written in it.
+
+    Args:
+        settings: Supplies the store's path.
+
+    Returns:
+        False for a Postgres store, a writable folder or one not made yet.
+    """
+    database_url = settings.database_url.get_secret_value() if settings.database_url else ""
+    folder = settings.db_path.parent
+    return not database_url.strip() and folder.is_dir() and _write_problem(folder) is not None
+
+
 def verify_sqlite_file(path: Path, busy_timeout_s: float) -> None:
     """Check the file's structure through a read-only connection, before any write.
 
@@ -215,7 +258,7 @@ def verify_sqlite_file(path: Path, busy_timeout_s: float) -> None:
     if not path.exists() or path.stat().st_size > QUICK_CHECK_MAX_BYTES:
         return
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_timeout_s)
+        conn = connect_read_only(path, busy_timeout_s)
     except sqlite3.Error as exc:
         raise describe_sqlite_error(path, exc, busy_timeout_s) from exc
     try:
@@ -287,7 +330,11 @@ def _enable_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
 
 
 def connect_sqlite(
-    path: Path, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S_DEFAULT, *, check_header: bool = True
+    path: Path,
+    busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S_DEFAULT,
+    *,
+    check_header: bool = True,
+    read_only: bool = False,
 ) -> sqlite3.Connection:
     """Open ``path`` with WAL and a busy timeout so several processes can share it.
 
@@ -300,10 +347,18 @@ def connect_sqlite(
             telling other processes the WAL is in use; the next process to close its
             last connection then deletes the WAL under this one, whose later commits
             go to the deleted file and are lost.
+        read_only: Only read (:func:`connect_read_only`): nothing created or set.
 
     Raises:
         StoreError: the file is corrupt, locked or unreadable.
     """
+    if read_only:
+        if check_header:
+            _check_sqlite_file(path)
+        try:
+            return connect_read_only(path, busy_timeout_s)
+        except sqlite3.Error as exc:
+            raise describe_sqlite_error(path, exc, busy_timeout_s) from exc
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -336,7 +391,7 @@ _FILES_IN_USE: collections.Counter[str] = collections.Counter()
 _FILES_IN_USE_LOCK = threading.Lock()
 
 
-def _connect_checked(path: Path, timeout: float) -> sqlite3.Connection:
+def _connect_checked(path: Path, timeout: float, *, read_only: bool = False) -> sqlite3.Connection:
     """A connection to ``path`` for a store, the file checked first unless already held.
 
     Raises:
@@ -348,7 +403,7 @@ def _connect_checked(path: Path, timeout: float) -> sqlite3.Connection:
         if first:
             _check_sqlite_file(path)
             verify_sqlite_file(path, timeout)
-        conn = connect_sqlite(path, timeout, check_header=first)
+        conn = connect_sqlite(path, timeout, check_header=first, read_only=read_only)
         _FILES_IN_USE[key] += 1
     return conn
 
@@ -364,17 +419,24 @@ def _release(path: Path, *conns: sqlite3.Connection) -> None:
             del _FILES_IN_USE[key]
 
 
-def _open_checked_sqlite(settings: Settings) -> tuple[Path, float, sqlite3.Connection]:
+def _open_checked_sqlite(
+    settings: Settings, *, read_only: bool = False
+) -> tuple[Path, float, sqlite3.Connection]:
     """The SQLite file's path, busy timeout and a connection, after the file checks."""
     path = settings.db_path
     timeout = settings.sqlite_busy_timeout_s
-    return path, timeout, _connect_checked(path, timeout)
+    return path, timeout, _connect_checked(path, timeout, read_only=read_only)
 
 
 @contextmanager
-def open_store(settings: Settings) -> Iterator[Store]:
+def open_store(settings: Settings, *, read_only: bool = False) -> Iterator[Store]:
     """Open the configured store (SQLite file under ``AGENTGRAPH_HOME``, or PostgreSQL
     when ``AGENTGRAPH_DATABASE_URL`` is set).
+
+    Args:
+        settings: Supplies the home folder or the database URL.
+        read_only: Only read the SQLite files (a read-only home): no set-up or
+            migration runs, the long-term memory is not opened and leases are only read.
 
     Raises:
         StoreError: the store cannot be opened.
@@ -388,6 +450,10 @@ def open_store(settings: Settings) -> Iterator[Store]:
             pool_max_size=settings.postgres_pool_max_size,
             connect_timeout_s=settings.postgres_connect_timeout_s,
         ) as store:
+            yield store
+        return
+    if read_only:
+        with _open_read_only_store(settings) as store:
             yield store
         return
     path, timeout, conn = _open_checked_sqlite(settings)
@@ -439,6 +505,35 @@ def open_store(settings: Settings) -> Iterator[Store]:
         _release(memory_path, memory_conn)
 
 
+@contextmanager
+def _open_read_only_store(settings: Settings) -> Iterator[Store]:
+    """The SQLite store opened only to read: checkpoints, the index, leases to check.
+
+    The tables a writing process created are used as they are (a store from before a
+    migration is read as far as it goes); search history and memory are left closed.
+    """
+    path, timeout, conn = _open_checked_sqlite(settings, read_only=True)
+    try:
+        index_conn = connect_sqlite(path, timeout, check_header=False, read_only=True)
+    except StoreError:
+        _release(path, conn)
+        raise
+    leases = SqliteLeases(path, timeout, read_only=True)
+    try:
+        from agentgraph.persistence.saver import AgentSqliteSaver
+
+        saver = AgentSqliteSaver(conn)
+        saver.is_setup = True  # set up by the process that wrote the file
+        try:
+            index = SqliteSessionIndex(index_conn)
+        except sqlite3.Error as exc:
+            raise describe_sqlite_error(path, exc, timeout) from exc
+        yield Store(checkpointer=saver, index=index, location=str(path), path=path, leases=leases)
+    finally:
+        leases.close()
+        _release(path, conn, index_conn)
+
+
 def open_sqlite_memory(conn: sqlite3.Connection, lock_path: Path | None = None) -> BaseStore:
     """LangGraph's ``SqliteStore`` over ``conn`` (its own file), set up.
 
@@ -466,8 +561,12 @@ def open_sqlite_memory(conn: sqlite3.Connection, lock_path: Path | None = None) 
 
 
 @contextmanager
-def open_index(settings: Settings) -> Iterator[SessionIndex]:
+def open_index(settings: Settings, *, read_only: bool = False) -> Iterator[SessionIndex]:
     """Open the session index alone (``sessions list``): no checkpointer is loaded.
+
+    Args:
+        settings: Supplies the home folder or the database URL.
+        read_only: Only read the SQLite file (a read-only home).
 
     Raises:
         StoreError: the store cannot be opened.
@@ -477,7 +576,7 @@ def open_index(settings: Settings) -> Iterator[SessionIndex]:
         with open_store(settings) as store:
             yield store.index
         return
-    path, timeout, conn = _open_checked_sqlite(settings)
+    path, timeout, conn = _open_checked_sqlite(settings, read_only=read_only)
     try:
         try:
             index = SqliteSessionIndex(conn)

@@ -35,7 +35,9 @@ from agentgraph.tools.search import (
 )
 from agentgraph.tools.workspace import (
     SKIPPED_DIR_NAMES,
+    LinkCensus,
     artifacts_dir_from_runtime,
+    containing_folder,
     display_path,
     resolve_in_workspace,
     resolve_readable,
@@ -424,7 +426,12 @@ def page_of_read(message: Any, max_tokens: int, counter: PageCounter) -> str | N
 
 
 def read_text_file(
-    real: Path, shown: str, offset: int = 0, limit: int = READ_FILE_MAX_LINES
+    real: Path,
+    shown: str,
+    offset: int = 0,
+    limit: int = READ_FILE_MAX_LINES,
+    *,
+    links: LinkCensus | None = None,
 ) -> str:
     """Render a window of a text file, each line prefixed with its number and a tab.
 
@@ -437,6 +444,8 @@ def read_text_file(
         shown: The path as shown to the model.
         offset: 0-based index of the first line to show.
         limit: How many lines to show (capped at :data:`READ_FILE_MAX_LINES`).
+        links: The hard links of the folder the file is in: a file with a link
+            elsewhere is refused. None reads any file (one the user named).
 
     Returns:
         The numbered lines, followed by a paging note when the file was not
@@ -454,6 +463,8 @@ def read_text_file(
     st = _require_regular_file(real, shown)
     try:
         with open(real, "rb") as handle:
+            if links is not None:  # the file opened, not the one stat'ed before
+                links.require_inside(os.fstat(handle.fileno()), shown)
             kind = binary_kind(handle.read(BINARY_SNIFF_BYTES), real.name)
             if kind is not None:
                 raise ToolError(
@@ -605,6 +616,7 @@ def plan_edit(
     if old_string == new_string:
         raise ToolError("old_string and new_string are identical; there is nothing to change")
     st = _require_regular_file(real, shown)
+    LinkCensus(root).require_inside(st, shown)
     if st.st_size > EDIT_FILE_MAX_BYTES:
         raise ToolError(
             f"{shown} is {human_size(st.st_size)}; edit_file handles files up to "
@@ -933,12 +945,15 @@ def grep_files(
     else:
         base = target.parent
         candidates = iter([(target.name, os.stat(target))])
+    links = LinkCensus(root)
     found: list[str] = []
     total = 0
     too_large = 0
     for rel, st in candidates:
         if not stat.S_ISREG(st.st_mode):
             continue  # symlinks (may point outside), FIFOs, devices
+        if links.links_inside(st) < st.st_nlink:
+            continue  # a hard link to a file elsewhere, like a symlink leading out
         if name_filter is not None:
             subject = rel if filter_on_path else rel.rsplit("/", 1)[-1]
             if not name_filter.fullmatch(subject):
@@ -985,8 +1000,11 @@ def _bytes_for_diff(workspace: str, path: str) -> bytes | None:
 
     try:
         real = resolve_in_workspace(workspace, path)
-        if real.stat().st_size > DIFF_MAX_INPUT_BYTES or not real.is_file():
+        st = real.stat()
+        if st.st_size > DIFF_MAX_INPUT_BYTES or not real.is_file():
             return None
+        if LinkCensus(workspace_root(workspace)).links_inside(st) < st.st_nlink:
+            return None  # a file elsewhere: not shown, not even to the user
         return real.read_bytes()
     except (OSError, ToolError):
         return None
@@ -1013,6 +1031,13 @@ def _send_diff(
     if redactor is not None:  # a written .env must not leak
         event["diff"] = redactor.redact(event["diff"])
     emit(event)
+
+
+def _skill_dirs(runtime: AgentToolRuntime) -> list[str]:
+    """The loaded skills' folders (state ``skill_dirs``)."""
+    state = runtime.state
+    folders = state.get("skill_dirs") if isinstance(state, dict) else None
+    return [folder for folder in folders or [] if isinstance(folder, str)]
 
 
 def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
@@ -1049,9 +1074,7 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
         except ToolError as exc:
             # Loaded skills' folders (state "skill_dirs") are readable by absolute path,
             # even outside the workspace, like the artifacts folder.
-            state = runtime.state
-            folders = state.get("skill_dirs") if isinstance(state, dict) else None
-            for folder in folders or []:
+            for folder in _skill_dirs(runtime):
                 try:
                     real = resolve_readable(workspace, path, artifacts_dir=folder)
                     break
@@ -1059,7 +1082,12 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
                     continue
             else:
                 raise exc
-        return read_text_file(real, display_path(workspace, real), offset, limit)
+        folder = containing_folder(
+            real, workspace, artifacts_dir_from_runtime(runtime), *_skill_dirs(runtime)
+        )
+        return read_text_file(
+            real, display_path(workspace, real), offset, limit, links=LinkCensus(folder)
+        )
 
     @tool("write_file", parse_docstring=True)
     def write_file_tool(path: str, content: str, runtime: AgentToolRuntime) -> str:

@@ -4,10 +4,16 @@ Every path a tool receives from the model goes through
 :func:`resolve_in_workspace`, which returns the real (symlink-free) path or
 raises :class:`ToolError`. Tools then operate on that real path only, so a
 symlink inside the workspace cannot redirect a later open() outside it.
+
+A hard link has no direction to follow: a file with several links is read only when
+:class:`LinkCensus` finds every one of them inside the folder, so a link to a file
+elsewhere (a key, a credentials file) is refused like a symlink leading out.
 """
 
 import os
+import stat
 import time
+from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -25,6 +31,11 @@ SKIPPED_DIR_NAMES = frozenset({".git", "node_modules", ".venv", "__pycache__"})
 SAME_NAME_MAX_SUGGESTIONS = 3
 SAME_NAME_SCAN_MAX_ENTRIES = 20_000
 SAME_NAME_SCAN_TIMEOUT_S = 0.5
+# A file with several hard links is read only when all of them are found inside the
+# folder, by one walk of it within these bounds; past them it is refused (not knowing
+# where its other links are).
+HARD_LINK_SCAN_MAX_ENTRIES = 200_000
+HARD_LINK_SCAN_TIMEOUT_S = 2.0
 
 
 def _echo(path: str) -> str:
@@ -288,3 +299,102 @@ def artifacts_dir_from_runtime(runtime: Any) -> str | None:
         The folder, or None when the run has none.
     """
     return context_of(runtime).artifacts_dir or None
+
+
+class LinkCensus:
+    """Where the hard links of a folder's multi-link files are: all inside it, or not.
+
+    The folder is walked once, when a file with more than one link is first asked about
+    (nearly every workspace has none, and then nothing is walked). Links are counted by
+    device and inode of every regular file, symlinks not followed.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        """Count links under ``root`` when first needed.
+
+        Args:
+            root: The folder (real path) whose files are read.
+        """
+        self._root = str(root)
+        self._counts: Counter[tuple[int, int]] | None = None
+        self._complete = False
+
+    def _walk(self) -> Counter[tuple[int, int]]:
+        counts: Counter[tuple[int, int]] = Counter()
+        seen = 0
+        deadline = time.monotonic() + HARD_LINK_SCAN_TIMEOUT_S
+        pending = [self._root]
+        while pending:
+            folder = pending.pop()
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        seen += 1
+                        if seen > HARD_LINK_SCAN_MAX_ENTRIES or time.monotonic() > deadline:
+                            return counts
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            # A stat, not the listing's inode number: overlay file systems
+                            # may list another number than stat gives.
+                            st = entry.stat(follow_symlinks=False)
+                            if st.st_nlink > 1:
+                                counts[(st.st_dev, st.st_ino)] += 1
+            except OSError:
+                return counts  # a folder not read may hold the other links
+        self._complete = True
+        return counts
+
+    def links_inside(self, st: os.stat_result) -> int:
+        """How many of the file's links were found inside the folder.
+
+        Args:
+            st: The file's ``stat`` (of the open file, ideally).
+
+        Returns:
+            The count; all of ``st.st_nlink`` for a file with one link (not walked).
+        """
+        if st.st_nlink <= 1 or not stat.S_ISREG(st.st_mode):
+            return st.st_nlink
+        if self._counts is None:
+            self._counts = self._walk()
+        return self._counts[(st.st_dev, st.st_ino)]
+
+    def require_inside(self, st: os.stat_result, shown: str) -> None:
+        """Refuse a file that has a hard link outside the folder.
+
+        Args:
+            st: The file's ``stat``.
+            shown: The path as shown to the model.
+
+        Raises:
+            ToolError: Not every link of the file was found inside the folder.
+        """
+        inside = self.links_inside(st)
+        if inside >= st.st_nlink:
+            return
+        where = (
+            f"only {inside} of its {st.st_nlink} hard links are inside the workspace"
+            if self._complete
+            else f"it has {st.st_nlink} hard links and the workspace is too large to find them"
+        )
+        raise ToolError(
+            f"{shown} is refused: {where}; a hard link to a file elsewhere is treated "
+            "like a symlink leading outside the workspace"
+        )
+
+
+def containing_folder(real: Path, *folders: str | Path | None) -> str:
+    """The first of ``folders`` (by real path) that holds ``real``.
+
+    Args:
+        real: A path :func:`resolve_readable` returned.
+        folders: The folders it may be in, the workspace first.
+
+    Returns:
+        That folder's real path; ``real``'s parent when none holds it.
+    """
+    for folder in folders:
+        if folder is not None and _is_within(str(real), os.path.realpath(folder)):
+            return os.path.realpath(folder)
+    return str(real.parent)

@@ -156,3 +156,37 @@ def test_model_that_calls_tools_forever_stops_at_max_loops(
     model2 = ScriptedChatModel([ai_tools(("now", {})), ai_text("fresh")])
     agent.deps.model = model2
     assert agent.run_turn("forever", "again", workspace).answer == "fresh"
+
+
+def test_a_hard_link_to_a_file_outside_is_refused_like_a_symlink(
+    agent_for: Callable[..., Agent], tmp_path: Path, workspace: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "credentials"
+    secret.write_text("token = hunter2-outside\n")
+    os.link(secret, workspace / "notes.txt")
+    # Two links, both inside: an ordinary file to the tools.
+    (workspace / "a.txt").write_text("shared inside\n")
+    os.link(workspace / "a.txt", workspace / "b.txt")
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("read_file", {"path": "notes.txt"}),
+        ("edit_file", {"path": "notes.txt", "old_string": "token", "new_string": "pwned"}),
+        ("grep", {"pattern": "hunter2|shared", "path": "."}),
+        ("grep", {"pattern": "hunter2", "path": "notes.txt"}),
+        ("read_file", {"path": "b.txt"}),
+    ]
+    model = ScriptedChatModel([*(ai_tools(call) for call in calls), ai_text("done")])
+    agent = agent_for(model, MAX_LOOPS=len(calls) + 1)
+    assert agent.run_turn("hardlink", "read my notes", workspace).answer == "done"
+    results = [m for m in agent.messages("hardlink") if isinstance(m, ToolMessage)]
+    texts = [str(m.content) for m in results]
+    assert all("hunter2-outside" not in text for text in texts), texts
+    read, edit, grep_all, grep_one, inside = results
+    assert read.status == "error" and "hard link" in str(read.content), read.content
+    assert edit.status == "error" and "hard link" in str(edit.content), edit.content
+    assert "a.txt:1: shared inside" in str(grep_all.content), grep_all.content
+    assert "b.txt:1: shared inside" in str(grep_all.content), grep_all.content
+    assert str(grep_one.content).startswith("no matches"), grep_one.content
+    assert inside.status != "error" and "shared inside" in str(inside.content), inside.content
+    assert secret.read_text() == "token = hunter2-outside\n"
