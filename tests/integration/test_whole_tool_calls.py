@@ -222,3 +222,26 @@ def test_a_reply_that_is_not_streamed_runs_only_whole_calls_too(
     assert (workspace / "ok.txt").read_text() == "whole"
     assert not (workspace / "cut.txt").exists()
     assert sum("not valid JSON" in r for r in seen[0]) == 1, seen[0]
+
+
+def test_at_the_output_limit_only_the_cut_call_is_held_back(home: Path, workspace: Path) -> None:
+    """Finish reason ``length``: the call being written when the limit hit is the cut one;
+    a whole call before it runs as it always did."""
+    seen: list[list[str]] = []
+    script = [
+        {
+            "tool_calls": [
+                {"name": "write_file", "arguments": {"path": "first.txt", "content": "whole"}},
+                {"name": "write_file", "arguments": '{"path": "second.txt", "content": "ha'},
+            ],
+            "finish_reason": "length",
+        },
+        _answer_with_results(seen),
+    ]
+    with FakeOpenAIServer(script) as server:
+        res = run_cli(["run", "go", "--json"], cwd=workspace, env=server_env(home, server.url, KEY))
+        assert server.violations == []
+    assert res.returncode == 0, res.stderr
+    assert (workspace / "first.txt").read_text() == "whole"
+    assert not (workspace / "second.txt").exists()
+    assert len(seen[0]) == 2 and "output token limit" in seen[0][1], seen[0]
