@@ -45,7 +45,7 @@ from agentgraph.mcp import McpManager
 from agentgraph.mentions import resolve_mentions, user_content
 from agentgraph.middleware import context_pipeline
 from agentgraph.middleware.events import EVENT_SINK_KEY
-from agentgraph.model import build_chat_model
+from agentgraph.model import build_chat_model, text_tool_calls_on
 from agentgraph.nodes.tools import tool_output_cap_tokens
 from agentgraph.persistence.delta import messages_delta_reducer
 from agentgraph.persistence.index import SessionInfo, shorten_title
@@ -849,7 +849,7 @@ class Agent:
         # mode would walk the whole transcript at every node start.
         config["callbacks"] = [
             CancelGuard(turn.cancelled),
-            TokenStreamer(hold_text_calls=self.settings.text_tool_calls),
+            TokenStreamer(hold_text_calls=text_tool_calls_on(self.settings)),
         ]
         stream: Iterator[Any] = self.graph.stream(
             graph_input,

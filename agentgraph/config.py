@@ -57,6 +57,12 @@ POSTGRES_CONNECT_TIMEOUT_S_DEFAULT = 10.0
 DB_PASSWORD_REDACT_MIN_CHARS = 8
 
 
+# Text-written tool calls understood only where needed (a local endpoint) by default.
+TEXT_TOOL_CALLS_DEFAULT: Literal["auto", "on", "off"] = "auto"
+# How an on/off setting that used to be a boolean may still be written.
+TEXT_TOOL_CALLS_TRUE_WORDS = frozenset({"true", "1", "yes"})
+TEXT_TOOL_CALLS_FALSE_WORDS = frozenset({"false", "0", "no"})
+
 DEFAULT_USER_ID = "user"
 USER_ID_MAX_CHARS = 128
 
@@ -196,8 +202,11 @@ class Settings(BaseSettings):
     mcp_trust_workspace: bool = Field(
         False, validation_alias=_env("AGENTGRAPH_MCP_TRUST_WORKSPACE")
     )
-    # Turn tool calls a local model wrote as text (JSON, <tool_call> tags) into real calls.
-    text_tool_calls: bool = Field(True, validation_alias=_env("AGENTGRAPH_TEXT_TOOL_CALLS"))
+    # Turn tool calls a model wrote as text (JSON, <tool_call> tags) into real calls:
+    # auto = only for a local endpoint (agentgraph.model.text_tool_calls_on), on, off.
+    text_tool_calls: Literal["auto", "on", "off"] = Field(
+        TEXT_TOOL_CALLS_DEFAULT, validation_alias=_env("AGENTGRAPH_TEXT_TOOL_CALLS")
+    )
     # Whether the model takes images: auto = its profile, else known model families.
     vision: Literal["auto", "on", "off"] = Field("auto", validation_alias=_env("AGENTGRAPH_VISION"))
     # write_file / edit_file: "ask" pauses the run for the user's approval of each change.
@@ -306,6 +315,17 @@ class Settings(BaseSettings):
             UserConfigSource(settings_cls, DEFAULT_HOME),
             file_secret_settings,
         )
+
+    @field_validator("text_tool_calls", mode="before")
+    @classmethod
+    def _text_tool_calls_switch(cls, value: object) -> object:
+        # The setting was a boolean before it had "auto": true/false still mean on/off.
+        text = str(value).strip().lower()
+        if value is True or text in TEXT_TOOL_CALLS_TRUE_WORDS:
+            return "on"
+        if value is False or text in TEXT_TOOL_CALLS_FALSE_WORDS:
+            return "off"
+        return text if isinstance(value, str) else value
 
     @field_validator("home", mode="after")
     @classmethod

@@ -122,6 +122,28 @@ def endpoint_url(settings: Settings, model: str | None = None) -> str | None:
     return _openai_base_url(settings, provider)
 
 
+def text_tool_calls_on(settings: Settings, model: str | None = None) -> bool:
+    """Whether tool calls ``model`` writes as text are turned into real calls.
+
+    ``AGENTGRAPH_TEXT_TOOL_CALLS=on`` or ``off`` decides. ``auto`` (the default) turns
+    them on only for a local endpoint: the base URL requests go to (``OPENAI_BASE_URL``,
+    else the local server a prefix such as ``ollama:`` names) is on this machine or a
+    private network (loopback, private and link-local addresses, ``localhost``,
+    ``*.local`` …). Small local models need it; a hosted model has real tool calls, and
+    its text (a fenced JSON block in an answer) is never run as a call. A port says
+    nothing about who answers on it, so none counts.
+
+    Args:
+        settings: The settings.
+        model: The model name (default: ``settings.model``).
+    """
+    if settings.text_tool_calls != "auto":
+        return settings.text_tool_calls == "on"
+    from agentgraph.context.served_windows import is_local_endpoint
+
+    return is_local_endpoint(endpoint_url(settings, model))
+
+
 def _openai_base_url(settings: Settings, provider: str | None) -> str | None:
     """``OPENAI_BASE_URL``, else the local server a provider prefix names (None: OpenAI)."""
     if settings.base_url:

@@ -14,7 +14,8 @@ The rule is conservative on purpose: a reply is rewritten only when every JSON c
 found in the chosen syntax is a well-formed call of a declared tool. Prose that merely
 contains JSON (an example config, an API response the model quotes) names no declared
 tool and is left alone; a call of an undeclared tool is reported in ``rejected`` so the
-caller can tell the model, and the text is kept as it was.
+caller can tell the model, and the text is kept as it was. Nothing is completed: a call
+whose JSON (or whose arguments string) is cut or broken stays text.
 """
 
 from __future__ import annotations
@@ -123,7 +124,9 @@ def _as_call(obj: Any) -> tuple[str, dict[str, Any]] | None:
     args: Any = obj.get("arguments", obj.get("parameters", obj.get("args", {})))
     if isinstance(args, str):  # OpenAI sends arguments as a JSON string
         args = _loads(args) if args.strip() else {}
-    if args is None:
+        if args is None:
+            return None  # half-written (or not JSON): never completed into a call
+    if args is None:  # an explicit null: no arguments
         args = {}
     if not isinstance(args, dict):
         return None

@@ -43,6 +43,7 @@ from agentgraph.middleware.prompt_view import PromptViewMiddleware
 from agentgraph.middleware.retry import RetryMiddleware
 from agentgraph.middleware.served_window import ServedWindowMiddleware
 from agentgraph.middleware.text_tool_calls import TextToolCallsMiddleware
+from agentgraph.model import text_tool_calls_on
 
 __all__ = [
     "ContextPipeline",
@@ -235,7 +236,7 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
             RetryPolicy(max_retries=settings.provider_max_retries), sleep=deps.sleep, emit=emit
         ),
         empty_reply=EmptyReplyMiddleware(emit=emit),
-        text_calls=TextToolCallsMiddleware(emit=emit) if settings.text_tool_calls else None,
+        text_calls=TextToolCallsMiddleware(emit=emit) if text_tool_calls_on(settings) else None,
         masking=ObservationMaskingMiddleware(view, threshold=settings.mask_threshold, emit=emit),
         caching=PromptCachingMiddleware(),
         served_window=(

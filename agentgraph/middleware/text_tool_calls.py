@@ -3,8 +3,11 @@
 When the request declared tools and the reply has no ``tool_calls`` but its text is a
 call (or several) of declared tools — bare JSON, fenced JSON or ``<tool_call>`` tags —
 the reply is rewritten into an ``AIMessage`` with those ``tool_calls`` and the prose
-around them as content (see :mod:`agentgraph.text_tool_calls` for the rules). The user
-is told once per unit; a text call of an undeclared tool stays text and is reported.
+around them as content (see :mod:`agentgraph.text_tool_calls` for the rules), and marked
+(``text_tool_calls`` in its agentgraph marker). The user is told once per unit; a text
+call of an undeclared tool stays text and is reported. The pipeline has this unit only
+where it is wanted (:func:`agentgraph.model.text_tool_calls_on`: a local endpoint, or
+``AGENTGRAPH_TEXT_TOOL_CALLS=on``).
 
 Hook: ``wrap_model_call`` (innermost: each attempt's reply is checked).
 """
@@ -17,10 +20,15 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool
 
+from agentgraph.history.kinds import with_marker
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.text_tool_calls import extract_text_tool_calls
 
-__all__ = ["TextToolCallsMiddleware"]
+__all__ = ["TEXT_TOOL_CALLS_KEY", "TextToolCallsMiddleware"]
+
+# Set in a rewritten reply's marker: its calls were written as text (the transcript says
+# so, as the notice told the user).
+TEXT_TOOL_CALLS_KEY = "text_tool_calls"
 
 
 def _tool_names(request: ModelRequest) -> set[str]:
@@ -94,6 +102,9 @@ class TextToolCallsMiddleware(AgentMiddleware):
                     "tool calls",
                 }
             )
-        fixed = ai.model_copy(update={"content": found.text, "tool_calls": found.calls})
+        fixed = with_marker(
+            ai.model_copy(update={"content": found.text, "tool_calls": found.calls}),
+            **{TEXT_TOOL_CALLS_KEY: True},
+        )
         result = [fixed if m is ai else m for m in response.result]
         return ModelResponse(result=result, structured_response=response.structured_response)

@@ -43,15 +43,18 @@ def repair_invalid_tool_calls(ai: AIMessage) -> AIMessage:
 
     A provider replays ``invalid_tool_calls`` as tool calls, so each needs a result;
     keeping them as ordinary calls with a marker argument gets them one. When the reply
-    stopped at the output token limit, the last parsed call is treated as cut too: a
-    streamed reply's partial JSON is closed by the parser, so a cut ``write_file`` would
-    otherwise write a truncated file and report success. (If it was complete after
-    all, the model is asked to send it again: a retry, never a truncated file.)
+    stopped at the output token limit, the call being written then is the cut one: one
+    whose JSON did not close is invalid already (the model call keeps only whole calls,
+    :mod:`agentgraph.tool_arguments`); when none is, the last parsed call is treated as
+    cut, since where the raw arguments were not at hand LangChain's partial-JSON parser
+    may have closed it (a cut ``write_file`` would write a truncated file and report
+    success). If it was complete after all, the model is asked to send it again: a
+    retry, never a truncated file.
     """
     calls = list(ai.tool_calls)
     invalid: list[Any] = list(ai.invalid_tool_calls)
     cut = hit_output_limit(ai)
-    if cut and calls:
+    if cut and calls and not invalid:
         last = calls.pop()
         text = json.dumps(last["args"], ensure_ascii=False)
         invalid.append({"name": last["name"], "args": text, "id": last["id"]})

@@ -18,6 +18,7 @@ from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain_core.exceptions import ContextOverflowError, ModelError
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime, get_runtime
 
@@ -27,6 +28,7 @@ from agentgraph.deps import AgentDeps
 from agentgraph.errors import ProviderFailure
 from agentgraph.history import extends
 from agentgraph.middleware import PipelineResult, compose, context_pipeline
+from agentgraph.tool_arguments import StreamedArguments, raw_calls, whole_calls
 
 __all__ = ["BOUND_MODELS_MAX_ENTRIES", "ModelCallResult", "ToolBindings", "make_model_call"]
 
@@ -162,9 +164,14 @@ def make_model_call(deps: AgentDeps) -> ModelCall:
                 model = bindings.bind(model, request.tools, request.tool_choice)
             if request.model_settings:
                 model = model.bind(**request.model_settings)
-            ai = model.invoke(prompt, config)
+            # The streamed chunks hold the calls' raw arguments, which the merged reply
+            # no longer has: only calls whose arguments arrived whole may run.
+            streamed = StreamedArguments()
+            ai = model.invoke(prompt, merge_configs(config, {"callbacks": [streamed]}))
             if not isinstance(ai, AIMessage):  # pragma: no cover - defensive for odd models
                 ai = AIMessage(content=str(getattr(ai, "content", ai)))
+            if ai.tool_calls or ai.invalid_tool_calls:
+                ai = whole_calls(ai, streamed.calls() or raw_calls(ai))
             return ModelResponse(result=[ai])
 
         request = ModelRequest(

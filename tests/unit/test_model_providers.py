@@ -64,3 +64,47 @@ def test_a_base_url_without_a_scheme_is_a_settings_error(
 
     with pytest.raises(ValidationError, match="http:// or https://"):
         make_settings(OPENAI_BASE_URL="notaurl")
+
+
+@pytest.mark.parametrize(
+    ("env", "on"),
+    [
+        ({"OPENAI_BASE_URL": "http://127.0.0.1:8080/v1"}, True),
+        ({"OPENAI_BASE_URL": "http://localhost:11434/v1"}, True),
+        ({"OPENAI_BASE_URL": "http://192.168.1.20:8000/v1"}, True),
+        ({"OPENAI_BASE_URL": "http://gpu-box.lan:8080/v1"}, True),
+        ({"OPENAI_BASE_URL": "https://api.openai.com/v1"}, False),
+        ({"OPENAI_BASE_URL": "https://llm.example.com:11434/v1"}, False),  # a port is no rule
+        ({"OPENAI_BASE_URL": None, "AGENTGRAPH_MODEL": "gpt-4o-mini"}, False),
+        ({"OPENAI_BASE_URL": None, "AGENTGRAPH_MODEL": "ollama:qwen2.5-coder:7b"}, True),
+        ({"OPENAI_BASE_URL": None, "AGENTGRAPH_MODEL": "anthropic:claude-sonnet-4-5"}, False),
+        (
+            {"OPENAI_BASE_URL": "https://api.openai.com/v1", "AGENTGRAPH_TEXT_TOOL_CALLS": "on"},
+            True,
+        ),
+        (
+            {"OPENAI_BASE_URL": "http://127.0.0.1:8080/v1", "AGENTGRAPH_TEXT_TOOL_CALLS": "off"},
+            False,
+        ),
+        # The setting was a boolean: its old values keep their meaning.
+        (
+            {"OPENAI_BASE_URL": "https://api.openai.com/v1", "AGENTGRAPH_TEXT_TOOL_CALLS": "true"},
+            True,
+        ),
+        ({"OPENAI_BASE_URL": "http://127.0.0.1:8080/v1", "AGENTGRAPH_TEXT_TOOL_CALLS": "0"}, False),
+    ],
+)
+def test_text_tool_calls_are_understood_for_local_endpoints_or_by_setting(
+    make_settings: Callable[..., Settings], env: dict[str, str | None], on: bool
+) -> None:
+    from agentgraph.model import text_tool_calls_on
+
+    assert text_tool_calls_on(make_settings(**env)) is on
+
+
+def test_text_tool_calls_setting_refuses_other_values(
+    make_settings: Callable[..., Settings],
+) -> None:
+    assert make_settings().text_tool_calls == "auto"
+    with pytest.raises(ValueError, match="AGENTGRAPH_TEXT_TOOL_CALLS"):
+        make_settings(AGENTGRAPH_TEXT_TOOL_CALLS="sometimes")

@@ -302,3 +302,14 @@ def test_broken_starts_and_broken_elements_before_a_call_leave_the_reply_alone()
     found = extract_text_tool_calls(f"Trying.\n{call}", TOOLS)
     assert [(c["name"], c["args"]) for c in found.calls] == [("read_file", {"path": "a.py"})]
     assert extract_text_tool_calls(few + call, TOOLS).calls == []  # broken siblings: text
+
+
+def test_a_call_whose_arguments_string_is_cut_stays_text() -> None:
+    """Nothing completes a half-written call: neither the JSON nor its arguments string."""
+    cut = json.dumps({"name": "run_bash", "arguments": '{"command": "echo HALF > half.txt'})
+    for text in (cut, f"```json\n{cut}\n```", f"<tool_call>\n{cut}\n</tool_call>"):
+        assert extract_text_tool_calls(text, TOOLS).calls == [], text
+    whole = json.dumps({"name": "run_bash", "arguments": '{"command": "ls"}'})
+    assert names_args(whole) == [("run_bash", {"command": "ls"})]
+    cut_object = '```json\n{"name": "run_bash", "arguments": {"command": "echo HALF"\n```'
+    assert extract_text_tool_calls(cut_object, TOOLS).calls == []
