@@ -139,7 +139,8 @@ def add_session_commands(ssub: Any, common: argparse.ArgumentParser) -> None:
     clean.add_argument(
         "--older-than",
         metavar="AGE",
-        help="age like 30d, 12h or 90m (default: AGENTGRAPH_CLEANUP_DAYS, else 30d)",
+        help="age: days (30d), hours (12h) or minutes (90m) (default: "
+        "AGENTGRAPH_CLEANUP_DAYS, else 30d)",
     )
     clean.add_argument("--dry-run", action="store_true", help="only list what would go")
     ssub.add_parser(
