@@ -189,9 +189,15 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             from agentgraph.cli.slash_integrations import follow_session_model
 
             follow_session_model(ctx, settings.model)  # the session's /model choice
-        from agentgraph.cli.slash_sessions import session_shutdown, session_startup
+        from agentgraph.cli.slash_sessions import (
+            note_started_here,
+            session_shutdown,
+            session_startup,
+        )
 
         session_startup(ctx, settings, resumed)
+        if not resumed:
+            note_started_here(ctx, thread_id)
         if ctx.confirm is ReplContext.confirm:  # not wired by another feature yet
             ctx.confirm = lambda question: _ask_yes_no(read, question)
         if resumed:  # a session killed at an approval question asks it again, first

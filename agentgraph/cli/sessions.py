@@ -68,8 +68,7 @@ def parse_age_days(text: str) -> float:
     match = DURATION_RE.match(text)
     if not match:
         raise AgentGraphError(
-            f"invalid age {text!r}: use a number with d (days), h (hours) or m (minutes), "
-            "e.g. 30d",
+            f"invalid age {text!r}: use a number with d (days), h (hours) or m (minutes), e.g. 30d",
             EXIT_USAGE,
         )
     value, unit = float(match.group(1)), match.group(2)
