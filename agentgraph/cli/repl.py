@@ -271,6 +271,11 @@ def answer_pending_approvals(
     while pending:
         answers = {q["id"]: ask_approval(err, read, q) for q in pending}
         printer = TerminalPrinter(out, err)
+        printer.previewed = {
+            str(q.get("tool_call_id")): str(q["diff"])
+            for q in pending
+            if q.get("diff") and answers[q["id"]]
+        }
         printer.begin()
         try:
             result = run_turn_interruptibly(
