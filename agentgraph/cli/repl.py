@@ -188,6 +188,8 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             show_history_briefly(err, agent, thread_id)
             from agentgraph.cli.slash_integrations import follow_session_model
 
+            if getattr(args, "model", None) is not None:  # -m NAME: as /model NAME would
+                agent.set_model_preference(thread_id, settings.model)
             follow_session_model(ctx, settings.model)  # the session's /model choice
         from agentgraph.cli.slash_sessions import (
             note_started_here,
