@@ -177,3 +177,31 @@ def test_model_flag_beats_the_model_a_session_chose_with_slash_model(
         unflagged = run_cli(["-r", "chose", "run", "third"], cwd=workspace, env=env)
         assert unflagged.returncode == 0, unflagged.stderr
     assert _models(server) == ["gpt-4o-mini", "gpt-4o", "gpt-4.1"]
+
+
+def test_model_flag_on_a_resumed_repl_session_switches_it_as_slash_model_would(
+    home: Path, workspace: Path, make_settings: Callable[..., Settings]
+) -> None:
+    script = [reply_text("one"), reply_text("Answered by 4o."), reply_text("three")]
+    with FakeOpenAIServer(script, require_key=KEY) as server:
+        env = server_env(home, server.url, KEY)
+        first = run_cli(["run", "first", "--thread", "chose"], cwd=workspace, env=env)
+        assert first.returncode == 0, first.stderr
+        settings = make_settings(
+            AGENTGRAPH_HOME=str(home / ".agentgraph"), OPENAI_BASE_URL=server.url
+        )
+        with open_store(settings) as store:  # what /model gpt-4.1 records in the REPL
+            Agent(settings, store).set_model_preference("chose", "gpt-4.1")
+        child = spawn_repl(
+            ["-r", "chose", "-m", "gpt-4o"], cwd=workspace, env=pty_env(home, server.url, KEY)
+        )
+        try:
+            child.expect_exact(PROMPT)
+            child.send("second" + ENTER)
+            child.expect_exact("Answered by 4o.")
+            child.expect_exact(PROMPT)
+        finally:
+            close_repl(child)
+        later = run_cli(["-r", "chose", "run", "third"], cwd=workspace, env=env)
+        assert later.returncode == 0, later.stderr
+    assert _models(server) == ["gpt-4o-mini", "gpt-4o", "gpt-4o"]
