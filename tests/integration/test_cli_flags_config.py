@@ -205,3 +205,15 @@ def test_model_flag_on_a_resumed_repl_session_switches_it_as_slash_model_would(
         later = run_cli(["-r", "chose", "run", "third"], cwd=workspace, env=env)
         assert later.returncode == 0, later.stderr
     assert _models(server) == ["gpt-4o-mini", "gpt-4o", "gpt-4o"]
+
+
+def test_a_bad_project_config_file_is_one_line_exit_2(home: Path, workspace: Path) -> None:
+    project_file = workspace / ".agentgraph" / "config.toml"
+    project_file.parent.mkdir()
+    for text, needle in (("model = [", "not valid TOML"), ("no_such = 1\n", "unknown setting")):
+        project_file.write_text(text, encoding="utf-8")
+        result = run_cli(["config"], cwd=workspace, env=cli_env(home))
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0] and "config.toml" in lines[0], lines
+        assert result.stdout == ""
