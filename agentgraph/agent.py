@@ -59,6 +59,7 @@ from agentgraph.recall.memory import (
     list_memories,
     load_memory_prompt,
     memory_notice,
+    resolve_memory_id,
     unseen_memories,
 )
 from agentgraph.recall.memory import namespace as memory_namespace
@@ -988,15 +989,16 @@ class Agent:
         return list_memories(self.store.memory, ns)
 
     def forget_memory(self, workspace: Path, memory_id: str) -> Memory:
-        """Delete one memory (``/memory forget ID``).
+        """Delete one memory (``/memory forget ID``): its id or a unique prefix of it.
 
         Raises:
-            MemoryRefused: no such memory, or no memory store.
+            MemoryRefused: no such memory, a prefix of several, or no memory store.
         """
         if self.store.memory is None:
             raise MemoryRefused("long-term memory is not available with this store")
         ns = memory_namespace(self.settings.user_id, str(workspace.resolve()))
-        return delete_memory(self.store.memory, ns, memory_id)
+        memory_store = self.store.memory
+        return delete_memory(memory_store, ns, resolve_memory_id(memory_store, ns, memory_id))
 
     def context_report(self, thread_id: str) -> dict[str, Any]:
         """Size and breakdown of the prompt the next model call would send.

@@ -96,9 +96,10 @@ def _url_password(url: str) -> str:
 class Settings(BaseSettings):
     """All of agentgraph's configuration.
 
-    Read from the process environment, the user's ``$AGENTGRAPH_HOME/config.toml``
-    and — only for what a project may decide — a ``.env`` file in the current
-    directory (see :mod:`agentgraph.settings_sources`). Every field is documented in
+    Read from the values passed in code (the CLI's flags), the process environment,
+    the project's ``.env`` and ``.agentgraph/config.toml`` in the current directory
+    (only what a project may decide) and the user's ``$AGENTGRAPH_HOME/config.toml``
+    (see :mod:`agentgraph.settings_sources`). Every field is documented in
     ``.env.example``.
     """
 
@@ -304,14 +305,21 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Code, then the environment, then the workspace's ``.env`` (limited), then the
-        user's config file: a cloned repository cannot act as the user."""
-        from agentgraph.settings_sources import UserConfigSource, WorkspaceEnvSource
+        """Code (flags), then the environment, then the project's ``.env`` and
+        ``.agentgraph/config.toml`` (limited), then the user's config file: a cloned
+        repository cannot act as the user."""
+        from agentgraph.settings_sources import (
+            ProjectConfigSource,
+            UserConfigSource,
+            WorkspaceEnvSource,
+            project_config_path,
+        )
 
         return (
             init_settings,
             env_settings,
             WorkspaceEnvSource(settings_cls, dotenv_settings, DEFAULT_HOME),
+            ProjectConfigSource(settings_cls, project_config_path(dotenv_settings), DEFAULT_HOME),
             UserConfigSource(settings_cls, DEFAULT_HOME),
             file_secret_settings,
         )

@@ -3,8 +3,10 @@
 A model name is either a plain name (``gpt-4o-mini``, ``qwen2.5-coder:7b``) for the
 OpenAI-compatible endpoint at ``OPENAI_BASE_URL``, or ``provider:model``:
 
-- ``openai:``, ``ollama:``, ``vllm:``, ``llamacpp:``, ``lmstudio:`` — OpenAI-compatible,
-  out of the box (local servers at their usual port unless ``OPENAI_BASE_URL`` is set);
+- ``openai:`` — OpenAI, or the endpoint at ``OPENAI_BASE_URL``;
+- ``ollama:``, ``vllm:``, ``llamacpp:``, ``lmstudio:`` — that local server at its usual
+  port, whatever ``OPENAI_BASE_URL`` says (the prefix names the server: a plain name is
+  what goes to ``OPENAI_BASE_URL``), and without ``OPENAI_API_KEY``;
 - any other provider LangChain's ``init_chat_model`` knows (``anthropic:``,
   ``google_genai:``, ``mistralai:``, ``groq:``, ``bedrock_converse:`` …), with the
   provider's package installed (``agentgraph[anthropic]`` and the other extras).
@@ -126,8 +128,8 @@ def text_tool_calls_on(settings: Settings, model: str | None = None) -> bool:
     """Whether tool calls ``model`` writes as text are turned into real calls.
 
     ``AGENTGRAPH_TEXT_TOOL_CALLS=on`` or ``off`` decides. ``auto`` (the default) turns
-    them on only for a local endpoint: the base URL requests go to (``OPENAI_BASE_URL``,
-    else the local server a prefix such as ``ollama:`` names) is on this machine or a
+    them on only for a local endpoint: the base URL requests go to (the local server a
+    prefix such as ``ollama:`` names, else ``OPENAI_BASE_URL``) is on this machine or a
     private network (loopback, private and link-local addresses, ``localhost``,
     ``*.local`` …). Small local models need it; a hosted model has real tool calls, and
     its text (a fenced JSON block in an answer) is never run as a call. A port says
@@ -144,11 +146,31 @@ def text_tool_calls_on(settings: Settings, model: str | None = None) -> bool:
     return is_local_endpoint(endpoint_url(settings, model))
 
 
-def _openai_base_url(settings: Settings, provider: str | None) -> str | None:
-    """``OPENAI_BASE_URL``, else the local server a provider prefix names (None: OpenAI)."""
-    if settings.base_url:
-        return settings.base_url
+def _local_server(provider: str | None) -> str | None:
+    """The address of the local server an explicit prefix names (``ollama:``…), or None."""
     return OPENAI_COMPATIBLE_PROVIDERS.get(provider) if provider is not None else None
+
+
+def local_server_url(model: str) -> str | None:
+    """The local server that serves ``model`` because of its prefix (``ollama:…``), or None."""
+    return _local_server(split_provider(model)[0])
+
+
+def _openai_base_url(settings: Settings, provider: str | None) -> str | None:
+    """The local server an explicit prefix names, else ``OPENAI_BASE_URL`` (None: OpenAI).
+
+    The prefix wins: ``/model ollama:qwen2.5-coder:7b`` means that Ollama even when
+    ``OPENAI_BASE_URL`` points at another server for the configured model.
+    """
+    return _local_server(provider) or settings.base_url or None
+
+
+def _api_key(settings: Settings, provider: str | None) -> str | None:
+    """``OPENAI_API_KEY`` for OpenAI or ``OPENAI_BASE_URL``; never for a named local server,
+    which needs none and is not where the user meant the key to go."""
+    if _local_server(provider) is not None or settings.api_key is None:
+        return None
+    return settings.api_key.get_secret_value()
 
 
 def build_chat_model(settings: Settings, model: str | None = None) -> BaseChatModel:
@@ -164,11 +186,7 @@ def build_chat_model(settings: Settings, model: str | None = None) -> BaseChatMo
     from langchain_openai.chat_models.base import ChatOpenAI
 
     base_url = _openai_base_url(settings, provider)
-    key = (
-        settings.api_key.get_secret_value()
-        if settings.api_key is not None
-        else LOCAL_ENDPOINT_PLACEHOLDER_KEY
-    )
+    key = _api_key(settings, provider) or LOCAL_ENDPOINT_PLACEHOLDER_KEY
     kwargs: dict[str, object] = {}
     if settings.max_output_tokens is not None:
         kwargs["max_tokens"] = settings.max_output_tokens
@@ -200,8 +218,9 @@ def check_model_available(settings: Settings, name: str) -> None:
     import httpx
 
     headers = {}
-    if settings.api_key is not None:
-        headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
+    key = _api_key(settings, provider)
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
     try:
         response = httpx.get(
             base.rstrip("/") + "/models", headers=headers, timeout=MODEL_LIST_TIMEOUT_S

@@ -4,37 +4,47 @@ A repository the user cloned is input, not the user. Its ``.env`` would otherwis
 the endpoint the user's API key is sent to, turn the shell sandbox off, pass the
 user's secrets to commands or trust its own MCP servers. So settings come from:
 
-1. values passed in code (tests, the server factory);
+1. values passed in code: the command-line flags (``--model``, ``--max-turns``), tests,
+   the server factory;
 2. the process environment (the user's shell);
-3. the workspace's ``.env`` — only the settings in :data:`PROJECT_SETTINGS` (how the
-   agent works on this code), unless the user allowed that exact file content with
+3. the project: the folder's ``.env``, then its ``.agentgraph/config.toml`` (field names
+   as keys, like the user's file) — only the settings in :data:`PROJECT_SETTINGS` (how
+   the agent works on this code), unless the user allowed that exact file content with
    ``agentgraph trust``;
 4. the user's ``$AGENTGRAPH_HOME/config.toml`` (field names as keys, e.g.
    ``base_url = "http://127.0.0.1:8080/v1"``);
 5. the defaults.
 
-What a workspace file set and was not allowed to is reported once, in one line, by
-the CLI (:func:`ignored_workspace_settings`).
+What a project file set and was not allowed to is reported once, in one line, by the
+CLI (:func:`ignored_workspace_settings`, :func:`ignored_project_config`);
+:func:`setting_origins` says where each value came from (``agentgraph config``).
 """
 
 from __future__ import annotations
 
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
-from pydantic_settings.sources import DotEnvSettingsSource
+from pydantic_settings.sources import (
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    InitSettingsSource,
+)
 
 from agentgraph import allowed_files
 from agentgraph.errors import ConfigError
 
 WORKSPACE_ENV_NAME = ".env"
 USER_CONFIG_NAME = "config.toml"
+# The project's settings file, in the same folder as its .env.
+PROJECT_CONFIG_PATH = Path(".agentgraph") / USER_CONFIG_NAME
 # sha256 of each workspace settings file the user allowed as it is, under AGENTGRAPH_HOME.
 SETTINGS_TRUST_FILE = "settings-trusted.json"
-# Larger user config files are refused: a settings file is a few hundred bytes.
+# Larger settings files are refused: a settings file is a few hundred bytes.
 USER_CONFIG_MAX_BYTES = 1024 * 1024
 
 # The settings (field names) a workspace's files may set: how the agent works on this
@@ -200,22 +210,84 @@ class UserConfigSource(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         home = _home_of(self.current_state, self._default_home)
-        data = read_user_config(home / USER_CONFIG_NAME)
-        values: dict[str, Any] = {}
-        for name, value in data.items():
-            field = self.settings_cls.model_fields.get(name)
-            if field is None or name == "home":
-                raise ConfigError(
-                    f"{home / USER_CONFIG_NAME}: unknown setting {name!r} (keys are the "
-                    "lower-case names in docs/configuration.md; home is set by AGENTGRAPH_HOME)"
-                )
-            aliases = _aliases(field)
-            values[aliases[0] if aliases else name] = value
-        return values
+        path = home / USER_CONFIG_NAME
+        return config_values(read_user_config(path), self.settings_cls, path)
+
+
+def config_values(
+    data: dict[str, Any], settings_cls: type[BaseSettings], path: Path
+) -> dict[str, Any]:
+    """A TOML settings file's values keyed by environment name, as the other sources.
+
+    Raises:
+        ConfigError: A key is not a setting (or is ``home``, which only
+            ``AGENTGRAPH_HOME`` sets).
+    """
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        field = settings_cls.model_fields.get(name)
+        if field is None or name == "home":
+            raise ConfigError(
+                f"{path}: unknown setting {name!r} (keys are the lower-case names in "
+                "docs/configuration.md; home is set by AGENTGRAPH_HOME)"
+            )
+        aliases = _aliases(field)
+        values[aliases[0] if aliases else name] = value
+    return values
+
+
+class ProjectConfigSource(PydanticBaseSettingsSource):
+    """The project's ``.agentgraph/config.toml``, limited to :data:`PROJECT_SETTINGS`
+    unless allowed (as the ``.env``)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None, home: Path) -> None:
+        super().__init__(settings_cls)
+        self._path = path
+        self._default_home = home
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """Unused: :meth:`__call__` reads the whole file at once."""
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        if self._path is None:
+            return {}
+        values = config_values(read_user_config(self._path), self.settings_cls, self._path)
+        if not values or is_allowed(self._path, _home_of(self.current_state, self._default_home)):
+            return values
+        kept, _ = split_workspace_values(values, self.settings_cls)
+        return kept
+
+
+def project_config_path(dotenv: PydanticBaseSettingsSource) -> Path | None:
+    """The project settings file beside the ``.env`` a dotenv source reads (None: no
+    project folder, as when the ``.env`` is turned off)."""
+    env_file = workspace_env_path(dotenv)
+    return env_file.parent / PROJECT_CONFIG_PATH if env_file is not None else None
+
+
+def ignored_project_config(path: Path, home: Path, settings_cls: type[BaseSettings]) -> list[str]:
+    """Keys the project's ``.agentgraph/config.toml`` sets that it may not (not allowed).
+
+    Args:
+        path: The project's settings file.
+        home: ``AGENTGRAPH_HOME``.
+        settings_cls: The settings class.
+
+    Returns:
+        The ignored keys (field names, as written in the file), sorted; [] when there
+        is no such file.
+    """
+    if not path.is_file() or is_allowed(path, home):
+        return []
+    values = config_values(read_user_config(path), settings_cls, path)
+    ignored = split_workspace_values(values, settings_cls)[1]
+    names = env_names(settings_cls)
+    return sorted(names[name] for name in ignored)
 
 
 def read_user_config(path: Path) -> dict[str, Any]:
-    """The user's TOML settings file as a dict ({} when there is none).
+    """A TOML settings file (the user's or the project's) as a dict ({} when there is none).
 
     Raises:
         ConfigError: The file is unreadable, too large or not valid TOML.
@@ -252,3 +324,69 @@ def ignored_workspace_settings(
         return []
     values = DotEnvSettingsSource(settings_cls, env_file=env_file)()
     return split_workspace_values(values, settings_cls)[1]
+
+
+ORIGIN_FLAG = "flag"
+ORIGIN_ENVIRONMENT = "environment"
+ORIGIN_PROJECT = "project"
+ORIGIN_USER = "user"
+ORIGIN_DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a setting's value came from.
+
+    Attributes:
+        kind: ``flag``, ``environment``, ``project``, ``user`` or ``default``.
+        where: The variable (environment) or the file (project, user); "" otherwise.
+    """
+
+    kind: str
+    where: str = ""
+
+
+def setting_origins(
+    settings_cls: type[BaseSettings],
+    *,
+    flags: dict[str, Any],
+    env_file: Path | None,
+    home: Path,
+) -> dict[str, Origin]:
+    """Where each setting's value comes from, by the same sources, in the same order,
+    as the settings class reads them.
+
+    Args:
+        settings_cls: The settings class.
+        flags: The values given on the command line (keyed by environment name).
+        env_file: The project's ``.env`` (its folder holds ``.agentgraph/config.toml``),
+            or None for no project files.
+        home: ``AGENTGRAPH_HOME`` as the settings resolved it.
+
+    Returns:
+        Every field name mapped to its origin.
+    """
+    dotenv = DotEnvSettingsSource(settings_cls, env_file=env_file)
+    project_file = project_config_path(dotenv)
+    layers: list[tuple[Origin, PydanticBaseSettingsSource]] = [
+        (Origin(ORIGIN_FLAG), InitSettingsSource(settings_cls, init_kwargs=flags)),
+        (Origin(ORIGIN_ENVIRONMENT), EnvSettingsSource(settings_cls)),
+        (Origin(ORIGIN_PROJECT, str(env_file)), WorkspaceEnvSource(settings_cls, dotenv, home)),
+        (
+            Origin(ORIGIN_PROJECT, str(project_file)),
+            ProjectConfigSource(settings_cls, project_file, home),
+        ),
+        (Origin(ORIGIN_USER, str(home / USER_CONFIG_NAME)), UserConfigSource(settings_cls, home)),
+    ]
+    names = env_names(settings_cls)
+    origins: dict[str, Origin] = {}
+    for origin, source in layers:
+        for key in source():
+            field = names.get(key.upper()) or (key if key in settings_cls.model_fields else None)
+            if field is None or field in origins:
+                continue
+            where = key.upper() if origin.kind == ORIGIN_ENVIRONMENT else origin.where
+            origins[field] = Origin(origin.kind, where)
+    for field in settings_cls.model_fields:
+        origins.setdefault(field, Origin(ORIGIN_DEFAULT))
+    return origins

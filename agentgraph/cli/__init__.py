@@ -50,6 +50,10 @@ def _command(name: str | None) -> Callable[[argparse.Namespace, Settings], int]:
             from agentgraph.cli.trust import cmd_trust
 
             return cmd_trust
+        if name == "config":
+            from agentgraph.cli.config_cmd import cmd_config
+
+            return cmd_config
         from agentgraph.cli.deferred_inits import defer_package_inits
 
         defer_package_inits()  # the agent's imports skip what these packages' __init__ adds
@@ -71,9 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = False
     try:
         with collector_paused():
-            from agentgraph.cli.common import load_settings, report_ignored_settings
+            from agentgraph.cli.common import flag_settings, load_settings, report_ignored_settings
 
-            settings = load_settings()
+            settings = load_settings(flags=flag_settings(args))
             debug = settings.debug
             if args.command != "trust":
                 report_ignored_settings(settings)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -19,39 +19,79 @@ if TYPE_CHECKING:
     from agentgraph.mcp import McpManager
 
 
-def load_settings(env_file: str | None = WORKSPACE_ENV_NAME) -> Settings:
-    """Build Settings from the environment, the user's config and the folder's ``.env``.
+# Command-line flags that set a setting for one invocation: flag -> (its argparse dest,
+# the setting's environment name). They beat the environment and every file.
+SETTING_FLAGS = {
+    "--model": ("model", "AGENTGRAPH_MODEL"),
+    "--max-turns": ("max_turns", "MAX_LOOPS"),
+}
 
-    Bad values become ConfigError.
+
+def flag_settings(args: object) -> dict[str, Any]:
+    """The settings the command line gives (keyed by environment name), for Settings."""
+    values: dict[str, Any] = {}
+    for dest, name in SETTING_FLAGS.values():
+        value = getattr(args, dest, None)
+        if value is not None:
+            values[name] = value
+    return values
+
+
+def load_settings(
+    env_file: str | None = WORKSPACE_ENV_NAME, flags: Mapping[str, Any] | None = None
+) -> Settings:
+    """Build Settings from the flags, the environment, the project's files and the user's
+    config.
+
+    Args:
+        env_file: The project's ``.env`` (None: no project files).
+        flags: Values from the command line, keyed by environment name (see
+            :func:`flag_settings`).
+
+    Bad values become ConfigError (naming the flag when a flag gave it).
     """
+    given = dict(flags or {})
     try:
-        return Settings(_env_file=env_file)  # type: ignore[call-arg]
+        return Settings(_env_file=env_file, **given)  # type: ignore[call-arg]
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first.get("loc", ()))
-        raise ConfigError(
-            f"invalid setting {loc or '?'}: {first.get('msg', 'invalid value')} (see .env.example)"
-        ) from None
+        message = first.get("msg", "invalid value")
+        for flag, (_dest, name) in SETTING_FLAGS.items():
+            if name in given and loc == name:
+                raise ConfigError(f"invalid {flag} {given[name]}: {message}") from None
+        raise ConfigError(f"invalid setting {loc or '?'}: {message} (see .env.example)") from None
 
 
 def report_ignored_settings(settings: Settings, env_file: str = WORKSPACE_ENV_NAME) -> None:
-    """Say, in one line on stderr, which settings the current folder's ``.env`` may not set.
+    """Say, in one line on stderr per file, which settings the current folder's ``.env``
+    and ``.agentgraph/config.toml`` may not set.
 
     Args:
         settings: The settings just loaded (for ``AGENTGRAPH_HOME``).
-        env_file: The workspace's settings file.
+        env_file: The workspace's settings file (the project file is beside it).
     """
-    from agentgraph.settings_sources import ignored_workspace_settings
+    from agentgraph.settings_sources import (
+        PROJECT_CONFIG_PATH,
+        ignored_project_config,
+        ignored_workspace_settings,
+    )
 
-    ignored = ignored_workspace_settings(Path(env_file), settings.home, Settings)
-    if ignored:
-        print(
-            f"agentgraph: ignored {', '.join(ignored)} from ./{env_file}: a folder's files "
-            "cannot choose the endpoint, keys, sandbox, approvals or trust (set them in "
-            "your environment or ~/.agentgraph/config.toml, or run `agentgraph trust` to "
-            "allow this file as it is)",
-            file=sys.stderr,
-        )
+    env_path = Path(env_file)
+    project_file = env_path.parent / PROJECT_CONFIG_PATH
+    found = (
+        (env_path, ignored_workspace_settings(env_path, settings.home, Settings)),
+        (project_file, ignored_project_config(project_file, settings.home, Settings)),
+    )
+    for path, ignored in found:
+        if ignored:
+            print(
+                f"agentgraph: ignored {', '.join(ignored)} from ./{path}: a folder's files "
+                "cannot choose the endpoint, keys, sandbox, approvals or trust (set them in "
+                "your environment or ~/.agentgraph/config.toml, or run `agentgraph trust` to "
+                "allow this file as it is)",
+                file=sys.stderr,
+            )
 
 
 def resolve_workspace(value: str | None) -> Path:

@@ -7,9 +7,64 @@ only ``argparse``: the commands import LangGraph, the store and rich when they r
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
+DISTRIBUTION = "agentgraph"
+
+
+class Version(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version(DISTRIBUTION)
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            number = "unknown (not installed)"
+        sys.stdout.write(f"{parser.prog} {number}\n")
+        parser.exit()
+
+
+def _whole_number(text: str) -> int:
+    """``--max-turns``: a whole number (its range is the setting's, checked with it)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def _setting_flags() -> argparse.ArgumentParser:
+    """``--model``/``-m`` and ``--max-turns``: settings for this invocation, before or after
+    ``run`` (SUPPRESS keeps the value given before it)."""
+    flags = argparse.ArgumentParser(add_help=False)
+    flags.add_argument(
+        "--model",
+        "-m",
+        metavar="NAME",
+        default=argparse.SUPPRESS,
+        help="the model for this invocation (beats AGENTGRAPH_MODEL and the config files)",
+    )
+    flags.add_argument(
+        "--max-turns",
+        dest="max_turns",
+        metavar="N",
+        type=_whole_number,
+        default=argparse.SUPPRESS,
+        help="at most N model calls per request (MAX_LOOPS) for this invocation",
+    )
+    return flags
 
 
 class OutputFormat(argparse.Action):
@@ -50,11 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="give the session its own workspace under AGENTGRAPH_HOME/workspaces/<id> "
         "(@file mentions are copied into its uploads/)",
     )
+    setting_flags = _setting_flags()
     parser = argparse.ArgumentParser(
         prog="agentgraph",
         description="A LangGraph coding agent that manages its own context.",
-        parents=[common],
+        parents=[common, setting_flags],
     )
+    parser.add_argument("--version", action=Version, help="print the version and exit")
     resume = parser.add_mutually_exclusive_group()
     resume.add_argument(
         "--resume",
@@ -73,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command")
 
-    run = sub.add_parser("run", parents=[common], help="run one task non-interactively")
+    run = sub.add_parser(
+        "run", parents=[common, setting_flags], help="run one task non-interactively"
+    )
     run.add_argument("prompt", help="the task ('-' reads it from stdin)")
     run.add_argument("--thread", "-t", metavar="ID", help="continue (or create) this thread id")
     # Also accepted before `run`, like the REPL's; SUPPRESS keeps that value.
@@ -109,7 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "trust",
         parents=[common],
-        help="allow this folder's .env (as it is now) to set every setting, as if you had",
+        help="allow this folder's .env and .agentgraph/config.toml (as they are now) to set "
+        "every setting, as if you had",
+    )
+    sub.add_parser(
+        "config",
+        parents=[common],
+        help="print every setting, its value (secrets hidden) and where it came from",
     )
 
     sessions = sub.add_parser("sessions", parents=[common], help="list and manage sessions")
@@ -139,7 +204,8 @@ def add_session_commands(ssub: Any, common: argparse.ArgumentParser) -> None:
     clean.add_argument(
         "--older-than",
         metavar="AGE",
-        help="age like 30d, 12h or 90m (default: AGENTGRAPH_CLEANUP_DAYS, else 30d)",
+        help="age: days (30d), hours (12h) or minutes (90m) (default: "
+        "AGENTGRAPH_CLEANUP_DAYS, else 30d)",
     )
     clean.add_argument("--dry-run", action="store_true", help="only list what would go")
     ssub.add_parser(

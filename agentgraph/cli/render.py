@@ -56,6 +56,9 @@ class EventPrinter:
         # Diffs arrive while their tool runs; they are shown under its result line.
         self._open_calls: set[str] = set()
         self._held_diffs: dict[str, list[dict[str, Any]]] = {}
+        # Tool call id -> the diff its approval question showed: the same diff is not
+        # printed a second time when the approved edit reports it.
+        self.previewed: dict[str, str] = {}
 
     def _end_line(self) -> None:
         if self._mid_line:
@@ -82,14 +85,14 @@ class EventPrinter:
             call_id = str(event.get("id"))
             self._open_calls.discard(call_id)
             for diff in self._held_diffs.pop(call_id, []):
-                print_diff(self.err, diff, fold_at=DIFF_FOLD_LINES)
+                self._print_diff(diff)
         elif kind == "diff":
             call_id = str(event.get("tool_call_id"))
             if call_id in self._open_calls:
                 self._held_diffs.setdefault(call_id, []).append(event)
             else:
                 self._end_line()
-                print_diff(self.err, event, fold_at=DIFF_FOLD_LINES)
+                self._print_diff(event)
         elif kind in ("notice", "retry"):
             self._end_line()
             self.err.print(f"[yellow]{escape(str(event.get('text', '')))}[/]")
@@ -109,13 +112,34 @@ class EventPrinter:
         elif kind == "answer":
             self._end_line()
 
+    def _print_diff(self, event: dict[str, Any]) -> None:
+        """A diff event: in full, or only its header when the approval showed the same."""
+        preview = self.previewed.get(str(event.get("tool_call_id")))
+        if preview is not None and same_hunks(preview, str(event.get("diff") or "")):
+            print_diff(self.err, {**event, "diff": "", "note": "the diff approved above"})
+            return
+        print_diff(self.err, event, fold_at=DIFF_FOLD_LINES)
+
     def finish(self) -> None:
         """Terminate a partially printed line; show diffs whose result never came."""
         self._end_line()
         for diffs in self._held_diffs.values():
             for diff in diffs:
-                print_diff(self.err, diff, fold_at=DIFF_FOLD_LINES)
+                self._print_diff(diff)
         self._held_diffs.clear()
+
+
+def _hunks(diff: str) -> list[str]:
+    """A unified diff's hunk lines (from the first ``@@``), without "no newline" markers."""
+    lines = diff.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("@@")), len(lines))
+    return [line for line in lines[start:] if not line.startswith("\\")]
+
+
+def same_hunks(first: str, second: str) -> bool:
+    """Whether two unified diffs of a file change the same lines (headers aside)."""
+    hunks = _hunks(first)
+    return bool(hunks) and hunks == _hunks(second)
 
 
 def diff_text(diff: str, *, fold_at: int | None = None, indent: str = "    ") -> Text:

@@ -188,10 +188,18 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             show_history_briefly(err, agent, thread_id)
             from agentgraph.cli.slash_integrations import follow_session_model
 
+            if getattr(args, "model", None) is not None:  # -m NAME: as /model NAME would
+                agent.set_model_preference(thread_id, settings.model)
             follow_session_model(ctx, settings.model)  # the session's /model choice
-        from agentgraph.cli.slash_sessions import session_shutdown, session_startup
+        from agentgraph.cli.slash_sessions import (
+            note_started_here,
+            session_shutdown,
+            session_startup,
+        )
 
         session_startup(ctx, settings, resumed)
+        if not resumed:
+            note_started_here(ctx, thread_id)
         if ctx.confirm is ReplContext.confirm:  # not wired by another feature yet
             ctx.confirm = lambda question: _ask_yes_no(read, question)
         if resumed:  # a session killed at an approval question asks it again, first
@@ -265,6 +273,11 @@ def answer_pending_approvals(
     while pending:
         answers = {q["id"]: ask_approval(err, read, q) for q in pending}
         printer = TerminalPrinter(out, err)
+        printer.previewed = {
+            str(q.get("tool_call_id")): str(q["diff"])
+            for q in pending
+            if q.get("diff") and answers[q["id"]]
+        }
         printer.begin()
         try:
             result = run_turn_interruptibly(

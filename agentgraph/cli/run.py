@@ -278,7 +278,8 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
         )
         thread_id = reopened or thread_for_run(store, args.thread)
         report.thread_id = thread_id
-        agent, settings = _session_model(agent, thread_id, err)
+        if getattr(args, "model", None) is None:  # --model beats the session's /model choice
+            agent, settings = _session_model(agent, thread_id, err)
         printer = EventPrinter(out=err, err=err, stream_tokens=False)
         stream = report.stream
 

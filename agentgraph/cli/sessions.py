@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 SHOW_PREVIEW_CHARS = 200
 DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dhm]?)\s*$")
 SECONDS_PER_UNIT = {"d": 86_400.0, "h": 3_600.0, "m": 60.0, "": 86_400.0}
+# How an age is said back: the largest unit it is a whole number of, else seconds.
+AGE_WORDS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))
 
 
 def _when(ts: float) -> str:
@@ -58,7 +60,7 @@ def sessions_table(rows: list[SessionInfo], *, show_workspace: bool = True) -> T
 
 
 def parse_age_days(text: str) -> float:
-    """``30d`` / ``12h`` / ``90m`` / ``7`` (days) → days.
+    """``30d`` / ``12h`` / ``90m`` (minutes) / ``7`` (days) → days.
 
     Raises:
         AgentGraphError: not a duration (usage error).
@@ -66,10 +68,19 @@ def parse_age_days(text: str) -> float:
     match = DURATION_RE.match(text)
     if not match:
         raise AgentGraphError(
-            f"invalid age {text!r}: use a number with d, h or m (e.g. 30d)", EXIT_USAGE
+            f"invalid age {text!r}: use a number with d (days), h (hours) or m (minutes), e.g. 30d",
+            EXIT_USAGE,
         )
     value, unit = float(match.group(1)), match.group(2)
     return value * SECONDS_PER_UNIT[unit] / SECONDS_PER_UNIT["d"]
+
+
+def format_age(days: float) -> str:
+    """An age as people say it: ``30 days``, ``12 hours``, ``90 minutes``, ``1 minute``."""
+    seconds = round(days * SECONDS_PER_UNIT["d"])
+    word, size = next((w, n) for w, n in AGE_WORDS if seconds % n == 0)
+    count = seconds // size
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def transcript_summary(messages: list[Any]) -> dict[str, Any]:
@@ -319,7 +330,10 @@ def _clean(store: Store, settings: Settings, args: argparse.Namespace) -> int:
         )
     for tid in result.skipped_in_use:
         err.print(f"kept {tid[:12]} (in use by another process)", markup=False)
-    err.print(f"{verb} {len(result.sessions)} sessions not updated for {days:g} days", markup=False)
+    err.print(
+        f"{verb} {len(result.sessions)} sessions not updated for {format_age(days)}",
+        markup=False,
+    )
     return 0
 
 

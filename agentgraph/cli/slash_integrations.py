@@ -7,7 +7,7 @@ import time
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, command
 from agentgraph.errors import AgentGraphError
 from agentgraph.mcp import McpManager, config_paths
-from agentgraph.model import check_model_available
+from agentgraph.model import check_model_available, local_server_url
 
 STATE_STYLE = {"connected": "green", "failed": "red", "connecting": "yellow"}
 
@@ -85,7 +85,8 @@ def switch_model(ctx: ReplContext, name: str, *, record: bool = True) -> None:
     if record:
         agent.set_model_preference(ctx.thread_id, name)
     ctx.console.print(
-        f"model: {name} — window {budget.window:,} tokens, budget {budget.usable:,}",
+        f"model: {name}{_served_by(name)} — window {budget.window:,} tokens, "
+        f"budget {budget.usable:,}",
         markup=False,
     )
     if budget.source_notice:  # a guessed window, or one learned by an earlier process
@@ -99,6 +100,13 @@ def switch_model(ctx: ReplContext, name: str, *, record: bool = True) -> None:
                 f"{record_.get('tokens_after', '?')} tokens",
                 markup=False,
             )
+
+
+def _served_by(name: str) -> str:
+    """`` at URL`` when the name's prefix picks a local server (``ollama:`` …), which
+    then serves it whatever ``OPENAI_BASE_URL`` says; "" otherwise."""
+    url = local_server_url(name)
+    return f" at {url}" if url else ""
 
 
 def follow_session_model(ctx: ReplContext, default: str) -> None:
@@ -122,8 +130,10 @@ def _model(ctx: ReplContext, rest: str) -> None:
     name = rest.strip()
     if not name:
         budget = ctx.agent.deps.budget
+        settings = ctx.agent.settings
         ctx.console.print(
-            f"model: {ctx.agent.settings.model} — window {budget.window:,} tokens, "
+            f"model: {settings.model}{_served_by(settings.model)} — window "
+            f"{budget.window:,} tokens, "
             f"budget {budget.usable:,} (/model NAME switches; e.g. gpt-4o, "
             "ollama:qwen2.5-coder:7b, anthropic:claude-sonnet-4-5)",
             markup=False,

@@ -50,6 +50,8 @@ MEMORY_SEARCH_LIMIT_MAX = 20
 MEMORY_PROMPT_MAX_ITEMS = 30
 MEMORY_PROMPT_MAX_CHARS = 6_000
 MEMORY_ID_HEX_CHARS = 10
+# An ambiguous id prefix lists this many of the memories it matches.
+AMBIGUOUS_MEMORIES_SHOWN = 5
 WORKSPACE_KEY_HEX_CHARS = 16
 # Which memories the user was shown at a session start: one item per user and workspace.
 MEMORY_SEEN_NAMESPACE_ROOT = "memories_seen"
@@ -164,6 +166,32 @@ def delete_memory(store: BaseStore, ns: tuple[str, ...], memory_id: str) -> Memo
         )
     store.delete(ns, key)
     return Memory(key, str(item.value.get("content", "")), float(item.value.get("created_at", 0)))
+
+
+def resolve_memory_id(store: BaseStore, ns: tuple[str, ...], text: str) -> str:
+    """The id of the one memory whose id is ``text`` or starts with it (as session ids).
+
+    Raises:
+        MemoryRefused: nothing matches, or several memories do (they are listed).
+    """
+    key = str(text or "").strip()
+    if not key or "\0" in key:
+        raise MemoryRefused("say which memory: /memory lists their ids")
+    if store.get(ns, key) is not None:
+        return key
+    matches = [m for m in list_memories(store, ns) if m.id.startswith(key)]
+    if not matches:
+        raise MemoryRefused(
+            f"no memory {key[:40]!r} for this workspace; memory_search or /memory list them"
+        )
+    if len(matches) > 1:
+        shown = ", ".join(m.id for m in matches[:AMBIGUOUS_MEMORIES_SHOWN])
+        more = len(matches) - AMBIGUOUS_MEMORIES_SHOWN
+        extra = f" and {more} more" if more > 0 else ""
+        raise MemoryRefused(
+            f"{key!r} matches {len(matches)} memories: {shown}{extra}; use a longer prefix"
+        )
+    return matches[0].id
 
 
 def search_memories(

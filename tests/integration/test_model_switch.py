@@ -17,6 +17,8 @@ from tests.fakes.openai_server import fake_openai_server
 from tests.fakes.scripts import reply_text
 from tests.slash_helpers import slash_context
 
+KEY = "sk-test-secret-0123456789abcdef"
+
 
 def test_model_switch_is_used_recorded_and_refused_for_unknown_names(
     make_settings: Callable[..., Settings], workspace: Path
@@ -105,3 +107,34 @@ def test_switching_to_a_model_with_a_learned_window_says_where_it_came_from(
     shown = out.getvalue()
     assert "model: qwen2.5-coder — window 4,096 tokens" in shown, shown
     assert "learned from its error on" in shown
+
+
+def test_a_local_provider_prefix_wins_over_openai_base_url(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """``/model ollama:…`` (the example its own hint gives) means that Ollama, not the
+    endpoint at OPENAI_BASE_URL, whose model list would refuse the name; the OpenAI key
+    does not go there."""
+    from langchain_openai import ChatOpenAI
+
+    load_slash_commands()
+    with fake_openai_server([], known_models={"gpt-4o-mini"}) as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY=KEY,
+            AGENTGRAPH_MODEL="gpt-4o-mini",
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            ctx, out = slash_context(agent, "t1", workspace)
+            dispatch(ctx, "/model ollama:qwen2.5-coder:7b")
+            dispatch(ctx, "/model")
+            model = ctx.agent.deps.model
+    assert ctx.agent.settings.model == "ollama:qwen2.5-coder:7b"
+    shown = out.getvalue()
+    assert "model: ollama:qwen2.5-coder:7b at http://127.0.0.1:11434/v1 — window" in shown, shown
+    assert isinstance(model, ChatOpenAI)
+    assert model.model_name == "qwen2.5-coder:7b"
+    assert model.openai_api_base == "http://127.0.0.1:11434/v1"
+    assert model.openai_api_key is not None
+    assert model.openai_api_key.get_secret_value() != KEY

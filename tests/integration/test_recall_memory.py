@@ -229,3 +229,30 @@ def test_a_new_memory_store_opened_by_many_at_once(make_settings: Callable[..., 
     with open_store(settings) as store:
         assert store.memory is not None
         assert len(search_memories(store.memory, namespace("u", "/w"), "fact", 20)) == 4
+
+
+def test_slash_memory_forget_takes_a_unique_id_prefix(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    settings = make_settings()
+    with open_store(settings) as store:
+        agent = Agent(settings, store, sleep=lambda _s: None)
+        assert store.memory is not None
+        ns = namespace(settings.user_id, str(workspace.resolve()))
+        # Fixed ids: two share the prefix "ab", one alone starts with "c".
+        for key, text in (
+            ("ab12", "Tabs in Makefiles"),
+            ("ab34", "Ship on Fridays"),
+            ("c567", "Use uv"),
+        ):
+            store.memory.put(ns, key, {"content": text, "created_at": 1.0})
+        ctx, out = slash_context(agent, "x", workspace)
+        dispatch(ctx, "/memory forget ab")
+        dispatch(ctx, "/memory forget c")
+        dispatch(ctx, "/memory forget ab3")
+        left = [m.id for m in agent.memories(workspace)]
+    text = out.getvalue()
+    assert "memory: 'ab' matches 2 memories: ab12, ab34; use a longer prefix" in text
+    assert "forgot [c567] Use uv" in text
+    assert "forgot [ab34] Ship on Fridays" in text
+    assert left == ["ab12"]

@@ -234,6 +234,52 @@ def test_clean_and_prune(home: Path, workspace: Path) -> None:
     assert json.loads(listed.stdout) == []
 
 
+def _age_session(home: Path, thread_id: str, seconds: float) -> None:
+    """Make ``thread_id`` look last updated ``seconds`` ago (its row in the real index)."""
+    from agentgraph.config import Settings
+    from agentgraph.persistence import open_store
+
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, AGENTGRAPH_HOME=str(home / ".agentgraph"), AGENTGRAPH_MODEL="gpt-4o-mini"
+    )
+    with open_store(settings) as store:
+        info = store.index.get(thread_id)
+        assert info is not None
+        info.updated_at = time.time() - seconds
+        store.index.upsert(info)
+
+
+def test_clean_ages_read_m_as_minutes_and_are_said_back_in_words(
+    home: Path, workspace: Path
+) -> None:
+    (workspace / "data.txt").write_text("x\n")
+    with FakeOpenAIServer(_script(2)) as server:
+        env = _env(home, server)
+        _seed(workspace, env, "old1", "new1")
+    _age_session(home, "old1", 5 * 60)
+    env = cli_env(home, OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+
+    def clean(*args: str) -> str:
+        result = run_cli(["sessions", "clean", *args], cwd=workspace, env=env)
+        assert result.returncode == 0, result.stderr
+        return result.stderr
+
+    assert "would delete 0 sessions not updated for 30 days" in clean("--dry-run")
+    assert "would delete 0 sessions not updated for 12 hours" in clean(
+        "--older-than", "12h", "--dry-run"
+    )
+    assert "would delete 0 sessions not updated for 90 minutes" in clean(
+        "--older-than", "90m", "--dry-run"
+    )
+    # m is minutes: the session idle for five minutes goes, the one just used stays.
+    done = clean("--older-than", "1m")
+    assert "deleted old1" in done and "new1" not in done
+    assert "deleted 1 sessions not updated for 1 minute\n" in done, done
+    bad = run_cli(["sessions", "clean", "--older-than", "1M"], cwd=workspace, env=env)
+    assert bad.returncode == 2
+    assert "invalid age '1M': use a number with d (days), h (hours) or m (minutes)" in bad.stderr
+
+
 def test_repl_undo_title_switch_reset(home: Path, workspace: Path) -> None:
     (workspace / "notes.txt").write_text("original\n")
     script = [

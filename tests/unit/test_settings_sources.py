@@ -113,3 +113,97 @@ def test_home_cannot_be_set_from_the_file_in_home(tmp_path: Path) -> None:
     _write(tmp_path / "config.toml", 'home = "/elsewhere"\n')
     with pytest.raises(ConfigError, match="AGENTGRAPH_HOME"):
         Settings(_env_file=None, AGENTGRAPH_HOME=str(tmp_path))  # type: ignore[call-arg]
+
+
+# The sources of a setting, highest first, as `agentgraph config` names them.
+SOURCES = ("flag", "environment", "dotenv", "project_toml", "user")
+ORIGIN_KIND = {
+    "flag": "flag",
+    "environment": "environment",
+    "dotenv": "project",
+    "project_toml": "project",
+    "user": "user",
+}
+# Two settings a project may decide and two only the user may, with a value per source
+# that tells the sources apart.
+PRECEDENCE_FIELDS = {
+    "model": lambda source: f"{source}-model",
+    "max_loops": lambda source: 10 + SOURCES.index(source),
+    "base_url": lambda source: f"http://{source.replace('_', '-')}.test/v1",
+    "bash_env_allow": lambda source: f"{source.upper()}_VAR",
+}
+
+
+def _toml(values: dict[str, object]) -> str:
+    return "".join(
+        f"{k} = {v}\n" if isinstance(v, int) else f'{k} = "{v}"\n' for k, v in values.items()
+    )
+
+
+@given(
+    assignment=st.fixed_dictionaries(
+        {field: st.sets(st.sampled_from(SOURCES)) for field in PRECEDENCE_FIELDS}
+    ),
+    trusted=st.booleans(),
+)
+def test_the_highest_source_that_may_set_a_setting_gives_its_value(
+    assignment: dict[str, set[str]], trusted: bool
+) -> None:
+    """flag > environment > project (.env, then .agentgraph/config.toml) > user > default,
+    for any setting set in any subset of the sources; a project file never gives a
+    setting only the user may set, unless the user allowed it with `agentgraph trust`."""
+    import os
+    import tempfile
+    from unittest import mock
+
+    from agentgraph.settings_sources import setting_origins
+
+    names = {field: _field_env_name(field) for field in PRECEDENCE_FIELDS}
+    per_source: dict[str, dict[str, object]] = {source: {} for source in SOURCES}
+    for field, sources in assignment.items():
+        for source in sources:
+            per_source[source][field] = PRECEDENCE_FIELDS[field](source)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        home, project = root / "home", root / "project"
+        (project / ".agentgraph").mkdir(parents=True)
+        home.mkdir()
+        env_file = _write(
+            project / ".env",
+            "".join(f"{names[f]}={v}\n" for f, v in per_source["dotenv"].items()),
+        )
+        toml_file = _write(
+            project / ".agentgraph" / "config.toml", _toml(per_source["project_toml"])
+        )
+        _write(home / "config.toml", _toml(per_source["user"]))
+        if trusted:
+            allow(env_file, home)
+            allow(toml_file, home)
+        environ = {k: v for k, v in os.environ.items() if k.upper() not in NAMES}
+        environ["AGENTGRAPH_HOME"] = str(home)
+        environ.update({names[f]: str(v) for f, v in per_source["environment"].items()})
+        flags = {names[f]: v for f, v in per_source["flag"].items()}
+        with mock.patch.dict(os.environ, environ, clear=True):
+            settings = Settings(_env_file=env_file, **flags)  # type: ignore[call-arg]
+            origins = setting_origins(Settings, flags=flags, env_file=env_file, home=home)
+    for field, sources in assignment.items():
+        allowed = [
+            s
+            for s in SOURCES
+            if s in sources
+            and (trusted or field in PROJECT_SETTINGS or s not in ("dotenv", "project_toml"))
+        ]
+        expected = (
+            PRECEDENCE_FIELDS[field](allowed[0])
+            if allowed
+            else Settings.model_fields[field].default
+        )
+        assert getattr(settings, field) == expected, (field, sources, trusted)
+        assert origins[field].kind == (ORIGIN_KIND[allowed[0]] if allowed else "default")
+        if field not in PROJECT_SETTINGS and not trusted:
+            assert origins[field].kind != "project"
+
+
+def _field_env_name(field: str) -> str:
+    """The first environment name of ``field`` (NAMES keeps the declaration order)."""
+    return next(name for name, f in NAMES.items() if f == field)
