@@ -508,7 +508,7 @@ class Agent:
 
     def config(self, thread_id: str) -> RunnableConfig:
         """Run config for ``thread_id`` (see :func:`agentgraph.runctx.run_config`)."""
-        return run_config(thread_id, self.settings.max_loops)
+        return run_config(thread_id, self.settings.loop_cap)
 
     def run_context(self, thread_id: str, workspace: Path) -> RunContext:
         """The runtime context of a turn of ``thread_id`` in ``workspace`` (not checkpointed)."""
@@ -516,7 +516,7 @@ class Agent:
             workspace_path=str(workspace),
             thread_id=thread_id,
             artifacts_dir=str(self.deps.artifacts_dir(thread_id)),
-            max_loops=self.settings.max_loops,
+            max_loops=self.settings.loop_cap,
             user_id=self.settings.user_id,
         )
 

@@ -15,9 +15,14 @@ DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_HOME = Path("~/.agentgraph")
 SESSIONS_DB_NAME = "sessions.db"
 
-MAX_LOOPS_DEFAULT = 100
-MAX_LOOPS_MIN = 1
-MAX_LOOPS_MAX = 500
+# Model calls per request. The cap is a backstop, not the runaway guard (that one looks
+# at behaviour: nodes/model_turn.py), so it sits far above what a long task needs.
+# 0 = no cap: the run is then bounded only by MAX_LOOPS_UNCAPPED, because LangGraph's
+# recursion limit (derived from the cap) must stay finite.
+MAX_LOOPS_DEFAULT = 1000
+MAX_LOOPS_MIN = 0
+MAX_LOOPS_MAX = 10_000
+MAX_LOOPS_UNCAPPED = 1_000_000
 # Window of the history helpers when a caller names none; the setting itself is unset
 # by default (the token budget alone decides what the model sees).
 # Share of the usable budget of outputs masked since the last summary that triggers their
@@ -371,6 +376,11 @@ class Settings(BaseSettings):
             ("AGENTGRAPH_MCP_TOOLS", self.mcp_tools),
         )
         return next((name for name, mode in modes if mode == "ask"), None)
+
+    @property
+    def loop_cap(self) -> int:
+        """Model calls a request may make: ``max_loops``, or MAX_LOOPS_UNCAPPED for 0."""
+        return self.max_loops or MAX_LOOPS_UNCAPPED
 
     @property
     def db_path(self) -> Path:

@@ -42,6 +42,23 @@ LOOP_CAP_NO_ANSWER = (
 
 LOOP_CAP_TOOL_RESULT = "not executed: the step limit ({max_loops}) for this request was reached"
 
+RUNAWAY_INSTRUCTION = (
+    "You made the same tool calls {repeats} times in a row and got the same output each "
+    "time, so they will not run again. Answer now, without tools: summarize what you did, "
+    "what you found, and what remains to be done."
+)
+
+# Stored as the answer when the model, stopped for repeating itself, still returns only
+# tool calls: the run must never end with an empty answer.
+RUNAWAY_NO_ANSWER = (
+    "Stopped: the same tool calls returned the same output {repeats} times in a row. "
+    "Ask me to continue, with a different approach, to pick up where I left off."
+)
+
+RUNAWAY_TOOL_RESULT = (
+    "not executed: the same call returned the same output {repeats} times in a row already"
+)
+
 
 def build_system_prompt(
     workspace: str, *, extra_sections: Sequence[str] = (), now: datetime | None = None

@@ -161,7 +161,7 @@ def artifacts_dir_for(settings: Settings, thread_id: str) -> Path:
 def loop_cap(raw: Any, settings: Settings) -> int:
     """Model calls the run may make: the context's ``max_loops``, bounded by the setting."""
     asked = raw.max_loops if isinstance(raw, RunContext) else 0
-    return settings.max_loops if asked <= 0 else min(asked, settings.max_loops)
+    return settings.loop_cap if asked <= 0 else min(asked, settings.loop_cap)
 
 
 def _thread_id_of(config: RunnableConfig | None) -> str:

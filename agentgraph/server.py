@@ -155,7 +155,7 @@ def build_server_graph(
         builder.add_edge(TURN_START_NODE, end)
     if START in builder.branches:
         builder.branches[TURN_START_NODE] = builder.branches.pop(START)
-    limit = recursion_limit(settings.max_loops) + 1  # the turn_start node's step
+    limit = recursion_limit(settings.loop_cap) + 1  # the turn_start node's step
     graph = builder.compile(name=SERVER_GRAPH_NAME)
     return graph.with_config(recursion_limit=limit)
 

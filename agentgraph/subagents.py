@@ -42,7 +42,7 @@ from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import truncate_text
 from agentgraph.middleware.events import event_sink
 from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_title
-from agentgraph.prompts import LOOP_CAP_TOOL_RESULT
+from agentgraph.prompts import LOOP_CAP_TOOL_RESULT, RUNAWAY_TOOL_RESULT
 from agentgraph.runctx import AgentToolRuntime, RunContext, context_of, run_config
 from agentgraph.state import MAIN_CONTEXT_ID
 
@@ -227,7 +227,7 @@ class SubagentRunner:
         if not task:
             return SubagentOutcome(False, "refused: the task is empty", "", "", 0)
         task = task[:SUBAGENT_TASK_MAX_CHARS]
-        loops_cap = max(1, min(int(max_loops), self.settings.max_loops))
+        loops_cap = max(1, min(int(max_loops), self.settings.loop_cap))
         thread_id, context_id = new_subagent_ids()
         allowed, denied = self.child_tools(state, exclude_tools, depth >= limit)
         workspace = context.workspace_path
@@ -369,6 +369,13 @@ class SubagentRunner:
         hit_cap = any(isinstance(m, ToolMessage) and m.text == cap_text for m in messages)
         if hit_cap:
             text = f"subagent stopped at its loop cap ({loops_cap} steps); last answer: {answer}"
+            return SubagentOutcome(False, self._cap(text, thread_id), context_id, thread_id, loops)
+        runaway = RUNAWAY_TOOL_RESULT.split("{", 1)[0]
+        if any(isinstance(m, ToolMessage) and m.text.startswith(runaway) for m in messages):
+            text = (
+                "subagent stopped: the same tool calls returned the same output again and "
+                f"again; last answer: {answer}"
+            )
             return SubagentOutcome(False, self._cap(text, thread_id), context_id, thread_id, loops)
         return SubagentOutcome(True, self._cap(answer, thread_id), context_id, thread_id, loops)
 

@@ -27,6 +27,10 @@ SETTING_FLAGS = {
 }
 
 
+# --max-turns N: at most N model calls, so at least one.
+MAX_TURNS_MIN = 1
+
+
 def flag_settings(args: object) -> dict[str, Any]:
     """The settings the command line gives (keyed by environment name), for Settings."""
     values: dict[str, Any] = {}
@@ -51,6 +55,13 @@ def load_settings(
     Bad values become ConfigError (naming the flag when a flag gave it).
     """
     given = dict(flags or {})
+    turns = given.get(SETTING_FLAGS["--max-turns"][1])
+    if isinstance(turns, int) and turns < MAX_TURNS_MIN:
+        # A cap for one invocation caps; lifting the cap is the setting's (MAX_LOOPS=0).
+        raise ConfigError(
+            f"invalid --max-turns {turns}: must be at least {MAX_TURNS_MIN} "
+            "(MAX_LOOPS=0 lifts the cap)"
+        )
     try:
         return Settings(_env_file=env_file, **given)  # type: ignore[call-arg]
     except ValidationError as exc:

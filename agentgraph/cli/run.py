@@ -35,7 +35,8 @@ from agentgraph.errors import (
 )
 from agentgraph.mcp import MCP_WAIT_SLACK_S
 from agentgraph.model import check_model_config
-from agentgraph.nodes.finalize import STOP_STEP_LIMIT
+from agentgraph.nodes.finalize import STOP_REPEATED, STOP_STEP_LIMIT
+from agentgraph.nodes.model_turn import RUNAWAY_REPEATS
 from agentgraph.persistence import Store, open_store
 from agentgraph.persistence.index import resolve_session
 from agentgraph.run_limits import RunTimedOut, wall_clock_cap
@@ -325,7 +326,7 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
             report.note_failure_usage(agent)
             raise
         printer.finish()
-    code = EXIT_STEP_LIMIT if result.stop_reason == STOP_STEP_LIMIT else 0
+    code = EXIT_STEP_LIMIT if result.stop_reason in (STOP_STEP_LIMIT, STOP_REPEATED) else 0
     if stream is not None:
         return code
     if output == "json":
@@ -341,10 +342,15 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
         sys.stdout.write(result.answer + "\n")
         err.print(f"[dim]thread: {result.thread_id}[/]")
     if code == EXIT_STEP_LIMIT:
+        why = (
+            f"at the step limit (MAX_LOOPS={settings.max_loops})"
+            if result.stop_reason == STOP_STEP_LIMIT
+            else "going round: the same tool calls returned the same output "
+            f"{RUNAWAY_REPEATS} times in a row"
+        )
         err.print(
-            f"agentgraph: stopped at the step limit (MAX_LOOPS={settings.max_loops}); the "
-            f"answer may be partial (continue with: agentgraph run --thread {result.thread_id} "
-            "...)",
+            f"agentgraph: stopped {why}; the answer may be partial (continue with: "
+            f"agentgraph run --thread {result.thread_id} ...)",
             markup=False,
         )
     return code

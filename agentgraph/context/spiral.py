@@ -30,6 +30,7 @@ __all__ = [
     "SPIRAL_MIN_CALLS_BETWEEN",
     "SPIRAL_NOTE",
     "CompactionSpiralError",
+    "repeat_streak",
     "spiral_note",
     "stalled_compactions",
 ]
@@ -89,6 +90,51 @@ def _signature(call: Any, results: dict[str, ToolMessage]) -> _Call:
     except (TypeError, ValueError):
         args = str(call.get("args"))
     return f"{call.get('name')}({args})", results.get(str(call.get("id")))
+
+
+def repeat_streak(messages: Sequence[BaseMessage], reply: AIMessage) -> int:
+    """Times in a row, just before ``reply``, the model made exactly ``reply``'s tool
+    calls and got the same output each time.
+
+    A repeat is the spiral guard's: the same tool, the same arguments and the same
+    output (the same command polled until its output changes is progress). Counted
+    back from the end of ``messages`` over the replies of the current request; an
+    answer in words, a different set of calls, a new user request or a compaction
+    boundary ends the streak.
+
+    Args:
+        messages: The history before ``reply`` (its tool results included).
+        reply: The model's newest reply, whose calls have not run yet.
+
+    Returns:
+        0 when ``reply`` makes no call or the previous reply made other calls.
+    """
+    if not reply.tool_calls:
+        return 0
+    wanted = sorted(_signature(call, {})[0] for call in reply.tool_calls)
+    results: dict[str, ToolMessage] = {}
+    streak = 0
+    previous: list[tuple[str, int]] | None = None
+    for msg in reversed(messages):
+        kind = agentgraph_kind(msg)
+        if isinstance(msg, ToolMessage):
+            results.setdefault(msg.tool_call_id, msg)
+            continue
+        if kind == "compact_boundary" or is_user_request(msg):
+            break
+        if not isinstance(msg, AIMessage) or kind is not None:
+            continue
+        if not msg.tool_calls:
+            break  # an answer in words
+        calls = [_signature(call, results) for call in msg.tool_calls]
+        if sorted(name for name, _ in calls) != wanted or any(r is None for _, r in calls):
+            break
+        made = sorted((name, hash(r.text if r else "")) for name, r in calls)
+        if previous is not None and made != previous:
+            break
+        previous = made
+        streak += 1
+    return streak
 
 
 def _stretches(messages: Sequence[BaseMessage]) -> list[_Stretch]:

@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from agentgraph.context.spiral import repeat_streak
 from agentgraph.deps import AgentDeps
 from agentgraph.history.calls import hit_output_limit
 from agentgraph.history.kinds import stamped
@@ -33,25 +34,34 @@ from agentgraph.tool_ids import SessionCallIds, admit_reply
 Next = Literal["tools", "finalize", "__end__"]
 """Where the run goes after a reply: the ``tools`` node, ``finalize`` or LangGraph's END."""
 
+# Times in a row the same tool calls may return the same output before the run stops
+# asking for them: a model that asks a fourth time for what it already read three times
+# is going round, not working. Three, not two: reading a file again after a failed edit
+# is ordinary, and the output is the same then too.
+RUNAWAY_REPEATS = 3
 
-def next_node(reply: AIMessage, loops: int, cap: int) -> Next:
-    """Run tools while the model asks for them and the run's loop cap allows.
 
-    A reply without tool calls ends the run; ``finalize`` runs only when the loop cap
-    leaves calls unanswered. (Passing an answer through a node that does nothing with
-    it cost a superstep and a checkpoint write per turn.)
+def next_node(reply: AIMessage, loops: int, cap: int, repeats: int = 0) -> Next:
+    """Run tools while the model asks for them, the run's loop cap allows and the model
+    is not going round.
+
+    A reply without tool calls ends the run; ``finalize`` runs when the loop cap or the
+    runaway guard leaves calls unanswered. (Passing an answer through a node that does
+    nothing with it cost a superstep and a checkpoint write per turn.)
 
     Args:
         reply: The model's reply, as the node records it.
         loops: Model calls the run has made, this one included.
         cap: Model calls the run may make.
+        repeats: Times in a row the model already made exactly these calls with the
+            same output (:func:`~agentgraph.context.spiral.repeat_streak`).
 
     Returns:
         The next node's name.
     """
     if not reply.tool_calls:
         return "__end__"  # LangGraph's END
-    return "tools" if loops < cap else "finalize"
+    return "tools" if loops < cap and repeats < RUNAWAY_REPEATS else "finalize"
 
 
 def make_model_turn(
@@ -90,7 +100,7 @@ def make_model_turn(
         # which would read the whole state again with this update applied.
         return Command(
             update={"messages": [*updates, ai], "loops": loops},
-            goto=next_node(ai, loops, runtime.context.max_loops),
+            goto=next_node(ai, loops, runtime.context.max_loops, repeat_streak(history, ai)),
         )
 
     return model_turn

@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.history import validate_history
+from agentgraph.nodes.model_turn import RUNAWAY_REPEATS
 from agentgraph.persistence import Store, open_store
 from agentgraph.runctx import RunContext
 from agentgraph.subagents import SUBAGENT_RESULT_MAX_TOKENS, SUBAGENT_TOOL
@@ -182,6 +183,33 @@ def test_loop_cap_and_excluded_tools(settings: Settings, opened: Store, workspac
         if task_of(call) == "loop forever" and tools
     ]
     assert child_tools and all("run_bash" not in t and "now" in t for t in child_tools)
+
+
+def test_a_subagent_going_round_stops_with_ok_false(
+    settings: Settings, opened: Store, workspace: Path
+) -> None:
+    (workspace / "same.txt").write_text("unchanged\n")
+
+    def parent(messages: list[BaseMessage]) -> AIMessage | str:
+        if not results(messages):
+            return ai_tools(tool_call(SUBAGENT_TOOL, {"task": "reread same.txt", "max_loops": 50}))
+        return "ok"
+
+    def rereader(messages: list[BaseMessage]) -> AIMessage | str:
+        if results(messages) and results(messages)[-1].text.startswith("not executed"):
+            return "I was going round"
+        return ai_tools(("read_file", {"path": "same.txt"}))
+
+    model = router({"go": parent, "reread": rereader})
+    agent = make_agent(settings, opened, model)
+    agent.run_turn("p", "go", workspace)
+    payload = json.loads(str(results(agent.messages("p"))[0].content))
+    assert payload["ok"] is False
+    assert "same tool calls returned the same output" in payload["result"]
+    assert "I was going round" in payload["result"]
+    child_calls = [call for call in model.calls if task_of(call) == "reread same.txt"]
+    # Three reads, then the ask for an answer: far below its loop cap of 50.
+    assert len(child_calls) == RUNAWAY_REPEATS + 2
 
 
 def test_depth_limit(make_settings: Callable[..., Settings], workspace: Path) -> None:
