@@ -722,6 +722,7 @@ class Agent:
         inputs: dict[str, Any] = {
             **mention_inputs,
             "loops": 0,
+            "turn_tokens": 0,
             "context_id": known.context_id if known is not None else MAIN_CONTEXT_ID,
             "user_id": self.settings.user_id,
         }

@@ -23,6 +23,9 @@ MAX_LOOPS_DEFAULT = 1000
 MAX_LOOPS_MIN = 0
 MAX_LOOPS_MAX = 10_000
 MAX_LOOPS_UNCAPPED = 1_000_000
+# Prompt + completion tokens the model calls of one request may spend before the run
+# stops (AGENTGRAPH_TURN_BUDGET_TOKENS, `run --budget`); 0 = no budget (the default).
+TURN_BUDGET_TOKENS_DEFAULT = 0
 # Window of the history helpers when a caller names none; the setting itself is unset
 # by default (the token budget alone decides what the model sees).
 # Share of the usable budget of outputs masked since the last summary that triggers their
@@ -145,6 +148,11 @@ class Settings(BaseSettings):
         ge=MAX_LOOPS_MIN,
         le=MAX_LOOPS_MAX,
         validation_alias=_env("MAX_LOOPS", "AGENTGRAPH_MAX_LOOPS"),
+    )
+    turn_budget_tokens: int = Field(
+        TURN_BUDGET_TOKENS_DEFAULT,
+        ge=0,
+        validation_alias=_env("AGENTGRAPH_TURN_BUDGET_TOKENS"),
     )
     # Unset (the default): no message-count window, the token budget alone decides,
     # so nothing is summarized while the prompt has room. Set: at most this many

@@ -5,8 +5,8 @@ from __future__ import annotations
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_STEP_LIMIT = 3
-"""``agentgraph run`` stopped at MAX_LOOPS, or for repeating the same tool calls with the
-same output: the answer may be partial."""
+"""``agentgraph run`` stopped at MAX_LOOPS, at its token budget, or for repeating the same
+tool calls with the same output: the answer may be partial."""
 EXIT_RUN_TIMEOUT = 4
 """``agentgraph run`` stopped at AGENTGRAPH_RUN_TIMEOUT_S."""
 

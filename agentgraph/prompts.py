@@ -42,6 +42,15 @@ LOOP_CAP_NO_ANSWER = (
 
 LOOP_CAP_TOOL_RESULT = "not executed: the step limit ({max_loops}) for this request was reached"
 
+BUDGET_TOOL_RESULT = "not executed: the token budget ({budget} tokens) for this request is spent"
+
+# The answer of a request stopped at its token budget: no model call writes one, since
+# it would spend more.
+BUDGET_ANSWER = (
+    "Stopped: this request used {spent} tokens, its budget is {budget}. The session is "
+    "saved: ask me to continue to pick up where I left off."
+)
+
 RUNAWAY_INSTRUCTION = (
     "You made the same tool calls {repeats} times in a row and got the same output each "
     "time, so they will not run again. Answer now, without tools: summarize what you did, "

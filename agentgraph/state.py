@@ -58,6 +58,9 @@ class AppState(TypedDict, total=False):
     parent_context: Annotated[str | None, replace]
     # Model calls in the current turn; reset to 0 by every turn's input.
     loops: Annotated[int, replace]
+    # Prompt + completion tokens of the current turn's model calls (as the provider
+    # reported them); reset to 0 by every turn's input, like ``loops``.
+    turn_tokens: Annotated[int, replace]
     # The session's chosen model: written by /model, reapplied when the session resumes.
     model_pref: Annotated[str | None, replace]
     # Who ran the latest turn (AGENTGRAPH_USER_ID): the scope of per-user memory; /current.

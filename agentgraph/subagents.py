@@ -42,7 +42,7 @@ from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import truncate_text
 from agentgraph.middleware.events import event_sink
 from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_title
-from agentgraph.prompts import LOOP_CAP_TOOL_RESULT, RUNAWAY_TOOL_RESULT
+from agentgraph.prompts import BUDGET_TOOL_RESULT, LOOP_CAP_TOOL_RESULT, RUNAWAY_TOOL_RESULT
 from agentgraph.runctx import AgentToolRuntime, RunContext, context_of, run_config
 from agentgraph.state import MAIN_CONTEXT_ID
 
@@ -248,6 +248,7 @@ class SubagentRunner:
             "messages": [HumanMessage(content=task, id=f"user-{uuid.uuid4().hex}")],
             "todos": [],
             "loops": 0,
+            "turn_tokens": 0,
             "user_id": context.user_id,
             "context_id": context_id,
             "parent_context": parent_context,
@@ -370,13 +371,15 @@ class SubagentRunner:
         if hit_cap:
             text = f"subagent stopped at its loop cap ({loops_cap} steps); last answer: {answer}"
             return SubagentOutcome(False, self._cap(text, thread_id), context_id, thread_id, loops)
-        runaway = RUNAWAY_TOOL_RESULT.split("{", 1)[0]
-        if any(isinstance(m, ToolMessage) and m.text.startswith(runaway) for m in messages):
-            text = (
-                "subagent stopped: the same tool calls returned the same output again and "
-                f"again; last answer: {answer}"
-            )
-            return SubagentOutcome(False, self._cap(text, thread_id), context_id, thread_id, loops)
+        for template, why in (
+            (RUNAWAY_TOOL_RESULT, "the same tool calls returned the same output again and again"),
+            (BUDGET_TOOL_RESULT, "its token budget (AGENTGRAPH_TURN_BUDGET_TOKENS) is spent"),
+        ):
+            start = template.split("{", 1)[0]
+            if any(isinstance(m, ToolMessage) and m.text.startswith(start) for m in messages):
+                text = f"subagent stopped: {why}; last answer: {answer}"
+                outcome = self._cap(text, thread_id)
+                return SubagentOutcome(False, outcome, context_id, thread_id, loops)
         return SubagentOutcome(True, self._cap(answer, thread_id), context_id, thread_id, loops)
 
     def _record(self, thread_id: str) -> None:

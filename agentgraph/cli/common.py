@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 SETTING_FLAGS = {
     "--model": ("model", "AGENTGRAPH_MODEL"),
     "--max-turns": ("max_turns", "MAX_LOOPS"),
+    "--budget": ("budget", "AGENTGRAPH_TURN_BUDGET_TOKENS"),
 }
 
 

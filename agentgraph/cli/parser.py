@@ -38,7 +38,8 @@ class Version(argparse.Action):
 
 
 def _whole_number(text: str) -> int:
-    """``--max-turns``: a whole number (its range is the setting's, checked with it)."""
+    """``--max-turns``, ``--budget``: a whole number (its range is the setting's, checked
+    with it)."""
     try:
         return int(text)
     except ValueError:
@@ -135,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("prompt", help="the task ('-' reads it from stdin)")
     run.add_argument("--thread", "-t", metavar="ID", help="continue (or create) this thread id")
+    run.add_argument(
+        "--budget",
+        metavar="TOKENS",
+        type=_whole_number,
+        default=None,
+        help="stop once the model calls of this request used this many prompt + completion "
+        "tokens (AGENTGRAPH_TURN_BUDGET_TOKENS; 0: no budget)",
+    )
     # Also accepted before `run`, like the REPL's; SUPPRESS keeps that value.
     reopen = run.add_mutually_exclusive_group()
     reopen.add_argument(

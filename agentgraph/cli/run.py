@@ -35,8 +35,7 @@ from agentgraph.errors import (
 )
 from agentgraph.mcp import MCP_WAIT_SLACK_S
 from agentgraph.model import check_model_config
-from agentgraph.nodes.finalize import STOP_REPEATED, STOP_STEP_LIMIT
-from agentgraph.nodes.model_turn import RUNAWAY_REPEATS
+from agentgraph.nodes.limits import RUNAWAY_REPEATS, STOP_BUDGET, STOP_REPEATED, STOP_STEP_LIMIT
 from agentgraph.persistence import Store, open_store
 from agentgraph.persistence.index import resolve_session
 from agentgraph.run_limits import RunTimedOut, wall_clock_cap
@@ -46,6 +45,8 @@ from agentgraph.workspaces import isolated_workspace
 
 STOP_TIMEOUT = "timeout"
 """``stopped`` in ``--json`` when AGENTGRAPH_RUN_TIMEOUT_S ended the run."""
+# Limits of a request that end it with an answer, which may be partial: exit 3.
+RUN_LIMIT_REASONS = frozenset({STOP_STEP_LIMIT, STOP_BUDGET, STOP_REPEATED})
 
 
 def thread_for_run(store: Store, requested: str | None) -> str:
@@ -326,7 +327,7 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
             report.note_failure_usage(agent)
             raise
         printer.finish()
-    code = EXIT_STEP_LIMIT if result.stop_reason in (STOP_STEP_LIMIT, STOP_REPEATED) else 0
+    code = EXIT_STEP_LIMIT if result.stop_reason in RUN_LIMIT_REASONS else 0
     if stream is not None:
         return code
     if output == "json":
@@ -342,12 +343,13 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
         sys.stdout.write(result.answer + "\n")
         err.print(f"[dim]thread: {result.thread_id}[/]")
     if code == EXIT_STEP_LIMIT:
-        why = (
-            f"at the step limit (MAX_LOOPS={settings.max_loops})"
-            if result.stop_reason == STOP_STEP_LIMIT
-            else "going round: the same tool calls returned the same output "
-            f"{RUNAWAY_REPEATS} times in a row"
-        )
+        why = {
+            STOP_STEP_LIMIT: f"at the step limit (MAX_LOOPS={settings.max_loops})",
+            STOP_BUDGET: "at the token budget (--budget / AGENTGRAPH_TURN_BUDGET_TOKENS="
+            f"{settings.turn_budget_tokens})",
+            STOP_REPEATED: "going round: the same tool calls returned the same output "
+            f"{RUNAWAY_REPEATS} times in a row",
+        }[str(result.stop_reason)]
         err.print(
             f"agentgraph: stopped {why}; the answer may be partial (continue with: "
             f"agentgraph run --thread {result.thread_id} ...)",

@@ -1,17 +1,17 @@
 """The finalize node: make sure the run ends with an answer, even when a limit stops it.
 
-Two limits send a run here with tool calls unanswered: the loop cap (``MAX_LOOPS``)
-and the runaway guard (the same calls returned the same output
-:data:`~agentgraph.nodes.model_turn.RUNAWAY_REPEATS` times in a row). Either way the
-pending calls are answered as not executed and the model is asked once, without
-tools, for an answer; the ``stopped`` event names which limit it was.
+A limit of the request (:mod:`agentgraph.nodes.limits`: the loop cap, the token budget,
+the runaway guard) sends the run here with tool calls unanswered. The pending calls are
+answered as not executed; at the loop cap or the runaway guard the model is then asked
+once, without tools, for an answer; a spent budget ends with a stored answer instead,
+since one more call would spend more. The ``stopped`` event names the limit.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -22,8 +22,16 @@ from agentgraph.deps import AgentDeps
 from agentgraph.history.kinds import stamped
 from agentgraph.middleware.events import emit
 from agentgraph.nodes.common import allowed_tools, system_messages
+from agentgraph.nodes.limits import (
+    STOP_BUDGET,
+    STOP_REPEATED,
+    STOP_STEP_LIMIT,
+    request_limit,
+)
 from agentgraph.nodes.model_call import make_model_call
 from agentgraph.prompts import (
+    BUDGET_ANSWER,
+    BUDGET_TOOL_RESULT,
     LOOP_CAP_INSTRUCTION,
     LOOP_CAP_NO_ANSWER,
     LOOP_CAP_TOOL_RESULT,
@@ -34,25 +42,38 @@ from agentgraph.prompts import (
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
 
-STOP_STEP_LIMIT = "max_loops"
-"""``stopped`` event reason: the run ended at the loop cap."""
-STOP_REPEATED = "repeated_calls"
-"""``stopped`` event reason: the same tool calls kept returning the same output."""
+__all__ = ["STOP_BUDGET", "STOP_REPEATED", "STOP_STEP_LIMIT", "make_finalize"]
 
 
-def _stop_texts(loops: int, max_loops: int, repeats: int) -> tuple[str, str, str, str, str]:
-    """Why the run stops: its ``stopped`` reason, the notice, the pending calls' result,
-    the instruction and the answer stored when the model gives none."""
-    if loops >= max_loops:
-        return (
-            STOP_STEP_LIMIT,
+class _Stop(NamedTuple):
+    """How the run stops at a limit."""
+
+    reason: str  # the ``stopped`` event's
+    notice: str
+    not_run: str  # the pending calls' result
+    instruction: str | None  # asks the model for an answer; None: no more model calls
+    no_answer: str  # stored when the model gives no answer (or is not asked)
+
+
+def _stop(reason: str, max_loops: int, budget: int, spent: int, repeats: int) -> _Stop:
+    if reason == STOP_STEP_LIMIT:
+        return _Stop(
+            reason,
             f"step limit reached ({max_loops} model calls); asking for a final answer",
             LOOP_CAP_TOOL_RESULT.format(max_loops=max_loops),
             LOOP_CAP_INSTRUCTION.format(max_loops=max_loops),
             LOOP_CAP_NO_ANSWER.format(max_loops=max_loops),
         )
-    return (
-        STOP_REPEATED,
+    if reason == STOP_BUDGET:
+        return _Stop(
+            reason,
+            f"token budget spent ({spent:,} of {budget:,} tokens); stopping",
+            BUDGET_TOOL_RESULT.format(budget=budget),
+            None,
+            BUDGET_ANSWER.format(budget=budget, spent=spent),
+        )
+    return _Stop(
+        reason,
         f"the same tool calls returned the same output {repeats} times in a row; "
         "asking for a final answer",
         RUNAWAY_TOOL_RESULT.format(repeats=repeats),
@@ -74,24 +95,33 @@ def make_finalize(
         last = messages[-1] if messages else None
         if not (isinstance(last, AIMessage) and last.tool_calls):
             return {}
-        # A limit: answer the pending calls, then ask once, without tools, for an answer.
+        # A limit: answer the pending calls, then (but at the budget) ask once, without
+        # tools, for an answer.
         ctx = deps.run_context(runtime.context, config)
-        loops = int(state.get("loops") or 0)
-        reason, notice, not_run, instruction, no_answer = _stop_texts(
-            loops, ctx.max_loops, repeat_streak(messages[:-1], last)
-        )
+        budget = deps.settings.turn_budget_tokens
+        spent = int(state.get("turn_tokens") or 0)
+        repeats = repeat_streak(messages[:-1], last)
+        limit = request_limit(int(state.get("loops") or 0), ctx.max_loops, spent, budget, repeats)
+        stop = _stop(limit or STOP_STEP_LIMIT, ctx.max_loops, budget, spent, repeats)
+        now = time.time()
         skipped = [
-            ToolMessage(
-                content=not_run,
-                tool_call_id=call["id"] or "",
-                name=call["name"],
-                status="error",
+            stamped(
+                ToolMessage(
+                    content=stop.not_run,
+                    tool_call_id=call["id"] or "",
+                    name=call["name"],
+                    status="error",
+                ),
+                now,
             )
             for call in last.tool_calls
         ]
-        emit({"type": "notice", "text": notice})
+        emit({"type": "notice", "text": stop.notice})
+        if stop.instruction is None:
+            emit({"type": "stopped", "reason": stop.reason})
+            return {"messages": [*skipped, stamped(AIMessage(content=stop.no_answer))]}
         (base,) = system_messages(state, deps, workspace=ctx.workspace_path)
-        system = SystemMessage(content=f"{base.text}\n\n{instruction}")
+        system = SystemMessage(content=f"{base.text}\n\n{stop.instruction}")
         # Tools stay declared (strict providers reject tool calls in a history without
         # them) but the model may not call one.
         result = call_model(
@@ -110,10 +140,8 @@ def make_finalize(
                 update={"tool_calls": [], "invalid_tool_calls": [], "additional_kwargs": kwargs}
             )
         if not answer.text.strip():
-            answer = answer.model_copy(update={"content": no_answer})
-        emit({"type": "stopped", "reason": reason})
-        now = time.time()
-        skipped = [stamped(m, now) for m in skipped]
+            answer = answer.model_copy(update={"content": stop.no_answer})
+        emit({"type": "stopped", "reason": stop.reason})
         return {"messages": [*skipped, *result.messages[:-1], stamped(answer)]}
 
     return finalize

@@ -26,6 +26,7 @@ from agentgraph.history.calls import hit_output_limit
 from agentgraph.history.kinds import stamped
 from agentgraph.middleware.events import emit
 from agentgraph.nodes.common import allowed_tools, repair_invalid_tool_calls, system_messages
+from agentgraph.nodes.limits import reply_tokens, request_limit
 from agentgraph.nodes.model_call import make_model_call
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
@@ -34,34 +35,25 @@ from agentgraph.tool_ids import SessionCallIds, admit_reply
 Next = Literal["tools", "finalize", "__end__"]
 """Where the run goes after a reply: the ``tools`` node, ``finalize`` or LangGraph's END."""
 
-# Times in a row the same tool calls may return the same output before the run stops
-# asking for them: a model that asks a fourth time for what it already read three times
-# is going round, not working. Three, not two: reading a file again after a failed edit
-# is ordinary, and the output is the same then too.
-RUNAWAY_REPEATS = 3
 
+def next_node(reply: AIMessage, limit: str | None) -> Next:
+    """Run tools while the model asks for them and no limit of the request is reached.
 
-def next_node(reply: AIMessage, loops: int, cap: int, repeats: int = 0) -> Next:
-    """Run tools while the model asks for them, the run's loop cap allows and the model
-    is not going round.
-
-    A reply without tool calls ends the run; ``finalize`` runs when the loop cap or the
-    runaway guard leaves calls unanswered. (Passing an answer through a node that does
-    nothing with it cost a superstep and a checkpoint write per turn.)
+    A reply without tool calls ends the run; ``finalize`` runs when a limit
+    (:func:`~agentgraph.nodes.limits.request_limit`) leaves calls unanswered. (Passing an
+    answer through a node that does nothing with it cost a superstep and a checkpoint
+    write per turn.)
 
     Args:
         reply: The model's reply, as the node records it.
-        loops: Model calls the run has made, this one included.
-        cap: Model calls the run may make.
-        repeats: Times in a row the model already made exactly these calls with the
-            same output (:func:`~agentgraph.context.spiral.repeat_streak`).
+        limit: The limit the request reached with this reply, or None.
 
     Returns:
         The next node's name.
     """
     if not reply.tool_calls:
         return "__end__"  # LangGraph's END
-    return "tools" if loops < cap and repeats < RUNAWAY_REPEATS else "finalize"
+    return "tools" if limit is None else "finalize"
 
 
 def make_model_turn(
@@ -96,11 +88,21 @@ def make_model_turn(
             emit({"type": "notice", "text": f"the reply stopped at the output token limit: {what}"})
         emit({"type": "prompt_tokens", "tokens": result.prompt_tokens})
         loops = int(state.get("loops") or 0) + 1
+        spent = int(state.get("turn_tokens") or 0) + reply_tokens([*updates, result.ai])
+        limit = None
+        if ai.tool_calls:
+            limit = request_limit(
+                loops,
+                runtime.context.max_loops,
+                spent,
+                deps.settings.turn_budget_tokens,
+                repeat_streak(history, ai),
+            )
         # The node routes itself (a Command) rather than through a conditional edge,
         # which would read the whole state again with this update applied.
         return Command(
-            update={"messages": [*updates, ai], "loops": loops},
-            goto=next_node(ai, loops, runtime.context.max_loops, repeat_streak(history, ai)),
+            update={"messages": [*updates, ai], "loops": loops, "turn_tokens": spent},
+            goto=next_node(ai, limit),
         )
 
     return model_turn

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agentgraph.nodes.model_turn import RUNAWAY_REPEATS
+from agentgraph.nodes.limits import RUNAWAY_REPEATS
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -129,3 +129,70 @@ def test_the_same_call_with_new_output_is_progress(home: Path, workspace: Path) 
     assert payload["stopped"] is None and payload["answer"] == "the build kept going"
     results = _tool_results(_chat_requests(server)[-1])
     assert len(results) == polls and len(set(results)) == polls
+
+
+BUDGET_TOKENS = 20_000
+# More reads than the budget lets the task make.
+BUDGET_TASK_FILES = 60
+
+
+def _reads_many_files(request: dict[str, Any]) -> dict[str, Any]:
+    """Read file n, where n is the number of tool results so far; then answer."""
+    read = len(_tool_results(request))
+    if read < BUDGET_TASK_FILES:
+        path = f"notes/file_{read:03d}.txt"
+        return {"tool_calls": [{"name": "read_file", "arguments": {"path": path}}]}
+    return {"content": f"read {read} files"}
+
+
+def test_a_token_budget_stops_the_request_once_spent(home: Path, workspace: Path) -> None:
+    notes = workspace / "notes"
+    notes.mkdir()
+    for n in range(BUDGET_TASK_FILES):
+        (notes / f"file_{n:03d}.txt").write_text(f"note number {n}\n" * 20)
+    with FakeOpenAIServer([_reads_many_files], on_exhausted="repeat_last") as server:
+        env = server_env(home, server.url, KEY)
+        result = run_cli(
+            ["run", "--json", "--budget", str(BUDGET_TOKENS), "read every note"],
+            cwd=workspace,
+            env=env,
+        )
+        requests = _chat_requests(server)
+        per_call = [u["prompt_tokens"] + u["completion_tokens"] for u in server.reported_usage]
+    assert result.returncode == 3, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["stopped"] == "budget"
+    spent = payload["usage"]["input_tokens"] + payload["usage"]["output_tokens"]
+    assert payload["answer"] == (
+        f"Stopped: this request used {spent} tokens, its budget is {BUDGET_TOKENS}. The "
+        "session is saved: ask me to continue to pick up where I left off."
+    )
+    # It stopped at the first reply that reached the budget, several calls in, and made
+    # no model call after it.
+    assert spent == sum(per_call) >= BUDGET_TOKENS > sum(per_call[:-1])
+    assert 2 < len(requests) < BUDGET_TASK_FILES
+    assert all(r.get("tool_choice") != "none" for r in requests)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("agentgraph:")]
+    assert lines == [
+        "agentgraph: stopped at the token budget (--budget / AGENTGRAPH_TURN_BUDGET_TOKENS="
+        f"{BUDGET_TOKENS}); the answer may be partial (continue with: agentgraph run "
+        f"--thread {payload['thread_id']} ...)"
+    ], result.stderr
+
+
+def test_the_budget_setting_and_budget_0(home: Path, workspace: Path) -> None:
+    """AGENTGRAPH_TURN_BUDGET_TOKENS sets the budget; ``--budget 0`` lifts it."""
+    notes = workspace / "notes"
+    notes.mkdir()
+    for n in range(BUDGET_TASK_FILES):
+        (notes / f"file_{n:03d}.txt").write_text(f"note number {n}\n" * 20)
+    with FakeOpenAIServer([_reads_many_files], on_exhausted="repeat_last") as server:
+        env = server_env(home, server.url, KEY, AGENTGRAPH_TURN_BUDGET_TOKENS=str(BUDGET_TOKENS))
+        capped = run_cli(["run", "--json", "read every note"], cwd=workspace, env=env)
+        lifted = run_cli(
+            ["run", "--json", "--budget", "0", "read every note"], cwd=workspace, env=env
+        )
+    assert capped.returncode == 3, capped.stderr
+    assert json.loads(capped.stdout)["stopped"] == "budget"
+    assert lifted.returncode == 0, lifted.stderr
+    assert json.loads(lifted.stdout)["answer"] == f"read {BUDGET_TASK_FILES} files"

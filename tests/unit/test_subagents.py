@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.history import validate_history
-from agentgraph.nodes.model_turn import RUNAWAY_REPEATS
+from agentgraph.nodes.limits import RUNAWAY_REPEATS
 from agentgraph.persistence import Store, open_store
 from agentgraph.runctx import RunContext
 from agentgraph.subagents import SUBAGENT_RESULT_MAX_TOKENS, SUBAGENT_TOOL
