@@ -181,9 +181,13 @@ def test_every_turn_ends_with_one_transcript_snapshot_stored(
     writes after it before the next turn; the turns between snapshots drop nothing
     (their checkpoints are the latest one's replay chain) and the file stays bounded."""
     steps = 8
+    # A different folder at each step: a model that lists the same one again and again
+    # with the same output is stopped as a runaway before its eighth step.
+    for k in range(steps):
+        (workspace / f"dir{k}").mkdir()
     replies: list[AIMessage] = []
     for turn in range(36):
-        replies += [ai_tools(("list_dir", {"path": "."})) for _ in range(steps)]
+        replies += [ai_tools(("list_dir", {"path": f"dir{k}"})) for k in range(steps)]
         replies.append(ai_text(f"answer {turn}"))
     with open_store(settings) as store:
         agent = Agent(settings, store, model=ScriptedChatModel(replies), sleep=lambda _s: None)
