@@ -204,21 +204,28 @@ def test_ctrl_c_during_run_records_the_partial_answer_and_exits_130(
 def test_calls_written_as_text_are_not_streamed_as_answer_text(home: Path, workspace: Path) -> None:
     """A local model's call written as text (tags, a JSON fence, bare JSON) shows as a
     tool call, never first as answer text; the prose before it still streams."""
-    (workspace / "app.py").write_text("x = 1\n")
-    call = json.dumps({"name": "read_file", "arguments": {"path": "app.py"}})
+    # A different file each time: the same call returning the same output three times
+    # in a row is a model going round, which the runaway guard stops.
+    for n in range(1, 6):
+        (workspace / f"app{n}.py").write_text("x = 1\n")
+
+    def call(n: int) -> str:
+        return json.dumps({"name": "read_file", "arguments": {"path": f"app{n}.py"}})
+
     events = _run_stream(
         home,
         workspace,
         [
-            {"content": f"I'll read it.\n<tool_call>\n{call}\n</tool_call>"},
-            {"content": f"```json\n{call}\n```"},
-            {"content": call},
+            {"content": f"I'll read it.\n<tool_call>\n{call(1)}\n</tool_call>"},
+            {"content": f"```json\n{call(2)}\n```"},
+            {"content": call(3)},
             # Qwen2.5-Coder 1.5B through llama.cpp, and Llama's function syntax.
             {
-                "content": '<tools>\n<function name="read_file" arguments=\'{"path": "app.py"}\' />'
+                "content": "<tools>\n"
+                '<function name="read_file" arguments=\'{"path": "app4.py"}\' />'
                 "\n</tools>"
             },
-            {"content": 'Again.\n<function=read_file>{"path": "app.py"}</function>'},
+            {"content": 'Again.\n<function=read_file>{"path": "app5.py"}</function>'},
             {"content": "x is 1."},
         ],
     )
