@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 import uuid
 from collections import Counter
@@ -54,7 +55,7 @@ from agentgraph.history import (
     group_messages,
 )
 from agentgraph.tools.base import ToolError
-from agentgraph.tools.workspace import resolve_in_workspace
+from agentgraph.tools.workspace import LinkCensus, resolve_in_workspace
 
 KEEP_RECENT_BUDGET_FRACTION = 0.20
 FALLBACK_KEEP_BUDGET_FRACTION = 0.30
@@ -394,6 +395,8 @@ def _read_fresh(
         # As the tools resolved it when the model wrote it (its spelling of the path).
         path = resolve_in_workspace(workspace, rel)
         with path.open("rb") as fh:
+            # Opened as read_file opens it: a hard link out of the workspace is refused.
+            LinkCensus(workspace.resolve()).require_inside(os.fstat(fh.fileno()), rel)
             head = fh.read(8192)
             if b"\x00" in head:
                 return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -599,3 +600,19 @@ def test_a_summary_over_its_share_that_fits_the_hard_target_is_kept_whole(
     assert facts in str(view[0].content)
     usable = compactor.budget.usable
     assert usable // 2 < outcome.tokens_after <= usable * SUMMARY_HARD_TARGET_BUDGET_FRACTION
+
+
+def test_files_re_read_after_a_compaction_refuse_hard_links_outside(tmp_path: Path) -> None:
+    """The re-read at a compaction opens files as read_file does: a hard link to a file
+    outside the workspace is not read through into the prompt."""
+    from agentgraph.context.compaction import _read_fresh
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    outside = tmp_path / "secret.txt"
+    outside.write_text("SECRET-VALUE\n")
+    os.link(outside, workspace / "leak.txt")
+    (workspace / "plain.txt").write_text("ordinary\n")
+    assert _read_fresh(workspace, "leak.txt", 1000, len) is None
+    plain = _read_fresh(workspace, "plain.txt", 1000, len)
+    assert plain is not None and "ordinary" in plain
