@@ -57,8 +57,8 @@ from agentgraph.recall.memory import (
     MemoryRefused,
     delete_memory,
     list_memories,
-    load_memory_prompt,
     memory_notice,
+    memory_prompt_section,
     resolve_memory_id,
     unseen_memories,
 )
@@ -730,11 +730,10 @@ class Agent:
         # the user is told which of them are new since their last session here.
         memory = self.store.memory if self.settings.memory != "off" else None
         if memory is not None and stored.get("memory_prompt") is None:
-            inputs["memory_prompt"] = load_memory_prompt(
-                memory, self.settings.user_id, str(workspace)
-            )
             ns = memory_namespace(self.settings.user_id, str(workspace))
-            news = memory_notice(unseen_memories(memory, ns))
+            memories = list_memories(memory, ns)
+            inputs["memory_prompt"] = memory_prompt_section(memories)
+            news = memory_notice(unseen_memories(memory, ns, memories))
             if news is not None:
                 notices.append(news)
         # The prompt is durable before anything slow or fallible (undo snapshot, model

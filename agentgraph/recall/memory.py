@@ -261,14 +261,19 @@ def _seen_namespace(ns: tuple[str, ...]) -> tuple[str, ...]:
     return (MEMORY_SEEN_NAMESPACE_ROOT, *ns[1:])
 
 
-def unseen_memories(store: BaseStore, ns: tuple[str, ...]) -> list[Memory]:
+def unseen_memories(store: BaseStore, ns: tuple[str, ...], memories: list[Memory]) -> list[Memory]:
     """The memories of ``ns`` the user was not yet shown, oldest first; marks all seen.
 
     Called at a session's start, when the memories enter its prompt: what it returns is
     what was saved since the user's last session in the workspace (by any session, in
     any process), and the next call returns only what is saved after this one.
+
+    Args:
+        store: The memory store.
+        ns: The user's and workspace's namespace.
+        memories: All memories of ``ns`` now (:func:`list_memories`, read once for the
+            prompt and this).
     """
-    memories = list_memories(store, ns)
     seen_ns = _seen_namespace(ns)
     item = store.get(seen_ns, MEMORY_SEEN_KEY)
     raw = item.value.get("ids") if item is not None else None
