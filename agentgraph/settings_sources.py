@@ -162,6 +162,26 @@ def split_workspace_values(
     return kept, sorted(ignored)
 
 
+def limit_to_project(
+    values: dict[str, Any], path: Path, home: Path, settings_cls: type[BaseSettings]
+) -> tuple[dict[str, Any], list[str]]:
+    """What a project file may set, and the names it may not: everything when the user
+    allowed that file as it is.
+
+    Args:
+        values: The file's values, keyed by environment name.
+        path: The file (its content is what the user allowed, or not).
+        home: ``AGENTGRAPH_HOME``, where the allowed files' digests are kept.
+        settings_cls: The settings class.
+
+    Returns:
+        The values to keep, and the environment names ignored (sorted, upper-case).
+    """
+    if not values or is_allowed(path, home):
+        return values, []
+    return split_workspace_values(values, settings_cls)
+
+
 class WorkspaceEnvSource(PydanticBaseSettingsSource):
     """The workspace's ``.env``, limited to :data:`PROJECT_SETTINGS` unless allowed."""
 
@@ -179,12 +199,10 @@ class WorkspaceEnvSource(PydanticBaseSettingsSource):
     def __call__(self) -> dict[str, Any]:
         values = self._dotenv()
         path = workspace_env_path(self._dotenv)
-        if not values or path is None:
+        if path is None:
             return values
-        if is_allowed(path, _home_of(self.current_state, self._default_home)):
-            return values
-        kept, _ = split_workspace_values(values, self.settings_cls)
-        return kept
+        home = _home_of(self.current_state, self._default_home)
+        return limit_to_project(values, path, home, self.settings_cls)[0]
 
 
 def workspace_env_path(dotenv: PydanticBaseSettingsSource) -> Path | None:
@@ -253,10 +271,8 @@ class ProjectConfigSource(PydanticBaseSettingsSource):
         if self._path is None:
             return {}
         values = config_values(read_user_config(self._path), self.settings_cls, self._path)
-        if not values or is_allowed(self._path, _home_of(self.current_state, self._default_home)):
-            return values
-        kept, _ = split_workspace_values(values, self.settings_cls)
-        return kept
+        home = _home_of(self.current_state, self._default_home)
+        return limit_to_project(values, self._path, home, self.settings_cls)[0]
 
 
 def project_config_path(dotenv: PydanticBaseSettingsSource) -> Path | None:
@@ -278,10 +294,10 @@ def ignored_project_config(path: Path, home: Path, settings_cls: type[BaseSettin
         The ignored keys (field names, as written in the file), sorted; [] when there
         is no such file.
     """
-    if not path.is_file() or is_allowed(path, home):
+    if not path.is_file():
         return []
     values = config_values(read_user_config(path), settings_cls, path)
-    ignored = split_workspace_values(values, settings_cls)[1]
+    ignored = limit_to_project(values, path, home, settings_cls)[1]
     names = env_names(settings_cls)
     return sorted(names[name] for name in ignored)
 
@@ -320,10 +336,10 @@ def ignored_workspace_settings(
     Returns:
         The ignored environment names, sorted; [] when there is no such file.
     """
-    if not env_file.is_file() or is_allowed(env_file, home):
+    if not env_file.is_file():
         return []
     values = DotEnvSettingsSource(settings_cls, env_file=env_file)()
-    return split_workspace_values(values, settings_cls)[1]
+    return limit_to_project(values, env_file, home, settings_cls)[1]
 
 
 ORIGIN_FLAG = "flag"
