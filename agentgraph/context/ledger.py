@@ -32,6 +32,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from agentgraph.context.spiral import output_hash
 from agentgraph.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.history.kinds import UNDO_NOTE_KIND
 from agentgraph.tools.files import read_span
@@ -292,7 +293,7 @@ class LedgerMemo:
     """Each call's ledger entry, parsed once: a compaction reads the whole history, and
     parsing every result again made the ledger most of a compaction's own cost (34 of
     103 ms at 1,000 messages). Keyed by the call's id, tool and the hash of its
-    result's text (Python caches a string's hash), so a session whose ids repeat
+    result's text (:func:`output_hash`: Python keeps a string's hash), so a session whose ids repeat
     another's (``call_1`` from a local server) never gets its entries. Bounded; the
     oldest go first.
     """
@@ -304,7 +305,7 @@ class LedgerMemo:
 
     def entry(self, call_id: str, call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         """The ledger entry of ``call`` with ``result``, parsed at most once."""
-        key = (call_id, str(call.get("name") or ""), hash(result.text))
+        key = (call_id, str(call.get("name") or ""), output_hash(result))
         with self._lock:
             if key in self._entries:
                 return self._entries[key]

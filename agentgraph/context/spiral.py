@@ -92,6 +92,17 @@ def _signature(call: Any, results: dict[str, ToolMessage]) -> _Call:
     return f"{call.get('name')}({args})", results.get(str(call.get("id")))
 
 
+def output_hash(result: ToolMessage) -> int:
+    """The hash of a tool result's text: what "the same output" means to the guards.
+
+    A string content is hashed itself, whose hash Python keeps on the string: the
+    ``text`` property builds a new string on every access, rehashed each time (a
+    history's outputs are compared at every step and every compaction).
+    """
+    content = result.content
+    return hash(content if isinstance(content, str) else result.text)
+
+
 def repeat_streak(messages: Sequence[BaseMessage], reply: AIMessage) -> int:
     """Times in a row, just before ``reply``, the model made exactly ``reply``'s tool
     calls and got the same output each time.
@@ -129,7 +140,7 @@ def repeat_streak(messages: Sequence[BaseMessage], reply: AIMessage) -> int:
         calls = [_signature(call, results) for call in msg.tool_calls]
         if sorted(name for name, _ in calls) != wanted or any(r is None for _, r in calls):
             break
-        made = sorted((name, hash(r.text if r else "")) for name, r in calls)
+        made = sorted((name, output_hash(r)) for name, r in calls if r is not None)
         if previous is not None and made != previous:
             break
         previous = made
@@ -194,7 +205,7 @@ def stalled_compactions(messages: Sequence[BaseMessage]) -> tuple[int, int, int]
             return 0
         key = id(result)
         if key not in outputs:
-            outputs[key] = hash(result.text)
+            outputs[key] = output_hash(result)
         return outputs[key]
 
     # Per call (tool and arguments): its results, with the stretch of each (a moved
