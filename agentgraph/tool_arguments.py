@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AIMessageChunk
-from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.messages.tool import invalid_tool_call, tool_call
 from langchain_core.outputs import ChatGenerationChunk
 
@@ -74,7 +73,11 @@ class StreamedArguments(BaseCallbackHandler):
     """
 
     def __init__(self) -> None:
-        self._chunks: dict[UUID, list[AIMessageChunk]] = {}
+        # Per model run, per call (in the order calls first appear): name, id and the
+        # argument pieces, joined once at the end. Merging the chunks instead re-copies
+        # the arguments so far at every chunk: quadratic in a large file's size.
+        self._runs: dict[UUID, list[_PendingCall]] = {}
+        self._by_index: dict[UUID, dict[int, _PendingCall]] = {}
         self._lock = threading.Lock()
 
     def on_llm_new_token(
@@ -89,9 +92,22 @@ class StreamedArguments(BaseCallbackHandler):
         if not isinstance(chunk, ChatGenerationChunk):
             return
         message = chunk.message
-        if isinstance(message, AIMessageChunk) and message.tool_call_chunks:
-            with self._lock:
-                self._chunks.setdefault(run_id, []).append(message)
+        if not isinstance(message, AIMessageChunk) or not message.tool_call_chunks:
+            return
+        with self._lock:
+            calls = self._runs.setdefault(run_id, [])
+            by_index = self._by_index.setdefault(run_id, {})
+            for piece in message.tool_call_chunks:
+                # As LangChain merges chunks: pieces with one index are one call, each
+                # piece without an index a call of its own.
+                index = piece.get("index")
+                pending = by_index.get(index) if index is not None else None
+                if pending is None:
+                    pending = _PendingCall()
+                    calls.append(pending)
+                    if index is not None:
+                        by_index[index] = pending
+                pending.add(piece)
 
     def calls(self) -> list[RawCall] | None:
         """The streamed reply's calls in order, or None when no call was streamed.
@@ -100,15 +116,31 @@ class StreamedArguments(BaseCallbackHandler):
         the reply came from is then unknown.
         """
         with self._lock:
-            runs = list(self._chunks.values())
-        if len(runs) != 1:
-            return None
-        first, *rest = runs[0]
-        merged = add_ai_message_chunks(first, *rest) if rest else first
-        return [
-            RawCall(name=c.get("name") or "", arguments=c.get("args") or "", id=c.get("id"))
-            for c in merged.tool_call_chunks
-        ]
+            runs = list(self._runs.values())
+            if len(runs) != 1:
+                return None
+            return [pending.raw() for pending in runs[0]]
+
+
+@dataclass
+class _PendingCall:
+    """One streamed call's pieces so far."""
+
+    name: str = ""
+    id: str | None = None
+    pieces: list[str] = field(default_factory=list)
+
+    def add(self, piece: Mapping[str, Any]) -> None:
+        """Add a streamed piece: its name and id parts, its argument text."""
+        self.name += piece.get("name") or ""
+        if piece.get("id"):
+            self.id = (self.id or "") + str(piece["id"])
+        if piece.get("args"):
+            self.pieces.append(str(piece["args"]))
+
+    def raw(self) -> RawCall:
+        """The call as streamed, its arguments joined."""
+        return RawCall(name=self.name, arguments="".join(self.pieces), id=self.id)
 
 
 def raw_calls(ai: AIMessage) -> list[RawCall] | None:
