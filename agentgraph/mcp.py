@@ -689,7 +689,6 @@ def open_mcp(
     workspace_trusted: bool,
     start_timeout_s: float = MCP_START_TIMEOUT_S,
     tool_timeout_s: float = MCP_TOOL_TIMEOUT_S,
-    env: Mapping[str, str] | None = None,
     secrets: Iterable[str] = (),
 ) -> Iterator[McpManager]:
     """Start the configured MCP servers for a CLI run and close them after it.
@@ -702,14 +701,12 @@ def open_mcp(
         workspace_trusted: Whether the workspace's config may start its servers.
         start_timeout_s: ``AGENTGRAPH_MCP_START_TIMEOUT_S``.
         tool_timeout_s: ``AGENTGRAPH_MCP_TOOL_TIMEOUT_S``.
-        env: Variables ``${VAR}`` in the configs may read (None: the process's).
         secrets: The settings' secret values, redacted from every MCP text shown.
     """
     manager = McpManager(
         workspace,
         home,
         base_env=base_env,
-        env=env,
         workspace_trusted=workspace_trusted,
         start_timeout_s=start_timeout_s,
         tool_timeout_s=tool_timeout_s,

@@ -115,8 +115,8 @@ def endpoint_url(settings: Settings, model: str | None = None) -> str | None:
     """The base URL requests for ``model`` (default: ``settings.model``) go to.
 
     Returns:
-        ``OPENAI_BASE_URL``, else the local server a provider prefix names
-        (``ollama:…``), else None (the provider's own endpoint).
+        The local server a provider prefix names (``ollama:…``), else
+        ``OPENAI_BASE_URL``, else None (the provider's own endpoint).
     """
     provider, _name = split_provider(model or settings.model)
     if provider is not None and provider in LANGCHAIN_PROVIDERS:
