@@ -60,6 +60,7 @@ from agentgraph.persistence.pg_saver import (
     segment_rows,
 )
 from agentgraph.persistence.saver import (
+    SEGMENT_ID_COLUMN,
     SQLITE_DELETE_THREAD,
     SQLITE_INSERT_SEGMENT,
     DeltaMemory,
@@ -213,6 +214,25 @@ class AsyncAgentSqliteSaver(DeltaMemory, AsyncArchiveReads, AsyncSqliteSaver):
                     raise
         return found
 
+    async def _apresent_segments(
+        self, thread_id: str, checkpoint_ns: str, digests: Sequence[str]
+    ) -> set[str]:
+        # Which segments are stored, without reading their contents.
+        present: set[str] = set()
+        async with self.lock:
+            try:
+                for batch in batched(digests):
+                    async with self.conn.execute(
+                        select_segments_sql(len(batch), SEGMENT_ID_COLUMN),
+                        (thread_id, checkpoint_ns, *batch),
+                    ) as cur:
+                        async for (digest,) in cur:
+                            present.add(digest)
+            except sqlite3.OperationalError as exc:
+                if not no_archive_table(exc):
+                    raise
+        return present
+
     async def aput(
         self,
         config: RunnableConfig,
@@ -228,7 +248,7 @@ class AsyncAgentSqliteSaver(DeltaMemory, AsyncArchiveReads, AsyncSqliteSaver):
         await self.setup()
         async with self.lock:
             try:
-                present = set(await self._afetch_segments(thread_id, checkpoint_ns, plan.digests))
+                present = await self._apresent_segments(thread_id, checkpoint_ns, plan.digests)
                 rows = self.archive.rows_to_write(plan, present)
                 await self.conn.executemany(
                     SQLITE_INSERT_SEGMENT, [r.row(thread_id, checkpoint_ns) for r in rows]

@@ -87,10 +87,15 @@ SQLITE_INSERT_SEGMENT = (
 )
 
 
-def select_segments_sql(count: int) -> str:
+# What a history read needs of its stored segments; a put only which are stored.
+SEGMENT_COLUMNS = "segment, type, data, messages, raw_bytes"
+SEGMENT_ID_COLUMN = "segment"
+
+
+def select_segments_sql(count: int, columns: str = SEGMENT_COLUMNS) -> str:
     marks = ",".join("?" for _ in range(count))
     return (
-        f"SELECT segment, type, data, messages, raw_bytes FROM {ARCHIVE_TABLE} "
+        f"SELECT {columns} FROM {ARCHIVE_TABLE} "
         f"WHERE thread_id = ? AND checkpoint_ns = ? AND segment IN ({marks})"
     )
 
@@ -314,6 +319,23 @@ class AgentSqliteSaver(DeltaMemory, SqliteSaver):
                 raise
         return found
 
+    def _present_segments(
+        self, thread_id: str, checkpoint_ns: str, digests: Sequence[str]
+    ) -> set[str]:
+        # Which segments are stored, without reading their contents (the lock is held).
+        present: set[str] = set()
+        try:
+            for batch in batched(digests):
+                for (digest,) in self.conn.execute(
+                    select_segments_sql(len(batch), SEGMENT_ID_COLUMN),
+                    (thread_id, checkpoint_ns, *batch),
+                ):
+                    present.add(digest)
+        except sqlite3.OperationalError as exc:
+            if not no_archive_table(exc):
+                raise
+        return present
+
     def put(
         self,
         config: RunnableConfig,
@@ -329,7 +351,7 @@ class AgentSqliteSaver(DeltaMemory, SqliteSaver):
         with self.lock:
             try:
                 with self.cursor(transaction=False) as cur:
-                    present = set(self._fetch_segments(thread_id, checkpoint_ns, plan.digests))
+                    present = self._present_segments(thread_id, checkpoint_ns, plan.digests)
                     rows = self.archive.rows_to_write(plan, present)
                     cur.executemany(
                         SQLITE_INSERT_SEGMENT, [r.row(thread_id, checkpoint_ns) for r in rows]
