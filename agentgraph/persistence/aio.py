@@ -57,6 +57,7 @@ from agentgraph.persistence.pg_saver import (
     PG_SELECT_SEGMENTS,
     PG_UNLOCK_FOR_PUT,
     PRUNE_LOCK_CLASS,
+    present_segments,
     segment_rows,
 )
 from agentgraph.persistence.saver import (
@@ -387,7 +388,7 @@ class AsyncAgentPostgresSaver(AsyncArchiveReads, AsyncPostgresSaver):
                 present = await self._rows(
                     conn, PG_SELECT_PRESENT, (thread_id, checkpoint_ns, plan.digests)
                 )
-                rows = self.archive.rows_to_write(plan, {_first(r) for r in present})
+                rows = self.archive.rows_to_write(plan, present_segments(present))
                 if rows:
                     async with self._guard(), conn.cursor() as cur:
                         await cur.executemany(
@@ -409,7 +410,3 @@ class AsyncAgentPostgresSaver(AsyncArchiveReads, AsyncPostgresSaver):
         ):
             for sql in PG_DELETE_THREAD:
                 await cur.execute(sql, (str(thread_id),))
-
-
-def _first(row: Any) -> str:
-    return str(next(iter(row.values())) if isinstance(row, dict) else row[0])

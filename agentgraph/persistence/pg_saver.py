@@ -164,7 +164,7 @@ class AgentPostgresSaver(PostgresSaver):
             try:
                 with self._guard(), conn.cursor() as cur:
                     cur.execute(PG_SELECT_PRESENT, (thread_id, checkpoint_ns, plan.digests))
-                    present = {str(_first(r)) for r in cur.fetchall()}
+                    present = present_segments(cur.fetchall())
                 rows = self.archive.rows_to_write(plan, present)
                 if rows:
                     with self._guard(), conn.cursor() as cur:
@@ -358,6 +358,11 @@ def _values(row: Any) -> list[Any]:
 
 def _first(row: Any) -> Any:
     return _values(row)[0] if row is not None else None
+
+
+def present_segments(rows: Sequence[Any]) -> set[str]:
+    """The digests of ``PG_SELECT_PRESENT`` rows: the segments already stored."""
+    return {str(_first(row)) for row in rows}
 
 
 def segment_rows(rows: Sequence[Any]) -> dict[str, SegmentRow]:
