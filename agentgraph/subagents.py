@@ -40,9 +40,10 @@ from langgraph.types import StreamMode
 from agentgraph.config import Settings
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import truncate_text
+from agentgraph.history.kinds import stopped_reason
 from agentgraph.middleware.events import event_sink
+from agentgraph.nodes.limits import STOP_BUDGET, STOP_REPEATED, STOP_STEP_LIMIT
 from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_title
-from agentgraph.prompts import BUDGET_TOOL_RESULT, LOOP_CAP_TOOL_RESULT, RUNAWAY_TOOL_RESULT
 from agentgraph.runctx import AgentToolRuntime, RunContext, context_of, run_config
 from agentgraph.state import MAIN_CONTEXT_ID
 
@@ -68,6 +69,12 @@ SUBAGENT_PROMPT_SECTION = (
     "cannot see this conversation. Several call_subagent calls in one response run in "
     "parallel."
 )
+
+# Why a subagent's request stopped at a limit other than its loop cap, as its result says.
+STOPPED_WHY = {
+    STOP_REPEATED: "the same tool calls returned the same output again and again",
+    STOP_BUDGET: "its token budget (AGENTGRAPH_TURN_BUDGET_TOKENS) is spent",
+}
 
 
 class SubagentCancelled(Exception):
@@ -362,24 +369,21 @@ class SubagentRunner:
         values = self._values(thread_id)
         messages: list[BaseMessage] = list(values.get("messages") or [])
         loops = int(values.get("loops") or 0)
-        answer = next(
-            (m.text for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls),
-            "",
+        final = next(
+            (m for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls),
+            None,
         )
-        cap_text = LOOP_CAP_TOOL_RESULT.format(max_loops=loops_cap)
-        hit_cap = any(isinstance(m, ToolMessage) and m.text == cap_text for m in messages)
-        if hit_cap:
+        answer = final.text if final is not None else ""
+        # finalize marks the answer a request ended with at a limit.
+        reason = stopped_reason(final) if final is not None else None
+        if reason == STOP_STEP_LIMIT:
             text = f"subagent stopped at its loop cap ({loops_cap} steps); last answer: {answer}"
             return SubagentOutcome(False, self._cap(text, thread_id), context_id, thread_id, loops)
-        for template, why in (
-            (RUNAWAY_TOOL_RESULT, "the same tool calls returned the same output again and again"),
-            (BUDGET_TOOL_RESULT, "its token budget (AGENTGRAPH_TURN_BUDGET_TOKENS) is spent"),
-        ):
-            start = template.split("{", 1)[0]
-            if any(isinstance(m, ToolMessage) and m.text.startswith(start) for m in messages):
-                text = f"subagent stopped: {why}; last answer: {answer}"
-                outcome = self._cap(text, thread_id)
-                return SubagentOutcome(False, outcome, context_id, thread_id, loops)
+        why = STOPPED_WHY.get(reason or "")
+        if why is not None:
+            text = f"subagent stopped: {why}; last answer: {answer}"
+            outcome = self._cap(text, thread_id)
+            return SubagentOutcome(False, outcome, context_id, thread_id, loops)
         return SubagentOutcome(True, self._cap(answer, thread_id), context_id, thread_id, loops)
 
     def _record(self, thread_id: str) -> None:

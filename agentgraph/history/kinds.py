@@ -122,6 +122,18 @@ def stamped(msg: _M, when: float | None = None, *, again: bool = False) -> _M:
     return with_marker(msg, **{TIMESTAMP_KEY: time.time() if when is None else when})
 
 
+# Marker field of the answer a request ended with at a limit: the limit's reason
+# (agentgraph.nodes.limits: max_loops, budget, repeated_calls).
+STOPPED_KEY = "stopped"
+
+
+def stopped_reason(msg: BaseMessage) -> str | None:
+    """The limit a request stopped at, on the answer it ended with; None otherwise."""
+    meta = msg.additional_kwargs.get(AGENTGRAPH_KEY)
+    reason = meta.get(STOPPED_KEY) if isinstance(meta, Mapping) else None
+    return str(reason) if reason else None
+
+
 def with_marker(msg: _M, **fields: object) -> _M:
     """A copy of ``msg`` whose marker dict has ``fields`` set (the rest of it kept)."""
     meta = msg.additional_kwargs.get(AGENTGRAPH_KEY)

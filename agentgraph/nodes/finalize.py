@@ -19,7 +19,7 @@ from langgraph.runtime import Runtime
 
 from agentgraph.context.spiral import repeat_streak
 from agentgraph.deps import AgentDeps
-from agentgraph.history.kinds import stamped
+from agentgraph.history.kinds import STOPPED_KEY, stamped, with_marker
 from agentgraph.middleware.events import emit
 from agentgraph.nodes.common import allowed_tools, system_messages
 from agentgraph.nodes.limits import (
@@ -119,7 +119,8 @@ def make_finalize(
         emit({"type": "notice", "text": stop.notice})
         if stop.instruction is None:
             emit({"type": "stopped", "reason": stop.reason})
-            return {"messages": [*skipped, stamped(AIMessage(content=stop.no_answer))]}
+            stopped = with_marker(AIMessage(content=stop.no_answer), **{STOPPED_KEY: stop.reason})
+            return {"messages": [*skipped, stamped(stopped)]}
         (base,) = system_messages(state, deps, workspace=ctx.workspace_path)
         system = SystemMessage(content=f"{base.text}\n\n{stop.instruction}")
         # Tools stay declared (strict providers reject tool calls in a history without
@@ -142,6 +143,7 @@ def make_finalize(
         if not answer.text.strip():
             answer = answer.model_copy(update={"content": stop.no_answer})
         emit({"type": "stopped", "reason": stop.reason})
+        answer = with_marker(answer, **{STOPPED_KEY: stop.reason})
         return {"messages": [*skipped, *result.messages[:-1], stamped(answer)]}
 
     return finalize
