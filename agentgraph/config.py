@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -116,6 +116,9 @@ class Settings(BaseSettings):
         env_file_encoding="utf-8",
         extra="ignore",
     )
+    # Environment names whose values in the project's files were not valid and were
+    # left out (cli/common.load_settings), so `agentgraph config` tells the same story.
+    _skipped_project_names: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     model: str = Field(DEFAULT_MODEL, validation_alias=_env("AGENTGRAPH_MODEL"))
     base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
@@ -404,6 +407,15 @@ class Settings(BaseSettings):
         if self.max_message_history is None:
             return None
         return self.max_message_history // 2
+
+    @property
+    def skipped_project_names(self) -> frozenset[str]:
+        """Environment names (upper-case) left out of the project's files as not valid."""
+        return self._skipped_project_names
+
+    def skip_project_names(self, names: frozenset[str]) -> None:
+        """Record the project values left out as not valid (see the property)."""
+        self._skipped_project_names = names
 
     def secret_values(self) -> list[str]:
         """Secret strings that must never be written anywhere."""

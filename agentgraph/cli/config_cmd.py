@@ -60,7 +60,13 @@ def config_rows(
     settings: Settings, flags: dict[str, Any], env_file: Path
 ) -> list[tuple[str, str, str, str]]:
     """``(setting, environment name, value, origin)`` for every setting, in field order."""
-    origins = setting_origins(Settings, flags=flags, env_file=env_file, home=settings.home)
+    origins = setting_origins(
+        Settings,
+        flags=flags,
+        env_file=env_file,
+        home=settings.home,
+        skipped=settings.skipped_project_names,
+    )
     names: dict[str, str] = {}
     for env_name, field in env_names(Settings).items():
         names.setdefault(field, env_name)
