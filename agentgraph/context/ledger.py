@@ -258,6 +258,32 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
     return ("other", name) if name else None
 
 
+def read_calls(messages: Iterable[BaseMessage]) -> dict[str, str]:
+    """The id of every successful ``read_file`` call in ``messages`` and the path it read.
+
+    Args:
+        messages: Messages in history order (a call without its result is left out).
+
+    Returns:
+        Call id → normalized path, in call order.
+    """
+    listed = list(messages)
+    results = {m.tool_call_id: m for m in listed if isinstance(m, ToolMessage)}
+    out: dict[str, str] = {}
+    for msg in listed:
+        if not isinstance(msg, AIMessage):
+            continue
+        for call in msg.tool_calls:
+            call_id = str(call.get("id") or "")
+            result = results.get(call_id)
+            if result is None or call.get("name") != READ_TOOL:
+                continue
+            entry = _entry(call, result)
+            if entry is not None:
+                out[call_id] = str(entry[1])
+    return out
+
+
 def _apply(ledger: Ledger, entry: _Entry) -> None:
     """Add one call's :func:`_entry` to ``ledger``."""
     kind = entry[0]

@@ -111,6 +111,27 @@ def test_facts_in_outputs_that_left_the_prompt_are_answerable_after_the_task(
     assert codes_in(recorder.answers[-1]) == planted
 
 
+def test_a_lossy_summarizer_still_leaves_most_facts_answerable(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """30 files bigger than a page, a model that only calls tools, and a summarizer that
+    leaves out every other file it is shown: the files a summary does not name are asked
+    about again with only their readings, and earlier summaries are carried verbatim, so
+    at least two thirds of the codes are still answerable after the task."""
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=30,
+        persona="silent",
+        summarizer="lossy",
+        size="big",
+        question=True,
+    )
+    assert any(e["type"] == "compaction" for e in events)
+    assert len(codes_in(recorder.answers[-1]) & planted) >= 20
+    assert recorder.reread_files() == 0
+
+
 def test_a_verbose_summarizer_never_reaches_the_prompt_cut(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

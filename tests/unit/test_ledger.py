@@ -17,6 +17,7 @@ from agentgraph.context.ledger import (
     LEDGER_KIND,
     LedgerMemo,
     collect_ledger,
+    read_calls,
     render_ledger,
 )
 from agentgraph.context.tokens import get_counter
@@ -288,3 +289,15 @@ def test_a_shared_memo_never_gives_one_session_anothers_entries() -> None:
     again = render_ledger(collect_ledger(second, memo=memo))
     assert "a.txt (lines 1-5 of 90)" in again
     assert again == render_ledger(collect_ledger(second))
+
+
+def test_read_calls_names_each_successful_read_by_its_call() -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _read(1, "./logs/a.txt", 1, 3, 3)
+    history += _call(2, "read_file", {"path": "gone.txt"}, "Error: no such file", status="error")
+    history += _call(3, "write_file", {"path": "b.txt", "content": "x"}, "created b.txt")
+    history += _read(4, "src/app.py", 1, 2, 9)
+    pending = AIMessage(
+        "", id="a5", tool_calls=[{"name": "read_file", "args": {"path": "c.txt"}, "id": "c5"}]
+    )
+    assert read_calls([*history, pending]) == {"c1": "logs/a.txt", "c4": "src/app.py"}
