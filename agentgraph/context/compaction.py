@@ -147,7 +147,8 @@ Include, under these headings:
 error messages, and any fact the user stated that may be needed again (quote them exactly).
 
 agentgraph adds an exact ledger of the files read and changed, commands run and the todo \
-list after your summary: do not enumerate those; say what was learned from them.
+list after your summary: do not copy it; say what was learned, naming the file each fact \
+comes from.
 
 Be concise but lose nothing that is needed to continue. Write only the summary."""
 
