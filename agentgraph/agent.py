@@ -309,6 +309,7 @@ class Agent:
             counter,
             lambda tid: session_path(settings.home, "artifacts", tid),
             names,
+            redact=partial(redact_value, redactor),
         )
         if delegate:
             tools.append(make_subagent_tool(self.subagents))
