@@ -37,9 +37,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
@@ -55,7 +55,12 @@ from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_titl
 from agentgraph.runctx import AgentToolRuntime, RunContext, context_of, run_config
 from agentgraph.state import MAIN_CONTEXT_ID
 
+if TYPE_CHECKING:
+    from agentgraph.subagent_tasks import BackgroundTasks
+
 SUBAGENT_TOOL = "call_subagent"
+# The background subagents' tool (agentgraph/subagent_tasks.py).
+SUBAGENT_TASK_TOOL = "subagent_task"
 SUBAGENT_CONTEXT_PREFIX = "subagent-"
 SUBAGENT_ID_HEX_CHARS = 8
 # Cap on the result handed back to the caller, so a chatty subagent cannot flood it.
@@ -76,6 +81,10 @@ SUBAGENT_PROMPT_SECTION = (
     "steps) and returns only its final answer. Give it everything it needs in `task`; it "
     "cannot see this conversation. Several call_subagent calls in one response run in "
     "parallel."
+)
+SUBAGENT_BACKGROUND_PROMPT = (
+    "With background=true it returns a task id at once and you keep working; its result "
+    "arrives as a message when it ends (subagent_task checks, waits for or cancels it)."
 )
 
 # Why a subagent's request stopped at a limit other than its loop cap, as its result says.
@@ -142,6 +151,65 @@ class SubagentOutcome:
 
 
 @dataclass
+class PreparedSubagent:
+    """A subagent whose limits were checked and session row written, not yet run."""
+
+    task: str
+    inputs: dict[str, Any]
+    child: RunContext
+    context_id: str
+    parent_thread: str
+
+
+@dataclass
+class SubagentRecord:
+    """One subagent this process ran or runs (``/agents`` lists them).
+
+    Attributes:
+        context_id: ``subagent-<8 hex>``; a background subagent's task id.
+        thread_id: Its session thread.
+        parent_thread: The caller's session thread.
+        tool_call_id: The caller's ``call_subagent`` call.
+        task: Its task, shortened.
+        background: Whether the caller went on without waiting.
+        started: ``time.monotonic()`` when it started.
+        tool_calls: Tool calls it made so far.
+        outcome: Set when it ended.
+        cancelled: Set when it was cancelled by its id.
+    """
+
+    context_id: str
+    thread_id: str
+    parent_thread: str
+    tool_call_id: str
+    task: str
+    background: bool = False
+    started: float = field(default_factory=time.monotonic)
+    tool_calls: int = 0
+    outcome: SubagentOutcome | None = None
+    cancelled: bool = False
+
+    @property
+    def status(self) -> str:
+        """``running``, ``done``, ``failed`` or ``cancelled``."""
+        if self.outcome is None:
+            return "running"
+        return "cancelled" if self.cancelled else self.outcome.status
+
+    def elapsed_s(self) -> float:
+        """Seconds it ran (so far, while running)."""
+        if self.outcome is not None:
+            return self.outcome.elapsed_s
+        return time.monotonic() - self.started
+
+    def tokens(self) -> int:
+        """Prompt + completion tokens, known once it ended."""
+        if self.outcome is None:
+            return 0
+        return self.outcome.input_tokens + self.outcome.output_tokens
+
+
+@dataclass
 class _Progress:
     """Turns a subagent's graph updates into ``subagent_tool`` UI events as it runs."""
 
@@ -150,21 +218,27 @@ class _Progress:
     started: float
     emit: Callable[[dict[str, Any]], None] | None
     redact: Callable[[Any], Any]
+    record: SubagentRecord | None = None
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def update(self, chunk: Any) -> None:
         """One ``updates``-mode chunk of the subagent's stream: its new tool calls."""
-        if self.emit is None or not isinstance(chunk, Mapping):
+        if not isinstance(chunk, Mapping):
             return
         for update in chunk.values():
             messages = update.get("messages") if isinstance(update, Mapping) else None
             for msg in messages if isinstance(messages, list) else []:
                 if not isinstance(msg, AIMessage):
                     continue
+                if self.record is not None:
+                    self.record.tool_calls += len(msg.tool_calls)
+                emit = self.emit
+                if emit is None:
+                    continue
                 for call in msg.tool_calls:
-                    self.emit(
+                    emit(
                         {
                             "type": "subagent_tool",
                             "id": self.context_id,
@@ -226,6 +300,10 @@ class SubagentRunner:
         self.graph: Any = None
         self._generation = 0
         self._lock = threading.Lock()
+        # Every subagent run in this process, by context id (``/agents``, background tasks).
+        self.records: dict[str, SubagentRecord] = {}
+        # The background subagents (agentgraph.subagent_tasks.BackgroundTasks), when on.
+        self.tasks: BackgroundTasks | None = None
 
     def bind(self, graph: Any) -> None:
         """Give the runner the compiled graph it runs subagents on."""
@@ -264,7 +342,7 @@ class SubagentRunner:
         """
         denied = list(dict.fromkeys([*(state.get("denied_tools") or []), *exclude]))
         if at_max_depth:
-            denied.append(SUBAGENT_TOOL)
+            denied += [SUBAGENT_TOOL, SUBAGENT_TASK_TOOL]
         allowed = state.get("allowed_tools")
         names = list(self.tool_names) if allowed is None else list(allowed)
         names += [n for n in state.get("persistent_tools") or [] if n not in names]
@@ -295,6 +373,34 @@ class SubagentRunner:
 
         Returns:
             The outcome; never raises for a subagent failure.
+        """
+        prepared = self.prepare(
+            task, state, context, max_loops=max_loops, exclude_tools=exclude_tools
+        )
+        if isinstance(prepared, SubagentOutcome):
+            return prepared
+        return self.execute(prepared, emit=emit, tool_call_id=tool_call_id)
+
+    def prepare(
+        self,
+        task: str,
+        state: Mapping[str, Any],
+        context: RunContext,
+        *,
+        max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
+        exclude_tools: Sequence[str] = (),
+    ) -> PreparedSubagent | SubagentOutcome:
+        """Check the limits and create the subagent's session row; nothing runs yet.
+
+        Args:
+            task: What the subagent must do (its only message).
+            state: The caller's graph state.
+            context: The caller's run context (its workspace, thread and user).
+            max_loops: The subagent's own loop cap (bounded by ``settings.max_loops``).
+            exclude_tools: Tools the subagent may not use.
+
+        Returns:
+            What :meth:`execute` runs, or the refusal (an outcome with ``ok`` False).
         """
         parent_thread = context.thread_id
         parent_context = str(state.get("context_id") or MAIN_CONTEXT_ID)
@@ -355,7 +461,40 @@ class SubagentRunner:
             user_id=context.user_id,
             can_ask=False,
         )
-        progress = _Progress(context_id, tool_call_id, time.monotonic(), emit, self.redact)
+        return PreparedSubagent(task, inputs, child, context_id, parent_thread)
+
+    def execute(
+        self,
+        prepared: PreparedSubagent,
+        *,
+        emit: Callable[[dict[str, Any]], None] | None = None,
+        tool_call_id: str = "",
+        stop: threading.Event | None = None,
+        background: bool = False,
+    ) -> SubagentOutcome:
+        """Run a prepared subagent to its end and return its outcome.
+
+        Args:
+            prepared: From :meth:`prepare`.
+            emit: UI event sink of the caller (``subagent_started``, ``subagent_tool``,
+                ``subagent_done``; called from the subagent's worker thread too).
+            tool_call_id: The caller's ``call_subagent`` call, named in those events.
+            stop: Set to cancel this subagent alone (it stops at its next step).
+            background: Whether the caller went on without waiting (shown by /agents).
+
+        Returns:
+            The outcome; never raises for a subagent failure.
+        """
+        task, inputs, child = prepared.task, prepared.inputs, prepared.child
+        context_id, thread_id = prepared.context_id, child.thread_id
+        record = SubagentRecord(
+            context_id, thread_id, prepared.parent_thread, tool_call_id, shorten_title(task)
+        )
+        record.background = background
+        with self._lock:
+            self.records[context_id] = record
+        progress = _Progress(context_id, tool_call_id, record.started, emit, self.redact)
+        progress.record = record
         if emit is not None:
             emit(
                 {
@@ -364,13 +503,15 @@ class SubagentRunner:
                     "tool_call_id": tool_call_id,
                     "thread_id": thread_id,
                     "task": shorten_title(task),
+                    "background": background,
                 }
             )
-        outcome = self._run_thread(inputs, child, context_id, progress)
+        outcome = self._run_thread(inputs, child, context_id, progress, stop)
         outcome.elapsed_s = progress.elapsed()
         usage = self._record(thread_id)
         if usage is not None:
             outcome.input_tokens, outcome.output_tokens = usage
+        record.outcome = outcome
         if emit is not None:
             emit(
                 {
@@ -385,17 +526,24 @@ class SubagentRunner:
                     "input_tokens": outcome.input_tokens,
                     "output_tokens": outcome.output_tokens,
                     "result": outcome.result,
+                    "background": background,
                 }
             )
         return outcome
 
     def _run_thread(
-        self, inputs: dict[str, Any], child: RunContext, context_id: str, progress: _Progress
+        self,
+        inputs: dict[str, Any],
+        child: RunContext,
+        context_id: str,
+        progress: _Progress,
+        cancel: threading.Event | None = None,
     ) -> SubagentOutcome:
         thread_id, loops_cap = child.thread_id, child.max_loops
         config = run_config(thread_id, loops_cap)
         generation = self.generation
-        stop = threading.Event()
+        # Set on timeout, or by the caller (a background subagent cancelled by id).
+        stop = cancel if cancel is not None else threading.Event()
         box: dict[str, Any] = {}
 
         def cancelled() -> bool:
@@ -428,12 +576,12 @@ class SubagentRunner:
         deadline = time.monotonic() + self.settings.subagent_timeout_s
         while worker.is_alive():
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.generation != generation:
+            if remaining <= 0 or cancelled():
                 break
             worker.join(min(SUBAGENT_CANCEL_POLL_S, remaining))
         if worker.is_alive():
+            timed_out = not cancelled()
             stop.set()
-            timed_out = self.generation == generation
             reason = (
                 f"timed out after {self.settings.subagent_timeout_s:g}s"
                 if timed_out
@@ -462,6 +610,29 @@ class SubagentRunner:
             marker_suffix=SUBAGENT_RESULT_MARKER.format(thread_id=thread_id),
         )
         return cut.text
+
+    def stored_outcome(self, thread_id: str, context_id: str) -> SubagentOutcome:
+        """The outcome of a subagent no live worker runs, from its stored thread.
+
+        A process that died while a background subagent ran left its thread as far as
+        its last checkpoint: a final answer there is its result; anything else means it
+        was interrupted, its partial work kept in its session.
+
+        Args:
+            thread_id: The subagent's session thread.
+            context_id: Its context id.
+        """
+        values = self._values(thread_id)
+        messages: list[BaseMessage] = list(values.get("messages") or [])
+        last = messages[-1] if messages else None
+        if isinstance(last, AIMessage) and not last.tool_calls:
+            return self._finished(thread_id, context_id, int(values.get("loops") or 0) or 1)
+        loops = int(values.get("loops") or 0)
+        why = (
+            "subagent interrupted: the agent stopped while it ran; its partial work is in "
+            f"session {thread_id}"
+        )
+        return SubagentOutcome(False, why, context_id, thread_id, loops)
 
     def _failed(self, thread_id: str, context_id: str, reason: str) -> SubagentOutcome:
         loops = int(self._values(thread_id).get("loops") or 0)
@@ -514,6 +685,67 @@ class SubagentRunner:
         return usage.input_tokens, usage.output_tokens
 
 
+def _start_background(
+    runner: SubagentRunner,
+    tasks: BackgroundTasks | None,
+    task: str,
+    state: Mapping[str, Any],
+    runtime: Any,
+    max_loops: int,
+    exclude_tools: list[str] | None,
+    emit: Callable[[dict[str, Any]], None],
+) -> ToolMessage:
+    """``call_subagent(background=true)``: start it and answer with its task id at once."""
+
+    call_id = str(runtime.tool_call_id or "")
+
+    def refused(text: str) -> ToolMessage:
+        return ToolMessage(content=text, tool_call_id=call_id, name=SUBAGENT_TOOL, status="error")
+
+    if tasks is None or tasks.limit <= 0:
+        return refused("refused: background subagents are off here; call without background")
+    with tasks.starting:
+        return _start_checked(runner, tasks, task, state, runtime, max_loops, exclude_tools, emit)
+
+
+def _start_checked(
+    runner: SubagentRunner,
+    tasks: BackgroundTasks,
+    task: str,
+    state: Mapping[str, Any],
+    runtime: Any,
+    max_loops: int,
+    exclude_tools: list[str] | None,
+    emit: Callable[[dict[str, Any]], None],
+) -> ToolMessage:
+    """The limit check and the start, under ``tasks.starting``."""
+    from agentgraph.subagent_tasks import start_in_background
+
+    call_id = str(runtime.tool_call_id or "")
+
+    def refused(text: str) -> ToolMessage:
+        return ToolMessage(content=text, tool_call_id=call_id, name=SUBAGENT_TOOL, status="error")
+
+    running = tasks.running()
+    if len(running) >= tasks.limit:
+        ids = ", ".join(r.context_id for r in running)
+        return refused(
+            f"refused: {len(running)} background subagents already run (at most "
+            f"{tasks.limit}, AGENTGRAPH_SUBAGENT_MAX_BACKGROUND): {ids}; collect or cancel "
+            "one with subagent_task first, or call without background"
+        )
+    prepared = runner.prepare(
+        task,
+        state,
+        context_of(runtime),
+        max_loops=max_loops,
+        exclude_tools=list(exclude_tools or []),
+    )
+    if isinstance(prepared, SubagentOutcome):
+        return refused(prepared.to_text())
+    return start_in_background(tasks, prepared, tool_call_id=call_id, fallback=emit)
+
+
 @contextmanager
 def sigint_cancels(cancel: Callable[[], None]) -> Iterator[None]:
     """While active, Ctrl-C first calls ``cancel`` (subagents, commands), then interrupts.
@@ -541,8 +773,8 @@ def sigint_cancels(cancel: Callable[[], None]) -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
-    """Build the ``call_subagent`` tool around ``runner``."""
+def make_subagent_tool(runner: SubagentRunner, tasks: BackgroundTasks | None = None) -> BaseTool:
+    """Build the ``call_subagent`` tool around ``runner`` (``tasks``: background runs)."""
 
     @tool(SUBAGENT_TOOL, parse_docstring=True)
     def call_subagent(
@@ -550,6 +782,7 @@ def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
         runtime: AgentToolRuntime,
         max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
         exclude_tools: list[str] | None = None,
+        background: bool = False,
     ) -> ToolMessage:
         """Delegate a subtask to a helper agent with your tools but an empty context.
 
@@ -559,6 +792,7 @@ def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
             task: Complete instructions, including what to report.
             max_loops: Most model calls it may make.
             exclude_tools: Tools it may not use.
+            background: Return a task id at once; its result arrives as a message later.
         """
         state: Mapping[str, Any] = runtime.state if isinstance(runtime.state, Mapping) else {}
         # Captured here: the runner calls it from the subagent's threads.
@@ -569,6 +803,10 @@ def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
                 with contextlib.suppress(Exception):  # UI events are best-effort
                     sink(event)
 
+        if background:
+            return _start_background(
+                runner, tasks, task, state, runtime, max_loops, exclude_tools, emit
+            )
         outcome = runner.run(
             task,
             state,

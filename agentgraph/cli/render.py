@@ -116,7 +116,9 @@ class EventPrinter:
         elif kind == "subagent_started":
             self._end_line()
             self._subagents.add(str(event.get("id")))
-            self.err.print(f"[cyan]  ↳ {event.get('id')}: {escape(str(event.get('task')))}[/]")
+            where = " (background)" if event.get("background") else ""
+            task = escape(str(event.get("task")))
+            self.err.print(f"[cyan]  ↳ {event.get('id')}{where}: {task}[/]")
         elif kind == "subagent_tool":
             self._end_line()
             # Parallel subagents' lines interleave: each then names its subagent.
@@ -128,9 +130,17 @@ class EventPrinter:
         elif kind == "subagent_done":
             self._end_line()
             self._subagents.discard(str(event.get("id")))
-            self._subagent_text[str(event.get("tool_call_id"))] = str(event.get("result") or "")
+            text = str(event.get("result") or "")
             style = "dim" if event.get("ok") else "red"
             self.err.print(f"[{style}]  ↳ {escape(subagent_done_line(event))}[/]")
+            if event.get("background"):  # its call was answered long ago: the text now
+                self.err.print(subagent_result_text(text, style), end="", soft_wrap=True)
+            else:
+                self._subagent_text[str(event.get("tool_call_id"))] = text
+        elif kind == "subagent_tasks":
+            self._end_line()
+            for line in subagent_task_lines(event.get("tasks") or []):
+                self.err.print(f"[yellow]{escape(line)}[/]")
         elif kind == "answer":
             self._end_line()
 
@@ -163,6 +173,16 @@ def subagent_done_line(event: dict[str, Any]) -> str:
     if tokens:
         parts.append(f"{tokens:,} tokens")
     return " · ".join(parts)
+
+
+def subagent_task_lines(tasks: list[dict[str, Any]]) -> list[str]:
+    """The turn-end list of background subagents whose result the model has not had."""
+    lines = ["background subagents whose results the model has not had yet:"]
+    for task in tasks:
+        elapsed = float(task.get("elapsed_s") or 0.0)
+        what = f"{task.get('id')} {task.get('status')} · {elapsed:.1f}s"
+        lines.append(f"  {what} — {task.get('task')}")
+    return lines
 
 
 def subagent_result_text(text: str, style: str) -> Text:

@@ -65,6 +65,10 @@ def test_repl_shows_subagent_tools_nested_and_its_text_as_the_result(
             child.expect_exact("The helper reported back.")
             child.expect_exact(PROMPT)
             lines = screen_lines(child)
+            # /agents lists it with its status, time, tool calls and tokens.
+            child.send("/agents" + ENTER)
+            child.expect(r"subagent-[0-9a-f]{8} done · [0-9.]+s · 1 tool call · [0-9,]+ tokens")
+            child.expect_exact(PROMPT)
         finally:
             close_repl(child)
     call = next(i for i, line in enumerate(lines) if "⏺ call_subagent" in line)
