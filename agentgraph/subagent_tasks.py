@@ -219,15 +219,21 @@ class BackgroundTasks:
         """Run ``prepared`` in a worker thread of this process; returns at once."""
         stop = threading.Event()
         emit = self._emit_for(prepared.parent_thread, fallback)
+        # Registered before the worker starts: status and the limit see it at once.
+        record = self.runner.register(prepared, tool_call_id, background=True)
 
         def work() -> None:
             try:
                 self.runner.execute(
-                    prepared, emit=emit, tool_call_id=tool_call_id, stop=stop, background=True
+                    prepared,
+                    emit=emit,
+                    tool_call_id=tool_call_id,
+                    stop=stop,
+                    background=True,
+                    record=record,
                 )
             except Exception as exc:  # e.g. the store closed under it as the process ends
-                record = self.runner.records.get(prepared.context_id)
-                if record is not None and record.outcome is None:
+                if record.outcome is None:
                     why = f"subagent crashed: {type(exc).__name__}: {exc}"
                     record.outcome = SubagentOutcome(
                         False, why, prepared.context_id, prepared.child.thread_id, 0
@@ -245,10 +251,6 @@ class BackgroundTasks:
             self._workers[prepared.context_id] = worker
             self._clean.discard(prepared.parent_thread)
         worker.start()
-        # The record exists once execute() began; wait for it so status never misses it.
-        deadline = time.monotonic() + SUBAGENT_CANCEL_WAIT_S
-        while prepared.context_id not in self.runner.records and time.monotonic() < deadline:
-            time.sleep(SUBAGENT_CANCEL_POLL_S / 20)
 
     def join(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for every background worker to end; whether they did."""

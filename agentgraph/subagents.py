@@ -471,6 +471,7 @@ class SubagentRunner:
         tool_call_id: str = "",
         stop: threading.Event | None = None,
         background: bool = False,
+        record: SubagentRecord | None = None,
     ) -> SubagentOutcome:
         """Run a prepared subagent to its end and return its outcome.
 
@@ -481,18 +482,15 @@ class SubagentRunner:
             tool_call_id: The caller's ``call_subagent`` call, named in those events.
             stop: Set to cancel this subagent alone (it stops at its next step).
             background: Whether the caller went on without waiting (shown by /agents).
+            record: Its record, when the caller registered it already (:meth:`register`).
 
         Returns:
             The outcome; never raises for a subagent failure.
         """
         task, inputs, child = prepared.task, prepared.inputs, prepared.child
         context_id, thread_id = prepared.context_id, child.thread_id
-        record = SubagentRecord(
-            context_id, thread_id, prepared.parent_thread, tool_call_id, shorten_title(task)
-        )
-        record.background = background
-        with self._lock:
-            self.records[context_id] = record
+        if record is None:
+            record = self.register(prepared, tool_call_id, background=background)
         progress = _Progress(context_id, tool_call_id, record.started, emit, self.redact)
         progress.record = record
         if emit is not None:
@@ -530,6 +528,22 @@ class SubagentRunner:
                 }
             )
         return outcome
+
+    def register(
+        self, prepared: PreparedSubagent, tool_call_id: str, *, background: bool = False
+    ) -> SubagentRecord:
+        """Record ``prepared`` as running (``/agents``, ``subagent_task``)."""
+        record = SubagentRecord(
+            prepared.context_id,
+            prepared.child.thread_id,
+            prepared.parent_thread,
+            tool_call_id,
+            shorten_title(prepared.task),
+            background,
+        )
+        with self._lock:
+            self.records[prepared.context_id] = record
+        return record
 
     def _run_thread(
         self,
