@@ -83,7 +83,6 @@ from agentgraph.skills import (
 from agentgraph.state import MAIN_CONTEXT_ID
 from agentgraph.subagent_tasks import BackgroundTasks, make_subagent_task_tool
 from agentgraph.subagents import (
-    SUBAGENT_BACKGROUND_PROMPT,
     SUBAGENT_PROMPT_SECTION,
     SUBAGENT_TASK_TOOL,
     SUBAGENT_TOOL,
@@ -452,13 +451,10 @@ class Agent:
         # its allowed_tools): the system prompt stays byte-stable for the prefix cache.
         denied = set(state.get("denied_tools") or [])
         delegate = any(t.name == SUBAGENT_TOOL for t in self.deps.tools)
+        # Background runs are explained by call_subagent's and subagent_task's own
+        # descriptions: a sentence here would cost every request of every session.
         if delegate and SUBAGENT_TOOL not in denied:
-            background = any(t.name == SUBAGENT_TASK_TOOL for t in self.deps.tools)
-            sections.append(
-                f"{SUBAGENT_PROMPT_SECTION} {SUBAGENT_BACKGROUND_PROMPT}"
-                if background
-                else SUBAGENT_PROMPT_SECTION
-            )
+            sections.append(SUBAGENT_PROMPT_SECTION)
         listing = skills_prompt_section(self.skills(workspace))
         if listing:
             sections.append(listing)

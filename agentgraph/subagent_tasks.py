@@ -347,14 +347,13 @@ def make_subagent_task_tool(tasks: BackgroundTasks) -> BaseTool:
         task_id: str,
         runtime: AgentToolRuntime,
         action: Action = "status",
-        wait_s: float = 0.0,
+        wait_s: int = 0,
     ) -> ToolMessage:
-        """Check, collect or cancel a background subagent started by call_subagent.
+        """Status, result or cancel of a background call_subagent.
 
         Args:
-            task_id: The id call_subagent returned (subagent-...).
-            action: status, result (waits up to wait_s, then returns it) or cancel.
-            wait_s: Seconds result may wait for it to end (at most 120).
+            task_id: Its id.
+            action: result waits up to wait_s seconds (max 120).
         """
         call_id = str(runtime.tool_call_id or "")
         state: Mapping[str, Any] = runtime.state if isinstance(runtime.state, Mapping) else {}

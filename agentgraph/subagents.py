@@ -82,10 +82,6 @@ SUBAGENT_PROMPT_SECTION = (
     "cannot see this conversation. Several call_subagent calls in one response run in "
     "parallel."
 )
-SUBAGENT_BACKGROUND_PROMPT = (
-    "With background=true it returns a task id at once and you keep working; its result "
-    "arrives as a message when it ends (subagent_task checks, waits for or cancels it)."
-)
 
 # Why a subagent's request stopped at a limit other than its loop cap, as its result says.
 STOPPED_WHY = {
@@ -806,7 +802,7 @@ def make_subagent_tool(runner: SubagentRunner, tasks: BackgroundTasks | None = N
             task: Complete instructions, including what to report.
             max_loops: Most model calls it may make.
             exclude_tools: Tools it may not use.
-            background: Return a task id at once; its result arrives as a message later.
+            background: Return a task id now; the result comes later as a message.
         """
         state: Mapping[str, Any] = runtime.state if isinstance(runtime.state, Mapping) else {}
         # Captured here: the runner calls it from the subagent's threads.
