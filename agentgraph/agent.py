@@ -81,8 +81,10 @@ from agentgraph.skills import (
     skills_prompt_section,
 )
 from agentgraph.state import MAIN_CONTEXT_ID
+from agentgraph.subagent_tasks import BackgroundTasks, make_subagent_task_tool
 from agentgraph.subagents import (
     SUBAGENT_PROMPT_SECTION,
+    SUBAGENT_TASK_TOOL,
     SUBAGENT_TOOL,
     SubagentRunner,
     make_subagent_tool,
@@ -299,7 +301,9 @@ class Agent:
         tools.extend(self._mcp_tools)
         delegate = settings.subagent_max_depth > 0
         # Held (and updated in place when MCP tools join) by load_skill.
+        background = delegate and settings.subagent_max_background > 0
         names = [t.name for t in tools] + ["load_skill"] + ([SUBAGENT_TOOL] if delegate else [])
+        names += [SUBAGENT_TASK_TOOL] if background else []
         self._tool_names = names
         tools.append(make_load_skill_tool(self.skills, names))
         # The runner gets the graph once it is compiled (the tool is part of the graph).
@@ -309,9 +313,15 @@ class Agent:
             counter,
             lambda tid: session_path(settings.home, "artifacts", tid),
             names,
+            redact=partial(redact_value, redactor),
         )
+        self.background = BackgroundTasks(self.subagents)
+        if background:
+            self.subagents.tasks = self.background
         if delegate:
-            tools.append(make_subagent_tool(self.subagents))
+            tools.append(make_subagent_tool(self.subagents, self.subagents.tasks))
+        if background:
+            tools.append(make_subagent_task_tool(self.background))
         self._tail_tools = tools[len(self._builtin_tools) + len(self._mcp_tools) :]
         # Set once a turn has run: MCP tools joining after that are announced.
         self._turn_ran = False
@@ -441,6 +451,8 @@ class Agent:
         # its allowed_tools): the system prompt stays byte-stable for the prefix cache.
         denied = set(state.get("denied_tools") or [])
         delegate = any(t.name == SUBAGENT_TOOL for t in self.deps.tools)
+        # Background runs are explained by call_subagent's and subagent_task's own
+        # descriptions: a sentence here would cost every request of every session.
         if delegate and SUBAGENT_TOOL not in denied:
             sections.append(SUBAGENT_PROMPT_SECTION)
         listing = skills_prompt_section(self.skills(workspace))
@@ -859,6 +871,8 @@ class Agent:
             stream_mode=STREAM_MODES,
         )
         stream = self._cancelling_subagents(stream)
+        # Background subagents of this session report to this turn while it runs.
+        detach = self.background.attach(thread_id, sent)
         try:
             for mode, payload in turn.guard(stream, self.record_interrupted):
                 yield from sent.held()  # sent while the step ran: before what it stored
@@ -871,6 +885,8 @@ class Agent:
         except BaseException:
             yield from sent.held()  # sent by the step that failed: before its error
             raise
+        finally:
+            detach()
         yield from sent.held()
         if not turn.settle():  # cancelled: recorded as interrupted by the canceller
             raise TurnCancelled()
@@ -902,6 +918,11 @@ class Agent:
         yield from pending  # {"type": "approval", "id", "tool", "command" | "path", …}
         if not pending:  # a turn waiting for an answer is not over yet
             self.sessions.after_turn(thread_id, workspace, history)
+        # Background subagents whose outcome the model does not have yet: the next model
+        # call of the session gets each (a notice), or got it already if collected.
+        waiting = self.background.pending(history)
+        if waiting:
+            yield {"type": "subagent_tasks", "tasks": waiting}
         yield {
             "type": "turn_end",
             "result": TurnResult(

@@ -58,6 +58,8 @@ SQLITE_BUSY_TIMEOUT_S_DEFAULT = 15.0
 SUBAGENT_MAX_DEPTH_DEFAULT = 2
 # A subagent that runs longer is abandoned (it stops at its next step) with ok: false.
 SUBAGENT_TIMEOUT_S_DEFAULT = 900.0
+# Background subagents (call_subagent(background=true)) one process runs at once.
+SUBAGENT_MAX_BACKGROUND_DEFAULT = 4
 POSTGRES_POOL_MAX_SIZE_DEFAULT = 10
 POSTGRES_CONNECT_TIMEOUT_S_DEFAULT = 10.0
 # Shorter database passwords are not redacted from tool output: replacing every
@@ -298,6 +300,12 @@ class Settings(BaseSettings):
         gt=0,
         le=86_400,
         validation_alias=_env("AGENTGRAPH_SUBAGENT_TIMEOUT_S"),
+    )
+    subagent_max_background: int = Field(
+        SUBAGENT_MAX_BACKGROUND_DEFAULT,
+        ge=0,
+        le=64,
+        validation_alias=_env("AGENTGRAPH_SUBAGENT_MAX_BACKGROUND"),
     )
     sqlite_busy_timeout_s: float = Field(
         SQLITE_BUSY_TIMEOUT_S_DEFAULT,

@@ -16,6 +16,9 @@ TOOL_RESULT_PREVIEW_CHARS = 100
 # A diff longer than this is folded in the turn's output ("/diff" shows all of it).
 DIFF_FOLD_LINES = 40
 DIFF_LINE_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+# Lines of a subagent's final text shown under its call (the model gets all of it).
+SUBAGENT_RESULT_PREVIEW_LINES = 8
+SUBAGENT_TOOL_NAME = "call_subagent"
 
 
 def short_args(args: Any) -> str:
@@ -59,6 +62,10 @@ class EventPrinter:
         # Tool call id -> the diff its approval question showed: the same diff is not
         # printed a second time when the approved edit reports it.
         self.previewed: dict[str, str] = {}
+        # Running subagents (their ids), and each finished one's final text by the
+        # call_subagent call it answers: shown as its result instead of the tool result.
+        self._subagents: set[str] = set()
+        self._subagent_text: dict[str, str] = {}
 
     def _end_line(self) -> None:
         if self._mid_line:
@@ -80,9 +87,13 @@ class EventPrinter:
             )
         elif kind == "tool_result":
             style = "red" if event.get("status") == "error" else "dim"
-            summary = result_summary(event.get("content", ""), event.get("status"))
-            self.err.print(f"  [{style}]⎿ {escape(summary)}[/]")
             call_id = str(event.get("id"))
+            text = self._subagent_text.pop(call_id, None)
+            if text is not None and event.get("name") == SUBAGENT_TOOL_NAME:
+                self.err.print(subagent_result_text(text, style), end="", soft_wrap=True)
+            else:
+                summary = result_summary(event.get("content", ""), event.get("status"))
+                self.err.print(f"  [{style}]⎿ {escape(summary)}[/]")
             self._open_calls.discard(call_id)
             for diff in self._held_diffs.pop(call_id, []):
                 self._print_diff(diff)
@@ -102,13 +113,34 @@ class EventPrinter:
         elif kind == "todos":  # todo_write changed the list: show all of it
             self._end_line()
             self.err.print(f"[blue]{escape(format_todos(event.get('todos')))}[/]")
-        elif kind == "subagent_start":
+        elif kind == "subagent_started":
             self._end_line()
-            self.err.print(f"[cyan]  ↳ {event.get('context_id')}: {escape(str(event['task']))}[/]")
-        elif kind == "subagent_end":
-            status = "done" if event.get("ok") else "failed"
-            steps = f"{event.get('loops', 0)} steps"
-            self.err.print(f"[dim]  ↳ {event.get('context_id')} {status} ({steps})[/]")
+            self._subagents.add(str(event.get("id")))
+            where = " (background)" if event.get("background") else ""
+            task = escape(str(event.get("task")))
+            self.err.print(f"[cyan]  ↳ {event.get('id')}{where}: {task}[/]")
+        elif kind == "subagent_tool":
+            self._end_line()
+            # Parallel subagents' lines interleave: each then names its subagent.
+            many = len(self._subagents) > 1
+            who = f"[{str(event.get('id')).rpartition('-')[2]}] " if many else ""
+            line = f"{who}{event.get('name')} {short_args(event.get('args'))}".rstrip()
+            elapsed = float(event.get("elapsed_s") or 0.0)
+            self.err.print(f"[dim]    ↳ {escape(line)} · {elapsed:.1f}s[/]", soft_wrap=True)
+        elif kind == "subagent_done":
+            self._end_line()
+            self._subagents.discard(str(event.get("id")))
+            text = str(event.get("result") or "")
+            style = "dim" if event.get("ok") else "red"
+            self.err.print(f"[{style}]  ↳ {escape(subagent_done_line(event))}[/]")
+            if event.get("background"):  # its call was answered long ago: the text now
+                self.err.print(subagent_result_text(text, style), end="", soft_wrap=True)
+            else:
+                self._subagent_text[str(event.get("tool_call_id"))] = text
+        elif kind == "subagent_tasks":
+            self._end_line()
+            for line in subagent_task_lines(event.get("tasks") or []):
+                self.err.print(f"[yellow]{escape(line)}[/]")
         elif kind == "answer":
             self._end_line()
 
@@ -127,6 +159,42 @@ class EventPrinter:
             for diff in diffs:
                 self._print_diff(diff)
         self._held_diffs.clear()
+
+
+def subagent_done_line(event: dict[str, Any]) -> str:
+    """``subagent-1a2b3c4d done · 2 steps · 3.4s · 1,234 tokens`` for a ``subagent_done``."""
+    loops = int(event.get("loops") or 0)
+    tokens = int(event.get("input_tokens") or 0) + int(event.get("output_tokens") or 0)
+    parts = [
+        f"{event.get('id')} {event.get('status') or ('done' if event.get('ok') else 'failed')}",
+        f"{loops} step" + ("" if loops == 1 else "s"),
+        f"{float(event.get('elapsed_s') or 0.0):.1f}s",
+    ]
+    if tokens:
+        parts.append(f"{tokens:,} tokens")
+    return " · ".join(parts)
+
+
+def subagent_task_lines(tasks: list[dict[str, Any]]) -> list[str]:
+    """The turn-end list of background subagents whose result the model has not had."""
+    lines = ["background subagents whose results the model has not had yet:"]
+    for task in tasks:
+        elapsed = float(task.get("elapsed_s") or 0.0)
+        what = f"{task.get('id')} {task.get('status')} · {elapsed:.1f}s"
+        lines.append(f"  {what} — {task.get('task')}")
+    return lines
+
+
+def subagent_result_text(text: str, style: str) -> Text:
+    """A subagent's final text under its call: the first lines, then how many more."""
+    lines = text.splitlines() or ["(no answer)"]
+    shown = lines[:SUBAGENT_RESULT_PREVIEW_LINES]
+    out = Text()
+    for i, line in enumerate(shown):
+        out.append(("  ⎿ " if i == 0 else "    ") + line + "\n", style=style)
+    if len(lines) > len(shown):
+        out.append(f"    … +{len(lines) - len(shown)} lines\n", style="dim")
+    return out
 
 
 def _hunks(diff: str) -> list[str]:

@@ -45,6 +45,7 @@ SLASH_MODULES = (
     "agentgraph.cli.slash_diff",
     "agentgraph.cli.slash_resume",
     "agentgraph.cli.slash_recall",
+    "agentgraph.cli.slash_agents",
 )
 
 

@@ -198,13 +198,17 @@ def _command_status(result: ToolMessage) -> str:
 
 
 def _subagent_outcome(result: ToolMessage) -> str:
-    try:
-        payload = json.loads(result.text)
-    except (ValueError, RecursionError):
-        return "error" if result.status == "error" else "done"
+    # Today's results carry the outcome in their artifact; older sessions' results are
+    # a JSON object with "ok".
+    payload: Any = result.artifact
+    if not isinstance(payload, Mapping):
+        try:
+            payload = json.loads(result.text)
+        except (ValueError, RecursionError):
+            return "error" if result.status == "error" else "done"
     if isinstance(payload, Mapping) and isinstance(payload.get("ok"), bool):
         return "done" if payload["ok"] else "failed"
-    return "done"
+    return "error" if result.status == "error" else "done"
 
 
 # What one call adds to the ledger, parsed once (see LedgerMemo): its kind and fields.

@@ -32,8 +32,11 @@ INTERNAL_KINDS = frozenset({"compact_boundary", "snapshot", "notice"})
 UNDO_NOTE_KIND = "undo_note"
 """A note telling the model that the user's /undo put files back (sent, not a request)."""
 
+SUBAGENT_NOTICE_KIND = "subagent_notice"
+"""A background subagent's outcome, delivered to the model at its next call (sent)."""
+
 NON_REQUEST_KINDS = INTERNAL_KINDS | frozenset(
-    {"summary", "reinjected_file", "ledger", "resume", UNDO_NOTE_KIND}
+    {"summary", "reinjected_file", "ledger", "resume", UNDO_NOTE_KIND, SUBAGENT_NOTICE_KIND}
 )
 """Kinds of HumanMessage that carry context, not a request typed by the user."""
 

@@ -99,6 +99,21 @@ def test_changes_commands_subagents_and_todos_are_recorded() -> None:
     assert "Other tool calls: grep ×1" in text
 
 
+def test_a_subagent_outcome_is_read_from_the_result_artifact() -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    # Today's result: a status line and the text (which may itself be JSON with "ok").
+    text = '[subagent-1 failed · 2 steps]\n{"ok": true}'
+    failed = {"ok": False, "context_id": "subagent-1", "loops": 2}
+    history += _call(1, "call_subagent", {"task": "first"}, text, artifact=failed, status="error")
+    done = {"ok": True, "context_id": "subagent-2", "loops": 2}
+    history += _call(
+        2, "call_subagent", {"task": "second"}, "[subagent-2 done · 2 steps]\nhi", artifact=done
+    )
+    ledger = render_ledger(collect_ledger(history))
+    assert '- "first" → failed' in ledger
+    assert '- "second" → done' in ledger
+
+
 def test_files_the_user_undid_are_marked_until_changed_again() -> None:
     from agentgraph.undo import UndoResult, undo_note
 
