@@ -316,3 +316,13 @@ def test_read_calls_names_each_successful_read_by_its_call() -> None:
         "", id="a5", tool_calls=[{"name": "read_file", "args": {"path": "c.txt"}, "id": "c5"}]
     )
     assert read_calls([*history, pending]) == {"c1": "logs/a.txt", "c4": "src/app.py"}
+
+
+def test_a_memo_shared_by_sessions_never_gives_one_call_the_entry_of_anothers_arguments() -> None:
+    """Local servers number their call ids (``call_1``) in every session; two calls with
+    the same id, tool and output but other arguments are two entries."""
+    memo = LedgerMemo()
+    first = _call(1, "run_bash", {"command": "make build"}, "exit code 0")
+    second = _call(1, "run_bash", {"command": "rm -rf dist"}, "exit code 0")
+    assert list(collect_ledger(first, memo=memo).commands) == ["make build"]
+    assert list(collect_ledger(second, memo=memo).commands) == ["rm -rf dist"]
