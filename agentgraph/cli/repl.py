@@ -58,7 +58,7 @@ def load_slash_commands() -> None:
 def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
     """Tab completion for the REPL line (see cli/completion.py); empty before start-up."""
     from agentgraph.cli.completion import ReplCompleter
-    from agentgraph.cli.slash import REGISTRY
+    from agentgraph.cli.slash import REGISTRY, custom_commands_of
 
     def sessions() -> list[Any]:
         ctx = get_ctx()
@@ -73,8 +73,14 @@ def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
         ctx = get_ctx()
         return ctx.workspace if ctx else Path.cwd()
 
+    def commands() -> dict[str, str]:
+        ctx = get_ctx()
+        custom = custom_commands_of(ctx) if ctx else {}  # found afresh, as skills
+        listed = {name: cmd.help for name, cmd in REGISTRY.items()}
+        return listed | {name: cmd.help for name, cmd in custom.items()}
+
     return ReplCompleter(
-        commands=lambda: {name: cmd.help for name, cmd in REGISTRY.items()},
+        commands=commands,
         sessions=sessions,
         skills=skills,
         workspace=workspace,
