@@ -40,7 +40,14 @@ from agentgraph.deps import AgentDeps, CompactionOutcome
 from agentgraph.graph import build_graph
 from agentgraph.history import agentgraph_kind
 from agentgraph.history.kinds import stamped
-from agentgraph.hooks import SESSION_START, STOP, Hooks, load_hooks, run_pre_compact
+from agentgraph.hooks import (
+    COMPACTING_SESSION,
+    SESSION_START,
+    STOP,
+    Hooks,
+    load_hooks,
+    run_pre_compact,
+)
 from agentgraph.images import model_accepts_images
 from agentgraph.instructions import InstructionsCache
 from agentgraph.mcp import McpManager
@@ -1105,14 +1112,18 @@ class Agent:
         from agentgraph.nodes.common import allowed_tools, system_messages
 
         workspace = self._workspace_of(thread_id)
-        outcome = compaction.compact(
-            messages,
-            trigger="manual",
-            system=system_messages(state, self.deps, workspace=workspace),  # type: ignore[arg-type]
-            tools=allowed_tools(state, self.deps),  # type: ignore[arg-type]
-            focus=focus,
-            workspace=workspace,
-        )
+        token = COMPACTING_SESSION.set(thread_id)  # the PreCompact hooks' session
+        try:
+            outcome = compaction.compact(
+                messages,
+                trigger="manual",
+                system=system_messages(state, self.deps, workspace=workspace),  # type: ignore[arg-type]
+                tools=allowed_tools(state, self.deps),  # type: ignore[arg-type]
+                focus=focus,
+                workspace=workspace,
+            )
+        finally:
+            COMPACTING_SESSION.reset(token)
         if outcome is None:
             return None
         if outcome.record.get("fallback"):

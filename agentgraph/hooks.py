@@ -36,6 +36,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -254,6 +255,15 @@ def load_hooks(home: Path, project_file: Path = PROJECT_CONFIG_PATH) -> HookConf
                     "only once you allow the file as it is (`agentgraph trust`)"
                 )
     return HookConfig(tuple(matchers), tuple(problems))
+
+
+def hook_commands_in(path: Path) -> list[str]:
+    """The hook commands a settings file configures (for ``agentgraph trust`` to name)."""
+    table, _problem = _file_hooks(path)
+    if table is None:
+        return []
+    matchers, _problems = parse_hooks(table, str(path))
+    return [command.command for matcher in matchers for command in matcher.commands]
 
 
 @dataclass(frozen=True)
@@ -542,14 +552,19 @@ def hook_feedback(event: str, verdict: HookVerdict) -> str:
     return f"{event} hook: {verdict.reason}"
 
 
+# The session a compaction outside a graph run (``/compact``) works on.
+COMPACTING_SESSION: ContextVar[str] = ContextVar("agentgraph_compacting_session", default="")
+
+
 def _session_of_run() -> str:
-    """The thread id of the graph run this code runs in ("" outside a run)."""
+    """The thread id of the graph run this code runs in, else :data:`COMPACTING_SESSION`."""
     from langgraph.config import get_config
 
     try:
-        return str((get_config().get("configurable") or {}).get("thread_id") or "")
+        thread = (get_config().get("configurable") or {}).get("thread_id")
     except RuntimeError:
-        return ""
+        thread = None
+    return str(thread or COMPACTING_SESSION.get())
 
 
 def run_pre_compact(

@@ -229,7 +229,31 @@ def test_a_project_hook_runs_only_after_agentgraph_trust(
 
         trusted = run_cli(["trust"], cwd=workspace, env=env)
         assert trusted.returncode == 0, trusted.stderr
+        assert "hooks: commands agentgraph will run" in trusted.stdout  # named before they run
         second = run_cli(["run", "look"], cwd=workspace, env=env)
         assert second.returncode == 0, second.stderr[-2000:]
     assert marker.read_text() == "ran"
     assert "hooks in" not in second.stderr
+
+
+def test_pre_compact_hooks_run_before_a_compaction(
+    hooked: Callable[[str, str], Settings], tmp_path: Path, workspace: Path
+) -> None:
+    log = tmp_path / "compact.jsonl"
+    record = _script(
+        tmp_path,
+        "record.py",
+        f"import sys\nopen({str(log)!r}, 'a').write(sys.stdin.read() + '\\n')\n",
+    )
+    detail = " ".join(f"detail {n} of the answer." for n in range(60))
+    with FakeOpenAIServer([{"content": f"answer: {detail}"}]) as server:
+        settings = hooked(server.url, _hook_toml("PreCompact", record))
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            for n in range(3):
+                agent.run_turn("t1", f"request {n}", workspace)
+            assert not log.exists()
+            agent.compact("t1", focus="keep the API notes")
+    [payload] = [json.loads(line) for line in log.read_text().splitlines()]
+    assert payload["hook_event_name"] == "PreCompact" and payload["session_id"] == "t1"
+    assert (payload["trigger"], payload["custom_instructions"]) == ("manual", "keep the API notes")
