@@ -45,6 +45,7 @@ from agentgraph.hooks import (
     SESSION_START,
     STOP,
     Hooks,
+    kill_running_hooks,
     load_hooks,
     run_pre_compact,
 )
@@ -499,13 +500,15 @@ class Agent:
         summarizer = (
             build_chat_model(settings, settings.summary_model) if settings.summary_model else None
         )
-        return Agent(
+        agent = Agent(
             settings,
             self.store,
             model=chat_model,
             summarizer=summarizer,
             **self._rebuild,  # type: ignore[arg-type]
         )
+        agent._hooked_sessions = self._hooked_sessions  # the same sessions go on
+        return agent
 
     def model_preference(self, thread_id: str) -> str | None:
         """The model ``/model`` chose for ``thread_id`` (its state's ``model_pref``)."""
@@ -666,6 +669,7 @@ class Agent:
             self._turn.cancelled.set()
         self.subagents.cancel_all()
         kill_running_commands()
+        kill_running_hooks()
         cancel_running_searches()
 
     def record_undo(self, thread_id: str, result: UndoResult) -> None:

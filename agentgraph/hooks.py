@@ -309,6 +309,21 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+# Process groups of the hooks running now, so that a cancelled turn (Ctrl-C) stops them
+# instead of waiting for their timeout.
+_RUNNING_HOOKS: set[int] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def kill_running_hooks() -> int:
+    """SIGKILL every hook running now (the turn was cancelled); returns how many."""
+    with _RUNNING_LOCK:
+        groups = list(_RUNNING_HOOKS)
+    for pgid in groups:
+        _kill_group(pgid)
+    return len(groups)
+
+
 def run_hook(
     hook: HookCommand,
     payload: Mapping[str, Any],
@@ -343,6 +358,8 @@ def run_hook(
     except OSError as exc:
         return HookRun(None, error=str(exc.strerror or exc))
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    with _RUNNING_LOCK:
+        _RUNNING_HOOKS.add(proc.pid)  # a new session makes the shell its group leader
     data = json.dumps(dict(payload), ensure_ascii=False, default=str).encode()
     out: list[bytes] = []
     err: list[bytes] = []
@@ -363,6 +380,8 @@ def run_hook(
         _kill_group(proc.pid)  # stragglers left in the background go too
         if proc.poll() is None:
             proc.wait()
+        with _RUNNING_LOCK:
+            _RUNNING_HOOKS.discard(proc.pid)
     for thread in threads:
         thread.join(HOOK_DRAIN_S)
     for pipe in (proc.stdout, proc.stderr):

@@ -257,3 +257,19 @@ def test_pre_compact_hooks_run_before_a_compaction(
     [payload] = [json.loads(line) for line in log.read_text().splitlines()]
     assert payload["hook_event_name"] == "PreCompact" and payload["session_id"] == "t1"
     assert (payload["trigger"], payload["custom_instructions"]) == ("manual", "keep the API notes")
+
+
+def test_a_blocking_post_tool_use_hook_tells_the_model_after_the_tool_ran(
+    hooked: Callable[[str, str], Settings], tmp_path: Path, workspace: Path
+) -> None:
+    lint = _script(
+        tmp_path,
+        "lint.py",
+        "import sys\nprint('a.txt:1: line too long', file=sys.stderr)\nsys.exit(2)\n",
+    )
+    model = _calls_then_answers("write_file", {"path": "a.txt", "content": "x\n"})
+    with FakeOpenAIServer([model]) as server:
+        _agent_turn(hooked(server.url, _hook_toml("PostToolUse", lint)), workspace, "write")
+        [result] = [m for m in server.requests[-1]["messages"] if m.get("role") == "tool"]
+    assert (workspace / "a.txt").read_text() == "x\n"  # the tool ran
+    assert result["content"].endswith("\n\nPostToolUse hook: a.txt:1: line too long")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,8 +21,10 @@ from agentgraph.hooks import (
     HookCommand,
     HookConfig,
     HookMatcher,
+    HookRun,
     Hooks,
     HookVerdict,
+    kill_running_hooks,
     load_hooks,
     parse_hooks,
     run_hook,
@@ -151,6 +154,26 @@ def test_a_hanging_hook_and_its_children_are_killed_at_the_timeout(tmp_path: Pat
     assert event["outcome"] == OUTCOME_ERROR and event["text"] == "timed out after 0.5 s"
     time.sleep(2.5)
     assert not marker.exists()  # the hook's own child went with it
+
+
+def test_a_cancelled_turn_stops_a_running_hook_at_once(tmp_path: Path) -> None:
+    command = _script(tmp_path, "slow.py", "import time\ntime.sleep(60)\n")
+    runs: list[HookRun] = []
+    thread = threading.Thread(
+        target=lambda: runs.append(
+            run_hook(HookCommand(command, 60, "t"), {}, cwd=str(tmp_path), env={"PATH": "/bin"})
+        )
+    )
+    start = time.monotonic()
+    thread.start()
+    deadline = start + TIMEOUT_SLACK_S
+    while kill_running_hooks() == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the hook has started
+    thread.join(TIMEOUT_SLACK_S)
+    assert not thread.is_alive() and time.monotonic() - start < TIMEOUT_SLACK_S
+    [run] = runs
+    assert run.exit_code is not None and run.exit_code < 0
+    assert kill_running_hooks() == 0  # nothing left registered
 
 
 def test_output_is_bounded(tmp_path: Path) -> None:
