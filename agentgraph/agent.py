@@ -787,10 +787,7 @@ class Agent:
         self.sessions.snapshot(thread_id, workspace)
         for notice in notices:
             yield {"type": "notice", "text": notice}
-        if thread_id not in self._hooked_sessions:  # the session's first turn here
-            self._hooked_sessions.add(thread_id)
-            source = "resume" if history else "startup"
-            yield from self._hook_events(SESSION_START, thread_id, workspace, {"source": source})
+        yield from self.start_session(thread_id, workspace, resumed=bool(history))
         yield from self._mcp_before_turn()
         self._turn_ran = True
         try:
@@ -973,6 +970,25 @@ class Agent:
                 cost_usd=usage.cost_usd,
             ),
         }
+
+    def start_session(self, thread_id: str, workspace: Path, *, resumed: bool) -> list[Event]:
+        """Run the ``SessionStart`` hooks once per session and process: when the REPL
+        opens it, else at its first turn here.
+
+        Args:
+            thread_id: The session.
+            workspace: Its workspace (the hooks' working directory).
+            resumed: Whether it has a history already (``source`` ``resume``, else
+                ``startup``).
+
+        Returns:
+            The hooks' events (nothing when they ran already).
+        """
+        if thread_id in self._hooked_sessions:
+            return []
+        self._hooked_sessions.add(thread_id)
+        source = "resume" if resumed else "startup"
+        return self._hook_events(SESSION_START, thread_id, workspace, {"source": source})
 
     def _hook_events(
         self, event: str, thread_id: str, workspace: Path, fields: dict[str, Any]

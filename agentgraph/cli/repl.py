@@ -19,6 +19,7 @@ from agentgraph.cli import collector_paused
 from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.consoles import make_console
+from agentgraph.cli.render import EventPrinter
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, dispatch
 from agentgraph.cli.terminal import TerminalPrinter
 from agentgraph.cli.turns import run_turn_interruptibly
@@ -205,6 +206,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
         )
 
         session_startup(ctx, settings, resumed)
+        hook_printer = EventPrinter(out, err, stream_tokens=False)
+        for event in agent.start_session(thread_id, workspace, resumed=resumed):
+            hook_printer(event)  # SessionStart hooks' output, before the first prompt
         if not resumed:
             note_started_here(ctx, thread_id)
         if ctx.confirm is ReplContext.confirm:  # not wired by another feature yet

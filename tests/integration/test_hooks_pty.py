@@ -95,7 +95,9 @@ def test_a_project_hook_is_not_run_until_trusted(
     home: Path, tmp_path: Path, workspace: Path
 ) -> None:
     marker = tmp_path / "ran"
-    hook = _script(tmp_path, "mark.py", f"open({str(marker)!r}, 'w').write('ran')\n")
+    hook = _script(
+        tmp_path, "mark.py", f"open({str(marker)!r}, 'w').write('ran')\nprint('branch: main')\n"
+    )
     project = workspace / ".agentgraph" / "config.toml"
     project.parent.mkdir()
     project.write_text(_hook_toml("SessionStart", hook))
@@ -105,6 +107,8 @@ def test_a_project_hook_is_not_run_until_trusted(
             child = spawn_repl([], cwd=workspace, env=env)
             try:
                 child.expect_exact(PROMPT)
+                # SessionStart runs as the REPL opens, before the first prompt.
+                assert marker.exists() is trusted
                 child.send("hello" + ENTER)
                 expect_on_screen(child, "hello back")
             finally:
@@ -113,6 +117,9 @@ def test_a_project_hook_is_not_run_until_trusted(
             told = [line for line in lines if "were not run" in line]
             assert marker.exists() is trusted
             assert len(told) == (0 if trusted else 1), "\n".join(lines)
+            said = [line for line in lines if "SessionStart hook said" in line]
+            assert len(said) == (1 if trusted else 0), "\n".join(lines)
+            assert all("branch: main" in line for line in said)
             if not trusted:
                 assert run_cli(["trust"], cwd=workspace, env=env).returncode == 0
 
