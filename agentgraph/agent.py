@@ -44,7 +44,9 @@ from agentgraph.hooks import (
     COMPACTING_SESSION,
     SESSION_START,
     STOP,
+    USER_PROMPT_SUBMIT,
     Hooks,
+    PromptBlocked,
     kill_running_hooks,
     load_hooks,
     run_pre_compact,
@@ -747,6 +749,9 @@ class Agent:
         # One run per thread: refused (SessionInUse) before anything is written when
         # another live process holds it; kept until the store closes.
         self.store.leases.acquire(thread_id, "continue")
+        known = self.store.index.get(thread_id)
+        yield from self.start_session(thread_id, workspace, resumed=known is not None)
+        yield from self._check_prompt(thread_id, workspace, text)
         mention_inputs, notices = self._mention_inputs(thread_id, text, workspace, attach_root)
         # One read of the stored state serves everything below (each read rebuilds it).
         stored = self._stored_values(thread_id)
@@ -755,7 +760,6 @@ class Agent:
         # Calls that were running when a previous process died: "may have completed".
         interrupted = interrupted_results(history, self.deps.artifacts_dir(thread_id))
         mention_inputs["messages"] = [*interrupted, *preamble, *mention_inputs["messages"]]
-        known = self.store.index.get(thread_id)
         inputs: dict[str, Any] = {
             **mention_inputs,
             "loops": 0,
@@ -787,7 +791,6 @@ class Agent:
         self.sessions.snapshot(thread_id, workspace)
         for notice in notices:
             yield {"type": "notice", "text": notice}
-        yield from self.start_session(thread_id, workspace, resumed=bool(history))
         yield from self._mcp_before_turn()
         self._turn_ran = True
         try:
@@ -989,6 +992,21 @@ class Agent:
         self._hooked_sessions.add(thread_id)
         source = "resume" if resumed else "startup"
         return self._hook_events(SESSION_START, thread_id, workspace, {"source": source})
+
+    def _check_prompt(self, thread_id: str, workspace: Path, text: str) -> Iterator[Event]:
+        """Run the ``UserPromptSubmit`` hooks on the prompt, before anything is stored.
+
+        Raises:
+            PromptBlocked: A hook blocked it (its reason in the message).
+        """
+        if not self.hooks.active(USER_PROMPT_SUBMIT):
+            return
+        verdict = self.hooks.run(
+            USER_PROMPT_SUBMIT, session_id=thread_id, cwd=str(workspace), fields={"prompt": text}
+        )
+        yield from verdict.events
+        if verdict.blocked:
+            raise PromptBlocked(f"a {USER_PROMPT_SUBMIT} hook blocked the prompt: {verdict.reason}")
 
     def _hook_events(
         self, event: str, thread_id: str, workspace: Path, fields: dict[str, Any]

@@ -15,12 +15,13 @@ mirrors Claude Code's JSON::
 
 The command gets the event as one JSON object on stdin (``session_id``, ``cwd``,
 ``hook_event_name``, and per event ``tool_name``, ``tool_input``, ``tool_response``,
-``trigger``, ``source``, ``last_assistant_message``). It runs in the workspace with the
-environment the tools get (secrets left out), bounded in time and output. Its exit
-status decides: 0 is success (its stdout is shown; JSON ``{"decision": "block",
-"reason": …}`` blocks), 2 blocks (its stderr is the reason: for ``PreToolUse`` the tool
-does not run and the model is told why; for ``PostToolUse`` the model is told), anything
-else is an error that is shown and blocks nothing. A hook that cannot start, fails or
+``prompt``, ``trigger``, ``source``, ``last_assistant_message``). It runs in the
+workspace with the environment the tools get (secrets left out), bounded in time and
+output. Its exit status decides: 0 is success (its stdout is shown; JSON
+``{"decision": "block", "reason": …}`` blocks), 2 blocks (its stderr is the reason: for
+``PreToolUse`` the tool does not run and the model is told why; for ``PostToolUse`` the
+model is told; ``UserPromptSubmit`` refuses the prompt), anything else is an error that
+is shown and blocks nothing. A hook that cannot start, fails or
 hangs never stops the session: one line says so.
 
 Contract details: ``docs/hooks.md``.
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from agentgraph.errors import ConfigError
+from agentgraph.errors import AgentGraphError, ConfigError
 from agentgraph.settings_sources import (
     PROJECT_CONFIG_PATH,
     USER_CONFIG_NAME,
@@ -54,7 +55,8 @@ POST_TOOL_USE = "PostToolUse"
 STOP = "Stop"
 PRE_COMPACT = "PreCompact"
 SESSION_START = "SessionStart"
-HOOK_EVENTS = (PRE_TOOL_USE, POST_TOOL_USE, STOP, PRE_COMPACT, SESSION_START)
+USER_PROMPT_SUBMIT = "UserPromptSubmit"
+HOOK_EVENTS = (PRE_TOOL_USE, POST_TOOL_USE, STOP, PRE_COMPACT, SESSION_START, USER_PROMPT_SUBMIT)
 # Events whose matcher is read against the tool's name (the others run every hook).
 TOOL_EVENTS = frozenset({PRE_TOOL_USE, POST_TOOL_USE})
 # The config table the hooks live in (the same key in the user's and the project's file).
@@ -85,6 +87,10 @@ OUTCOME_BLOCKED = "blocked"
 OUTCOME_ERROR = "error"
 
 Redact = Callable[[str], str]
+
+
+class PromptBlocked(AgentGraphError):
+    """A ``UserPromptSubmit`` hook blocked the prompt: nothing of the turn was stored."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import pytest
 
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
+from agentgraph.hooks import PromptBlocked
 from agentgraph.persistence import open_store
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -273,3 +274,31 @@ def test_a_blocking_post_tool_use_hook_tells_the_model_after_the_tool_ran(
         [result] = [m for m in server.requests[-1]["messages"] if m.get("role") == "tool"]
     assert (workspace / "a.txt").read_text() == "x\n"  # the tool ran
     assert result["content"].endswith("\n\nPostToolUse hook: a.txt:1: line too long")
+
+
+def test_a_user_prompt_submit_hook_can_refuse_a_prompt_before_anything_is_stored(
+    hooked: Callable[[str, str], Settings], tmp_path: Path, workspace: Path
+) -> None:
+    check = _script(
+        tmp_path,
+        "check.py",
+        "import json, sys\n"
+        "prompt = json.load(sys.stdin)['prompt']\n"
+        "if 'password' in prompt:\n"
+        "    print('do not paste passwords here', file=sys.stderr)\n"
+        "    sys.exit(2)\n"
+        "print('prompt checked')\n",
+    )
+    with FakeOpenAIServer([{"content": "fine"}]) as server:
+        settings = hooked(server.url, _hook_toml("UserPromptSubmit", check))
+        events: list[dict[str, Any]] = []
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            with pytest.raises(PromptBlocked, match="do not paste passwords here"):
+                agent.run_turn("t1", "my password is hunter2", workspace, events.append)
+            assert server.requests == [] and store.index.get("t1") is None
+            assert agent.messages("t1") == []
+            result = agent.run_turn("t2", "list the files", workspace, events.append)
+    assert result.answer == "fine"
+    hooks = [(e["outcome"], e["text"]) for e in events if e["type"] == "hook"]
+    assert hooks == [("blocked", "do not paste passwords here"), ("ok", "prompt checked")]
