@@ -749,8 +749,7 @@ class Agent:
         # One run per thread: refused (SessionInUse) before anything is written when
         # another live process holds it; kept until the store closes.
         self.store.leases.acquire(thread_id, "continue")
-        known = self.store.index.get(thread_id)
-        yield from self.start_session(thread_id, workspace, resumed=known is not None)
+        yield from self.start_session(thread_id, workspace)
         yield from self._check_prompt(thread_id, workspace, text)
         mention_inputs, notices = self._mention_inputs(thread_id, text, workspace, attach_root)
         # One read of the stored state serves everything below (each read rebuilds it).
@@ -760,6 +759,7 @@ class Agent:
         # Calls that were running when a previous process died: "may have completed".
         interrupted = interrupted_results(history, self.deps.artifacts_dir(thread_id))
         mention_inputs["messages"] = [*interrupted, *preamble, *mention_inputs["messages"]]
+        known = self.store.index.get(thread_id)
         inputs: dict[str, Any] = {
             **mention_inputs,
             "loops": 0,
@@ -974,7 +974,9 @@ class Agent:
             ),
         }
 
-    def start_session(self, thread_id: str, workspace: Path, *, resumed: bool) -> list[Event]:
+    def start_session(
+        self, thread_id: str, workspace: Path, *, resumed: bool | None = None
+    ) -> list[Event]:
         """Run the ``SessionStart`` hooks once per session and process: when the REPL
         opens it, else at its first turn here.
 
@@ -982,7 +984,7 @@ class Agent:
             thread_id: The session.
             workspace: Its workspace (the hooks' working directory).
             resumed: Whether it has a history already (``source`` ``resume``, else
-                ``startup``).
+                ``startup``); None: whether the session index knows it.
 
         Returns:
             The hooks' events (nothing when they ran already).
@@ -990,6 +992,10 @@ class Agent:
         if thread_id in self._hooked_sessions:
             return []
         self._hooked_sessions.add(thread_id)
+        if not self.hooks.active(SESSION_START):
+            return []
+        if resumed is None:
+            resumed = self.store.index.get(thread_id) is not None
         source = "resume" if resumed else "startup"
         return self._hook_events(SESSION_START, thread_id, workspace, {"source": source})
 
