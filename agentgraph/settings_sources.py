@@ -47,6 +47,9 @@ PROJECT_CONFIG_PATH = Path(".agentgraph") / USER_CONFIG_NAME
 SETTINGS_TRUST_FILE = "settings-trusted.json"
 # Larger settings files are refused: a settings file is a few hundred bytes.
 USER_CONFIG_MAX_BYTES = 1024 * 1024
+# Tables of a settings file that are not settings: read by their own modules
+# (``hooks``: agentgraph/hooks.py).
+NON_SETTING_TABLES = frozenset({"hooks"})
 
 # The settings (field names) a workspace's files may set: how the agent works on this
 # code. Everything else — endpoint, keys, storage, sandbox, the commands' environment,
@@ -252,6 +255,8 @@ def _split_config(
     values: dict[str, Any] = {}
     unknown: list[str] = []
     for name, value in data.items():
+        if name in NON_SETTING_TABLES:
+            continue
         field = settings_cls.model_fields.get(name)
         if field is None or name == "home":
             unknown.append(name)

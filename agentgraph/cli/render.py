@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from agentgraph.hooks import hook_line
 from agentgraph.tools.todos import format_todos
 
 TOOL_ARGS_PREVIEW_CHARS = 80
@@ -107,6 +108,10 @@ class EventPrinter:
         elif kind in ("notice", "retry"):
             self._end_line()
             self.err.print(f"[yellow]{escape(str(event.get('text', '')))}[/]")
+        elif kind == "hook":  # a user's hook said something, blocked or failed
+            self._end_line()
+            style = "dim" if event.get("outcome") == "ok" else "yellow"
+            self.err.print(f"[{style}]  ⚑ {escape(hook_line(event))}[/]")
         elif kind == "compaction":
             self._end_line()
             self.err.print(f"[magenta]{escape(compaction_line(event))}[/]")

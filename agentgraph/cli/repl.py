@@ -19,6 +19,7 @@ from agentgraph.cli import collector_paused
 from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.consoles import make_console
+from agentgraph.cli.render import EventPrinter
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, dispatch
 from agentgraph.cli.terminal import TerminalPrinter
 from agentgraph.cli.turns import run_turn_interruptibly
@@ -58,7 +59,7 @@ def load_slash_commands() -> None:
 def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
     """Tab completion for the REPL line (see cli/completion.py); empty before start-up."""
     from agentgraph.cli.completion import ReplCompleter
-    from agentgraph.cli.slash import REGISTRY
+    from agentgraph.cli.slash import REGISTRY, custom_commands_of
 
     def sessions() -> list[Any]:
         ctx = get_ctx()
@@ -73,8 +74,14 @@ def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
         ctx = get_ctx()
         return ctx.workspace if ctx else Path.cwd()
 
+    def commands() -> dict[str, str]:
+        ctx = get_ctx()
+        custom = custom_commands_of(ctx) if ctx else {}  # found afresh, as skills
+        listed = {name: cmd.help for name, cmd in REGISTRY.items()}
+        return listed | {name: cmd.help for name, cmd in custom.items()}
+
     return ReplCompleter(
-        commands=lambda: {name: cmd.help for name, cmd in REGISTRY.items()},
+        commands=commands,
         sessions=sessions,
         skills=skills,
         workspace=workspace,
@@ -199,6 +206,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
         )
 
         session_startup(ctx, settings, resumed)
+        hook_printer = EventPrinter(out, err, stream_tokens=False)
+        for event in agent.start_session(thread_id, workspace, resumed=resumed):
+            hook_printer(event)  # SessionStart hooks' output, before the first prompt
         if not resumed:
             note_started_here(ctx, thread_id)
         if ctx.confirm is ReplContext.confirm:  # not wired by another feature yet

@@ -222,7 +222,7 @@ class TerminalPrinter(EventPrinter):
             self._spin(f"running {event['name']}…")
         elif kind == "tool_result":
             self._spin(WAITING_TEXT)  # the model is called again with the result
-        elif waiting and kind in ("notice", "retry", "compaction", "todos", "diff"):
+        elif waiting and kind in ("notice", "retry", "compaction", "todos", "diff", "hook"):
             self._spin(self._status_text)  # still waiting for the same thing
 
     def finish(self) -> None:
