@@ -764,6 +764,7 @@ class Agent:
             **mention_inputs,
             "loops": 0,
             "turn_tokens": 0,
+            "turn_cost_usd": 0.0,
             "context_id": known.context_id if known is not None else MAIN_CONTEXT_ID,
             "user_id": self.settings.user_id,
         }

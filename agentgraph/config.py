@@ -26,6 +26,9 @@ MAX_LOOPS_UNCAPPED = 1_000_000
 # Prompt + completion tokens the model calls of one request may spend before the run
 # stops (AGENTGRAPH_TURN_BUDGET_TOKENS, `run --budget`); 0 = no budget (the default).
 TURN_BUDGET_TOKENS_DEFAULT = 0
+# The same in estimated US dollars (AGENTGRAPH_TURN_BUDGET_USD, `run --budget $X`; needs a
+# model with a known price); 0 = no budget (the default).
+TURN_BUDGET_USD_DEFAULT = 0.0
 # Window of the history helpers when a caller names none; the setting itself is unset
 # by default (the token budget alone decides what the model sees).
 # Share of the usable budget of outputs masked since the last summary that triggers their
@@ -158,6 +161,12 @@ class Settings(BaseSettings):
         TURN_BUDGET_TOKENS_DEFAULT,
         ge=0,
         validation_alias=_env("AGENTGRAPH_TURN_BUDGET_TOKENS"),
+    )
+    turn_budget_usd: float = Field(
+        TURN_BUDGET_USD_DEFAULT,
+        ge=0,
+        allow_inf_nan=False,
+        validation_alias=_env("AGENTGRAPH_TURN_BUDGET_USD"),
     )
     # Unset (the default): no message-count window, the token budget alone decides,
     # so nothing is summarized while the prompt has room. Set: at most this many

@@ -73,12 +73,32 @@ def split_provider(name: str) -> tuple[str | None, str]:
     return None, name
 
 
+def check_priced(model: str, budget_usd: float) -> None:
+    """Refuse a dollar budget for a model whose price is unknown: the budget could not
+    be measured, and running without the limit the user asked for is worse than not
+    running.
+
+    Raises:
+        ConfigError: ``budget_usd`` is set and ``model`` is missing from the price table.
+    """
+    from agentgraph.context.pricing import price_for
+
+    if budget_usd and price_for(model) is None:
+        raise ConfigError(
+            f"a dollar budget (AGENTGRAPH_TURN_BUDGET_USD, --budget $X) needs a known price, "
+            f"and {model} has none: give the budget in tokens (--budget N, "
+            "AGENTGRAPH_TURN_BUDGET_TOKENS) instead"
+        )
+
+
 def check_model_config(settings: Settings, model: str | None = None) -> None:
     """Fail early, with the variables to set, when no endpoint can be reached.
 
     Raises:
-        ConfigError: neither an API key nor an endpoint is configured.
+        ConfigError: neither an API key nor an endpoint is configured, or a dollar
+            budget is set for a model without a known price.
     """
+    check_priced(model or settings.model, settings.turn_budget_usd)
     provider, _ = split_provider(model or settings.model)
     if provider in LANGCHAIN_PROVIDERS:
         return  # that provider's package reads its own credentials

@@ -42,13 +42,14 @@ LOOP_CAP_NO_ANSWER = (
 
 LOOP_CAP_TOOL_RESULT = "not executed: the step limit ({max_loops}) for this request was reached"
 
-BUDGET_TOOL_RESULT = "not executed: the token budget ({budget} tokens) for this request is spent"
+BUDGET_TOOL_RESULT = "not executed: the budget for this work is spent"
 
-# The answer of a request stopped at its token budget: no model call writes one, since
+# The answer of a request stopped at a budget (``spent``: what of which budget was
+# used, see agentgraph.nodes.limits.budget_spent): no model call writes one, since
 # it would spend more.
 BUDGET_ANSWER = (
-    "Stopped: this request used {spent} tokens, its budget is {budget}. The session is "
-    "saved: ask me to continue to pick up where I left off."
+    "Stopped: {spent}, the budget. The session is saved: ask me to continue to pick up "
+    "where I left off."
 )
 
 RUNAWAY_INSTRUCTION = (

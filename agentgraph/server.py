@@ -114,6 +114,7 @@ def make_turn_start(agent: Agent) -> Any:
         update: dict[str, Any] = {
             "loops": 0,
             "turn_tokens": 0,
+            "turn_cost_usd": 0.0,
             "context_id": state.get("context_id") or MAIN_CONTEXT_ID,
             "user_id": ctx.user_id,
         }

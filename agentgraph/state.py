@@ -61,6 +61,12 @@ class AppState(TypedDict, total=False):
     # Prompt + completion tokens of the current turn's model calls (as the provider
     # reported them); reset to 0 by every turn's input, like ``loops``.
     turn_tokens: Annotated[int, replace]
+    # Their estimated cost in US dollars (0 while the model's price is unknown); reset
+    # with ``turn_tokens``.
+    turn_cost_usd: Annotated[float, replace]
+    # The session's goal (/goal): its text, budget, what its work spent and its status
+    # (agentgraph/goal.py); None when none is set.
+    goal: Annotated[dict[str, Any] | None, replace]
     # The session's chosen model: written by /model, reapplied when the session resumes.
     model_pref: Annotated[str | None, replace]
     # Who ran the latest turn (AGENTGRAPH_USER_ID): the scope of per-user memory; /current.

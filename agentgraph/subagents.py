@@ -86,7 +86,7 @@ SUBAGENT_PROMPT_SECTION = (
 # Why a subagent's request stopped at a limit other than its loop cap, as its result says.
 STOPPED_WHY = {
     STOP_REPEATED: "the same tool calls returned the same output again and again",
-    STOP_BUDGET: "its token budget (AGENTGRAPH_TURN_BUDGET_TOKENS) is spent",
+    STOP_BUDGET: "its budget (AGENTGRAPH_TURN_BUDGET_TOKENS / _USD) is spent",
 }
 
 
@@ -439,6 +439,7 @@ class SubagentRunner:
             "todos": [],
             "loops": 0,
             "turn_tokens": 0,
+            "turn_cost_usd": 0.0,
             "user_id": context.user_id,
             "context_id": context_id,
             "parent_context": parent_context,

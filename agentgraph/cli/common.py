@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from agentgraph.config import Settings
 from agentgraph.errors import ConfigError
 from agentgraph.settings_sources import WORKSPACE_ENV_NAME
+from agentgraph.spend import SpendLimit
 
 if TYPE_CHECKING:
     from agentgraph.mcp import McpManager
@@ -26,6 +27,8 @@ SETTING_FLAGS = {
     "--max-turns": ("max_turns", "MAX_LOOPS"),
     "--budget": ("budget", "AGENTGRAPH_TURN_BUDGET_TOKENS"),
 }
+# The setting ``--budget $X`` sets instead.
+BUDGET_USD_NAME = "AGENTGRAPH_TURN_BUDGET_USD"
 
 
 # --max-turns N: at most N model calls, so at least one.
@@ -37,6 +40,9 @@ def flag_settings(args: object) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for dest, name in SETTING_FLAGS.values():
         value = getattr(args, dest, None)
+        if isinstance(value, SpendLimit):  # --budget N sets tokens, --budget $X dollars
+            name = BUDGET_USD_NAME if value.usd else name
+            value = value.usd or value.tokens
         if value is not None:
             values[name] = value
     return values

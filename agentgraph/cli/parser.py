@@ -10,6 +10,8 @@ import argparse
 import sys
 from typing import Any
 
+from agentgraph.spend import SpendLimit, parse_budget
+
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 DISTRIBUTION = "agentgraph"
 
@@ -44,6 +46,14 @@ def _whole_number(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def _budget(text: str) -> SpendLimit:
+    """``--budget``: tokens or dollars (see :func:`agentgraph.spend.parse_budget`)."""
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _setting_flags() -> argparse.ArgumentParser:
@@ -138,11 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--thread", "-t", metavar="ID", help="continue (or create) this thread id")
     run.add_argument(
         "--budget",
-        metavar="TOKENS",
-        type=_whole_number,
+        metavar="TOKENS|$USD",
+        type=_budget,
         default=None,
         help="stop once the model calls of this request used this many prompt + completion "
-        "tokens (AGENTGRAPH_TURN_BUDGET_TOKENS; 0: no budget)",
+        "tokens, or this many estimated dollars ($0.50, 0.50$, USD0.5) "
+        "(AGENTGRAPH_TURN_BUDGET_TOKENS / _USD; 0: no budget)",
     )
     # Also accepted before `run`, like the REPL's; SUPPRESS keeps that value.
     reopen = run.add_mutually_exclusive_group()

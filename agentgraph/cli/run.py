@@ -84,6 +84,21 @@ def _session_model(agent: Agent, thread_id: str, err: Console) -> tuple[Agent, S
     return switched, switched.settings
 
 
+def _budget_why(settings: Settings) -> str:
+    """Which budget a run stopped at, for its stderr line."""
+    tokens, usd = settings.turn_budget_tokens, settings.turn_budget_usd
+    if tokens and usd:
+        return (
+            f"at the budget (--budget / AGENTGRAPH_TURN_BUDGET_TOKENS={tokens}, "
+            f"AGENTGRAPH_TURN_BUDGET_USD={usd:g})"
+        )
+    if tokens:
+        return f"at the token budget (--budget / AGENTGRAPH_TURN_BUDGET_TOKENS={tokens})"
+    if usd:
+        return f"at the dollar budget (--budget / AGENTGRAPH_TURN_BUDGET_USD={usd:g})"
+    return "at the budget of the session's goal (/goal)"
+
+
 def check_reopen_options(args: argparse.Namespace) -> None:
     """``--thread``, ``--resume ID`` and ``--continue`` each choose the session: one at most.
 
@@ -345,8 +360,7 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
     if code == EXIT_STEP_LIMIT:
         why = {
             STOP_STEP_LIMIT: f"at the step limit (MAX_LOOPS={settings.max_loops})",
-            STOP_BUDGET: "at the token budget (--budget / AGENTGRAPH_TURN_BUDGET_TOKENS="
-            f"{settings.turn_budget_tokens})",
+            STOP_BUDGET: _budget_why(settings),
             STOP_REPEATED: "going round: the same tool calls returned the same output "
             f"{RUNAWAY_REPEATS} times in a row",
         }[str(result.stop_reason)]

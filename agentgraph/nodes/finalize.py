@@ -1,6 +1,6 @@
 """The finalize node: make sure the run ends with an answer, even when a limit stops it.
 
-A limit of the request (:mod:`agentgraph.nodes.limits`: the loop cap, the token budget,
+A limit of the request (:mod:`agentgraph.nodes.limits`: the loop cap, a budget,
 the runaway guard) sends the run here with tool calls unanswered. The pending calls are
 answered as not executed; at the loop cap or the runaway guard the model is then asked
 once, without tools, for an answer; a spent budget ends with a stored answer instead,
@@ -26,6 +26,7 @@ from agentgraph.nodes.limits import (
     STOP_BUDGET,
     STOP_REPEATED,
     STOP_STEP_LIMIT,
+    budget_spent,
     request_limit,
 )
 from agentgraph.nodes.model_call import make_model_call
@@ -55,7 +56,7 @@ class _Stop(NamedTuple):
     no_answer: str  # stored when the model gives no answer (or is not asked)
 
 
-def _stop(reason: str, max_loops: int, budget: int, spent: int, repeats: int) -> _Stop:
+def _stop(reason: str, max_loops: int, spent: str, repeats: int) -> _Stop:
     if reason == STOP_STEP_LIMIT:
         return _Stop(
             reason,
@@ -67,10 +68,10 @@ def _stop(reason: str, max_loops: int, budget: int, spent: int, repeats: int) ->
     if reason == STOP_BUDGET:
         return _Stop(
             reason,
-            f"token budget spent ({spent:,} of {budget:,} tokens); stopping",
-            BUDGET_TOOL_RESULT.format(budget=budget),
+            f"budget spent ({spent}); stopping",
+            BUDGET_TOOL_RESULT,
             None,
-            BUDGET_ANSWER.format(budget=budget, spent=spent),
+            BUDGET_ANSWER.format(spent=spent),
         )
     return _Stop(
         reason,
@@ -98,11 +99,11 @@ def make_finalize(
         # A limit: answer the pending calls, then (but at the budget) ask once, without
         # tools, for an answer.
         ctx = deps.run_context(runtime.context, config)
-        budget = deps.settings.turn_budget_tokens
-        spent = int(state.get("turn_tokens") or 0)
+        spent = budget_spent(state, deps.settings)
         repeats = repeat_streak(messages[:-1], last)
-        limit = request_limit(int(state.get("loops") or 0), ctx.max_loops, spent, budget, repeats)
-        stop = _stop(limit or STOP_STEP_LIMIT, ctx.max_loops, budget, spent, repeats)
+        loops = int(state.get("loops") or 0)
+        limit = request_limit(loops, ctx.max_loops, spent is not None, repeats)
+        stop = _stop(limit or STOP_STEP_LIMIT, ctx.max_loops, spent or "", repeats)
         now = time.time()
         skipped = [
             stamped(

@@ -3,8 +3,10 @@
 Three, checked after every reply that makes tool calls, in this order:
 
 * the loop cap (``MAX_LOOPS``): a backstop far above what a long task needs;
-* the token budget (``AGENTGRAPH_TURN_BUDGET_TOKENS``, ``run --budget``): prompt +
-  completion tokens the request's model calls may spend;
+* the budget (``AGENTGRAPH_TURN_BUDGET_TOKENS`` / ``AGENTGRAPH_TURN_BUDGET_USD``,
+  ``run --budget N|$X``): prompt + completion tokens, or estimated dollars, the
+  request's model calls may spend; and the session goal's budget (``/goal … --budget``),
+  over all the turns of its work (:mod:`agentgraph.goal`);
 * the runaway guard: the same tool calls (same tool, same arguments) returned the same
   output :data:`RUNAWAY_REPEATS` times in a row
   (:func:`~agentgraph.context.spiral.repeat_streak`).
@@ -15,15 +17,23 @@ executed and ends the request with an answer; its ``stopped`` event names the li
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
+
+from agentgraph.config import Settings
+from agentgraph.context.pricing import UsageTotals
+from agentgraph.goal import STATUS_BUDGET, goal_limit, spent
+from agentgraph.spend import SpendLimit
 
 __all__ = [
     "RUNAWAY_REPEATS",
     "STOP_BUDGET",
     "STOP_REPEATED",
     "STOP_STEP_LIMIT",
+    "budget_spent",
+    "reply_cost",
     "reply_tokens",
     "request_limit",
 ]
@@ -37,7 +47,8 @@ RUNAWAY_REPEATS = 3
 STOP_STEP_LIMIT = "max_loops"
 """``stopped`` event reason: the run ended at the loop cap."""
 STOP_BUDGET = "budget"
-"""``stopped`` event reason: the request's model calls spent the token budget."""
+"""``stopped`` event reason: the request's model calls (or its goal's work) spent the
+budget."""
 STOP_REPEATED = "repeated_calls"
 """``stopped`` event reason: the same tool calls kept returning the same output."""
 
@@ -52,14 +63,47 @@ def reply_tokens(messages: Iterable[BaseMessage]) -> int:
     return total
 
 
-def request_limit(loops: int, cap: int, spent: int, budget: int, repeats: int) -> str | None:
+def reply_cost(messages: Iterable[BaseMessage], model: str | None) -> float:
+    """Estimated US dollars of the replies in ``messages`` (0 for a model without a
+    known price: a dollar budget is refused for one, see ``check_priced``)."""
+    totals = UsageTotals()
+    for msg in messages:
+        if isinstance(msg, AIMessage):
+            totals.add_message(msg, model)
+    return totals.cost_usd or 0.0
+
+
+def budget_spent(state: Mapping[str, Any], settings: Settings) -> str | None:
+    """What budget the request's calls spent, if one is: the request's own, then the
+    goal's.
+
+    Args:
+        state: The graph state, its ``turn_tokens`` / ``turn_cost_usd`` / ``goal``
+            up to date with the latest reply.
+        settings: The request budget's settings.
+
+    Returns:
+        ``this request used 1,200 of 1,000 tokens`` / ``the goal's work used $0.52 of
+        $0.50``, or None while no budget is spent.
+    """
+    tokens = int(state.get("turn_tokens") or 0)
+    usd = float(state.get("turn_cost_usd") or 0.0)
+    limit = SpendLimit(settings.turn_budget_tokens, settings.turn_budget_usd)
+    if limit.reached(tokens, usd):
+        return f"this request used {limit.describe(tokens, usd)}"
+    goal = state.get("goal")
+    if isinstance(goal, Mapping) and goal.get("status") == STATUS_BUDGET:
+        return f"the goal's work used {goal_limit(goal).describe(*spent(goal))}"
+    return None
+
+
+def request_limit(loops: int, cap: int, over_budget: bool, repeats: int) -> str | None:
     """The limit a request with pending tool calls has reached, if any.
 
     Args:
         loops: Model calls the request has made.
         cap: Model calls it may make.
-        spent: Prompt + completion tokens its model calls used.
-        budget: Tokens it may spend (0: no budget).
+        over_budget: Its calls spent a budget (:func:`budget_spent`).
         repeats: Times in a row the model already made exactly the pending calls with
             the same output.
 
@@ -68,7 +112,7 @@ def request_limit(loops: int, cap: int, spent: int, budget: int, repeats: int) -
     """
     if loops >= cap:
         return STOP_STEP_LIMIT
-    if budget and spent >= budget:
+    if over_budget:
         return STOP_BUDGET
     if repeats >= RUNAWAY_REPEATS:
         return STOP_REPEATED

@@ -13,7 +13,7 @@ reply and whatever a compaction changed, and says where the run goes next
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -22,11 +22,12 @@ from langgraph.types import Command
 
 from agentgraph.context.spiral import repeat_streak
 from agentgraph.deps import AgentDeps
+from agentgraph.goal import account, active_goal
 from agentgraph.history.calls import hit_output_limit
 from agentgraph.history.kinds import stamped
 from agentgraph.middleware.events import emit
 from agentgraph.nodes.common import allowed_tools, repair_invalid_tool_calls, system_messages
-from agentgraph.nodes.limits import reply_tokens, request_limit
+from agentgraph.nodes.limits import budget_spent, reply_cost, reply_tokens, request_limit
 from agentgraph.nodes.model_call import make_model_call
 from agentgraph.runctx import RunContext
 from agentgraph.state import AppState
@@ -93,20 +94,29 @@ def make_model_turn(
             emit({"type": "notice", "text": f"the reply stopped at the output token limit: {what}"})
         emit({"type": "prompt_tokens", "tokens": result.prompt_tokens})
         loops = int(state.get("loops") or 0) + 1
-        spent = int(state.get("turn_tokens") or 0) + reply_tokens([*updates, result.ai])
+        replies = [*updates, result.ai]
+        tokens = reply_tokens(replies)
+        cost = reply_cost(replies, deps.settings.model)
+        spending: dict[str, Any] = {
+            "turn_tokens": int(state.get("turn_tokens") or 0) + tokens,
+            "turn_cost_usd": float(state.get("turn_cost_usd") or 0.0) + cost,
+        }
+        goal = active_goal(state)
+        if goal is not None:  # the goal's work: every call while it is active
+            answer = None if ai.tool_calls else ai.text
+            spending["goal"] = account(goal, tokens, cost, answer)
         limit = None
         if ai.tool_calls:
             limit = request_limit(
                 loops,
                 runtime.context.max_loops,
-                spent,
-                deps.settings.turn_budget_tokens,
+                budget_spent({**state, **spending}, deps.settings) is not None,
                 repeat_streak(history, ai),
             )
         # The node routes itself (a Command) rather than through a conditional edge,
         # which would read the whole state again with this update applied.
         return Command(
-            update={"messages": [*notices, *updates, ai], "loops": loops, "turn_tokens": spent},
+            update={"messages": [*notices, *updates, ai], "loops": loops, **spending},
             goto=next_node(ai, limit),
         )
 

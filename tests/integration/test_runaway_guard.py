@@ -164,7 +164,7 @@ def test_a_token_budget_stops_the_request_once_spent(home: Path, workspace: Path
     assert payload["stopped"] == "budget"
     spent = payload["usage"]["input_tokens"] + payload["usage"]["output_tokens"]
     assert payload["answer"] == (
-        f"Stopped: this request used {spent} tokens, its budget is {BUDGET_TOKENS}. The "
+        f"Stopped: this request used {spent:,} of {BUDGET_TOKENS:,} tokens, the budget. The "
         "session is saved: ask me to continue to pick up where I left off."
     )
     # It stopped at the first reply that reached the budget, several calls in, and made
