@@ -522,6 +522,30 @@ class Agent:
         """Record ``name`` as ``thread_id``'s model (resuming the session uses it again)."""
         self.graph.update_state(self.config(thread_id), {"model_pref": name}, as_node="finalize")
 
+    def goal(self, thread_id: str) -> dict[str, Any] | None:
+        """The goal ``/goal`` set for ``thread_id`` (its state's ``goal``), whatever its
+        status; None when none is set."""
+        config = self.config(thread_id)
+        # After a turn its final state is at hand: asked after every turn, the goal must
+        # not cost a rebuild of the whole history.
+        known = self._final_states.get(thread_id)
+        latest = self.store.checkpointer.get_tuple(config) if known is not None else None
+        if (
+            known is not None
+            and latest is not None
+            and get_checkpoint_id(latest.config) == known[0]
+        ):
+            values = known[1]
+        else:
+            values = self.graph.get_state(config).values or {}
+        goal = values.get("goal")
+        return dict(goal) if isinstance(goal, Mapping) else None
+
+    def set_goal(self, thread_id: str, goal: Mapping[str, Any] | None) -> None:
+        """Store ``goal`` (see :mod:`agentgraph.goal`) as ``thread_id``'s, or clear it."""
+        value = dict(goal) if goal is not None else None
+        self.graph.update_state(self.config(thread_id), {"goal": value}, as_node="finalize")
+
     def accepts_images(self) -> bool:
         """Whether the model in use takes image input (``AGENTGRAPH_VISION``, profile, name)."""
         profile = getattr(self.deps.model, "profile", None)

@@ -47,6 +47,7 @@ SLASH_MODULES = (
     "agentgraph.cli.slash_resume",
     "agentgraph.cli.slash_recall",
     "agentgraph.cli.slash_agents",
+    "agentgraph.cli.slash_goal",
 )
 
 
@@ -215,9 +216,12 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             ctx.confirm = lambda question: _ask_yes_no(read, question)
         if resumed:  # a session killed at an approval question asks it again, first
             answer_pending_approvals(ctx, out, err, read)
+        from agentgraph.cli.slash_goal import after_turn, take_queued_turn
+
         while True:
+            line = take_queued_turn(ctx)  # a goal's next turn, sent without asking
             try:
-                line = read("› ").strip()
+                line = line or read("› ").strip()
             except KeyboardInterrupt:
                 continue
             except EOFError:
@@ -267,6 +271,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 continue
             printer.finish()
             print_status_line(err, ctx.agent, ctx.thread_id, result)
+            after_turn(ctx, result)  # an active goal queues its next turn
         session_shutdown(ctx, settings)
     return 0
 

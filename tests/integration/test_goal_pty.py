@@ -1,0 +1,150 @@
+"""``/goal`` in the real REPL, in a pseudo-terminal: set, shown, worked on across turns.
+
+A goal is sent once, as a turn; the REPL then sends "continue" turns on its own until
+the model ends an answer with the done marker, or the goal's budget (summed over its
+turns) is spent. The scripted models are stateless: each reply is a function of the
+request alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentgraph.goal import CONTINUE_PROMPT, DONE_MARKER
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.pty_helpers import (
+    ENTER,
+    PROMPT,
+    close_repl,
+    expect_on_screen,
+    pty_env,
+    screen_lines,
+    spawn_repl,
+)
+
+KEY = "sk-test-secret-goal-0123456789abcdef"
+GOAL_OPENING = "Goal for this session:"
+# Answers the model gives before it says the goal is achieved.
+STEPS_BEFORE_DONE = 2
+# Reported per call by the budget test's model: three calls pass the budget.
+CALL_PROMPT_TOKENS = 1_000
+GOAL_BUDGET_TOKENS = 2_500
+CALLS_TO_BUDGET = 3
+THANKS = "thanks"
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def _users(request: dict[str, Any]) -> list[str]:
+    return [_text(m["content"]) for m in request["messages"] if m.get("role") == "user"]
+
+
+def _works_in_steps(request: dict[str, Any]) -> dict[str, Any]:
+    """Answer "step N" for each continue request, then the done marker."""
+    users = _users(request)
+    if users[-1] == THANKS:
+        return {"content": "you are welcome"}
+    steps = users.count(CONTINUE_PROMPT)
+    if steps < STEPS_BEFORE_DONE:
+        return {"content": f"worked on it, step {steps}"}
+    return {"content": f"all three notes are written\n{DONE_MARKER}"}
+
+
+def _reads_for_ever(request: dict[str, Any]) -> dict[str, Any]:
+    """Read one more file per call, reporting a fixed usage; never done."""
+    read = sum(1 for m in request["messages"] if m.get("role") == "tool")
+    usage = {"prompt_tokens": CALL_PROMPT_TOKENS, "completion_tokens": 0, "cached_tokens": 0}
+    call = {"name": "read_file", "arguments": {"path": f"n{read}.txt"}}
+    return {"tool_calls": [call], "usage": usage}
+
+
+def _chat_requests(server: FakeOpenAIServer) -> list[dict[str, Any]]:
+    return [r for r in server.requests if "messages" in (r or {})]
+
+
+def test_a_goal_is_worked_on_until_done_shown_and_kept(home: Path, workspace: Path) -> None:
+    with FakeOpenAIServer([_works_in_steps], on_exhausted="repeat_last") as server:
+        env = pty_env(home, server.url, KEY)
+        child = spawn_repl([], cwd=workspace, env=env)
+        try:
+            child.expect_exact(PROMPT)
+            child.send("/goal" + ENTER)
+            expect_on_screen(child, "no goal set")
+            child.send("/goal write three notes" + ENTER)
+            expect_on_screen(child, "goal complete (used")
+            child.send("/goal" + ENTER)
+            expect_on_screen(child, "goal (complete): write three notes")
+            child.send(THANKS + ENTER)  # an ordinary turn after the goal ended
+            expect_on_screen(child, "you are welcome")
+        finally:
+            close_repl(child)
+        requests = _chat_requests(server)
+        # The goal turn, two continue turns, then the user's own: no continue after it.
+        assert len(requests) == STEPS_BEFORE_DONE + 2
+        last = _users(requests[-1])
+        assert sum(1 for text in last if text.startswith(GOAL_OPENING)) == 1  # told once
+        assert last.count(CONTINUE_PROMPT) == STEPS_BEFORE_DONE
+        assert last[-1] == THANKS
+        # The system prompt is the same in every request: the goal never rewrites it.
+        systems = {_text(r["messages"][0]["content"]) for r in requests}
+        assert len(systems) == 1
+        lines = screen_lines(child)
+        assert sum("goal complete" in line for line in lines) == 1, "\n".join(lines)
+        assert sum("goal: continuing" in line for line in lines) == STEPS_BEFORE_DONE
+
+        # Stored with the session: a reopened REPL shows it.
+        child = spawn_repl(["-c"], cwd=workspace, env=env)
+        try:
+            child.expect_exact(PROMPT)
+            child.send("/goal" + ENTER)
+            expect_on_screen(child, "goal (complete): write three notes")
+            child.send("/goal clear" + ENTER)
+            expect_on_screen(child, "goal cleared")
+            child.send("/goal" + ENTER)
+            expect_on_screen(child, "no goal set")
+        finally:
+            close_repl(child)
+
+
+def test_a_goal_stops_when_its_budget_is_spent(home: Path, workspace: Path) -> None:
+    for n in range(10):
+        (workspace / f"n{n}.txt").write_text(f"note {n}\n")
+    with FakeOpenAIServer([_reads_for_ever], on_exhausted="repeat_last") as server:
+        child = spawn_repl([], cwd=workspace, env=pty_env(home, server.url, KEY))
+        try:
+            child.expect_exact(PROMPT)
+            child.send(f"/goal read every note --budget {GOAL_BUDGET_TOKENS}" + ENTER)
+            expect_on_screen(child, f"goal set (budget {GOAL_BUDGET_TOKENS:,} tokens)")
+            expect_on_screen(child, "budget spent")
+            child.send("/goal" + ENTER)
+            expect_on_screen(child, "goal (budget_limited): read every note")
+        finally:
+            close_repl(child)
+        requests = _chat_requests(server)
+    assert len(requests) == CALLS_TO_BUDGET  # stopped at the reply that spent it
+    lines = screen_lines(child)
+    spent = CALLS_TO_BUDGET * CALL_PROMPT_TOKENS
+    stop = [line for line in lines if "budget spent" in line]
+    assert len(stop) == 1, "\n".join(lines)
+    assert f"the goal's work used {spent:,} of {GOAL_BUDGET_TOKENS:,} tokens" in stop[0]
+    assert not any("goal: continuing" in line for line in lines), "\n".join(lines)
+
+
+def test_a_dollar_goal_budget_needs_a_priced_model(home: Path, workspace: Path) -> None:
+    with FakeOpenAIServer([_works_in_steps]) as server:
+        env = pty_env(home, server.url, KEY, AGENTGRAPH_MODEL="my-local-model")
+        child = spawn_repl([], cwd=workspace, env=env)
+        try:
+            child.expect_exact(PROMPT)
+            child.send("/goal fix the tests --budget $1" + ENTER)
+            expect_on_screen(child, "my-local-model has none")
+            child.send("/goal" + ENTER)
+            expect_on_screen(child, "no goal set")
+        finally:
+            close_repl(child)
+        assert _chat_requests(server) == []
