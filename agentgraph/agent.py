@@ -46,7 +46,9 @@ from agentgraph.hooks import (
     STOP,
     USER_PROMPT_SUBMIT,
     Hooks,
+    HookVerdict,
     PromptBlocked,
+    context_message,
     kill_running_hooks,
     load_hooks,
     run_pre_compact,
@@ -316,6 +318,9 @@ class Agent:
         )
         # Sessions whose SessionStart hooks ran in this process.
         self._hooked_sessions: set[str] = set()
+        # What SessionStart / UserPromptSubmit hooks printed for the model, per session,
+        # until the session's next turn stores it (appended before the prompt).
+        self._hook_context: dict[str, list[HumanMessage]] = {}
         # MCP tools come after the built-ins, in config order: a stable tool list. Servers
         # still connecting join later, between turns (sync_mcp_tools).
         self._mcp_tools = mcp.tools if mcp is not None else []
@@ -510,6 +515,7 @@ class Agent:
             **self._rebuild,  # type: ignore[arg-type]
         )
         agent._hooked_sessions = self._hooked_sessions  # the same sessions go on
+        agent._hook_context = self._hook_context
         return agent
 
     def model_preference(self, thread_id: str) -> str | None:
@@ -782,7 +788,14 @@ class Agent:
         preamble = self.sessions.preamble(thread_id, lambda: history)
         # Calls that were running when a previous process died: "may have completed".
         interrupted = interrupted_results(history, self.deps.artifacts_dir(thread_id))
-        mention_inputs["messages"] = [*interrupted, *preamble, *mention_inputs["messages"]]
+        # Hook output for the model: appended, before the prompt it came with.
+        hooked = [stamped(m) for m in self._hook_context.pop(thread_id, [])]
+        mention_inputs["messages"] = [
+            *interrupted,
+            *preamble,
+            *hooked,
+            *mention_inputs["messages"],
+        ]
         known = self.store.index.get(thread_id)
         inputs: dict[str, Any] = {
             **mention_inputs,
@@ -1022,7 +1035,17 @@ class Agent:
         if resumed is None:
             resumed = self.store.index.get(thread_id) is not None
         source = "resume" if resumed else "startup"
-        return self._hook_events(SESSION_START, thread_id, workspace, {"source": source})
+        verdict = self.hooks.run(
+            SESSION_START, session_id=thread_id, cwd=str(workspace), fields={"source": source}
+        )
+        self._keep_hook_context(thread_id, SESSION_START, verdict)
+        return list(verdict.events)
+
+    def _keep_hook_context(self, thread_id: str, event: str, verdict: HookVerdict) -> None:
+        """Keep what the hooks printed for the model for the session's next turn."""
+        message = context_message(event, verdict)
+        if message is not None:
+            self._hook_context.setdefault(thread_id, []).append(message)
 
     def _check_prompt(self, thread_id: str, workspace: Path, text: str) -> Iterator[Event]:
         """Run the ``UserPromptSubmit`` hooks on the prompt, before anything is stored.
@@ -1038,6 +1061,7 @@ class Agent:
         yield from verdict.events
         if verdict.blocked:
             raise PromptBlocked(f"a {USER_PROMPT_SUBMIT} hook blocked the prompt: {verdict.reason}")
+        self._keep_hook_context(thread_id, USER_PROMPT_SUBMIT, verdict)
 
     def _hook_events(
         self, event: str, thread_id: str, workspace: Path, fields: dict[str, Any]

@@ -18,7 +18,9 @@ The command gets the event as one JSON object on stdin (``session_id``, ``cwd``,
 ``prompt``, ``trigger``, ``source``, ``last_assistant_message``). It runs in the
 workspace with the environment the tools get (secrets left out), bounded in time and
 output. Its exit status decides: 0 is success (its stdout is shown; JSON
-``{"decision": "block", "reason": …}`` blocks), 2 blocks (its stderr is the reason: for
+``{"decision": "block", "reason": …}`` blocks; a ``SessionStart`` or
+``UserPromptSubmit`` hook's stdout, or its JSON ``additionalContext``, is also context
+for the model: :func:`context_message`), 2 blocks (its stderr is the reason: for
 ``PreToolUse`` the tool does not run and the model is told why; for ``PostToolUse`` the
 model is told; ``UserPromptSubmit`` refuses the prompt), anything else is an error that
 is shown and blocks nothing. A hook that cannot start, fails or
@@ -40,7 +42,7 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from agentgraph.errors import AgentGraphError, ConfigError
 from agentgraph.settings_sources import (
@@ -71,6 +73,11 @@ HOOK_TIMEOUT_MAX_S = 600.0
 HOOK_OUTPUT_MAX_BYTES = 64 * 1024
 # Characters of a hook's output shown to the user or given to the model.
 HOOK_TEXT_MAX_CHARS = 4000
+# Characters of what the hooks of one SessionStart / UserPromptSubmit event add to the
+# model's context, all hooks together (Claude Code's cap on additionalContext).
+HOOK_CONTEXT_MAX_CHARS = 10_000
+# Events whose successful hooks' stdout is context for the model, as in Claude Code.
+CONTEXT_EVENTS = frozenset({SESSION_START, USER_PROMPT_SUBMIT})
 # Characters of a hook's command line shown with what it said (the end is kept).
 HOOK_COMMAND_SHOWN_CHARS = 40
 # Seconds to wait for a killed hook's pipes to close (a detached child may hold them).
@@ -87,6 +94,9 @@ OUTCOME_BLOCKED = "blocked"
 OUTCOME_ERROR = "error"
 
 Redact = Callable[[str], str]
+
+if TYPE_CHECKING:
+    from langchain_core.messages import HumanMessage
 
 
 class PromptBlocked(AgentGraphError):
@@ -464,6 +474,8 @@ def _judge(event: str, hook: HookCommand, run: HookRun, verdict: HookVerdict) ->
         data = _json_output(run.stdout)
         if data is None:
             shown = _clip(run.stdout)
+            if shown and event in CONTEXT_EVENTS:
+                verdict.context.append(shown)
         else:
             specific = data.get("hookSpecificOutput")
             specific = specific if isinstance(specific, dict) else {}
@@ -570,6 +582,29 @@ def hook_line(event: Mapping[str, Any]) -> str:
         command = "…" + command[-(HOOK_COMMAND_SHOWN_CHARS - 1) :]
     text = str(event.get("text") or "")
     return f"{event.get('event')} hook {verb} ({command}): {text}".rstrip(": ")
+
+
+def context_message(event: str, verdict: HookVerdict) -> HumanMessage | None:
+    """What the hooks of a ``SessionStart`` / ``UserPromptSubmit`` event added for the
+    model, as a message of kind ``hook_context`` (appended to the history: the system
+    prompt never changes), or None when they added nothing.
+
+    The texts are already redacted (:meth:`Hooks.run`); together they are cut at
+    :data:`HOOK_CONTEXT_MAX_CHARS`.
+    """
+    from langchain_core.messages import HumanMessage
+
+    from agentgraph.history.kinds import AGENTGRAPH_KEY, HOOK_CONTEXT_KIND
+
+    text = "\n\n".join(c for c in verdict.context if c.strip())
+    if event not in CONTEXT_EVENTS or not text:
+        return None
+    if len(text) > HOOK_CONTEXT_MAX_CHARS:
+        text = text[: HOOK_CONTEXT_MAX_CHARS - 1] + "…"
+    return HumanMessage(
+        content=f"Output of the user's {event} hook (context, not a request):\n{text}",
+        additional_kwargs={AGENTGRAPH_KEY: {"kind": HOOK_CONTEXT_KIND, "event": event}},
+    )
 
 
 def hook_feedback(event: str, verdict: HookVerdict) -> str:

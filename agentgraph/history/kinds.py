@@ -35,8 +35,19 @@ UNDO_NOTE_KIND = "undo_note"
 SUBAGENT_NOTICE_KIND = "subagent_notice"
 """A background subagent's outcome, delivered to the model at its next call (sent)."""
 
+HOOK_CONTEXT_KIND = "hook_context"
+"""What a ``SessionStart`` / ``UserPromptSubmit`` hook printed, given to the model (sent)."""
+
 NON_REQUEST_KINDS = INTERNAL_KINDS | frozenset(
-    {"summary", "reinjected_file", "ledger", "resume", UNDO_NOTE_KIND, SUBAGENT_NOTICE_KIND}
+    {
+        "summary",
+        "reinjected_file",
+        "ledger",
+        "resume",
+        UNDO_NOTE_KIND,
+        SUBAGENT_NOTICE_KIND,
+        HOOK_CONTEXT_KIND,
+    }
 )
 """Kinds of HumanMessage that carry context, not a request typed by the user."""
 

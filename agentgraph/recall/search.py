@@ -83,6 +83,7 @@ _KIND_ROLES = {
     "ledger": "ledger",
     "resume": "resume note",
     "undo_note": "undo note",
+    "hook_context": "hook output",
 }
 
 
