@@ -342,6 +342,34 @@ def _spans(text: str) -> list[tuple[int, int, Any]] | None:
     return _bare_values(text)
 
 
+_NAMED_CALL = re.compile(r"""["']name["']\s*:\s*["']([A-Za-z_][\w.-]{0,127})["']""")
+
+
+def call_lookalike(text: str, declared: Collection[str]) -> str | None:
+    """What in ``text`` looks like a tool call written as text, whether or not it is one
+    :func:`extract_text_tool_calls` would run: a call tag, a function element, or JSON
+    naming a declared tool.
+
+    Args:
+        text: A reply's text.
+        declared: Names of the tools the request declared.
+
+    Returns:
+        A short description (``<tools>``, ``<function>``, ``read_file``), or None.
+    """
+    if not text or len(text) > MAX_SCAN_CHARS or not declared:
+        return None
+    tag = _TAG_OPEN.search(text)
+    if tag is not None:
+        return f"<{tag.group(1).lower()}>"
+    if _FUNCTION_START_ANY.search(text) is not None:
+        return "<function>"
+    for named in _NAMED_CALL.finditer(text):
+        if named.group(1) in declared:
+            return named.group(1)
+    return None
+
+
 def extract_text_tool_calls(text: str, declared: Collection[str]) -> TextToolCalls:
     """Find tool calls of ``declared`` tools written as text in a model reply.
 

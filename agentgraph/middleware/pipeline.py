@@ -149,7 +149,8 @@ class ContextPipeline:
         overflow: Recovery from context and output overflows.
         retry: Retries of rate limits, 5xx and dropped connections.
         empty_reply: An empty reply asked for again, once (``None``: off).
-        text_calls: Tool calls written as text made real (``None``: off).
+        text_calls: Tool calls written as text made real, or (off) told apart from
+            an answer (``None``: absent).
         masking: Old tool outputs masked; the first unit when present.
         caching: Anthropic prompt-caching breakpoints.
         served_window: After the first reply, the window a local server allocated
@@ -236,7 +237,8 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
             RetryPolicy(max_retries=settings.provider_max_retries), sleep=deps.sleep, emit=emit
         ),
         empty_reply=EmptyReplyMiddleware(emit=emit),
-        text_calls=TextToolCallsMiddleware(emit=emit) if text_tool_calls_on(settings) else None,
+        # Off, the unit still says when an answer looks like a call it did not run.
+        text_calls=TextToolCallsMiddleware(emit=emit, run_calls=text_tool_calls_on(settings)),
         masking=ObservationMaskingMiddleware(view, threshold=settings.mask_threshold, emit=emit),
         caching=PromptCachingMiddleware(),
         served_window=(

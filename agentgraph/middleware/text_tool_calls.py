@@ -5,9 +5,11 @@ call (or several) of declared tools — bare JSON, fenced JSON or ``<tool_call>`
 the reply is rewritten into an ``AIMessage`` with those ``tool_calls`` and the prose
 around them as content (see :mod:`agentgraph.text_tool_calls` for the rules), and marked
 (``text_tool_calls`` in its agentgraph marker). The user is told once per unit; a text
-call of an undeclared tool stays text and is reported. The pipeline has this unit only
-where it is wanted (:func:`agentgraph.model.text_tool_calls_on`: a local endpoint, or
-``AGENTGRAPH_TEXT_TOOL_CALLS=on``).
+call of an undeclared tool stays text and is reported. Calls are run only where it is
+wanted (:func:`agentgraph.model.text_tool_calls_on`: a local endpoint, or
+``AGENTGRAPH_TEXT_TOOL_CALLS=on``); elsewhere, and when what looks like a call does not
+parse as one, the text stays the answer and one notice says it was not run, so a call
+printed as an answer is never taken for one that ran.
 
 Hook: ``wrap_model_call`` (innermost: each attempt's reply is checked).
 """
@@ -22,7 +24,7 @@ from langchain_core.tools import BaseTool
 
 from agentgraph.history.kinds import with_marker
 from agentgraph.middleware.events import Emit, emit
-from agentgraph.text_tool_calls import extract_text_tool_calls
+from agentgraph.text_tool_calls import call_lookalike, extract_text_tool_calls
 
 __all__ = ["TEXT_TOOL_CALLS_KEY", "TextToolCallsMiddleware"]
 
@@ -49,13 +51,17 @@ class TextToolCallsMiddleware(AgentMiddleware):
     """Turns tool calls written as text into real tool calls.
 
     Args:
-        emit: Told a ``notice`` the first time a reply is rewritten, and whenever a
-            reply tried to call an undeclared tool.
+        emit: Told a ``notice`` the first time a reply is rewritten, whenever a reply
+            tried to call an undeclared tool, and whenever an answer looks like a call
+            that is not run.
+        run_calls: Whether calls written as text are run; False: the unit only says
+            when an answer looks like one.
     """
 
-    def __init__(self, *, emit: Emit = emit) -> None:
+    def __init__(self, *, emit: Emit = emit, run_calls: bool = True) -> None:
         super().__init__()
         self.emit = emit
+        self.run_calls = run_calls
         self.told = False
 
     def wrap_model_call(
@@ -81,7 +87,13 @@ class TextToolCallsMiddleware(AgentMiddleware):
         if len(replies) != 1 or replies[0].tool_calls or replies[0].invalid_tool_calls:
             return response
         ai = replies[0]
-        found = extract_text_tool_calls(ai.text, _tool_names(request))
+        names = _tool_names(request)
+        if not self.run_calls:
+            self._not_run(ai.text, names, "AGENTGRAPH_TEXT_TOOL_CALLS=on runs such calls")
+            return response
+        found = extract_text_tool_calls(ai.text, names)
+        if not found.calls and not found.rejected:
+            self._not_run(ai.text, names, "it is not a well-formed call of a declared tool")
         if found.rejected:
             self.emit(
                 {
@@ -108,3 +120,15 @@ class TextToolCallsMiddleware(AgentMiddleware):
         )
         result = [fixed if m is ai else m for m in response.result]
         return ModelResponse(result=result, structured_response=response.structured_response)
+
+    def _not_run(self, text: str, names: set[str], why: str) -> None:
+        """Say that an answer that looks like a tool call is shown as text, not run."""
+        seen = call_lookalike(text, names)
+        if seen is not None:
+            self.emit(
+                {
+                    "type": "notice",
+                    "text": f"the answer looks like a tool call written as text ({seen}); "
+                    f"it was not run ({why})",
+                }
+            )
