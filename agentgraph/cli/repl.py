@@ -200,18 +200,12 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             if getattr(args, "model", None) is not None:  # -m NAME: as /model NAME would
                 agent.set_model_preference(thread_id, settings.model)
             follow_session_model(ctx, settings.model)  # the session's /model choice
-        from agentgraph.cli.slash_sessions import (
-            note_started_here,
-            session_shutdown,
-            session_startup,
-        )
+        from agentgraph.cli.slash_sessions import session_shutdown, session_startup
 
         session_startup(ctx, settings, resumed)
         hook_printer = EventPrinter(out, err, stream_tokens=False)
         for event in agent.start_session(thread_id, workspace, resumed=resumed):
             hook_printer(event)  # SessionStart hooks' output, before the first prompt
-        if not resumed:
-            note_started_here(ctx, thread_id)
         if ctx.confirm is ReplContext.confirm:  # not wired by another feature yet
             ctx.confirm = lambda question: _ask_yes_no(read, question)
         if resumed:  # a session killed at an approval question asks it again, first

@@ -19,8 +19,6 @@ from agentgraph.thread_ids import check_thread_id
 from agentgraph.titles import SOURCE_USER
 
 UNDO_FILES_SHOWN = 20
-# ctx.extras key: the sessions this REPL started (at start-up and with /new).
-STARTED_HERE_KEY = "started_here"
 
 
 def hold_session(store: Store, thread_id: str, action: str, console: Console) -> None:
@@ -57,34 +55,12 @@ def session_startup(ctx: ReplContext, settings: Settings, resumed: bool) -> None
     start_background_maintenance(settings, ctx.store, keep=lambda: {ctx.thread_id})
 
 
-def note_started_here(ctx: ReplContext, thread_id: str) -> None:
-    """Remember that this REPL started ``thread_id`` (see :func:`session_shutdown`)."""
-    ctx.extras.setdefault(STARTED_HERE_KEY, set()).add(thread_id)
-
-
-def _never_answered(ctx: ReplContext, thread_id: str) -> bool:
-    """Whether ``thread_id`` has no reply of the model at all (its turns failed first)."""
-    from langchain_core.messages import AIMessage
-
-    info = ctx.store.index.get(thread_id)
-    if info is None or info.title_source == SOURCE_USER:  # a session the user named stays
-        return False
-    return not any(isinstance(m, AIMessage) for m in ctx.agent.messages(thread_id))
-
-
 def session_shutdown(ctx: ReplContext, settings: Settings) -> None:
-    """REPL exit (``/exit`` or Ctrl-D): drop what is not a session, say how to come back.
+    """REPL exit (``/exit`` or Ctrl-D): let go of the session, say how to come back.
 
-    A session this REPL started whose every turn failed before the model replied holds
-    only the prompts (which are in the input history, ↑): it is deleted rather than
-    left in the session list. Then the lease is released and, when the current session
-    is kept, the command that resumes it is printed.
+    A session whose turns all failed before the model replied is kept with its prompts,
+    as ``agentgraph run`` keeps it: it resumes where the user left it.
     """
-    from agentgraph.persistence.sessions import delete_session
-
-    for thread_id in sorted(ctx.extras.get(STARTED_HERE_KEY, set())):
-        if _never_answered(ctx, thread_id):
-            delete_session(ctx.store, settings.home, thread_id)
     ctx.store.leases.release(ctx.thread_id)
     if ctx.store.index.get(ctx.thread_id) is not None:
         ctx.console.print(f"resume this session with: agentgraph -r {ctx.thread_id}", markup=False)
@@ -102,7 +78,6 @@ def _switch_to(ctx: ReplContext, thread_id: str, *, resumed: bool) -> None:
 @command("new", "/new [title]", "start a new session (optionally titled)")
 def _new(ctx: ReplContext, rest: str) -> None:
     _switch_to(ctx, new_thread_id(), resumed=False)
-    note_started_here(ctx, ctx.thread_id)
     if rest:
         _set_title(ctx, rest)
     title = f" “{shorten_title(rest)}”" if rest else ""

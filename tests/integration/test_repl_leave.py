@@ -1,5 +1,5 @@
-"""Leaving the REPL (Ctrl-D or /exit), in a real pseudo-terminal: how to come back, and
-no session left behind that the model never answered."""
+"""Leaving the REPL (Ctrl-D or /exit), in a real pseudo-terminal: how to come back, also
+to a session the model never answered (kept with its prompt, as ``run`` keeps it)."""
 
 from __future__ import annotations
 
@@ -51,17 +51,31 @@ def test_ctrl_d_and_exit_both_say_how_to_resume(home: Path, workspace: Path) -> 
         assert f"resume this session with: agentgraph -r {thread_id}" in by_exit
 
 
-def test_a_session_the_model_never_answered_is_not_left_in_the_list(
+def test_a_session_the_model_never_answered_is_kept_with_its_prompt_and_resumes(
     home: Path, workspace: Path
 ) -> None:
+    """As with ``agentgraph run`` (tests/integration/test_failed_first_turn.py): the
+    prompt sent is never thrown away, and the session resumes with it."""
     env = pty_env(home, REFUSED_URL, KEY)
     child = spawn_repl([], cwd=workspace, env=env)
     child.expect_exact(PROMPT)
-    child.send("hello" + ENTER)
+    child.send("remember the blue door" + ENTER)
     child.expect_exact("cannot reach the model endpoint")
     child.expect_exact(PROMPT)
     shown = _leave(child, "eof")
-    assert "resume this session" not in shown  # nothing to resume
+    thread_id = only_session(home)
+    assert f"resume this session with: agentgraph -r {thread_id}" in shown
     listed = run_cli(["sessions", "list", "--all", "--json"], cwd=workspace, env=cli_env(home))
     assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout) == []
+    [row] = json.loads(listed.stdout)
+    assert (row["title"], row["message_count"]) == ("remember the blue door", 1)
+
+    with FakeOpenAIServer([{"content": "The blue door."}], require_key=KEY) as server:
+        child = spawn_repl(["-r", thread_id], cwd=workspace, env=pty_env(home, server.url, KEY))
+        child.expect_exact(PROMPT)
+        child.send("what did I ask you to remember?" + ENTER)
+        child.expect_exact("The blue door.")
+        child.expect_exact(PROMPT)
+        _leave(child, "exit")
+        users = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+    assert users == ["remember the blue door", "what did I ask you to remember?"]
