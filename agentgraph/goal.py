@@ -31,6 +31,7 @@ __all__ = [
     "STATUS_BLOCKED",
     "STATUS_BUDGET",
     "STATUS_DONE",
+    "UNPRICED_FIELD",
     "account",
     "active_goal",
     "describe",
@@ -44,6 +45,9 @@ STATUS_ACTIVE = "active"
 STATUS_DONE = "complete"
 STATUS_BLOCKED = "blocked"
 STATUS_BUDGET = "budget_limited"
+# Field of a goal stopped because its dollar budget could not be measured: the model
+# that had no known price.
+UNPRICED_FIELD = "unpriced"
 
 # The line an answer ends with when the goal is achieved, or cannot go on without the
 # user. Plain text rather than a tool: the tool list is part of the cached prompt
@@ -109,26 +113,38 @@ def spent(goal: Mapping[str, Any]) -> tuple[int, float]:
     return int(goal.get("spent_tokens") or 0), float(goal.get("spent_usd") or 0.0)
 
 
-def account(goal: Mapping[str, Any], tokens: int, usd: float, answer: str | None) -> dict[str, Any]:
+def account(
+    goal: Mapping[str, Any],
+    tokens: int,
+    usd: float | None,
+    answer: str | None,
+    *,
+    model: str = "",
+) -> dict[str, Any]:
     """The goal after one model call under it.
 
     Args:
         goal: The active goal.
         tokens: The call's prompt + completion tokens.
-        usd: Its estimated cost.
+        usd: Its estimated cost; None when the model's price is unknown.
         answer: The reply's text when it is an answer (no tool calls), else None.
+        model: The model that made the call (named when its price is unknown).
 
     Returns:
         The goal with the call added; its status is :data:`STATUS_BUDGET` once the
-        budget is spent, :data:`STATUS_DONE` / :data:`STATUS_BLOCKED` after an answer
-        with the marker.
+        budget is spent, or at once when a dollar budget cannot be measured (the model
+        has no known price: the work stops rather than go on without its limit);
+        :data:`STATUS_DONE` / :data:`STATUS_BLOCKED` after an answer with the marker.
     """
     updated = dict(goal)
     updated["spent_tokens"] = int(goal.get("spent_tokens") or 0) + tokens
-    updated["spent_usd"] = float(goal.get("spent_usd") or 0.0) + usd
+    updated["spent_usd"] = float(goal.get("spent_usd") or 0.0) + (usd or 0.0)
     marks = _MARKER_RE.findall(answer) if answer is not None else []
     if marks:  # an answer that ends the work, even if it also spent the budget
         updated["status"] = STATUS_DONE if marks[-1] == DONE_MARKER else STATUS_BLOCKED
+    elif usd is None and goal_limit(updated).usd:
+        updated["status"] = STATUS_BUDGET
+        updated[UNPRICED_FIELD] = model or "the model"
     elif goal_limit(updated).reached(*spent(updated)):
         updated["status"] = STATUS_BUDGET
     return updated

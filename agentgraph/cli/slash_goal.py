@@ -20,6 +20,7 @@ from agentgraph.goal import (
     STATUS_BLOCKED,
     STATUS_BUDGET,
     STATUS_DONE,
+    UNPRICED_FIELD,
     describe,
     goal_limit,
     goal_prompt,
@@ -95,7 +96,9 @@ def after_turn(ctx: ReplContext, result: TurnResult | None) -> None:
     """After a turn that ended: queue the goal's next turn while it is active, or say in
     one line how it ended (a spent budget that stopped the turn said so already)."""
     goal = ctx.agent.goal(ctx.thread_id)
-    if goal is None or result is None or result.pending_approvals:
+    # ``result`` is the turn's first part when it stopped at approval questions: those
+    # are answered, and the turn over, by the time this runs.
+    if goal is None or result is None:
         return
     status = goal.get("status")
     limit, used = goal_limit(goal), spent(goal)
@@ -113,10 +116,15 @@ def after_turn(ctx: ReplContext, result: TurnResult | None) -> None:
         # Sent as the next turn (the REPL takes it instead of reading a line).
         ctx.extras[NEXT_TURN_KEY] = CONTINUE_PROMPT
         return
+    unpriced = goal.get(UNPRICED_FIELD)
     ended = {
         STATUS_DONE: f"goal complete (used {shown})",
         STATUS_BLOCKED: f"goal blocked: the agent needs you (used {shown})",
-        STATUS_BUDGET: f"goal stopped: its budget is spent ({shown})",
+        STATUS_BUDGET: (
+            f"goal stopped: its dollar budget cannot be measured ({unpriced} has no known price)"
+            if unpriced
+            else f"goal stopped: its budget is spent ({shown})"
+        ),
     }
     line = ended.get(str(status))
     if line is None or goal.get(REPORTED_FIELD):

@@ -68,7 +68,7 @@ def _stop(reason: str, max_loops: int, spent: str, repeats: int) -> _Stop:
     if reason == STOP_BUDGET:
         return _Stop(
             reason,
-            f"budget spent ({spent}); stopping",
+            f"stopped at the budget: {spent}",
             BUDGET_TOOL_RESULT,
             None,
             BUDGET_ANSWER.format(spent=spent),

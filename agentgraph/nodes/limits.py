@@ -24,7 +24,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from agentgraph.config import Settings
 from agentgraph.context.pricing import UsageTotals
-from agentgraph.goal import STATUS_BUDGET, goal_limit, spent
+from agentgraph.goal import STATUS_BUDGET, UNPRICED_FIELD, goal_limit, spent
 from agentgraph.spend import SpendLimit
 
 __all__ = [
@@ -63,14 +63,15 @@ def reply_tokens(messages: Iterable[BaseMessage]) -> int:
     return total
 
 
-def reply_cost(messages: Iterable[BaseMessage], model: str | None) -> float:
-    """Estimated US dollars of the replies in ``messages`` (0 for a model without a
-    known price: a dollar budget is refused for one, see ``check_priced``)."""
+def reply_cost(messages: Iterable[BaseMessage], model: str | None) -> float | None:
+    """Estimated US dollars of the replies in ``messages``; None when a reply's model
+    has no known price (a request's dollar budget is refused for one up front, see
+    ``check_priced``; a goal's stops, see :func:`agentgraph.goal.account`)."""
     totals = UsageTotals()
     for msg in messages:
         if isinstance(msg, AIMessage):
             totals.add_message(msg, model)
-    return totals.cost_usd or 0.0
+    return totals.cost_usd
 
 
 def budget_spent(state: Mapping[str, Any], settings: Settings) -> str | None:
@@ -93,6 +94,9 @@ def budget_spent(state: Mapping[str, Any], settings: Settings) -> str | None:
         return f"this request used {limit.describe(tokens, usd)}"
     goal = state.get("goal")
     if isinstance(goal, Mapping) and goal.get("status") == STATUS_BUDGET:
+        unpriced = goal.get(UNPRICED_FIELD)
+        if unpriced:
+            return f"the goal's dollar budget cannot be measured: {unpriced} has no known price"
         return f"the goal's work used {goal_limit(goal).describe(*spent(goal))}"
     return None
 

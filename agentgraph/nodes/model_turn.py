@@ -99,12 +99,12 @@ def make_model_turn(
         cost = reply_cost(replies, deps.settings.model)
         spending: dict[str, Any] = {
             "turn_tokens": int(state.get("turn_tokens") or 0) + tokens,
-            "turn_cost_usd": float(state.get("turn_cost_usd") or 0.0) + cost,
+            "turn_cost_usd": float(state.get("turn_cost_usd") or 0.0) + (cost or 0.0),
         }
         goal = active_goal(state)
         if goal is not None:  # the goal's work: every call while it is active
             answer = None if ai.tool_calls else ai.text
-            spending["goal"] = account(goal, tokens, cost, answer)
+            spending["goal"] = account(goal, tokens, cost, answer, model=deps.settings.model)
         limit = None
         if ai.tool_calls:
             limit = request_limit(

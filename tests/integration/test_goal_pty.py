@@ -120,7 +120,7 @@ def test_a_goal_stops_when_its_budget_is_spent(home: Path, workspace: Path) -> N
             child.expect_exact(PROMPT)
             child.send(f"/goal read every note --budget {GOAL_BUDGET_TOKENS}" + ENTER)
             expect_on_screen(child, f"goal set (budget {GOAL_BUDGET_TOKENS:,} tokens)")
-            expect_on_screen(child, "budget spent")
+            expect_on_screen(child, "stopped at the budget")
             child.send("/goal" + ENTER)
             expect_on_screen(child, "goal (budget_limited): read every note")
         finally:
@@ -129,7 +129,7 @@ def test_a_goal_stops_when_its_budget_is_spent(home: Path, workspace: Path) -> N
     assert len(requests) == CALLS_TO_BUDGET  # stopped at the reply that spent it
     lines = screen_lines(child)
     spent = CALLS_TO_BUDGET * CALL_PROMPT_TOKENS
-    stop = [line for line in lines if "budget spent" in line]
+    stop = [line for line in lines if "stopped at the budget" in line]
     assert len(stop) == 1, "\n".join(lines)
     assert f"the goal's work used {spent:,} of {GOAL_BUDGET_TOKENS:,} tokens" in stop[0]
     assert not any("goal: continuing" in line for line in lines), "\n".join(lines)
@@ -148,3 +148,32 @@ def test_a_dollar_goal_budget_needs_a_priced_model(home: Path, workspace: Path) 
         finally:
             close_repl(child)
         assert _chat_requests(server) == []
+
+
+def _edits_then_finishes(request: dict[str, Any]) -> dict[str, Any]:
+    """Write a file (asked about), answer without the marker, then finish on "continue"."""
+    if not any(m.get("role") == "tool" for m in request["messages"]):
+        args = {"path": "notes.txt", "content": "one\n"}
+        return {"tool_calls": [{"name": "write_file", "arguments": args}]}
+    if CONTINUE_PROMPT not in _users(request):
+        return {"content": "wrote the first note"}
+    return {"content": f"all notes written\n{DONE_MARKER}"}
+
+
+def test_a_goal_goes_on_after_an_approval_question(home: Path, workspace: Path) -> None:
+    """A turn stopped at an approval question and then answered still ends in the
+    goal's next turn."""
+    with FakeOpenAIServer([_edits_then_finishes], on_exhausted="repeat_last") as server:
+        env = pty_env(home, server.url, KEY, AGENTGRAPH_EDITS="ask")
+        child = spawn_repl([], cwd=workspace, env=env)
+        try:
+            child.expect_exact(PROMPT)
+            child.send("/goal write the notes" + ENTER)
+            child.expect_exact("allow? [y/N]")
+            child.send("y" + ENTER)
+            expect_on_screen(child, "goal complete (used")
+        finally:
+            close_repl(child)
+        requests = _chat_requests(server)
+    assert (workspace / "notes.txt").read_text() == "one\n"
+    assert len(requests) == 3  # the call, the answer, the continue turn's answer
