@@ -96,9 +96,10 @@ def check_model_config(settings: Settings, model: str | None = None) -> None:
 
     Raises:
         ConfigError: neither an API key nor an endpoint is configured, or a dollar
-            budget is set for a model without a known price.
+            budget is set for a main model (``model`` None) without a known price.
     """
-    check_priced(model or settings.model, settings.turn_budget_usd)
+    if model is None:  # the main model: a summary or title model's calls are not budgeted
+        check_priced(settings.model, settings.turn_budget_usd)
     provider, _ = split_provider(model or settings.model)
     if provider in LANGCHAIN_PROVIDERS:
         return  # that provider's package reads its own credentials
@@ -201,6 +202,8 @@ def build_chat_model(settings: Settings, model: str | None = None) -> BaseChatMo
     """
     provider, name = split_provider(model or settings.model)
     if provider is not None and provider in LANGCHAIN_PROVIDERS:
+        if model is None:
+            check_priced(settings.model, settings.turn_budget_usd)
         return _langchain_model(provider, name, settings)
     check_model_config(settings, model)
     from langchain_openai.chat_models.base import ChatOpenAI

@@ -139,3 +139,14 @@ def test_a_budget_that_is_neither_form_is_a_usage_error(
     assert result.returncode == 2
     assert "not a budget" in result.stderr or "not a dollar amount" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_summary_model_without_a_price_does_not_block_a_dollar_budget(
+    home: Path, workspace: Path
+) -> None:
+    """Only the main model's calls are budgeted: the summarizer's price does not matter."""
+    with FakeOpenAIServer([{"content": "hello back"}]) as server:
+        env = server_env(home, server.url, KEY, AGENTGRAPH_SUMMARY_MODEL="my-local-model")
+        result = run_cli(["run", "--json", "--budget", "$1", "hello"], cwd=workspace, env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["answer"] == "hello back"
