@@ -8,14 +8,20 @@ request alone.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from pathlib import Path
 from typing import Any
+
+import pexpect
 
 from agentgraph.goal import CONTINUE_PROMPT, DONE_MARKER
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.pty_helpers import (
+    CTRL_C,
     ENTER,
     PROMPT,
+    PTY_TIMEOUT_S,
     close_repl,
     expect_on_screen,
     pty_env,
@@ -177,3 +183,50 @@ def test_a_goal_goes_on_after_an_approval_question(home: Path, workspace: Path) 
         requests = _chat_requests(server)
     assert (workspace / "notes.txt").read_text() == "one\n"
     assert len(requests) == 3  # the call, the answer, the continue turn's answer
+
+
+# Seconds a "continue" reply waits before its first byte: long enough to press Ctrl-C in.
+SLOW_REPLY_S = 30.0
+
+
+def _slow_to_continue(request: dict[str, Any]) -> dict[str, Any]:
+    """Answer the goal and the user's messages at once; a continue request slowly."""
+    if _users(request)[-1] == CONTINUE_PROMPT:
+        return {"content": "still working", "first_byte_delay_s": SLOW_REPLY_S}
+    return {"content": "started"}
+
+
+def _wait_for_count(child: Any, text: str, count: int) -> None:
+    """Wait until ``text`` is on ``count`` lines of the screen."""
+    deadline = time.monotonic() + PTY_TIMEOUT_S
+    while sum(text in line for line in screen_lines(child)) < count:
+        assert time.monotonic() < deadline, "\n".join(screen_lines(child)[-15:])
+        with contextlib.suppress(pexpect.TIMEOUT):
+            child.read_nonblocking(size=4096, timeout=0.2)
+
+
+def test_ctrl_c_pauses_a_goal_until_the_next_message(home: Path, workspace: Path) -> None:
+    with FakeOpenAIServer([_slow_to_continue], on_exhausted="repeat_last") as server:
+        child = spawn_repl([], cwd=workspace, env=pty_env(home, server.url, KEY))
+        try:
+            child.expect_exact(PROMPT)
+            child.send("/goal tidy the notes" + ENTER)
+            expect_on_screen(child, "goal: continuing")
+            child.send(CTRL_C)  # during the continue turn
+            expect_on_screen(child, "cancelled")
+            asked = len(_chat_requests(server))
+            child.send("/goal" + ENTER)
+            expect_on_screen(child, "goal (active): tidy the notes")
+            assert len(_chat_requests(server)) == asked  # no turn sent on its own
+            child.send("and the drafts too" + ENTER)  # the next message goes on with it
+            expect_on_screen(child, "started")
+            _wait_for_count(child, "goal: continuing", 2)
+            child.send(CTRL_C)
+            _wait_for_count(child, "cancelled", 2)
+            child.send("/goal clear" + ENTER)
+            expect_on_screen(child, "goal cleared")
+        finally:
+            close_repl(child)
+        users = [_users(r)[-1] for r in _chat_requests(server)]
+    assert users[0].startswith(GOAL_OPENING)
+    assert users[1:] == [CONTINUE_PROMPT, "and the drafts too", CONTINUE_PROMPT]
