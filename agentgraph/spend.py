@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["SpendLimit", "parse_budget", "usd_text"]
+__all__ = ["BudgetArg", "SpendLimit", "parse_budget", "parse_budget_arg", "usd_text"]
 
 # Dollar amounts are shown to the cent, or to 1/10,000 of a dollar below a dollar:
 # a small model spends fractions of a cent per call.
@@ -103,3 +104,25 @@ def parse_budget(text: str) -> SpendLimit:
     raise ValueError(
         f"not a budget: {text!r} (a whole number of tokens, or dollars: $0.50, 0.50$, USD0.5)"
     )
+
+
+class BudgetArg(NamedTuple):
+    """A budget as written on the command line.
+
+    Attributes:
+        limit: The limit.
+        dollars: Whether it was written in dollars (``$0`` lifts the dollar budget,
+            ``0`` the token budget).
+    """
+
+    limit: SpendLimit
+    dollars: bool
+
+
+def parse_budget_arg(text: str) -> BudgetArg:
+    """``--budget``'s value: :func:`parse_budget`, keeping which unit was written.
+
+    Raises:
+        ValueError: As :func:`parse_budget`.
+    """
+    return BudgetArg(parse_budget(text), _USD_RE.match(text) is not None)

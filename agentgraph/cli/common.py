@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from agentgraph.config import Settings
 from agentgraph.errors import ConfigError
 from agentgraph.settings_sources import WORKSPACE_ENV_NAME
-from agentgraph.spend import SpendLimit
+from agentgraph.spend import BudgetArg
 
 if TYPE_CHECKING:
     from agentgraph.mcp import McpManager
@@ -40,9 +40,9 @@ def flag_settings(args: object) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for dest, name in SETTING_FLAGS.values():
         value = getattr(args, dest, None)
-        if isinstance(value, SpendLimit):  # --budget N sets tokens, --budget $X dollars
-            name = BUDGET_USD_NAME if value.usd else name
-            value = value.usd or value.tokens
+        if isinstance(value, BudgetArg):  # --budget N sets tokens, --budget $X dollars
+            name = BUDGET_USD_NAME if value.dollars else name
+            value = value.limit.usd if value.dollars else value.limit.tokens
         if value is not None:
             values[name] = value
     return values

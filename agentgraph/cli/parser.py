@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from agentgraph.spend import SpendLimit, parse_budget
+from agentgraph.spend import BudgetArg, parse_budget_arg
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 DISTRIBUTION = "agentgraph"
@@ -48,10 +48,10 @@ def _whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
 
 
-def _budget(text: str) -> SpendLimit:
+def _budget(text: str) -> BudgetArg:
     """``--budget``: tokens or dollars (see :func:`agentgraph.spend.parse_budget`)."""
     try:
-        return parse_budget(text)
+        return parse_budget_arg(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -81,7 +81,8 @@ def test_a_dollar_budget_stops_the_request_once_spent(
 
 
 def test_the_dollar_budget_setting(home: Path, workspace: Path) -> None:
-    """AGENTGRAPH_TURN_BUDGET_USD sets it; a token ``--budget`` adds its own limit."""
+    """AGENTGRAPH_TURN_BUDGET_USD sets it; a token ``--budget`` adds its own limit;
+    ``--budget $0`` lifts it for one run."""
     _notes(workspace)
     with FakeOpenAIServer([_reads_files], on_exhausted="repeat_last") as server:
         env = server_env(home, server.url, KEY, AGENTGRAPH_TURN_BUDGET_USD=str(BUDGET_USD))
@@ -93,12 +94,17 @@ def test_the_dollar_budget_setting(home: Path, workspace: Path) -> None:
             env=env,
         )
         second = len(_chat_requests(server)) - first
+        lifted = run_cli(
+            ["run", "--json", "--budget", "$0", "read the notes"], cwd=workspace, env=env
+        )
     assert capped.returncode == 3, capped.stderr
     assert json.loads(capped.stdout)["stopped"] == "budget"
     assert first == CALLS_TO_BUDGET
     # The token budget is reached at the first reply, before the dollar one.
     assert both.returncode == 3, both.stderr
     assert second == 1
+    assert lifted.returncode == 0, lifted.stderr
+    assert json.loads(lifted.stdout)["answer"] == f"read {FILES} files"
     assert json.loads(both.stdout)["answer"].startswith(
         f"Stopped: this request used {PROMPT_TOKENS + COMPLETION_TOKENS:,} of "
         f"{PROMPT_TOKENS:,} tokens"
