@@ -7,6 +7,7 @@ report a fixed usage.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from agentgraph.config import Settings
 from agentgraph.goal import STATUS_ACTIVE, STATUS_BUDGET, new_goal
 from agentgraph.persistence import open_store
 from agentgraph.spend import SpendLimit
+from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 
 KEY = "sk-test-secret-goalgraph-0123456789abcdef"
@@ -92,3 +94,32 @@ def test_a_dollar_goal_on_a_model_without_a_price_stops_rather_than_run_unlimite
         "stopped at the budget: the goal's dollar budget cannot be measured: my-local-model "
         "has no known price"
     ]
+
+
+def test_run_on_a_session_with_a_goal_stops_at_the_goal_s_budget(
+    make_settings: Callable[..., Settings], home: Path, workspace: Path
+) -> None:
+    """``agentgraph run`` continuing a session whose goal is active counts its calls
+    against the goal's budget and names it when it stops (exit 3)."""
+    (workspace / "a.txt").write_text("a\n")
+    reads = {
+        "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}],
+        "usage": USAGE,
+    }
+    with FakeOpenAIServer([reads], on_exhausted="repeat_last") as server:
+        stored = make_settings(AGENTGRAPH_HOME=str(home / ".agentgraph"))
+        with open_store(stored) as store:
+            Agent(stored, store, sleep=lambda _s: None).set_goal(
+                "t1", new_goal("read a.txt", SpendLimit(tokens=GOAL_BUDGET_TOKENS))
+            )
+        env = server_env(home, server.url, KEY)
+        result = run_cli(["run", "--json", "--thread", "t1", "go on"], cwd=workspace, env=env)
+        calls = len([r for r in server.requests if "messages" in (r or {})])
+    assert result.returncode == 3, result.stderr
+    assert json.loads(result.stdout)["stopped"] == "budget"
+    assert calls == 3  # 1,000 tokens a call: the third reaches 2,500
+    lines = [line for line in result.stderr.splitlines() if line.startswith("agentgraph:")]
+    assert lines == [
+        "agentgraph: stopped at the budget of the session's goal (/goal); the answer may be "
+        "partial (continue with: agentgraph run --thread t1 ...)"
+    ], result.stderr
