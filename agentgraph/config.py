@@ -72,6 +72,13 @@ TEXT_TOOL_CALLS_TRUE_WORDS = frozenset({"true", "1", "yes"})
 TEXT_TOOL_CALLS_FALSE_WORDS = frozenset({"false", "0", "no"})
 
 DEFAULT_USER_ID = "user"
+# Permission modes, strictest first (agentgraph/permissions.py): plan = read-only until the
+# user accepts a plan; ask = commands, edits and MCP tools ask; accept-edits = edits run,
+# commands and MCP tools ask; auto = everything runs (the sandbox still applies).
+PermissionMode = Literal["plan", "ask", "accept-edits", "auto"]
+PERMISSION_MODES: tuple[PermissionMode, ...] = ("plan", "ask", "accept-edits", "auto")
+# auto keeps what AGENTGRAPH_BASH / AGENTGRAPH_EDITS / AGENTGRAPH_MCP_TOOLS alone decide.
+PERMISSION_MODE_DEFAULT: PermissionMode = "auto"
 USER_ID_MAX_CHARS = 128
 
 
@@ -225,6 +232,11 @@ class Settings(BaseSettings):
     vision: Literal["auto", "on", "off"] = Field("auto", validation_alias=_env("AGENTGRAPH_VISION"))
     # write_file / edit_file: "ask" pauses the run for the user's approval of each change.
     edits: Literal["ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_EDITS"))
+    # What may run without asking (PERMISSION_MODES); the ask settings above still ask in
+    # every mode. User-only: a project's files cannot set it.
+    permission_mode: PermissionMode = Field(
+        PERMISSION_MODE_DEFAULT, validation_alias=_env("AGENTGRAPH_PERMISSION_MODE")
+    )
     # Long-term memory (memory_save / memory_delete change what later sessions' prompts
     # hold): auto = ask whenever any approval mode asks, else on; ask; on; off = no memory
     # tools and no memories in the prompt.

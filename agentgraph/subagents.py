@@ -264,6 +264,8 @@ class SubagentRunner:
             "denied_tools": denied,
             "active_skill": None,
             "mentioned_agents": [],
+            # The caller's permission mode: a subagent of a plan-mode session reads only.
+            "permission_mode": state.get("permission_mode"),
         }
         # A subagent runs unattended: it cannot put an approval question to the user.
         child = RunContext(

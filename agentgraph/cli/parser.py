@@ -11,6 +11,8 @@ import sys
 from typing import Any
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
+# agentgraph.config.PERMISSION_MODES, repeated: this module imports nothing heavy.
+PERMISSION_MODES = ("plan", "ask", "accept-edits", "auto")
 DISTRIBUTION = "agentgraph"
 
 
@@ -64,6 +66,14 @@ def _setting_flags() -> argparse.ArgumentParser:
         type=_whole_number,
         default=argparse.SUPPRESS,
         help="at most N model calls per request (MAX_LOOPS) for this invocation",
+    )
+    flags.add_argument(
+        "--permission-mode",
+        dest="permission_mode",
+        choices=PERMISSION_MODES,
+        default=argparse.SUPPRESS,
+        help="what may run without asking: plan (read-only until you accept a plan), ask, "
+        "accept-edits or auto (AGENTGRAPH_PERMISSION_MODE; beats a resumed session's mode)",
     )
     return flags
 

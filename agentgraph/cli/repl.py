@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentgraph.agent import Agent, TurnResult, new_thread_id
+from agentgraph.approvals import is_approved
 from agentgraph.cli import collector_paused
 from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
@@ -45,6 +46,7 @@ SLASH_MODULES = (
     "agentgraph.cli.slash_diff",
     "agentgraph.cli.slash_resume",
     "agentgraph.cli.slash_recall",
+    "agentgraph.cli.slash_permissions",
 )
 
 
@@ -80,7 +82,15 @@ def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
     )
 
 
-def _reader(settings: Settings, completer: Any = None) -> Callable[[str], str]:
+def _reader(
+    settings: Settings,
+    completer: Any = None,
+    *,
+    key_bindings: Any = None,
+    status: Callable[[], str] | None = None,
+) -> Callable[[str], str]:
+    """The REPL's line reader: prompt_toolkit on a terminal (history, completion, the
+    extra ``key_bindings``, ``status`` at the right of the prompt line), else ``input``."""
     if not sys.stdin.isatty():
         return input
     from prompt_toolkit import PromptSession
@@ -91,6 +101,8 @@ def _reader(settings: Settings, completer: Any = None) -> Callable[[str], str]:
         history=FileHistory(str(settings.home / "input_history")),
         completer=completer,
         complete_while_typing=False,
+        key_bindings=key_bindings,
+        rprompt=status,
     )
     return session.prompt
 
@@ -147,7 +159,15 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
     out = make_console()
     err = make_console(stderr=True)
     started: list[ReplContext] = []  # the REPL's context, once there is one
-    read = _reader(settings, _completer(lambda: started[0] if started else None))
+    from agentgraph.cli.slash_permissions import mode_key_bindings, mode_label
+
+    current: Callable[[], ReplContext | None] = lambda: started[0] if started else None  # noqa: E731
+    read = _reader(
+        settings,
+        _completer(current),
+        key_bindings=mode_key_bindings(current),  # Shift-Tab: the next permission mode
+        status=mode_label(current),
+    )
     ask = (lambda q: _ask_yes_no(read, q)) if sys.stdin.isatty() else None
     with open_store(settings) as store, start_mcp(settings, workspace, ask=ask) as mcp:
         from agentgraph.titles import build_titler
@@ -197,6 +217,8 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             session_startup,
         )
 
+        if getattr(args, "permission_mode", None) is not None:  # kept with the session
+            agent.set_permission_mode(thread_id, settings.permission_mode)
         session_startup(ctx, settings, resumed)
         if not resumed:
             note_started_here(ctx, thread_id)
@@ -276,7 +298,7 @@ def answer_pending_approvals(
         printer.previewed = {
             str(q.get("tool_call_id")): str(q["diff"])
             for q in pending
-            if q.get("diff") and answers[q["id"]]
+            if q.get("diff") and is_approved(answers[q["id"]])
         }
         printer.begin()
         try:

@@ -32,8 +32,11 @@ INTERNAL_KINDS = frozenset({"compact_boundary", "snapshot", "notice"})
 UNDO_NOTE_KIND = "undo_note"
 """A note telling the model that the user's /undo put files back (sent, not a request)."""
 
+MODE_NOTE_KIND = "mode_note"
+"""A note telling the model the session's permission mode changed (sent, not a request)."""
+
 NON_REQUEST_KINDS = INTERNAL_KINDS | frozenset(
-    {"summary", "reinjected_file", "ledger", "resume", UNDO_NOTE_KIND}
+    {"summary", "reinjected_file", "ledger", "resume", UNDO_NOTE_KIND, MODE_NOTE_KIND}
 )
 """Kinds of HumanMessage that carry context, not a request typed by the user."""
 

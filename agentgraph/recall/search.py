@@ -83,6 +83,7 @@ _KIND_ROLES = {
     "ledger": "ledger",
     "resume": "resume note",
     "undo_note": "undo note",
+    "mode_note": "mode note",
 }
 
 
