@@ -4,8 +4,11 @@ by "always" answers apply, a decline's reason and a plan's acceptance reach the 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agentgraph.config import Settings
 from agentgraph.permission_rules import Rule, add_rule, load_rules
@@ -14,6 +17,7 @@ from tests.fakes.openai_server import FakeOpenAIServer
 
 KEY = "sk-test-secret-0123456789abcdef"
 PLAN_REFUSAL = "the session is in plan mode"
+MCP_SERVERS = Path(__file__).parents[1] / "mcp_servers"
 
 
 def _tool_results(body: dict[str, Any]) -> list[str]:
@@ -167,3 +171,45 @@ def test_the_flag_mode_stays_with_the_session_until_another_flag(
         assert freed.returncode == 0, freed.stderr
         assert server.violations == []
     assert (workspace / "made.txt").read_text() == "made\n"
+
+
+def _adds(body: dict[str, Any]) -> dict[str, Any]:
+    """Each request calls the demo MCP server's add; its result is then reported back."""
+    last = body["messages"][-1]
+    if last.get("role") == "user":
+        return _call("mcp__demo__add", a=1, b=2)
+    return {"content": "SAW: " + str(last.get("content"))}
+
+
+@pytest.mark.parametrize(
+    ("mode", "rule", "seen"),
+    [
+        ("accept-edits", False, "AGENTGRAPH_PERMISSION_MODE=accept-edits"),
+        ("plan", False, PLAN_REFUSAL),
+        ("ask", True, "SAW: 3"),
+        ("auto", False, "SAW: 3"),
+    ],
+)
+def test_a_real_mcp_tool_follows_the_mode_and_the_rules(
+    tmp_path: Path, mode: str, rule: bool, seen: str
+) -> None:
+    home = tmp_path / "home"
+    ws = tmp_path / "ws"
+    (ws / ".agentgraph").mkdir(parents=True)
+    server_entry = {"command": sys.executable, "args": [str(MCP_SERVERS / "demo.py")]}
+    (ws / ".agentgraph" / "mcp.json").write_text(json.dumps({"mcpServers": {"demo": server_entry}}))
+    if rule:
+        settings = Settings(_env_file=None, AGENTGRAPH_HOME=str(home / ".agentgraph"))
+        assert add_rule(settings.home, str(ws), Rule("mcp__demo__add", "*"))
+    with FakeOpenAIServer([_adds]) as server:
+        env = server_env(
+            home,
+            server.url,
+            KEY,
+            AGENTGRAPH_MCP_TRUST_WORKSPACE="true",
+            AGENTGRAPH_MCP_START_TIMEOUT_S="60",
+            AGENTGRAPH_PERMISSION_MODE=mode,
+        )
+        res = run_cli(["run", "add", "--json"], cwd=ws, env=env)
+    assert res.returncode == 0, res.stderr
+    assert seen in json.loads(res.stdout)["answer"]

@@ -77,3 +77,25 @@ def test_typed_answers(typed: str, offered: bool, answer: object) -> None:
 def test_an_unknown_settings_value_is_refused(make_settings: Callable[..., Settings]) -> None:
     with pytest.raises(ValueError):
         make_settings(AGENTGRAPH_PERMISSION_MODE="yolo")
+
+
+def test_tab_completes_the_modes(workspace: Path) -> None:
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from agentgraph.cli.completion import ReplCompleter
+
+    completer = ReplCompleter(
+        commands=lambda: {"mode": "", "permissions": ""},
+        sessions=lambda: [],
+        skills=lambda: [],
+        workspace=lambda: workspace,
+    )
+
+    def complete(text: str) -> list[str]:
+        found = completer.get_completions(Document(text), CompleteEvent())
+        return [c.text for c in found]
+
+    assert complete("/mode a") == ["ask", "accept-edits", "auto"]
+    assert complete("/mode p") == ["plan"]
+    assert complete("/permissions r") == ["revoke"]
