@@ -502,6 +502,9 @@ class Agent:
         """Switch ``thread_id`` to permission ``mode`` (kept when the session resumes; the
         model is told before its next request).
 
+        Switch between runs, not while an approval question waits: the questions of a
+        step are answered by position, and the mode decides which calls ask.
+
         Raises:
             ValueError: Not a mode.
         """

@@ -317,7 +317,7 @@ def decline_reason(answer: Any) -> str | None:
         reason = answer.get("reason")
     elif isinstance(answer, str):
         word, _, rest = answer.strip().partition(" ")
-        reason = rest if word.lower() in DECLINE_WORDS else None
+        reason = rest if word.lower().rstrip(",.:;!-") in DECLINE_WORDS else None
     else:
         reason = None
     if not isinstance(reason, str) or not reason.strip():

@@ -25,6 +25,7 @@ PLAN_SHOWN_MAX_CHARS = 20_000
 ALWAYS_WORDS = frozenset({"a", "always"})
 YES_WORDS = frozenset({"y", "yes"})
 NO_WORDS = frozenset({"n", "no"})
+ANSWER_PUNCTUATION = ",.:;!-"
 
 
 def visible(command: str) -> str:
@@ -97,7 +98,7 @@ def parse_answer(text: str, *, always_offered: bool) -> bool | dict[str, Any]:
     "reason": …}``); anything else declines (False).
     """
     word, _, rest = text.strip().partition(" ")
-    word = word.lower()
+    word = word.lower().rstrip(ANSWER_PUNCTUATION)  # "no, use make" is "n use make"
     if word in YES_WORDS and not rest.strip():
         return True
     if word in ALWAYS_WORDS and not rest.strip():

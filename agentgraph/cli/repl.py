@@ -217,8 +217,6 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             session_startup,
         )
 
-        if getattr(args, "permission_mode", None) is not None:  # kept with the session
-            agent.set_permission_mode(thread_id, settings.permission_mode)
         session_startup(ctx, settings, resumed)
         if not resumed:
             note_started_here(ctx, thread_id)
@@ -226,6 +224,10 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             ctx.confirm = lambda question: _ask_yes_no(read, question)
         if resumed:  # a session killed at an approval question asks it again, first
             answer_pending_approvals(ctx, out, err, read)
+        # After those questions (asked under the mode they were asked in): kept with
+        # the session from here on.
+        if getattr(args, "permission_mode", None) is not None:
+            agent.set_permission_mode(ctx.thread_id, settings.permission_mode)
         while True:
             try:
                 line = read("› ").strip()

@@ -93,7 +93,9 @@ def mode_key_bindings(get_ctx: Callable[[], ReplContext | None]) -> Any:
     @bindings.add(CYCLE_KEY)
     def _cycle(event: Any) -> None:
         ctx = get_ctx()
-        if ctx is None:
+        # While an approval question waits the mode stays: the step's questions are
+        # answered by position, so which calls ask must not change under them.
+        if ctx is None or ctx.agent.pending_approvals(ctx.thread_id):
             return
         ctx.agent.set_permission_mode(
             ctx.thread_id, next_mode(ctx.agent.permission_mode(ctx.thread_id))

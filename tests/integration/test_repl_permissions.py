@@ -152,7 +152,9 @@ def test_an_always_answer_holds_in_the_next_session_until_revoked(
     assert sum(QUESTION in line for line in lines) == 1, "\n".join(lines)
 
 
-def test_a_decline_reason_reaches_the_model(home: Path, workspace: Path) -> None:
+def test_a_decline_reason_reaches_the_model_and_the_mode_holds_at_the_question(
+    home: Path, workspace: Path
+) -> None:
     with FakeOpenAIServer([_touch_what_was_asked], require_key=KEY) as server:
         env = pty_env(home, server.url, KEY, AGENTGRAPH_PERMISSION_MODE="ask")
         child = spawn_repl([], cwd=workspace, env=env)
@@ -160,8 +162,12 @@ def test_a_decline_reason_reaches_the_model(home: Path, workspace: Path) -> None
             child.expect_exact(PROMPT)
             child.send("touch nope" + ENTER)
             child.expect_exact(QUESTION)
+            # The mode stays while a question waits (its answer is matched by position).
+            child.send(SHIFT_TAB)
             child.send("n run make instead" + ENTER)
             expect_on_screen(child, "The user said: run make instead")
+            child.send("/mode" + ENTER)
+            expect_on_screen(child, "mode: ask — commands")
         finally:
             close_repl(child)
         assert server.violations == []

@@ -66,6 +66,7 @@ def test_permissions_lists_and_revokes_this_workspaces_rules(
         ("n", True, False),
         ("", True, False),
         ("n use make instead", True, {"approved": False, "reason": "use make instead"}),
+        ("No, use make", True, {"approved": False, "reason": "use make"}),
         ("y please", True, False),
         ("whatever", True, False),
     ],
