@@ -21,7 +21,10 @@ user to accept a plan. "Always allow" rules (``agentgraph/permission_rules.py``)
 the question for the calls they match. An answer may carry more than yes or no:
 ``{"approved": true, "always": true}`` (or ``"a"``) also stores the question's proposed
 ``rule``; ``{"approved": false, "reason": "…"}`` (or ``"n <reason>"``) hands the reason
-to the model with the refusal.
+to the model with the refusal. An answer that names its call (``"tool_call_id"``, as
+the REPL's do) and reaches another call's question declines it: answers are matched to
+a step's questions by position, and which calls ask may change while one waits (the
+mode, a rule added elsewhere).
 
 Because the question lives in the checkpoint, a session killed while it waits asks
 the same question when it is resumed. A run that cannot ask (``agentgraph run``,
@@ -325,6 +328,25 @@ def decline_reason(answer: Any) -> str | None:
     return reason.strip()[:DECLINE_REASON_MAX_CHARS]
 
 
+def bound_answer(request: Mapping[str, Any], answer: Any) -> dict[str, Any]:
+    """``answer`` as a dict naming the call it is for (``tool_call_id``), so the tools
+    node can refuse it when it reaches another call's question."""
+    bound = dict(answer) if isinstance(answer, Mapping) else {}
+    bound["approved"] = is_approved(answer)
+    if is_always(answer):
+        bound["always"] = True
+    bound["tool_call_id"] = request.get("tool_call_id", "")
+    return bound
+
+
+def answers_another_call(request: Mapping[str, Any], answer: Any) -> bool:
+    """Whether ``answer`` names a call other than ``request``'s (an answer given by
+    position that reached the wrong question: what was allowed changed meanwhile)."""
+    if not isinstance(answer, Mapping) or "tool_call_id" not in answer:
+        return False
+    return str(answer.get("tool_call_id")) != str(request.get("tool_call_id", ""))
+
+
 def answered_rule(request: Mapping[str, Any], answer: Any) -> Rule | None:
     """The rule to store for an "always" answer to ``request``; None otherwise."""
     offered = request.get("rule")
@@ -355,6 +377,15 @@ def declined_text(request: Mapping[str, Any], reason: str | None = None) -> str:
         else "change"
     )
     return f"Error: the user declined this {what}; it was not made.{said} Ask or try another way."
+
+
+def misdirected_text(request: Mapping[str, Any]) -> str:
+    """The tool result of a call whose question got the answer to another call."""
+    return (
+        f"Error: {request.get('tool')} was not run: the answer that reached its approval "
+        "question was given for another call (what needs approval changed while the "
+        "question waited). Call it again if it is still needed."
+    )
 
 
 def cannot_ask_text(request: Mapping[str, Any]) -> str:

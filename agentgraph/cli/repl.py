@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentgraph.agent import Agent, TurnResult, new_thread_id
-from agentgraph.approvals import is_approved
+from agentgraph.approvals import bound_answer, is_approved
 from agentgraph.cli import collector_paused
 from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
@@ -295,7 +295,8 @@ def answer_pending_approvals(
     """
     pending = ctx.agent.pending_approvals(ctx.thread_id)
     while pending:
-        answers = {q["id"]: ask_approval(err, read, q) for q in pending}
+        # Each answer names its call: one that reaches another question is refused.
+        answers = {q["id"]: bound_answer(q, ask_approval(err, read, q)) for q in pending}
         printer = TerminalPrinter(out, err)
         printer.previewed = {
             str(q.get("tool_call_id")): str(q["diff"])

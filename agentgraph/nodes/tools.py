@@ -19,11 +19,13 @@ from langgraph.types import Command, interrupt
 
 from agentgraph.approvals import (
     answered_rule,
+    answers_another_call,
     approval_request,
     cannot_ask_text,
     decline_reason,
     declined_text,
     is_approved,
+    misdirected_text,
     unappliable_edit,
 )
 from agentgraph.call_records import needs_record, record_end, record_start
@@ -182,6 +184,9 @@ def ask_approvals(
             refused[call_id] = cannot_ask_text(request)
         else:
             answer = interrupt(request)
+            if answers_another_call(request, answer):
+                refused[call_id] = misdirected_text(request)
+                continue
             if not is_approved(answer):
                 refused[call_id] = declined_text(request, decline_reason(answer))
                 continue

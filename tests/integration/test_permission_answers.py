@@ -9,7 +9,7 @@ from typing import Any
 
 from agentgraph.agent import Agent, TurnResult
 from agentgraph.config import Settings
-from agentgraph.permission_rules import Rule, load_rules
+from agentgraph.permission_rules import Rule, add_rule, load_rules
 from agentgraph.persistence import Store, open_store
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -157,3 +157,35 @@ def test_a_session_mode_survives_a_new_agent(
     (question,) = result.pending_approvals
     assert question["tool"] == "run_bash"
     assert not (workspace / "x.txt").exists()
+
+
+def _two_commands(body: dict[str, Any]) -> dict[str, Any]:
+    """Two commands in one step; then the results are reported back."""
+    results = _tool_results(body)
+    if not results:
+        return {
+            "tool_calls": [
+                {"name": "run_bash", "arguments": {"command": "touch a.txt"}},
+                {"name": "run_bash", "arguments": {"command": "echo b > b.txt"}},
+            ]
+        }
+    return {"content": "SAW: " + " | ".join(results)}
+
+
+def test_an_answer_that_reaches_another_calls_question_runs_nothing(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    """A rule made elsewhere while the first question waits: on resume that call no
+    longer asks, so the yes given for it reaches the second question by position."""
+    with FakeOpenAIServer([_two_commands], require_key=KEY) as server:
+        settings = _settings(make_settings, server, AGENTGRAPH_PERMISSION_MODE="ask")
+        agent = Agent(settings, store)
+        (first,) = _drain(agent.stream_turn("t", "go", workspace)).pending_approvals
+        assert first["command"] == "touch a.txt"
+        assert add_rule(settings.home, str(workspace), Rule("run_bash", "touch"))  # elsewhere
+        yes = {"approved": True, "tool_call_id": first["tool_call_id"]}
+        done = _drain(agent.stream_resume("t", workspace, {first["id"]: yes}))
+        assert server.violations == []
+    assert (workspace / "a.txt").exists()  # the rule allows it
+    assert not (workspace / "b.txt").exists()  # never approved
+    assert "was given for another call" in done.answer, done.answer
