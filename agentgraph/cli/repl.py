@@ -87,11 +87,14 @@ def _reader(settings: Settings, completer: Any = None) -> Callable[[str], str]:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
 
+    from agentgraph.cli.keys import input_key_bindings
+
     settings.home.mkdir(parents=True, exist_ok=True)
     session: PromptSession[str] = PromptSession(
         history=FileHistory(str(settings.home / "input_history")),
         completer=completer,
         complete_while_typing=False,
+        key_bindings=input_key_bindings(),
     )
     return session.prompt
 
