@@ -4,11 +4,13 @@ Enter sends the message. A newline goes in with Alt-Enter (Escape then Enter, wh
 every terminal can send), with Shift-Enter where the terminal sends it as its own key
 (xterm's ``modifyOtherKeys``, or a terminal set to send the "CSI u" encoding or Escape
 Enter for it; most terminals send Shift-Enter as a plain Enter), or with a ``\\`` typed
-at the end of the line before Enter (the backslash is removed).
+at the end of the line before Enter (the backslash is removed). Ctrl-O shows the last
+tool output whole (``/show``), as in Claude Code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,8 +31,12 @@ def _read_shift_enter_as_alt_enter() -> None:
         ANSI_SEQUENCES[sequence] = (Keys.Escape, Keys.ControlM)
 
 
-def input_key_bindings() -> KeyBindings:
-    """The REPL's own keys: newline insertion (Alt-Enter, Shift-Enter, a trailing ``\\``).
+def input_key_bindings(show_last: Callable[[], None] | None = None) -> KeyBindings:
+    """The REPL's own keys: newline insertion (Alt-Enter, Shift-Enter, a trailing ``\\``)
+    and Ctrl-O.
+
+    Args:
+        show_last: What Ctrl-O runs (above the prompt, which comes back after it).
 
     Returns:
         Bindings for ``PromptSession(key_bindings=...)``; they win over the defaults.
@@ -57,5 +63,14 @@ def input_key_bindings() -> KeyBindings:
         buffer = event.current_buffer
         buffer.delete_before_cursor(len(CONTINUATION_MARK))
         buffer.newline(copy_margin=False)
+
+    if show_last is not None:
+        shown = show_last
+
+        @bindings.add("c-o")
+        def _show_last(event: KeyPressEvent) -> None:
+            from prompt_toolkit.application import run_in_terminal
+
+            run_in_terminal(shown)
 
     return bindings

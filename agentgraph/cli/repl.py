@@ -20,6 +20,7 @@ from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.consoles import make_console
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, dispatch
+from agentgraph.cli.slash_show import number_outputs
 from agentgraph.cli.terminal import TerminalPrinter
 from agentgraph.cli.turns import run_turn_interruptibly
 from agentgraph.config import Settings
@@ -46,6 +47,7 @@ SLASH_MODULES = (
     "agentgraph.cli.slash_resume",
     "agentgraph.cli.slash_recall",
     "agentgraph.cli.slash_agents",
+    "agentgraph.cli.slash_show",
 )
 
 
@@ -81,7 +83,9 @@ def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
     )
 
 
-def _reader(settings: Settings, completer: Any = None) -> Callable[[str], str]:
+def _reader(
+    settings: Settings, completer: Any = None, show_last: Callable[[], None] | None = None
+) -> Callable[[str], str]:
     if not sys.stdin.isatty():
         return input
     from prompt_toolkit import PromptSession
@@ -94,9 +98,21 @@ def _reader(settings: Settings, completer: Any = None) -> Callable[[str], str]:
         history=FileHistory(str(settings.home / "input_history")),
         completer=completer,
         complete_while_typing=False,
-        key_bindings=input_key_bindings(),
+        key_bindings=input_key_bindings(show_last),
     )
     return session.prompt
+
+
+def _show_last(started: list[ReplContext]) -> Callable[[], None]:
+    """Ctrl-O: the last tool output, once the REPL has a session."""
+
+    def show() -> None:
+        if started:
+            from agentgraph.cli.slash_show import show_last
+
+            show_last(started[0])
+
+    return show
 
 
 def show_history_briefly(console: Console, agent: Agent, thread_id: str) -> None:
@@ -151,7 +167,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
     out = make_console()
     err = make_console(stderr=True)
     started: list[ReplContext] = []  # the REPL's context, once there is one
-    read = _reader(settings, _completer(lambda: started[0] if started else None))
+    read = _reader(
+        settings, _completer(lambda: started[0] if started else None), _show_last(started)
+    )
     ask = (lambda q: _ask_yes_no(read, q)) if sys.stdin.isatty() else None
     with open_store(settings) as store, start_mcp(settings, workspace, ask=ask) as mcp:
         from agentgraph.titles import build_titler
@@ -230,7 +248,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 line = str(ctx.extras.pop(SUBMIT_KEY, "") or "")
                 if not line:
                     continue
-            printer = TerminalPrinter(out, err)
+            printer = TerminalPrinter(out, err, number_outputs(ctx))
             printer.begin()
             if launch_dir is not None and ctx.workspace.name != ctx.thread_id:
                 ctx.workspace = isolated_workspace(settings.home, ctx.thread_id)  # after /new
@@ -276,7 +294,7 @@ def answer_pending_approvals(
     pending = ctx.agent.pending_approvals(ctx.thread_id)
     while pending:
         answers = {q["id"]: ask_approval(err, read, q) for q in pending}
-        printer = TerminalPrinter(out, err)
+        printer = TerminalPrinter(out, err, number_outputs(ctx))
         printer.previewed = {
             str(q.get("tool_call_id")): str(q["diff"])
             for q in pending

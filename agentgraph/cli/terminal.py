@@ -162,10 +162,13 @@ class TerminalPrinter(EventPrinter):
     Args:
         out: Where the answer goes (stdout).
         err: Where progress goes (stderr).
+        number_output: Numbers each tool output by its call id (``/show N``).
     """
 
-    def __init__(self, out: Console, err: Console) -> None:
-        super().__init__(out, err, stream_tokens=True)
+    def __init__(
+        self, out: Console, err: Console, number_output: Callable[[str], int] | None = None
+    ) -> None:
+        super().__init__(out, err, stream_tokens=True, number_output=number_output)
         self._status: Status | None = None
         self._status_text = WAITING_TEXT
         self._markdown: MarkdownStream | None = None

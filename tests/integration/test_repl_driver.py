@@ -1,5 +1,5 @@
 """The REPL as a daily driver, in a pseudo-terminal against the loopback strict server:
-multi-line input."""
+multi-line input, ``/show`` and Ctrl-O."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from tests.pty_helpers import (
     ESCAPE,
     PROMPT,
     close_repl,
+    expect_on_screen,
     only_session,
     pty_env,
     spawn_repl,
@@ -62,3 +63,67 @@ def test_alt_enter_shift_enter_and_a_trailing_backslash_insert_newlines_enter_se
         m.content for m in stored_messages(home, only_session(home)) if isinstance(m, HumanMessage)
     ]
     assert humans == ["first line\nsecond line\nthird line\nfourth line", "a \\ b"]
+
+
+TEST_LINES = 600
+SUMMARY = "=== 1 failed, 599 passed in 0.01s ==="
+# A test run's output: a banner first, its verdict last, a colour sequence in between.
+TEST_RUN = (
+    "echo '=== test session starts ==='; "
+    f'for i in $(seq 1 {TEST_LINES}); do echo "tests/test_x.py::test_$i PASSED"; done; '
+    "printf 'colour \\033[31mred\\033[0m\\n'; "
+    f"echo '{SUMMARY}'; exit 1"
+)
+# A window small enough that the run's output is cut for the history (its tool output
+# cap is a share of the budget): /show must still show all of it.
+SMALL_WINDOW = "16000"
+CTRL_O = "\x0f"
+
+
+def _run_tests_then_report(body: dict[str, Any]) -> dict[str, Any]:
+    """Run the tests once; then say whether the verdict line reached the model."""
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        content = str(last["content"])
+        middle = "tests/test_x.py::test_300 PASSED" in content
+        seen = "verdict seen" if SUMMARY in content else "verdict missing"
+        return {"content": f"{seen}, middle {'kept' if middle else 'cut'}"}
+    return {"tool_calls": [{"name": "run_bash", "arguments": {"command": TEST_RUN}}]}
+
+
+def test_show_opens_a_folded_output_whole_and_a_command_line_shows_its_verdict(
+    home: Path, workspace: Path
+) -> None:
+    env = pty_env(home, "", KEY, AGENTGRAPH_CONTEXT_WINDOW=SMALL_WINDOW, PAGER="cat")
+    with FakeOpenAIServer([_run_tests_then_report], require_key=KEY) as server:
+        env["OPENAI_BASE_URL"] = server.url
+        child = spawn_repl([], cwd=workspace, env=env)
+        try:
+            child.expect_exact(PROMPT)
+            child.send("run the tests" + ENTER)
+            # The model got the verdict (the tail), the middle went to the saved output.
+            child.expect_exact("verdict seen, middle cut")
+            child.expect_exact(PROMPT)
+            # The folded line gives the verdict and the exit status, and its number (the
+            # count of lines is of the cut the model got).
+            expect_on_screen(child, f"⎿ {SUMMARY} [exit code 1] (+")
+            expect_on_screen(child, " lines) [/show 1]")
+            child.send("/show" + ENTER)
+            child.expect_exact("output 1: run_bash(")
+            child.expect_exact(f"— {TEST_LINES + 4} lines")
+            child.expect_exact("test_300 PASSED")  # the part the history no longer holds
+            child.expect_exact(SUMMARY)
+            child.expect_exact(PROMPT)
+            child.send("/show 2" + ENTER)
+            child.expect_exact("no output 2: this session has outputs 1-1")
+            child.expect_exact(PROMPT)
+            shown = child.logfile_read.getvalue()
+            child.send(CTRL_O)  # the last output, from the prompt
+            child.expect_exact("output 1: run_bash(")
+            child.expect_exact(SUMMARY)
+        finally:
+            close_repl(child)
+    assert server.violations == []
+    # The command's colour codes are shown as text, never sent to the terminal.
+    assert "colour \\x1b[31mred\\x1b[0m" in shown
+    assert "\x1b[31mred" not in shown
