@@ -248,7 +248,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 line = str(ctx.extras.pop(SUBMIT_KEY, "") or "")
                 if not line:
                     continue
-            printer = TerminalPrinter(out, err, number_outputs(ctx))
+            printer = TerminalPrinter(
+                out, err, number_outputs(ctx), notify_after_s=ctx.agent.settings.notify_after_s
+            )
             printer.begin()
             if launch_dir is not None and ctx.workspace.name != ctx.thread_id:
                 ctx.workspace = isolated_workspace(settings.home, ctx.thread_id)  # after /new
@@ -294,7 +296,9 @@ def answer_pending_approvals(
     pending = ctx.agent.pending_approvals(ctx.thread_id)
     while pending:
         answers = {q["id"]: ask_approval(err, read, q) for q in pending}
-        printer = TerminalPrinter(out, err, number_outputs(ctx))
+        printer = TerminalPrinter(
+            out, err, number_outputs(ctx), notify_after_s=ctx.agent.settings.notify_after_s
+        )
         printer.previewed = {
             str(q.get("tool_call_id")): str(q["diff"])
             for q in pending

@@ -127,3 +127,58 @@ def test_show_opens_a_folded_output_whole_and_a_command_line_shows_its_verdict(
     # The command's colour codes are shown as text, never sent to the terminal.
     assert "colour \\x1b[31mred\\x1b[0m" in shown
     assert "\x1b[31mred" not in shown
+
+
+# The long turn: the reply is held, then its call's arguments stream for seconds (the
+# REPL shows nothing else meanwhile: only the spinner tells that work goes on).
+HOLD_S = 1.5
+FILE_CHARS = 800
+ARGS_CHUNK_DELAY_S = 0.03  # ~100 chunks of 8 characters: ~3 s
+NOTIFY_AFTER_S = "3"
+BELL = "\a"
+SPINNER_ELAPSED = r"thinking… [1-9]s"
+SPINNER_TOKENS = r"thinking… [0-9]+s · [0-9.]+k? tokens"
+
+
+def _slow_write_then_done(body: dict[str, Any]) -> dict[str, Any]:
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return {"content": "written"}
+    if "quick" in _last_user_text(body):
+        return {"content": "quick answer"}
+    content = "x" * (FILE_CHARS - 1) + "\n"
+    return {
+        "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "out.txt", "content": content}}
+        ],
+        "first_byte_delay_s": HOLD_S,
+        "chunk_delay_s": ARGS_CHUNK_DELAY_S,
+    }
+
+
+def test_spinner_shows_elapsed_time_and_tokens_and_a_long_turn_rings_the_bell(
+    home: Path, workspace: Path
+) -> None:
+    env = pty_env(home, "", KEY, AGENTGRAPH_NOTIFY_AFTER_S=NOTIFY_AFTER_S)
+    with FakeOpenAIServer([_slow_write_then_done], require_key=KEY) as server:
+        env["OPENAI_BASE_URL"] = server.url
+        child = spawn_repl([], cwd=workspace, env=env)
+        try:
+            child.expect_exact(PROMPT)
+            child.send("write the file" + ENTER)
+            child.expect(SPINNER_ELAPSED)  # while the reply is held: time goes on
+            child.expect(SPINNER_TOKENS)  # while the arguments stream: tokens come in
+            child.expect_exact("written")
+            child.expect_exact(PROMPT)
+            long_turn = child.logfile_read.getvalue()
+            child.send("quick" + ENTER)
+            child.expect_exact("quick answer")
+            child.expect_exact(PROMPT)
+            quick_turn = child.logfile_read.getvalue()[len(long_turn) :]
+        finally:
+            close_repl(child)
+    assert server.violations == []
+    assert (workspace / "out.txt").read_text() == "x" * (FILE_CHARS - 1) + "\n"
+    assert long_turn.count(BELL) == 1  # rung once, when the long turn ended
+    assert long_turn.rindex(BELL) > long_turn.rindex("written")
+    assert BELL not in quick_turn  # a turn shorter than the setting is silent
