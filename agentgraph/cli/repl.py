@@ -20,6 +20,7 @@ from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.consoles import make_console
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, dispatch
+from agentgraph.cli.slash_commit import auto_commit, turn_mark
 from agentgraph.cli.slash_show import number_outputs
 from agentgraph.cli.terminal import TerminalPrinter
 from agentgraph.cli.turns import run_turn_interruptibly
@@ -48,6 +49,7 @@ SLASH_MODULES = (
     "agentgraph.cli.slash_recall",
     "agentgraph.cli.slash_agents",
     "agentgraph.cli.slash_show",
+    "agentgraph.cli.slash_commit",
 )
 
 
@@ -252,6 +254,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 out, err, number_outputs(ctx), notify_after_s=ctx.agent.settings.notify_after_s
             )
             printer.begin()
+            commit_mark = turn_mark(ctx)
             if launch_dir is not None and ctx.workspace.name != ctx.thread_id:
                 ctx.workspace = isolated_workspace(settings.home, ctx.thread_id)  # after /new
             try:
@@ -280,6 +283,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 continue
             printer.finish()
             print_status_line(err, ctx.agent, ctx.thread_id, result)
+            auto_commit(ctx, commit_mark)  # AGENTGRAPH_AUTO_COMMIT=on: the turn's files
         session_shutdown(ctx, settings)
     return 0
 

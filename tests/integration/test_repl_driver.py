@@ -1,8 +1,10 @@
 """The REPL as a daily driver, in a pseudo-terminal against the loopback strict server:
-multi-line input, ``/show`` and Ctrl-O."""
+multi-line input, ``/show`` and Ctrl-O, the spinner and the bell, ``/commit``."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +184,159 @@ def test_spinner_shows_elapsed_time_and_tokens_and_a_long_turn_rings_the_bell(
     assert long_turn.count(BELL) == 1  # rung once, when the long turn ended
     assert long_turn.rindex(BELL) > long_turn.rindex("written")
     assert BELL not in quick_turn  # a turn shorter than the setting is silent
+
+
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+COMMIT_MESSAGE = "Fix add to return the sum\n\nadd subtracted its arguments."
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, **GIT_IDENTITY, "HOME": str(repo.parent)}
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def _repository(workspace: Path) -> None:
+    """A repository with two committed files; the user's own edit of one, uncommitted."""
+    _git(workspace, "init", "-q")
+    (workspace / "app.py").write_text("def add(a, b):\n    return a - b\n")
+    (workspace / "notes.txt").write_text("mine\n")
+    _git(workspace, "add", "-A")
+    _git(workspace, "commit", "-q", "-m", "initial")
+    (workspace / "notes.txt").write_text("mine, edited by me\n")
+
+
+def _is_commit_request(body: dict[str, Any]) -> bool:
+    return any(
+        m["role"] == "system" and "git commit messages" in str(m["content"])
+        for m in body["messages"]
+    )
+
+
+def _fix_add(body: dict[str, Any], commit_reply: dict[str, Any]) -> dict[str, Any]:
+    if _is_commit_request(body):
+        return commit_reply
+    if body["messages"][-1]["role"] == "tool":
+        return {"content": "Fixed."}
+    return {
+        "tool_calls": [
+            {
+                "name": "edit_file",
+                "arguments": {
+                    "path": "app.py",
+                    "old_string": "return a - b",
+                    "new_string": "return a + b",
+                },
+            },
+            {"name": "write_file", "arguments": {"path": "test_app.py", "content": "import app\n"}},
+        ]
+    }
+
+
+def test_commit_drafts_a_message_asks_and_commits_only_the_sessions_files(
+    home: Path, workspace: Path
+) -> None:
+    _repository(workspace)
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        return _fix_add(body, {"content": COMMIT_MESSAGE})
+
+    env = pty_env(home, "", KEY, **GIT_IDENTITY)
+    with FakeOpenAIServer([reply], require_key=KEY) as server:
+        env["OPENAI_BASE_URL"] = server.url
+        child = spawn_repl([], cwd=workspace, env=env)
+        try:
+            child.expect_exact(PROMPT)
+            child.send("/commit" + ENTER)
+            child.expect_exact("commit: nothing to commit: this session has changed no files")
+            child.expect_exact(PROMPT)
+            child.send("fix add" + ENTER)
+            child.expect_exact("Fixed.")
+            child.expect_exact(PROMPT)
+            child.send("/commit" + ENTER)
+            child.expect_exact("commit message (drafted by the model):")
+            child.expect_exact("Fix add to return the sum")
+            child.expect_exact("app.py +1 -1")
+            child.expect_exact("test_app.py +1 -0")
+            child.expect_exact("commit these 2 file(s)? [y/N]")
+            child.send("n" + ENTER)
+            child.expect_exact("not committed")
+            child.expect_exact(PROMPT)
+            assert _git(workspace, "rev-list", "--count", "HEAD").strip() == "1"
+            child.send("/commit" + ENTER)
+            child.expect_exact("[y/N]")
+            child.send("y" + ENTER)
+            child.expect(r"committed [0-9a-f]{7,}: Fix add to return the sum")
+            child.expect_exact(PROMPT)
+            child.send("/commit" + ENTER)  # all of it is committed now
+            child.expect_exact("nothing to commit: the files this session changed are as committed")
+            child.expect_exact(PROMPT)
+        finally:
+            close_repl(child)
+    assert server.violations == []
+    assert _git(workspace, "log", "-1", "--format=%B").strip() == COMMIT_MESSAGE
+    committed = _git(workspace, "show", "--name-only", "--format=", "HEAD").split()
+    assert sorted(committed) == ["app.py", "test_app.py"]
+    # The user's own change of a file the session never touched stays uncommitted.
+    assert _git(workspace, "status", "--porcelain").splitlines() == [" M notes.txt"]
+    # The model wrote the message from the diff.
+    asked = [r for r in server.requests if _is_commit_request(r)]
+    assert len(asked) == 2 and "+    return a + b" in str(asked[0]["messages"])
+
+
+def test_auto_commit_commits_each_turn_with_a_plain_message_when_the_model_fails(
+    home: Path, workspace: Path
+) -> None:
+    _repository(workspace)
+    failing = {"error": {"status": 500, "body": {"error": {"message": "boom"}}}}
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        return _fix_add(body, failing)
+
+    env = pty_env(home, "", KEY, AGENTGRAPH_AUTO_COMMIT="on", **GIT_IDENTITY)
+    with FakeOpenAIServer([reply], require_key=KEY) as server:
+        env["OPENAI_BASE_URL"] = server.url
+        child = spawn_repl([], cwd=workspace, env=env)
+        try:
+            child.expect_exact(PROMPT)
+            child.send("fix add" + ENTER)
+            child.expect(r"committed [0-9a-f]{7,}: Update app.py, test_app.py")
+            child.expect_exact(PROMPT)
+        finally:
+            close_repl(child)
+    assert _git(workspace, "log", "-1", "--format=%B").strip() == (
+        "Update app.py, test_app.py\n\n- app.py: +1 -1\n- test_app.py: +1 -0"
+    )
+    assert _git(workspace, "status", "--porcelain").splitlines() == [" M notes.txt"]
+
+
+def test_commit_outside_a_git_repository_is_refused_in_one_line(
+    home: Path, workspace: Path
+) -> None:
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        return _fix_add(body, {"content": COMMIT_MESSAGE})
+
+    (workspace / "app.py").write_text("def add(a, b):\n    return a - b\n")
+    env = pty_env(home, "", KEY, GIT_CEILING_DIRECTORIES=str(workspace.parent))
+    with FakeOpenAIServer([reply], require_key=KEY) as server:
+        env["OPENAI_BASE_URL"] = server.url
+        child = spawn_repl([], cwd=workspace, env=env)
+        try:
+            child.expect_exact(PROMPT)
+            child.send("fix add" + ENTER)
+            child.expect_exact("Fixed.")
+            child.expect_exact(PROMPT)
+            child.send("/commit" + ENTER)
+            child.expect_exact(f"commit: {workspace} is not in a git repository")
+            child.expect_exact(PROMPT)
+        finally:
+            close_repl(child)
+    assert not any(_is_commit_request(r) for r in server.requests)
