@@ -16,6 +16,7 @@ those files, unasked (aider's habit).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 from collections.abc import Sequence
@@ -25,8 +26,12 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from agentgraph.cli.slash import ReplContext, command
+from agentgraph.cli.slash_show import visible
 from agentgraph.diffs import FileDiff, unified
 from agentgraph.titles import NOSTREAM_TAG
+
+# Control characters a drafted message may not carry (tab and newline are kept).
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 GIT_TIMEOUT_S = 30.0
 # The model's draft is abandoned after this long (the plain summary is used).
@@ -160,15 +165,17 @@ def plan_commit(ctx: ReplContext, *, last_turn: bool = False) -> PlannedCommit:
 
 def fallback_message(plan: PlannedCommit) -> str:
     """A plain message naming the files and their line counts."""
-    names = [Path(path).name for path in plan.paths]
+    names = [visible(Path(path).name) for path in plan.paths]
     subject = ", ".join(names[:SUBJECT_FILES_MAX])
     if len(names) > SUBJECT_FILES_MAX:
         subject += f" and {len(names) - SUBJECT_FILES_MAX} more"
-    body = [f"- {d.path}: +{d.added} -{d.removed}" for d in plan.diffs]
+    body = [f"- {visible(d.path)}: +{d.added} -{d.removed}" for d in plan.diffs]
     return f"Update {subject}\n\n" + "\n".join(body)
 
 
 def _clean_message(raw: str) -> str | None:
+    """The model's reply as a message: no code fences, quotes or control characters."""
+    raw = "\n".join(_CONTROL_RE.sub("", line) for line in raw.splitlines())
     lines = [line.rstrip() for line in raw.strip().splitlines()]
     lines = [line for line in lines if not line.startswith("```")]
     text = "\n".join(lines).strip().strip("\"'`").strip()
@@ -232,7 +239,8 @@ def _print_plan(ctx: ReplContext, plan: PlannedCommit, message: str, drafted: bo
         ctx.console.print(f"  {line}", markup=False, highlight=False)
     ctx.console.print(f"files ({len(plan.paths)}):", markup=False)
     for d in plan.diffs:
-        ctx.console.print(f"  {d.path} +{d.added} -{d.removed}", markup=False, highlight=False)
+        line = f"  {visible(d.path)} +{d.added} -{d.removed}"
+        ctx.console.print(line, markup=False, highlight=False)
 
 
 def _subject(message: str) -> str:

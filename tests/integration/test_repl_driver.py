@@ -194,6 +194,8 @@ GIT_IDENTITY = {
     "GIT_CONFIG_NOSYSTEM": "1",
 }
 COMMIT_MESSAGE = "Fix add to return the sum\n\nadd subtracted its arguments."
+# What the model answers: the message with a control character, which is dropped.
+DRAFTED_MESSAGE = "```\nFix add to return the sum\n\nadd subtracted its\x1b arguments.\n```"
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -247,7 +249,7 @@ def test_commit_drafts_a_message_asks_and_commits_only_the_sessions_files(
     _repository(workspace)
 
     def reply(body: dict[str, Any]) -> dict[str, Any]:
-        return _fix_add(body, {"content": COMMIT_MESSAGE})
+        return _fix_add(body, {"content": DRAFTED_MESSAGE})
 
     env = pty_env(home, "", KEY, **GIT_IDENTITY)
     with FakeOpenAIServer([reply], require_key=KEY) as server:
