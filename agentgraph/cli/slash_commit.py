@@ -15,6 +15,7 @@ those files, unasked (aider's habit).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -34,6 +35,8 @@ from agentgraph.titles import NOSTREAM_TAG
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 GIT_TIMEOUT_S = 30.0
+# A commit runs the repository's hooks (a pre-commit hook may run linters or tests).
+GIT_COMMIT_TIMEOUT_S = 600.0
 # The model's draft is abandoned after this long (the plain summary is used).
 COMMIT_MESSAGE_TIMEOUT_S = 60.0
 # The diff the model reads is cut to this many characters (its head: the files come in
@@ -69,20 +72,22 @@ class PlannedCommit:
     diffs: list[FileDiff]
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+def _git(
+    root: Path, *args: str, timeout_s: float = GIT_TIMEOUT_S
+) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
             ["git", *args],
             cwd=root,
             capture_output=True,
-            timeout=GIT_TIMEOUT_S,
+            timeout=timeout_s,
             check=False,
             stdin=subprocess.DEVNULL,
         )
     except FileNotFoundError:
         raise CommitRefused("git is not installed") from None
     except subprocess.TimeoutExpired:
-        raise CommitRefused(f"git {args[0]} did not answer within {GIT_TIMEOUT_S:g}s") from None
+        raise CommitRefused(f"git {args[0]} did not answer within {timeout_s:g}s") from None
 
 
 def _error_line(result: subprocess.CompletedProcess[bytes]) -> str:
@@ -206,7 +211,13 @@ def draft_message(ctx: ReplContext, plan: PlannedCommit) -> tuple[str, bool]:
 
     asker = threading.Thread(target=ask, name="agentgraph-commit-message", daemon=True)
     asker.start()
-    asker.join(COMMIT_MESSAGE_TIMEOUT_S)
+    waiting = (
+        ctx.console.status("drafting the commit message…")
+        if ctx.console.is_terminal
+        else contextlib.nullcontext()
+    )
+    with waiting:
+        asker.join(COMMIT_MESSAGE_TIMEOUT_S)
     drafted = answer[0] if answer else None
     if drafted is None:
         return fallback_message(plan), False
@@ -223,7 +234,17 @@ def commit(plan: PlannedCommit, message: str) -> str:
     added = _git(plan.root, "add", "-A", "--", *specs)
     if added.returncode != 0:
         raise CommitRefused(f"git add failed: {_error_line(added)}")
-    done = _git(plan.root, "commit", "--only", "-q", "-m", message, "--", *specs)
+    done = _git(
+        plan.root,
+        "commit",
+        "--only",
+        "-q",
+        "-m",
+        message,
+        "--",
+        *specs,
+        timeout_s=GIT_COMMIT_TIMEOUT_S,
+    )
     if done.returncode != 0:
         raise CommitRefused(f"git commit failed: {_error_line(done)}")
     head = _git(plan.root, "rev-parse", "--short", "HEAD")
