@@ -38,6 +38,11 @@ BASH_TIMEOUT_S_DEFAULT = 120
 # Wall-clock cap of one `agentgraph run`; 0 = no cap (the default).
 RUN_TIMEOUT_S_DEFAULT = 0.0
 REQUEST_TIMEOUT_S_DEFAULT = 600.0
+# The REPL rings the terminal bell when a turn that took at least this many seconds
+# ends (AGENTGRAPH_NOTIFY_AFTER_S; 0 = never).
+NOTIFY_AFTER_S_DEFAULT = 30.0
+# Commit each turn's changed files with a generated message (AGENTGRAPH_AUTO_COMMIT).
+AUTO_COMMIT_DEFAULT: Literal["off", "on"] = "off"
 # An MCP server that has not answered initialize + tools/list by then is reported as hung
 # (Claude Code's MCP_TIMEOUT); it connects in the background, so this delays no prompt.
 MCP_START_TIMEOUT_S_DEFAULT = 20.0
@@ -261,6 +266,12 @@ class Settings(BaseSettings):
     )
     run_timeout_s: float = Field(
         RUN_TIMEOUT_S_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_RUN_TIMEOUT_S")
+    )
+    notify_after_s: float = Field(
+        NOTIFY_AFTER_S_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_NOTIFY_AFTER_S")
+    )
+    auto_commit: Literal["off", "on"] = Field(
+        AUTO_COMMIT_DEFAULT, validation_alias=_env("AGENTGRAPH_AUTO_COMMIT")
     )
     provider_max_retries: int = Field(
         PROVIDER_MAX_RETRIES_DEFAULT,

@@ -21,6 +21,8 @@ from agentgraph.cli.common import process_environment, resolve_workspace, start_
 from agentgraph.cli.consoles import make_console
 from agentgraph.cli.render import EventPrinter
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, dispatch
+from agentgraph.cli.slash_commit import auto_commit, turn_mark
+from agentgraph.cli.slash_show import number_outputs
 from agentgraph.cli.terminal import TerminalPrinter
 from agentgraph.cli.turns import run_turn_interruptibly
 from agentgraph.config import Settings
@@ -47,6 +49,8 @@ SLASH_MODULES = (
     "agentgraph.cli.slash_resume",
     "agentgraph.cli.slash_recall",
     "agentgraph.cli.slash_agents",
+    "agentgraph.cli.slash_show",
+    "agentgraph.cli.slash_commit",
 )
 
 
@@ -88,19 +92,36 @@ def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
     )
 
 
-def _reader(settings: Settings, completer: Any = None) -> Callable[[str], str]:
+def _reader(
+    settings: Settings, completer: Any = None, show_last: Callable[[], None] | None = None
+) -> Callable[[str], str]:
     if not sys.stdin.isatty():
         return input
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
+
+    from agentgraph.cli.keys import input_key_bindings
 
     settings.home.mkdir(parents=True, exist_ok=True)
     session: PromptSession[str] = PromptSession(
         history=FileHistory(str(settings.home / "input_history")),
         completer=completer,
         complete_while_typing=False,
+        key_bindings=input_key_bindings(show_last),
     )
     return session.prompt
+
+
+def _show_last(started: list[ReplContext]) -> Callable[[], None]:
+    """Ctrl-O: the last tool output, once the REPL has a session."""
+
+    def show() -> None:
+        if started:
+            from agentgraph.cli.slash_show import show_last
+
+            show_last(started[0])
+
+    return show
 
 
 def show_history_briefly(console: Console, agent: Agent, thread_id: str) -> None:
@@ -155,7 +176,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
     out = make_console()
     err = make_console(stderr=True)
     started: list[ReplContext] = []  # the REPL's context, once there is one
-    read = _reader(settings, _completer(lambda: started[0] if started else None))
+    read = _reader(
+        settings, _completer(lambda: started[0] if started else None), _show_last(started)
+    )
     ask = (lambda q: _ask_yes_no(read, q)) if sys.stdin.isatty() else None
     with open_store(settings) as store, start_mcp(settings, workspace, ask=ask) as mcp:
         from agentgraph.titles import build_titler
@@ -237,8 +260,11 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 line = str(ctx.extras.pop(SUBMIT_KEY, "") or "")
                 if not line:
                     continue
-            printer = TerminalPrinter(out, err)
+            printer = TerminalPrinter(
+                out, err, number_outputs(ctx), notify_after_s=ctx.agent.settings.notify_after_s
+            )
             printer.begin()
+            commit_mark = turn_mark(ctx)
             if launch_dir is not None and ctx.workspace.name != ctx.thread_id:
                 ctx.workspace = isolated_workspace(settings.home, ctx.thread_id)  # after /new
             try:
@@ -267,6 +293,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 continue
             printer.finish()
             print_status_line(err, ctx.agent, ctx.thread_id, result)
+            auto_commit(ctx, commit_mark)  # AGENTGRAPH_AUTO_COMMIT=on: the turn's files
         session_shutdown(ctx, settings)
     return 0
 
@@ -283,7 +310,9 @@ def answer_pending_approvals(
     pending = ctx.agent.pending_approvals(ctx.thread_id)
     while pending:
         answers = {q["id"]: ask_approval(err, read, q) for q in pending}
-        printer = TerminalPrinter(out, err)
+        printer = TerminalPrinter(
+            out, err, number_outputs(ctx), notify_after_s=ctx.agent.settings.notify_after_s
+        )
         printer.previewed = {
             str(q.get("tool_call_id")): str(q["diff"])
             for q in pending

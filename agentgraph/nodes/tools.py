@@ -47,7 +47,9 @@ def tool_output_cap_tokens(deps: AgentDeps) -> int:
     return default_tool_output_max_tokens(deps.budget.usable)
 
 
-def _artifact_path(folder: Path, tool_call_id: str) -> Path:
+def output_artifact_path(folder: Path, tool_call_id: str) -> Path:
+    """Where the full output of a call cut for the history is saved (in ``folder``, the
+    session's artifacts)."""
     safe = hashlib.sha1(tool_call_id.encode()).hexdigest()[:16]
     return folder / f"tool-{safe}.txt"
 
@@ -271,7 +273,7 @@ def make_tools_node(
                 return result.model_copy(update={"content": page})
         if fits:
             return result
-        artifact = _artifact_path(folder, call_id)
+        artifact = output_artifact_path(folder, call_id)
         cut = truncate_tool_output(
             content,
             cap,
