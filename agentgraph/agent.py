@@ -7,7 +7,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -21,6 +21,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import get_checkpoint_id
 from langgraph.types import Command, StateSnapshot, StreamMode
 
@@ -35,16 +36,27 @@ from agentgraph.context.retry import RetryPolicy
 from agentgraph.context.served_windows import AskOnce, apply_loaded_window, apply_served_window
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
-from agentgraph.deps import AgentDeps
+from agentgraph.deps import AgentDeps, CompactionOutcome
 from agentgraph.graph import build_graph
 from agentgraph.history import agentgraph_kind
 from agentgraph.history.kinds import stamped
+from agentgraph.hooks import (
+    COMPACTING_SESSION,
+    SESSION_START,
+    STOP,
+    USER_PROMPT_SUBMIT,
+    Hooks,
+    PromptBlocked,
+    kill_running_hooks,
+    load_hooks,
+    run_pre_compact,
+)
 from agentgraph.images import model_accepts_images
 from agentgraph.instructions import InstructionsCache
 from agentgraph.mcp import McpManager
 from agentgraph.mentions import resolve_mentions, user_content
 from agentgraph.middleware import context_pipeline
-from agentgraph.middleware.events import EVENT_SINK_KEY
+from agentgraph.middleware.events import EVENT_SINK_KEY, emit
 from agentgraph.model import build_chat_model, text_tool_calls_on
 from agentgraph.nodes.tools import tool_output_cap_tokens
 from agentgraph.permissions import turn_mode_inputs
@@ -82,8 +94,10 @@ from agentgraph.skills import (
     skills_prompt_section,
 )
 from agentgraph.state import MAIN_CONTEXT_ID
+from agentgraph.subagent_tasks import BackgroundTasks, make_subagent_task_tool
 from agentgraph.subagents import (
     SUBAGENT_PROMPT_SECTION,
+    SUBAGENT_TASK_TOOL,
     SUBAGENT_TOOL,
     SubagentRunner,
     make_subagent_tool,
@@ -92,7 +106,7 @@ from agentgraph.subagents import (
 from agentgraph.thread_ids import session_path
 from agentgraph.token_stream import TokenStreamer
 from agentgraph.tools import build_tools
-from agentgraph.tools.bash import kill_running_commands, sandbox_plan_for
+from agentgraph.tools.bash import kill_running_commands, sandbox_plan_for, tool_environment
 from agentgraph.tools.history_tools import make_history_tools
 from agentgraph.tools.memory_tools import make_memory_tools
 from agentgraph.tools.plan import make_plan_tool
@@ -296,13 +310,24 @@ class Agent:
             tools.extend(make_memory_tools(settings, redactor))
         tools.append(make_plan_tool(settings))
         self._builtin_tools = list(tools)
+        # The user's hooks (and the project's, once allowed), with the commands'
+        # secret-free environment; read once, at start, like the rest of the settings.
+        self.hooks = Hooks(
+            load_hooks(settings.home),
+            tool_environment(base_env or {}, settings.bash_env_allow_names),
+            redactor.redact,
+        )
+        # Sessions whose SessionStart hooks ran in this process.
+        self._hooked_sessions: set[str] = set()
         # MCP tools come after the built-ins, in config order: a stable tool list. Servers
         # still connecting join later, between turns (sync_mcp_tools).
         self._mcp_tools = mcp.tools if mcp is not None else []
         tools.extend(self._mcp_tools)
         delegate = settings.subagent_max_depth > 0
         # Held (and updated in place when MCP tools join) by load_skill.
+        background = delegate and settings.subagent_max_background > 0
         names = [t.name for t in tools] + ["load_skill"] + ([SUBAGENT_TOOL] if delegate else [])
+        names += [SUBAGENT_TASK_TOOL] if background else []
         self._tool_names = names
         tools.append(make_load_skill_tool(self.skills, names))
         # The runner gets the graph once it is compiled (the tool is part of the graph).
@@ -312,9 +337,15 @@ class Agent:
             counter,
             lambda tid: session_path(settings.home, "artifacts", tid),
             names,
+            redact=partial(redact_value, redactor),
         )
+        self.background = BackgroundTasks(self.subagents)
+        if background:
+            self.subagents.tasks = self.background
         if delegate:
-            tools.append(make_subagent_tool(self.subagents))
+            tools.append(make_subagent_tool(self.subagents, self.subagents.tasks))
+        if background:
+            tools.append(make_subagent_task_tool(self.background))
         self._tail_tools = tools[len(self._builtin_tools) + len(self._mcp_tools) :]
         # Set once a turn has run: MCP tools joining after that are announced.
         self._turn_ran = False
@@ -325,7 +356,8 @@ class Agent:
             counter=counter,
             budget=budget,
             sleep=sleep,
-            compactor=Compactor(
+            compactor=HookedCompactor(
+                self.hooks,
                 summarizer,
                 counter,
                 budget,
@@ -346,6 +378,7 @@ class Agent:
             unsandboxed_shell=self.sandbox.approval if self.sandbox else None,
             on_window_learned=partial(remember_learned_window, settings, settings.model),
             ask_loaded_window=ask_loaded_window,
+            hooks=self.hooks,
         )
         self.graph = build_graph(self.deps, checkpointer=store.checkpointer, store=store.memory)
         # Set by cancel() (Ctrl-C): the running turn stops at its next event.
@@ -444,6 +477,8 @@ class Agent:
         # its allowed_tools): the system prompt stays byte-stable for the prefix cache.
         denied = set(state.get("denied_tools") or [])
         delegate = any(t.name == SUBAGENT_TOOL for t in self.deps.tools)
+        # Background runs are explained by call_subagent's and subagent_task's own
+        # descriptions: a sentence here would cost every request of every session.
         if delegate and SUBAGENT_TOOL not in denied:
             sections.append(SUBAGENT_PROMPT_SECTION)
         listing = skills_prompt_section(self.skills(workspace))
@@ -470,13 +505,15 @@ class Agent:
         summarizer = (
             build_chat_model(settings, settings.summary_model) if settings.summary_model else None
         )
-        return Agent(
+        agent = Agent(
             settings,
             self.store,
             model=chat_model,
             summarizer=summarizer,
             **self._rebuild,  # type: ignore[arg-type]
         )
+        agent._hooked_sessions = self._hooked_sessions  # the same sessions go on
+        return agent
 
     def model_preference(self, thread_id: str) -> str | None:
         """The model ``/model`` chose for ``thread_id`` (its state's ``model_pref``)."""
@@ -532,7 +569,8 @@ class Agent:
         """
         sandbox = (self.sandbox.notice or self.sandbox.refusal) if self.sandbox else None
         sandbox = sandbox if sandbox_notice else None
-        return [n for n in (self.deps.budget.source_notice, self.deps.counter.notice, sandbox) if n]
+        found = (self.deps.budget.source_notice, self.deps.counter.notice, sandbox)
+        return [n for n in found if n] + list(self.hooks.config.problems)
 
     def config(self, thread_id: str) -> RunnableConfig:
         """Run config for ``thread_id`` (see :func:`agentgraph.runctx.run_config`)."""
@@ -661,6 +699,7 @@ class Agent:
             self._turn.cancelled.set()
         self.subagents.cancel_all()
         kill_running_commands()
+        kill_running_hooks()
         cancel_running_searches()
 
     def record_undo(self, thread_id: str, result: UndoResult) -> None:
@@ -738,6 +777,8 @@ class Agent:
         # One run per thread: refused (SessionInUse) before anything is written when
         # another live process holds it; kept until the store closes.
         self.store.leases.acquire(thread_id, "continue")
+        yield from self.start_session(thread_id, workspace)
+        yield from self._check_prompt(thread_id, workspace, text)
         mention_inputs, notices = self._mention_inputs(thread_id, text, workspace, attach_root)
         # One read of the stored state serves everything below (each read rebuilds it).
         stored = self._stored_values(thread_id)
@@ -896,6 +937,8 @@ class Agent:
             stream_mode=STREAM_MODES,
         )
         stream = self._cancelling_subagents(stream)
+        # Background subagents of this session report to this turn while it runs.
+        detach = self.background.attach(thread_id, sent)
         try:
             for mode, payload in turn.guard(stream, self.record_interrupted):
                 yield from sent.held()  # sent while the step ran: before what it stored
@@ -908,6 +951,8 @@ class Agent:
         except BaseException:
             yield from sent.held()  # sent by the step that failed: before its error
             raise
+        finally:
+            detach()
         yield from sent.held()
         if not turn.settle():  # cancelled: recorded as interrupted by the canceller
             raise TurnCancelled()
@@ -939,6 +984,17 @@ class Agent:
         yield from pending  # {"type": "approval", "id", "tool", "command" | "path", …}
         if not pending:  # a turn waiting for an answer is not over yet
             self.sessions.after_turn(thread_id, workspace, history)
+            yield from self._hook_events(
+                STOP,
+                thread_id,
+                workspace,
+                {"stop_hook_active": False, "last_assistant_message": tally.answer},
+            )
+        # Background subagents whose outcome the model does not have yet: the next model
+        # call of the session gets each (a notice), or got it already if collected.
+        waiting = self.background.pending(history)
+        if waiting:
+            yield {"type": "subagent_tasks", "tasks": waiting}
         yield {
             "type": "turn_end",
             "result": TurnResult(
@@ -954,6 +1010,56 @@ class Agent:
                 cost_usd=usage.cost_usd,
             ),
         }
+
+    def start_session(
+        self, thread_id: str, workspace: Path, *, resumed: bool | None = None
+    ) -> list[Event]:
+        """Run the ``SessionStart`` hooks once per session and process: when the REPL
+        opens it, else at its first turn here.
+
+        Args:
+            thread_id: The session.
+            workspace: Its workspace (the hooks' working directory).
+            resumed: Whether it has a history already (``source`` ``resume``, else
+                ``startup``); None: whether the session index knows it.
+
+        Returns:
+            The hooks' events (nothing when they ran already).
+        """
+        if thread_id in self._hooked_sessions:
+            return []
+        self._hooked_sessions.add(thread_id)
+        if not self.hooks.active(SESSION_START):
+            return []
+        if resumed is None:
+            resumed = self.store.index.get(thread_id) is not None
+        source = "resume" if resumed else "startup"
+        return self._hook_events(SESSION_START, thread_id, workspace, {"source": source})
+
+    def _check_prompt(self, thread_id: str, workspace: Path, text: str) -> Iterator[Event]:
+        """Run the ``UserPromptSubmit`` hooks on the prompt, before anything is stored.
+
+        Raises:
+            PromptBlocked: A hook blocked it (its reason in the message).
+        """
+        if not self.hooks.active(USER_PROMPT_SUBMIT):
+            return
+        verdict = self.hooks.run(
+            USER_PROMPT_SUBMIT, session_id=thread_id, cwd=str(workspace), fields={"prompt": text}
+        )
+        yield from verdict.events
+        if verdict.blocked:
+            raise PromptBlocked(f"a {USER_PROMPT_SUBMIT} hook blocked the prompt: {verdict.reason}")
+
+    def _hook_events(
+        self, event: str, thread_id: str, workspace: Path, fields: dict[str, Any]
+    ) -> list[Event]:
+        """Run the hooks of a session event (``SessionStart``, ``Stop``); what they say
+        is shown, and they cannot stop the session."""
+        if not self.hooks.active(event):
+            return []
+        verdict = self.hooks.run(event, session_id=thread_id, cwd=str(workspace), fields=fields)
+        return list(verdict.events)
 
     def _update_events(self, update: Any, turn: RunningTurn, tally: _Tally) -> Iterator[Event]:
         """UI events of one node's state update: todos, the replies' calls, the answer,
@@ -1087,14 +1193,18 @@ class Agent:
         from agentgraph.nodes.common import allowed_tools, system_messages
 
         workspace = self._workspace_of(thread_id)
-        outcome = compaction.compact(
-            messages,
-            trigger="manual",
-            system=system_messages(state, self.deps, workspace=workspace),  # type: ignore[arg-type]
-            tools=allowed_tools(state, self.deps),  # type: ignore[arg-type]
-            focus=focus,
-            workspace=workspace,
-        )
+        token = COMPACTING_SESSION.set(thread_id)  # the PreCompact hooks' session
+        try:
+            outcome = compaction.compact(
+                messages,
+                trigger="manual",
+                system=system_messages(state, self.deps, workspace=workspace),  # type: ignore[arg-type]
+                tools=allowed_tools(state, self.deps),  # type: ignore[arg-type]
+                focus=focus,
+                workspace=workspace,
+            )
+        finally:
+            COMPACTING_SESSION.reset(token)
         if outcome is None:
             return None
         if outcome.record.get("fallback"):
@@ -1212,6 +1322,45 @@ class Agent:
             if self.cancelled.is_set():
                 self.record_interrupted()
             raise
+
+
+class HookedCompactor(Compactor):
+    """The compaction strategy, run after the ``PreCompact`` hooks (agentgraph/hooks.py).
+
+    Args:
+        hooks: The hooks.
+        *args: The strategy's arguments.
+        **kwargs: The strategy's keyword arguments.
+    """
+
+    def __init__(self, hooks: Hooks, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hooks = hooks
+
+    def __call__(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        trigger: str,
+        system: Sequence[BaseMessage],
+        tools: Sequence[BaseTool],
+        focus: str | None = None,
+        workspace: str | None = None,
+        measured: tuple[int, int] | None = None,
+        course_change: str | None = None,
+    ) -> CompactionOutcome | None:
+        """Run the ``PreCompact`` hooks (what they say is shown), then compact."""
+        run_pre_compact(self.hooks, emit, trigger=trigger, focus=focus, workspace=workspace)
+        return super().__call__(
+            messages,
+            trigger=trigger,
+            system=system,
+            tools=tools,
+            focus=focus,
+            workspace=workspace,
+            measured=measured,
+            course_change=course_change,
+        )
 
 
 def _servers(names: list[str]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -38,6 +38,11 @@ BASH_TIMEOUT_S_DEFAULT = 120
 # Wall-clock cap of one `agentgraph run`; 0 = no cap (the default).
 RUN_TIMEOUT_S_DEFAULT = 0.0
 REQUEST_TIMEOUT_S_DEFAULT = 600.0
+# The REPL rings the terminal bell when a turn that took at least this many seconds
+# ends (AGENTGRAPH_NOTIFY_AFTER_S; 0 = never).
+NOTIFY_AFTER_S_DEFAULT = 30.0
+# Commit each turn's changed files with a generated message (AGENTGRAPH_AUTO_COMMIT).
+AUTO_COMMIT_DEFAULT: Literal["off", "on"] = "off"
 # An MCP server that has not answered initialize + tools/list by then is reported as hung
 # (Claude Code's MCP_TIMEOUT); it connects in the background, so this delays no prompt.
 MCP_START_TIMEOUT_S_DEFAULT = 20.0
@@ -58,6 +63,8 @@ SQLITE_BUSY_TIMEOUT_S_DEFAULT = 15.0
 SUBAGENT_MAX_DEPTH_DEFAULT = 2
 # A subagent that runs longer is abandoned (it stops at its next step) with ok: false.
 SUBAGENT_TIMEOUT_S_DEFAULT = 900.0
+# Background subagents (call_subagent(background=true)) one process runs at once.
+SUBAGENT_MAX_BACKGROUND_DEFAULT = 4
 POSTGRES_POOL_MAX_SIZE_DEFAULT = 10
 POSTGRES_CONNECT_TIMEOUT_S_DEFAULT = 10.0
 # Shorter database passwords are not redacted from tool output: replacing every
@@ -123,6 +130,9 @@ class Settings(BaseSettings):
         env_file_encoding="utf-8",
         extra="ignore",
     )
+    # Environment names whose values in the project's files were not valid and were
+    # left out (cli/common.load_settings), so `agentgraph config` tells the same story.
+    _skipped_project_names: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     model: str = Field(DEFAULT_MODEL, validation_alias=_env("AGENTGRAPH_MODEL"))
     base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
@@ -269,6 +279,12 @@ class Settings(BaseSettings):
     run_timeout_s: float = Field(
         RUN_TIMEOUT_S_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_RUN_TIMEOUT_S")
     )
+    notify_after_s: float = Field(
+        NOTIFY_AFTER_S_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_NOTIFY_AFTER_S")
+    )
+    auto_commit: Literal["off", "on"] = Field(
+        AUTO_COMMIT_DEFAULT, validation_alias=_env("AGENTGRAPH_AUTO_COMMIT")
+    )
     provider_max_retries: int = Field(
         PROVIDER_MAX_RETRIES_DEFAULT,
         ge=0,
@@ -307,6 +323,12 @@ class Settings(BaseSettings):
         gt=0,
         le=86_400,
         validation_alias=_env("AGENTGRAPH_SUBAGENT_TIMEOUT_S"),
+    )
+    subagent_max_background: int = Field(
+        SUBAGENT_MAX_BACKGROUND_DEFAULT,
+        ge=0,
+        le=64,
+        validation_alias=_env("AGENTGRAPH_SUBAGENT_MAX_BACKGROUND"),
     )
     sqlite_busy_timeout_s: float = Field(
         SQLITE_BUSY_TIMEOUT_S_DEFAULT,
@@ -416,6 +438,15 @@ class Settings(BaseSettings):
         if self.max_message_history is None:
             return None
         return self.max_message_history // 2
+
+    @property
+    def skipped_project_names(self) -> frozenset[str]:
+        """Environment names (upper-case) left out of the project's files as not valid."""
+        return self._skipped_project_names
+
+    def skip_project_names(self, names: frozenset[str]) -> None:
+        """Record the project values left out as not valid (see the property)."""
+        self._skipped_project_names = names
 
     def secret_values(self) -> list[str]:
         """Secret strings that must never be written anywhere."""

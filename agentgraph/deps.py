@@ -17,6 +17,7 @@ from agentgraph.config import Settings
 from agentgraph.context.served_windows import AskOnce
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.windows import Budget
+from agentgraph.hooks import Hooks
 from agentgraph.redaction import Redactor
 from agentgraph.runctx import RunContext, artifacts_dir_for, complete_context
 
@@ -90,6 +91,8 @@ class AgentDeps:
     # Asks a local server that stated no window what it loaded the model with, after the
     # first reply (Ollama, LM Studio); None: nothing to ask.
     ask_loaded_window: AskOnce | None = None
+    # The user's hooks (agentgraph/hooks.py), run around each tool call; None: none.
+    hooks: Hooks | None = None
 
     def artifacts_dir(self, thread_id: str) -> Path:
         """Folder holding full tool outputs for ``thread_id``."""

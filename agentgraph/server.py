@@ -24,6 +24,7 @@ the CLI). Secrets stay there: nothing secret goes into the graph, its state or c
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ from agentgraph.thread_ids import check_thread_id
 
 TURN_START_NODE = "turn_start"
 SERVER_GRAPH_NAME = "agentgraph"
+
+logger = logging.getLogger(__name__)
 
 
 class MemorySessionIndex:
@@ -187,7 +190,10 @@ def make_graph(config: RunnableConfig) -> CompiledStateGraph[Any, Any, Any, Any]
             from agentgraph.cli.common import load_settings
             from agentgraph.model import check_model_config
 
-            settings = load_settings()
+            problems: list[str] = []
+            settings = load_settings(problems=problems)
+            for line in problems:
+                logger.warning("agentgraph: %s", line)
             check_model_config(settings)
             _graph = build_server_graph(settings)
         return _graph

@@ -23,6 +23,7 @@ CLI (:func:`ignored_workspace_settings`, :func:`ignored_project_config`);
 from __future__ import annotations
 
 import tomllib
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ PROJECT_CONFIG_PATH = Path(".agentgraph") / USER_CONFIG_NAME
 SETTINGS_TRUST_FILE = "settings-trusted.json"
 # Larger settings files are refused: a settings file is a few hundred bytes.
 USER_CONFIG_MAX_BYTES = 1024 * 1024
+# Tables of a settings file that are not settings: read by their own modules
+# (``hooks``: agentgraph/hooks.py).
+NON_SETTING_TABLES = frozenset({"hooks"})
 
 # The settings (field names) a workspace's files may set: how the agent works on this
 # code. Everything else — endpoint, keys, storage, sandbox, the commands' environment,
@@ -78,6 +82,13 @@ PROJECT_SETTINGS = frozenset(
         "undo_max_file_bytes",
         "undo_max_files",
     }
+)
+
+
+# Environment names (upper-case) whose values in the project's files did not validate:
+# set while the settings are read again without them (cli/common.load_settings).
+SKIPPED_PROJECT_NAMES: ContextVar[frozenset[str]] = ContextVar(
+    "SKIPPED_PROJECT_NAMES", default=frozenset()
 )
 
 
@@ -202,7 +213,7 @@ class WorkspaceEnvSource(PydanticBaseSettingsSource):
         if path is None:
             return values
         home = _home_of(self.current_state, self._default_home)
-        return limit_to_project(values, path, home, self.settings_cls)[0]
+        return _without_skipped(limit_to_project(values, path, home, self.settings_cls)[0])
 
 
 def workspace_env_path(dotenv: PydanticBaseSettingsSource) -> Path | None:
@@ -232,26 +243,83 @@ class UserConfigSource(PydanticBaseSettingsSource):
         return config_values(read_user_config(path), self.settings_cls, path)
 
 
+UNKNOWN_SETTING_HINT = (
+    "keys are the setting names `agentgraph config` lists; home is set by AGENTGRAPH_HOME"
+)
+
+
+def _split_config(
+    data: dict[str, Any], settings_cls: type[BaseSettings]
+) -> tuple[dict[str, Any], list[str]]:
+    """A TOML settings file's values keyed by environment name, and its unknown keys."""
+    values: dict[str, Any] = {}
+    unknown: list[str] = []
+    for name, value in data.items():
+        if name in NON_SETTING_TABLES:
+            continue
+        field = settings_cls.model_fields.get(name)
+        if field is None or name == "home":
+            unknown.append(name)
+            continue
+        aliases = _aliases(field)
+        values[aliases[0] if aliases else name] = value
+    return values, unknown
+
+
 def config_values(
     data: dict[str, Any], settings_cls: type[BaseSettings], path: Path
 ) -> dict[str, Any]:
-    """A TOML settings file's values keyed by environment name, as the other sources.
+    """The user's TOML settings file's values keyed by environment name, as the other
+    sources.
 
     Raises:
         ConfigError: A key is not a setting (or is ``home``, which only
             ``AGENTGRAPH_HOME`` sets).
     """
-    values: dict[str, Any] = {}
-    for name, value in data.items():
-        field = settings_cls.model_fields.get(name)
-        if field is None or name == "home":
-            raise ConfigError(
-                f"{path}: unknown setting {name!r} (keys are the lower-case names in "
-                "docs/configuration.md; home is set by AGENTGRAPH_HOME)"
-            )
-        aliases = _aliases(field)
-        values[aliases[0] if aliases else name] = value
+    values, unknown = _split_config(data, settings_cls)
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting {unknown[0]!r} ({UNKNOWN_SETTING_HINT})")
     return values
+
+
+def project_config_values(
+    path: Path, settings_cls: type[BaseSettings]
+) -> tuple[dict[str, Any], list[str]]:
+    """The project's ``.agentgraph/config.toml`` values (keyed by environment name),
+    without what is wrong in it, and what is wrong in it.
+
+    A project's file is input, as the repository it comes with: a file that cannot be
+    read or parsed is skipped, an unknown key is skipped; none of it stops a command.
+
+    Args:
+        path: The project's settings file.
+        settings_cls: The settings class.
+
+    Returns:
+        The values, and one line per problem (naming the file); ({}, []) without a file.
+    """
+    try:
+        data = read_user_config(path)
+    except ConfigError as exc:
+        return {}, [f"ignored {exc}"]
+    values, unknown = _split_config(data, settings_cls)
+    problems = [
+        f"ignored unknown setting {name!r} in {path} ({UNKNOWN_SETTING_HINT})" for name in unknown
+    ]
+    return values, problems
+
+
+def skipped_project_names() -> frozenset[str]:
+    """Environment names (upper-case) the project's files set to values that are not
+    valid: the project sources leave them out (see :data:`SKIPPED_PROJECT_NAMES`)."""
+    return SKIPPED_PROJECT_NAMES.get()
+
+
+def _without_skipped(values: dict[str, Any]) -> dict[str, Any]:
+    skipped = skipped_project_names()
+    if not skipped:
+        return values
+    return {key: value for key, value in values.items() if key.upper() not in skipped}
 
 
 class ProjectConfigSource(PydanticBaseSettingsSource):
@@ -270,9 +338,9 @@ class ProjectConfigSource(PydanticBaseSettingsSource):
     def __call__(self) -> dict[str, Any]:
         if self._path is None:
             return {}
-        values = config_values(read_user_config(self._path), self.settings_cls, self._path)
+        values = project_config_values(self._path, self.settings_cls)[0]
         home = _home_of(self.current_state, self._default_home)
-        return limit_to_project(values, self._path, home, self.settings_cls)[0]
+        return _without_skipped(limit_to_project(values, self._path, home, self.settings_cls)[0])
 
 
 def project_config_path(dotenv: PydanticBaseSettingsSource) -> Path | None:
@@ -296,7 +364,7 @@ def ignored_project_config(path: Path, home: Path, settings_cls: type[BaseSettin
     """
     if not path.is_file():
         return []
-    values = config_values(read_user_config(path), settings_cls, path)
+    values = project_config_values(path, settings_cls)[0]
     ignored = limit_to_project(values, path, home, settings_cls)[1]
     names = env_names(settings_cls)
     return sorted(names[name] for name in ignored)
@@ -314,13 +382,13 @@ def read_user_config(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
     if len(raw) > USER_CONFIG_MAX_BYTES:
-        raise ConfigError(f"{path} is larger than {USER_CONFIG_MAX_BYTES} bytes")
+        raise ConfigError(f"{path}: larger than {USER_CONFIG_MAX_BYTES} bytes")
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
 
 
 def ignored_workspace_settings(
@@ -368,6 +436,7 @@ def setting_origins(
     flags: dict[str, Any],
     env_file: Path | None,
     home: Path,
+    skipped: frozenset[str] = frozenset(),
 ) -> dict[str, Origin]:
     """Where each setting's value comes from, by the same sources, in the same order,
     as the settings class reads them.
@@ -378,6 +447,8 @@ def setting_origins(
         env_file: The project's ``.env`` (its folder holds ``.agentgraph/config.toml``),
             or None for no project files.
         home: ``AGENTGRAPH_HOME`` as the settings resolved it.
+        skipped: Environment names the project's files set to values that were left
+            out as not valid (``Settings.skipped_project_names``).
 
     Returns:
         Every field name mapped to its origin.
@@ -396,8 +467,13 @@ def setting_origins(
     ]
     names = env_names(settings_cls)
     origins: dict[str, Origin] = {}
-    for origin, source in layers:
-        for key in source():
+    token = SKIPPED_PROJECT_NAMES.set(skipped)
+    try:
+        read = [(origin, source()) for origin, source in layers]
+    finally:
+        SKIPPED_PROJECT_NAMES.reset(token)
+    for origin, values in read:
+        for key in values:
             field = names.get(key.upper()) or (key if key in settings_cls.model_fields else None)
             if field is None or field in origins:
                 continue

@@ -3,9 +3,18 @@
 A subagent gets its own ``thread_id`` (checkpointed in the same store, so it can be
 listed, shown and resumed), ``context_id = "subagent-<8 hex>"``, ``parent_context`` =
 the caller's context, a fresh state whose only message is the task, and its own loop
-counter. The caller receives one JSON object ``{"ok", "result", "context_id",
-"loops"}``; none of the subagent's tool traffic enters the caller's history, and the
+counter. The caller receives the subagent's final text after one status line
+(``[subagent-1a2b3c4d done · 2 steps]``): plain text costs the caller's context about
+15 tokens less per result than the JSON object it replaced, and a multi-line answer is
+not escaped. The same facts, structured, travel in the result's ``artifact`` (never sent
+to the model). None of the subagent's tool traffic enters the caller's history, and the
 result is capped at :data:`SUBAGENT_RESULT_MAX_TOKENS`.
+
+Progress: the subagent's own graph stream (``updates`` mode) is read as it runs, and each
+tool call it makes is sent to the caller's UI event sink (the agent's per-turn sink, or
+LangGraph's ``custom`` stream writer on a LangGraph server; see
+:mod:`agentgraph.middleware.events`) as a ``subagent_tool`` event, between
+``subagent_started`` and ``subagent_done``.
 
 Concurrency and cancellation: the subagent runs in its own worker thread with an
 empty ``contextvars`` context, so LangGraph does not mistake it for a subgraph of the
@@ -22,16 +31,15 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import signal
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
@@ -47,7 +55,12 @@ from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_titl
 from agentgraph.runctx import AgentToolRuntime, RunContext, context_of, run_config
 from agentgraph.state import MAIN_CONTEXT_ID
 
+if TYPE_CHECKING:
+    from agentgraph.subagent_tasks import BackgroundTasks
+
 SUBAGENT_TOOL = "call_subagent"
+# The background subagents' tool (agentgraph/subagent_tasks.py).
+SUBAGENT_TASK_TOOL = "subagent_task"
 SUBAGENT_CONTEXT_PREFIX = "subagent-"
 SUBAGENT_ID_HEX_CHARS = 8
 # Cap on the result handed back to the caller, so a chatty subagent cannot flood it.
@@ -83,23 +96,154 @@ class SubagentCancelled(Exception):
 
 @dataclass
 class SubagentOutcome:
-    """What one subagent run produced (the JSON sent back is built from it)."""
+    """What one subagent run produced (the tool result is built from it).
+
+    Attributes:
+        ok: Whether it ended with an answer of its own (not at a limit, not failed).
+        result: Its final text (capped), or why it failed.
+        context_id: ``subagent-<8 hex>`` (empty when it was refused before starting).
+        thread_id: Its session thread.
+        loops: Model calls it made.
+        elapsed_s: Wall time it ran, in seconds.
+        input_tokens: Prompt tokens its model calls used (provider-reported).
+        output_tokens: Completion tokens its model calls used.
+    """
 
     ok: bool
     result: str
     context_id: str
     thread_id: str
     loops: int
+    elapsed_s: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
 
-    def to_json(self) -> str:
-        """The tool result: exactly ``ok``, ``result``, ``context_id`` and ``loops``."""
-        payload = {
+    @property
+    def status(self) -> str:
+        """``done`` or ``failed``."""
+        return "done" if self.ok else "failed"
+
+    def status_line(self) -> str:
+        """``[subagent-1a2b3c4d done · 2 steps]``: the first line of the tool result."""
+        who = self.context_id or "subagent"
+        steps = f"{self.loops} step" + ("" if self.loops == 1 else "s")
+        return f"[{who} {self.status} · {steps}]"
+
+    def to_text(self) -> str:
+        """The tool result the model reads: the status line, then the result text."""
+        return f"{self.status_line()}\n{self.result}"
+
+    def artifact(self) -> dict[str, Any]:
+        """The same facts, structured, for the result's ``artifact`` (not sent to the model)."""
+        return {
             "ok": self.ok,
-            "result": self.result,
             "context_id": self.context_id,
+            "thread_id": self.thread_id,
             "loops": self.loops,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
         }
-        return json.dumps(payload, ensure_ascii=False)
+
+
+@dataclass
+class PreparedSubagent:
+    """A subagent whose limits were checked and session row written, not yet run."""
+
+    task: str
+    inputs: dict[str, Any]
+    child: RunContext
+    context_id: str
+    parent_thread: str
+
+
+@dataclass
+class SubagentRecord:
+    """One subagent this process ran or runs (``/agents`` lists them).
+
+    Attributes:
+        context_id: ``subagent-<8 hex>``; a background subagent's task id.
+        thread_id: Its session thread.
+        parent_thread: The caller's session thread.
+        tool_call_id: The caller's ``call_subagent`` call.
+        task: Its task, shortened.
+        background: Whether the caller went on without waiting.
+        started: ``time.monotonic()`` when it started.
+        tool_calls: Tool calls it made so far.
+        outcome: Set when it ended.
+        cancelled: Set when it was cancelled by its id.
+    """
+
+    context_id: str
+    thread_id: str
+    parent_thread: str
+    tool_call_id: str
+    task: str
+    background: bool = False
+    started: float = field(default_factory=time.monotonic)
+    tool_calls: int = 0
+    outcome: SubagentOutcome | None = None
+    cancelled: bool = False
+
+    @property
+    def status(self) -> str:
+        """``running``, ``done``, ``failed`` or ``cancelled``."""
+        if self.outcome is None:
+            return "running"
+        return "cancelled" if self.cancelled else self.outcome.status
+
+    def elapsed_s(self) -> float:
+        """Seconds it ran (so far, while running)."""
+        if self.outcome is not None:
+            return self.outcome.elapsed_s
+        return time.monotonic() - self.started
+
+    def tokens(self) -> int:
+        """Prompt + completion tokens, known once it ended."""
+        if self.outcome is None:
+            return 0
+        return self.outcome.input_tokens + self.outcome.output_tokens
+
+
+@dataclass
+class _Progress:
+    """Turns a subagent's graph updates into ``subagent_tool`` UI events as it runs."""
+
+    context_id: str
+    tool_call_id: str
+    started: float
+    emit: Callable[[dict[str, Any]], None] | None
+    redact: Callable[[Any], Any]
+    record: SubagentRecord | None = None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def update(self, chunk: Any) -> None:
+        """One ``updates``-mode chunk of the subagent's stream: its new tool calls."""
+        if not isinstance(chunk, Mapping):
+            return
+        for update in chunk.values():
+            messages = update.get("messages") if isinstance(update, Mapping) else None
+            for msg in messages if isinstance(messages, list) else []:
+                if not isinstance(msg, AIMessage):
+                    continue
+                if self.record is not None:
+                    self.record.tool_calls += len(msg.tool_calls)
+                emit = self.emit
+                if emit is None:
+                    continue
+                for call in msg.tool_calls:
+                    emit(
+                        {
+                            "type": "subagent_tool",
+                            "id": self.context_id,
+                            "tool_call_id": self.tool_call_id,
+                            "name": call["name"],
+                            "args": self.redact(call["args"]),
+                            "elapsed_s": round(self.elapsed(), 3),
+                        }
+                    )
 
 
 def _one_line(exc: BaseException) -> str:
@@ -130,6 +274,8 @@ class SubagentRunner:
         counter: Token counter used to cap results.
         artifacts_dir: Maps a thread id to its artifacts folder.
         tool_names: Names of every tool the agent has.
+        redact: Applied to a subagent's tool-call arguments before they are shown
+            (progress events leave the session, as the caller's own calls do).
     """
 
     def __init__(
@@ -139,8 +285,10 @@ class SubagentRunner:
         counter: TokenCounter,
         artifacts_dir: Callable[[str], Path],
         tool_names: Sequence[str] = (),
+        redact: Callable[[Any], Any] | None = None,
     ) -> None:
         self.settings = settings
+        self.redact: Callable[[Any], Any] = redact if redact is not None else (lambda v: v)
         self.index = index
         self.counter = counter
         self.artifacts_dir = artifacts_dir
@@ -148,6 +296,10 @@ class SubagentRunner:
         self.graph: Any = None
         self._generation = 0
         self._lock = threading.Lock()
+        # Every subagent run in this process, by context id (``/agents``, background tasks).
+        self.records: dict[str, SubagentRecord] = {}
+        # The background subagents (agentgraph.subagent_tasks.BackgroundTasks), when on.
+        self.tasks: BackgroundTasks | None = None
 
     def bind(self, graph: Any) -> None:
         """Give the runner the compiled graph it runs subagents on."""
@@ -186,7 +338,7 @@ class SubagentRunner:
         """
         denied = list(dict.fromkeys([*(state.get("denied_tools") or []), *exclude]))
         if at_max_depth:
-            denied.append(SUBAGENT_TOOL)
+            denied += [SUBAGENT_TOOL, SUBAGENT_TASK_TOOL]
         allowed = state.get("allowed_tools")
         names = list(self.tool_names) if allowed is None else list(allowed)
         names += [n for n in state.get("persistent_tools") or [] if n not in names]
@@ -201,6 +353,7 @@ class SubagentRunner:
         max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
         exclude_tools: Sequence[str] = (),
         emit: Callable[[dict[str, Any]], None] | None = None,
+        tool_call_id: str = "",
     ) -> SubagentOutcome:
         """Run ``task`` in a new subagent thread and wait for its answer.
 
@@ -210,10 +363,40 @@ class SubagentRunner:
             context: The caller's run context (its workspace, thread and user).
             max_loops: The subagent's own loop cap (bounded by ``settings.max_loops``).
             exclude_tools: Tools the subagent may not use.
-            emit: UI event sink of the caller (start/end notices).
+            emit: UI event sink of the caller (``subagent_started``, ``subagent_tool``,
+                ``subagent_done``; called from the subagent's worker thread too).
+            tool_call_id: The caller's ``call_subagent`` call, named in those events.
 
         Returns:
             The outcome; never raises for a subagent failure.
+        """
+        prepared = self.prepare(
+            task, state, context, max_loops=max_loops, exclude_tools=exclude_tools
+        )
+        if isinstance(prepared, SubagentOutcome):
+            return prepared
+        return self.execute(prepared, emit=emit, tool_call_id=tool_call_id)
+
+    def prepare(
+        self,
+        task: str,
+        state: Mapping[str, Any],
+        context: RunContext,
+        *,
+        max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
+        exclude_tools: Sequence[str] = (),
+    ) -> PreparedSubagent | SubagentOutcome:
+        """Check the limits and create the subagent's session row; nothing runs yet.
+
+        Args:
+            task: What the subagent must do (its only message).
+            state: The caller's graph state.
+            context: The caller's run context (its workspace, thread and user).
+            max_loops: The subagent's own loop cap (bounded by ``settings.max_loops``).
+            exclude_tools: Tools the subagent may not use.
+
+        Returns:
+            What :meth:`execute` runs, or the refusal (an outcome with ``ok`` False).
         """
         parent_thread = context.thread_id
         parent_context = str(state.get("context_id") or MAIN_CONTEXT_ID)
@@ -276,28 +459,103 @@ class SubagentRunner:
             user_id=context.user_id,
             can_ask=False,
         )
-        if emit is not None:
-            emit({"type": "subagent_start", "context_id": context_id, "task": shorten_title(task)})
-        outcome = self._run_thread(inputs, child, context_id)
-        self._record(thread_id)
+        return PreparedSubagent(task, inputs, child, context_id, parent_thread)
+
+    def execute(
+        self,
+        prepared: PreparedSubagent,
+        *,
+        emit: Callable[[dict[str, Any]], None] | None = None,
+        tool_call_id: str = "",
+        stop: threading.Event | None = None,
+        background: bool = False,
+        record: SubagentRecord | None = None,
+    ) -> SubagentOutcome:
+        """Run a prepared subagent to its end and return its outcome.
+
+        Args:
+            prepared: From :meth:`prepare`.
+            emit: UI event sink of the caller (``subagent_started``, ``subagent_tool``,
+                ``subagent_done``; called from the subagent's worker thread too).
+            tool_call_id: The caller's ``call_subagent`` call, named in those events.
+            stop: Set to cancel this subagent alone (it stops at its next step).
+            background: Whether the caller went on without waiting (shown by /agents).
+            record: Its record, when the caller registered it already (:meth:`register`).
+
+        Returns:
+            The outcome; never raises for a subagent failure.
+        """
+        task, inputs, child = prepared.task, prepared.inputs, prepared.child
+        context_id, thread_id = prepared.context_id, child.thread_id
+        if record is None:
+            record = self.register(prepared, tool_call_id, background=background)
+        progress = _Progress(context_id, tool_call_id, record.started, emit, self.redact)
+        progress.record = record
         if emit is not None:
             emit(
                 {
-                    "type": "subagent_end",
-                    "context_id": context_id,
+                    "type": "subagent_started",
+                    "id": context_id,
+                    "tool_call_id": tool_call_id,
+                    "thread_id": thread_id,
+                    "task": shorten_title(task),
+                    "background": background,
+                }
+            )
+        outcome = self._run_thread(inputs, child, context_id, progress, stop)
+        outcome.elapsed_s = progress.elapsed()
+        usage = self._record(thread_id)
+        if usage is not None:
+            outcome.input_tokens, outcome.output_tokens = usage
+        record.outcome = outcome
+        if emit is not None:
+            emit(
+                {
+                    "type": "subagent_done",
+                    "id": context_id,
+                    "tool_call_id": tool_call_id,
+                    "thread_id": thread_id,
                     "ok": outcome.ok,
+                    "status": outcome.status,
                     "loops": outcome.loops,
+                    "elapsed_s": round(outcome.elapsed_s, 3),
+                    "input_tokens": outcome.input_tokens,
+                    "output_tokens": outcome.output_tokens,
+                    "result": outcome.result,
+                    "background": background,
                 }
             )
         return outcome
 
+    def register(
+        self, prepared: PreparedSubagent, tool_call_id: str, *, background: bool = False
+    ) -> SubagentRecord:
+        """Record ``prepared`` as running (``/agents``, ``subagent_task``)."""
+        record = SubagentRecord(
+            prepared.context_id,
+            prepared.child.thread_id,
+            prepared.parent_thread,
+            tool_call_id,
+            shorten_title(prepared.task),
+            background,
+        )
+        with self._lock:
+            self.records[prepared.context_id] = record
+        return record
+
     def _run_thread(
-        self, inputs: dict[str, Any], child: RunContext, context_id: str
+        self,
+        inputs: dict[str, Any],
+        child: RunContext,
+        context_id: str,
+        progress: _Progress,
+        cancel: threading.Event | None = None,
     ) -> SubagentOutcome:
         thread_id, loops_cap = child.thread_id, child.max_loops
         config = run_config(thread_id, loops_cap)
         generation = self.generation
-        stop = threading.Event()
+        # Set on timeout, or by the caller (a background subagent cancelled by id).
+        stop = cancel if cancel is not None else threading.Event()
         box: dict[str, Any] = {}
 
         def cancelled() -> bool:
@@ -308,9 +566,11 @@ class SubagentRunner:
                 inputs, config, context=child, stream_mode=SUBAGENT_STREAM_MODE
             )
             try:
-                for _ in updates:
+                for chunk in updates:
                     if cancelled():
                         raise SubagentCancelled()
+                    with contextlib.suppress(Exception):  # progress is best-effort
+                        progress.update(chunk)
                 box["done"] = True
             except BaseException as exc:  # reported to the caller, never re-raised
                 box["error"] = exc
@@ -328,12 +588,12 @@ class SubagentRunner:
         deadline = time.monotonic() + self.settings.subagent_timeout_s
         while worker.is_alive():
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.generation != generation:
+            if remaining <= 0 or cancelled():
                 break
             worker.join(min(SUBAGENT_CANCEL_POLL_S, remaining))
         if worker.is_alive():
+            timed_out = not cancelled()
             stop.set()
-            timed_out = self.generation == generation
             reason = (
                 f"timed out after {self.settings.subagent_timeout_s:g}s"
                 if timed_out
@@ -363,6 +623,29 @@ class SubagentRunner:
         )
         return cut.text
 
+    def stored_outcome(self, thread_id: str, context_id: str) -> SubagentOutcome:
+        """The outcome of a subagent no live worker runs, from its stored thread.
+
+        A process that died while a background subagent ran left its thread as far as
+        its last checkpoint: a final answer there is its result; anything else means it
+        was interrupted, its partial work kept in its session.
+
+        Args:
+            thread_id: The subagent's session thread.
+            context_id: Its context id.
+        """
+        values = self._values(thread_id)
+        messages: list[BaseMessage] = list(values.get("messages") or [])
+        last = messages[-1] if messages else None
+        if isinstance(last, AIMessage) and not last.tool_calls:
+            return self._finished(thread_id, context_id, int(values.get("loops") or 0) or 1)
+        loops = int(values.get("loops") or 0)
+        why = (
+            "subagent interrupted: the agent stopped while it ran; its partial work is in "
+            f"session {thread_id}"
+        )
+        return SubagentOutcome(False, why, context_id, thread_id, loops)
+
     def _failed(self, thread_id: str, context_id: str, reason: str) -> SubagentOutcome:
         loops = int(self._values(thread_id).get("loops") or 0)
         return SubagentOutcome(False, f"subagent {reason}", context_id, thread_id, loops)
@@ -388,11 +671,15 @@ class SubagentRunner:
             return SubagentOutcome(False, outcome, context_id, thread_id, loops)
         return SubagentOutcome(True, self._cap(answer, thread_id), context_id, thread_id, loops)
 
-    def _record(self, thread_id: str) -> None:
-        """Update the subagent's index row (message count, usage) after its run."""
+    def _record(self, thread_id: str) -> tuple[int, int] | None:
+        """Update the subagent's index row (message count, usage) after its run.
+
+        Returns:
+            Its ``(input_tokens, output_tokens)``, or None without an index row.
+        """
         info = self.index.get(thread_id)
         if info is None:
-            return
+            return None
         messages = list(self._values(thread_id).get("messages") or [])
         from agentgraph.context.pricing import UsageTotals
 
@@ -407,6 +694,68 @@ class SubagentRunner:
         info.cost_usd = usage.cost_usd
         info.updated_at = time.time()
         self.index.upsert(info)
+        return usage.input_tokens, usage.output_tokens
+
+
+def _start_background(
+    runner: SubagentRunner,
+    tasks: BackgroundTasks | None,
+    task: str,
+    state: Mapping[str, Any],
+    runtime: Any,
+    max_loops: int,
+    exclude_tools: list[str] | None,
+    emit: Callable[[dict[str, Any]], None],
+) -> ToolMessage:
+    """``call_subagent(background=true)``: start it and answer with its task id at once."""
+
+    call_id = str(runtime.tool_call_id or "")
+
+    def refused(text: str) -> ToolMessage:
+        return ToolMessage(content=text, tool_call_id=call_id, name=SUBAGENT_TOOL, status="error")
+
+    if tasks is None or tasks.limit <= 0:
+        return refused("refused: background subagents are off here; call without background")
+    with tasks.starting:
+        return _start_checked(runner, tasks, task, state, runtime, max_loops, exclude_tools, emit)
+
+
+def _start_checked(
+    runner: SubagentRunner,
+    tasks: BackgroundTasks,
+    task: str,
+    state: Mapping[str, Any],
+    runtime: Any,
+    max_loops: int,
+    exclude_tools: list[str] | None,
+    emit: Callable[[dict[str, Any]], None],
+) -> ToolMessage:
+    """The limit check and the start, under ``tasks.starting``."""
+    from agentgraph.subagent_tasks import start_in_background
+
+    call_id = str(runtime.tool_call_id or "")
+
+    def refused(text: str) -> ToolMessage:
+        return ToolMessage(content=text, tool_call_id=call_id, name=SUBAGENT_TOOL, status="error")
+
+    running = tasks.running()
+    if len(running) >= tasks.limit:
+        ids = ", ".join(r.context_id for r in running)
+        return refused(
+            f"refused: {len(running)} background subagents already run (at most "
+            f"{tasks.limit}, AGENTGRAPH_SUBAGENT_MAX_BACKGROUND): {ids}; collect or cancel "
+            "one with subagent_task first, or call without background"
+        )
+    prepared = runner.prepare(
+        task,
+        state,
+        context_of(runtime),
+        max_loops=max_loops,
+        exclude_tools=list(exclude_tools or []),
+    )
+    if isinstance(prepared, SubagentOutcome):
+        return refused(prepared.to_text())
+    return start_in_background(tasks, prepared, tool_call_id=call_id, fallback=emit)
 
 
 @contextmanager
@@ -436,8 +785,8 @@ def sigint_cancels(cancel: Callable[[], None]) -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
-    """Build the ``call_subagent`` tool around ``runner``."""
+def make_subagent_tool(runner: SubagentRunner, tasks: BackgroundTasks | None = None) -> BaseTool:
+    """Build the ``call_subagent`` tool around ``runner`` (``tasks``: background runs)."""
 
     @tool(SUBAGENT_TOOL, parse_docstring=True)
     def call_subagent(
@@ -445,15 +794,17 @@ def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
         runtime: AgentToolRuntime,
         max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
         exclude_tools: list[str] | None = None,
+        background: bool = False,
     ) -> ToolMessage:
         """Delegate a subtask to a helper agent with your tools but an empty context.
 
-        Returns JSON {ok, result, context_id, loops}; calls in one response run in parallel.
+        Returns a status line, then its final answer; calls in one response run in parallel.
 
         Args:
             task: Complete instructions, including what to report.
             max_loops: Most model calls it may make.
             exclude_tools: Tools it may not use.
+            background: Return a task id now; the result comes later as a message.
         """
         state: Mapping[str, Any] = runtime.state if isinstance(runtime.state, Mapping) else {}
         # Captured here: the runner calls it from the subagent's threads.
@@ -464,6 +815,10 @@ def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
                 with contextlib.suppress(Exception):  # UI events are best-effort
                     sink(event)
 
+        if background:
+            return _start_background(
+                runner, tasks, task, state, runtime, max_loops, exclude_tools, emit
+            )
         outcome = runner.run(
             task,
             state,
@@ -471,9 +826,11 @@ def make_subagent_tool(runner: SubagentRunner) -> BaseTool:
             max_loops=max_loops,
             exclude_tools=list(exclude_tools or []),
             emit=emit,
+            tool_call_id=str(runtime.tool_call_id or ""),
         )
         return ToolMessage(
-            content=outcome.to_json(),
+            content=outcome.to_text(),
+            artifact=outcome.artifact(),
             tool_call_id=runtime.tool_call_id,
             name=SUBAGENT_TOOL,
             status="success" if outcome.ok else "error",

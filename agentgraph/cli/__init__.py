@@ -75,10 +75,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = False
     try:
         with collector_paused():
-            from agentgraph.cli.common import flag_settings, load_settings, report_ignored_settings
+            from agentgraph.cli.common import (
+                flag_settings,
+                load_settings,
+                report_ignored_settings,
+                report_project_problems,
+            )
 
-            settings = load_settings(flags=flag_settings(args))
+            problems: list[str] = []
+            settings = load_settings(flags=flag_settings(args), problems=problems)
             debug = settings.debug
+            report_project_problems(problems)
             if args.command != "trust":
                 report_ignored_settings(settings)
             from agentgraph.cli.logs import route_logs

@@ -44,18 +44,91 @@ def flag_settings(args: object) -> dict[str, Any]:
 
 
 def load_settings(
-    env_file: str | None = WORKSPACE_ENV_NAME, flags: Mapping[str, Any] | None = None
+    env_file: str | None = WORKSPACE_ENV_NAME,
+    flags: Mapping[str, Any] | None = None,
+    problems: list[str] | None = None,
 ) -> Settings:
     """Build Settings from the flags, the environment, the project's files and the user's
     config.
+
+    What is wrong in the project's files (a file that does not parse, an unknown key, a
+    value that is not valid) is skipped and said in ``problems``: a cloned repository's
+    files are input, and must not stop every command in its folder. What is wrong in the
+    user's own settings (flags, environment, their config file) stops the command.
 
     Args:
         env_file: The project's ``.env`` (None: no project files).
         flags: Values from the command line, keyed by environment name (see
             :func:`flag_settings`).
+        problems: Receives one line per skipped project value or file; None drops them.
 
     Bad values become ConfigError (naming the flag when a flag gave it).
     """
+    from agentgraph.settings_sources import (
+        PROJECT_CONFIG_PATH,
+        SKIPPED_PROJECT_NAMES,
+        project_config_values,
+    )
+
+    found = problems if problems is not None else []
+    if env_file is not None:
+        found.extend(
+            project_config_values(Path(env_file).parent / PROJECT_CONFIG_PATH, Settings)[1]
+        )
+    try:
+        return _build_settings(env_file, flags)
+    except _ProjectValueError as exc:
+        found.extend(exc.lines)
+        token = SKIPPED_PROJECT_NAMES.set(exc.names)
+        try:
+            settings = _build_settings(env_file, flags, project_errors=False)
+        finally:
+            SKIPPED_PROJECT_NAMES.reset(token)
+        settings.skip_project_names(exc.names)
+        return settings
+
+
+class _ProjectValueError(Exception):
+    """Only values from the project's files failed validation."""
+
+    def __init__(self, names: frozenset[str], lines: list[str]) -> None:
+        super().__init__(", ".join(sorted(names)))
+        self.names = names
+        self.lines = lines
+
+
+def _project_value_errors(
+    exc: ValidationError, given: Mapping[str, Any], env_file: str | None
+) -> _ProjectValueError | None:
+    """The errors of ``exc`` as skippable project values; None when any is not one."""
+    from agentgraph.config import DEFAULT_HOME
+    from agentgraph.settings_sources import ORIGIN_PROJECT, env_names, setting_origins
+
+    if env_file is None:
+        return None
+    home = Path(os.environ.get("AGENTGRAPH_HOME") or DEFAULT_HOME).expanduser()
+    origins = setting_origins(Settings, flags=dict(given), env_file=Path(env_file), home=home)
+    fields = env_names(Settings)
+    names: set[str] = set()
+    lines: list[str] = []
+    for error in exc.errors():
+        loc = error.get("loc", ())
+        name = str(loc[0]).upper() if loc else ""
+        origin = origins.get(fields.get(name, ""))
+        if origin is None or origin.kind != ORIGIN_PROJECT:
+            return None
+        names.add(name)
+        # Named as the file writes it: TOML files use the field names.
+        shown = fields[name] if Path(origin.where).suffix == ".toml" else name
+        lines.append(f"ignored {shown} from {origin.where}: {error.get('msg', 'invalid value')}")
+    return _ProjectValueError(frozenset(names), lines) if names else None
+
+
+def _build_settings(
+    env_file: str | None, flags: Mapping[str, Any] | None, *, project_errors: bool = True
+) -> Settings:
+    """Settings from every source; bad values as ConfigError, except values from the
+    project's files, raised as :class:`_ProjectValueError` when ``project_errors``."""
     given = dict(flags or {})
     turns = given.get(SETTING_FLAGS["--max-turns"][1])
     if isinstance(turns, int) and turns < MAX_TURNS_MIN:
@@ -67,6 +140,9 @@ def load_settings(
     try:
         return Settings(_env_file=env_file, **given)  # type: ignore[call-arg]
     except ValidationError as exc:
+        skippable = _project_value_errors(exc, given, env_file) if project_errors else None
+        if skippable is not None:
+            raise skippable from None
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first.get("loc", ()))
         message = first.get("msg", "invalid value")
@@ -74,6 +150,12 @@ def load_settings(
             if name in given and loc == name:
                 raise ConfigError(f"invalid {flag} {given[name]}: {message}") from None
         raise ConfigError(f"invalid setting {loc or '?'}: {message} (see .env.example)") from None
+
+
+def report_project_problems(problems: list[str]) -> None:
+    """Say, one line each on stderr, what was skipped in the project's settings files."""
+    for line in problems:
+        print(f"agentgraph: {line}", file=sys.stderr)
 
 
 def report_ignored_settings(settings: Settings, env_file: str = WORKSPACE_ENV_NAME) -> None:

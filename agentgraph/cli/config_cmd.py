@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import SecretStr
 
 from agentgraph.cli.common import flag_settings
 from agentgraph.config import Settings
+from agentgraph.redaction import redact_token_formats
 from agentgraph.settings_sources import (
     WORKSPACE_ENV_NAME,
     Origin,
@@ -26,29 +26,16 @@ HIDDEN = "***"
 UNSET = "(unset)"
 
 
-def _without_password(url: str) -> str:
-    """``url`` with the password of its ``user:password@`` part hidden."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return url
-    if not password:
-        return url
-    netloc = parts.netloc.replace(f":{password}@", f":{HIDDEN}@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 def shown_value(value: Any) -> str:
-    """A setting's value as ``config`` prints it: secrets never, URLs without passwords."""
+    """A setting's value as ``config`` prints it: secrets never, and no credential a value
+    holds (a URL's password, a token) — the redactor tool outputs go through hides them."""
     if value is None:
         return UNSET
     if isinstance(value, SecretStr):
         return HIDDEN
     if isinstance(value, bool):
         return "true" if value else "false"
-    text = str(value)
-    return _without_password(text) if "://" in text else text
+    return redact_token_formats(str(value))
 
 
 def origin_text(origin: Origin) -> str:
@@ -60,7 +47,13 @@ def config_rows(
     settings: Settings, flags: dict[str, Any], env_file: Path
 ) -> list[tuple[str, str, str, str]]:
     """``(setting, environment name, value, origin)`` for every setting, in field order."""
-    origins = setting_origins(Settings, flags=flags, env_file=env_file, home=settings.home)
+    origins = setting_origins(
+        Settings,
+        flags=flags,
+        env_file=env_file,
+        home=settings.home,
+        skipped=settings.skipped_project_names,
+    )
     names: dict[str, str] = {}
     for env_name, field in env_names(Settings).items():
         names.setdefault(field, env_name)

@@ -20,7 +20,10 @@ from agentgraph.cli import collector_paused
 from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.consoles import make_console
+from agentgraph.cli.render import EventPrinter
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, dispatch
+from agentgraph.cli.slash_commit import auto_commit, turn_mark
+from agentgraph.cli.slash_show import number_outputs
 from agentgraph.cli.terminal import TerminalPrinter
 from agentgraph.cli.turns import run_turn_interruptibly
 from agentgraph.config import Settings
@@ -46,6 +49,9 @@ SLASH_MODULES = (
     "agentgraph.cli.slash_diff",
     "agentgraph.cli.slash_resume",
     "agentgraph.cli.slash_recall",
+    "agentgraph.cli.slash_agents",
+    "agentgraph.cli.slash_show",
+    "agentgraph.cli.slash_commit",
     "agentgraph.cli.slash_permissions",
 )
 
@@ -59,7 +65,7 @@ def load_slash_commands() -> None:
 def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
     """Tab completion for the REPL line (see cli/completion.py); empty before start-up."""
     from agentgraph.cli.completion import ReplCompleter
-    from agentgraph.cli.slash import REGISTRY
+    from agentgraph.cli.slash import REGISTRY, custom_commands_of
 
     def sessions() -> list[Any]:
         ctx = get_ctx()
@@ -74,8 +80,14 @@ def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
         ctx = get_ctx()
         return ctx.workspace if ctx else Path.cwd()
 
+    def commands() -> dict[str, str]:
+        ctx = get_ctx()
+        custom = custom_commands_of(ctx) if ctx else {}  # found afresh, as skills
+        listed = {name: cmd.help for name, cmd in REGISTRY.items()}
+        return listed | {name: cmd.help for name, cmd in custom.items()}
+
     return ReplCompleter(
-        commands=lambda: {name: cmd.help for name, cmd in REGISTRY.items()},
+        commands=commands,
         sessions=sessions,
         skills=skills,
         workspace=workspace,
@@ -85,26 +97,45 @@ def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
 def _reader(
     settings: Settings,
     completer: Any = None,
+    show_last: Callable[[], None] | None = None,
     *,
     key_bindings: Any = None,
     status: Callable[[], str] | None = None,
 ) -> Callable[[str], str]:
     """The REPL's line reader: prompt_toolkit on a terminal (history, completion, the
-    extra ``key_bindings``, ``status`` at the right of the prompt line), else ``input``."""
+    REPL's keys plus ``key_bindings``, ``status`` at the right of the prompt line), else
+    ``input``."""
     if not sys.stdin.isatty():
         return input
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.key_binding import merge_key_bindings
+
+    from agentgraph.cli.keys import input_key_bindings
 
     settings.home.mkdir(parents=True, exist_ok=True)
     session: PromptSession[str] = PromptSession(
         history=FileHistory(str(settings.home / "input_history")),
         completer=completer,
         complete_while_typing=False,
-        key_bindings=key_bindings,
+        key_bindings=merge_key_bindings(
+            [input_key_bindings(show_last), *([key_bindings] if key_bindings else [])]
+        ),
         rprompt=status,
     )
     return session.prompt
+
+
+def _show_last(started: list[ReplContext]) -> Callable[[], None]:
+    """Ctrl-O: the last tool output, once the REPL has a session."""
+
+    def show() -> None:
+        if started:
+            from agentgraph.cli.slash_show import show_last
+
+            show_last(started[0])
+
+    return show
 
 
 def show_history_briefly(console: Console, agent: Agent, thread_id: str) -> None:
@@ -165,6 +196,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
     read = _reader(
         settings,
         _completer(current),
+        _show_last(started),
         key_bindings=mode_key_bindings(current),  # Shift-Tab: the next permission mode
         status=mode_label(current),
     )
@@ -218,6 +250,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
         )
 
         session_startup(ctx, settings, resumed)
+        hook_printer = EventPrinter(out, err, stream_tokens=False)
+        for event in agent.start_session(thread_id, workspace, resumed=resumed):
+            hook_printer(event)  # SessionStart hooks' output, before the first prompt
         if not resumed:
             note_started_here(ctx, thread_id)
         if ctx.confirm is ReplContext.confirm:  # not wired by another feature yet
@@ -250,8 +285,11 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 line = str(ctx.extras.pop(SUBMIT_KEY, "") or "")
                 if not line:
                     continue
-            printer = TerminalPrinter(out, err)
+            printer = TerminalPrinter(
+                out, err, number_outputs(ctx), notify_after_s=ctx.agent.settings.notify_after_s
+            )
             printer.begin()
+            commit_mark = turn_mark(ctx)
             if launch_dir is not None and ctx.workspace.name != ctx.thread_id:
                 ctx.workspace = isolated_workspace(settings.home, ctx.thread_id)  # after /new
             try:
@@ -280,6 +318,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 continue
             printer.finish()
             print_status_line(err, ctx.agent, ctx.thread_id, result)
+            auto_commit(ctx, commit_mark)  # AGENTGRAPH_AUTO_COMMIT=on: the turn's files
         session_shutdown(ctx, settings)
     return 0
 
@@ -297,7 +336,9 @@ def answer_pending_approvals(
     while pending:
         # Each answer names its call: one that reaches another question is refused.
         answers = {q["id"]: bound_answer(q, ask_approval(err, read, q)) for q in pending}
-        printer = TerminalPrinter(out, err)
+        printer = TerminalPrinter(
+            out, err, number_outputs(ctx), notify_after_s=ctx.agent.settings.notify_after_s
+        )
         printer.previewed = {
             str(q.get("tool_call_id")): str(q["diff"])
             for q in pending

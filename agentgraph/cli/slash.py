@@ -14,6 +14,13 @@ from typing import Any
 from rich.console import Console
 
 from agentgraph.agent import Agent
+from agentgraph.custom_commands import (
+    CustomCommand,
+    custom_commands,
+    expand,
+    parse_command_text,
+    read_command_file,
+)
 from agentgraph.persistence import Store
 
 
@@ -70,11 +77,23 @@ def help_text() -> str:
     return "\n".join(lines)
 
 
+def custom_commands_of(ctx: ReplContext) -> dict[str, CustomCommand]:
+    """The custom commands (``.agentgraph/commands``, ``~/.agentgraph/commands``) here."""
+    return custom_commands(ctx.agent.settings.home, ctx.workspace, REGISTRY)
+
+
 def dispatch(ctx: ReplContext, line: str) -> str | None:
-    """Run one slash command line."""
+    """Run one slash command line: a built-in command, else a custom one (its prompt
+    becomes the next turn)."""
     name, _, rest = line.partition(" ")
     cmd = REGISTRY.get(name.lstrip("/"))
     if cmd is None:
-        ctx.console.print(f"unknown command {name}; /help lists them", markup=False)
+        custom = custom_commands_of(ctx).get(name.lstrip("/"))
+        if custom is None:
+            ctx.console.print(f"unknown command {name}; /help lists them", markup=False)
+            return None
+        # Read again: the file may have changed since it was listed.
+        _description, body = parse_command_text(read_command_file(custom.path))
+        ctx.extras[SUBMIT_KEY] = expand(body, rest.strip())
         return None
     return cmd.handler(ctx, rest.strip())

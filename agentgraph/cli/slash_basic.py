@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from agentgraph.cli.sessions import sessions_table
-from agentgraph.cli.slash import ReplContext, command, help_text
+from agentgraph.cli.slash import ReplContext, command, custom_commands_of, help_text
 
 
 @command("help", "/help", "this help")
 def _help(ctx: ReplContext, _rest: str) -> None:
     ctx.console.print(help_text(), markup=False)
+    custom = custom_commands_of(ctx)
+    if custom:
+        width = max(len(name) for name in custom) + 3
+        lines = [f"{'/' + name:<{width}}{cmd.help}" for name, cmd in custom.items()]
+        ctx.console.print("Custom commands:\n" + "\n".join(lines), markup=False)
 
 
 @command("exit", "/exit", "leave (Ctrl-D works too)")

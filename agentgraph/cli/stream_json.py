@@ -14,7 +14,7 @@ from agentgraph.agent import TurnResult
 # Internal event types and the names they have on the stream.
 RENAMED = {"token": "text_delta"}
 # Internal bookkeeping, not part of the public stream.
-HIDDEN = frozenset({"turn_end", "prompt_tokens"})
+HIDDEN = frozenset({"turn_end", "prompt_tokens", "progress"})
 USAGE_OPTIONAL_FIELDS = ("cached_input_tokens", "cost_usd")
 
 

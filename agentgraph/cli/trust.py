@@ -8,6 +8,7 @@ from pathlib import Path
 
 from agentgraph.config import Settings
 from agentgraph.errors import EXIT_FAILURE
+from agentgraph.hooks import hook_commands_in
 from agentgraph.settings_sources import (
     PROJECT_CONFIG_PATH,
     WORKSPACE_ENV_NAME,
@@ -16,6 +17,9 @@ from agentgraph.settings_sources import (
     ignored_workspace_settings,
     is_allowed,
 )
+
+# Named among what an allowed project file sets: its hooks are commands that will run.
+HOOKS_NOTE = "hooks: commands agentgraph will run"
 
 
 def cmd_trust(args: argparse.Namespace, settings: Settings) -> int:
@@ -50,6 +54,7 @@ def cmd_trust(args: argparse.Namespace, settings: Settings) -> int:
             names = ignored_workspace_settings(path, settings.home, Settings)
         else:
             names = ignored_project_config(path, settings.home, Settings)
+            names += [HOOKS_NOTE] if hook_commands_in(path) else []
         allow(path, settings.home)
         sets = f" (it sets {', '.join(names)})" if names else ""
         print(f"allowed ./{path} as it is now{sets}; any change to it asks again")

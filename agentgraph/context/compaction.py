@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import posixpath
 import time
 import uuid
 from collections import Counter
@@ -39,6 +40,7 @@ from agentgraph.context.ledger import (
     LedgerMemo,
     collect_ledger,
     ledger_message,
+    read_calls,
     render_ledger,
 )
 from agentgraph.context.masking_text import mask_outputs_before
@@ -75,13 +77,19 @@ KEEP_ROOM_SHARE = 0.35
 SUMMARY_MIN_TOKENS = 256
 # Summaries stack: the summaries of earlier compactions are carried over verbatim (byte
 # for byte, so a provider's prefix cache still serves them, and no detail is rewritten
-# by a second lossy pass) while they take at most this share of the summary's room;
+# by a second lossy pass) while they take at most this share of the summary's room (all
+# of it: a summarizer that drops details drops them again at every rewrite);
 # past it they are summarized again together with the new part.
-SUMMARY_STACK_SHARE = 0.5
+SUMMARY_STACK_SHARE = 1.0
 # A summary longer than all the room it can take (see the hard target below) is asked
 # for again, in its share, at most this many times (each is one more summarizer call);
 # it is never cut blind to fit.
 SUMMARY_SHORTEN_ATTEMPTS = 1
+# A summary that names none of some files read in the part it summarizes is asked, at
+# most this many times, for what those files held (each is one more summarizer call,
+# given only those readings): a file a summary skips is a file the agent reads again,
+# or whose facts it no longer has.
+SUMMARY_SUPPLEMENT_ATTEMPTS = 2
 # A summary over its share takes the room of the re-read files and of long kept outputs,
 # and then the room up to this share of the usable budget (the next compaction comes
 # sooner: a long task's facts may need it, and a summarizer asked to shorten them drops
@@ -139,7 +147,8 @@ Include, under these headings:
 error messages, and any fact the user stated that may be needed again (quote them exactly).
 
 agentgraph adds an exact ledger of the files read and changed, commands run and the todo \
-list after your summary: do not enumerate those; say what was learned from them.
+list after your summary: do not copy it; say what was learned, naming the file each fact \
+comes from.
 
 Be concise but lose nothing that is needed to continue. Write only the summary."""
 
@@ -147,6 +156,14 @@ CONTINUE_PIECE_PROMPT = (
     "The conversation is long, so it is summarized in pieces. The summary so far is given "
     "first; extend it with the next part of the conversation, keeping every heading."
 )
+
+SUPPLEMENT_PROMPT = (
+    "A handoff summary of this conversation was written, but it does not mention these "
+    "files, which were read in it: {paths}. Their readings follow. Write only what to add "
+    "to the summary about them: for each file, what it contained that the task needs "
+    "(facts, identifiers, numbers, exactly). Write nothing else."
+)
+SUPPLEMENT_HEADING = "Also read (from the readings the summary above left out):"
 
 SHORTEN_PROMPT = (
     "The handoff summary below is {tokens:,} tokens, more than its room. Rewrite it in at "
@@ -416,6 +433,11 @@ def _instructions(focus: str | None) -> str:
     return HANDOFF_PROMPT + (f"\n\nFocus especially on: {focus}" if focus else "")
 
 
+def _names_file(text: str, path: str) -> bool:
+    """Whether ``text`` names ``path`` (as written, or by its file name)."""
+    return path in text or posixpath.basename(path) in text
+
+
 def _is_request(msg: BaseMessage) -> bool:
     """A request the user typed (not a summary, re-read file or other marked message)."""
     return isinstance(msg, HumanMessage) and agentgraph_kind(msg) is None
@@ -592,6 +614,52 @@ class Compactor:
                 raise ValueError("the summarizer returned an empty summary")
         if not summary:
             raise ValueError("nothing to summarize")
+        return summary
+
+    def _supplement(
+        self, summary: str, summarized: Sequence[BaseMessage], focus: str | None
+    ) -> str:
+        """``summary`` with what it left out of the files read in ``summarized``.
+
+        A file the summary does not name (by path or file name) is asked about again,
+        with only its readings, and the answer is appended: the progress ledger keeps
+        that the file was read, but not what it held. Failures keep ``summary`` as it is.
+        """
+        reads = read_calls(summarized)
+        count = self.counter.count_text
+        piece_budget = int(self.summarizer_budget * SUMMARY_INPUT_BUDGET_FRACTION)
+        for _ in range(SUMMARY_SUPPLEMENT_ATTEMPTS):
+            missing = sorted({p for p in reads.values() if not _names_file(summary, p)})
+            if not missing:
+                break
+            ids = {call_id for call_id, path in reads.items() if path in missing}
+            readings = [
+                m for m in summarized if isinstance(m, ToolMessage) and m.tool_call_id in ids
+            ]
+            cap = self._tool_result_cap(readings, piece_budget - SUMMARY_FRAMING_TOKENS)
+            entries = [
+                f"[{m.name or 'read_file'} {reads[m.tool_call_id]}]\n"
+                + truncate_text(m.text, cap, count=count, codec=self.counter.codec).text
+                for m in readings
+            ]
+            ask = SUPPLEMENT_PROMPT.format(paths=", ".join(missing))
+            body = "\n\n".join(entries)
+            if count(ask) + count(body) > piece_budget:
+                body = truncate_text(body, max(piece_budget - count(ask), 1), count=count).text
+            prompt = [
+                SystemMessage(content=_instructions(focus)),
+                HumanMessage(content=f"{ask}\n\n<readings>\n{body}\n</readings>"),
+            ]
+            try:
+                reply = call_with_retries(
+                    partial(self._bound_summarizer().invoke, prompt), self.retry, sleep=self.sleep
+                )
+            except Exception:  # the summary without them is still a summary
+                break
+            added = reply.text.strip()
+            if not any(_names_file(added, path) for path in missing):
+                break  # it says nothing about them: more of it would only take room
+            summary = f"{summary}\n\n{SUPPLEMENT_HEADING}\n{added}"
         return summary
 
     def _bound_summarizer(self) -> Any:
@@ -883,6 +951,8 @@ class Compactor:
             summary = self._summarize(summary_input, focus, cancelled)
         except Exception as exc:  # any failure → the fallback keeps the session going
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        if summary is not None:
+            summary = self._supplement(summary, summary_input, focus)
         if summary is None:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
             older, kept, _, _ = split(fallback_keep, keep_messages)

@@ -198,13 +198,17 @@ def _command_status(result: ToolMessage) -> str:
 
 
 def _subagent_outcome(result: ToolMessage) -> str:
-    try:
-        payload = json.loads(result.text)
-    except (ValueError, RecursionError):
-        return "error" if result.status == "error" else "done"
+    # Today's results carry the outcome in their artifact; older sessions' results are
+    # a JSON object with "ok".
+    payload: Any = result.artifact
+    if not isinstance(payload, Mapping):
+        try:
+            payload = json.loads(result.text)
+        except (ValueError, RecursionError):
+            return "error" if result.status == "error" else "done"
     if isinstance(payload, Mapping) and isinstance(payload.get("ok"), bool):
         return "done" if payload["ok"] else "failed"
-    return "done"
+    return "error" if result.status == "error" else "done"
 
 
 # What one call adds to the ledger, parsed once (see LedgerMemo): its kind and fields.
@@ -258,6 +262,32 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
     return ("other", name) if name else None
 
 
+def read_calls(messages: Iterable[BaseMessage]) -> dict[str, str]:
+    """The id of every successful ``read_file`` call in ``messages`` and the path it read.
+
+    Args:
+        messages: Messages in history order (a call without its result is left out).
+
+    Returns:
+        Call id → normalized path, in call order.
+    """
+    listed = list(messages)
+    results = {m.tool_call_id: m for m in listed if isinstance(m, ToolMessage)}
+    out: dict[str, str] = {}
+    for msg in listed:
+        if not isinstance(msg, AIMessage):
+            continue
+        for call in msg.tool_calls:
+            call_id = str(call.get("id") or "")
+            result = results.get(call_id)
+            if result is None or call.get("name") != READ_TOOL:
+                continue
+            entry = _entry(call, result)
+            if entry is not None:
+                out[call_id] = str(entry[1])
+    return out
+
+
 def _apply(ledger: Ledger, entry: _Entry) -> None:
     """Add one call's :func:`_entry` to ``ledger``."""
     kind = entry[0]
@@ -289,23 +319,42 @@ def _apply(ledger: Ledger, entry: _Entry) -> None:
         ledger.other[entry[1]] = ledger.other.get(entry[1], 0) + 1
 
 
+def _frozen(value: Any) -> Any:
+    """``value`` (JSON-like tool arguments) as a hashable value."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+def _args_hash(call: Mapping[str, Any]) -> int:
+    """A hash of a call's arguments (strings hash in C, at memory speed)."""
+    return hash(_frozen(call.get("args")))
+
+
 class LedgerMemo:
     """Each call's ledger entry, parsed once: a compaction reads the whole history, and
     parsing every result again made the ledger most of a compaction's own cost (34 of
     103 ms at 1,000 messages). Keyed by the call's id, tool and the hash of its
     result's text (:func:`output_hash`: Python keeps a string's hash), so a session whose ids repeat
-    another's (``call_1`` from a local server) never gets its entries. Bounded; the
-    oldest go first.
+    another's (``call_1`` from a local server) never gets its entries, and by a hash of
+    its arguments, so two such calls with the same output (``exit code 0``) but other
+    commands or paths are two entries. Bounded; the oldest go first.
     """
 
     def __init__(self, max_entries: int = LEDGER_MEMO_MAX_CALLS) -> None:
         self.max_entries = max_entries
-        self._entries: OrderedDict[tuple[str, str, int], _Entry | None] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str, int, int], _Entry | None] = OrderedDict()
         self._lock = threading.Lock()  # subagents compact in other threads
 
     def entry(self, call_id: str, call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         """The ledger entry of ``call`` with ``result``, parsed at most once."""
-        key = (call_id, str(call.get("name") or ""), output_hash(result))
+        key = (call_id, str(call.get("name") or ""), output_hash(result), _args_hash(call))
         with self._lock:
             if key in self._entries:
                 return self._entries[key]

@@ -35,8 +35,19 @@ UNDO_NOTE_KIND = "undo_note"
 MODE_NOTE_KIND = "mode_note"
 """A note telling the model the session's permission mode changed (sent, not a request)."""
 
+SUBAGENT_NOTICE_KIND = "subagent_notice"
+"""A background subagent's outcome, delivered to the model at its next call (sent)."""
+
 NON_REQUEST_KINDS = INTERNAL_KINDS | frozenset(
-    {"summary", "reinjected_file", "ledger", "resume", UNDO_NOTE_KIND, MODE_NOTE_KIND}
+    {
+        "summary",
+        "reinjected_file",
+        "ledger",
+        "resume",
+        UNDO_NOTE_KIND,
+        SUBAGENT_NOTICE_KIND,
+        MODE_NOTE_KIND,
+    }
 )
 """Kinds of HumanMessage that carry context, not a request typed by the user."""
 

@@ -69,6 +69,11 @@ def make_model_turn(
     ) -> Command[Next]:
         messages: list[BaseMessage] = list(state.get("messages") or [])
         runtime = runtime.override(context=deps.run_context(runtime.context, config))
+        # Background subagents that ended since the last call: appended (the prompt's
+        # prefix stays as the provider cached it) and stored with this call's reply.
+        tasks = getattr(deps.subagents, "tasks", None)
+        notices = tasks.notices(runtime.context.thread_id, messages) if tasks else []
+        messages = [*messages, *notices]
         (system,) = system_messages(state, deps, workspace=runtime.context.workspace_path)
         result = call_model(
             state, messages, system, allowed_tools(state, deps), config, runtime=runtime
@@ -101,7 +106,7 @@ def make_model_turn(
         # The node routes itself (a Command) rather than through a conditional edge,
         # which would read the whole state again with this update applied.
         return Command(
-            update={"messages": [*updates, ai], "loops": loops, "turn_tokens": spent},
+            update={"messages": [*notices, *updates, ai], "loops": loops, "turn_tokens": spent},
             goto=next_node(ai, limit),
         )
 

@@ -32,6 +32,8 @@ from agentgraph.call_records import needs_record, record_end, record_start
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.deps import AgentDeps
 from agentgraph.history.kinds import stamped
+from agentgraph.hooks import POST_TOOL_USE, PRE_TOOL_USE, Hooks, hook_feedback
+from agentgraph.middleware.events import emit
 from agentgraph.nodes.common import CUT_ARGS_KEY, INVALID_ARGS_KEY
 from agentgraph.permission_rules import Rule, add_rule, load_rules
 from agentgraph.permissions import (
@@ -56,7 +58,9 @@ def tool_output_cap_tokens(deps: AgentDeps) -> int:
     return default_tool_output_max_tokens(deps.budget.usable)
 
 
-def _artifact_path(folder: Path, tool_call_id: str) -> Path:
+def output_artifact_path(folder: Path, tool_call_id: str) -> Path:
+    """Where the full output of a call cut for the history is saved (in ``folder``, the
+    session's artifacts)."""
     safe = hashlib.sha1(tool_call_id.encode()).hexdigest()[:16]
     return folder / f"tool-{safe}.txt"
 
@@ -200,6 +204,55 @@ def ask_approvals(
     return refused
 
 
+def hooks_before_tool(hooks: Hooks | None, call: ToolCall, ctx: RunContext) -> ToolMessage | None:
+    """Run the ``PreToolUse`` hooks of ``call``: the error result when one blocked it."""
+    if hooks is None or not hooks.active(PRE_TOOL_USE):
+        return None
+    verdict = hooks.run(
+        PRE_TOOL_USE,
+        session_id=ctx.thread_id,
+        cwd=ctx.workspace_path,
+        tool_name=call["name"],
+        fields={"tool_input": call.get("args") or {}, "tool_use_id": call["id"]},
+    )
+    for event in verdict.events:
+        emit(event)
+    if not verdict.blocked:
+        return None
+    return ToolMessage(
+        content=f"Error: this call did not run: {hook_feedback(PRE_TOOL_USE, verdict)}",
+        tool_call_id=call["id"] or "",
+        name=call["name"],
+        status="error",
+    )
+
+
+def hooks_after_tool(
+    hooks: Hooks | None, call: ToolCall, ctx: RunContext, result: ToolMessage | None
+) -> ToolMessage | None:
+    """Run the ``PostToolUse`` hooks of ``call``; a blocking hook's reason is added to
+    the (already redacted) result the model gets. None: the result is unchanged."""
+    if hooks is None or not hooks.active(POST_TOOL_USE):
+        return None
+    verdict = hooks.run(
+        POST_TOOL_USE,
+        session_id=ctx.thread_id,
+        cwd=ctx.workspace_path,
+        tool_name=call["name"],
+        fields={
+            "tool_input": call.get("args") or {},
+            "tool_use_id": call["id"],
+            "tool_response": result.content if result is not None else None,
+        },
+    )
+    for event in verdict.events:
+        emit(event)
+    if result is None or not verdict.blocked or not isinstance(result.content, str):
+        return None
+    note = hook_feedback(POST_TOOL_USE, verdict)
+    return result.model_copy(update={"content": f"{result.content}\n\n{note}"})
+
+
 def make_tools_node(
     deps: AgentDeps,
 ) -> Callable[[AppState, RunnableConfig, Runtime[RunContext]], Any]:
@@ -228,6 +281,9 @@ def make_tools_node(
                 name=call["name"],
                 status="error",
             )
+        blocked = hooks_before_tool(deps.hooks, call, ctx)
+        if blocked is not None:
+            return blocked
         folder = Path(ctx.artifacts_dir) if ctx.artifacts_dir else deps.artifacts_dir(ctx.thread_id)
         # A crash while the tool runs leaves this record: the resume then says the
         # call may have completed instead of that it never ran.
@@ -239,6 +295,7 @@ def make_tools_node(
         finally:
             record_end(record)
         if isinstance(result, Command):  # its state update's results are redacted
+            hooks_after_tool(deps.hooks, call, ctx, None)
             command: Command[Any] = _map_results(
                 result,
                 lambda m: m.model_copy(update={"content": redactor.redact_content(m.content)}),
@@ -251,6 +308,7 @@ def make_tools_node(
         redacted = redactor.redact_content(raw)
         if redacted != raw:
             result = result.model_copy(update={"content": redacted})
+        result = hooks_after_tool(deps.hooks, call, ctx, result) or result
         if not isinstance(result.content, str):
             return result
         content = result.content
@@ -268,7 +326,7 @@ def make_tools_node(
                 return result.model_copy(update={"content": page})
         if fits:
             return result
-        artifact = _artifact_path(folder, call_id)
+        artifact = output_artifact_path(folder, call_id)
         cut = truncate_tool_output(
             content,
             cap,

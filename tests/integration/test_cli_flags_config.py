@@ -207,13 +207,39 @@ def test_model_flag_on_a_resumed_repl_session_switches_it_as_slash_model_would(
     assert _models(server) == ["gpt-4o-mini", "gpt-4o", "gpt-4o"]
 
 
-def test_a_bad_project_config_file_is_one_line_exit_2(home: Path, workspace: Path) -> None:
-    project_file = workspace / ".agentgraph" / "config.toml"
-    project_file.parent.mkdir()
-    for text, needle in (("model = [", "not valid TOML"), ("no_such = 1\n", "unknown setting")):
+PROJECT_FILE_PROBLEMS = (
+    ("config.toml", "model = [", "not valid TOML"),
+    ("config.toml", "no_such = 1\n", "unknown setting 'no_such'"),
+    ("config.toml", 'max_loops = "lots"\n', "max_loops"),
+    (".env", "AGENTGRAPH_CONTEXT_WINDOW=huge\n", "AGENTGRAPH_CONTEXT_WINDOW"),
+)
+
+
+def test_a_bad_project_settings_file_is_said_in_one_line_and_skipped(
+    home: Path, workspace: Path
+) -> None:
+    # A cloned repository's files are input: what is wrong in them is skipped with one
+    # line, never a folder where no command (not even `agentgraph trust`) starts.
+    (workspace / ".agentgraph").mkdir()
+    for name, text, needle in PROJECT_FILE_PROBLEMS:
+        project_file = workspace / (".agentgraph/config.toml" if name == "config.toml" else name)
         project_file.write_text(text, encoding="utf-8")
-        result = run_cli(["config"], cwd=workspace, env=cli_env(home))
-        assert result.returncode == 2
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and needle in lines[0] and "config.toml" in lines[0], lines
-        assert result.stdout == ""
+        for args in (["config"], ["trust"]):
+            result = run_cli(args, cwd=workspace, env=cli_env(home))
+            assert result.returncode == 0, (text, result.stderr)
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and needle in lines[0] and name in lines[0], (text, lines)
+        rows = _config_lines(run_cli(["config"], cwd=workspace, env=cli_env(home)).stdout)
+        assert rows["max_loops"][1] == "default" and rows["context_window"][1] != "project (.env)"
+        project_file.unlink()
+        (home / ".agentgraph" / "settings-trusted.json").unlink(missing_ok=True)
+
+
+def test_a_bad_user_config_file_is_still_one_line_exit_2(home: Path, workspace: Path) -> None:
+    user_file = home / ".agentgraph" / "config.toml"
+    user_file.parent.mkdir(parents=True)
+    user_file.write_text('max_loops = "lots"\n', encoding="utf-8")
+    result = run_cli(["config"], cwd=workspace, env=cli_env(home))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "MAX_LOOPS" in lines[0], lines

@@ -254,7 +254,11 @@ def test_a_tight_budget_keeps_less_without_a_second_summary_call(
     # A large fixed part leaves little room under half the budget: the compaction keeps
     # less instead of asking the summarizer again (which would fail here).
     system = [SystemMessage(_rows(400, "sys"))]
-    summarizer = ScriptedChatModel(["first summary: code word TULIP", RuntimeError("down")])
+    # It names every file read: nothing is asked about files it left out.
+    named = ", ".join(f"f{i}" for i in range(10))
+    summarizer = ScriptedChatModel(
+        [f"first summary: code word TULIP; read {named}", RuntimeError("down")]
+    )
     outcome = Compactor(summarizer, counter, budget, sleep=lambda _s: None)(
         history, trigger="auto", system=system, tools=[]
     )

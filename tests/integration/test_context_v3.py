@@ -8,6 +8,7 @@ loopback server, which rejects any history a provider would reject.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.context.spiral import CompactionSpiralError
 from agentgraph.persistence import open_store
+from tests.cli_helpers import cli_env, run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.stateless import (
     QUESTION,
@@ -109,6 +111,27 @@ def test_facts_in_outputs_that_left_the_prompt_are_answerable_after_the_task(
     assert codes_in(recorder.answers[-1]) == planted
 
 
+def test_a_lossy_summarizer_still_leaves_most_facts_answerable(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """30 files bigger than a page, a model that only calls tools, and a summarizer that
+    leaves out every other file it is shown: the files a summary does not name are asked
+    about again with only their readings, and earlier summaries are carried verbatim, so
+    at least two thirds of the codes are still answerable after the task."""
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=30,
+        persona="silent",
+        summarizer="lossy",
+        size="big",
+        question=True,
+    )
+    assert any(e["type"] == "compaction" for e in events)
+    assert len(codes_in(recorder.answers[-1]) & planted) >= 20
+    assert recorder.reread_files() == 0
+
+
 def test_a_verbose_summarizer_never_reaches_the_prompt_cut(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
@@ -137,3 +160,33 @@ def test_a_provoked_spiral_stops_with_the_named_error(
     request up to there)."""
     with pytest.raises(CompactionSpiralError, match="compaction is making no progress"):
         _run(make_settings, workspace, files=60, persona="re_reader", summarizer="terse")
+
+
+def test_a_provoked_spiral_ends_the_cli_run_with_one_line_and_exit_1(
+    home: Path, workspace: Path
+) -> None:
+    """The same spiral through ``agentgraph run``: one line naming the cause on stderr,
+    exit 1, the session kept (``--json`` carries the same line as its error)."""
+    files = 60
+    make_workspace(workspace, files=files, size="small")
+    model = ScriptedModel(Persona("re_reader"), Summarizer("terse"), Recorder())
+    with FakeOpenAIServer([model], window=WINDOW_TOKENS, on_exhausted="repeat_last") as server:
+        env = server_env(
+            home,
+            server.url,
+            "sk-test",
+            AGENTGRAPH_CONTEXT_WINDOW=str(WINDOW_TOKENS),
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            MAX_LOOPS=str(3 * files + 20),
+        )
+        result = run_cli(
+            ["run", "--json", "--thread", "spiral", task_text(1, files)], cwd=workspace, env=env
+        )
+    assert result.returncode == 1, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("agentgraph: ")]
+    assert len(lines) == 1 and "compaction is making no progress" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["exit_code"] == 1 and "compaction is making no progress" in payload["error"]
+    listed = run_cli(["sessions", "list"], cwd=workspace, env=cli_env(home))
+    assert "spiral" in listed.stdout

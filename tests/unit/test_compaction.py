@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import operator
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from agentgraph.context.compaction import (
     SUMMARY_HARD_TARGET_BUDGET_FRACTION,
     SUMMARY_PREFIX,
     SUMMARY_SHORTEN_ATTEMPTS,
+    SUMMARY_SUPPLEMENT_ATTEMPTS,
+    SUPPLEMENT_HEADING,
     BoundaryTracker,
     Compactor,
     carried_scale,
@@ -46,6 +49,8 @@ from tests.fakes.scripts import ai_text, ai_tools
 from tests.middleware_helpers import noting_reads
 
 WINDOW = "16000"
+# Facts of a first summary longer than the summary's room at WINDOW, within the hard target.
+SHARE_OVER_FACTS = 500
 # Words of the large system prompt of the harder-pass test.
 RULES = 900
 
@@ -103,6 +108,12 @@ def _compactor(settings: Settings, summarizer: ScriptedChatModel, **kw: object) 
     )
 
 
+def _naming(first: int, last: int) -> str:
+    """Text that names files ``f{first}.txt`` to ``f{last}.txt`` (a summary that names
+    every file read is not asked about the files it left out)."""
+    return " Files read: " + ", ".join(f"f{i}.txt" for i in range(first, last + 1)) + "."
+
+
 def _apply(history: list[BaseMessage], updates: list[BaseMessage]) -> list[BaseMessage]:
     return list(add_messages(history, updates))  # type: ignore[arg-type]
 
@@ -128,7 +139,7 @@ def test_summary_compaction_is_valid_lossless_and_smaller(
 ) -> None:
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     _write_files(workspace, 12)
-    summarizer = ScriptedChatModel(["Progress: read files. Code word TULIP."])
+    summarizer = ScriptedChatModel(["Progress: code word TULIP." + _naming(0, 11)])
     history = _edited_last(_history(12), "f11.txt")
     outcome = _compactor(settings, summarizer)(
         history, trigger="manual", system=[], tools=[], workspace=str(workspace)
@@ -503,7 +514,9 @@ def test_an_earlier_summary_is_carried_verbatim_not_summarized_again(
     make_settings: Callable[..., Settings],
 ) -> None:
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
-    summarizer = ScriptedChatModel(["first: code word TULIP", "second: files 12-23 read"])
+    summarizer = ScriptedChatModel(
+        ["first: code word TULIP." + _naming(0, 11), "second: files 12-23 read." + _naming(0, 23)]
+    )
     compactor = _compactor(settings, summarizer)
     state = _apply(
         _history(12), compactor(_history(12), trigger="auto", system=[], tools=[]).updates
@@ -526,8 +539,12 @@ def test_summaries_that_outgrow_their_share_are_summarized_together(
 ) -> None:
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     # Within the summary's share (never asked again) but over its stacking share.
-    long_first = "first: code word TULIP. " + " ".join(f"fact{n}={n * 7}" for n in range(220))
-    summarizer = ScriptedChatModel([long_first, "merged: TULIP and files 12-23"])
+    long_first = (
+        "first: code word TULIP."
+        + _naming(0, 11)
+        + " ".join(f" fact{n}={n * 7}" for n in range(SHARE_OVER_FACTS))
+    )
+    summarizer = ScriptedChatModel([long_first, "merged: TULIP and files 12-23." + _naming(0, 23)])
     compactor = _compactor(settings, summarizer)
     state = _apply(
         _history(12), compactor(_history(12), trigger="auto", system=[], tools=[]).updates
@@ -588,7 +605,11 @@ def test_a_summary_over_its_share_that_fits_the_hard_target_is_kept_whole(
     """A long summary (a long task's facts) that fits under the hard target is kept
     whole, taking the room of kept outputs; nobody asks the summarizer to drop facts."""
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
-    facts = " ".join(f"fact{n}=CODE-{n * 37 % 9973:04d}" for n in range(800))
+    facts = (
+        "Facts."
+        + _naming(0, 11)
+        + " ".join(f" fact{n}=CODE-{n * 37 % 9973:04d}" for n in range(800))
+    )
     summarizer = ScriptedChatModel([facts], on_exhausted="repeat_last")
     compactor = _compactor(settings, summarizer)
     history = _history(12)
@@ -616,3 +637,52 @@ def test_files_re_read_after_a_compaction_refuse_hard_links_outside(tmp_path: Pa
     assert _read_fresh(workspace, "leak.txt", 1000, len) is None
     plain = _read_fresh(workspace, "plain.txt", 1000, len)
     assert plain is not None and "ordinary" in plain
+
+
+def _files_named(text: str) -> list[int]:
+    return sorted({int(n) for n in re.findall(r"\bf(\d+)\.txt", text)})
+
+
+def _every_other_file(messages: list[BaseMessage]) -> str:
+    """A stateless lossy summarizer: it names every other file its request shows."""
+    kept = _files_named(messages[-1].text)[::2]
+    return "Handoff summary. " + " ".join(f"f{i}.txt held content of f{i}." for i in kept)
+
+
+def test_files_a_summary_leaves_out_are_asked_about_with_their_readings_only(
+    make_settings: Callable[..., Settings],
+) -> None:
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    summarizer = ScriptedChatModel([_every_other_file])
+    outcome = _compactor(settings, summarizer)(_history(12), trigger="auto", system=[], tools=[])
+    assert outcome is not None
+    summary = next(m for m in outcome.updates if agentgraph_kind(m) == "summary").text
+    calls = summarizer.calls
+    assert len(calls) == 1 + SUMMARY_SUPPLEMENT_ATTEMPTS
+    summarized = _files_named(calls[0][-1].text)
+    named = summarized[::2]
+    for call in calls[1:]:
+        # Only the readings of the files not named so far, each under its path.
+        asked = [i for i in summarized if i not in named]
+        assert _files_named(call[-1].text) == asked
+        assert all(f"[read_file f{i}.txt]" in call[-1].text for i in asked)
+        named += asked[::2]
+    assert SUPPLEMENT_HEADING in summary
+    assert _files_named(summary) == sorted(named)
+    assert len(named) >= len(summarized) * 3 // 4
+
+
+def test_a_supplement_that_names_none_of_the_files_is_not_kept_or_asked_again(
+    make_settings: Callable[..., Settings],
+) -> None:
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+
+    def terse(messages: list[BaseMessage]) -> str:
+        return "Handoff summary. Task: audit the files; code word TULIP."
+
+    summarizer = ScriptedChatModel([terse])
+    outcome = _compactor(settings, summarizer)(_history(12), trigger="auto", system=[], tools=[])
+    assert outcome is not None
+    summary = next(m for m in outcome.updates if agentgraph_kind(m) == "summary").text
+    assert len(summarizer.calls) == 2
+    assert SUPPLEMENT_HEADING not in summary

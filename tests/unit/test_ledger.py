@@ -17,6 +17,7 @@ from agentgraph.context.ledger import (
     LEDGER_KIND,
     LedgerMemo,
     collect_ledger,
+    read_calls,
     render_ledger,
 )
 from agentgraph.context.tokens import get_counter
@@ -96,6 +97,21 @@ def test_changes_commands_subagents_and_todos_are_recorded() -> None:
     assert '- "summarize the docs" → failed' in text
     assert "Todo list: [x] fix add · [ ] test" in text
     assert "Other tool calls: grep ×1" in text
+
+
+def test_a_subagent_outcome_is_read_from_the_result_artifact() -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    # Today's result: a status line and the text (which may itself be JSON with "ok").
+    text = '[subagent-1 failed · 2 steps]\n{"ok": true}'
+    failed = {"ok": False, "context_id": "subagent-1", "loops": 2}
+    history += _call(1, "call_subagent", {"task": "first"}, text, artifact=failed, status="error")
+    done = {"ok": True, "context_id": "subagent-2", "loops": 2}
+    history += _call(
+        2, "call_subagent", {"task": "second"}, "[subagent-2 done · 2 steps]\nhi", artifact=done
+    )
+    ledger = render_ledger(collect_ledger(history))
+    assert '- "first" → failed' in ledger
+    assert '- "second" → done' in ledger
 
 
 def test_files_the_user_undid_are_marked_until_changed_again() -> None:
@@ -288,3 +304,25 @@ def test_a_shared_memo_never_gives_one_session_anothers_entries() -> None:
     again = render_ledger(collect_ledger(second, memo=memo))
     assert "a.txt (lines 1-5 of 90)" in again
     assert again == render_ledger(collect_ledger(second))
+
+
+def test_read_calls_names_each_successful_read_by_its_call() -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _read(1, "./logs/a.txt", 1, 3, 3)
+    history += _call(2, "read_file", {"path": "gone.txt"}, "Error: no such file", status="error")
+    history += _call(3, "write_file", {"path": "b.txt", "content": "x"}, "created b.txt")
+    history += _read(4, "src/app.py", 1, 2, 9)
+    pending = AIMessage(
+        "", id="a5", tool_calls=[{"name": "read_file", "args": {"path": "c.txt"}, "id": "c5"}]
+    )
+    assert read_calls([*history, pending]) == {"c1": "logs/a.txt", "c4": "src/app.py"}
+
+
+def test_a_memo_shared_by_sessions_never_gives_one_call_the_entry_of_anothers_arguments() -> None:
+    """Local servers number their call ids (``call_1``) in every session; two calls with
+    the same id, tool and output but other arguments are two entries."""
+    memo = LedgerMemo()
+    first = _call(1, "run_bash", {"command": "make build"}, "exit code 0")
+    second = _call(1, "run_bash", {"command": "rm -rf dist"}, "exit code 0")
+    assert list(collect_ledger(first, memo=memo).commands) == ["make build"]
+    assert list(collect_ledger(second, memo=memo).commands) == ["rm -rf dist"]

@@ -15,6 +15,7 @@ from agentgraph.settings_sources import (
     allow,
     env_names,
     ignored_workspace_settings,
+    project_config_values,
     split_workspace_values,
 )
 
@@ -207,3 +208,15 @@ def test_the_highest_source_that_may_set_a_setting_gives_its_value(
 def _field_env_name(field: str) -> str:
     """The first environment name of ``field`` (NAMES keeps the declaration order)."""
     return next(name for name, f in NAMES.items() if f == field)
+
+
+def test_a_project_config_file_keeps_its_known_keys_and_names_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('model = "m"\nno_such = 1\nhome = "/x"\n', encoding="utf-8")
+    values, problems = project_config_values(path, Settings)
+    assert values == {"AGENTGRAPH_MODEL": "m"}
+    assert [p.split("'")[1] for p in problems] == ["no_such", "home"]
+    path.write_text("model = [", encoding="utf-8")
+    values, problems = project_config_values(path, Settings)
+    assert values == {} and len(problems) == 1 and "not valid TOML" in problems[0]
+    assert project_config_values(tmp_path / "absent.toml", Settings) == ({}, [])

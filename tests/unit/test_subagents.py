@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -36,6 +35,14 @@ def task_of(messages: list[BaseMessage]) -> str:
 
 def results(messages: list[BaseMessage]) -> list[ToolMessage]:
     return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+def outcome_of(message: ToolMessage) -> dict[str, Any]:
+    """A call_subagent result: its artifact's facts, plus the text after the status line."""
+    status, _, text = message.text.partition("\n")
+    assert status.startswith("[") and status.endswith("]"), status
+    assert isinstance(message.artifact, dict)
+    return {**message.artifact, "result": text}
 
 
 def router(routes: dict[str, Route]) -> ScriptedChatModel:
@@ -101,9 +108,20 @@ def test_two_parallel_subagents_keep_the_parent_history_clean(
     tool_results = results(history)
     # The parent holds exactly the two JSON results, none of the subagents' tool traffic.
     assert [r.name for r in tool_results] == [SUBAGENT_TOOL, SUBAGENT_TOOL]
-    payloads = [json.loads(str(r.content)) for r in tool_results]
-    for payload in payloads:
-        assert set(payload) == {"ok", "result", "context_id", "loops"}
+    payloads = [outcome_of(r) for r in tool_results]
+    for payload, message in zip(payloads, tool_results, strict=True):
+        assert set(payload) == {
+            "ok",
+            "result",
+            "context_id",
+            "thread_id",
+            "loops",
+            "elapsed_s",
+            "input_tokens",
+            "output_tokens",
+        }
+        # The model reads a status line, then the subagent's own text: no JSON.
+        assert message.text.startswith(f"[{payload['context_id']} done · 2 steps]\n")
         assert payload["ok"] is True
         assert payload["context_id"].startswith("subagent-")
         assert len(payload["context_id"]) == len("subagent-") + 8
@@ -135,7 +153,7 @@ def test_two_parallel_subagents_keep_the_parent_history_clean(
         c for c in model.calls if task_of(c).startswith("read the file") and len(c) == 2
     ]
     assert len(first_child_calls) == 2
-    assert {e["type"] for e in events} >= {"subagent_start", "subagent_end"}
+    assert {e["type"] for e in events} >= {"subagent_started", "subagent_tool", "subagent_done"}
 
 
 def test_crashing_subagent_returns_ok_false_and_the_parent_continues(
@@ -151,7 +169,7 @@ def test_crashing_subagent_returns_ok_false_and_the_parent_continues(
 
     agent = make_agent(settings, opened, router({"go": parent, "crash": crash}))
     result = agent.run_turn("p", "go", workspace)
-    payload = json.loads(str(results(agent.messages("p"))[0].content))
+    payload = outcome_of(results(agent.messages("p"))[0])
     assert payload["ok"] is False
     assert "crashed" in payload["result"] and "model exploded" in payload["result"]
     assert results(agent.messages("p"))[0].status == "error"
@@ -174,7 +192,7 @@ def test_loop_cap_and_excluded_tools(settings: Settings, opened: Store, workspac
     model = router({"go": parent, "loop": looper})
     agent = make_agent(settings, opened, model)
     agent.run_turn("p", "go", workspace)
-    payload = json.loads(str(results(agent.messages("p"))[0].content))
+    payload = outcome_of(results(agent.messages("p"))[0])
     assert payload["ok"] is False
     assert "loop cap (2 steps)" in payload["result"]
     child_tools = [
@@ -203,7 +221,7 @@ def test_a_subagent_going_round_stops_with_ok_false(
     model = router({"go": parent, "reread": rereader})
     agent = make_agent(settings, opened, model)
     agent.run_turn("p", "go", workspace)
-    payload = json.loads(str(results(agent.messages("p"))[0].content))
+    payload = outcome_of(results(agent.messages("p"))[0])
     assert payload["ok"] is False
     assert "same tool calls returned the same output" in payload["result"]
     assert "I was going round" in payload["result"]
@@ -228,7 +246,7 @@ def test_depth_limit(make_settings: Callable[..., Settings], workspace: Path) ->
     with open_store(settings) as store:
         agent = make_agent(settings, store, model)
         agent.run_turn("p", "go", workspace)
-        payload = json.loads(str(results(agent.messages("p"))[0].content))
+        payload = outcome_of(results(agent.messages("p"))[0])
         assert payload["ok"] is True
         assert "not allowed" in payload["result"]
         child_bound = [
@@ -254,7 +272,7 @@ def test_result_is_capped_in_tokens(settings: Settings, opened: Store, workspace
 
     agent = make_agent(settings, opened, router({"go": parent, "talk": lambda _m: ai_text(chatty)}))
     agent.run_turn("p", "go", workspace)
-    payload = json.loads(str(results(agent.messages("p"))[0].content))
+    payload = outcome_of(results(agent.messages("p"))[0])
     counted = agent.deps.counter.count_text(payload["result"])
     assert counted <= SUBAGENT_RESULT_MAX_TOKENS
     assert counted < agent.deps.counter.count_text(chatty) // 5
@@ -278,7 +296,7 @@ def test_timeout_returns_ok_false(make_settings: Callable[..., Settings], worksp
     with open_store(settings) as store:
         agent = make_agent(settings, store, router({"go": parent, "hang": hang}))
         result = agent.run_turn("p", "go", workspace)
-        payload = json.loads(str(results(agent.messages("p"))[0].content))
+        payload = outcome_of(results(agent.messages("p"))[0])
         assert payload["ok"] is False and "timed out" in payload["result"]
         assert result.answer == "p"
         release.set()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,10 +37,10 @@ def test_subagent_that_raises_returns_ok_false_and_the_parent_continues(
         history = agent.messages("parent")
         assert validate_history(history) == []
         answer = next(m for m in history if isinstance(m, ToolMessage))
-        payload = json.loads(str(answer.content))
+        payload = {**answer.artifact, "result": answer.text}
         assert payload["ok"] is False and answer.status == "error"
         assert "exploded" in payload["result"] or "crashed" in payload["result"]
-        assert any(e["type"] == "subagent_end" and e["ok"] is False for e in events)
+        assert any(e["type"] == "subagent_done" and e["ok"] is False for e in events)
         children = store.index.children("parent")
         assert len(children) == 1 and children[0].context_id == payload["context_id"]
         # The parent session stays usable.
