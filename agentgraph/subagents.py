@@ -54,6 +54,15 @@ from agentgraph.nodes.limits import STOP_BUDGET, STOP_REPEATED, STOP_STEP_LIMIT
 from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_title
 from agentgraph.runctx import AgentToolRuntime, RunContext, context_of, run_config
 from agentgraph.state import MAIN_CONTEXT_ID
+from agentgraph.subagent_worktrees import (
+    PATCH_FILE,
+    STATE_HELD,
+    STATE_RUNNING,
+    Isolation,
+    IsolationError,
+    clean_stale,
+    create,
+)
 
 if TYPE_CHECKING:
     from agentgraph.subagent_tasks import BackgroundTasks
@@ -74,13 +83,14 @@ SUBAGENT_DEPTH_WALK_MAX = 32
 SUBAGENT_ERROR_MAX_CHARS = 300
 # One of runctx.POOL_SAFE_STREAM_MODES: the child runs with run_config's capped pool.
 SUBAGENT_STREAM_MODE: StreamMode = "updates"
+# The file tools a subagent without ``writes`` does not get (it shares the workspace).
+SUBAGENT_WRITE_TOOLS = ("write_file", "edit_file")
 
 SUBAGENT_PROMPT_SECTION = (
     "Delegation: call_subagent(task) runs a helper agent with a fresh context on a "
     "self-contained subtask (reading many or large files, searching, running a skill's "
     "steps) and returns only its final answer. Give it everything it needs in `task`; it "
-    "cannot see this conversation. Several call_subagent calls in one response run in "
-    "parallel."
+    "cannot see this conversation."
 )
 
 # Why a subagent's request stopped at a limit other than its loop cap, as its result says.
@@ -107,6 +117,9 @@ class SubagentOutcome:
         elapsed_s: Wall time it ran, in seconds.
         input_tokens: Prompt tokens its model calls used (provider-reported).
         output_tokens: Completion tokens its model calls used.
+        changes: For a subagent with ``writes``: what became of its file changes
+            (``state``: ``applied``, ``conflict``, ``held`` or ``none``; ``files``;
+            ``patch``: where the patch is kept when it was not applied).
     """
 
     ok: bool
@@ -117,6 +130,7 @@ class SubagentOutcome:
     elapsed_s: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    changes: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:
@@ -135,7 +149,7 @@ class SubagentOutcome:
 
     def artifact(self) -> dict[str, Any]:
         """The same facts, structured, for the result's ``artifact`` (not sent to the model)."""
-        return {
+        facts: dict[str, Any] = {
             "ok": self.ok,
             "context_id": self.context_id,
             "thread_id": self.thread_id,
@@ -144,6 +158,9 @@ class SubagentOutcome:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
         }
+        if self.changes is not None:
+            facts["changes"] = self.changes
+        return facts
 
 
 @dataclass
@@ -155,6 +172,7 @@ class PreparedSubagent:
     child: RunContext
     context_id: str
     parent_thread: str
+    isolation: Isolation | None = None
 
 
 @dataclass
@@ -300,6 +318,9 @@ class SubagentRunner:
         self.records: dict[str, SubagentRecord] = {}
         # The background subagents (agentgraph.subagent_tasks.BackgroundTasks), when on.
         self.tasks: BackgroundTasks | None = None
+        # Isolated trees a killed process left behind (their patches are kept).
+        with contextlib.suppress(Exception):
+            clean_stale(settings.home, artifacts_dir)
 
     def bind(self, graph: Any) -> None:
         """Give the runner the compiled graph it runs subagents on."""
@@ -354,6 +375,7 @@ class SubagentRunner:
         exclude_tools: Sequence[str] = (),
         emit: Callable[[dict[str, Any]], None] | None = None,
         tool_call_id: str = "",
+        writes: bool = False,
     ) -> SubagentOutcome:
         """Run ``task`` in a new subagent thread and wait for its answer.
 
@@ -366,12 +388,14 @@ class SubagentRunner:
             emit: UI event sink of the caller (``subagent_started``, ``subagent_tool``,
                 ``subagent_done``; called from the subagent's worker thread too).
             tool_call_id: The caller's ``call_subagent`` call, named in those events.
+            writes: Whether it may edit files (in an isolated tree, merged back at its
+                end); without, it shares the workspace without the file-editing tools.
 
         Returns:
             The outcome; never raises for a subagent failure.
         """
         prepared = self.prepare(
-            task, state, context, max_loops=max_loops, exclude_tools=exclude_tools
+            task, state, context, max_loops=max_loops, exclude_tools=exclude_tools, writes=writes
         )
         if isinstance(prepared, SubagentOutcome):
             return prepared
@@ -385,6 +409,7 @@ class SubagentRunner:
         *,
         max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
         exclude_tools: Sequence[str] = (),
+        writes: bool = False,
     ) -> PreparedSubagent | SubagentOutcome:
         """Check the limits and create the subagent's session row; nothing runs yet.
 
@@ -394,6 +419,8 @@ class SubagentRunner:
             context: The caller's run context (its workspace, thread and user).
             max_loops: The subagent's own loop cap (bounded by ``settings.max_loops``).
             exclude_tools: Tools the subagent may not use.
+            writes: Give it an isolated tree to edit (see
+                :mod:`agentgraph.subagent_worktrees`); without, no file-editing tools.
 
         Returns:
             What :meth:`execute` runs, or the refusal (an outcome with ``ok`` False).
@@ -419,8 +446,29 @@ class SubagentRunner:
         task = task[:SUBAGENT_TASK_MAX_CHARS]
         loops_cap = max(1, min(int(max_loops), self.settings.loop_cap))
         thread_id, context_id = new_subagent_ids()
+        if not writes:
+            exclude_tools = [*exclude_tools, *SUBAGENT_WRITE_TOOLS]
+        elif self.settings.edits == "ask" and self.tasks is None:
+            return SubagentOutcome(
+                False,
+                "refused: with AGENTGRAPH_EDITS=ask a subagent's changes are applied with "
+                "subagent_task, which is off here; call without writes",
+                "",
+                "",
+                0,
+            )
         allowed, denied = self.child_tools(state, exclude_tools, depth >= limit)
         workspace = context.workspace_path
+        isolation: Isolation | None = None
+        if writes:
+            try:
+                isolation = create(self.settings.home, context_id, workspace, parent_thread)
+            except (IsolationError, OSError) as exc:
+                why = _one_line(exc).split(": ", 1)[-1]
+                return SubagentOutcome(
+                    False, f"refused: no isolated workspace for it: {why}", "", "", 0
+                )
+            isolation.mark(STATE_RUNNING, thread_id=thread_id)
         now = time.time()
         self.index.upsert(
             SessionInfo(
@@ -450,14 +498,14 @@ class SubagentRunner:
         }
         # A subagent runs unattended: it cannot put an approval question to the user.
         child = RunContext(
-            workspace_path=workspace,
+            workspace_path=str(isolation.workspace) if isolation is not None else workspace,
             thread_id=thread_id,
             artifacts_dir=str(self.artifacts_dir(thread_id)),
             max_loops=loops_cap,
             user_id=context.user_id,
             can_ask=False,
         )
-        return PreparedSubagent(task, inputs, child, context_id, parent_thread)
+        return PreparedSubagent(task, inputs, child, context_id, parent_thread, isolation)
 
     def execute(
         self,
@@ -501,6 +549,8 @@ class SubagentRunner:
                 }
             )
         outcome = self._run_thread(inputs, child, context_id, progress, stop)
+        if prepared.isolation is not None:
+            self._merge_back(prepared.isolation, outcome)
         outcome.elapsed_s = progress.elapsed()
         usage = self._record(thread_id)
         if usage is not None:
@@ -524,6 +574,69 @@ class SubagentRunner:
                 }
             )
         return outcome
+
+    def _merge_back(self, isolation: Isolation, outcome: SubagentOutcome) -> None:
+        """Apply, hold or keep as a patch what an isolated subagent changed; say which.
+
+        Changes of a subagent that finished are applied (``AGENTGRAPH_EDITS=on``) or
+        held for ``subagent_task(action="apply")`` (``ask``); those of one that did not
+        finish are held too (when ``subagent_task`` exists) so its partial work is not
+        applied unasked. A conflict applies nothing and keeps the patch.
+        """
+        try:
+            changes = isolation.changes()
+        except IsolationError as exc:
+            outcome.changes = {"state": "error"}
+            outcome.result = f"[its changes could not be read: {exc}]\n{outcome.result}"
+            isolation.remove()
+            return
+        files = [c.path for c in changes.files]
+        if not files:
+            outcome.changes = {"state": "none", "files": []}
+            outcome.result = f"[no file changes]\n{outcome.result}"
+            isolation.remove()
+            return
+        ask = self.settings.edits == "ask" or not outcome.ok
+        if ask and self.tasks is not None:
+            isolation.mark(STATE_HELD)
+            why = "the user must approve them" if outcome.ok else "it did not finish"
+            outcome.changes = {"state": "held", "files": files}
+            outcome.result = (
+                f"[changes held, not applied ({why}): {changes.summary()}; "
+                f'{SUBAGENT_TASK_TOOL}(task_id="{outcome.context_id}", action="apply") '
+                f'applies them, action="discard" drops them]\n{outcome.result}'
+            )
+            return
+        patch = self.keep_patch(outcome.thread_id, changes.patch)
+        if not ask:
+            applied = isolation.apply(changes)
+            if not applied.conflicts:
+                outcome.changes = {"state": "applied", "files": applied.applied}
+                outcome.result = (
+                    f"[changes applied to the workspace: {changes.summary()}]\n{outcome.result}"
+                )
+                isolation.remove()
+                return
+            outcome.changes = {"state": "conflict", "files": applied.conflicts, "patch": patch}
+            outcome.result = (
+                f"[changes NOT applied, conflict: {'; '.join(applied.conflicts)}; nothing of "
+                f"them was written; the patch is in {patch}]\n{outcome.result}"
+            )
+        else:
+            outcome.changes = {"state": "kept", "files": files, "patch": patch}
+            outcome.result = (
+                f"[its changes were not applied (it did not finish): {changes.summary()}; "
+                f"the patch is in {patch}]\n{outcome.result}"
+            )
+        isolation.remove()
+
+    def keep_patch(self, thread_id: str, patch: str) -> str:
+        """Store a subagent's patch in its artifacts folder; the file's path."""
+        folder = self.artifacts_dir(thread_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / PATCH_FILE
+        path.write_text(patch)
+        return str(path)
 
     def register(
         self, prepared: PreparedSubagent, tool_call_id: str, *, background: bool = False
@@ -642,6 +755,9 @@ class SubagentRunner:
             "subagent interrupted: the agent stopped while it ran; its partial work is in "
             f"session {thread_id}"
         )
+        patch = self.artifacts_dir(thread_id) / PATCH_FILE
+        if patch.is_file():
+            why += f"; its file changes (not applied) are in {patch}"
         return SubagentOutcome(False, why, context_id, thread_id, loops)
 
     def _failed(self, thread_id: str, context_id: str, reason: str) -> SubagentOutcome:
@@ -704,6 +820,7 @@ def _start_background(
     max_loops: int,
     exclude_tools: list[str] | None,
     emit: Callable[[dict[str, Any]], None],
+    writes: bool = False,
 ) -> ToolMessage:
     """``call_subagent(background=true)``: start it and answer with its task id at once."""
 
@@ -715,7 +832,9 @@ def _start_background(
     if tasks is None or tasks.limit <= 0:
         return refused("refused: background subagents are off here; call without background")
     with tasks.starting:
-        return _start_checked(runner, tasks, task, state, runtime, max_loops, exclude_tools, emit)
+        return _start_checked(
+            runner, tasks, task, state, runtime, max_loops, exclude_tools, emit, writes
+        )
 
 
 def _start_checked(
@@ -727,6 +846,7 @@ def _start_checked(
     max_loops: int,
     exclude_tools: list[str] | None,
     emit: Callable[[dict[str, Any]], None],
+    writes: bool = False,
 ) -> ToolMessage:
     """The limit check and the start, under ``tasks.starting``."""
     from agentgraph.subagent_tasks import start_in_background
@@ -750,6 +870,7 @@ def _start_checked(
         context_of(runtime),
         max_loops=max_loops,
         exclude_tools=list(exclude_tools or []),
+        writes=writes,
     )
     if isinstance(prepared, SubagentOutcome):
         return refused(prepared.to_text())
@@ -793,6 +914,7 @@ def make_subagent_tool(runner: SubagentRunner, tasks: BackgroundTasks | None = N
         max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
         exclude_tools: list[str] | None = None,
         background: bool = False,
+        writes: bool = False,
     ) -> ToolMessage:
         """Delegate a subtask to a helper agent with your tools but an empty context.
 
@@ -800,9 +922,9 @@ def make_subagent_tool(runner: SubagentRunner, tasks: BackgroundTasks | None = N
 
         Args:
             task: Complete instructions, including what to report.
-            max_loops: Most model calls it may make.
             exclude_tools: Tools it may not use.
             background: Return a task id now; the result comes later as a message.
+            writes: Edit files in its own worktree.
         """
         state: Mapping[str, Any] = runtime.state if isinstance(runtime.state, Mapping) else {}
         # Captured here: the runner calls it from the subagent's threads.
@@ -815,7 +937,7 @@ def make_subagent_tool(runner: SubagentRunner, tasks: BackgroundTasks | None = N
 
         if background:
             return _start_background(
-                runner, tasks, task, state, runtime, max_loops, exclude_tools, emit
+                runner, tasks, task, state, runtime, max_loops, exclude_tools, emit, writes
             )
         outcome = runner.run(
             task,
@@ -825,6 +947,7 @@ def make_subagent_tool(runner: SubagentRunner, tasks: BackgroundTasks | None = N
             exclude_tools=list(exclude_tools or []),
             emit=emit,
             tool_call_id=str(runtime.tool_call_id or ""),
+            writes=writes,
         )
         return ToolMessage(
             content=outcome.to_text(),
