@@ -434,8 +434,8 @@ def make_subagent_task_tool(tasks: BackgroundTasks) -> BaseTool:
                 text += f"\nasked to stop; it had not stopped after {SUBAGENT_CANCEL_WAIT_S:g}s"
             return answer(text)
         outcome = record.outcome if record is not None else tasks.outcome_of(start)
-        if outcome is None:  # pragma: no cover - outcome_of answers for a dead task
-            return answer(f"Error: no outcome for {start.task_id}", error=True)
+        if outcome is None:  # a run on the subagent server its killed caller left
+            return answer(f"[{start.task_id} running on the subagent server]")
         if action == "status":
             return answer(f"{outcome.status_line()} (action=result returns its result)")
         collected = {COLLECTED_KEY: start.task_id, **outcome.artifact()}

@@ -52,6 +52,12 @@ from agentgraph.history.kinds import stopped_reason
 from agentgraph.middleware.events import event_sink
 from agentgraph.nodes.limits import STOP_BUDGET, STOP_REPEATED, STOP_STEP_LIMIT
 from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_title
+from agentgraph.remote_subagents import (
+    REMOTE_POLL_S,
+    RUNNING_STATUSES,
+    RemoteError,
+    RemoteSubagents,
+)
 from agentgraph.runctx import AgentToolRuntime, RunContext, context_of, run_config
 from agentgraph.state import MAIN_CONTEXT_ID
 from agentgraph.subagent_worktrees import (
@@ -318,6 +324,13 @@ class SubagentRunner:
         self.records: dict[str, SubagentRecord] = {}
         # The background subagents (agentgraph.subagent_tasks.BackgroundTasks), when on.
         self.tasks: BackgroundTasks | None = None
+        # AGENTGRAPH_SUBAGENT_SERVER: subagents run there instead of in this process.
+        self.remote: RemoteSubagents | None = None
+        if settings.subagent_server:
+            key = settings.subagent_server_api_key
+            self.remote = RemoteSubagents(
+                settings.subagent_server, key.get_secret_value() if key is not None else None
+            )
         # Isolated trees a killed process left behind (their patches are kept).
         with contextlib.suppress(Exception):
             clean_stale(settings.home, artifacts_dir)
@@ -448,6 +461,15 @@ class SubagentRunner:
         thread_id, context_id = new_subagent_ids()
         if not writes:
             exclude_tools = [*exclude_tools, *SUBAGENT_WRITE_TOOLS]
+        elif self.remote is not None:
+            return SubagentOutcome(
+                False,
+                f"refused: subagents run on {self.remote.where}, in its own workspace; "
+                "call without writes",
+                "",
+                "",
+                0,
+            )
         elif self.settings.edits == "ask" and self.tasks is None:
             return SubagentOutcome(
                 False,
@@ -662,6 +684,8 @@ class SubagentRunner:
         progress: _Progress,
         cancel: threading.Event | None = None,
     ) -> SubagentOutcome:
+        if self.remote is not None:
+            return self._run_remote(self.remote, inputs, child, context_id, progress, cancel)
         thread_id, loops_cap = child.thread_id, child.max_loops
         config = run_config(thread_id, loops_cap)
         generation = self.generation
@@ -718,7 +742,60 @@ class SubagentRunner:
             return self._failed(thread_id, context_id, f"crashed: {_one_line(error)}")
         return self._finished(thread_id, context_id, loops_cap)
 
+    def _run_remote(
+        self,
+        remote: RemoteSubagents,
+        inputs: dict[str, Any],
+        child: RunContext,
+        context_id: str,
+        progress: _Progress,
+        cancel: threading.Event | None,
+    ) -> SubagentOutcome:
+        """Run the subagent on the subagent server and poll it to its end."""
+        thread_id = child.thread_id
+        generation = self.generation
+        stop = cancel if cancel is not None else threading.Event()
+        context = {"max_loops": child.max_loops, "user_id": child.user_id, "can_ask": False}
+        try:
+            run_id = remote.start(thread_id, inputs, context)
+        except RemoteError as exc:
+            return SubagentOutcome(False, f"subagent failed: {exc}", context_id, thread_id, 0)
+        deadline = time.monotonic() + self.settings.subagent_timeout_s
+        shown = 1  # the task message
+        while True:
+            stopped = stop.is_set() or self.generation != generation
+            if stopped or time.monotonic() >= deadline:
+                remote.cancel(thread_id, run_id)
+                reason = (
+                    "cancelled"
+                    if stopped
+                    else f"timed out after {self.settings.subagent_timeout_s:g}s"
+                )
+                return self._failed(thread_id, context_id, reason)
+            try:
+                status = remote.status(thread_id, run_id)
+                messages = remote.values(thread_id).get("messages") or []
+            except RemoteError as exc:
+                remote.cancel(thread_id, run_id)
+                return SubagentOutcome(False, f"subagent failed: {exc}", context_id, thread_id, 0)
+            if len(messages) > shown:
+                with contextlib.suppress(Exception):  # progress is best-effort
+                    progress.update({"remote": {"messages": messages[shown:]}})
+                shown = len(messages)
+            if status not in RUNNING_STATUSES:
+                break
+            stop.wait(REMOTE_POLL_S)
+        if status == "success":
+            return self._finished(thread_id, context_id, child.max_loops)
+        why = remote.error_of(thread_id, run_id) if status == "error" else f"its run {status}"
+        return self._failed(thread_id, context_id, f"failed on the server: {why}")
+
     def _values(self, thread_id: str) -> dict[str, Any]:
+        if self.remote is not None:
+            try:
+                return self.remote.values(thread_id)
+            except RemoteError:  # a failed read must not hide the subagent's own error
+                return {}
         try:
             snapshot = self.graph.get_state(run_config(thread_id, 1))
         except Exception:  # a failed read must not hide the subagent's own error
@@ -734,17 +811,23 @@ class SubagentRunner:
         )
         return cut.text
 
-    def stored_outcome(self, thread_id: str, context_id: str) -> SubagentOutcome:
+    def stored_outcome(self, thread_id: str, context_id: str) -> SubagentOutcome | None:
         """The outcome of a subagent no live worker runs, from its stored thread.
 
         A process that died while a background subagent ran left its thread as far as
         its last checkpoint: a final answer there is its result; anything else means it
-        was interrupted, its partial work kept in its session.
+        was interrupted, its partial work kept in its session. A subagent on the
+        subagent server ran on without its caller: while its run goes on there is no
+        outcome yet (None), and it is delivered once the run has ended.
 
         Args:
             thread_id: The subagent's session thread.
             context_id: Its context id.
         """
+        if self.remote is not None:
+            with contextlib.suppress(RemoteError):  # unreachable: say interrupted
+                if self.remote.latest_status(thread_id) in RUNNING_STATUSES:
+                    return None
         values = self._values(thread_id)
         messages: list[BaseMessage] = list(values.get("messages") or [])
         last = messages[-1] if messages else None
