@@ -45,6 +45,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import BaseTool, tool
 from langgraph.types import StreamMode
 
+from agentgraph.call_records import keep_result
 from agentgraph.config import Settings
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import truncate_text
@@ -179,6 +180,8 @@ class PreparedSubagent:
     context_id: str
     parent_thread: str
     isolation: Isolation | None = None
+    # Its run on the subagent server, when it was started there already.
+    remote_run: str | None = None
 
 
 @dataclass
@@ -570,7 +573,7 @@ class SubagentRunner:
                     "background": background,
                 }
             )
-        outcome = self._run_thread(inputs, child, context_id, progress, stop)
+        outcome = self._run_thread(inputs, child, context_id, progress, stop, prepared.remote_run)
         if prepared.isolation is not None:
             self._merge_back(prepared.isolation, outcome)
         outcome.elapsed_s = progress.elapsed()
@@ -683,9 +686,12 @@ class SubagentRunner:
         context_id: str,
         progress: _Progress,
         cancel: threading.Event | None = None,
+        remote_run: str | None = None,
     ) -> SubagentOutcome:
         if self.remote is not None:
-            return self._run_remote(self.remote, inputs, child, context_id, progress, cancel)
+            return self._run_remote(
+                self.remote, inputs, child, context_id, progress, cancel, remote_run
+            )
         thread_id, loops_cap = child.thread_id, child.max_loops
         config = run_config(thread_id, loops_cap)
         generation = self.generation
@@ -750,16 +756,18 @@ class SubagentRunner:
         context_id: str,
         progress: _Progress,
         cancel: threading.Event | None,
+        run_id: str | None = None,
     ) -> SubagentOutcome:
-        """Run the subagent on the subagent server and poll it to its end."""
+        """Run the subagent on the subagent server (unless ``run_id`` runs it already)
+        and poll it to its end."""
         thread_id = child.thread_id
         generation = self.generation
         stop = cancel if cancel is not None else threading.Event()
-        context = {"max_loops": child.max_loops, "user_id": child.user_id, "can_ask": False}
-        try:
-            run_id = remote.start(thread_id, inputs, context)
-        except RemoteError as exc:
-            return SubagentOutcome(False, f"subagent failed: {exc}", context_id, thread_id, 0)
+        if run_id is None:
+            try:
+                run_id = self.start_remote(remote, inputs, child)
+            except RemoteError as exc:
+                return SubagentOutcome(False, f"subagent failed: {exc}", context_id, thread_id, 0)
         deadline = time.monotonic() + self.settings.subagent_timeout_s
         shown = 1  # the task message
         while True:
@@ -789,6 +797,16 @@ class SubagentRunner:
             return self._finished(thread_id, context_id, child.max_loops)
         why = remote.error_of(thread_id, run_id) if status == "error" else f"its run {status}"
         return self._failed(thread_id, context_id, f"failed on the server: {why}")
+
+    @staticmethod
+    def start_remote(remote: RemoteSubagents, inputs: dict[str, Any], child: RunContext) -> str:
+        """Start the subagent's run on the subagent server; its run id.
+
+        Raises:
+            RemoteError: The server could not be used.
+        """
+        context = {"max_loops": child.max_loops, "user_id": child.user_id, "can_ask": False}
+        return remote.start(child.thread_id, inputs, context)
 
     def _values(self, thread_id: str) -> dict[str, Any]:
         if self.remote is not None:
@@ -957,7 +975,21 @@ def _start_checked(
     )
     if isinstance(prepared, SubagentOutcome):
         return refused(prepared.to_text())
-    return start_in_background(tasks, prepared, tool_call_id=call_id, fallback=emit)
+    if runner.remote is not None:
+        # The run exists on the server before its task id is returned: a caller killed
+        # right after the start still finds it there on resume.
+        try:
+            run = runner.start_remote(runner.remote, prepared.inputs, prepared.child)
+            prepared.remote_run = run
+        except RemoteError as exc:
+            return refused(f"[{prepared.context_id} failed · 0 steps]\nsubagent failed: {exc}")
+    started = start_in_background(tasks, prepared, tool_call_id=call_id, fallback=emit)
+    # Until the caller's checkpoint surely holds this start, a file keeps it: a caller
+    # killed in between is given this result on resume, and the subagent is delivered.
+    ctx = context_of(runtime)
+    folder = Path(ctx.artifacts_dir) if ctx.artifacts_dir else runner.artifacts_dir(ctx.thread_id)
+    keep_result(folder, call_id, str(started.content), started.artifact)
+    return started
 
 
 @contextmanager

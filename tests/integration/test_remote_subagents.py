@@ -14,14 +14,8 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,16 +24,17 @@ from typing import Any
 import pytest
 
 from agentgraph.remote_subagents import remote_thread_id
-from tests.cli_helpers import TEST_SANDBOX_MODE, run_cli, server_env
+from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.langgraph_dev import ServerUnavailable, free_port, langgraph_dev
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-remote-0123456789abcdef"
 SERVER_KEY = "lg-server-key-0123456789abcdef"
 REQUIRE_ENV = "AGENTGRAPH_REQUIRE_SERVER"
-SERVER_START_TIMEOUT_S = 90.0
-SERVER_STOP_TIMEOUT_S = 15.0
 TASK = "REMOTE: read where.txt and report it"
+SLOW_TASK = "REMOTE-SLOW: take your time"
+# A remote subagent that would take this long is cancelled long before.
+SLOW_S = 30.0
 
 
 def _user_texts(body: dict[str, Any]) -> list[str]:
@@ -59,6 +54,17 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
     foreground, or in the background and then collects), then answers with the result."""
     first = (_user_texts(body) or [""])[0]
     done = _tools(body)
+    if first.startswith(SLOW_TASK):
+        return {"content": "NEVER", "first_byte_delay_s": SLOW_S}
+    if first.startswith("cancel"):
+        if not done:
+            args = {"task": SLOW_TASK, "background": True}
+            return {"tool_calls": [{"name": "call_subagent", "arguments": args}]}
+        if len(done) == 1:
+            task_id = str(done[0]["content"]).split(" ", 1)[0].lstrip("[")
+            args = {"task_id": task_id, "action": "cancel"}
+            return {"tool_calls": [{"name": "subagent_task", "arguments": args}]}
+        return {"content": "PARENT GOT " + str(done[-1]["content"]).replace("\n", " | ")}
     if first.startswith("REMOTE:"):
         if not done:
             return {"tool_calls": [{"name": "read_file", "arguments": {"path": "where.txt"}}]}
@@ -74,12 +80,6 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
     return {"content": "PARENT GOT " + str(done[-1]["content"]).replace("\n", " | ")}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _unavailable(reason: str) -> None:
     if os.environ.get(REQUIRE_ENV) == "1":
         pytest.fail(f"{REQUIRE_ENV}=1 but {reason}")
@@ -93,90 +93,19 @@ class Served:
     workspace: Path
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    with_group = proc.poll() is None
-    if with_group:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(SERVER_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """``langgraph dev`` on a loopback port, its model the strict fake server."""
-    binary = shutil.which("langgraph", path=str(Path(sys.executable).parent))
-    if binary is None:
-        _unavailable("langgraph-cli[inmem] is not installed (langgraph dev)")
-    assert binary is not None
     root = tmp_path_factory.mktemp("lg-server")
     workspace = root / "ws"
     workspace.mkdir()
     (workspace / "where.txt").write_text("SERVER\n")
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    # The repository's declaration, its paths made absolute: the server runs in a folder
-    # of its own (no developer .env), and resolves graph paths from there.
-    config = json.loads((REPO_ROOT / "langgraph.json").read_text())
-    config["dependencies"] = [str(REPO_ROOT / d) for d in config["dependencies"]]
-    config["graphs"] = {k: str(REPO_ROOT / v) for k, v in config["graphs"].items()}
-    (root / "langgraph.json").write_text(json.dumps(config))
     with FakeOpenAIServer([reply], require_key=KEY, on_exhausted="repeat_last") as model:
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": str(root),
-            "OPENAI_BASE_URL": model.url,
-            "OPENAI_API_KEY": KEY,
-            "AGENTGRAPH_MODEL": "gpt-4o-mini",
-            "AGENTGRAPH_PROVIDER_MAX_RETRIES": "0",
-            "AGENTGRAPH_HOME": str(root / "home"),
-            "AGENTGRAPH_SERVER_WORKSPACE": str(workspace),
-            "AGENTGRAPH_SANDBOX": TEST_SANDBOX_MODE,
-            "LANGSMITH_TRACING": "false",
-            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        }
-        log = (root / "server.log").open("wb")
-        proc = subprocess.Popen(
-            [
-                binary,
-                "dev",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--no-browser",
-                "--no-reload",
-                "--allow-blocking",
-                "--n-jobs-per-worker",
-                "10",
-                "--config",
-                str(root / "langgraph.json"),
-            ],
-            cwd=root,  # no developer .env
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
         try:
-            deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/ok", timeout=1) as answer:
-                        if answer.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    tail = (root / "server.log").read_text(errors="replace")[-2000:]
-                    _unavailable(f"langgraph dev did not start: {tail}")
-                time.sleep(0.2)
-            yield Served(url, model, workspace)
-        finally:
-            _stop(proc)
-            log.close()
+            with langgraph_dev(root, workspace, model.url, KEY) as url:
+                yield Served(url, model, workspace)
+        except ServerUnavailable as exc:
+            _unavailable(str(exc))
 
 
 def _events(stdout: str) -> list[dict[str, Any]]:
@@ -218,6 +147,26 @@ def test_foreground_and_background_subagents_run_on_the_server(
         assert SERVER_KEY not in res.stdout + res.stderr
 
 
+def test_cancelling_a_remote_background_subagent_cancels_its_run(
+    served: Served, home: Path, workspace: Path
+) -> None:
+    from langgraph_sdk import get_sync_client
+
+    env = server_env(home, served.model.url, KEY, AGENTGRAPH_SUBAGENT_SERVER=served.url)
+    started = time.monotonic()
+    res = run_cli(
+        ["run", "cancel please", "--output-format", "stream-json"], cwd=workspace, env=env
+    )
+    assert res.returncode == 0, res.stderr
+    assert time.monotonic() - started < SLOW_S
+    events = _events(res.stdout)
+    assert "cancelled" in events[-1]["answer"], events[-1]["answer"]
+    thread_id = next(e["thread_id"] for e in events if e["type"] == "subagent_started")
+    client = get_sync_client(url=served.url, api_key=None)
+    (run,) = client.runs.list(remote_thread_id(thread_id))
+    assert run["status"] == "interrupted"
+
+
 class _Failing(http.server.BaseHTTPRequestHandler):
     def _fail(self) -> None:
         self.send_response(503)
@@ -235,7 +184,7 @@ def test_a_down_or_failing_server_is_one_clear_error_and_nothing_runs_locally(
 ) -> None:
     failing = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
     threading.Thread(target=failing.serve_forever, daemon=True).start()
-    down = f"http://127.0.0.1:{_free_port()}"
+    down = f"http://127.0.0.1:{free_port()}"
     try:
         with FakeOpenAIServer([reply], require_key=KEY, on_exhausted="repeat_last") as model:
             for url, why in (
