@@ -287,7 +287,13 @@ class BackgroundTasks:
         listed: list[dict[str, Any]] = []
         for start in undelivered(history):
             record = self.runner.records.get(start.task_id)
-            status = record.status if record is not None else "interrupted"
+            status = (
+                record.status
+                if record is not None
+                else "on the subagent server"
+                if self.runner.remote is not None
+                else "interrupted"
+            )
             elapsed = record.elapsed_s() if record is not None else 0.0
             task = record.task if record is not None else start.task
             listed.append(

@@ -172,6 +172,35 @@ def test_two_subagents_editing_the_same_lines_one_applies_the_other_is_a_conflic
     _no_trees(home)
 
 
+def test_a_background_subagent_with_writes_applies_when_it_ends(
+    home: Path, workspace: Path
+) -> None:
+    _repo(workspace)
+    seen: list[tuple[str, str | None]] = []
+    inner = model([_task("b.txt", "BG-EDIT")], workspace, seen)
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        first = (_user_texts(body) or [""])[0]
+        done = _tools(body)
+        if first.startswith("WRITE ") or not done:
+            answer = inner(body)
+            for call in answer.get("tool_calls") or []:
+                if call["name"] == "call_subagent":
+                    call["arguments"]["background"] = True
+            return answer
+        if len(done) == 1:
+            task_id = str(done[0]["content"]).split(" ", 1)[0].lstrip("[")
+            args = {"task_id": task_id, "action": "result", "wait_s": 60}
+            return {"tool_calls": [{"name": "subagent_task", "arguments": args}]}
+        return {"content": "COLLECTED " + str(done[-1]["content"]).replace("\n", " | ")}
+
+    events, _ = _run(workspace, home, reply)
+    assert "[changes applied to the workspace: 1 file, +1 −3: b.txt" in events[-1]["answer"]
+    assert (workspace / "b.txt").read_text() == "BG-EDIT\n"
+    assert seen == [("b.txt", ORIGINAL)]
+    _no_trees(home)
+
+
 def test_a_folder_without_git_is_copied_and_merged_back(home: Path, workspace: Path) -> None:
     (workspace / "a.txt").write_text(ORIGINAL)
     (workspace / "node_modules").mkdir()
