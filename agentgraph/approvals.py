@@ -38,6 +38,7 @@ import difflib
 import json
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import ToolCall
@@ -77,6 +78,8 @@ EDIT_TOOLS = frozenset({"write_file", "edit_file"})
 # MCP tools are named mcp__<server>__<tool> (agentgraph/mcp.py).
 MCP_TOOL_PREFIX = "mcp__"
 MCP_ARGS_SHOWN_MAX_CHARS = 2_000
+# Its action "apply" writes an isolated subagent's held changes (agentgraph/subagent_worktrees.py).
+SUBAGENT_TASK_TOOL = "subagent_task"
 # They change what the prompt of every later session in the workspace holds.
 MEMORY_TOOLS = frozenset({"memory_save", "memory_delete"})
 
@@ -244,6 +247,10 @@ def approval_request(
     name = call["name"]
     mode = mode or settings.permission_mode
     args = call.get("args") or {}
+    if name == SUBAGENT_TASK_TOOL:
+        return _held_changes_request(call, settings)
+    if name in EDIT_TOOLS and _isolated(workspace, settings):
+        return None  # merged back only through an approved subagent_task(action="apply")
     if name == PRESENT_PLAN_TOOL:
         if mode != PLAN_MODE:
             return None  # the tool itself says there is nothing to accept
@@ -291,6 +298,35 @@ def approval_request(
         request["path"] = str(args.get("path", ""))
         request["diff"] = edit_preview(name, args, workspace)
     return request
+
+
+def _isolated(workspace: str, settings: Settings) -> bool:
+    """Whether ``workspace`` is an isolated subagent's own tree (under AGENTGRAPH_HOME)."""
+    from agentgraph.subagent_worktrees import worktrees_dir
+
+    try:
+        return Path(workspace).resolve().is_relative_to(worktrees_dir(settings.home).resolve())
+    except (OSError, ValueError):
+        return False
+
+
+def _held_changes_request(call: ToolCall, settings: Settings) -> dict[str, Any] | None:
+    """Applying an isolated subagent's held changes is an edit: asked with its diff."""
+    args = call.get("args") or {}
+    if settings.edits != "ask" or args.get("action") != "apply":
+        return None
+    from agentgraph.subagent_worktrees import approval_text
+
+    task_id = str(args.get("task_id", ""))
+    diff = approval_text(settings.home, task_id)
+    return {
+        "type": APPROVAL_TYPE,
+        "tool": SUBAGENT_TASK_TOOL,
+        "tool_call_id": call.get("id") or "",
+        "setting": "AGENTGRAPH_EDITS",
+        "path": f"the workspace (the changes of {task_id})",
+        "diff": _bounded(diff) if diff is not None else None,
+    }
 
 
 def is_approved(answer: Any) -> bool:

@@ -330,6 +330,12 @@ class Settings(BaseSettings):
         le=64,
         validation_alias=_env("AGENTGRAPH_SUBAGENT_MAX_BACKGROUND"),
     )
+    # A LangGraph server (its URL) whose agentgraph graph runs the subagents instead of
+    # this process (agentgraph/remote_subagents.py); None: they run here.
+    subagent_server: str | None = Field(None, validation_alias=_env("AGENTGRAPH_SUBAGENT_SERVER"))
+    subagent_server_api_key: SecretStr | None = Field(
+        None, validation_alias=_env("AGENTGRAPH_SUBAGENT_SERVER_API_KEY")
+    )
     sqlite_busy_timeout_s: float = Field(
         SQLITE_BUSY_TIMEOUT_S_DEFAULT,
         gt=0,
@@ -387,7 +393,7 @@ class Settings(BaseSettings):
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
 
-    @field_validator("base_url", mode="after")
+    @field_validator("base_url", "subagent_server", mode="after")
     @classmethod
     def _http_base_url(cls, value: str | None) -> str | None:
         # A URL without a scheme would be retried as a dropped connection: refuse it now.
@@ -453,6 +459,8 @@ class Settings(BaseSettings):
         values: list[str] = []
         if self.api_key is not None:
             values.append(self.api_key.get_secret_value())
+        if self.subagent_server_api_key is not None:
+            values.append(self.subagent_server_api_key.get_secret_value())
         if self.database_url is not None:
             url = self.database_url.get_secret_value()
             password = _url_password(url)
