@@ -21,6 +21,7 @@ __all__ = [
     "EVENT_MODELS",
     "INTERNAL_NAMES",
     "STREAM_TYPES",
+    "BaseEvent",
     "Event",
     "UnknownEvent",
     "dump_event",
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 
-class _Event(BaseModel):
+class BaseEvent(BaseModel):
     """Common base: extra fields are kept (and dumped) as they came."""
 
     model_config = ConfigDict(extra="allow")
@@ -36,7 +37,7 @@ class _Event(BaseModel):
     type: str
 
 
-class Start(_Event):
+class Start(BaseEvent):
     """First line of a stream-json run."""
 
     type: Literal["start"] = "start"
@@ -44,7 +45,7 @@ class Start(_Event):
     model: str = Field("", description="the model the run uses")
 
 
-class Notice(_Event):
+class Notice(BaseEvent):
     """`@file` attached, skill loaded, step limit reached, token budget spent, the same tool
     calls returned the same output 3 times in a row, output reservation shrunk, reply stopped
     at the output token limit, an empty reply, a made-up tool result or a repeated tool
@@ -54,14 +55,14 @@ class Notice(_Event):
     text: str = Field(description="one line for the user")
 
 
-class Retry(_Event):
+class Retry(BaseEvent):
     """A rate limit / 5xx is retried."""
 
     type: Literal["retry"] = "retry"
     text: str = Field(description="the error and when the retry comes")
 
 
-class Compaction(_Event):
+class Compaction(BaseEvent):
     """The history was compacted (`trigger`: `auto` at the threshold, `distil` once what
     masking hid adds up, `guard` after an overflow, `manual` for `/compact`); the other
     fields of the compaction record (docs/context-management.md) come too."""
@@ -77,7 +78,7 @@ class Compaction(_Event):
     course_change: bool = Field(False, description="the spiral guard's note was added")
 
 
-class Masking(_Event):
+class Masking(BaseEvent):
     """Observation masking moved its boundary: old tool outputs are one-line pointers in
     the prompt from now on (the session keeps them)."""
 
@@ -87,7 +88,7 @@ class Masking(_Event):
     tokens_after: int = Field(0, description="prompt tokens after masking")
 
 
-class TextDelta(_Event):
+class TextDelta(BaseEvent):
     """The model streams text. A tool call the model wrote as text is not streamed (where
     such calls are understood: a local endpoint, or `AGENTGRAPH_TEXT_TOOL_CALLS=on`): from
     where its syntax starts the pieces are held until the reply ends, then dropped when they
@@ -97,7 +98,7 @@ class TextDelta(_Event):
     text: str = Field(description="a piece; concatenating them gives the text")
 
 
-class ToolCall(_Event):
+class ToolCall(BaseEvent):
     """The model asked for a tool."""
 
     type: Literal["tool_call"] = "tool_call"
@@ -109,7 +110,7 @@ class ToolCall(_Event):
     )
 
 
-class Diff(_Event):
+class Diff(BaseEvent):
     """`write_file` / `edit_file` changed a file (before its `tool_result`). The diff is
     never sent back to the model."""
 
@@ -125,7 +126,7 @@ class Diff(_Event):
     note: str = Field("", description='`"binary file changed"`, `"too large to diff"` or `""`')
 
 
-class ToolResult(_Event):
+class ToolResult(BaseEvent):
     """A tool finished."""
 
     type: Literal["tool_result"] = "tool_result"
@@ -135,14 +136,14 @@ class ToolResult(_Event):
     content: str = Field("", description="what the model sees")
 
 
-class Todos(_Event):
+class Todos(BaseEvent):
     """`todo_write` changed the list."""
 
     type: Literal["todos"] = "todos"
     todos: list[Any] = Field(description="list of `{content, status}`")
 
 
-class SubagentStarted(_Event):
+class SubagentStarted(BaseEvent):
     """A delegated subagent starts."""
 
     type: Literal["subagent_started"] = "subagent_started"
@@ -153,7 +154,7 @@ class SubagentStarted(_Event):
     background: bool = Field(False, description="runs in the background")
 
 
-class SubagentTool(_Event):
+class SubagentTool(BaseEvent):
     """The subagent asked for a tool."""
 
     type: Literal["subagent_tool"] = "subagent_tool"
@@ -164,7 +165,7 @@ class SubagentTool(_Event):
     elapsed_s: float = Field(0.0, description="seconds since it started")
 
 
-class SubagentDone(_Event):
+class SubagentDone(BaseEvent):
     """The subagent ended (before the parent's `tool_result` for the call)."""
 
     type: Literal["subagent_done"] = "subagent_done"
@@ -181,7 +182,7 @@ class SubagentDone(_Event):
     background: bool = Field(False, description="it ran in the background")
 
 
-class SubagentTasks(_Event):
+class SubagentTasks(BaseEvent):
     """The turn ended with background subagents whose result the model has not had."""
 
     type: Literal["subagent_tasks"] = "subagent_tasks"
@@ -191,21 +192,21 @@ class SubagentTasks(_Event):
     )
 
 
-class Answer(_Event):
+class Answer(BaseEvent):
     """A model reply without tool calls (the turn's answer)."""
 
     type: Literal["answer"] = "answer"
     text: str = Field(description="the answer")
 
 
-class Stopped(_Event):
+class Stopped(BaseEvent):
     """The run stopped at a limit before the model answered by itself."""
 
     type: Literal["stopped"] = "stopped"
     reason: str = Field(description='`"max_loops"`, `"budget"` or `"repeated_calls"`')
 
 
-class Usage(_Event):
+class Usage(BaseEvent):
     """End of the turn."""
 
     type: Literal["usage"] = "usage"
@@ -215,7 +216,7 @@ class Usage(_Event):
     cost_usd: float | None = Field(None, description="estimated cost, when the price is known")
 
 
-class Result(_Event):
+class Result(BaseEvent):
     """Last line of a completed run."""
 
     type: Literal["result"] = "result"
@@ -232,7 +233,7 @@ class Result(_Event):
     usage: dict[str, Any] = Field(description="as in `usage`")
 
 
-class Error(_Event):
+class Error(BaseEvent):
     """Last line of a failed or interrupted run."""
 
     type: Literal["error"] = "error"
@@ -243,7 +244,7 @@ class Error(_Event):
     )
 
 
-class Approval(_Event):
+class Approval(BaseEvent):
     """A tool call waits for the user's approval (a LangGraph interrupt; answer it with the
     `answer_approvals` operation). Not on stream-json: `agentgraph run` declines such calls."""
 
@@ -260,14 +261,14 @@ class Approval(_Event):
     reason: str | None = Field(None, description="why a command cannot run in the sandbox")
 
 
-class PromptTokens(_Event):
+class PromptTokens(BaseEvent):
     """The size of the prompt a model call sent (our count). In-process only."""
 
     type: Literal["prompt_tokens"] = "prompt_tokens"
     tokens: int = Field(description="prompt tokens")
 
 
-class TurnEnd(_Event):
+class TurnEnd(BaseEvent):
     """The turn is over (or stopped at approval questions). In-process only: stream-json
     writes it as `usage` then `result`."""
 
@@ -286,7 +287,7 @@ class TurnEnd(_Event):
     cost_usd: float | None = Field(None, description="estimated cost")
 
 
-class UserMessage(_Event):
+class UserMessage(BaseEvent):
     """A user's message, as a front end shows it (a replayed session, another tab's
     submit). Not on stream-json."""
 
@@ -294,7 +295,7 @@ class UserMessage(_Event):
     text: str = Field(description="the message")
 
 
-class UnknownEvent(_Event):
+class UnknownEvent(BaseEvent):
     """An event type no model names yet: passed on as it came (front ends ignore it)."""
 
 
@@ -324,7 +325,7 @@ Event = Annotated[
     | UserMessage,
     Field(discriminator="type"),
 ]
-EVENT_MODELS: tuple[type[_Event], ...] = (
+EVENT_MODELS: tuple[type[BaseEvent], ...] = (
     Start,
     Notice,
     Retry,
@@ -378,7 +379,7 @@ STREAM_TYPES = (
 )
 
 
-def to_event(raw: dict[str, Any] | BaseModel) -> _Event:
+def to_event(raw: dict[str, Any] | BaseModel) -> BaseEvent:
     """The typed event of one event dict the agent emitted.
 
     ``token`` is renamed ``text_delta``; ``turn_end`` (whose ``result`` is the agent's
@@ -388,7 +389,7 @@ def to_event(raw: dict[str, Any] | BaseModel) -> _Event:
     Raises:
         pydantic.ValidationError: a known type with fields of the wrong shape.
     """
-    if isinstance(raw, _Event):
+    if isinstance(raw, BaseEvent):
         return raw
     if isinstance(raw, BaseModel):
         raise TypeError(f"not an event: {type(raw).__name__}")
@@ -400,7 +401,7 @@ def to_event(raw: dict[str, Any] | BaseModel) -> _Event:
         data = {**fields, **data}
     if data["type"] not in _KNOWN:
         return UnknownEvent.model_validate(data)
-    event: _Event = _ADAPTER.validate_python(data)
+    event: BaseEvent = _ADAPTER.validate_python(data)
     return event
 
 

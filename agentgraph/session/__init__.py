@@ -1,0 +1,1 @@
+"""The session service: operations over an ``Agent`` and its ``Store`` for front ends."""
