@@ -1,0 +1,290 @@
+"""``agentgraph web`` in a real browser: headless Chromium driven by Playwright.
+
+One web server (a real ``agentgraph web`` process) and one browser serve the module,
+against the scripted fake model server on loopback. Skipped with a reason where
+Chromium is missing, unless ``AGENTGRAPH_REQUIRE_BROWSER`` is set (``.ci/run`` sets it):
+then a missing browser fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli_helpers import run_cli, server_env
+from tests.fakes.openai_server import FakeOpenAIServer
+
+REQUIRE_ENV = "AGENTGRAPH_REQUIRE_BROWSER"
+CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+KEY = "sk-test-web-key"
+WEB_START_TIMEOUT_S = 60.0
+UI_TIMEOUT_MS = 20_000
+HTTP_TIMEOUT_S = 10.0
+TERMINAL_THREAD = "terminal-session-1"
+TERMINAL_PROMPT = "terminal question about the project"
+EDIT_WORD = "please edit"
+# Shown as text, never parsed: the page must not create this element.
+HOSTILE_HTML = '<img src=x onerror="document.title=1">'
+HELLO_ANSWER = (
+    "**Hello** from the fake model.\n\n- first point\n- second point\n\n"
+    f"```python\nprint('hi')\n```\n\n{HOSTILE_HTML} stays text"
+)
+SCREENSHOT = Path(os.environ.get("AGENTGRAPH_WEB_SCREENSHOT", "/tmp/agentgraph-web.png"))
+
+
+def _chromium() -> str | None:
+    found = next((p for p in CHROMIUM_PATHS if Path(p).exists()), None)
+    return found or shutil.which("chromium")
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def reply(body: dict[str, Any]) -> dict[str, Any]:
+    """The model, as a function of the request alone."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    if not body.get("tools"):  # a title or a summary
+        return {"content": "Fake title"}
+    if last.get("role") == "tool":
+        outcome = _text(last.get("content"))
+        return {"content": "Done: x is now 2." if outcome.startswith("edited") else "Not edited."}
+    text = _text(last.get("content"))
+    if EDIT_WORD in text:
+        args = {"path": "app.py", "old_string": "x = 1", "new_string": "x = 2"}
+        return {"tool_calls": [{"name": "edit_file", "arguments": args}]}
+    if TERMINAL_PROMPT in text:
+        return {"content": "Answer given in the terminal."}
+    return {"content": HELLO_ANSWER}
+
+
+@dataclass
+class Web:
+    """The running web server."""
+
+    url: str  # with the token
+    base: str
+    token: str
+    home: Path
+    workspace: Path
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
+    if _chromium() is None and not os.environ.get(REQUIRE_ENV):
+        pytest.skip(
+            "Chromium is not installed (apt-get install chromium); set "
+            f"{REQUIRE_ENV}=1 to make this a failure"
+        )
+    root = tmp_path_factory.mktemp("web")
+    home, workspace = root / "home", root / "project"
+    home.mkdir()
+    workspace.mkdir()
+    (workspace / "app.py").write_text("x = 1\n", encoding="utf-8")
+    with FakeOpenAIServer([reply], require_key=KEY, on_exhausted="repeat_last") as server:
+        env = server_env(home, server.url, KEY)
+        # A session made in the terminal, before the page exists.
+        made = run_cli(
+            ["run", TERMINAL_PROMPT, "--thread", TERMINAL_THREAD], cwd=workspace, env=env
+        )
+        assert made.returncode == 0, made.stderr
+        web_env = {**env, "AGENTGRAPH_EDITS": "ask"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentgraph", "web", "--port", "0"],
+            cwd=workspace,
+            env=web_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            first = proc.stdout.readline().strip()
+            assert first.startswith("http://127.0.0.1:"), (
+                first,
+                proc.stderr and proc.stderr.read(),
+            )
+            base, _, token = first.partition("/?token=")
+            yield Web(first, base, token, home, workspace, env)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(scope="module")
+def page(web: Web) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    executable = _chromium()
+    assert executable is not None, f"{REQUIRE_ENV} is set but Chromium is missing"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        tab = context.new_page()
+        tab.set_default_timeout(UI_TIMEOUT_MS)
+        tab.goto(web.url)
+        yield tab
+        browser.close()
+
+
+def _get(url: str, **headers: str) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def _post_op(web: Web, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        f"{web.base}/api/op",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {web.token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+def test_every_request_needs_the_token(web: Web, page: Any) -> None:
+    for path in ("/", "/static/app.js", "/api/sessions", f"/api/sessions/{TERMINAL_THREAD}"):
+        assert _get(web.base + path) == (401, b"")
+        assert _get(web.base + path, Authorization="Bearer wrong") == (401, b"")
+    assert _get(web.base + "/?token=wrong") == (401, b"")
+    status, body = _get(web.base + "/api/sessions", Authorization=f"Bearer {web.token}")
+    assert status == 200 and json.loads(body)["sessions"]
+    # The right token from a page on another origin is refused too.
+    evil = {"Authorization": f"Bearer {web.token}", "Origin": "http://evil.example"}
+    assert _get(web.base + "/api/sessions", **evil)[0] == 403
+    # A browser without the cookie gets nothing either.
+    from playwright.sync_api import Error
+
+    other = page.context.browser.new_context()
+    try:
+        assert other.request.get(web.base + "/").status == 401
+        # Chromium shows its own error page for an empty 401: nothing of the app loads.
+        with pytest.raises(Error, match="ERR_HTTP_RESPONSE_CODE_FAILURE"):
+            other.new_page().goto(web.base + "/")
+    finally:
+        other.close()
+
+
+def test_a_new_session_streams_a_markdown_answer(web: Web, page: Any) -> None:
+    page.click("#new-session")
+    page.fill("#prompt", "say hello")
+    page.press("#prompt", "Enter")
+    answer = page.locator(".msg.assistant").last
+    answer.locator("strong", has_text="Hello").wait_for()
+    assert answer.locator("li").all_inner_texts() == ["first point", "second point"]
+    assert answer.locator("pre code").inner_text() == "print('hi')"
+    # Model text is text: the hostile tag is shown, not made.
+    assert HOSTILE_HTML in answer.inner_text()
+    assert page.locator("#log img").count() == 0
+    page.locator("#send:not([disabled])").wait_for()
+    page.locator("#sessions li .title", has_text="say hello").wait_for()
+
+
+def test_an_edit_is_approved_in_the_page_and_its_diff_shown(web: Web, page: Any) -> None:
+    page.click("#new-session")
+    page.fill("#prompt", f"{EDIT_WORD} app.py")
+    page.press("#prompt", "Enter")
+    card = page.locator(".approval").last
+    card.wait_for()
+    assert "edit_file" in card.inner_text() and "+x = 2" in card.inner_text()
+    assert (web.workspace / "app.py").read_text(encoding="utf-8") == "x = 1\n"
+    card.locator("button[data-answer=yes]").click()
+    page.locator(".msg.assistant", has_text="Done: x is now 2.").wait_for()
+    diff = page.locator(".tool-tail .diff").last
+    assert "app.py +1 -1" in diff.inner_text()
+    assert diff.locator(".add").inner_text() == "+x = 2"
+    assert (web.workspace / "app.py").read_text(encoding="utf-8") == "x = 2\n"
+    page.locator("#send:not([disabled])").wait_for()
+
+
+def test_a_terminal_session_continues_in_the_page_and_back(web: Web, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.fill("#search", "terminal question")
+    expect(page.locator("#sessions li")).to_have_count(1)
+    page.locator(f"#sessions li[data-thread='{TERMINAL_THREAD}']").click()
+    page.locator(".msg.user", has_text=TERMINAL_PROMPT).wait_for()
+    page.locator(".msg.assistant", has_text="Answer given in the terminal.").wait_for()
+    page.fill("#prompt", "and now from the page")
+    page.press("#prompt", "Enter")
+    page.locator(".msg.assistant strong", has_text="Hello").wait_for()
+    page.locator("#send:not([disabled])").wait_for()
+    # Back in the terminal: the page's turn released the session.
+    again = run_cli(
+        ["run", TERMINAL_PROMPT, "--thread", TERMINAL_THREAD], cwd=web.workspace, env=web.env
+    )
+    assert again.returncode == 0, again.stderr
+    page.fill("#search", "")
+
+
+def test_a_session_held_by_the_terminal_is_refused_in_one_line(web: Web) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from agentgraph.config import Settings\n"
+            "from agentgraph.persistence import open_store\n"
+            "with open_store(Settings()) as store:\n"
+            f"    store.leases.acquire({TERMINAL_THREAD!r}, 'continue')\n"
+            "    print('held', flush=True)\n"
+            "    sys.stdin.read()\n",
+        ],
+        cwd=web.workspace,
+        env=web.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        status, body = _post_op(
+            web, {"op": "submit_turn", "thread_id": TERMINAL_THREAD, "text": "hi"}
+        )
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    assert status == 409
+    assert body["error"].startswith(f"cannot continue session {TERMINAL_THREAD[:12]}: it is in use")
+    assert "\n" not in body["error"]
+
+
+def test_the_context_panel_draws_the_prompt_over_the_session(web: Web, page: Any) -> None:
+    page.locator(f"#sessions li[data-thread='{TERMINAL_THREAD}']").click()
+    page.locator(".msg.user", has_text="and now from the page").wait_for()
+    page.click("#toggle-context")
+    chart = page.locator("#context-chart svg[data-type=context-chart]")
+    chart.wait_for()
+    # Three model calls so far: the terminal's, the page's, the terminal's again.
+    assert chart.locator("circle[data-type=call-point]").count() == 3
+    page.locator("#context-categories [data-type=category-bar] span").first.wait_for()
+    assert "tokens" in page.locator("#context-summary").inner_text()
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
