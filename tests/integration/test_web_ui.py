@@ -1,15 +1,16 @@
 """``agentgraph web`` in a real browser: headless Chromium driven by Playwright.
 
 One web server (a real ``agentgraph web`` process) and one browser serve the module,
-against the scripted fake model server on loopback. Skipped with a reason where
-Chromium is missing, unless ``AGENTGRAPH_REQUIRE_BROWSER`` is set (``.ci/run`` sets it):
-then a missing browser fails.
+against the scripted fake model server on loopback. The browser tests are skipped with
+a reason where Chromium is missing, unless ``AGENTGRAPH_REQUIRE_BROWSER`` is set
+(``.ci/run`` sets it): then a missing browser fails. The plain-HTTP tests always run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,10 @@ HTTP_TIMEOUT_S = 10.0
 TERMINAL_THREAD = "terminal-session-1"
 TERMINAL_PROMPT = "terminal question about the project"
 EDIT_WORD = "please edit"
+SLOW_WORD = "answer slowly"
+# A slow answer: this many words, one streamed chunk each, this far apart.
+SLOW_WORDS = 30
+SLOW_CHUNK_DELAY_S = 0.1
 # Shown as text, never parsed: the page must not create this element.
 HOSTILE_HTML = '<img src=x onerror="document.title=1">'
 HELLO_ANSWER = (
@@ -69,6 +74,9 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
         return {"tool_calls": [{"name": "edit_file", "arguments": args}]}
     if TERMINAL_PROMPT in text:
         return {"content": "Answer given in the terminal."}
+    if SLOW_WORD in text:
+        words = " ".join(f"word{i}" for i in range(SLOW_WORDS))
+        return {"content": f"Slowly: {words} end.", "chunk_delay_s": SLOW_CHUNK_DELAY_S}
     return {"content": HELLO_ANSWER}
 
 
@@ -86,11 +94,6 @@ class Web:
 
 @pytest.fixture(scope="module")
 def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
-    if _chromium() is None and not os.environ.get(REQUIRE_ENV):
-        pytest.skip(
-            "Chromium is not installed (apt-get install chromium); set "
-            f"{REQUIRE_ENV}=1 to make this a failure"
-        )
     root = tmp_path_factory.mktemp("web")
     home, workspace = root / "home", root / "project"
     home.mkdir()
@@ -104,21 +107,20 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
         )
         assert made.returncode == 0, made.stderr
         web_env = {**env, "AGENTGRAPH_EDITS": "ask"}
+        stderr = root / "web.stderr"
         proc = subprocess.Popen(
             [sys.executable, "-m", "agentgraph", "web", "--port", "0"],
             cwd=workspace,
             env=web_env,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=stderr.open("w"),
             text=True,
         )
         try:
             assert proc.stdout is not None
-            first = proc.stdout.readline().strip()
-            assert first.startswith("http://127.0.0.1:"), (
-                first,
-                proc.stderr and proc.stderr.read(),
-            )
+            ready, _, _ = select.select([proc.stdout], [], [], WEB_START_TIMEOUT_S)
+            first = proc.stdout.readline().strip() if ready else ""
+            assert first.startswith("http://127.0.0.1:"), (first, stderr.read_text())
             base, _, token = first.partition("/?token=")
             yield Web(first, base, token, home, workspace, env)
         finally:
@@ -132,6 +134,11 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
 
 @pytest.fixture(scope="module")
 def page(web: Web) -> Iterator[Any]:
+    if _chromium() is None and not os.environ.get(REQUIRE_ENV):
+        pytest.skip(
+            "Chromium is not installed (apt-get install chromium); set "
+            f"{REQUIRE_ENV}=1 to make this a failure"
+        )
     from playwright.sync_api import sync_playwright
 
     executable = _chromium()
@@ -169,7 +176,7 @@ def _post_op(web: Web, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         return err.code, json.loads(err.read() or b"{}")
 
 
-def test_every_request_needs_the_token(web: Web, page: Any) -> None:
+def test_every_request_needs_the_token(web: Web) -> None:
     for path in ("/", "/static/app.js", "/api/sessions", f"/api/sessions/{TERMINAL_THREAD}"):
         assert _get(web.base + path) == (401, b"")
         assert _get(web.base + path, Authorization="Bearer wrong") == (401, b"")
@@ -179,7 +186,9 @@ def test_every_request_needs_the_token(web: Web, page: Any) -> None:
     # The right token from a page on another origin is refused too.
     evil = {"Authorization": f"Bearer {web.token}", "Origin": "http://evil.example"}
     assert _get(web.base + "/api/sessions", **evil)[0] == 403
-    # A browser without the cookie gets nothing either.
+
+
+def test_a_browser_without_the_token_gets_nothing(web: Web, page: Any) -> None:
     from playwright.sync_api import Error
 
     other = page.context.browser.new_context()
@@ -214,6 +223,7 @@ def test_an_edit_is_approved_in_the_page_and_its_diff_shown(web: Web, page: Any)
     card = page.locator(".approval").last
     card.wait_for()
     assert "edit_file" in card.inner_text() and "+x = 2" in card.inner_text()
+    assert "app.py +1 -1 (preview)" in card.inner_text()
     assert (web.workspace / "app.py").read_text(encoding="utf-8") == "x = 1\n"
     card.locator("button[data-answer=yes]").click()
     page.locator(".msg.assistant", has_text="Done: x is now 2.").wait_for()
@@ -222,6 +232,7 @@ def test_an_edit_is_approved_in_the_page_and_its_diff_shown(web: Web, page: Any)
     assert diff.locator(".add").inner_text() == "+x = 2"
     assert (web.workspace / "app.py").read_text(encoding="utf-8") == "x = 2\n"
     page.locator("#send:not([disabled])").wait_for()
+    page.screenshot(path=str(SCREENSHOT.with_name("agentgraph-web-diff.png")))
 
 
 def test_a_terminal_session_continues_in_the_page_and_back(web: Web, page: Any) -> None:
@@ -277,14 +288,65 @@ def test_a_session_held_by_the_terminal_is_refused_in_one_line(web: Web) -> None
     assert "\n" not in body["error"]
 
 
+def test_two_tabs_see_the_same_turn_and_only_one_submits(web: Web, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.locator(f"#sessions li[data-thread='{TERMINAL_THREAD}']").click()
+    page.locator(".msg.user", has_text="and now from the page").wait_for()
+    second = page.context.new_page()
+    try:
+        second.set_default_timeout(UI_TIMEOUT_MS)
+        second.goto(web.base + "/")  # the cookie the first tab got is enough
+        second.locator(f"#sessions li[data-thread='{TERMINAL_THREAD}']").click()
+        second.locator(".msg.user", has_text="and now from the page").wait_for()
+        page.fill("#prompt", f"{SLOW_WORD} please")
+        page.press("#prompt", "Enter")
+        # The other tab sees the message and the answer streaming...
+        second.locator(".msg.user", has_text=f"{SLOW_WORD} please").wait_for()
+        second.locator(".msg.assistant.streaming", has_text="Slowly").wait_for()
+        # ...and cannot submit while the turn runs (the server refuses a second turn).
+        expect(second.locator("#send")).to_be_disabled()
+        status, body = _post_op(
+            web, {"op": "submit_turn", "thread_id": TERMINAL_THREAD, "text": "me too"}
+        )
+        assert status == 409 and "is running here" in body["error"]
+        for tab in (page, second):
+            tab.locator(".msg.assistant", has_text="word29 end.").wait_for()
+            tab.locator("#send:not([disabled])").wait_for()
+    finally:
+        second.close()
+
+
+def test_stop_cancels_a_turn_and_the_session_goes_on(web: Web, page: Any) -> None:
+    page.click("#new-session")
+    page.fill("#prompt", f"{SLOW_WORD} now")
+    page.press("#prompt", "Enter")
+    page.locator(".msg.assistant.streaming", has_text="Slowly").wait_for()
+    page.click("#stop")
+    page.locator(".line-note.error", has_text="interrupted").wait_for()
+    page.locator("#send:not([disabled])").wait_for()
+    # The interrupted turn left a valid session: the strict model server takes the next.
+    page.fill("#prompt", "say hello after the stop")
+    page.press("#prompt", "Enter")
+    page.locator(".msg.assistant strong", has_text="Hello").wait_for()
+    page.locator("#send:not([disabled])").wait_for()
+
+
 def test_the_context_panel_draws_the_prompt_over_the_session(web: Web, page: Any) -> None:
+    page.fill("#search", "")
     page.locator(f"#sessions li[data-thread='{TERMINAL_THREAD}']").click()
     page.locator(".msg.user", has_text="and now from the page").wait_for()
     page.click("#toggle-context")
     chart = page.locator("#context-chart svg[data-type=context-chart]")
     chart.wait_for()
-    # Three model calls so far: the terminal's, the page's, the terminal's again.
-    assert chart.locator("circle[data-type=call-point]").count() == 3
+    # One point per stored model reply of the session (the terminal's and the page's).
+    status, body = _get(
+        f"{web.base}/api/sessions/{TERMINAL_THREAD}/context",
+        Authorization=f"Bearer {web.token}",
+    )
+    calls = json.loads(body)["calls"]
+    assert status == 200 and len(calls) >= 3
+    assert chart.locator("circle[data-type=call-point]").count() == len(calls)
     page.locator("#context-categories [data-type=category-bar] span").first.wait_for()
     assert "tokens" in page.locator("#context-summary").inner_text()
     page.screenshot(path=str(SCREENSHOT), full_page=True)

@@ -260,6 +260,11 @@ function shortArgs(args) {
 }
 
 function diffBlock(path, diff, added, removed, noteText) {
+  if (added === null) {  // a preview: counted here
+    const body = (diff || "").split("\n").filter((l) => !l.startsWith("+++") && !l.startsWith("---"));
+    added = body.filter((l) => l.startsWith("+")).length;
+    removed = body.filter((l) => l.startsWith("-")).length;
+  }
   const block = el("div", { class: "diff", "data-type": "diff" },
     el("div", { class: "head" }, `${path} +${added} -${removed}${noteText ? ` (${noteText})` : ""}`));
   const lines = (diff || "").split("\n");
@@ -299,7 +304,7 @@ function toolResult(event) {
   const first = (lines.find((l) => l.trim()) || "(no output)").trim();
   const summary = first.length > 100 ? first.slice(0, 99) + "…" : first;
   const more = lines.length > 1 ? ` (+${lines.length - 1} lines)` : "";
-  tool.details.querySelector(".status").textContent = `⎿ ${summary}${more}`;
+  tool.details.querySelector(".status").textContent = `→ ${summary}${more}`;
   if (event.status === "error") tool.details.classList.add("error");
   tool.details.append(el("pre", { class: "output", "data-type": "tool-output" }, content));
 }
@@ -311,7 +316,7 @@ function approval(event) {
   const card = el("div", { class: "approval", "data-type": "approval", "data-id": event.id },
     el("div", {}, el("strong", {}, `Approve ${event.tool}?`), " ", el("code", {}, what)),
     event.reason ? el("div", { class: "line-note" }, event.reason) : null);
-  if (event.diff) card.append(diffBlock(event.path || "", event.diff, "?", "?", "preview"));
+  if (event.diff) card.append(diffBlock(event.path || "", event.diff, null, null, "preview"));
   const approve = el("button", { type: "button", class: "primary", "data-answer": "yes" }, "Approve");
   const deny = el("button", { type: "button", "data-answer": "no" }, "Deny");
   card.append(el("div", { class: "buttons" }, approve, deny));
@@ -326,7 +331,9 @@ function approval(event) {
   };
   approve.addEventListener("click", () => answer(true));
   deny.addEventListener("click", () => answer(false));
-  log().append(card);
+  // Under its tool call, before the diff the approved change will show.
+  const tool = state.tools.get(event.tool_call_id);
+  (tool ? tool.tail : log()).append(card);
   scroll();
 }
 
