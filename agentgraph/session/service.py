@@ -237,6 +237,8 @@ class SessionService:
                 message, code = failure_line(exc) or (str(exc), 1)
                 self._publish(thread_id, Error(message=message, exit_code=code))
             finally:
+                if self.agent.cancelled.is_set():  # recorded while the lease is held
+                    self.agent.record_interrupted()
                 with self._lock:
                     self._running = None
                     self._worker = None
@@ -245,7 +247,8 @@ class SessionService:
                 self.store.leases.release(thread_id)
 
         worker = threading.Thread(target=work, name=TURN_THREAD_NAME, daemon=True)
-        self._worker = worker
+        with self._lock:
+            self._worker = worker
         worker.start()
 
     def submit(self, text: str, thread_id: str | None = None) -> str:
@@ -286,8 +289,10 @@ class SessionService:
             return False
         self.agent.cancel()
         worker.join(timeout=CANCEL_GRACE_S)
-        # A turn slow to notice is recorded as interrupted now (what it said so far kept).
-        self.agent.record_interrupted()
+        if worker.is_alive():
+            # A turn slow to notice (a model that has not sent a byte) is recorded as
+            # interrupted now, what it said so far kept; its worker still holds the lease.
+            self.agent.record_interrupted()
         return True
 
     def close(self) -> None:

@@ -35,6 +35,8 @@ HTTP_TIMEOUT_S = 10.0
 TERMINAL_THREAD = "terminal-session-1"
 TERMINAL_PROMPT = "terminal question about the project"
 EDIT_WORD = "please edit"
+DELEGATE_WORD = "delegate the notes"
+SUB_TASK = "Read notes.txt and report what it says"
 SLOW_WORD = "answer slowly"
 # A slow answer: this many words, one streamed chunk each, this far apart.
 SLOW_WORDS = 30
@@ -59,22 +61,37 @@ def _text(content: Any) -> str:
     return str(content or "")
 
 
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    return next(
+        (_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), ""
+    )
+
+
 def reply(body: dict[str, Any]) -> dict[str, Any]:
     """The model, as a function of the request alone."""
     messages = body.get("messages") or []
     last = messages[-1] if messages else {}
     if not body.get("tools"):  # a title or a summary
         return {"content": "Fake title"}
+    first = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    if first.startswith(SUB_TASK):  # the subagent: read the notes, then report
+        if last.get("role") == "tool":
+            return {"content": "Report: the notes say hello."}
+        return {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]}
+    asked = _last_user_text(messages)
     if last.get("role") == "tool":
+        if DELEGATE_WORD in asked:
+            return {"content": "The helper reported back."}
         outcome = _text(last.get("content"))
         return {"content": "Done: x is now 2." if outcome.startswith("edited") else "Not edited."}
-    text = _text(last.get("content"))
-    if EDIT_WORD in text:
+    if EDIT_WORD in asked:
         args = {"path": "app.py", "old_string": "x = 1", "new_string": "x = 2"}
         return {"tool_calls": [{"name": "edit_file", "arguments": args}]}
-    if TERMINAL_PROMPT in text:
+    if DELEGATE_WORD in asked:
+        return {"tool_calls": [{"name": "call_subagent", "arguments": {"task": SUB_TASK}}]}
+    if TERMINAL_PROMPT in asked:
         return {"content": "Answer given in the terminal."}
-    if SLOW_WORD in text:
+    if SLOW_WORD in asked:
         words = " ".join(f"word{i}" for i in range(SLOW_WORDS))
         return {"content": f"Slowly: {words} end.", "chunk_delay_s": SLOW_CHUNK_DELAY_S}
     return {"content": HELLO_ANSWER}
@@ -99,6 +116,7 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
     home.mkdir()
     workspace.mkdir()
     (workspace / "app.py").write_text("x = 1\n", encoding="utf-8")
+    (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
     with FakeOpenAIServer([reply], require_key=KEY, on_exhausted="repeat_last") as server:
         env = server_env(home, server.url, KEY)
         # A session made in the terminal, before the page exists.
@@ -233,6 +251,22 @@ def test_an_edit_is_approved_in_the_page_and_its_diff_shown(web: Web, page: Any)
     assert (web.workspace / "app.py").read_text(encoding="utf-8") == "x = 2\n"
     page.locator("#send:not([disabled])").wait_for()
     page.screenshot(path=str(SCREENSHOT.with_name("agentgraph-web-diff.png")))
+
+
+def test_subagent_progress_shows_in_the_page(page: Any) -> None:
+    page.click("#new-session")
+    page.fill("#prompt", DELEGATE_WORD)
+    page.press("#prompt", "Enter")
+    page.locator(".msg.assistant", has_text="The helper reported back.").wait_for()
+    lines = page.locator(".line-note.subagent").all_inner_texts()
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("↳ subagent-") and SUB_TASK[:20] in lines[0]
+    assert "read_file notes.txt" in lines[1]
+    assert " done · 2 steps · " in lines[2]
+    call = page.locator(".tool[data-call]", has_text="call_subagent")
+    call.locator("summary").click()  # unfolds the tool's output
+    assert "Report: the notes say hello." in call.locator("pre.output").inner_text()
+    page.locator("#send:not([disabled])").wait_for()
 
 
 def test_a_terminal_session_continues_in_the_page_and_back(web: Web, page: Any) -> None:
