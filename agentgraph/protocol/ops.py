@@ -20,11 +20,14 @@ __all__ = [
     "Op",
     "ResumeSession",
     "SubmitTurn",
+    "SwitchModel",
     "parse_op",
 ]
 
 # The longest message a front end may submit in one turn, in characters.
 SUBMIT_MAX_CHARS = 200_000
+# The longest model name a front end may choose, in characters.
+MODEL_NAME_MAX_CHARS = 200
 # The longest session search text, in characters.
 QUERY_MAX_CHARS = 200
 
@@ -66,6 +69,14 @@ class Compact(_Op):
     focus: str | None = Field(None, max_length=QUERY_MAX_CHARS)
 
 
+class SwitchModel(_Op):
+    """Make ``model`` the session's model from its next turn on (``/model NAME``)."""
+
+    op: Literal["switch_model"] = "switch_model"
+    thread_id: str = Field(max_length=THREAD_ID_MAX_CHARS)
+    model: str = Field(min_length=1, max_length=MODEL_NAME_MAX_CHARS)
+
+
 class ListSessions(_Op):
     """The sessions of every workspace, newest first, optionally filtered by a search."""
 
@@ -81,7 +92,7 @@ class ResumeSession(_Op):
 
 
 Op = Annotated[
-    SubmitTurn | AnswerApprovals | Cancel | Compact | ListSessions | ResumeSession,
+    SubmitTurn | AnswerApprovals | Cancel | Compact | SwitchModel | ListSessions | ResumeSession,
     Field(discriminator="op"),
 ]
 _ADAPTER: TypeAdapter[Op] = TypeAdapter(Op)

@@ -28,6 +28,7 @@ from agentgraph.cancel import TurnCancelled
 from agentgraph.cli.failures import failure_line
 from agentgraph.errors import AgentGraphError
 from agentgraph.history.kinds import INTERNAL_KINDS, agentgraph_kind
+from agentgraph.persistence.leases import holding
 from agentgraph.persistence.store import Store
 from agentgraph.protocol.events import (
     Answer,
@@ -51,6 +52,7 @@ from agentgraph.protocol.ops import (
     Op,
     ResumeSession,
     SubmitTurn,
+    SwitchModel,
 )
 from agentgraph.redaction import build_redactor, redact_value
 from agentgraph.thread_ids import check_thread_id
@@ -103,6 +105,10 @@ class SessionService:
         self._running: str | None = None
         self._worker: threading.Thread | None = None
         self._charts: dict[str, _Chart] = {}
+        # The agent around each model a session chose with /model (built once each), and
+        # the one running the current turn.
+        self._by_model: dict[str, Agent] = {agent.settings.model: agent}
+        self._turn_agent = agent
 
     # --- events ---------------------------------------------------------------------
 
@@ -160,6 +166,8 @@ class SessionService:
             return {"sessions": self.list_sessions(op.query)}
         if isinstance(op, ResumeSession):
             return self.resume(op.thread_id)
+        if isinstance(op, SwitchModel):
+            return {"model": self.switch_model(op.thread_id, op.model)}
         raise TypeError(f"unknown operation: {op!r}")
 
     def list_sessions(self, query: str = "") -> list[dict[str, Any]]:
@@ -201,14 +209,49 @@ class SessionService:
             "info": info.to_json() if info is not None else None,
             "events": events,
             "running": self._running == thread_id,
+            "model": self.agent.model_preference(thread_id) or self.agent.settings.model,
         }
+
+    def agent_for(self, thread_id: str) -> Agent:
+        """The agent on the model the session chose (``/model``, or :meth:`switch_model`),
+        as ``agentgraph run`` and the REPL resume it; the configured one otherwise.
+
+        Raises:
+            ConfigError: the chosen model cannot be built now.
+        """
+        wanted = self.agent.model_preference(thread_id) or self.agent.settings.model
+        if wanted not in self._by_model:
+            self._by_model[wanted] = self.agent.with_model(wanted)
+        return self._by_model[wanted]
+
+    def switch_model(self, thread_id: str, model: str) -> str:
+        """Make ``model`` the session's model from its next turn on (``/model NAME``).
+
+        Raises:
+            ConfigError: ``model`` cannot be built (nothing is recorded then).
+            TurnRefused: a turn runs here.
+        """
+        check_thread_id(thread_id)
+        with self._lock:
+            if self._running is not None:
+                raise TurnRefused("a turn is running here: switch the model after it ends")
+        if model not in self._by_model:
+            self._by_model[model] = self.agent.with_model(model)
+        with holding(self.store.leases, thread_id, "switch the model of"):
+            self.agent.set_model_preference(thread_id, model)
+        return model
 
     def _workspace_of(self, thread_id: str) -> Path:
         info = self.store.index.get(thread_id)
         return Path(info.workspace) if info is not None and info.workspace else self.workspace
 
-    def _start(self, thread_id: str, events: Callable[[], Iterator[dict[str, Any]]]) -> None:
-        """Run ``events`` (a turn's event stream) in a worker thread, publishing each."""
+    def _start(
+        self,
+        thread_id: str,
+        agent: Agent,
+        events: Callable[[], Iterator[dict[str, Any]]],
+    ) -> None:
+        """Run ``events`` (``agent``'s turn) in a worker thread, publishing each."""
         with self._lock:
             if self._running is not None:
                 raise TurnRefused(
@@ -219,6 +262,7 @@ class SessionService:
             # nothing of the turn is written then.
             self.store.leases.acquire(thread_id, "continue")
             self._running = thread_id
+            self._turn_agent = agent
         chart = self._charts.setdefault(thread_id, _Chart())
         chart.calls_before_turn = len(call_points(self.agent.messages(thread_id)))
         chart.calls_in_turn = 0
@@ -237,8 +281,8 @@ class SessionService:
                 message, code = failure_line(exc) or (str(exc), 1)
                 self._publish(thread_id, Error(message=message, exit_code=code))
             finally:
-                if self.agent.cancelled.is_set():  # recorded while the lease is held
-                    self.agent.record_interrupted()
+                if agent.cancelled.is_set():  # recorded while the lease is held
+                    agent.record_interrupted()
                 with self._lock:
                     self._running = None
                     self._worker = None
@@ -258,27 +302,29 @@ class SessionService:
         """
         thread_id = check_thread_id(thread_id) if thread_id else new_thread_id()
         workspace = self._workspace_of(thread_id)
+        agent = self.agent_for(thread_id)
 
         def events() -> Iterator[dict[str, Any]]:
             yield UserMessage(text=text).model_dump()
-            yield from self.agent.stream_turn(
+            yield from agent.stream_turn(
                 thread_id, text, workspace, live=lambda e: self._publish(thread_id, e)
             )
 
-        self._start(thread_id, events)
+        self._start(thread_id, agent, events)
         return thread_id
 
     def answer(self, thread_id: str, answers: Mapping[str, bool]) -> str:
         """Answer the approval questions the session is stopped at and continue it."""
         check_thread_id(thread_id)
         workspace = self._workspace_of(thread_id)
+        agent = self.agent_for(thread_id)
 
         def events() -> Iterator[dict[str, Any]]:
-            yield from self.agent.stream_resume(
+            yield from agent.stream_resume(
                 thread_id, workspace, dict(answers), live=lambda e: self._publish(thread_id, e)
             )
 
-        self._start(thread_id, events)
+        self._start(thread_id, agent, events)
         return thread_id
 
     def cancel(self, thread_id: str) -> bool:
@@ -287,12 +333,13 @@ class SessionService:
             worker = self._worker if self._running == thread_id else None
         if worker is None:
             return False
-        self.agent.cancel()
+        agent = self._turn_agent
+        agent.cancel()
         worker.join(timeout=CANCEL_GRACE_S)
         if worker.is_alive():
             # A turn slow to notice (a model that has not sent a byte) is recorded as
             # interrupted now, what it said so far kept; its worker still holds the lease.
-            self.agent.record_interrupted()
+            agent.record_interrupted()
         return True
 
     def close(self) -> None:
@@ -309,7 +356,7 @@ class SessionService:
                 raise TurnRefused("a turn is running here: compact after it ends")
             self.store.leases.acquire(thread_id, "compact")
         try:
-            return self.agent.compact(thread_id, focus)
+            return self.agent_for(thread_id).compact(thread_id, focus)
         finally:
             self.store.leases.release(thread_id)
 
@@ -319,7 +366,7 @@ class SessionService:
         maskings."""
         check_thread_id(thread_id)
         messages = self.agent.messages(thread_id)
-        report = self.agent.context_report(thread_id) if messages else None
+        report = self.agent_for(thread_id).context_report(thread_id) if messages else None
         chart = self._charts.get(thread_id, _Chart())
         return {
             "report": report,

@@ -107,6 +107,7 @@ class Web:
     home: Path
     workspace: Path
     env: dict[str, str]
+    model_server: FakeOpenAIServer
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +141,7 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
             first = proc.stdout.readline().strip() if ready else ""
             assert first.startswith("http://127.0.0.1:"), (first, stderr.read_text())
             base, _, token = first.partition("/?token=")
-            yield Web(first, base, token, home, workspace, env)
+            yield Web(first, base, token, home, workspace, env, server)
         finally:
             proc.terminate()
             try:
@@ -364,6 +365,30 @@ def test_stop_cancels_a_turn_and_the_session_goes_on(web: Web, page: Any) -> Non
     page.press("#prompt", "Enter")
     page.locator(".msg.assistant strong", has_text="Hello").wait_for()
     page.locator("#send:not([disabled])").wait_for()
+
+
+def test_a_model_switched_in_the_page_runs_the_next_turn(web: Web, page: Any) -> None:
+    page.fill("#search", "say hello")
+    page.locator("#sessions li .title", has_text="say hello").first.click()
+    page.locator(".msg.user", has_text="say hello").wait_for()
+    assert page.input_value("#model") == "gpt-4o-mini"
+    page.fill("#model", "gpt-4o")
+    page.press("#model", "Enter")
+    page.locator(".line-note.notice", has_text="model: gpt-4o from the next turn on").wait_for()
+    page.fill("#prompt", "say hello on the new model")
+    page.press("#prompt", "Enter")
+    page.locator(".msg.assistant strong", has_text="Hello").nth(1).wait_for()
+    page.locator("#send:not([disabled])").wait_for()
+    asked = [r for r in web.model_server.log if "say hello on the new model" in json.dumps(r.body)]
+    assert asked and {r.body.get("model") for r in asked} == {"gpt-4o"}
+    # A model that cannot be built (its provider's package is not installed) is one
+    # line, and nothing changes.
+    page.fill("#model", "groq:some-model")
+    page.press("#model", "Enter")
+    error = page.locator(".line-note.error", has_text="groq:some-model")
+    error.wait_for()
+    assert "needs the langchain-groq package" in error.inner_text()
+    page.fill("#search", "")
 
 
 def test_the_context_panel_draws_the_prompt_over_the_session(web: Web, page: Any) -> None:

@@ -168,6 +168,8 @@ async function openSession(threadId) {
   const info = data.info || {};
   $("session-title").textContent = info.title || threadId.slice(0, 12);
   $("session-meta").textContent = `${info.workspace || ""} · ${threadId.slice(0, 12)}`;
+  $("model").value = data.model || "";
+  $("model").disabled = false;
   for (const event of data.events) render(event, false);
   finishBubble();
   setBusy(Boolean(data.running));
@@ -185,6 +187,8 @@ function newSession() {
   $("session-meta").textContent = "";
   $("toggle-context").disabled = true;
   $("context").hidden = true;
+  $("model").value = "";
+  $("model").disabled = true;
   setBusy(false);
   $("prompt").focus();
 }
@@ -545,6 +549,16 @@ document.addEventListener("DOMContentLoaded", () => {
     if (state.threadId) op({ op: "cancel", thread_id: state.threadId }).catch((err) => note("error", err.message));
   });
   $("new-session").addEventListener("click", newSession);
+  $("model").addEventListener("keydown", async (e) => {
+    if (e.key !== "Enter" || !state.threadId || !$("model").value.trim()) return;
+    e.preventDefault();
+    try {
+      const data = await op({ op: "switch_model", thread_id: state.threadId, model: $("model").value.trim() });
+      note("notice", `model: ${data.model} from the next turn on`);
+    } catch (err) {
+      note("error", err.message);
+    }
+  });
   let timer = null;
   $("search").addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(loadSessions, 200); });
   $("toggle-context").addEventListener("click", () => {
