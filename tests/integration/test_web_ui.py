@@ -207,6 +207,38 @@ def test_every_request_needs_the_token(web: Web) -> None:
     assert _get(web.base + "/api/sessions", **evil)[0] == 403
 
 
+def _post_raw(web: Web, data: bytes) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        f"{web.base}/api/op",
+        data=data,
+        headers={"Authorization": f"Bearer {web.token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "error"),
+    [
+        (b"{not json", 400, "the body is not JSON"),
+        (b'{"op": "format_disk"}', 400, "bad operation"),
+        (b'{"op": "submit_turn", "text": ""}', 400, "bad operation: submit_turn.text"),
+        (b'{"op": "resume_session", "thread_id": "../../etc"}', 400, "invalid thread id"),
+        (b'{"op": "cancel", "thread_id": "t", "x": 1}', 400, "bad operation"),
+        (b"[" * 2_000_000, 413, "operation too large"),
+    ],
+)
+def test_bad_operations_get_one_line(web: Web, body: bytes, status: int, error: str) -> None:
+    got, answer = _post_raw(web, body)
+    assert got == status
+    assert error in answer["error"] and "\n" not in answer["error"]
+    assert "Traceback" not in answer["error"]
+
+
 def test_a_browser_without_the_token_gets_nothing(web: Web, page: Any) -> None:
     from playwright.sync_api import Error
 
