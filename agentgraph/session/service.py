@@ -14,6 +14,7 @@ turn runs is refused.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ from agentgraph.protocol.ops import (
 from agentgraph.redaction import build_redactor, redact_value
 from agentgraph.thread_ids import check_thread_id
 
+_log = logging.getLogger(__name__)
 Subscriber = Callable[[BaseEvent], None]
 # Sessions a list returns at most (newest first).
 SESSIONS_LISTED_MAX = 500
@@ -110,6 +112,11 @@ class SessionService:
         self._by_model: dict[str, Agent] = {agent.settings.model: agent}
         self._turn_agent = agent
 
+    @property
+    def running(self) -> str | None:
+        """The session whose turn runs here now (None: none)."""
+        return self._running
+
     # --- events ---------------------------------------------------------------------
 
     def subscribe(self, thread_id: str, subscriber: Subscriber) -> Callable[[], None]:
@@ -142,7 +149,13 @@ class SessionService:
         with self._lock:
             listeners = list(self._subscribers.get(thread_id, []))
         for listener in listeners:
-            listener(event)
+            try:
+                listener(event)
+            except Exception:  # a closed tab's stream must not stop the turn
+                _log.debug("dropping a failed event subscriber", exc_info=True)
+                with self._lock:
+                    if listener in self._subscribers.get(thread_id, []):
+                        self._subscribers[thread_id].remove(listener)
 
     # --- operations -----------------------------------------------------------------
 
