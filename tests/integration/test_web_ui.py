@@ -182,17 +182,7 @@ def _get(url: str, **headers: str) -> tuple[int, bytes]:
 
 
 def _post_op(web: Web, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(
-        f"{web.base}/api/op",
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {web.token}", "Content-Type": "application/json"},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"{}")
+    return _post_raw(web, json.dumps(body).encode())
 
 
 def test_every_request_needs_the_token(web: Web) -> None:
