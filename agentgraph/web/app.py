@@ -23,12 +23,15 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agentgraph.cli.failures import failure_line
-from agentgraph.errors import AgentGraphError
-from agentgraph.persistence.leases import SessionInUse
 from agentgraph.protocol.events import BaseEvent, dump_event
 from agentgraph.protocol.ops import parse_op
-from agentgraph.session.service import SessionService, TurnRefused
+from agentgraph.session import (
+    AgentGraphError,
+    SessionInUse,
+    SessionService,
+    TurnRefused,
+    failure_line,
+)
 
 TOKEN_COOKIE = "agentgraph_token"
 TOKEN_QUERY = "token"
