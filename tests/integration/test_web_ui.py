@@ -430,4 +430,9 @@ def test_the_context_panel_draws_the_prompt_over_the_session(web: Web, page: Any
     assert chart.locator("circle[data-type=call-point]").count() == len(calls)
     page.locator("#context-categories [data-type=category-bar] span").first.wait_for()
     assert "tokens" in page.locator("#context-summary").inner_text()
+    # /compact from the page: the chart marks where it came.
+    page.click("#compact")
+    page.locator(".line-note.compaction", has_text="Compacted (manual)").wait_for()
+    chart.locator("line[data-type=compaction]").wait_for(state="attached")
+    page.screenshot(path=str(SCREENSHOT.with_name("agentgraph-web-compacted.png")))
     page.screenshot(path=str(SCREENSHOT), full_page=True)

@@ -452,7 +452,10 @@ function drawChart(data) {
   const peak = Math.max(...calls.map((c) => c.input_tokens), 1);
   const top = budget && budget <= peak * CHART_BUDGET_REACH ? budget : peak * CHART_HEADROOM;
   const w = CHART_W - PAD_L - PAD_R, h = CHART_H - PAD_T - PAD_B;
-  const x = (i) => PAD_L + (calls.length === 1 ? w / 2 : (i * w) / (calls.length - 1));
+  // A marker sits between the calls it came between (after the last one: half a step on).
+  const marks = [...(data.compactions || []), ...(data.maskings || [])].map((p) => p.call - 0.5);
+  const span = Math.max(calls.length - 1, ...marks, 0);
+  const x = (i) => PAD_L + (span === 0 ? w / 2 : (Math.max(i, 0) * w) / span);
   const y = (v) => PAD_T + h - (v / top) * h;
   const chart = svg("svg", { viewBox: `0 0 ${CHART_W} ${CHART_H}`, role: "img", "data-type": "context-chart" });
   chart.append(svg("title", {}));
@@ -480,7 +483,7 @@ function drawChart(data) {
     chart.append(dot);
   });
   const marker = (point, cls, text) => {
-    const at = Math.min(Math.max(point.call - 0.5, 0), calls.length - 1);
+    const at = point.call - 0.5;
     const line = svg("line", { class: cls, x1: x(at), y1: PAD_T, x2: x(at), y2: PAD_T + h, "data-type": cls });
     line.append(svg("title", {}));
     line.firstChild.textContent = text;
@@ -566,5 +569,18 @@ document.addEventListener("DOMContentLoaded", () => {
     if (!$("context").hidden) loadContext();
   });
   $("refresh-context").addEventListener("click", loadContext);
+  $("compact").addEventListener("click", async () => {
+    if (!state.threadId || state.busy) return;
+    try {
+      const data = await op({ op: "compact", thread_id: state.threadId });
+      const record = data.record;
+      if (!record) note("notice", "nothing to compact");
+      else if (record.applied === false) note("notice", `not compacted: ${record.reason || "the summary failed"}`);
+      else render({ type: "compaction", ...record }, false);
+      loadContext();
+    } catch (err) {
+      note("error", err.message);
+    }
+  });
   loadSessions().catch((err) => note("error", err.message));
 });
