@@ -436,3 +436,12 @@ def test_the_context_panel_draws_the_prompt_over_the_session(web: Web, page: Any
     chart.locator("line[data-type=compaction]").wait_for(state="attached")
     page.screenshot(path=str(SCREENSHOT.with_name("agentgraph-web-compacted.png")))
     page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+
+def test_a_port_it_cannot_listen_on_is_one_line(web: Web) -> None:
+    taken = int(web.base.rsplit(":", 1)[1])  # the module's server listens there
+    for port, why in ((taken, "Address already in use"), (99999, "port must be 0-65535")):
+        res = run_cli(["web", "--port", str(port)], cwd=web.workspace, env=web.env)
+        assert res.returncode == 2 and res.stdout == ""
+        assert res.stderr.startswith(f"agentgraph: cannot listen on 127.0.0.1:{port}: ")
+        assert why in res.stderr and res.stderr.count("\n") == 1
