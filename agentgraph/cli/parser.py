@@ -13,6 +13,8 @@ from typing import Any
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 # agentgraph.config.PERMISSION_MODES, repeated: this module imports nothing heavy.
 PERMISSION_MODES = ("plan", "ask", "accept-edits", "auto")
+# The port ``agentgraph web`` listens on (loopback) unless --port says otherwise.
+WEB_DEFAULT_PORT = 8765
 DISTRIBUTION = "agentgraph"
 
 
@@ -182,6 +184,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,  # text; None tells "not given" from an explicit text
         help="text (default), json (same as --json) or stream-json: one JSON event per "
         "line as it happens (docs/events.md)",
+    )
+
+    web = sub.add_parser(
+        "web",
+        parents=[common, setting_flags],
+        help="serve a local web page to run sessions in (its address, with an access "
+        "token, is the first line printed)",
+    )
+    web.add_argument(
+        "--port",
+        type=_whole_number,
+        default=WEB_DEFAULT_PORT,
+        help=f"port on 127.0.0.1 (default {WEB_DEFAULT_PORT}; 0: any free port)",
     )
 
     sub.add_parser(
