@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -914,6 +915,11 @@ class SubagentRunner:
         return usage.input_tokens, usage.output_tokens
 
 
+def _refused(call_id: str, text: str) -> ToolMessage:
+    """The error result of a ``call_subagent`` call that did not start."""
+    return ToolMessage(content=text, tool_call_id=call_id, name=SUBAGENT_TOOL, status="error")
+
+
 def _start_background(
     runner: SubagentRunner,
     tasks: BackgroundTasks | None,
@@ -928,9 +934,7 @@ def _start_background(
     """``call_subagent(background=true)``: start it and answer with its task id at once."""
 
     call_id = str(runtime.tool_call_id or "")
-
-    def refused(text: str) -> ToolMessage:
-        return ToolMessage(content=text, tool_call_id=call_id, name=SUBAGENT_TOOL, status="error")
+    refused = partial(_refused, call_id)
 
     if tasks is None or tasks.limit <= 0:
         return refused("refused: background subagents are off here; call without background")
@@ -955,9 +959,7 @@ def _start_checked(
     from agentgraph.subagent_tasks import start_in_background
 
     call_id = str(runtime.tool_call_id or "")
-
-    def refused(text: str) -> ToolMessage:
-        return ToolMessage(content=text, tool_call_id=call_id, name=SUBAGENT_TOOL, status="error")
+    refused = partial(_refused, call_id)
 
     running = tasks.running()
     if len(running) >= tasks.limit:
