@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocketClose
 
 from agentgraph.protocol.events import BaseEvent, dump_event
 from agentgraph.protocol.ops import parse_op
@@ -86,8 +87,11 @@ class TokenGate:
         return any(hmac.compare_digest(o.encode(), wanted) for o in offered if o)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # no WebSocket is served: none passes the gate
+            await WebSocketClose()(scope, receive, send)
             return
         request = Request(scope)
         if not self._authorized(request):

@@ -12,6 +12,7 @@ import json
 import os
 import select
 import shutil
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -195,6 +196,20 @@ def test_every_request_needs_the_token(web: Web) -> None:
     # The right token from a page on another origin is refused too.
     evil = {"Authorization": f"Bearer {web.token}", "Origin": "http://evil.example"}
     assert _get(web.base + "/api/sessions", **evil)[0] == 403
+
+
+def test_no_websocket_is_served_even_with_the_token(web: Web) -> None:
+    host, _, port = web.base.removeprefix("http://").partition(":")
+    handshake = (
+        f"GET /?token={web.token} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        f"Authorization: Bearer {web.token}\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port)), timeout=HTTP_TIMEOUT_S) as conn:
+        conn.sendall(handshake.encode())
+        status_line = conn.recv(4096).split(b"\r\n", 1)[0]
+    assert status_line.startswith(b"HTTP/1.1 ") and b" 101 " not in status_line + b" "
 
 
 def _post_raw(web: Web, data: bytes) -> tuple[int, dict[str, Any]]:
