@@ -61,6 +61,7 @@ from agentgraph.middleware import context_pipeline
 from agentgraph.middleware.events import EVENT_SINK_KEY, emit
 from agentgraph.model import build_chat_model, text_tool_calls_on
 from agentgraph.nodes.tools import tool_output_cap_tokens
+from agentgraph.permissions import turn_mode_inputs
 from agentgraph.persistence.delta import messages_delta_reducer
 from agentgraph.persistence.index import SessionInfo, shorten_title
 from agentgraph.persistence.saver import AgentSqliteSaver
@@ -110,6 +111,7 @@ from agentgraph.tools import build_tools
 from agentgraph.tools.bash import kill_running_commands, sandbox_plan_for, tool_environment
 from agentgraph.tools.history_tools import make_history_tools
 from agentgraph.tools.memory_tools import make_memory_tools
+from agentgraph.tools.plan import make_plan_tool
 from agentgraph.tools.search import cancel_running_searches
 from agentgraph.undo import UndoResult, undo_note
 from agentgraph.user_offload import offload_user_messages
@@ -308,6 +310,7 @@ class Agent:
         redactor = self._redactor = build_redactor(settings.secret_values(), base_env)
         if settings.memory != "off":
             tools.extend(make_memory_tools(settings, redactor))
+        tools.append(make_plan_tool(settings))
         self._builtin_tools = list(tools)
         # The user's hooks (and the project's, once allowed), with the commands'
         # secret-free environment; read once, at start, like the rest of the settings.
@@ -527,6 +530,31 @@ class Agent:
     def set_model_preference(self, thread_id: str, name: str) -> None:
         """Record ``name`` as ``thread_id``'s model (resuming the session uses it again)."""
         self.graph.update_state(self.config(thread_id), {"model_pref": name}, as_node="finalize")
+
+    def permission_mode(self, thread_id: str) -> str:
+        """``thread_id``'s permission mode: its own choice, else the setting's."""
+        from agentgraph.permissions import MODE_KEY, effective_mode
+
+        # The latest checkpoint's plain channel, not get_state: the prompt's status line
+        # asks at every redraw, and get_state rebuilds the whole history.
+        latest = self.store.checkpointer.get_tuple(self.config(thread_id))
+        values = latest.checkpoint.get("channel_values", {}) if latest is not None else {}
+        return effective_mode({MODE_KEY: values.get(MODE_KEY)}, self.settings)
+
+    def set_permission_mode(self, thread_id: str, mode: str) -> None:
+        """Switch ``thread_id`` to permission ``mode`` (kept when the session resumes; the
+        model is told before its next request).
+
+        Switch between runs, not while an approval question waits: the questions of a
+        step are answered by position, and the mode decides which calls ask.
+
+        Raises:
+            ValueError: Not a mode.
+        """
+        from agentgraph.permissions import MODE_KEY, check_mode
+
+        update = {MODE_KEY: check_mode(mode)}
+        self.graph.update_state(self.config(thread_id), update, as_node="finalize")
 
     def goal(self, thread_id: str) -> dict[str, Any] | None:
         """The goal ``/goal`` set for ``thread_id`` (its state's ``goal``), whatever its
@@ -788,16 +816,21 @@ class Agent:
         preamble = self.sessions.preamble(thread_id, lambda: history)
         # Calls that were running when a previous process died: "may have completed".
         interrupted = interrupted_results(history, self.deps.artifacts_dir(thread_id))
+        # The model learns of a mode change from a note before the request: the system
+        # prompt (the cached prefix) stays as it was.
+        mode_inputs = turn_mode_inputs(stored, self.settings)
         # Hook output for the model: appended, before the prompt it came with.
         hooked = [stamped(m) for m in self._hook_context.pop(thread_id, [])]
         mention_inputs["messages"] = [
             *interrupted,
             *preamble,
+            *mode_inputs.pop("messages", []),
             *hooked,
             *mention_inputs["messages"],
         ]
         known = self.store.index.get(thread_id)
         inputs: dict[str, Any] = {
+            **mode_inputs,
             **mention_inputs,
             "loops": 0,
             "turn_tokens": 0,

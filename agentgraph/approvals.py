@@ -15,6 +15,17 @@ nothing is asked: each gets the tool's own error and nothing changes. Otherwise 
 such call is asked: LangGraph gives resume answers to the interrupts by position, so
 which calls are asked must not depend on files that may change while a question waits.
 
+The session's permission mode (``agentgraph/permissions.py``) adds questions (``ask``,
+``accept-edits``) or refuses write tools outright (``plan``); ``present_plan`` asks the
+user to accept a plan. "Always allow" rules (``agentgraph/permission_rules.py``) remove
+the question for the calls they match. An answer may carry more than yes or no:
+``{"approved": true, "always": true}`` (or ``"a"``) also stores the question's proposed
+``rule``; ``{"approved": false, "reason": "…"}`` (or ``"n <reason>"``) hands the reason
+to the model with the refusal. An answer that names its call (``"tool_call_id"``, as
+the REPL's do) and reaches another call's question declines it: answers are matched to
+a step's questions by position, and which calls ask may change while one waits (the
+mode, a rule added elsewhere).
+
 Because the question lives in the checkpoint, a session killed while it waits asks
 the same question when it is resumed. A run that cannot ask (``agentgraph run``,
 subagents: ``RunContext.can_ask`` is False) declines such calls with a message that
@@ -26,13 +37,23 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import ToolCall
 from pydantic import TypeAdapter, ValidationError
 
 from agentgraph.config import Settings
+from agentgraph.permission_rules import Rule, proposed_rule, rule_matches
+from agentgraph.permissions import (
+    ACCEPT_EDITS_MODE,
+    ASK_MODE,
+    MODE_SETTING,
+    PLAN_MODE,
+    PRESENT_PLAN_TOOL,
+    mode_asks,
+)
 from agentgraph.tools.base import ToolError, format_tool_error
 from agentgraph.tools.workspace import display_path, resolve_in_workspace
 
@@ -40,7 +61,12 @@ if TYPE_CHECKING:
     from agentgraph.tools.files import PlannedEdit
 
 APPROVAL_TYPE = "approval"
-APPROVE_ANSWERS = frozenset({"y", "yes", "approve", "approved", "allow", "ok"})
+APPROVE_ANSWERS = frozenset({"y", "yes", "approve", "approved", "allow", "ok", "a", "always"})
+# Answers that approve and also store the question's proposed rule.
+ALWAYS_ANSWERS = frozenset({"a", "always"})
+DECLINE_WORDS = frozenset({"n", "no"})
+# A reason longer than this reaches the model cut.
+DECLINE_REASON_MAX_CHARS = 2_000
 # A diff shown with an approval question is a preview: bounded, never the whole file.
 APPROVAL_DIFF_MAX_LINES = 400
 APPROVAL_DIFF_MAX_CHARS = 20_000
@@ -52,19 +78,25 @@ EDIT_TOOLS = frozenset({"write_file", "edit_file"})
 # MCP tools are named mcp__<server>__<tool> (agentgraph/mcp.py).
 MCP_TOOL_PREFIX = "mcp__"
 MCP_ARGS_SHOWN_MAX_CHARS = 2_000
+# Its action "apply" writes an isolated subagent's held changes (agentgraph/subagent_worktrees.py).
+SUBAGENT_TASK_TOOL = "subagent_task"
 # They change what the prompt of every later session in the workspace holds.
 MEMORY_TOOLS = frozenset({"memory_save", "memory_delete"})
 
 
-def needs_approval(name: str, settings: Settings, *, unsandboxed: bool = False) -> str | None:
+def needs_approval(
+    name: str, settings: Settings, *, unsandboxed: bool = False, mode: str | None = None
+) -> str | None:
     """The setting that makes tool ``name`` need approval, or None when it does not.
 
     Args:
         name: The tool.
-        settings: ``bash``, ``edits`` and ``mcp_tools``.
+        settings: ``bash``, ``edits`` and ``mcp_tools`` (each ``ask`` asks in every mode).
         unsandboxed: Commands would run without the sandbox it should have had
             (``AGENTGRAPH_SANDBOX=auto`` where it cannot start): they need approval.
+        mode: The session's permission mode (None: ``settings.permission_mode``).
     """
+    mode = mode or settings.permission_mode
     if name in SHELL_TOOLS and settings.bash == "ask":
         return "AGENTGRAPH_BASH"
     if name in SHELL_TOOLS and unsandboxed:
@@ -73,7 +105,11 @@ def needs_approval(name: str, settings: Settings, *, unsandboxed: bool = False) 
         return "AGENTGRAPH_EDITS"
     if name.startswith(MCP_TOOL_PREFIX) and settings.mcp_tools == "ask":
         return "AGENTGRAPH_MCP_TOOLS"
+    if mode_asks(name, mode):
+        return MODE_SETTING
     if name in MEMORY_TOOLS:
+        if settings.memory == "auto" and mode in (ASK_MODE, ACCEPT_EDITS_MODE):
+            return settings.memory_approval or MODE_SETTING
         return settings.memory_approval
     return None
 
@@ -179,34 +215,71 @@ def unappliable_edit(call: ToolCall, workspace: str) -> str | None:
 
 
 def approval_request(
-    call: ToolCall, settings: Settings, workspace: str, *, unsandboxed: str | None = None
+    call: ToolCall,
+    settings: Settings,
+    workspace: str,
+    *,
+    unsandboxed: str | None = None,
+    mode: str | None = None,
+    rules: Sequence[Rule] = (),
 ) -> dict[str, Any] | None:
     """The interrupt payload asking to approve ``call``, or None when it needs none.
 
     Args:
         call: A tool call of the model.
-        settings: Which tools need approval (``bash``, ``edits``).
-        workspace: The run's workspace (for the edit preview).
+        settings: Which tools need approval (``bash``, ``edits``, ``permission_mode``).
+        workspace: The run's workspace (for the edit preview and the rules' paths).
         unsandboxed: Why commands cannot run in the sandbox (``AGENTGRAPH_SANDBOX=auto``
-            where it cannot start): each then needs approval; None when they can.
+            where it cannot start): each then needs approval, whatever the rules say;
+            None when they can.
+        mode: The session's permission mode (None: ``settings.permission_mode``).
+        rules: The workspace's "always allow" rules: a call one matches needs none.
 
     Returns:
         ``{"type": "approval", "tool", "tool_call_id", "setting", "command"}`` for a
         shell command, ``{…, "path", "diff"}`` for a file change (``diff`` may be
-        None when no preview is possible), ``{…, "memory"}`` (the text to remember) or
-        ``{…, "memory_id"}`` (the memory to forget) for a memory change.
+        None when no preview is possible), ``{…, "memory"}`` (the text to remember),
+        ``{…, "memory_id"}`` (the memory to forget) for a memory change, or ``{…,
+        "plan"}`` for ``present_plan`` in plan mode. ``rule`` (``{"tool",
+        "pattern"}``), when present, is what an "always" answer stores; ``mode`` is set
+        when the permission mode asks.
     """
     name = call["name"]
-    setting = needs_approval(name, settings, unsandboxed=unsandboxed is not None)
+    mode = mode or settings.permission_mode
+    args = call.get("args") or {}
+    if name == SUBAGENT_TASK_TOOL:
+        return _held_changes_request(call, settings)
+    if name in EDIT_TOOLS and _isolated(workspace, settings):
+        return None  # merged back only through an approved subagent_task(action="apply")
+    if name == PRESENT_PLAN_TOOL:
+        if mode != PLAN_MODE:
+            return None  # the tool itself says there is nothing to accept
+        return {
+            "type": APPROVAL_TYPE,
+            "tool": name,
+            "tool_call_id": call.get("id") or "",
+            "setting": MODE_SETTING,
+            "mode": mode,
+            "plan": str(args.get("plan", "")),
+        }
+    unsandboxed_shell = name in SHELL_TOOLS and unsandboxed is not None
+    setting = needs_approval(name, settings, unsandboxed=unsandboxed is not None, mode=mode)
     if setting is None:
         return None
-    args = call.get("args") or {}
+    # A rule never stands in for the question a command without its sandbox asks.
+    if not unsandboxed_shell and any(rule_matches(r, name, args, workspace) for r in rules):
+        return None
     request: dict[str, Any] = {
         "type": APPROVAL_TYPE,
         "tool": name,
         "tool_call_id": call.get("id") or "",
         "setting": setting,
     }
+    if setting == MODE_SETTING:
+        request["mode"] = mode
+    offered = None if unsandboxed_shell else proposed_rule(name, args, workspace)
+    if offered is not None:
+        request["rule"] = {"tool": offered.tool, "pattern": offered.pattern}
     if name in SHELL_TOOLS:
         request["command"] = str(args.get("command", ""))
         if setting == SANDBOX_SETTING:
@@ -227,6 +300,35 @@ def approval_request(
     return request
 
 
+def _isolated(workspace: str, settings: Settings) -> bool:
+    """Whether ``workspace`` is an isolated subagent's own tree (under AGENTGRAPH_HOME)."""
+    from agentgraph.subagent_worktrees import worktrees_dir
+
+    try:
+        return Path(workspace).resolve().is_relative_to(worktrees_dir(settings.home).resolve())
+    except (OSError, ValueError):
+        return False
+
+
+def _held_changes_request(call: ToolCall, settings: Settings) -> dict[str, Any] | None:
+    """Applying an isolated subagent's held changes is an edit: asked with its diff."""
+    args = call.get("args") or {}
+    if settings.edits != "ask" or args.get("action") != "apply":
+        return None
+    from agentgraph.subagent_worktrees import approval_text
+
+    task_id = str(args.get("task_id", ""))
+    diff = approval_text(settings.home, task_id)
+    return {
+        "type": APPROVAL_TYPE,
+        "tool": SUBAGENT_TASK_TOOL,
+        "tool_call_id": call.get("id") or "",
+        "setting": "AGENTGRAPH_EDITS",
+        "path": f"the workspace (the changes of {task_id})",
+        "diff": _bounded(diff) if diff is not None else None,
+    }
+
+
 def is_approved(answer: Any) -> bool:
     """Whether a resume value approves: True, ``"y"``/``"yes"``…, or ``{"approved": True}``.
 
@@ -240,9 +342,67 @@ def is_approved(answer: Any) -> bool:
     return isinstance(answer, str) and answer.strip().lower() in APPROVE_ANSWERS
 
 
-def declined_text(request: Mapping[str, Any]) -> str:
-    """The tool result of a call the user declined."""
+def is_always(answer: Any) -> bool:
+    """Whether an approving answer also asks to store the question's rule (``"a"``,
+    ``"always"``, ``{"approved": true, "always": true}``)."""
+    if isinstance(answer, Mapping):
+        return is_approved(answer) and answer.get("always") is True
+    return isinstance(answer, str) and answer.strip().lower() in ALWAYS_ANSWERS
+
+
+def decline_reason(answer: Any) -> str | None:
+    """The reason a declining answer gives (``{"reason": …}`` or ``"n <reason>"``), bounded."""
+    if isinstance(answer, Mapping):
+        reason = answer.get("reason")
+    elif isinstance(answer, str):
+        word, _, rest = answer.strip().partition(" ")
+        reason = rest if word.lower().rstrip(",.:;!-") in DECLINE_WORDS else None
+    else:
+        reason = None
+    if not isinstance(reason, str) or not reason.strip():
+        return None
+    return reason.strip()[:DECLINE_REASON_MAX_CHARS]
+
+
+def bound_answer(request: Mapping[str, Any], answer: Any) -> dict[str, Any]:
+    """``answer`` as a dict naming the call it is for (``tool_call_id``), so the tools
+    node can refuse it when it reaches another call's question."""
+    bound = dict(answer) if isinstance(answer, Mapping) else {}
+    bound["approved"] = is_approved(answer)
+    if is_always(answer):
+        bound["always"] = True
+    bound["tool_call_id"] = request.get("tool_call_id", "")
+    return bound
+
+
+def answers_another_call(request: Mapping[str, Any], answer: Any) -> bool:
+    """Whether ``answer`` names a call other than ``request``'s (an answer given by
+    position that reached the wrong question: what was allowed changed meanwhile)."""
+    if not isinstance(answer, Mapping) or "tool_call_id" not in answer:
+        return False
+    return str(answer.get("tool_call_id")) != str(request.get("tool_call_id", ""))
+
+
+def answered_rule(request: Mapping[str, Any], answer: Any) -> Rule | None:
+    """The rule to store for an "always" answer to ``request``; None otherwise."""
+    offered = request.get("rule")
+    if not is_always(answer) or not isinstance(offered, Mapping):
+        return None
+    tool, pattern = offered.get("tool"), offered.get("pattern")
+    if isinstance(tool, str) and isinstance(pattern, str) and tool and pattern:
+        return Rule(tool, pattern)
+    return None
+
+
+def declined_text(request: Mapping[str, Any], reason: str | None = None) -> str:
+    """The tool result of a call the user declined (with the user's reason, if given)."""
     tool = str(request.get("tool", ""))
+    said = f" The user said: {reason}" if reason else ""
+    if tool == PRESENT_PLAN_TOOL:
+        return (
+            "Error: the user did not accept the plan; the session is still in plan mode "
+            f"(read-only).{said} Revise the plan and call present_plan again, or ask."
+        )
     what = (
         "command"
         if tool in SHELL_TOOLS
@@ -252,11 +412,26 @@ def declined_text(request: Mapping[str, Any]) -> str:
         if tool in MEMORY_TOOLS
         else "change"
     )
-    return f"Error: the user declined this {what}; it was not made. Ask or try another way."
+    return f"Error: the user declined this {what}; it was not made.{said} Ask or try another way."
+
+
+def misdirected_text(request: Mapping[str, Any]) -> str:
+    """The tool result of a call whose question got the answer to another call."""
+    return (
+        f"Error: {request.get('tool')} was not run: the answer that reached its approval "
+        "question was given for another call (what needs approval changed while the "
+        "question waited). Call it again if it is still needed."
+    )
 
 
 def cannot_ask_text(request: Mapping[str, Any]) -> str:
     """The tool result of a call that needs approval in a run that cannot ask."""
+    if request.get("tool") == PRESENT_PLAN_TOOL:
+        return (
+            "Error: this run cannot ask the user to accept a plan (non-interactive "
+            "`agentgraph run`, or a subagent); nothing was changed. Give the plan as your "
+            "final answer."
+        )
     if request.get("setting") == SANDBOX_SETTING:
         return (
             f"Error: commands cannot run here: the shell sandbox cannot start "
@@ -265,7 +440,8 @@ def cannot_ask_text(request: Mapping[str, Any]) -> str:
             "run`, or a subagent); it was not run. Do without it or tell the user what to run."
         )
     return (
-        f"Error: {request.get('tool')} needs the user's approval ({request.get('setting')}=ask) "
+        f"Error: {request.get('tool')} needs the user's approval "
+        f"({request.get('setting')}={request.get('mode', 'ask')}) "
         "but this run cannot ask for it (non-interactive `agentgraph run`, or a subagent); "
         "it was not run. Do without it or tell the user what to run."
     )

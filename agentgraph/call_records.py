@@ -15,6 +15,7 @@ import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -23,6 +24,7 @@ __all__ = [
     "INTERRUPTED_KIND",
     "READ_ONLY_TOOLS",
     "interrupted_results",
+    "keep_result",
     "needs_record",
     "record_end",
     "record_start",
@@ -33,6 +35,8 @@ CALLS_DIR = "calls"
 INTERRUPTED_KIND = "interrupted_result"
 BASH_TOOL = "run_bash"
 RECORD_WRITE_ATTEMPTS = 2
+# Results kept until the next turn starts (keep_result), beside the start records.
+KEPT_PREFIX = "kept"
 INTERRUPTED_TEMPLATE = (
     "interrupted: {what} was started at {started} and may have completed; check its "
     "effects before running it again (agentgraph stopped before its result was recorded)"
@@ -67,9 +71,47 @@ def needs_record(name: str) -> bool:
     return name not in READ_ONLY_TOOLS
 
 
-def _record_path(folder: Path, call_id: str) -> Path:
+def _record_path(folder: Path, call_id: str, prefix: str = "call") -> Path:
     safe = hashlib.sha1(call_id.encode()).hexdigest()[:16]
-    return folder / CALLS_DIR / f"call-{safe}.json"
+    return folder / CALLS_DIR / f"{prefix}-{safe}.json"
+
+
+def keep_result(folder: Path, call_id: str, content: str, artifact: Any) -> None:
+    """Keep a call's result on disk until the session's next turn starts.
+
+    For a result that stands for something still going on (a background subagent's
+    start, with its task id). The tools node's results are checkpointed only after its
+    step: an agent that dies in between would lose the start, and the subagent with
+    it. The resume then gives the model this result instead (see
+    :func:`interrupted_results`), and delivery goes on as usual. Best effort.
+
+    Args:
+        folder: The session's artifacts folder.
+        call_id: The tool call's id.
+        content: The result's text.
+        artifact: The result's artifact (JSON-serializable).
+    """
+    path = _record_path(folder, call_id, KEPT_PREFIX)
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"id": call_id, "content": content, "artifact": artifact})
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+
+def _kept(folder: Path, call_id: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(_record_path(folder, call_id, KEPT_PREFIX).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("content"), str) else None
+
+
+def _drop_kept(folder: Path) -> None:
+    """At a turn's start every earlier step is checkpointed: kept results are done with."""
+    for path in (folder / CALLS_DIR).glob(f"{KEPT_PREFIX}-*.json"):
+        record_end(path)
 
 
 def record_start(folder: Path, call_id: str, name: str) -> Path | None:
@@ -117,7 +159,8 @@ def interrupted_results(messages: Sequence[BaseMessage], folder: Path) -> list[T
 
     Only calls with a start record and no result are answered (and their records
     removed); the results go right after the history's existing tail, so the
-    pairing stays valid.
+    pairing stays valid. A call whose result was kept (:func:`keep_result`) gets that
+    result. Called when a turn starts: the kept results are removed.
 
     Args:
         messages: The stored history.
@@ -126,6 +169,13 @@ def interrupted_results(messages: Sequence[BaseMessage], folder: Path) -> list[T
     Returns:
         ``status="error"`` results marked with kind ``interrupted_result``.
     """
+    try:
+        return _interrupted(messages, folder)
+    finally:
+        _drop_kept(folder)
+
+
+def _interrupted(messages: Sequence[BaseMessage], folder: Path) -> list[ToolMessage]:
     tail = len(messages)
     while tail > 0 and isinstance(messages[tail - 1], ToolMessage):
         tail -= 1
@@ -138,12 +188,25 @@ def interrupted_results(messages: Sequence[BaseMessage], folder: Path) -> list[T
         call_id = call.get("id") or ""
         if not call_id or call_id in answered:
             continue
+        name = str(call.get("name") or "")
+        kept = _kept(folder, call_id)
+        if kept is not None:
+            out.append(
+                ToolMessage(
+                    content=kept["content"],
+                    artifact=kept.get("artifact"),
+                    tool_call_id=call_id,
+                    name=name or None,
+                    id=f"agentgraph-interrupted-{call_id}",
+                )
+            )
+            record_end(_record_path(folder, call_id))
+            continue
         path = _record_path(folder, call_id)
         try:
             record = json.loads(path.read_text())
         except (OSError, ValueError):
             continue  # never started: the prompt view answers it as aborted
-        name = str(call.get("name") or "")
         what = "the command" if name == BASH_TOOL else f"this {name} call"
         started = str(record.get("started_at") or "an unknown time")
         out.append(

@@ -41,6 +41,11 @@ BASH_TIMEOUT_S_DEFAULT = 120
 # Wall-clock cap of one `agentgraph run`; 0 = no cap (the default).
 RUN_TIMEOUT_S_DEFAULT = 0.0
 REQUEST_TIMEOUT_S_DEFAULT = 600.0
+# The REPL rings the terminal bell when a turn that took at least this many seconds
+# ends (AGENTGRAPH_NOTIFY_AFTER_S; 0 = never).
+NOTIFY_AFTER_S_DEFAULT = 30.0
+# Commit each turn's changed files with a generated message (AGENTGRAPH_AUTO_COMMIT).
+AUTO_COMMIT_DEFAULT: Literal["off", "on"] = "off"
 # An MCP server that has not answered initialize + tools/list by then is reported as hung
 # (Claude Code's MCP_TIMEOUT); it connects in the background, so this delays no prompt.
 MCP_START_TIMEOUT_S_DEFAULT = 20.0
@@ -77,6 +82,13 @@ TEXT_TOOL_CALLS_TRUE_WORDS = frozenset({"true", "1", "yes"})
 TEXT_TOOL_CALLS_FALSE_WORDS = frozenset({"false", "0", "no"})
 
 DEFAULT_USER_ID = "user"
+# Permission modes, strictest first (agentgraph/permissions.py): plan = read-only until the
+# user accepts a plan; ask = commands, edits and MCP tools ask; accept-edits = edits run,
+# commands and MCP tools ask; auto = everything runs (the sandbox still applies).
+PermissionMode = Literal["plan", "ask", "accept-edits", "auto"]
+PERMISSION_MODES: tuple[PermissionMode, ...] = ("plan", "ask", "accept-edits", "auto")
+# auto keeps what AGENTGRAPH_BASH / AGENTGRAPH_EDITS / AGENTGRAPH_MCP_TOOLS alone decide.
+PERMISSION_MODE_DEFAULT: PermissionMode = "auto"
 USER_ID_MAX_CHARS = 128
 
 
@@ -239,6 +251,11 @@ class Settings(BaseSettings):
     vision: Literal["auto", "on", "off"] = Field("auto", validation_alias=_env("AGENTGRAPH_VISION"))
     # write_file / edit_file: "ask" pauses the run for the user's approval of each change.
     edits: Literal["ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_EDITS"))
+    # What may run without asking (PERMISSION_MODES); the ask settings above still ask in
+    # every mode. User-only: a project's files cannot set it.
+    permission_mode: PermissionMode = Field(
+        PERMISSION_MODE_DEFAULT, validation_alias=_env("AGENTGRAPH_PERMISSION_MODE")
+    )
     # Long-term memory (memory_save / memory_delete change what later sessions' prompts
     # hold): auto = ask whenever any approval mode asks, else on; ask; on; off = no memory
     # tools and no memories in the prompt.
@@ -270,6 +287,12 @@ class Settings(BaseSettings):
     )
     run_timeout_s: float = Field(
         RUN_TIMEOUT_S_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_RUN_TIMEOUT_S")
+    )
+    notify_after_s: float = Field(
+        NOTIFY_AFTER_S_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_NOTIFY_AFTER_S")
+    )
+    auto_commit: Literal["off", "on"] = Field(
+        AUTO_COMMIT_DEFAULT, validation_alias=_env("AGENTGRAPH_AUTO_COMMIT")
     )
     provider_max_retries: int = Field(
         PROVIDER_MAX_RETRIES_DEFAULT,
@@ -315,6 +338,12 @@ class Settings(BaseSettings):
         ge=0,
         le=64,
         validation_alias=_env("AGENTGRAPH_SUBAGENT_MAX_BACKGROUND"),
+    )
+    # A LangGraph server (its URL) whose agentgraph graph runs the subagents instead of
+    # this process (agentgraph/remote_subagents.py); None: they run here.
+    subagent_server: str | None = Field(None, validation_alias=_env("AGENTGRAPH_SUBAGENT_SERVER"))
+    subagent_server_api_key: SecretStr | None = Field(
+        None, validation_alias=_env("AGENTGRAPH_SUBAGENT_SERVER_API_KEY")
     )
     sqlite_busy_timeout_s: float = Field(
         SQLITE_BUSY_TIMEOUT_S_DEFAULT,
@@ -373,7 +402,7 @@ class Settings(BaseSettings):
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
 
-    @field_validator("base_url", mode="after")
+    @field_validator("base_url", "subagent_server", mode="after")
     @classmethod
     def _http_base_url(cls, value: str | None) -> str | None:
         # A URL without a scheme would be retried as a dropped connection: refuse it now.
@@ -439,6 +468,8 @@ class Settings(BaseSettings):
         values: list[str] = []
         if self.api_key is not None:
             values.append(self.api_key.get_secret_value())
+        if self.subagent_server_api_key is not None:
+            values.append(self.subagent_server_api_key.get_secret_value())
         if self.database_url is not None:
             url = self.database_url.get_secret_value()
             password = _url_password(url)

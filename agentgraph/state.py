@@ -80,5 +80,10 @@ class AppState(TypedDict, total=False):
     images: Annotated[list[str], merge_unique]
     # Tools a subagent's caller excluded: neither a skill nor allowed_tools brings them back.
     denied_tools: Annotated[list[str], merge_unique]
+    # The session's permission mode (agentgraph/permissions.py), once chosen (/mode,
+    # Shift-Tab, an accepted plan); None: AGENTGRAPH_PERMISSION_MODE. Kept on resume.
+    permission_mode: Annotated[str | None, replace]
+    # The mode the model was last told about (a note goes out when the two differ).
+    permission_mode_told: Annotated[str | None, replace]
     # Folders of loaded skills: read_file may read them even outside the workspace.
     skill_dirs: Annotated[list[str], merge_unique]

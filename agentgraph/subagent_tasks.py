@@ -40,7 +40,8 @@ from langchain_core.tools import BaseTool, tool
 
 from agentgraph.history.kinds import AGENTGRAPH_KEY, SUBAGENT_NOTICE_KIND
 from agentgraph.persistence.index import shorten_title
-from agentgraph.runctx import AgentToolRuntime
+from agentgraph.runctx import AgentToolRuntime, context_of
+from agentgraph.subagent_worktrees import STATE_HELD, IsolationError, load
 from agentgraph.subagents import (
     SUBAGENT_CANCEL_POLL_S,
     SUBAGENT_TASK_TOOL,
@@ -65,7 +66,9 @@ BACKGROUND_KEY = "background"
 COLLECTED_KEY = "collected"
 TASK_ID_KEY = "task_id"
 
-Action = Literal["status", "result", "cancel"]
+Action = Literal["status", "result", "cancel", "apply", "discard"]
+# The actions on an isolated subagent's held changes (agentgraph/subagent_worktrees.py).
+CHANGE_ACTIONS = frozenset({"apply", "discard"})
 
 
 @dataclass(frozen=True)
@@ -284,7 +287,13 @@ class BackgroundTasks:
         listed: list[dict[str, Any]] = []
         for start in undelivered(history):
             record = self.runner.records.get(start.task_id)
-            status = record.status if record is not None else "interrupted"
+            status = (
+                record.status
+                if record is not None
+                else "on the subagent server"
+                if self.runner.remote is not None
+                else "interrupted"
+            )
             elapsed = record.elapsed_s() if record is not None else 0.0
             task = record.task if record is not None else start.task
             listed.append(
@@ -334,6 +343,41 @@ class BackgroundTasks:
         return self.wait(task_id, SUBAGENT_CANCEL_WAIT_S)
 
 
+def held_changes(
+    runner: SubagentRunner, task_id: str, thread_id: str, *, apply: bool
+) -> tuple[str, bool]:
+    """Apply or discard the held changes of isolated subagent ``task_id``.
+
+    Args:
+        runner: The subagent runner (settings, artifacts folders).
+        task_id: The subagent's id.
+        thread_id: The caller's session: only its own subagents' changes are reachable.
+        apply: Apply (the approval, if asked for, came before the call ran) or discard.
+
+    Returns:
+        ``(text for the model, whether it worked)``.
+    """
+    isolation = load(runner.settings.home, task_id.strip())
+    if isolation is None or isolation.state != STATE_HELD or isolation.parent_thread != thread_id:
+        return f"Error: subagent {task_id!r} has no held changes in this session", False
+    try:
+        changes = isolation.changes()
+    except IsolationError as exc:
+        return f"Error: its changes could not be read: {exc}", False
+    patch = runner.keep_patch(isolation.thread_id or task_id, changes.patch)
+    if not apply:
+        isolation.remove()
+        return f"discarded: {changes.summary()} (the patch stays in {patch})", True
+    result = isolation.apply(changes)
+    if result.conflicts:
+        return (
+            f"not applied, conflict: {'; '.join(result.conflicts)}; nothing was written; the "
+            f'patch is in {patch}; action="discard" drops the held changes'
+        ), False
+    isolation.remove()
+    return f"applied to the workspace: {changes.summary()}", True
+
+
 def _status_text(record: SubagentRecord) -> str:
     steps = f"{record.tool_calls} tool call" + ("" if record.tool_calls == 1 else "s")
     return f"[{record.context_id} {record.status} · {record.elapsed_s():.1f}s · {steps}]"
@@ -358,7 +402,6 @@ def make_subagent_task_tool(tasks: BackgroundTasks) -> BaseTool:
         call_id = str(runtime.tool_call_id or "")
         state: Mapping[str, Any] = runtime.state if isinstance(runtime.state, Mapping) else {}
         history: list[BaseMessage] = list(state.get("messages") or [])
-        start = tasks.find(task_id, history)
 
         def answer(text: str, *, error: bool = False, artifact: Any = None) -> ToolMessage:
             return ToolMessage(
@@ -368,6 +411,12 @@ def make_subagent_task_tool(tasks: BackgroundTasks) -> BaseTool:
                 name=SUBAGENT_TASK_TOOL,
                 status="error" if error else "success",
             )
+
+        if action in CHANGE_ACTIONS:
+            thread_id = context_of(runtime).thread_id
+            text, ok = held_changes(tasks.runner, task_id, thread_id, apply=action == "apply")
+            return answer(text, error=not ok)
+        start = tasks.find(task_id, history)
 
         if start is None:
             known = ", ".join(s.task_id for s in background_starts(history)) or "none"
@@ -391,8 +440,8 @@ def make_subagent_task_tool(tasks: BackgroundTasks) -> BaseTool:
                 text += f"\nasked to stop; it had not stopped after {SUBAGENT_CANCEL_WAIT_S:g}s"
             return answer(text)
         outcome = record.outcome if record is not None else tasks.outcome_of(start)
-        if outcome is None:  # pragma: no cover - outcome_of answers for a dead task
-            return answer(f"Error: no outcome for {start.task_id}", error=True)
+        if outcome is None:  # a run on the subagent server its killed caller left
+            return answer(f"[{start.task_id} running on the subagent server]")
         if action == "status":
             return answer(f"{outcome.status_line()} (action=result returns its result)")
         collected = {COLLECTED_KEY: start.task_id, **outcome.artifact()}

@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import BaseTool, tool
 from langgraph.types import StreamMode
 
+from agentgraph.call_records import keep_result
 from agentgraph.config import Settings
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import truncate_text
@@ -52,8 +54,23 @@ from agentgraph.history.kinds import stopped_reason
 from agentgraph.middleware.events import event_sink
 from agentgraph.nodes.limits import STOP_BUDGET, STOP_REPEATED, STOP_STEP_LIMIT
 from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_title
+from agentgraph.remote_subagents import (
+    REMOTE_POLL_S,
+    RUNNING_STATUSES,
+    RemoteError,
+    RemoteSubagents,
+)
 from agentgraph.runctx import AgentToolRuntime, RunContext, context_of, run_config
 from agentgraph.state import MAIN_CONTEXT_ID
+from agentgraph.subagent_worktrees import (
+    PATCH_FILE,
+    STATE_HELD,
+    STATE_RUNNING,
+    Isolation,
+    IsolationError,
+    clean_stale,
+    create,
+)
 
 if TYPE_CHECKING:
     from agentgraph.subagent_tasks import BackgroundTasks
@@ -74,13 +91,14 @@ SUBAGENT_DEPTH_WALK_MAX = 32
 SUBAGENT_ERROR_MAX_CHARS = 300
 # One of runctx.POOL_SAFE_STREAM_MODES: the child runs with run_config's capped pool.
 SUBAGENT_STREAM_MODE: StreamMode = "updates"
+# The file tools a subagent without ``writes`` does not get (it shares the workspace).
+SUBAGENT_WRITE_TOOLS = ("write_file", "edit_file")
 
 SUBAGENT_PROMPT_SECTION = (
     "Delegation: call_subagent(task) runs a helper agent with a fresh context on a "
     "self-contained subtask (reading many or large files, searching, running a skill's "
     "steps) and returns only its final answer. Give it everything it needs in `task`; it "
-    "cannot see this conversation. Several call_subagent calls in one response run in "
-    "parallel."
+    "cannot see this conversation."
 )
 
 # Why a subagent's request stopped at a limit other than its loop cap, as its result says.
@@ -107,6 +125,9 @@ class SubagentOutcome:
         elapsed_s: Wall time it ran, in seconds.
         input_tokens: Prompt tokens its model calls used (provider-reported).
         output_tokens: Completion tokens its model calls used.
+        changes: For a subagent with ``writes``: what became of its file changes
+            (``state``: ``applied``, ``conflict``, ``held`` or ``none``; ``files``;
+            ``patch``: where the patch is kept when it was not applied).
     """
 
     ok: bool
@@ -117,6 +138,7 @@ class SubagentOutcome:
     elapsed_s: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    changes: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:
@@ -135,7 +157,7 @@ class SubagentOutcome:
 
     def artifact(self) -> dict[str, Any]:
         """The same facts, structured, for the result's ``artifact`` (not sent to the model)."""
-        return {
+        facts: dict[str, Any] = {
             "ok": self.ok,
             "context_id": self.context_id,
             "thread_id": self.thread_id,
@@ -144,6 +166,9 @@ class SubagentOutcome:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
         }
+        if self.changes is not None:
+            facts["changes"] = self.changes
+        return facts
 
 
 @dataclass
@@ -155,6 +180,9 @@ class PreparedSubagent:
     child: RunContext
     context_id: str
     parent_thread: str
+    isolation: Isolation | None = None
+    # Its run on the subagent server, when it was started there already.
+    remote_run: str | None = None
 
 
 @dataclass
@@ -300,6 +328,16 @@ class SubagentRunner:
         self.records: dict[str, SubagentRecord] = {}
         # The background subagents (agentgraph.subagent_tasks.BackgroundTasks), when on.
         self.tasks: BackgroundTasks | None = None
+        # AGENTGRAPH_SUBAGENT_SERVER: subagents run there instead of in this process.
+        self.remote: RemoteSubagents | None = None
+        if settings.subagent_server:
+            key = settings.subagent_server_api_key
+            self.remote = RemoteSubagents(
+                settings.subagent_server, key.get_secret_value() if key is not None else None
+            )
+        # Isolated trees a killed process left behind (their patches are kept).
+        with contextlib.suppress(Exception):
+            clean_stale(settings.home, artifacts_dir)
 
     def bind(self, graph: Any) -> None:
         """Give the runner the compiled graph it runs subagents on."""
@@ -354,6 +392,7 @@ class SubagentRunner:
         exclude_tools: Sequence[str] = (),
         emit: Callable[[dict[str, Any]], None] | None = None,
         tool_call_id: str = "",
+        writes: bool = False,
     ) -> SubagentOutcome:
         """Run ``task`` in a new subagent thread and wait for its answer.
 
@@ -366,12 +405,14 @@ class SubagentRunner:
             emit: UI event sink of the caller (``subagent_started``, ``subagent_tool``,
                 ``subagent_done``; called from the subagent's worker thread too).
             tool_call_id: The caller's ``call_subagent`` call, named in those events.
+            writes: Whether it may edit files (in an isolated tree, merged back at its
+                end); without, it shares the workspace without the file-editing tools.
 
         Returns:
             The outcome; never raises for a subagent failure.
         """
         prepared = self.prepare(
-            task, state, context, max_loops=max_loops, exclude_tools=exclude_tools
+            task, state, context, max_loops=max_loops, exclude_tools=exclude_tools, writes=writes
         )
         if isinstance(prepared, SubagentOutcome):
             return prepared
@@ -385,6 +426,7 @@ class SubagentRunner:
         *,
         max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
         exclude_tools: Sequence[str] = (),
+        writes: bool = False,
     ) -> PreparedSubagent | SubagentOutcome:
         """Check the limits and create the subagent's session row; nothing runs yet.
 
@@ -394,6 +436,8 @@ class SubagentRunner:
             context: The caller's run context (its workspace, thread and user).
             max_loops: The subagent's own loop cap (bounded by ``settings.max_loops``).
             exclude_tools: Tools the subagent may not use.
+            writes: Give it an isolated tree to edit (see
+                :mod:`agentgraph.subagent_worktrees`); without, no file-editing tools.
 
         Returns:
             What :meth:`execute` runs, or the refusal (an outcome with ``ok`` False).
@@ -419,8 +463,38 @@ class SubagentRunner:
         task = task[:SUBAGENT_TASK_MAX_CHARS]
         loops_cap = max(1, min(int(max_loops), self.settings.loop_cap))
         thread_id, context_id = new_subagent_ids()
+        if not writes:
+            exclude_tools = [*exclude_tools, *SUBAGENT_WRITE_TOOLS]
+        elif self.remote is not None:
+            return SubagentOutcome(
+                False,
+                f"refused: subagents run on {self.remote.where}, in its own workspace; "
+                "call without writes",
+                "",
+                "",
+                0,
+            )
+        elif self.settings.edits == "ask" and self.tasks is None:
+            return SubagentOutcome(
+                False,
+                "refused: with AGENTGRAPH_EDITS=ask a subagent's changes are applied with "
+                "subagent_task, which is off here; call without writes",
+                "",
+                "",
+                0,
+            )
         allowed, denied = self.child_tools(state, exclude_tools, depth >= limit)
         workspace = context.workspace_path
+        isolation: Isolation | None = None
+        if writes:
+            try:
+                isolation = create(self.settings.home, context_id, workspace, parent_thread)
+            except (IsolationError, OSError) as exc:
+                why = _one_line(exc).split(": ", 1)[-1]
+                return SubagentOutcome(
+                    False, f"refused: no isolated workspace for it: {why}", "", "", 0
+                )
+            isolation.mark(STATE_RUNNING, thread_id=thread_id)
         now = time.time()
         self.index.upsert(
             SessionInfo(
@@ -448,17 +522,19 @@ class SubagentRunner:
             "denied_tools": denied,
             "active_skill": None,
             "mentioned_agents": [],
+            # The caller's permission mode: a subagent of a plan-mode session reads only.
+            "permission_mode": state.get("permission_mode"),
         }
         # A subagent runs unattended: it cannot put an approval question to the user.
         child = RunContext(
-            workspace_path=workspace,
+            workspace_path=str(isolation.workspace) if isolation is not None else workspace,
             thread_id=thread_id,
             artifacts_dir=str(self.artifacts_dir(thread_id)),
             max_loops=loops_cap,
             user_id=context.user_id,
             can_ask=False,
         )
-        return PreparedSubagent(task, inputs, child, context_id, parent_thread)
+        return PreparedSubagent(task, inputs, child, context_id, parent_thread, isolation)
 
     def execute(
         self,
@@ -501,7 +577,9 @@ class SubagentRunner:
                     "background": background,
                 }
             )
-        outcome = self._run_thread(inputs, child, context_id, progress, stop)
+        outcome = self._run_thread(inputs, child, context_id, progress, stop, prepared.remote_run)
+        if prepared.isolation is not None:
+            self._merge_back(prepared.isolation, outcome)
         outcome.elapsed_s = progress.elapsed()
         usage = self._record(thread_id)
         if usage is not None:
@@ -526,6 +604,69 @@ class SubagentRunner:
             )
         return outcome
 
+    def _merge_back(self, isolation: Isolation, outcome: SubagentOutcome) -> None:
+        """Apply, hold or keep as a patch what an isolated subagent changed; say which.
+
+        Changes of a subagent that finished are applied (``AGENTGRAPH_EDITS=on``) or
+        held for ``subagent_task(action="apply")`` (``ask``); those of one that did not
+        finish are held too (when ``subagent_task`` exists) so its partial work is not
+        applied unasked. A conflict applies nothing and keeps the patch.
+        """
+        try:
+            changes = isolation.changes()
+        except IsolationError as exc:
+            outcome.changes = {"state": "error"}
+            outcome.result = f"[its changes could not be read: {exc}]\n{outcome.result}"
+            isolation.remove()
+            return
+        files = [c.path for c in changes.files]
+        if not files:
+            outcome.changes = {"state": "none", "files": []}
+            outcome.result = f"[no file changes]\n{outcome.result}"
+            isolation.remove()
+            return
+        ask = self.settings.edits == "ask" or not outcome.ok
+        if ask and self.tasks is not None:
+            isolation.mark(STATE_HELD)
+            why = "the user must approve them" if outcome.ok else "it did not finish"
+            outcome.changes = {"state": "held", "files": files}
+            outcome.result = (
+                f"[changes held, not applied ({why}): {changes.summary()}; "
+                f'{SUBAGENT_TASK_TOOL}(task_id="{outcome.context_id}", action="apply") '
+                f'applies them, action="discard" drops them]\n{outcome.result}'
+            )
+            return
+        patch = self.keep_patch(outcome.thread_id, changes.patch)
+        if not ask:
+            applied = isolation.apply(changes)
+            if not applied.conflicts:
+                outcome.changes = {"state": "applied", "files": applied.applied}
+                outcome.result = (
+                    f"[changes applied to the workspace: {changes.summary()}]\n{outcome.result}"
+                )
+                isolation.remove()
+                return
+            outcome.changes = {"state": "conflict", "files": applied.conflicts, "patch": patch}
+            outcome.result = (
+                f"[changes NOT applied, conflict: {'; '.join(applied.conflicts)}; nothing of "
+                f"them was written; the patch is in {patch}]\n{outcome.result}"
+            )
+        else:
+            outcome.changes = {"state": "kept", "files": files, "patch": patch}
+            outcome.result = (
+                f"[its changes were not applied (it did not finish): {changes.summary()}; "
+                f"the patch is in {patch}]\n{outcome.result}"
+            )
+        isolation.remove()
+
+    def keep_patch(self, thread_id: str, patch: str) -> str:
+        """Store a subagent's patch in its artifacts folder; the file's path."""
+        folder = self.artifacts_dir(thread_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / PATCH_FILE
+        path.write_text(patch)
+        return str(path)
+
     def register(
         self, prepared: PreparedSubagent, tool_call_id: str, *, background: bool = False
     ) -> SubagentRecord:
@@ -549,7 +690,12 @@ class SubagentRunner:
         context_id: str,
         progress: _Progress,
         cancel: threading.Event | None = None,
+        remote_run: str | None = None,
     ) -> SubagentOutcome:
+        if self.remote is not None:
+            return self._run_remote(
+                self.remote, inputs, child, context_id, progress, cancel, remote_run
+            )
         thread_id, loops_cap = child.thread_id, child.max_loops
         config = run_config(thread_id, loops_cap)
         generation = self.generation
@@ -606,7 +752,72 @@ class SubagentRunner:
             return self._failed(thread_id, context_id, f"crashed: {_one_line(error)}")
         return self._finished(thread_id, context_id, loops_cap)
 
+    def _run_remote(
+        self,
+        remote: RemoteSubagents,
+        inputs: dict[str, Any],
+        child: RunContext,
+        context_id: str,
+        progress: _Progress,
+        cancel: threading.Event | None,
+        run_id: str | None = None,
+    ) -> SubagentOutcome:
+        """Run the subagent on the subagent server (unless ``run_id`` runs it already)
+        and poll it to its end."""
+        thread_id = child.thread_id
+        generation = self.generation
+        stop = cancel if cancel is not None else threading.Event()
+        if run_id is None:
+            try:
+                run_id = self.start_remote(remote, inputs, child)
+            except RemoteError as exc:
+                return SubagentOutcome(False, f"subagent failed: {exc}", context_id, thread_id, 0)
+        deadline = time.monotonic() + self.settings.subagent_timeout_s
+        shown = 1  # the task message
+        while True:
+            stopped = stop.is_set() or self.generation != generation
+            if stopped or time.monotonic() >= deadline:
+                remote.cancel(thread_id, run_id)
+                reason = (
+                    "cancelled"
+                    if stopped
+                    else f"timed out after {self.settings.subagent_timeout_s:g}s"
+                )
+                return self._failed(thread_id, context_id, reason)
+            try:
+                status = remote.status(thread_id, run_id)
+                messages = remote.values(thread_id).get("messages") or []
+            except RemoteError as exc:
+                remote.cancel(thread_id, run_id)
+                return SubagentOutcome(False, f"subagent failed: {exc}", context_id, thread_id, 0)
+            if len(messages) > shown:
+                with contextlib.suppress(Exception):  # progress is best-effort
+                    progress.update({"remote": {"messages": messages[shown:]}})
+                shown = len(messages)
+            if status not in RUNNING_STATUSES:
+                break
+            stop.wait(REMOTE_POLL_S)
+        if status == "success":
+            return self._finished(thread_id, context_id, child.max_loops)
+        why = remote.error_of(thread_id, run_id) if status == "error" else f"its run {status}"
+        return self._failed(thread_id, context_id, f"failed on the server: {why}")
+
+    @staticmethod
+    def start_remote(remote: RemoteSubagents, inputs: dict[str, Any], child: RunContext) -> str:
+        """Start the subagent's run on the subagent server; its run id.
+
+        Raises:
+            RemoteError: The server could not be used.
+        """
+        context = {"max_loops": child.max_loops, "user_id": child.user_id, "can_ask": False}
+        return remote.start(child.thread_id, inputs, context)
+
     def _values(self, thread_id: str) -> dict[str, Any]:
+        if self.remote is not None:
+            try:
+                return self.remote.values(thread_id)
+            except RemoteError:  # a failed read must not hide the subagent's own error
+                return {}
         try:
             snapshot = self.graph.get_state(run_config(thread_id, 1))
         except Exception:  # a failed read must not hide the subagent's own error
@@ -622,17 +833,23 @@ class SubagentRunner:
         )
         return cut.text
 
-    def stored_outcome(self, thread_id: str, context_id: str) -> SubagentOutcome:
+    def stored_outcome(self, thread_id: str, context_id: str) -> SubagentOutcome | None:
         """The outcome of a subagent no live worker runs, from its stored thread.
 
         A process that died while a background subagent ran left its thread as far as
         its last checkpoint: a final answer there is its result; anything else means it
-        was interrupted, its partial work kept in its session.
+        was interrupted, its partial work kept in its session. A subagent on the
+        subagent server ran on without its caller: while its run goes on there is no
+        outcome yet (None), and it is delivered once the run has ended.
 
         Args:
             thread_id: The subagent's session thread.
             context_id: Its context id.
         """
+        if self.remote is not None:
+            with contextlib.suppress(RemoteError):  # unreachable: say interrupted
+                if self.remote.latest_status(thread_id) in RUNNING_STATUSES:
+                    return None
         values = self._values(thread_id)
         messages: list[BaseMessage] = list(values.get("messages") or [])
         last = messages[-1] if messages else None
@@ -643,6 +860,9 @@ class SubagentRunner:
             "subagent interrupted: the agent stopped while it ran; its partial work is in "
             f"session {thread_id}"
         )
+        patch = self.artifacts_dir(thread_id) / PATCH_FILE
+        if patch.is_file():
+            why += f"; its file changes (not applied) are in {patch}"
         return SubagentOutcome(False, why, context_id, thread_id, loops)
 
     def _failed(self, thread_id: str, context_id: str, reason: str) -> SubagentOutcome:
@@ -696,6 +916,11 @@ class SubagentRunner:
         return usage.input_tokens, usage.output_tokens
 
 
+def _refused(call_id: str, text: str) -> ToolMessage:
+    """The error result of a ``call_subagent`` call that did not start."""
+    return ToolMessage(content=text, tool_call_id=call_id, name=SUBAGENT_TOOL, status="error")
+
+
 def _start_background(
     runner: SubagentRunner,
     tasks: BackgroundTasks | None,
@@ -705,18 +930,19 @@ def _start_background(
     max_loops: int,
     exclude_tools: list[str] | None,
     emit: Callable[[dict[str, Any]], None],
+    writes: bool = False,
 ) -> ToolMessage:
     """``call_subagent(background=true)``: start it and answer with its task id at once."""
 
     call_id = str(runtime.tool_call_id or "")
-
-    def refused(text: str) -> ToolMessage:
-        return ToolMessage(content=text, tool_call_id=call_id, name=SUBAGENT_TOOL, status="error")
+    refused = partial(_refused, call_id)
 
     if tasks is None or tasks.limit <= 0:
         return refused("refused: background subagents are off here; call without background")
     with tasks.starting:
-        return _start_checked(runner, tasks, task, state, runtime, max_loops, exclude_tools, emit)
+        return _start_checked(
+            runner, tasks, task, state, runtime, max_loops, exclude_tools, emit, writes
+        )
 
 
 def _start_checked(
@@ -728,14 +954,13 @@ def _start_checked(
     max_loops: int,
     exclude_tools: list[str] | None,
     emit: Callable[[dict[str, Any]], None],
+    writes: bool = False,
 ) -> ToolMessage:
     """The limit check and the start, under ``tasks.starting``."""
     from agentgraph.subagent_tasks import start_in_background
 
     call_id = str(runtime.tool_call_id or "")
-
-    def refused(text: str) -> ToolMessage:
-        return ToolMessage(content=text, tool_call_id=call_id, name=SUBAGENT_TOOL, status="error")
+    refused = partial(_refused, call_id)
 
     running = tasks.running()
     if len(running) >= tasks.limit:
@@ -751,10 +976,25 @@ def _start_checked(
         context_of(runtime),
         max_loops=max_loops,
         exclude_tools=list(exclude_tools or []),
+        writes=writes,
     )
     if isinstance(prepared, SubagentOutcome):
         return refused(prepared.to_text())
-    return start_in_background(tasks, prepared, tool_call_id=call_id, fallback=emit)
+    if runner.remote is not None:
+        # The run exists on the server before its task id is returned: a caller killed
+        # right after the start still finds it there on resume.
+        try:
+            run = runner.start_remote(runner.remote, prepared.inputs, prepared.child)
+            prepared.remote_run = run
+        except RemoteError as exc:
+            return refused(f"[{prepared.context_id} failed · 0 steps]\nsubagent failed: {exc}")
+    started = start_in_background(tasks, prepared, tool_call_id=call_id, fallback=emit)
+    # Until the caller's checkpoint surely holds this start, a file keeps it: a caller
+    # killed in between is given this result on resume, and the subagent is delivered.
+    ctx = context_of(runtime)
+    folder = Path(ctx.artifacts_dir) if ctx.artifacts_dir else runner.artifacts_dir(ctx.thread_id)
+    keep_result(folder, call_id, str(started.content), started.artifact)
+    return started
 
 
 @contextmanager
@@ -794,6 +1034,7 @@ def make_subagent_tool(runner: SubagentRunner, tasks: BackgroundTasks | None = N
         max_loops: int = SUBAGENT_MAX_LOOPS_DEFAULT,
         exclude_tools: list[str] | None = None,
         background: bool = False,
+        writes: bool = False,
     ) -> ToolMessage:
         """Delegate a subtask to a helper agent with your tools but an empty context.
 
@@ -801,9 +1042,9 @@ def make_subagent_tool(runner: SubagentRunner, tasks: BackgroundTasks | None = N
 
         Args:
             task: Complete instructions, including what to report.
-            max_loops: Most model calls it may make.
             exclude_tools: Tools it may not use.
             background: Return a task id now; the result comes later as a message.
+            writes: Edit files in its own worktree.
         """
         state: Mapping[str, Any] = runtime.state if isinstance(runtime.state, Mapping) else {}
         # Captured here: the runner calls it from the subagent's threads.
@@ -816,7 +1057,7 @@ def make_subagent_tool(runner: SubagentRunner, tasks: BackgroundTasks | None = N
 
         if background:
             return _start_background(
-                runner, tasks, task, state, runtime, max_loops, exclude_tools, emit
+                runner, tasks, task, state, runtime, max_loops, exclude_tools, emit, writes
             )
         outcome = runner.run(
             task,
@@ -826,6 +1067,7 @@ def make_subagent_tool(runner: SubagentRunner, tasks: BackgroundTasks | None = N
             exclude_tools=list(exclude_tools or []),
             emit=emit,
             tool_call_id=str(runtime.tool_call_id or ""),
+            writes=writes,
         )
         return ToolMessage(
             content=outcome.to_text(),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -32,6 +33,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import ChatGenerationChunk, GenerationChunk
 
+from agentgraph.context.tokens import estimate_tokens
 from agentgraph.middleware.events import emit
 from agentgraph.text_tool_calls import (
     CALL_TAGS,
@@ -40,9 +42,14 @@ from agentgraph.text_tool_calls import (
     extract_text_tool_calls,
 )
 
-__all__ = ["NOSTREAM_TAG", "STREAMED_NODES", "TOKEN_EVENT", "TokenStreamer"]
+__all__ = ["NOSTREAM_TAG", "PROGRESS_EVENT", "STREAMED_NODES", "TOKEN_EVENT", "TokenStreamer"]
 
 TOKEN_EVENT = "token"
+# ``{"type": "progress", "output_tokens": N}``: the tokens the turn's replies have
+# streamed so far (text and tool-call arguments, estimated), at most every
+# PROGRESS_INTERVAL_S while a reply streams: the REPL's spinner shows it.
+PROGRESS_EVENT = "progress"
+PROGRESS_INTERVAL_S = 0.5
 STREAMED_NODES = frozenset({"planner", "finalize"})
 # The tag LangGraph's own handler honours: such a model's tokens are never streamed.
 NOSTREAM_TAG = "nostream"
@@ -87,6 +94,8 @@ class _Reply:
     pending: str = ""  # received, not sent: a possible call start, or a held call
     holding: bool = False  # a call syntax started: everything after it waits for the end
     fences: int = 0  # ``` sent so far: odd inside a code block, whose closing is no call
+    received: list[str] = field(default_factory=list)  # text and arguments not counted yet
+    tokens: int = 0  # estimated tokens counted so far
 
 
 def _declared_tools(params: Mapping[str, Any] | None) -> frozenset[str]:
@@ -145,6 +154,8 @@ class TokenStreamer(BaseCallbackHandler):
         self._runs: dict[UUID, _Reply] = {}
         self._lock = threading.Lock()
         self.hold_text_calls = hold_text_calls
+        self._done_tokens = 0  # of the turn's finished replies
+        self._last_progress = time.monotonic()
 
     # Their presence makes ``invoke`` stream (langchain-core checks for these methods).
     def tap_output_iter(self, run_id: UUID, output: Iterator[T]) -> Iterator[T]:
@@ -176,6 +187,7 @@ class TokenStreamer(BaseCallbackHandler):
         reply = _Reply(tools or frozenset())
         with self._lock:
             self._runs[run_id] = reply
+            self._last_progress = time.monotonic()
 
     def on_llm_new_token(
         self,
@@ -191,8 +203,11 @@ class TokenStreamer(BaseCallbackHandler):
         if not isinstance(chunk, ChatGenerationChunk):
             return
         reply = self._runs.get(run_id)
+        if reply is None:
+            return
         text = chunk.message.text
-        if reply is None or not text:
+        self._progress(reply, text, chunk)
+        if not text:
             return
         if not reply.tools:
             emit({"type": TOKEN_EVENT, "text": text})
@@ -206,6 +221,35 @@ class TokenStreamer(BaseCallbackHandler):
             reply.fences += ready.count("```")
             emit({"type": TOKEN_EVENT, "text": ready})
 
+    def _progress(self, reply: _Reply, text: str, chunk: ChatGenerationChunk) -> None:
+        """Count the chunk's text and call arguments; say how many now and then."""
+        if text:
+            reply.received.append(text)
+        for call in getattr(chunk.message, "tool_call_chunks", None) or ():
+            args = call.get("args")
+            if isinstance(args, str) and args:
+                reply.received.append(args)
+        now = time.monotonic()
+        if now - self._last_progress < PROGRESS_INTERVAL_S:
+            return
+        self._last_progress = now
+        reply.tokens += estimate_tokens("".join(reply.received))
+        reply.received.clear()
+        emit({"type": PROGRESS_EVENT, "output_tokens": self._done_tokens + reply.tokens})
+
+    def _finished(self, reply: _Reply, response: Any) -> None:
+        """Add a finished reply's tokens: the provider's count when it gave one."""
+        reported = None
+        for generations in getattr(response, "generations", None) or ():
+            for generation in generations:
+                usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
+                if usage:
+                    reported = usage.get("output_tokens")
+        if isinstance(reported, int) and reported >= 0:
+            self._done_tokens += reported
+        else:
+            self._done_tokens += reply.tokens + estimate_tokens("".join(reply.received))
+
     def _done(self, *, run_id: UUID, **kwargs: Any) -> _Reply | None:
         with self._lock:
             return self._runs.pop(run_id, None)
@@ -213,7 +257,10 @@ class TokenStreamer(BaseCallbackHandler):
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """Send what was held unless it is calls of the declared tools; forget the run."""
         reply = self._done(run_id=run_id)
-        if reply is None or not reply.pending:
+        if reply is None:
+            return
+        self._finished(reply, response)
+        if not reply.pending:
             return
         if reply.holding:
             whole = "".join(reply.sent) + reply.pending

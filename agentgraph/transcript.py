@@ -235,6 +235,7 @@ def export_markdown(messages: Sequence[BaseMessage], info: SessionInfo) -> str:
                 "reinjected_file": "File re-read",
                 "ledger": "Progress ledger",
                 "undo_note": "Undo note",
+                "mode_note": "Permission mode",
             }.get(kind or "", "User")
             lines += [f"## {title}{_at(msg)}", "", text, ""]
         elif isinstance(msg, AIMessage):

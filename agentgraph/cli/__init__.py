@@ -61,6 +61,10 @@ def _command(name: str | None) -> Callable[[argparse.Namespace, Settings], int]:
             from agentgraph.cli.run import cmd_run
 
             return cmd_run
+        if name == "web":
+            from agentgraph.cli.web import cmd_web
+
+            return cmd_web
         from agentgraph.cli.repl import cmd_repl
 
         return cmd_repl

@@ -20,6 +20,12 @@ from rich.text import Text
 
 SHOWN_COMMAND_MAX_CHARS = 2000
 APPROVAL_QUESTION = "allow? [y/N] "
+PLAN_QUESTION = "accept this plan? [y/N] "
+PLAN_SHOWN_MAX_CHARS = 20_000
+ALWAYS_WORDS = frozenset({"a", "always"})
+YES_WORDS = frozenset({"y", "yes"})
+NO_WORDS = frozenset({"n", "no"})
+ANSWER_PUNCTUATION = ",.:;!-"
 
 
 def visible(command: str) -> str:
@@ -40,6 +46,17 @@ def visible(command: str) -> str:
 def show_request(console: Console, request: Mapping[str, Any]) -> None:
     """Print what an approval question is about (the command, or the path and diff)."""
     tool = str(request.get("tool", "a tool"))
+    if "plan" in request:
+        console.print(Text("the agent presents its plan:", style="yellow"))
+        plan = str(request.get("plan", ""))
+        if len(plan) > PLAN_SHOWN_MAX_CHARS:
+            plan = plan[:PLAN_SHOWN_MAX_CHARS] + "… (plan cut)"
+        for line in plan.splitlines():
+            console.print(Text("  " + visible(line)))
+        console.print(
+            Text("y: accept (edits then run; commands ask) · n <what to change>", style="dim")
+        )
+        return
     if "command" in request:
         reason = request.get("reason")
         # Why this command asks when the user did not choose to be asked (no sandbox).
@@ -72,10 +89,33 @@ def show_request(console: Console, request: Mapping[str, Any]) -> None:
         console.print(Text(visible(line), style=style))
 
 
-def ask_approval(console: Console, read: Callable[[str], str], request: Mapping[str, Any]) -> bool:
-    """Show ``request`` and ask ``allow? [y/N]`` on the REPL's input.
+def parse_answer(text: str, *, always_offered: bool) -> bool | dict[str, Any]:
+    """The resume value for a typed answer.
 
-    Only ``y``/``yes`` approves; end of input or Ctrl-C mean no.
+    ``y``/``yes`` approve (True); ``a``/``always`` approve and store the offered rule
+    (``{"approved": True, "always": True}``; a plain yes when none is offered);
+    ``n <reason>`` declines with a reason for the model (``{"approved": False,
+    "reason": …}``); anything else declines (False).
+    """
+    word, _, rest = text.strip().partition(" ")
+    word = word.lower().rstrip(ANSWER_PUNCTUATION)  # "no, use make" is "n use make"
+    if word in YES_WORDS and not rest.strip():
+        return True
+    if word in ALWAYS_WORDS and not rest.strip():
+        return {"approved": True, "always": True} if always_offered else True
+    if word in NO_WORDS and rest.strip():
+        return {"approved": False, "reason": rest.strip()}
+    return False
+
+
+def ask_approval(
+    console: Console, read: Callable[[str], str], request: Mapping[str, Any]
+) -> bool | dict[str, Any]:
+    """Show ``request`` and ask ``allow? [y/N]`` on the REPL's input (a rule on offer is
+    named on the line before).
+
+    Only ``y``/``yes`` (or ``a``/``always``) approves; end of input or Ctrl-C mean no.
+    ``n <reason>`` declines and hands the reason to the model.
 
     Args:
         console: Where the request is shown (stderr).
@@ -83,13 +123,25 @@ def ask_approval(console: Console, read: Callable[[str], str], request: Mapping[
         request: The interrupt payload.
 
     Returns:
-        Whether the user approved.
+        The resume value: True, False, or a dict (see :func:`parse_answer`).
     """
     show_request(console, request)
+    rule = request.get("rule")
+    offered = isinstance(rule, Mapping) and bool(rule.get("pattern"))
+    if offered and isinstance(rule, Mapping):
+        shown = visible(f"{rule.get('tool')}: {rule.get('pattern')}")
+        console.print(
+            Text(f"a = always allow {shown} here · n <reason> tells the agent why", style="dim")
+        )
+    question = PLAN_QUESTION if "plan" in request else APPROVAL_QUESTION
     try:
-        answer = read(APPROVAL_QUESTION)
+        typed = read(question)
     except (EOFError, KeyboardInterrupt):
-        answer = ""
-    approved = answer.strip().lower() in ("y", "yes")
-    console.print(Text("approved" if approved else "declined", style="dim"))
-    return approved
+        typed = ""
+    answer = parse_answer(typed, always_offered=offered)
+    approved = answer is True or (isinstance(answer, dict) and answer.get("approved") is True)
+    always = isinstance(answer, dict) and answer.get("always") is True
+    console.print(
+        Text("always allowed" if always else "approved" if approved else "declined", style="dim")
+    )
+    return answer

@@ -26,6 +26,7 @@ SETTING_FLAGS = {
     "--model": ("model", "AGENTGRAPH_MODEL"),
     "--max-turns": ("max_turns", "MAX_LOOPS"),
     "--budget": ("budget", "AGENTGRAPH_TURN_BUDGET_TOKENS"),
+    "--permission-mode": ("permission_mode", "AGENTGRAPH_PERMISSION_MODE"),
 }
 # The setting ``--budget $X`` sets instead.
 BUDGET_USD_NAME = "AGENTGRAPH_TURN_BUDGET_USD"

@@ -1,7 +1,8 @@
 """Tab completion in the REPL (prompt_toolkit): slash commands, their arguments, @mentions.
 
 * ``/sw<Tab>`` → ``/switch``; ``/switch <Tab>``, ``/load``, ``/resume`` → session id
-  prefixes (with their titles); ``/diff <Tab>`` → ``last``.
+  prefixes (with their titles); ``/diff <Tab>`` → ``last``; ``/mode <Tab>`` → the
+  permission modes.
 * ``@<Tab>`` → skill ids and workspace paths (directories end with ``/``).
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
+from agentgraph.config import PERMISSION_MODES
 from agentgraph.persistence.index import SessionInfo
 
 # Characters of a session id offered as its completion (a unique prefix in practice).
@@ -21,7 +23,11 @@ SESSION_ID_PREFIX_CHARS = 12
 COMPLETION_MAX_SESSIONS = 50
 COMPLETION_MAX_PATHS = 200
 SESSION_ARG_COMMANDS = frozenset({"switch", "load", "resume"})
-FIXED_ARGS: dict[str, tuple[str, ...]] = {"diff": ("last",)}
+FIXED_ARGS: dict[str, tuple[str, ...]] = {
+    "diff": ("last",),
+    "mode": PERMISSION_MODES,
+    "permissions": ("revoke",),
+}
 SKIPPED_NAMES = frozenset({".git", "node_modules", "__pycache__", ".venv"})
 
 

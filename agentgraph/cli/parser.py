@@ -13,6 +13,10 @@ from typing import Any
 from agentgraph.spend import BudgetArg, parse_budget_arg
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
+# agentgraph.config.PERMISSION_MODES, repeated: this module imports nothing heavy.
+PERMISSION_MODES = ("plan", "ask", "accept-edits", "auto")
+# The port ``agentgraph web`` listens on (loopback) unless --port says otherwise.
+WEB_DEFAULT_PORT = 8765
 DISTRIBUTION = "agentgraph"
 
 
@@ -74,6 +78,14 @@ def _setting_flags() -> argparse.ArgumentParser:
         type=_whole_number,
         default=argparse.SUPPRESS,
         help="at most N model calls per request (MAX_LOOPS) for this invocation",
+    )
+    flags.add_argument(
+        "--permission-mode",
+        dest="permission_mode",
+        choices=PERMISSION_MODES,
+        default=argparse.SUPPRESS,
+        help="what may run without asking: plan (read-only until you accept a plan), ask, "
+        "accept-edits or auto (AGENTGRAPH_PERMISSION_MODE; beats a resumed session's mode)",
     )
     return flags
 
@@ -183,6 +195,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,  # text; None tells "not given" from an explicit text
         help="text (default), json (same as --json) or stream-json: one JSON event per "
         "line as it happens (docs/events.md)",
+    )
+
+    web = sub.add_parser(
+        "web",
+        parents=[common, setting_flags],
+        help="serve a local web page to run sessions in (its address, with an access "
+        "token, is the first line printed)",
+    )
+    web.add_argument(
+        "--port",
+        type=_whole_number,
+        default=WEB_DEFAULT_PORT,
+        help=f"port on 127.0.0.1 (default {WEB_DEFAULT_PORT}; 0: any free port)",
     )
 
     sub.add_parser(

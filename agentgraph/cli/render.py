@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -14,6 +15,9 @@ from agentgraph.tools.todos import format_todos
 
 TOOL_ARGS_PREVIEW_CHARS = 80
 TOOL_RESULT_PREVIEW_CHARS = 100
+BASH_TOOL_NAME = "run_bash"
+# How run_bash's last line starts (agentgraph/tools/bash.py, format_bash_result).
+BASH_STATUS_PREFIXES = ("[exit code ", "[timed out after ")
 # A diff longer than this is folded in the turn's output ("/diff" shows all of it).
 DIFF_FOLD_LINES = 40
 DIFF_LINE_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
@@ -38,24 +42,61 @@ def short_args(args: Any) -> str:
     return joined
 
 
-def result_summary(content: str, status: str | None) -> str:
-    """One-line summary of a tool result."""
+def _preview(line: str) -> str:
+    return (
+        line
+        if len(line) <= TOOL_RESULT_PREVIEW_CHARS
+        else line[: TOOL_RESULT_PREVIEW_CHARS - 1] + "…"
+    )
+
+
+def _command_summary(lines: list[str]) -> str | None:
+    """A shell command's result by its last output line and its status line.
+
+    A command's verdict comes last (a test run's summary, a build's error, a traceback's
+    exception), while its first line is often a banner. None when ``lines`` does not end
+    with run_bash's status line (an approval refused, a tool error).
+    """
+    if not lines or not lines[-1].startswith(BASH_STATUS_PREFIXES):
+        return None
+    status = lines[-1]
+    output = lines[:-1]
+    last = next((ln.strip() for ln in reversed(output) if ln.strip()), None)
+    if last is None:
+        return f"(no output) {status}"
+    more = f" (+{len(output) - 1} lines)" if len(output) > 1 else ""
+    return f"{_preview(last)} {status}{more}"
+
+
+def result_summary(content: str, status: str | None, name: str | None = None) -> str:
+    """One-line summary of a tool result: its first line, or for a shell command its
+    last output line and exit status."""
     lines = content.splitlines()
-    first = next((ln.strip() for ln in lines if ln.strip()), "(no output)")
-    if len(first) > TOOL_RESULT_PREVIEW_CHARS:
-        first = first[: TOOL_RESULT_PREVIEW_CHARS - 1] + "…"
-    more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
-    prefix = "error: " if status == "error" and not first.lower().startswith("error") else ""
-    return f"{prefix}{first}{more}"
+    summary = _command_summary(lines) if name == BASH_TOOL_NAME else None
+    if summary is None:
+        first = next((ln.strip() for ln in lines if ln.strip()), "(no output)")
+        more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+        summary = f"{_preview(first)}{more}"
+    prefix = "error: " if status == "error" and not summary.lower().startswith("error") else ""
+    return f"{prefix}{summary}"
 
 
 class EventPrinter:
     """Prints streamed events; tokens go to ``out``, progress to ``err``."""
 
-    def __init__(self, out: Console, err: Console, *, stream_tokens: bool) -> None:
+    def __init__(
+        self,
+        out: Console,
+        err: Console,
+        *,
+        stream_tokens: bool,
+        number_output: Callable[[str], int] | None = None,
+    ) -> None:
         self.out = out
         self.err = err
         self.stream_tokens = stream_tokens
+        # Tool call id -> the number ``/show N`` opens its output by, shown on its line.
+        self.number_output = number_output
         self._mid_line = False
         # Diffs arrive while their tool runs; they are shown under its result line.
         self._open_calls: set[str] = set()
@@ -89,12 +130,18 @@ class EventPrinter:
         elif kind == "tool_result":
             style = "red" if event.get("status") == "error" else "dim"
             call_id = str(event.get("id"))
+            number = f"[/show {self.number_output(call_id)}]" if self.number_output else ""
             text = self._subagent_text.pop(call_id, None)
             if text is not None and event.get("name") == SUBAGENT_TOOL_NAME:
                 self.err.print(subagent_result_text(text, style), end="", soft_wrap=True)
+                if number:
+                    self.err.print(f"    [dim]{escape(number)}[/]")
             else:
-                summary = result_summary(event.get("content", ""), event.get("status"))
-                self.err.print(f"  [{style}]⎿ {escape(summary)}[/]")
+                summary = result_summary(
+                    event.get("content", ""), event.get("status"), event.get("name")
+                )
+                tail = f"[dim] {escape(number)}[/]" if number else ""
+                self.err.print(f"  [{style}]⎿ {escape(summary)}[/]{tail}")
             self._open_calls.discard(call_id)
             for diff in self._held_diffs.pop(call_id, []):
                 self._print_diff(diff)

@@ -15,12 +15,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentgraph.agent import Agent, TurnResult, new_thread_id
+from agentgraph.approvals import bound_answer, is_approved
 from agentgraph.cli import collector_paused
 from agentgraph.cli.approval import ask_approval
 from agentgraph.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.cli.consoles import make_console
 from agentgraph.cli.render import EventPrinter
 from agentgraph.cli.slash import SUBMIT_KEY, ReplContext, dispatch
+from agentgraph.cli.slash_commit import auto_commit, turn_mark
+from agentgraph.cli.slash_show import number_outputs
 from agentgraph.cli.terminal import TerminalPrinter
 from agentgraph.cli.turns import run_turn_interruptibly
 from agentgraph.config import Settings
@@ -47,6 +50,9 @@ SLASH_MODULES = (
     "agentgraph.cli.slash_resume",
     "agentgraph.cli.slash_recall",
     "agentgraph.cli.slash_agents",
+    "agentgraph.cli.slash_show",
+    "agentgraph.cli.slash_commit",
+    "agentgraph.cli.slash_permissions",
     "agentgraph.cli.slash_goal",
 )
 
@@ -89,19 +95,48 @@ def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
     )
 
 
-def _reader(settings: Settings, completer: Any = None) -> Callable[[str], str]:
+def _reader(
+    settings: Settings,
+    completer: Any = None,
+    show_last: Callable[[], None] | None = None,
+    *,
+    key_bindings: Any = None,
+    status: Callable[[], str] | None = None,
+) -> Callable[[str], str]:
+    """The REPL's line reader: prompt_toolkit on a terminal (history, completion, the
+    REPL's keys plus ``key_bindings``, ``status`` at the right of the prompt line), else
+    ``input``."""
     if not sys.stdin.isatty():
         return input
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.key_binding import merge_key_bindings
+
+    from agentgraph.cli.keys import input_key_bindings
 
     settings.home.mkdir(parents=True, exist_ok=True)
     session: PromptSession[str] = PromptSession(
         history=FileHistory(str(settings.home / "input_history")),
         completer=completer,
         complete_while_typing=False,
+        key_bindings=merge_key_bindings(
+            [input_key_bindings(show_last), *([key_bindings] if key_bindings else [])]
+        ),
+        rprompt=status,
     )
     return session.prompt
+
+
+def _show_last(started: list[ReplContext]) -> Callable[[], None]:
+    """Ctrl-O: the last tool output, once the REPL has a session."""
+
+    def show() -> None:
+        if started:
+            from agentgraph.cli.slash_show import show_last
+
+            show_last(started[0])
+
+    return show
 
 
 def show_history_briefly(console: Console, agent: Agent, thread_id: str) -> None:
@@ -156,7 +191,16 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
     out = make_console()
     err = make_console(stderr=True)
     started: list[ReplContext] = []  # the REPL's context, once there is one
-    read = _reader(settings, _completer(lambda: started[0] if started else None))
+    from agentgraph.cli.slash_permissions import mode_key_bindings, mode_label
+
+    current: Callable[[], ReplContext | None] = lambda: started[0] if started else None  # noqa: E731
+    read = _reader(
+        settings,
+        _completer(current),
+        _show_last(started),
+        key_bindings=mode_key_bindings(current),  # Shift-Tab: the next permission mode
+        status=mode_label(current),
+    )
     ask = (lambda q: _ask_yes_no(read, q)) if sys.stdin.isatty() else None
     with open_store(settings) as store, start_mcp(settings, workspace, ask=ask) as mcp:
         from agentgraph.titles import build_titler
@@ -210,6 +254,10 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
             ctx.confirm = lambda question: _ask_yes_no(read, question)
         if resumed:  # a session killed at an approval question asks it again, first
             answer_pending_approvals(ctx, out, err, read)
+        # After those questions (asked under the mode they were asked in): kept with
+        # the session from here on.
+        if getattr(args, "permission_mode", None) is not None:
+            agent.set_permission_mode(ctx.thread_id, settings.permission_mode)
         from agentgraph.cli.slash_goal import after_turn, take_queued_turn
 
         while True:
@@ -235,8 +283,11 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 line = str(ctx.extras.pop(SUBMIT_KEY, "") or "")
                 if not line:
                     continue
-            printer = TerminalPrinter(out, err)
+            printer = TerminalPrinter(
+                out, err, number_outputs(ctx), notify_after_s=ctx.agent.settings.notify_after_s
+            )
             printer.begin()
+            commit_mark = turn_mark(ctx)
             if launch_dir is not None and ctx.workspace.name != ctx.thread_id:
                 ctx.workspace = isolated_workspace(settings.home, ctx.thread_id)  # after /new
             try:
@@ -265,6 +316,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 continue
             printer.finish()
             print_status_line(err, ctx.agent, ctx.thread_id, result)
+            auto_commit(ctx, commit_mark)  # AGENTGRAPH_AUTO_COMMIT=on: the turn's files
             after_turn(ctx, result)  # an active goal queues its next turn
         session_shutdown(ctx, settings)
     return 0
@@ -281,12 +333,15 @@ def answer_pending_approvals(
     """
     pending = ctx.agent.pending_approvals(ctx.thread_id)
     while pending:
-        answers = {q["id"]: ask_approval(err, read, q) for q in pending}
-        printer = TerminalPrinter(out, err)
+        # Each answer names its call: one that reaches another question is refused.
+        answers = {q["id"]: bound_answer(q, ask_approval(err, read, q)) for q in pending}
+        printer = TerminalPrinter(
+            out, err, number_outputs(ctx), notify_after_s=ctx.agent.settings.notify_after_s
+        )
         printer.previewed = {
             str(q.get("tool_call_id")): str(q["diff"])
             for q in pending
-            if q.get("diff") and answers[q["id"]]
+            if q.get("diff") and is_approved(answers[q["id"]])
         }
         printer.begin()
         try:

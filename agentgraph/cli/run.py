@@ -297,6 +297,8 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
         report.thread_id = thread_id
         if getattr(args, "model", None) is None:  # --model beats the session's /model choice
             agent, settings = _session_model(agent, thread_id, err)
+        if getattr(args, "permission_mode", None) is not None:  # beats the session's mode
+            agent.set_permission_mode(thread_id, settings.permission_mode)
         printer = EventPrinter(out=err, err=err, stream_tokens=False)
         stream = report.stream
 

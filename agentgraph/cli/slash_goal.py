@@ -28,6 +28,7 @@ from agentgraph.goal import (
     spent,
 )
 from agentgraph.nodes.limits import STOP_BUDGET
+from agentgraph.permissions import PLAN_MODE
 from agentgraph.spend import parse_budget
 
 # ctx.extras keys: the goal's next turn, queued by the turn before; turns the REPL
@@ -104,6 +105,10 @@ def after_turn(ctx: ReplContext, result: TurnResult | None) -> None:
     limit, used = goal_limit(goal), spent(goal)
     shown = limit.describe(*used) if limit else f"{used[0]:,} tokens"
     if status == STATUS_ACTIVE:
+        if ctx.agent.permission_mode(ctx.thread_id) == PLAN_MODE:
+            # A plan waits for the user's answer: continuing would only plan again.
+            ctx.console.print("[dim]goal: waits while in plan mode (/mode to go on)[/]")
+            return
         run = int(ctx.extras.get(RUN_LENGTH_KEY) or 0) + 1
         ctx.extras[RUN_LENGTH_KEY] = run
         if run > CONTINUATIONS_MAX:

@@ -1,7 +1,8 @@
 """``agentgraph run --output-format stream-json``: one JSON event per line on stdout.
 
-The schema of every line is documented in ``docs/events.md``. Events are written and
-flushed as they happen, so a consumer sees text deltas while the model streams.
+Each line is the dump of a typed event (:mod:`agentgraph.protocol.events`); the table of
+``docs/events.md`` is generated from those models. Events are written and flushed as
+they happen, so a consumer sees text deltas while the model streams.
 """
 
 from __future__ import annotations
@@ -9,16 +10,25 @@ from __future__ import annotations
 import json
 from typing import IO, Any
 
+from pydantic import BaseModel
+
 from agentgraph.agent import TurnResult
+from agentgraph.protocol.events import (
+    STREAM_TYPES,
+    Error,
+    Result,
+    TurnEnd,
+    UnknownEvent,
+    Usage,
+    dump_event,
+    to_event,
+)
 
-# Internal event types and the names they have on the stream.
-RENAMED = {"token": "text_delta"}
-# Internal bookkeeping, not part of the public stream.
-HIDDEN = frozenset({"turn_end", "prompt_tokens"})
 USAGE_OPTIONAL_FIELDS = ("cached_input_tokens", "cost_usd")
+_STREAMED = frozenset(STREAM_TYPES)
 
 
-def usage_payload(result: TurnResult) -> dict[str, Any]:
+def usage_payload(result: TurnResult | TurnEnd) -> dict[str, Any]:
     """The turn's token usage (cached tokens and cost when the result has them)."""
     usage: dict[str, Any] = {
         "input_tokens": result.input_tokens,
@@ -39,36 +49,33 @@ class StreamJsonPrinter:
 
     def __init__(self, out: IO[str]) -> None:
         self.out = out
-        self.prompt_tokens: int | None = None
 
-    def write(self, event: dict[str, Any]) -> None:
-        """Write one event as a line and flush it."""
-        self.out.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+    def write(self, event: dict[str, Any] | BaseModel) -> None:
+        """Write one event (typed, or the dict of one) as a line and flush it."""
+        line = dump_event(to_event(event))
+        self.out.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
         self.out.flush()
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        kind = str(event.get("type"))
-        if kind == "prompt_tokens":
-            self.prompt_tokens = int(event["tokens"])
-        if kind == "turn_end":
-            result: TurnResult = event["result"]
-            self.write({"type": "usage", **usage_payload(result)})
-            self.write(
-                {
-                    "type": "result",
-                    "thread_id": result.thread_id,
-                    "answer": result.answer,
-                    "tool_calls": result.tool_calls,
-                    "prompt_tokens": result.prompt_tokens,
-                    "stopped": getattr(result, "stop_reason", None),
-                    "usage": usage_payload(result),
-                }
+    def __call__(self, raw: dict[str, Any]) -> None:
+        event = to_event(raw)
+        if isinstance(event, TurnEnd):
+            usage = usage_payload(event)
+            self.write(Usage(**usage))
+            result = Result(
+                thread_id=event.thread_id,
+                answer=event.answer,
+                tool_calls=event.tool_calls,
+                prompt_tokens=event.prompt_tokens,
+                stopped=event.stop_reason,
+                usage=usage,
             )
+            self.write(result)
             return
-        if kind in HIDDEN:
-            return
-        self.write({**event, "type": RENAMED.get(kind, kind)})
+        # In-process events (prompt sizes, approval questions) are not on the stream; a
+        # type no model names yet is passed on as it came.
+        if event.type in _STREAMED or isinstance(event, UnknownEvent):
+            self.write(dump_event(event))
 
     def error(self, message: str, exit_code: int) -> None:
         """The run failed: the last line says why."""
-        self.write({"type": "error", "message": message, "exit_code": exit_code})
+        self.write(Error(message=message, exit_code=exit_code))

@@ -26,6 +26,7 @@ from rich.status import Status
 from rich.text import Text
 
 from agentgraph.cli.render import EventPrinter
+from agentgraph.token_stream import PROGRESS_EVENT
 
 # Seconds between two re-renders of the streamed answer (rendering is O(answer)).
 MARKDOWN_REFRESH_S = 0.1
@@ -35,6 +36,41 @@ LIVE_MIN_LINES = 5
 CODE_THEME = "monokai"
 SPINNER = "dots"
 WAITING_TEXT = "thinking…"
+BELL = "\a"
+SECONDS_PER_MINUTE = 60
+
+
+def elapsed_text(seconds: float) -> str:
+    """``12s``, ``2m 05s``: how long a turn has run."""
+    whole = int(seconds)
+    if whole < SECONDS_PER_MINUTE:
+        return f"{whole}s"
+    return f"{whole // SECONDS_PER_MINUTE}m {whole % SECONDS_PER_MINUTE:02d}s"
+
+
+class SpinnerText:
+    """The spinner's line, rendered afresh at each refresh: what it waits for, the
+    turn's elapsed time and the tokens the model has streamed in it so far.
+
+    Args:
+        label: What the turn waits for (``thinking…``, ``running run_bash…``).
+        started: ``time.monotonic()`` when the turn began.
+        tokens: Returns the turn's streamed output tokens so far.
+    """
+
+    def __init__(self, label: str, started: float, tokens: Callable[[], int]) -> None:
+        self.label = label
+        self.started = started
+        self.tokens = tokens
+
+    def __rich__(self) -> Text:
+        from agentgraph.context.report import format_tokens
+
+        parts = [elapsed_text(time.monotonic() - self.started)]
+        tokens = self.tokens()
+        if tokens:
+            parts.append(f"{format_tokens(tokens)} tokens")
+        return Text(f"{self.label} {' · '.join(parts)}")
 
 
 class AnswerMarkdown(Markdown):
@@ -157,17 +193,30 @@ class TerminalPrinter(EventPrinter):
 
     A "thinking…" spinner runs on stderr from the moment the turn starts (and again
     after each tool result) until the first token or tool call; a "running …" spinner
-    while a tool runs.
+    while a tool runs. Both show the turn's elapsed time and the tokens streamed so far.
+    A turn that ran at least ``notify_after_s`` rings the terminal bell when it ends.
 
     Args:
         out: Where the answer goes (stdout).
         err: Where progress goes (stderr).
+        number_output: Numbers each tool output by its call id (``/show N``).
+        notify_after_s: Ring the bell after a turn this long (0: never).
     """
 
-    def __init__(self, out: Console, err: Console) -> None:
-        super().__init__(out, err, stream_tokens=True)
+    def __init__(
+        self,
+        out: Console,
+        err: Console,
+        number_output: Callable[[str], int] | None = None,
+        *,
+        notify_after_s: float = 0.0,
+    ) -> None:
+        super().__init__(out, err, stream_tokens=True, number_output=number_output)
         self._status: Status | None = None
         self._status_text = WAITING_TEXT
+        self.notify_after_s = notify_after_s
+        self._started: float | None = None
+        self._output_tokens = 0
         self._markdown: MarkdownStream | None = None
         self.render_markdown = out.is_terminal
         self._restore_echo: Callable[[], None] | None = None
@@ -182,7 +231,9 @@ class TerminalPrinter(EventPrinter):
         self._stop()
         self._status_text = text
         if self.err.is_terminal and self._may_spin():
-            self._status = self.err.status(text, spinner=SPINNER)
+            started = self._started if self._started is not None else time.monotonic()
+            line = SpinnerText(text, started, lambda: self._output_tokens)
+            self._status = self.err.status(line, spinner=SPINNER)
             self._status.start()
 
     def _stop(self) -> None:
@@ -197,6 +248,8 @@ class TerminalPrinter(EventPrinter):
         """
         if self._restore_echo is None and self.out.is_terminal:
             self._restore_echo = suppress_input_echo()
+        if self._started is None:
+            self._started = time.monotonic()
         self._spin(WAITING_TEXT)
 
     # -- events ------------------------------------------------------------------
@@ -208,6 +261,9 @@ class TerminalPrinter(EventPrinter):
 
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
+        if kind == PROGRESS_EVENT:  # the spinner shows it at its next refresh
+            self._output_tokens = int(event.get("output_tokens") or 0)
+            return
         waiting = self._status is not None
         self._stop()
         if kind == "token" and self.render_markdown:
@@ -233,3 +289,13 @@ class TerminalPrinter(EventPrinter):
         if self._restore_echo is not None:
             self._restore_echo()
             self._restore_echo = None
+        self._ring_after_long_turn()
+
+    def _ring_after_long_turn(self) -> None:
+        """The bell, once, when a turn of at least ``notify_after_s`` is over."""
+        started, self._started = self._started, None
+        if started is None or not self.notify_after_s or not self.err.is_terminal:
+            return
+        if time.monotonic() - started >= self.notify_after_s:
+            self.err.file.write(BELL)
+            self.err.file.flush()

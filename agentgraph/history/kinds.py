@@ -32,6 +32,9 @@ INTERNAL_KINDS = frozenset({"compact_boundary", "snapshot", "notice"})
 UNDO_NOTE_KIND = "undo_note"
 """A note telling the model that the user's /undo put files back (sent, not a request)."""
 
+MODE_NOTE_KIND = "mode_note"
+"""A note telling the model the session's permission mode changed (sent, not a request)."""
+
 SUBAGENT_NOTICE_KIND = "subagent_notice"
 """A background subagent's outcome, delivered to the model at its next call (sent)."""
 
@@ -47,6 +50,7 @@ NON_REQUEST_KINDS = INTERNAL_KINDS | frozenset(
         UNDO_NOTE_KIND,
         SUBAGENT_NOTICE_KIND,
         HOOK_CONTEXT_KIND,
+        MODE_NOTE_KIND,
     }
 )
 """Kinds of HumanMessage that carry context, not a request typed by the user."""

@@ -18,10 +18,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
 from agentgraph.approvals import (
+    answered_rule,
+    answers_another_call,
     approval_request,
     cannot_ask_text,
+    decline_reason,
     declined_text,
     is_approved,
+    misdirected_text,
     unappliable_edit,
 )
 from agentgraph.call_records import needs_record, record_end, record_start
@@ -31,6 +35,13 @@ from agentgraph.history.kinds import stamped
 from agentgraph.hooks import POST_TOOL_USE, PRE_TOOL_USE, Hooks, hook_feedback
 from agentgraph.middleware.events import emit
 from agentgraph.nodes.common import CUT_ARGS_KEY, INVALID_ARGS_KEY
+from agentgraph.permission_rules import Rule, add_rule, load_rules
+from agentgraph.permissions import (
+    ACCEPTED_PLANS,
+    PRESENT_PLAN_TOOL,
+    effective_mode,
+    plan_mode_refusal,
+)
 from agentgraph.private_api import InlineToolNode
 from agentgraph.redaction import build_redactor
 from agentgraph.runctx import RunContext
@@ -47,7 +58,9 @@ def tool_output_cap_tokens(deps: AgentDeps) -> int:
     return default_tool_output_max_tokens(deps.budget.usable)
 
 
-def _artifact_path(folder: Path, tool_call_id: str) -> Path:
+def output_artifact_path(folder: Path, tool_call_id: str) -> Path:
+    """Where the full output of a call cut for the history is saved (in ``folder``, the
+    session's artifacts)."""
     safe = hashlib.sha1(tool_call_id.encode()).hexdigest()[:16]
     return folder / f"tool-{safe}.txt"
 
@@ -112,27 +125,56 @@ _NOT_APPROVED: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.Co
 
 
 def ask_approvals(
-    calls: list[ToolCall], state: Any, deps: AgentDeps, ctx: RunContext
+    calls: list[ToolCall],
+    state: Any,
+    deps: AgentDeps,
+    ctx: RunContext,
+    accepted_plans: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """Ask for every call of the step that needs approval, before any tool runs.
 
     One ``interrupt()`` per such call, in call order, from the node's own thread: on
     resume the node runs again, the answered interrupts return their answers and the
-    next one (if any) stops the run again. See ``agentgraph/approvals.py``.
+    next one (if any) stops the run again. See ``agentgraph/approvals.py``. In plan
+    mode, write tools are refused without a question.
+
+    The rules "always" answers add are stored once every question of the step is
+    answered: stored at once, they would stop a later call of the same step from being
+    asked on the next re-run, and the resume answers, given by position, would reach
+    the wrong questions.
+
+    Args:
+        calls: The step's tool calls.
+        state: The graph state (the session's permission mode).
+        deps: Settings and the sandbox plan.
+        ctx: The run's context (workspace, whether it can ask).
+        accepted_plans: Filled with tool-call id -> answer for accepted plans.
 
     Returns:
         Tool-call id -> error text, for the calls that may not run.
     """
+    mode = effective_mode(state if isinstance(state, dict) else None, deps.settings)
+    rules = load_rules(deps.settings.home, ctx.workspace_path)
+    refused: dict[str, str] = {}
     asked: list[tuple[ToolCall, dict[str, Any], str | None]] = []
     for call in calls:
         if refusal(call, state) is not None:
             continue  # answered with an error anyway: nothing to ask
+        blocked = plan_mode_refusal(call["name"], mode)
+        if blocked is not None:
+            refused[call["id"] or ""] = blocked
+            continue
         request = approval_request(
-            call, deps.settings, ctx.workspace_path, unsandboxed=deps.unsandboxed_shell
+            call,
+            deps.settings,
+            ctx.workspace_path,
+            unsandboxed=deps.unsandboxed_shell,
+            mode=mode,
+            rules=rules,
         )
         if request is not None:
             asked.append((call, request, unappliable_edit(call, ctx.workspace_path)))
-    refused: dict[str, str] = {}
+    new_rules: list[Rule] = []
     # When every such call is an edit that cannot apply, nothing is asked: each gets the
     # tool's own error. Otherwise every one is asked, as always: resume answers reach
     # the interrupts by position, so which calls are asked must not depend on files
@@ -144,8 +186,21 @@ def ask_approvals(
             refused[call_id] = error
         elif not ctx.can_ask:
             refused[call_id] = cannot_ask_text(request)
-        elif not is_approved(interrupt(request)):
-            refused[call_id] = declined_text(request)
+        else:
+            answer = interrupt(request)
+            if answers_another_call(request, answer):
+                refused[call_id] = misdirected_text(request)
+                continue
+            if not is_approved(answer):
+                refused[call_id] = declined_text(request, decline_reason(answer))
+                continue
+            rule = answered_rule(request, answer)
+            if rule is not None:
+                new_rules.append(rule)
+            if call["name"] == PRESENT_PLAN_TOOL and accepted_plans is not None:
+                accepted_plans[call_id] = answer
+    for rule in new_rules:
+        add_rule(deps.settings.home, ctx.workspace_path, rule)
     return refused
 
 
@@ -271,7 +326,7 @@ def make_tools_node(
                 return result.model_copy(update={"content": page})
         if fits:
             return result
-        artifact = _artifact_path(folder, call_id)
+        artifact = output_artifact_path(folder, call_id)
         cut = truncate_tool_output(
             content,
             cap,
@@ -304,12 +359,15 @@ def make_tools_node(
         last = messages[-1] if messages else None
         calls = list(last.tool_calls) if isinstance(last, AIMessage) else []
         ctx = deps.run_context(runtime.context, config)
-        token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx))
+        accepted: dict[str, Any] = {}
+        token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx, accepted))
+        plans = ACCEPTED_PLANS.set(accepted)
         try:
             output = tool_node_for_current_tools().invoke(state, config)
             now = time.time()
             return _map_results(output, lambda m: stamped(m, now))  # each result dated
         finally:
+            ACCEPTED_PLANS.reset(plans)
             _NOT_APPROVED.reset(token)
 
     return tools

@@ -84,6 +84,7 @@ _KIND_ROLES = {
     "resume": "resume note",
     "undo_note": "undo note",
     "hook_context": "hook output",
+    "mode_note": "mode note",
 }
 
 

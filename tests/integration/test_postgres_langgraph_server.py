@@ -164,3 +164,48 @@ def test_served_graph_surfaces_approvals_as_interrupts(
     out = graph.invoke(Command(resume={question.id: True}), config)
     assert out["messages"][-1].content == "ran it"
     assert (tmp_path / "ws" / "ok.txt").read_text() == "ok\n"
+
+
+def _touch_per_request(body: dict[str, Any]) -> dict[str, Any]:
+    """``touch <last word>.txt`` for a request, then the result echoed back."""
+    last = body["messages"][-1]
+    if last.get("role") == "tool":
+        return {"content": "SAW: " + str(last.get("content"))}
+    word = str(last.get("content")).split()[-1]
+    return {"tool_calls": [{"name": "run_bash", "arguments": {"command": f"touch {word}.txt"}}]}
+
+
+def test_a_server_client_declines_with_a_reason_and_allows_always(
+    served: tuple[Callable[..., Any], FakeOpenAIServer],
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Resume values {"approved": false, "reason"} and {"approved": true, "always": true}:
+    the reason reaches the model, the rule holds for the next thread of the workspace."""
+    from langgraph.types import Command
+
+    factory, server = served
+    monkeypatch.setenv("AGENTGRAPH_PERMISSION_MODE", "ask")
+    sys.modules["langgraph_json_agent"].reset_graph_cache()
+    graph = factory({}).copy(update={"checkpointer": InMemorySaver()})
+    server.add_replies(*[_touch_per_request] * 6)
+    first = {"configurable": {"thread_id": "srv-no"}}
+    out = graph.invoke({"messages": [{"role": "user", "content": "touch no"}]}, first)
+    (question,) = out["__interrupt__"]
+    assert question.value["setting"] == "AGENTGRAPH_PERMISSION_MODE"
+    answer = {"approved": False, "reason": "not that file"}
+    out = graph.invoke(Command(resume={question.id: answer}), first)
+    assert "The user said: not that file" in out["messages"][-1].content
+    assert not (workspace / "no.txt").exists()
+
+    second = {"configurable": {"thread_id": "srv-always"}}
+    out = graph.invoke({"messages": [{"role": "user", "content": "touch yes"}]}, second)
+    (question,) = out["__interrupt__"]
+    assert question.value["rule"] == {"tool": "run_bash", "pattern": "touch"}
+    out = graph.invoke(Command(resume={question.id: {"approved": True, "always": True}}), second)
+    assert (workspace / "yes.txt").exists()
+
+    third = {"configurable": {"thread_id": "srv-ruled"}}
+    out = graph.invoke({"messages": [{"role": "user", "content": "touch again"}]}, third)
+    assert "__interrupt__" not in out  # the rule answered for the user
+    assert (workspace / "again.txt").exists()

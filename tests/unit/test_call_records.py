@@ -51,3 +51,27 @@ def test_the_tools_node_writes_records_only_for_calls_with_effects(
     assert seen["grep"] == []
     assert len(seen["write_file"]) == 1 and seen["write_file"][0].startswith("call-")
     assert not calls.exists()  # removed once the result exists
+
+
+def test_a_kept_result_is_what_the_resume_gives(tmp_path: Path) -> None:
+    """A background start whose result was not checkpointed is not lost on resume."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from agentgraph.call_records import interrupted_results, keep_result, record_end, record_start
+
+    call = {"name": "call_subagent", "args": {"task": "t"}, "id": "c1", "type": "tool_call"}
+    other = {"name": "run_bash", "args": {"command": "x"}, "id": "c2", "type": "tool_call"}
+    history = [HumanMessage("go"), AIMessage("", tool_calls=[call, other])]
+    # The start ran to its end (its record removed) but the step was not checkpointed.
+    record_end(record_start(tmp_path, "c1", "call_subagent"))
+    record_start(tmp_path, "c2", "run_bash")
+    art = {"background": True, "task_id": "subagent-0a0a0a0a", "thread_id": "0a" * 16}
+    keep_result(tmp_path, "c1", "[subagent-0a0a0a0a started in the background]", art)
+    keep_result(tmp_path, "c9", "a call of an earlier, checkpointed step", {})
+    start, bash = interrupted_results(history, tmp_path)
+    assert start.status == "success" and start.artifact == art
+    assert str(start.content) == "[subagent-0a0a0a0a started in the background]"
+    assert bash.status == "error" and "may have completed" in str(bash.content)
+    # Kept results last until a turn starts: none is left, nothing is given twice.
+    assert not (tmp_path / CALLS_DIR).exists()
+    assert interrupted_results(history, tmp_path) == []

@@ -1,0 +1,460 @@
+"""Sessions for front ends that are not the REPL: submit, approve, cancel, list, resume.
+
+:class:`SessionService` carries out the operations of :mod:`agentgraph.protocol.ops`
+over one :class:`~agentgraph.agent.Agent` and its store, and publishes the typed events
+of :mod:`agentgraph.protocol.events` to whoever subscribed to the session (every open
+tab sees the same events). A turn runs in a worker thread, as the REPL's does.
+
+The service holds a session's lease only while one of its turns runs: a session open in
+the terminal (whose REPL holds the lease) is refused with the CLI's one-line refusal,
+and a session the page used can be continued in the terminal once its turn is over.
+The agent runs one turn at a time, so the service does too: a second submit while a
+turn runs is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from agentgraph.agent import CANCEL_GRACE_S, TURN_THREAD_NAME, Agent, new_thread_id
+from agentgraph.cancel import TurnCancelled
+from agentgraph.cli.failures import failure_line
+from agentgraph.errors import AgentGraphError
+from agentgraph.history.kinds import INTERNAL_KINDS, agentgraph_kind
+from agentgraph.persistence.leases import holding
+from agentgraph.persistence.store import Store
+from agentgraph.protocol.events import (
+    Answer,
+    BaseEvent,
+    Compaction,
+    Error,
+    Masking,
+    Notice,
+    PromptTokens,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    to_event,
+)
+from agentgraph.protocol.ops import (
+    AnswerApprovals,
+    Cancel,
+    Compact,
+    ListSessions,
+    Op,
+    ResumeSession,
+    SubmitTurn,
+    SwitchModel,
+)
+from agentgraph.redaction import build_redactor, redact_value
+from agentgraph.thread_ids import check_thread_id
+
+_log = logging.getLogger(__name__)
+Subscriber = Callable[[BaseEvent], None]
+# Sessions a list returns at most (newest first).
+SESSIONS_LISTED_MAX = 500
+# The line a cancelled turn ends with (the CLI's word for Ctrl-C).
+INTERRUPTED_TEXT = "interrupted"
+
+
+class TurnRefused(AgentGraphError):
+    """A submit the service cannot take now (another turn runs here)."""
+
+
+@dataclass
+class _Chart:
+    """What the context chart needs that the store does not keep: masking, by model call."""
+
+    calls_before_turn: int = 0
+    calls_in_turn: int = 0
+    masking: list[dict[str, Any]] = field(default_factory=list)
+
+
+class SessionService:
+    """Operations over ``agent`` and ``store`` for a front end (see the module docstring).
+
+    Args:
+        agent: The agent (its store is ``store``).
+        store: The opened store.
+        workspace: The workspace of new sessions (a resumed one keeps its own).
+        base_env: The agent's environment (its secret values are redacted from replayed
+            tool-call arguments, as the live events are).
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        store: Store,
+        workspace: Path,
+        base_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.agent = agent
+        redactor = build_redactor(agent.settings.secret_values(), base_env)
+        self._redact: Callable[[Any], Any] = partial(redact_value, redactor)
+        self.store = store
+        self.workspace = workspace.resolve()
+        self._lock = threading.Lock()
+        self._subscribers: dict[str, list[Subscriber]] = {}
+        self._running: str | None = None
+        self._worker: threading.Thread | None = None
+        self._charts: dict[str, _Chart] = {}
+        # The agent around each model a session chose with /model (built once each), and
+        # the one running the current turn.
+        self._by_model: dict[str, Agent] = {agent.settings.model: agent}
+        self._turn_agent = agent
+
+    @property
+    def running(self) -> str | None:
+        """The session whose turn runs here now (None: none)."""
+        return self._running
+
+    # --- events ---------------------------------------------------------------------
+
+    def subscribe(self, thread_id: str, subscriber: Subscriber) -> Callable[[], None]:
+        """Send the session's events to ``subscriber`` from now on; returns the undo.
+
+        ``subscriber`` is called in the turn's worker thread: it must only hand the
+        event on (to a queue), never block.
+        """
+        with self._lock:
+            self._subscribers.setdefault(thread_id, []).append(subscriber)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                listeners = self._subscribers.get(thread_id, [])
+                if subscriber in listeners:
+                    listeners.remove(subscriber)
+                if not listeners:
+                    self._subscribers.pop(thread_id, None)
+
+        return unsubscribe
+
+    def _publish(self, thread_id: str, raw: Mapping[str, Any] | BaseEvent) -> None:
+        event = to_event(raw if isinstance(raw, BaseEvent) else dict(raw))
+        chart = self._charts.setdefault(thread_id, _Chart())
+        if isinstance(event, PromptTokens):
+            chart.calls_in_turn += 1
+        elif isinstance(event, Masking):
+            call = chart.calls_before_turn + chart.calls_in_turn
+            chart.masking.append({"call": call, **event.model_dump(mode="json")})
+        with self._lock:
+            listeners = list(self._subscribers.get(thread_id, []))
+        for listener in listeners:
+            try:
+                listener(event)
+            except Exception:  # a closed tab's stream must not stop the turn
+                _log.debug("dropping a failed event subscriber", exc_info=True)
+                with self._lock:
+                    if listener in self._subscribers.get(thread_id, []):
+                        self._subscribers[thread_id].remove(listener)
+
+    # --- operations -----------------------------------------------------------------
+
+    def handle(self, op: Op) -> dict[str, Any]:
+        """Carry out one operation; its JSON-ready answer.
+
+        Raises:
+            SessionInUse: another process holds the session (the CLI's refusal).
+            TurnRefused: a turn runs in this service already.
+            SessionNotFound: no such session (resume).
+        """
+        if isinstance(op, SubmitTurn):
+            return {"thread_id": self.submit(op.text, op.thread_id)}
+        if isinstance(op, AnswerApprovals):
+            return {"thread_id": self.answer(op.thread_id, op.answers)}
+        if isinstance(op, Cancel):
+            return {"cancelled": self.cancel(op.thread_id)}
+        if isinstance(op, Compact):
+            return {"record": self.compact(op.thread_id, op.focus)}
+        if isinstance(op, ListSessions):
+            return {"sessions": self.list_sessions(op.query)}
+        if isinstance(op, ResumeSession):
+            return self.resume(op.thread_id)
+        if isinstance(op, SwitchModel):
+            return {"model": self.switch_model(op.thread_id, op.model)}
+        raise TypeError(f"unknown operation: {op!r}")
+
+    def list_sessions(self, query: str = "") -> list[dict[str, Any]]:
+        """Every workspace's sessions (not subagents'), newest first; ``query`` matches
+        the title, workspace or id (case-insensitive)."""
+        wanted = query.strip().lower()
+        rows: list[dict[str, Any]] = []
+        for info in self.store.index.list_sessions():
+            text = f"{info.title}\n{info.workspace}\n{info.thread_id}".lower()
+            if wanted and wanted not in text:
+                continue
+            rows.append(
+                {
+                    "thread_id": info.thread_id,
+                    "title": info.title,
+                    "workspace": info.workspace,
+                    "updated_at": info.updated_at,
+                    "messages": info.message_count,
+                    "model": info.model,
+                    "running": info.thread_id == self._running,
+                }
+            )
+        rows.sort(key=lambda row: -float(row["updated_at"]))
+        return rows[:SESSIONS_LISTED_MAX]
+
+    def resume(self, thread_id: str) -> dict[str, Any]:
+        """A stored session as the page shows it: its row, and its conversation replayed
+        as events (the questions it is stopped at last)."""
+        check_thread_id(thread_id)
+        info = self.store.index.get(thread_id)
+        events = [
+            e.model_dump(mode="json") for e in replay(self.agent.messages(thread_id), self._redact)
+        ]
+        if self._running != thread_id:
+            for question in self.agent.pending_approvals(thread_id):
+                events.append(to_event(question).model_dump(mode="json"))
+        return {
+            "thread_id": thread_id,
+            "info": info.to_json() if info is not None else None,
+            "events": events,
+            "running": self._running == thread_id,
+            "model": self.agent.model_preference(thread_id) or self.agent.settings.model,
+        }
+
+    def agent_for(self, thread_id: str) -> Agent:
+        """The agent on the model the session chose (``/model``, or :meth:`switch_model`),
+        as ``agentgraph run`` and the REPL resume it; the configured one otherwise.
+
+        Raises:
+            ConfigError: the chosen model cannot be built now.
+        """
+        wanted = self.agent.model_preference(thread_id) or self.agent.settings.model
+        if wanted not in self._by_model:
+            self._by_model[wanted] = self.agent.with_model(wanted)
+        return self._by_model[wanted]
+
+    def switch_model(self, thread_id: str, model: str) -> str:
+        """Make ``model`` the session's model from its next turn on (``/model NAME``).
+
+        Raises:
+            ConfigError: ``model`` cannot be built (nothing is recorded then).
+            TurnRefused: a turn runs here.
+        """
+        check_thread_id(thread_id)
+        with self._lock:
+            if self._running is not None:
+                raise TurnRefused("a turn is running here: switch the model after it ends")
+        if model not in self._by_model:
+            self._by_model[model] = self.agent.with_model(model)
+        with holding(self.store.leases, thread_id, "switch the model of"):
+            self.agent.set_model_preference(thread_id, model)
+        return model
+
+    def _workspace_of(self, thread_id: str) -> Path:
+        info = self.store.index.get(thread_id)
+        return Path(info.workspace) if info is not None and info.workspace else self.workspace
+
+    def _start(
+        self,
+        thread_id: str,
+        agent: Agent,
+        events: Callable[[], Iterator[dict[str, Any]]],
+    ) -> None:
+        """Run ``events`` (``agent``'s turn) in a worker thread, publishing each."""
+        with self._lock:
+            if self._running is not None:
+                raise TurnRefused(
+                    f"a turn of session {self._running[:12]} is running here: "
+                    "wait for it to end or stop it"
+                )
+            # The CLI's refusal (SessionInUse) when another process holds the session;
+            # nothing of the turn is written then.
+            self.store.leases.acquire(thread_id, "continue")
+            self._running = thread_id
+            self._turn_agent = agent
+        chart = self._charts.setdefault(thread_id, _Chart())
+        chart.calls_before_turn = len(call_points(self.agent.messages(thread_id)))
+        chart.calls_in_turn = 0
+
+        def publish(event: Mapping[str, Any]) -> None:
+            self._publish(thread_id, event)
+
+        def work() -> None:
+            try:
+                for event in events():
+                    publish(event)
+            except TurnCancelled:
+                self._publish(thread_id, Notice(text=INTERRUPTED_TEXT))
+                self._publish(thread_id, Error(message=INTERRUPTED_TEXT, exit_code=130))
+            except Exception as exc:  # one line for the page, as the CLI prints it
+                message, code = failure_line(exc) or (str(exc), 1)
+                self._publish(thread_id, Error(message=message, exit_code=code))
+            finally:
+                if agent.cancelled.is_set():  # recorded while the lease is held
+                    agent.record_interrupted()
+                with self._lock:
+                    self._running = None
+                    self._worker = None
+                # The terminal may continue the session now (a pending question is in
+                # the checkpoint: whoever opens the session next asks it).
+                self.store.leases.release(thread_id)
+
+        worker = threading.Thread(target=work, name=TURN_THREAD_NAME, daemon=True)
+        with self._lock:
+            self._worker = worker
+        worker.start()
+
+    def submit(self, text: str, thread_id: str | None = None) -> str:
+        """Start a user turn (a new session when ``thread_id`` is None); its thread id.
+
+        The user's message is published first, so every tab shows it.
+        """
+        thread_id = check_thread_id(thread_id) if thread_id else new_thread_id()
+        workspace = self._workspace_of(thread_id)
+        agent = self.agent_for(thread_id)
+
+        def events() -> Iterator[dict[str, Any]]:
+            yield UserMessage(text=text).model_dump()
+            yield from agent.stream_turn(
+                thread_id, text, workspace, live=lambda e: self._publish(thread_id, e)
+            )
+
+        self._start(thread_id, agent, events)
+        return thread_id
+
+    def answer(self, thread_id: str, answers: Mapping[str, bool]) -> str:
+        """Answer the approval questions the session is stopped at and continue it."""
+        check_thread_id(thread_id)
+        workspace = self._workspace_of(thread_id)
+        agent = self.agent_for(thread_id)
+
+        def events() -> Iterator[dict[str, Any]]:
+            yield from agent.stream_resume(
+                thread_id, workspace, dict(answers), live=lambda e: self._publish(thread_id, e)
+            )
+
+        self._start(thread_id, agent, events)
+        return thread_id
+
+    def cancel(self, thread_id: str) -> bool:
+        """Stop the session's running turn as Ctrl-C does; whether one was running."""
+        with self._lock:
+            worker = self._worker if self._running == thread_id else None
+        if worker is None:
+            return False
+        agent = self._turn_agent
+        agent.cancel()
+        worker.join(timeout=CANCEL_GRACE_S)
+        if worker.is_alive():
+            # A turn slow to notice (a model that has not sent a byte) is recorded as
+            # interrupted now, what it said so far kept; its worker still holds the lease.
+            agent.record_interrupted()
+        return True
+
+    def close(self) -> None:
+        """Stop the running turn, if any (the server is shutting down)."""
+        running = self._running
+        if running is not None:
+            self.cancel(running)
+
+    def compact(self, thread_id: str, focus: str | None = None) -> dict[str, Any] | None:
+        """Compact the session now (``/compact``), under its lease."""
+        check_thread_id(thread_id)
+        with self._lock:
+            if self._running is not None:
+                raise TurnRefused("a turn is running here: compact after it ends")
+            self.store.leases.acquire(thread_id, "compact")
+        try:
+            return self.agent_for(thread_id).compact(thread_id, focus)
+        finally:
+            self.store.leases.release(thread_id)
+
+    def context(self, thread_id: str) -> dict[str, Any]:
+        """The context panel's data: ``/context``'s report now, and the prompt of every
+        model call over the session with its compactions and (for turns run here)
+        maskings."""
+        check_thread_id(thread_id)
+        messages = self.agent.messages(thread_id)
+        report = self.agent_for(thread_id).context_report(thread_id) if messages else None
+        chart = self._charts.get(thread_id, _Chart())
+        return {
+            "report": report,
+            "calls": call_points(messages),
+            "compactions": compaction_points(messages),
+            "maskings": list(chart.masking),
+        }
+
+
+def call_points(messages: list[BaseMessage]) -> list[dict[str, Any]]:
+    """Each stored model reply's reported usage, in order (replies without usage skipped:
+    the copies a compaction moved, or a provider that reports none)."""
+    points = []
+    for msg in messages:
+        usage = msg.usage_metadata if isinstance(msg, AIMessage) else None
+        if not usage:
+            continue
+        details = usage.get("input_token_details") or {}
+        points.append(
+            {
+                "input_tokens": int(usage.get("input_tokens") or 0),
+                "output_tokens": int(usage.get("output_tokens") or 0),
+                "cached_tokens": int(details.get("cache_read") or 0),
+            }
+        )
+    return points
+
+
+def compaction_points(messages: list[BaseMessage]) -> list[dict[str, Any]]:
+    """Each compaction boundary: after how many model calls it came, and its record."""
+    points, calls = [], 0
+    for msg in messages:
+        if isinstance(msg, AIMessage) and msg.usage_metadata:
+            calls += 1
+        if agentgraph_kind(msg) == "compact_boundary":
+            record = msg.additional_kwargs.get("agentgraph") or {}
+            points.append(
+                {
+                    "call": calls,
+                    "trigger": record.get("trigger"),
+                    "tokens_before": record.get("tokens_before"),
+                    "tokens_after": record.get("tokens_after"),
+                }
+            )
+    return points
+
+
+def replay(messages: list[BaseMessage], redact: Callable[[Any], Any]) -> list[BaseEvent]:
+    """A stored conversation as the events a live one sends: the user's messages, the
+    model's text and tool calls (arguments through ``redact``), the tools' results,
+    compactions."""
+    events: list[BaseEvent] = []
+    for msg in messages:
+        kind = agentgraph_kind(msg)
+        if kind == "compact_boundary":
+            record = dict(msg.additional_kwargs.get("agentgraph") or {})
+            record.pop("kind", None)
+            events.append(Compaction.model_validate(record))
+        elif kind in INTERNAL_KINDS or (kind is not None and not isinstance(msg, AIMessage)):
+            continue  # records, summaries, re-read files, notes: not the conversation
+        elif isinstance(msg, HumanMessage):
+            events.append(UserMessage(text=msg.text))
+        elif isinstance(msg, AIMessage):
+            if msg.text:
+                text_event = TextDelta if msg.tool_calls else Answer
+                events.append(text_event(text=msg.text))
+            events.extend(
+                ToolCall(id=str(c["id"]), name=c["name"], args=redact(c["args"]))
+                for c in msg.tool_calls
+            )
+        elif isinstance(msg, ToolMessage):
+            events.append(
+                ToolResult(id=msg.tool_call_id, name=msg.name, status=msg.status, content=msg.text)
+            )
+    return events
+
+
+__all__ = ["SessionService", "TurnRefused", "call_points", "compaction_points", "replay"]

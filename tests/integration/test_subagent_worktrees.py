@@ -1,0 +1,319 @@
+"""Subagents that edit work in their own tree; their changes come back as a merged diff.
+
+Through the real CLI (``run --output-format stream-json``) or the real ``Agent`` graph,
+against the loopback strict server. Every reply is a function of the request alone: a
+subagent is recognised by its task (the first user message, ``WRITE <path> <text>``),
+the parent by its own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentgraph.agent import Agent
+from agentgraph.config import Settings
+from agentgraph.persistence.store import Store
+from agentgraph.subagent_worktrees import (
+    OWNER_FILE,
+    PATCH_FILE,
+    clean_stale,
+    create,
+    worktrees_dir,
+)
+from tests.cli_helpers import run_cli, server_env
+from tests.fakes.openai_server import FakeOpenAIServer
+
+KEY = "sk-test-secret-0123456789abcdef"
+ORIGINAL = "line 1\nline 2\nline 3\n"
+Reply = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _user_texts(body: dict[str, Any]) -> list[str]:
+    return [
+        m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
+        for m in body.get("messages") or []
+        if m.get("role") == "user"
+    ]
+
+
+def _tools(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in body.get("messages") or [] if m.get("role") == "tool"]
+
+
+def _task(path: str, text: str) -> str:
+    return f"WRITE {path} {text}"
+
+
+def model(
+    tasks: list[str], workspace: Path, seen: list[tuple[str, str | None]], *, writes: bool = True
+) -> Reply:
+    """Subagents write the file their task names, then (next call) answer; the parent
+    delegates ``tasks`` in one response, then answers with the results it got.
+
+    When a subagent's second call arrives, its write is done: what the caller's
+    workspace holds at that moment is recorded in ``seen``.
+    """
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        first = (_user_texts(body) or [""])[0]
+        if first.startswith("WRITE "):
+            _, path, text = first.split(" ", 2)
+            if not _tools(body):
+                args = {"path": path, "content": text + "\n"}
+                return {"tool_calls": [{"name": "write_file", "arguments": args}]}
+            target = workspace / path
+            seen.append((path, target.read_text() if target.exists() else None))
+            return {"content": f"wrote {path}"}
+        done = _tools(body)
+        if not done:
+            calls = [
+                {"name": "call_subagent", "arguments": {"task": t, "writes": writes}} for t in tasks
+            ]
+            return {"tool_calls": calls}
+        return {"content": " || ".join(str(m["content"]).replace("\n", " | ") for m in done)}
+
+    return reply
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def _repo(workspace: Path) -> None:
+    _git(workspace, "init", "-q")
+    for name in ("a.txt", "b.txt"):
+        (workspace / name).write_text(ORIGINAL)
+    _git(workspace, "add", "-A")
+    _git(workspace, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+
+
+def _run(
+    workspace: Path, home: Path, reply: Reply, **env: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    with FakeOpenAIServer([reply], require_key=KEY, on_exhausted="repeat_last") as server:
+        res = run_cli(
+            ["run", "delegate the edits", "--output-format", "stream-json"],
+            cwd=workspace,
+            env=server_env(home, server.url, KEY, **env),
+        )
+        requests = server.requests
+    assert res.returncode == 0, res.stderr
+    return [json.loads(line) for line in res.stdout.splitlines() if line.strip()], requests
+
+
+def _results(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == "tool_result" and e["name"] == "call_subagent"]
+
+
+def _no_trees(home: Path) -> None:
+    folder = worktrees_dir(home / ".agentgraph")
+    assert not folder.exists() or list(folder.iterdir()) == []
+
+
+def test_two_parallel_subagents_editing_different_files_both_apply_and_stay_unseen_till_done(
+    home: Path, workspace: Path
+) -> None:
+    _repo(workspace)
+    # An uncommitted change: the subagents start from the working tree, not from HEAD.
+    (workspace / "b.txt").write_text(ORIGINAL + "line 4 uncommitted\n")
+    seen: list[tuple[str, str | None]] = []
+    tasks = [_task("a.txt", "A-EDITED"), _task("new/c.txt", "C-NEW")]
+    events, requests = _run(workspace, home, model(tasks, workspace, seen))
+    results = _results(events)
+    assert len(results) == 2 and all(r["status"] == "success" for r in results)
+    assert all("[changes applied to the workspace: 1 file" in r["content"] for r in results)
+    assert (workspace / "a.txt").read_text() == "A-EDITED\n"
+    assert (workspace / "new" / "c.txt").read_text() == "C-NEW\n"
+    assert (workspace / "b.txt").read_text() == ORIGINAL + "line 4 uncommitted\n"
+    # While each subagent ran, its write was not in the caller's workspace.
+    assert sorted(seen) == [("a.txt", ORIGINAL), ("new/c.txt", None)]
+    # The parent's answer carries the diff summary the model read.
+    assert (
+        "a.txt (+1 −3)" in events[-1]["answer"]
+        and "new/c.txt (new, +1 −0)" in (events[-1]["answer"])
+    )
+    # The user's repository is left as it was: no branch, no staged change, no worktree.
+    assert _git(workspace, "worktree", "list").count("\n") == 1
+    assert _git(workspace, "diff", "--cached", "--name-only") == ""
+    _no_trees(home)
+    # A subagent with writes gets the file tools; the caller's prompt is untouched.
+    sub = [r for r in requests if (_user_texts(r) or [""])[0].startswith("WRITE ")]
+    assert sub and all(
+        "write_file" in {t["function"]["name"] for t in r.get("tools") or []} for r in sub
+    )
+
+
+def test_two_subagents_editing_the_same_lines_one_applies_the_other_is_a_conflict(
+    home: Path, workspace: Path
+) -> None:
+    _repo(workspace)
+    tasks = [_task("a.txt", "FIRST"), _task("a.txt", "SECOND")]
+    events, _ = _run(workspace, home, model(tasks, workspace, []))
+    results = _results(events)
+    applied = [r for r in results if "[changes applied" in r["content"]]
+    conflicts = [r for r in results if "[changes NOT applied, conflict: a.txt" in r["content"]]
+    assert len(applied) == 1 and len(conflicts) == 1, results
+    text = (workspace / "a.txt").read_text()
+    assert text in ("FIRST\n", "SECOND\n")
+    assert "<<<<<<<" not in text and ">>>>>>>" not in text
+    loser = "SECOND" if text == "FIRST\n" else "FIRST"
+    # The conflicting change is not lost: its patch is kept and named in the result.
+    named = conflicts[0]["content"].split("the patch is in ", 1)[1].split("]", 1)[0]
+    assert f"+{loser}" in Path(named).read_text()
+    _no_trees(home)
+
+
+def test_a_background_subagent_with_writes_applies_when_it_ends(
+    home: Path, workspace: Path
+) -> None:
+    _repo(workspace)
+    seen: list[tuple[str, str | None]] = []
+    inner = model([_task("b.txt", "BG-EDIT")], workspace, seen)
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        first = (_user_texts(body) or [""])[0]
+        done = _tools(body)
+        if first.startswith("WRITE ") or not done:
+            answer = inner(body)
+            for call in answer.get("tool_calls") or []:
+                if call["name"] == "call_subagent":
+                    call["arguments"]["background"] = True
+            return answer
+        if len(done) == 1:
+            task_id = str(done[0]["content"]).split(" ", 1)[0].lstrip("[")
+            args = {"task_id": task_id, "action": "result", "wait_s": 60}
+            return {"tool_calls": [{"name": "subagent_task", "arguments": args}]}
+        return {"content": "COLLECTED " + str(done[-1]["content"]).replace("\n", " | ")}
+
+    events, _ = _run(workspace, home, reply)
+    assert "[changes applied to the workspace: 1 file, +1 −3: b.txt" in events[-1]["answer"]
+    assert (workspace / "b.txt").read_text() == "BG-EDIT\n"
+    assert seen == [("b.txt", ORIGINAL)]
+    _no_trees(home)
+
+
+def test_a_folder_without_git_is_copied_and_merged_back(home: Path, workspace: Path) -> None:
+    (workspace / "a.txt").write_text(ORIGINAL)
+    (workspace / "node_modules").mkdir()
+    (workspace / "node_modules" / "big.js").write_text("not copied\n")
+    seen: list[tuple[str, str | None]] = []
+    events, _ = _run(workspace, home, model([_task("a.txt", "COPY-EDIT")], workspace, seen))
+    (result,) = _results(events)
+    assert "[changes applied to the workspace: 1 file, +1 −3: a.txt" in result["content"]
+    assert (workspace / "a.txt").read_text() == "COPY-EDIT\n"
+    assert seen == [("a.txt", ORIGINAL)]
+    assert not (workspace / ".git").exists()
+    _no_trees(home)
+
+
+def test_a_subagent_without_writes_shares_the_workspace_without_the_edit_tools(
+    home: Path, workspace: Path
+) -> None:
+    (workspace / "a.txt").write_text(ORIGINAL)
+    events, requests = _run(
+        workspace, home, model([_task("a.txt", "NO")], workspace, [], writes=False)
+    )
+    sub = [r for r in requests if (_user_texts(r) or [""])[0].startswith("WRITE ")]
+    names = {t["function"]["name"] for t in sub[0].get("tools") or []}
+    assert "read_file" in names and not names & {"write_file", "edit_file"}
+    # The scripted subagent tried anyway: refused, nothing written, no tree made.
+    assert (workspace / "a.txt").read_text() == ORIGINAL
+    (result,) = _results(events)
+    assert "[no file changes]" not in result["content"] and "changes" not in result["content"]
+    assert not worktrees_dir(home / ".agentgraph").exists()
+
+
+def test_ask_mode_holds_the_changes_until_the_user_approves_and_undo_reverts_them(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    _repo(workspace)
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        first = (_user_texts(body) or [""])[0]
+        done = _tools(body)
+        if first.startswith("WRITE "):
+            if not done:
+                args = {"path": "a.txt", "content": "ASKED\n"}
+                return {"tool_calls": [{"name": "write_file", "arguments": args}]}
+            return {"content": "wrote a.txt"}
+        if not done:
+            args = {"task": _task("a.txt", "ASKED"), "writes": True}
+            return {"tool_calls": [{"name": "call_subagent", "arguments": args}]}
+        if len(done) == 1:
+            task_id = str(done[0]["content"]).split(" ", 1)[0].lstrip("[")
+            args = {"task_id": task_id, "action": "apply"}
+            return {"tool_calls": [{"name": "subagent_task", "arguments": args}]}
+        return {"content": "APPLY RESULT: " + str(done[-1]["content"])}
+
+    asked: list[dict[str, Any]] = []
+
+    def approve(request: dict[str, Any]) -> bool:
+        asked.append(request)
+        # Held, not applied, while the question waits.
+        assert (workspace / "a.txt").read_text() == ORIGINAL
+        return True
+
+    with FakeOpenAIServer([reply], require_key=KEY, on_exhausted="repeat_last") as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url, OPENAI_API_KEY=KEY, AGENTGRAPH_EDITS="ask"
+        )
+        agent = Agent(settings, store)
+        result = agent.run_turn("p", "delegate", workspace, approve=approve)
+    assert result.answer.startswith("APPLY RESULT: applied to the workspace: 1 file, +1 −3")
+    (question,) = asked
+    assert question["tool"] == "subagent_task" and question["setting"] == "AGENTGRAPH_EDITS"
+    assert "+ASKED" in question["diff"] and "-line 1" in question["diff"]
+    assert (workspace / "a.txt").read_text() == "ASKED\n"
+    assert list(worktrees_dir(settings.home).iterdir()) == []
+    # Applied inside the turn: undo puts the file back.
+    undone = agent.sessions.undo_store("p").undo(workspace)
+    assert undone.restored == ["a.txt"]
+    assert (workspace / "a.txt").read_text() == ORIGINAL
+
+
+def test_trees_of_a_dead_process_are_removed_with_their_patch_kept(
+    tmp_path: Path, workspace: Path
+) -> None:
+    _repo(workspace)
+    home = tmp_path / "agent-home"
+    iso = create(home, "subagent-0badf00d", str(workspace), "parent")
+    iso.mark("running", thread_id="0badf00d" + "0" * 24)
+    (iso.workspace / "a.txt").write_text("PARTIAL\n")
+    live = create(home, "subagent-11111111", str(workspace), "parent")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    owner = json.loads((iso.folder / OWNER_FILE).read_text())
+    (iso.folder / OWNER_FILE).write_text(json.dumps({**owner, "pid": dead.pid}))
+    patches = tmp_path / "patches"
+    removed = clean_stale(home, lambda tid: patches / tid)
+    assert removed == ["subagent-0badf00d"]
+    assert not iso.folder.exists() and live.folder.exists()
+    assert "+PARTIAL" in (patches / ("0badf00d" + "0" * 24) / PATCH_FILE).read_text()
+    listed = _git(workspace, "worktree", "list")
+    assert str(iso.root) not in listed and str(live.root) in listed
+    assert (workspace / "a.txt").read_text() == ORIGINAL
+    live.remove()
+    assert _git(workspace, "worktree", "list").count("\n") == 1
+
+
+def test_a_workspace_over_the_copy_limit_is_refused(
+    tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentgraph import subagent_worktrees
+    from agentgraph.subagent_worktrees import IsolationError
+
+    monkeypatch.setattr(subagent_worktrees, "COPY_MAX_FILES", 3)
+    for n in range(5):
+        (workspace / f"f{n}.txt").write_text("x")
+    with pytest.raises(IsolationError, match="too big to copy"):
+        create(tmp_path / "h", "subagent-22222222", str(workspace), "p")
+    assert list(worktrees_dir(tmp_path / "h").iterdir()) == []
