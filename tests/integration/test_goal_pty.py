@@ -230,3 +230,21 @@ def test_ctrl_c_pauses_a_goal_until_the_next_message(home: Path, workspace: Path
         users = [_users(r)[-1] for r in _chat_requests(server)]
     assert users[0].startswith(GOAL_OPENING)
     assert users[1:] == [CONTINUE_PROMPT, "and the drafts too", CONTINUE_PROMPT]
+
+
+def test_a_goal_waits_in_plan_mode(home: Path, workspace: Path) -> None:
+    """A plan waits for the user: the REPL sends no continue turn in plan mode."""
+    with FakeOpenAIServer([_works_in_steps], on_exhausted="repeat_last") as server:
+        child = spawn_repl([], cwd=workspace, env=pty_env(home, server.url, KEY))
+        try:
+            child.expect_exact(PROMPT)
+            child.send("/mode plan" + ENTER)
+            expect_on_screen(child, "mode: plan")
+            child.send("/goal write three notes" + ENTER)
+            expect_on_screen(child, "goal: waits while in plan mode")
+            child.send("/goal" + ENTER)
+            expect_on_screen(child, "goal (active): write three notes")
+        finally:
+            close_repl(child)
+        requests = _chat_requests(server)
+    assert len(requests) == 1
