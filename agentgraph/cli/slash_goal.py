@@ -137,4 +137,4 @@ def after_turn(ctx: ReplContext, result: TurnResult | None) -> None:
     ctx.agent.set_goal(ctx.thread_id, {**goal, REPORTED_FIELD: True})
     if status == STATUS_BUDGET and result.stop_reason == STOP_BUDGET:
         return  # the turn's own stop notice named the goal's budget
-    ctx.console.print(escape(line), markup=False)
+    ctx.console.print(line, markup=False)
