@@ -4,8 +4,9 @@ command that works in any folder, as a user installs it for their own projects.
 The tool is installed into a temporary tool folder (``UV_TOOL_DIR``, ``UV_TOOL_BIN_DIR``)
 with the user's own uv cache and index settings, so a warm cache makes it a few seconds;
 the installed command then runs from an unrelated directory with a clean environment
-against the fake model server. Without ``uv`` the test skips, unless
-``AGENTGRAPH_REQUIRE_UV=1`` (set by ``.ci/run``) makes that a failure.
+against the fake model server. Without ``uv``, or without the package index (the install
+resolves against it, as a user's does), the test skips, unless ``AGENTGRAPH_REQUIRE_UV=1``
+(set by ``.ci/run``) makes that a failure.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ REQUIRE_ENV = "AGENTGRAPH_REQUIRE_UV"
 # downloads them from the package index, which this bound still allows.
 INSTALL_TIMEOUT_S = 600
 KEY = "sk-test-install-0123456789abcdef"
+# What uv says when it cannot reach the package index (no network, a proxy that refuses).
+OFFLINE_MARKERS = (
+    "Failed to fetch",
+    "error sending request",
+    "dns error",
+    "Connection refused",
+    "network was disabled",
+)
 
 
 def _uv() -> str:
@@ -68,6 +77,13 @@ def test_uv_tool_install_gives_a_command_that_works_in_any_folder(tmp_path: Path
         timeout=INSTALL_TIMEOUT_S,
     )
     install_s = time.monotonic() - started
+    if installed.returncode != 0 and any(m in installed.stderr for m in OFFLINE_MARKERS):
+        # An install resolves against the package index, as a user's does; a machine that
+        # cannot reach it cannot test the route (CI can: AGENTGRAPH_REQUIRE_UV=1 there).
+        reason = f"the package index cannot be reached: {installed.stderr.strip()[-300:]}"
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
     assert installed.returncode == 0, installed.stderr
     command = bin_dir / "agentgraph"
     assert command.is_file(), installed.stderr
