@@ -75,6 +75,70 @@ SUBCOMMAND_PROGRAMS = frozenset(
 )
 
 
+# Subcommands that run whatever program or script their next word names (`uv run X`,
+# `npm exec X`, `docker run IMAGE`): their rule names that word too, so allowing
+# `uv run pytest` does not allow `uv run rm …`.
+RUNNER_SUBCOMMANDS = frozenset(
+    {
+        ("uv", "run"),
+        ("uv", "tool"),
+        ("npm", "run"),
+        ("npm", "exec"),
+        ("npm", "x"),
+        ("pnpm", "run"),
+        ("pnpm", "exec"),
+        ("pnpm", "dlx"),
+        ("yarn", "run"),
+        ("yarn", "exec"),
+        ("yarn", "dlx"),
+        ("poetry", "run"),
+        ("docker", "run"),
+        ("docker", "exec"),
+        ("kubectl", "exec"),
+        ("kubectl", "run"),
+    }
+)
+# Programs that run whatever command or code follows them: a rule for them would allow
+# everything, so none is offered and each such call asks.
+ANY_COMMAND_PROGRAMS = frozenset(
+    {
+        "sh",
+        "bash",
+        "zsh",
+        "dash",
+        "fish",
+        "env",
+        "sudo",
+        "doas",
+        "su",
+        "xargs",
+        "nohup",
+        "nice",
+        "timeout",
+        "time",
+        "exec",
+        "eval",
+        "command",
+        "builtin",
+        "watch",
+        "strace",
+        "python",
+        "python3",
+        "node",
+        "deno",
+        "bun",
+        "perl",
+        "ruby",
+        "php",
+        "npx",
+        "uvx",
+        "pipx",
+        "bunx",
+        "ssh",
+    }
+)
+
+
 @dataclass(frozen=True)
 class Rule:
     """One "always allow" rule.
@@ -106,12 +170,19 @@ def command_words(command: str) -> list[str] | None:
 def command_prefix(command: str) -> str | None:
     """The prefix an "always allow" answer to ``command`` stores, or None (not plain)."""
     words = command_words(command)
-    if words is None:
+    if words is None or words[0] in ANY_COMMAND_PROGRAMS or "=" in words[0]:
+        return None  # a wrapper, an interpreter or `VAR=value cmd`: each call asks
+    if words[0] not in SUBCOMMAND_PROGRAMS:
+        return words[0]
+    # The subcommand is part of the rule; options before it (`git -c core.pager=… log`)
+    # would make the rule the bare program, which allows every subcommand: none offered.
+    if len(words) < 2 or words[1].startswith("-"):
         return None
-    second = words[1] if len(words) > 1 else ""
-    if words[0] in SUBCOMMAND_PROGRAMS and second and not second.startswith("-"):
-        return f"{words[0]} {second}"
-    return words[0]
+    if (words[0], words[1]) not in RUNNER_SUBCOMMANDS:
+        return f"{words[0]} {words[1]}"
+    if len(words) < 3 or words[2].startswith("-"):
+        return None
+    return " ".join(words[:3])
 
 
 def _glob_regex(glob: str) -> re.Pattern[str]:
