@@ -197,7 +197,7 @@ def main() -> None:
         "across all calls is not lower: each subagent pays its own system prompt and file "
         f"({deleg.all_prompt_tokens_sum:,} vs {par.all_prompt_tokens_sum:,} tokens for "
         f"direct-par, {pct(deleg.all_prompt_tokens_sum, par.all_prompt_tokens_sum)}). "
-        "004 claims 82% fewer parent messages for its example; here the parent has "
+        "Counted in messages instead, the parent has "
         f"{deleg.parent_messages} messages vs {base.parent_messages} (direct-seq) and "
         f"{par.parent_messages} (direct-par): message count is a poor proxy — the "
         "saving is in tokens, because the ten results are summaries, not files.",

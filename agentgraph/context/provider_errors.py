@@ -2,10 +2,10 @@
 
 An overflow needs a smaller prompt (truncate tool outputs, compact); an output
 overflow needs a smaller ``max_tokens``; a rate limit or a transient failure needs a
-retry with backoff; auth, not-found and bad requests need the user. The 002 design
-treated any error mentioning "context" or "token" as an overflow, so a tokens-per-
-minute rate limit triggered a needless compaction; here overflows are recognised only
-by the providers' real overflow phrasings, and rate limits are checked first.
+retry with backoff; auth, not-found and bad requests need the user. A tokens-per-
+minute rate limit mentions "tokens" and often "context" too, and taking it for an
+overflow would compact for nothing; so overflows are recognised only by the
+providers' real overflow phrasings, and rate limits are checked first.
 
 Works on exceptions from the ``openai`` SDK (any version; it may ship its own httpx
 fork), ``anthropic``-style SDKs (``status_code``/``body``/``response``), LangChain's

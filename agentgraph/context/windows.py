@@ -1,6 +1,6 @@
 """Context windows per model and the token budget derived from them.
 
-The budget follows Claude Code's rule (reference 003): a window of at most
+The budget follows Claude Code's rule: a window of at most
 50k tokens keeps 80% for input; a larger one reserves 50k for the output. The
 reserve never exceeds the configured ``max_output_tokens``.
 

@@ -61,8 +61,8 @@ def truncate_messages_safely(
 ) -> list[BaseMessage]:
     """Keep the most recent ``keep_recent`` non-system messages, cutting between groups.
 
-    Fixes the 004 design: a tool call is never kept without its results (or the
-    reverse) because only whole :func:`group_messages` groups are kept. All
+    A tool call is never kept without its results (or the reverse), because only
+    whole :func:`group_messages` groups are kept: a provider refuses either half alone. All
     system messages are kept, at their position relative to the kept messages.
     The current turn (the latest user request and everything after it) is
     always kept, even when longer than the window. The kept part starts with a

@@ -39,7 +39,7 @@ SECONDS_PER_DAY = 86_400
 # Bound of the start-up cleanup (it runs in a background thread).
 CLEANUP_TIME_BUDGET_S = 10.0
 
-# 003's resume preamble, adapted: the summary itself is already in the prompt view.
+# Claude Code's resume preamble, without the summary: the prompt view already holds it.
 RESUME_PREAMBLE = (
     "This session is being continued from a previous conversation that ran out of "
     "context. The conversation is summarized above."

@@ -172,7 +172,7 @@ def test_normalize_answers_unanswered_call_after_existing_results() -> None:
 
 
 def test_normalize_never_drops_the_assistant_message_or_its_text() -> None:
-    """The 004 design dropped the whole AIMessage when one call was unanswered."""
+    """An unanswered call does not cost the AIMessage its text or its answered calls."""
     call = ai("I'll run two commands", "a", "b")
     out = normalize([human(), call, tool("a"), human("nevermind")])
     assert out[1] is call
@@ -323,7 +323,7 @@ def _turns(n: int) -> list[BaseMessage]:
 
 
 def test_truncate_never_keeps_a_call_without_its_result() -> None:
-    """The 004 bug: the cut kept an AIMessage with tool_calls but dropped its ToolMessage."""
+    """A cut never keeps an AIMessage with tool_calls while dropping its ToolMessage."""
     msgs = [sys(), *_turns(5)]  # 20 non-system messages
     for keep in range(0, 22):
         out = truncate_messages_safely(msgs, keep)

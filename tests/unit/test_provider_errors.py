@@ -568,7 +568,7 @@ def test_fixture_file_entries_classify() -> None:
 
 
 def test_tpm_rate_limit_is_never_an_overflow() -> None:
-    """The 002 flaw: a text with "token" and "context" words is not an overflow."""
+    """A text with "token" and "context" words is not an overflow when it is a rate limit."""
     texts = [
         "Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 30000, "
         "Requested 500. Please try again in 1s.",
@@ -875,7 +875,7 @@ def _output_overflow(prompt: int, limit: int, requested: int) -> ProviderError:
 
 
 def test_shrink_max_tokens_rule() -> None:
-    # 003 rule: limit - prompt - 1000 reserve.
+    # What the prompt leaves of the limit, less OUTPUT_RESERVE_TOKENS (1,000).
     assert shrink_max_tokens(_output_overflow(188_240, 200_000, 21_333), 21_333) == 10_760
     # At least MIN_OUTPUT_TOKENS when the prompt leaves room for that much.
     assert shrink_max_tokens(_output_overflow(196_500, 200_000, 8_000), 8_000) == MIN_OUTPUT_TOKENS
