@@ -621,7 +621,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.harness or ():
         shown += ["--harness", name]
     if args.out is not None:
-        shown += ["--out", str(args.out), "&& uv run python bench/collect.py"]
+        shown += ["--out", str(args.out)]
     command = " ".join(["uv run python bench/bench_context_v2.py", *shown])
     text = report(rows, command, time.perf_counter() - started)
     print(text)
