@@ -934,67 +934,51 @@ def _start_background(
 ) -> ToolMessage:
     """``call_subagent(background=true)``: start it and answer with its task id at once."""
 
-    call_id = str(runtime.tool_call_id or "")
-    refused = partial(_refused, call_id)
-
-    if tasks is None or tasks.limit <= 0:
-        return refused("refused: background subagents are off here; call without background")
-    with tasks.starting:
-        return _start_checked(
-            runner, tasks, task, state, runtime, max_loops, exclude_tools, emit, writes
-        )
-
-
-def _start_checked(
-    runner: SubagentRunner,
-    tasks: BackgroundTasks,
-    task: str,
-    state: Mapping[str, Any],
-    runtime: Any,
-    max_loops: int,
-    exclude_tools: list[str] | None,
-    emit: Callable[[dict[str, Any]], None],
-    writes: bool = False,
-) -> ToolMessage:
-    """The limit check and the start, under ``tasks.starting``."""
     from agentgraph.subagent_tasks import start_in_background
 
     call_id = str(runtime.tool_call_id or "")
     refused = partial(_refused, call_id)
 
-    running = tasks.running()
-    if len(running) >= tasks.limit:
-        ids = ", ".join(r.context_id for r in running)
-        return refused(
-            f"refused: {len(running)} background subagents already run (at most "
-            f"{tasks.limit}, AGENTGRAPH_SUBAGENT_MAX_BACKGROUND): {ids}; collect or cancel "
-            "one with subagent_task first, or call without background"
+    if tasks is None or tasks.limit <= 0:
+        return refused("refused: background subagents are off here; call without background")
+    # The limit check and the start under one lock: parallel calls in one response
+    # cannot both pass the limit.
+    with tasks.starting:
+        running = tasks.running()
+        if len(running) >= tasks.limit:
+            ids = ", ".join(r.context_id for r in running)
+            return refused(
+                f"refused: {len(running)} background subagents already run (at most "
+                f"{tasks.limit}, AGENTGRAPH_SUBAGENT_MAX_BACKGROUND): {ids}; collect or cancel "
+                "one with subagent_task first, or call without background"
+            )
+        prepared = runner.prepare(
+            task,
+            state,
+            context_of(runtime),
+            max_loops=max_loops,
+            exclude_tools=list(exclude_tools or []),
+            writes=writes,
         )
-    prepared = runner.prepare(
-        task,
-        state,
-        context_of(runtime),
-        max_loops=max_loops,
-        exclude_tools=list(exclude_tools or []),
-        writes=writes,
-    )
-    if isinstance(prepared, SubagentOutcome):
-        return refused(prepared.to_text())
-    if runner.remote is not None:
-        # The run exists on the server before its task id is returned: a caller killed
-        # right after the start still finds it there on resume.
-        try:
-            run = runner.start_remote(runner.remote, prepared.inputs, prepared.child)
-            prepared.remote_run = run
-        except RemoteError as exc:
-            return refused(f"[{prepared.context_id} failed · 0 steps]\nsubagent failed: {exc}")
-    started = start_in_background(tasks, prepared, tool_call_id=call_id, fallback=emit)
-    # Until the caller's checkpoint surely holds this start, a file keeps it: a caller
-    # killed in between is given this result on resume, and the subagent is delivered.
-    ctx = context_of(runtime)
-    folder = Path(ctx.artifacts_dir) if ctx.artifacts_dir else runner.artifacts_dir(ctx.thread_id)
-    keep_result(folder, call_id, str(started.content), started.artifact)
-    return started
+        if isinstance(prepared, SubagentOutcome):
+            return refused(prepared.to_text())
+        if runner.remote is not None:
+            # The run exists on the server before its task id is returned: a caller killed
+            # right after the start still finds it there on resume.
+            try:
+                run = runner.start_remote(runner.remote, prepared.inputs, prepared.child)
+                prepared.remote_run = run
+            except RemoteError as exc:
+                return refused(f"[{prepared.context_id} failed · 0 steps]\nsubagent failed: {exc}")
+        started = start_in_background(tasks, prepared, tool_call_id=call_id, fallback=emit)
+        # Until the caller's checkpoint surely holds this start, a file keeps it: a caller
+        # killed in between is given this result on resume, and the subagent is delivered.
+        ctx = context_of(runtime)
+        folder = (
+            Path(ctx.artifacts_dir) if ctx.artifacts_dir else runner.artifacts_dir(ctx.thread_id)
+        )
+        keep_result(folder, call_id, str(started.content), started.artifact)
+        return started
 
 
 @contextmanager
