@@ -341,18 +341,13 @@ def _write(target: Path, data: bytes | None, mode: int) -> None:
         with contextlib.suppress(FileNotFoundError):
             target.unlink()
         return
+    from agentgraph.tools.files import atomic_write_bytes  # the file tools load LangChain's
+
     target.parent.mkdir(parents=True, exist_ok=True)
-    keep = target.stat().st_mode & 0o777 if target.exists() else (mode or 0o644)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".agentgraph-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, keep)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    existed = target.exists()
+    atomic_write_bytes(target, data)  # an existing file keeps its mode
+    if not existed:
+        os.chmod(target, mode or 0o644)  # a new file gets the one it had in the tree
 
 
 def worktrees_dir(home: Path) -> Path:
