@@ -262,6 +262,16 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
     return ("other", name) if name else None
 
 
+def _first_results(messages: Sequence[BaseMessage]) -> dict[str, ToolMessage]:
+    """Each call id's first result: a compaction's moved copies and masked copies of a
+    result come later, with the same id."""
+    results: dict[str, ToolMessage] = {}
+    for msg in messages:
+        if isinstance(msg, ToolMessage) and msg.tool_call_id not in results:
+            results[msg.tool_call_id] = msg
+    return results
+
+
 def read_calls(messages: Iterable[BaseMessage]) -> dict[str, str]:
     """The id of every successful ``read_file`` call in ``messages`` and the path it read.
 
@@ -272,7 +282,7 @@ def read_calls(messages: Iterable[BaseMessage]) -> dict[str, str]:
         Call id → normalized path, in call order.
     """
     listed = list(messages)
-    results = {m.tool_call_id: m for m in listed if isinstance(m, ToolMessage)}
+    results = _first_results(listed)
     out: dict[str, str] = {}
     for msg in listed:
         if not isinstance(msg, AIMessage):
@@ -384,10 +394,7 @@ def collect_ledger(messages: Iterable[BaseMessage], *, memo: LedgerMemo | None =
     out = Ledger()
     counted: set[str] = set()
     listed = list(messages)
-    results: dict[str, ToolMessage] = {}
-    for msg in listed:
-        if isinstance(msg, ToolMessage) and msg.tool_call_id not in results:
-            results[msg.tool_call_id] = msg
+    results = _first_results(listed)
     for msg in listed:
         if agentgraph_kind(msg) == UNDO_NOTE_KIND:
             _undo(out, msg)
