@@ -27,15 +27,9 @@ The same objects serve agentgraph's own graph (the planner node composes them wi
     agent = create_agent(llm, tools, middleware=context_middleware(llm, summarizer=llm))
 
 Provider failures come out as langchain-core's exception types (``ContextOverflowError``,
-``ModelRateLimitError`` …; see :mod:`agentgraph.context.model_errors`).
+``ModelRateLimitError`` …; see :mod:`agentgraph.providers.model_errors`).
 """
 
-from agentgraph.context.model_errors import (
-    EndpointUnreachableError,
-    OutputOverflowError,
-    provider_error_of,
-    to_model_error,
-)
 from agentgraph.middleware.compaction import CompactionMiddleware
 from agentgraph.middleware.empty_reply import EmptyReplyMiddleware
 from agentgraph.middleware.masking import ObservationMaskingMiddleware
@@ -52,6 +46,12 @@ from agentgraph.middleware.prompt_view import PromptView, PromptViewMiddleware
 from agentgraph.middleware.retry import RetryMiddleware
 from agentgraph.middleware.served_window import ServedWindowMiddleware
 from agentgraph.middleware.text_tool_calls import TextToolCallsMiddleware
+from agentgraph.providers.model_errors import (
+    EndpointUnreachableError,
+    OutputOverflowError,
+    provider_error_of,
+    to_model_error,
+)
 
 __all__ = [
     "CompactionMiddleware",

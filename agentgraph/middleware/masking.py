@@ -50,9 +50,9 @@ from agentgraph.context.masking_text import (
     restates,
 )
 from agentgraph.context.tokens import TokenCounter, estimate_scale, reported_prompt_tokens
-from agentgraph.history import extends
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
+from agentgraph.runtime.history import extends
 
 __all__ = [
     "MASK_HARD_MARGIN_FRACTION",

@@ -29,10 +29,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor
-from agentgraph.context.retry import RetryPolicy
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
-from agentgraph.deps import AgentDeps
 from agentgraph.middleware.compaction import CompactionMiddleware
 from agentgraph.middleware.empty_reply import EmptyReplyMiddleware
 from agentgraph.middleware.events import Emit, emit
@@ -43,7 +41,9 @@ from agentgraph.middleware.prompt_view import PromptViewMiddleware
 from agentgraph.middleware.retry import RetryMiddleware
 from agentgraph.middleware.served_window import ServedWindowMiddleware
 from agentgraph.middleware.text_tool_calls import TextToolCallsMiddleware
-from agentgraph.model import text_tool_calls_on
+from agentgraph.providers.model import text_tool_calls_on
+from agentgraph.providers.retry import RetryPolicy
+from agentgraph.runtime.deps import AgentDeps
 
 __all__ = [
     "ContextPipeline",

@@ -25,11 +25,11 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from agentgraph.capabilities.recall.search_pg import PostgresHistoryIndex
 from agentgraph.errors import StoreError
 from agentgraph.persistence.index import _COLUMNS, ADDED_COLUMNS, SessionInfo, list_filter
 from agentgraph.persistence.leases import PG_CREATE_LEASES, PostgresLeases
 from agentgraph.persistence.store import Store
-from agentgraph.recall.search_pg import PostgresHistoryIndex
 
 POSTGRES_POOL_MIN_SIZE = 1
 POSTGRES_POOL_MAX_SIZE_DEFAULT = 10
@@ -246,7 +246,9 @@ def _setup_schema(pool: ConnectionPool[Any]) -> None:
             AgentPostgresSaver(conn).setup()  # LangGraph's tables and the archive
             PostgresSessionIndex.setup(conn)
             PostgresHistoryIndex.setup(conn)
-            PostgresStore(conn).setup()  # long-term memory (agentgraph/recall/memory.py)
+            PostgresStore(
+                conn
+            ).setup()  # long-term memory (agentgraph/capabilities/recall/memory.py)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
 

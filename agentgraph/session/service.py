@@ -24,13 +24,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agentgraph.agent import CANCEL_GRACE_S, TURN_THREAD_NAME, Agent, new_thread_id
-from agentgraph.cancel import TurnCancelled
-from agentgraph.cli.failures import failure_line
 from agentgraph.errors import AgentGraphError
-from agentgraph.history.kinds import INTERNAL_KINDS, agentgraph_kind
 from agentgraph.persistence.leases import holding
 from agentgraph.persistence.store import Store
+from agentgraph.persistence.thread_ids import check_thread_id
 from agentgraph.protocol.events import (
     Answer,
     BaseEvent,
@@ -55,8 +52,11 @@ from agentgraph.protocol.ops import (
     SubmitTurn,
     SwitchModel,
 )
-from agentgraph.redaction import build_redactor, redact_value
-from agentgraph.thread_ids import check_thread_id
+from agentgraph.runtime.cancel import TurnCancelled
+from agentgraph.runtime.history.kinds import INTERNAL_KINDS, agentgraph_kind
+from agentgraph.security.redaction import build_redactor, redact_value
+from agentgraph.session.agent import CANCEL_GRACE_S, TURN_THREAD_NAME, Agent, new_thread_id
+from agentgraph.session.failures import failure_line
 
 _log = logging.getLogger(__name__)
 Subscriber = Callable[[BaseEvent], None]

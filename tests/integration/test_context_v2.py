@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.context.windows import budget_for
 from agentgraph.middleware.masking import MASK_LOW_WATER_DEFAULT, MASK_THRESHOLD_DEFAULT
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.long_task import (
     PLANTED_FACTS,

@@ -18,7 +18,6 @@ from langchain.agents.middleware import (
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.types import Command
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.middleware import (
     CompactionMiddleware,
@@ -34,6 +33,7 @@ from agentgraph.middleware import (
     context_pipeline,
 )
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.middleware_helpers import ModelCall, history, request
 
