@@ -119,6 +119,18 @@ def test_the_module_docstring_lists_the_units_in_order() -> None:
             assert f"(builds the {unit.title})" in chain
 
 
+def test_the_architecture_table_lists_the_units_in_order() -> None:
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("\n## The model-call pipeline\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    listed = [
+        module for row in rows for module in re.findall(r"`agentgraph/(middleware/\w+\.py)`", row)
+    ]
+    assert [m for m in listed if m != "middleware/pipeline.py"] == [
+        unit_module(unit.cls) for unit in PIPELINE_UNITS
+    ]
+
+
 def test_the_units_run_in_the_documented_order(make_settings: Callable[..., Settings]) -> None:
     with open_store(make_settings()) as store:
         agent = Agent(make_settings(), store, model=ScriptedChatModel([]))
