@@ -19,6 +19,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(ROOT))
 
 from agentgraph.middleware.pipeline import PIPELINE_UNITS, PipelineUnit  # noqa: E402
+from agentgraph.nodes import model_call  # noqa: E402
 
 OUT = Path(__file__).with_name("pipeline.svg")
 # Pixels: box size, gap between boxes (the arrow), outer margin, a frame's inset around
@@ -29,7 +30,11 @@ MONO = "font-family='DejaVu Sans Mono, monospace'"
 UNIT_FILL, ENDS_FILL = "#eef4fb", "#f4f4f4"
 
 # What the chain runs between: (title, where, what it does); drawn grey.
-PLANNER = ("planner node", "agentgraph/nodes/model_call.py · compose()", "state → ModelRequest")
+PLANNER = (
+    "planner node",
+    f"{model_call.__name__.replace('.', '/')}.py · compose()",
+    "state → ModelRequest",
+)
 MODEL = ("chat model", "langchain-core / provider · invoke", "errors → langchain-core types")
 
 

@@ -19,10 +19,13 @@ from langchain.agents.middleware import (
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.types import Command
 
+from agentgraph import middleware as middleware_package
 from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.middleware import (
+    PIPELINE_UNITS,
     CompactionMiddleware,
+    ContextPipeline,
     EmptyReplyMiddleware,
     ObservationMaskingMiddleware,
     OverflowRecoveryMiddleware,
@@ -35,7 +38,6 @@ from agentgraph.middleware import (
     context_pipeline,
 )
 from agentgraph.middleware import pipeline as pipeline_module
-from agentgraph.middleware.pipeline import PIPELINE_UNITS, ContextPipeline
 from agentgraph.persistence import open_store
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.middleware_helpers import ModelCall, history, request
@@ -109,14 +111,19 @@ def test_pipeline_units_hold_every_field_of_the_pipeline(
         assert isinstance(getattr(pipeline, unit.attribute), unit.cls)
 
 
-def test_the_module_docstring_lists_the_units_in_order() -> None:
-    assert pipeline_module.__doc__ is not None
+def test_the_module_docstrings_list_the_units_in_order() -> None:
+    assert pipeline_module.__doc__ is not None and middleware_package.__doc__ is not None
     chain = " ".join(pipeline_module.__doc__.split("::", 1)[1].split("\n\n")[1].split())
     steps = [re.sub(r"\s*\(.*?\)", "", step).strip() for step in chain.split("→")]
     assert steps == [u.title for u in PIPELINE_UNITS if u.built_by is None] + ["the model"]
     for unit in PIPELINE_UNITS:
         if unit.built_by is not None:
             assert f"(builds the {unit.title})" in chain
+    # The package's table: one row per unit, its title then its module.
+    table = re.findall(
+        r"^(\w[\w ]*\w)\s+``(middleware/\w+\.py)``", middleware_package.__doc__, re.M
+    )
+    assert table == [(unit.title, unit_module(unit.cls)) for unit in PIPELINE_UNITS]
 
 
 def test_the_architecture_table_lists_the_units_in_order() -> None:
