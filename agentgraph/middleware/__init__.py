@@ -1,6 +1,7 @@
 """agentgraph's context management as LangChain v1 middleware.
 
-Each context concern is one unit, one module, one ``wrap_model_call`` hook:
+Each context concern is one unit, one module, one ``wrap_model_call`` hook; in order,
+outermost first (:data:`PIPELINE_UNITS` is this order as data):
 
 =========================  ===============================  ===================================
 unit                       module                           what it does
@@ -35,8 +36,10 @@ from agentgraph.middleware.empty_reply import EmptyReplyMiddleware
 from agentgraph.middleware.masking import ObservationMaskingMiddleware
 from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
 from agentgraph.middleware.pipeline import (
+    PIPELINE_UNITS,
     ContextPipeline,
     PipelineResult,
+    PipelineUnit,
     compose,
     context_middleware,
     context_pipeline,
@@ -54,6 +57,7 @@ from agentgraph.providers.model_errors import (
 )
 
 __all__ = [
+    "PIPELINE_UNITS",
     "CompactionMiddleware",
     "ContextPipeline",
     "EmptyReplyMiddleware",
@@ -62,6 +66,7 @@ __all__ = [
     "OutputOverflowError",
     "OverflowRecoveryMiddleware",
     "PipelineResult",
+    "PipelineUnit",
     "PromptCachingMiddleware",
     "PromptView",
     "PromptViewMiddleware",
