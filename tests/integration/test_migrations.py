@@ -404,3 +404,13 @@ def test_postgres_connections_migrating_at_once_apply_each_migration_once(
     assert failures == []
     names = [row[0] for row in _pg_rows(postgres_url, f"SELECT name FROM {MIGRATIONS_TABLE}")]
     assert sorted(names) == sorted(m.name for m in POSTGRES_MIGRATIONS)
+
+
+def test_both_backends_name_the_same_migrations_in_the_same_order() -> None:
+    from agentgraph.persistence.migrations import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS
+
+    sqlite_names = [m.name for m in SQLITE_MIGRATIONS]
+    assert sqlite_names == [m.name for m in POSTGRES_MIGRATIONS]
+    assert len(set(sqlite_names)) == len(sqlite_names)
+    numbers = [int(name.split("_", 1)[0]) for name in sqlite_names]
+    assert numbers == list(range(1, len(numbers) + 1))
