@@ -2,6 +2,6 @@
 
 import sys
 
-from agentgraph.cli import main
+from agentgraph.frontends.cli import main
 
 sys.exit(main())

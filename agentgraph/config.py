@@ -82,7 +82,7 @@ TEXT_TOOL_CALLS_TRUE_WORDS = frozenset({"true", "1", "yes"})
 TEXT_TOOL_CALLS_FALSE_WORDS = frozenset({"false", "0", "no"})
 
 DEFAULT_USER_ID = "user"
-# Permission modes, strictest first (agentgraph/permissions.py): plan = read-only until the
+# Permission modes, strictest first (agentgraph/security/permissions.py): plan = read-only until the
 # user accepts a plan; ask = commands, edits and MCP tools ask; accept-edits = edits run,
 # commands and MCP tools ask; auto = everything runs (the sandbox still applies).
 PermissionMode = Literal["plan", "ask", "accept-edits", "auto"]
@@ -124,7 +124,7 @@ class Settings(BaseSettings):
     Read from the values passed in code (the CLI's flags), the process environment,
     the project's ``.env`` and ``.agentgraph/config.toml`` in the current directory
     (only what a project may decide) and the user's ``$AGENTGRAPH_HOME/config.toml``
-    (see :mod:`agentgraph.settings_sources`). Every field is documented in
+    (see :mod:`agentgraph.security.settings_sources`). Every field is documented in
     ``.env.example``.
     """
 
@@ -243,7 +243,7 @@ class Settings(BaseSettings):
         False, validation_alias=_env("AGENTGRAPH_MCP_TRUST_WORKSPACE")
     )
     # Turn tool calls a model wrote as text (JSON, <tool_call> tags) into real calls:
-    # auto = only for a local endpoint (agentgraph.model.text_tool_calls_on), on, off.
+    # auto = only for a local endpoint (agentgraph.providers.model.text_tool_calls_on), on, off.
     text_tool_calls: Literal["auto", "on", "off"] = Field(
         TEXT_TOOL_CALLS_DEFAULT, validation_alias=_env("AGENTGRAPH_TEXT_TOOL_CALLS")
     )
@@ -340,7 +340,7 @@ class Settings(BaseSettings):
         validation_alias=_env("AGENTGRAPH_SUBAGENT_MAX_BACKGROUND"),
     )
     # A LangGraph server (its URL) whose agentgraph graph runs the subagents instead of
-    # this process (agentgraph/remote_subagents.py); None: they run here.
+    # this process (agentgraph/capabilities/remote_subagents.py); None: they run here.
     subagent_server: str | None = Field(None, validation_alias=_env("AGENTGRAPH_SUBAGENT_SERVER"))
     subagent_server_api_key: SecretStr | None = Field(
         None, validation_alias=_env("AGENTGRAPH_SUBAGENT_SERVER_API_KEY")
@@ -351,7 +351,7 @@ class Settings(BaseSettings):
         le=600,
         validation_alias=_env("AGENTGRAPH_SQLITE_BUSY_TIMEOUT_S"),
     )
-    # The workspace of the LangGraph server graph (agentgraph/server.py); None: the
+    # The workspace of the LangGraph server graph (agentgraph/frontends/server.py); None: the
     # server's working directory. Clients cannot choose another one.
     server_workspace: Path | None = Field(
         None, validation_alias=_env("AGENTGRAPH_SERVER_WORKSPACE")
@@ -370,7 +370,7 @@ class Settings(BaseSettings):
         """Code (flags), then the environment, then the project's ``.env`` and
         ``.agentgraph/config.toml`` (limited), then the user's config file: a cloned
         repository cannot act as the user."""
-        from agentgraph.settings_sources import (
+        from agentgraph.security.settings_sources import (
             ProjectConfigSource,
             UserConfigSource,
             WorkspaceEnvSource,

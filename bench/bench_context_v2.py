@@ -61,10 +61,10 @@ from langchain_core.tools import BaseTool, StructuredTool, tool
 from langchain_openai import ChatOpenAI
 from langgraph.errors import GraphRecursionError
 
-from agentgraph.agent import Agent
+from agentgraph.capabilities.tools.files import read_text_file
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
-from agentgraph.tools.files import read_text_file
+from agentgraph.session.agent import Agent
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.long_task import (
     LANGCHAIN_SUMMARY_MARKER,

@@ -77,9 +77,9 @@ from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 
-from agentgraph.agent import Agent
 from agentgraph.config import MAX_LOOPS_MAX, Settings
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from bench.bench_context_v2 import (
     API_KEY,
     ENV_PREFIXES,

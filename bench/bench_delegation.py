@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agentgraph.agent import Agent
+from agentgraph.capabilities.subagents import SUBAGENT_TOOL
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
-from agentgraph.subagents import SUBAGENT_TOOL
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_tools
 

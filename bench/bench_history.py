@@ -35,7 +35,11 @@ from langchain_core.messages import (
     trim_messages,
 )
 
-from agentgraph.history import build_prompt_view, latest_user_request_index, validate_history
+from agentgraph.runtime.history import (
+    build_prompt_view,
+    latest_user_request_index,
+    validate_history,
+)
 
 SIZES_MESSAGES = (100, 1_000, 10_000)
 BUDGETS_TOKENS = (8_000, 32_000, 128_000)

@@ -24,11 +24,11 @@ from langgraph.prebuilt import ToolNode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentgraph.agent import Agent
+from agentgraph.capabilities.tools import build_tools
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
-from agentgraph.runctx import RunContext
-from agentgraph.tools import build_tools
+from agentgraph.runtime.runctx import RunContext
+from agentgraph.session.agent import Agent
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.long_task import PLANTED_FACTS, LongTaskDriver, make_workspace
 

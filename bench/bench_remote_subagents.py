@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langchain_core.messages import HumanMessage
 
-from agentgraph.subagent_tasks import NOTICE_ID_PREFIX
+from agentgraph.capabilities.subagent_tasks import NOTICE_ID_PREFIX
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.langgraph_dev import langgraph_dev

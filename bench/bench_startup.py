@@ -242,13 +242,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         f"`run` to its first request / minimal LangGraph agent: {run_cpu / base_cpu:.2f}× CPU.",
         "",
-        "How: the argument parser (`agentgraph/cli/parser.py`) imports only `argparse`; "
+        "How: the argument parser (`agentgraph/frontends/cli/parser.py`) imports only `argparse`; "
         "`sessions list` opens the session index alone (`open_index`), without LangGraph "
         "or the checkpointer; the tokenizer loads only the table of the configured model, "
         "at its first count; psycopg is imported only with a PostgreSQL store, and error "
         "classification looks HTTP/SDK exception classes up among loaded modules; each "
         "tool's injected-field exclusion is rebuilt at its first call, not at start; "
-        "tools declare their runtime as `AgentToolRuntime` (`agentgraph/runctx.py`), "
+        "tools declare their runtime as `AgentToolRuntime` (`agentgraph/runtime/runctx.py`), "
         "which pydantic sees as an injected `Any`, so no schema of LangGraph's "
         "`ToolRuntime` dataclass is built per tool (68 -> 16 ms for the agent's tools); "
         "a local server's window is asked through the chat model's own client (a client "
@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "OpenAI API; all of LangSmith's API types, through `langchain_core`'s tracers; "
         "the Azure, embedding and completion models of `langchain_openai`). The command "
         "line defers those `__init__` files until a name is asked of the package "
-        "(`agentgraph/cli/deferred_inits.py`; only for packages whose `__init__` does "
+        "(`agentgraph/frontends/cli/deferred_inits.py`; only for packages whose `__init__` does "
         "nothing but import and name things, checked by a test, as is that `run` never "
         "asks): importing what `run` needs drops from about 0.85 to 0.47 s CPU.",
     ]

@@ -5,7 +5,7 @@ Run: ``uv run python bench/bench_storage.py`` (writes docs/bench/storage.md);
 only (``--window 128000`` for another; nothing written). Turn times are CPU time of
 this process (``time.process_time``, comparable on a shared machine) and wall time.
 
-Every run drives the real :class:`agentgraph.agent.Agent` graph (planner with its
+Every run drives the real :class:`agentgraph.session.agent.Agent` graph (planner with its
 prompt view and auto-compaction, the tools node running the real ``read_file``,
 finalize, undo snapshots, the store's pruning) with a scripted chat model that
 takes no time: each user turn makes 1-4 tool steps of 1-3 ``read_file`` calls on a
@@ -71,11 +71,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from corpus import samples
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence.index import SqliteSessionIndex
 from agentgraph.persistence.prune import db_bytes
 from agentgraph.persistence.store import Store, connect_sqlite, open_store
+from agentgraph.session.agent import Agent
 
 MARKS_MESSAGES = (1_000, 2_500, 5_000)
 BASELINE_REACT_MAX_MESSAGES = 1_000
@@ -415,8 +415,8 @@ def _react_app(home: Path, window: int, saver: Any) -> _ReactApp:
     """
     from langgraph.prebuilt import create_react_agent
 
-    from agentgraph.runctx import RunContext
-    from agentgraph.tools import build_tools
+    from agentgraph.capabilities.tools import build_tools
+    from agentgraph.runtime.runctx import RunContext
 
     ws = home / "ws"
     ws.mkdir(parents=True)
@@ -561,7 +561,7 @@ def run_postgres(
 def bench_undo(workdir: Path) -> dict[str, Any] | None:
     """Cost of the undo snapshots on a 5,000-file workspace."""
     try:
-        from agentgraph.undo import UndoStore
+        from agentgraph.session.undo import UndoStore
     except ImportError:
         return None
     ws = workdir / "ws"

@@ -35,9 +35,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.fakes.openai_server import FakeOpenAIServer
 
 SUBAGENTS = 4

@@ -222,8 +222,8 @@ def bench_tool_schemas() -> list[str]:
     from langchain_core.messages import SystemMessage
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
+    from agentgraph.capabilities.tools import build_tools
     from agentgraph.config import Settings
-    from agentgraph.tools import build_tools
 
     messages = [
         SystemMessage(

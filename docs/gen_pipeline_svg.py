@@ -1,58 +1,99 @@
-"""Draw the model-call pipeline as plain SVG: ``python docs/gen_pipeline_svg.py``.
+"""Draw the model-call pipeline as plain SVG: ``uv run python docs/gen_pipeline_svg.py``.
 
-Writes ``docs/pipeline.svg`` next to this script (no dependencies beyond Python).
-The order is that of ``ContextPipeline.middleware`` in ``agentgraph/middleware/
-pipeline.py`` (outermost first; masking builds the prompt view, so the two share a box);
+Writes ``docs/pipeline.svg`` next to this script. The units, their order, classes,
+modules and roles come from ``PIPELINE_UNITS`` in ``agentgraph/middleware/pipeline.py``,
+the list ``ContextPipeline.middleware`` walks (outermost first); a unit another one
+builds (the prompt view, built by masking) shares a frame with its builder.
 ``tests/unit/test_middleware_pipeline.py`` checks that the committed SVG is what this
-script draws.
+script draws, and that it draws every unit of a built pipeline in order.
 """
 
 from __future__ import annotations
 
+import sys
 from html import escape
 from pathlib import Path
 
-OUT = Path(__file__).with_name("pipeline.svg")
-BOX_W, BOX_H, GAP, MARGIN = 640, 58, 26, 30
-FONT = "font-family='DejaVu Sans, Arial, sans-serif'"
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from a checkout
+    sys.path.insert(0, str(ROOT))
 
-# (title, module, hook, what it does); a unit still to come is drawn dashed.
-UNITS: list[tuple[str, str, str, str]] = [
-    ("planner node", "nodes/model_turn.py, model_call.py", "compose()", "state → ModelRequest"),
-    (
-        "observation masking → prompt view",
-        "middleware/masking.py, prompt_view.py",
-        "wrap_model_call",
-        "old outputs → pointers, then the view",
-    ),
-    ("compaction", "middleware/compaction.py", "wrap_model_call", "auto · on overflow · /compact"),
-    (
-        "overflow recovery",
-        "middleware/overflow.py",
-        "wrap_model_call",
-        "cut outputs · shrink max_tokens",
-    ),
-    ("retry", "middleware/retry.py", "wrap_model_call", "429 · 5xx · dropped connection"),
-    (
-        "text tool calls",
-        "middleware/text_tool_calls.py",
-        "wrap_model_call",
-        "calls written as text → tool_calls",
-    ),
-    (
-        "prompt caching",
-        "middleware/prompt_caching.py",
-        "wrap_model_call",
-        "Anthropic: cache_control breakpoints",
-    ),
-    ("chat model", "langchain-core / provider", "invoke", "errors → langchain-core types"),
-]
+from agentgraph.middleware.pipeline import PIPELINE_UNITS, PipelineUnit  # noqa: E402
+from agentgraph.runtime.nodes import model_call  # noqa: E402
+
+OUT = Path(__file__).with_name("pipeline.svg")
+# Pixels: box size, gap between boxes (the arrow), outer margin, a frame's inset around
+# its boxes and the height of its caption.
+BOX_W, BOX_H, GAP, MARGIN, INSET, CAPTION_H = 640, 72, 26, 30, 14, 24
+FONT = "font-family='DejaVu Sans, Arial, sans-serif'"
+MONO = "font-family='DejaVu Sans Mono, monospace'"
+UNIT_FILL, ENDS_FILL = "#eef4fb", "#f4f4f4"
+
+# What the chain runs between: (title, where, what it does); drawn grey.
+PLANNER = (
+    "planner node",
+    f"{model_call.__name__.replace('.', '/')}.py · compose()",
+    "state → ModelRequest",
+)
+MODEL = ("chat model", "langchain-core / provider · invoke", "errors → langchain-core types")
+
+
+def groups() -> list[list[PipelineUnit]]:
+    """The units in order, a unit built by another one in its builder's group."""
+    out: list[list[PipelineUnit]] = []
+    for unit in PIPELINE_UNITS:
+        if out and unit.built_by in {member.attribute for member in out[-1]}:
+            out[-1].append(unit)
+        else:
+            out.append([unit])
+    return out
+
+
+def where(unit: PipelineUnit) -> str:
+    """The unit's class and source file (relative to the repository root)."""
+    return f"{unit.cls.__name__} · {unit.cls.__module__.replace('.', '/')}.py"
+
+
+def caption(group: list[PipelineUnit]) -> str:
+    """What a frame of several units says about them."""
+    builder, built = group[0], group[1:]
+    names = ", ".join(unit.title for unit in built)
+    return f"{builder.title} builds the {names}; without {builder.title}, that unit stands here"
+
+
+def box(x: int, y: int, fill: str, title: str, role: str, where: str) -> list[str]:
+    """One box: a bold title, its role, then where it lives."""
+    return [
+        f"<rect x='{x}' y='{y}' width='{BOX_W}' height='{BOX_H}' rx='8' "
+        f"fill='{fill}' stroke='#36c'/>",
+        f"<text x='{x + 12}' y='{y + 22}' {FONT} font-size='15' font-weight='bold'>"
+        f"{escape(title)}</text>",
+        f"<text x='{x + 12}' y='{y + 42}' {FONT} font-size='12' fill='#333'>{escape(role)}</text>",
+        f"<text x='{x + 12}' y='{y + 61}' {MONO} font-size='11' fill='#555'>{escape(where)}</text>",
+    ]
+
+
+def arrow(x: int, y: int) -> str:
+    """The arrow from one step down to the next, starting at ``y``."""
+    return (
+        f"<line x1='{x}' y1='{y}' x2='{x}' y2='{y + GAP - 4}' "
+        "stroke='#555' stroke-width='2' marker-end='url(#arrow)'/>"
+    )
+
+
+def group_height(group: list[PipelineUnit]) -> int:
+    """A group's height: one box, or a frame with a caption around several."""
+    if len(group) == 1:
+        return BOX_H
+    return CAPTION_H + len(group) * BOX_H + (len(group) - 1) * GAP + INSET
 
 
 def render() -> str:
     """The SVG text."""
-    height = MARGIN * 2 + len(UNITS) * BOX_H + (len(UNITS) - 1) * GAP
-    width = BOX_W + MARGIN * 2
+    steps = groups()
+    x = MARGIN + INSET
+    width = BOX_W + 2 * (MARGIN + INSET)
+    height = 2 * MARGIN + sum(group_height(g) for g in steps) + 2 * BOX_H + (len(steps) + 1) * GAP
     parts = [
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
         f"viewBox='0 0 {width} {height}'>",
@@ -60,28 +101,40 @@ def render() -> str:
         "orient='auto'><path d='M0,0 L10,5 L0,10 z' fill='#555'/></marker></defs>",
         f"<rect width='{width}' height='{height}' fill='white'/>",
     ]
-    for i, (title, module, hook, note) in enumerate(UNITS):
-        y = MARGIN + i * (BOX_H + GAP)
-        dashed = " stroke-dasharray='6,4'" if "to come" in title else ""
-        fill = "#eef4fb" if hook == "wrap_model_call" else "#f4f4f4"
+    mid = x + BOX_W // 2
+    y = MARGIN
+    parts += box(x, y, ENDS_FILL, PLANNER[0], PLANNER[2], PLANNER[1])
+    y += BOX_H
+    for group in steps:
+        parts.append(arrow(mid, y))
+        y += GAP
+        if len(group) == 1:
+            unit = group[0]
+            parts += box(x, y, UNIT_FILL, unit.title, unit.role, where(unit))
+            y += BOX_H
+            continue
         parts.append(
-            f"<rect x='{MARGIN}' y='{y}' width='{BOX_W}' height='{BOX_H}' rx='8' "
-            f"fill='{fill}' stroke='#36c'{dashed}/>"
+            f"<rect x='{MARGIN}' y='{y}' width='{BOX_W + 2 * INSET}' "
+            f"height='{group_height(group)}' rx='10' fill='none' stroke='#36c' "
+            "stroke-dasharray='6,4'/>"
         )
         parts.append(
-            f"<text x='{MARGIN + 12}' y='{y + 22}' {FONT} font-size='15' font-weight='bold'>"
-            f"{escape(title)}</text>"
+            f"<text x='{x}' y='{y + 17}' {FONT} font-size='12' font-style='italic' "
+            f"fill='#36c'>{escape(caption(group))}</text>"
         )
-        parts.append(
-            f"<text x='{MARGIN + 12}' y='{y + 42}' {FONT} font-size='12' fill='#333'>"
-            f"{escape(module)} · {escape(hook)} · {escape(note)}</text>"
-        )
-        if i < len(UNITS) - 1:
-            x = MARGIN + BOX_W // 2
-            parts.append(
-                f"<line x1='{x}' y1='{y + BOX_H}' x2='{x}' y2='{y + BOX_H + GAP - 4}' "
-                "stroke='#555' stroke-width='2' marker-end='url(#arrow)'/>"
-            )
+        inner = y + CAPTION_H
+        for i, unit in enumerate(group):
+            if i:
+                parts.append(
+                    f"<line x1='{mid}' y1='{inner - GAP}' x2='{mid}' y2='{inner}' "
+                    "stroke='#36c' stroke-width='2' stroke-dasharray='3,3'/>"
+                )
+            parts += box(x, inner, UNIT_FILL, unit.title, unit.role, where(unit))
+            inner += BOX_H + GAP
+        y += group_height(group)
+    parts.append(arrow(mid, y))
+    y += GAP
+    parts += box(x, y, ENDS_FILL, MODEL[0], MODEL[2], MODEL[1])
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 

@@ -16,7 +16,7 @@ HOLDER_READY_LINE = "held"
 # it until its stdin closes (or it is killed).
 _HOLDER_SCRIPT = f"""
 import sys
-from agentgraph.cli.common import load_settings
+from agentgraph.frontends.cli.common import load_settings
 from agentgraph.persistence import open_store
 
 with open_store(load_settings(None)) as store:
@@ -71,10 +71,10 @@ def race_worker(
     ``start`` barrier with the other contenders, then runs the turn and reports
     ``(name, pid, "ok" | "refused" | "error", text)``.
     """
-    from agentgraph.agent import Agent
     from agentgraph.config import Settings
     from agentgraph.persistence import open_store
     from agentgraph.persistence.leases import SessionInUse
+    from agentgraph.session.agent import Agent
 
     settings = Settings(_env_file=None, **env)  # type: ignore[call-arg]
     with open_store(settings) as store:

@@ -14,7 +14,7 @@ import pyte
 
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
-from agentgraph.persistence.sessions import load_messages
+from agentgraph.session.lifecycle import load_messages
 from tests.cli_helpers import server_env
 
 PTY_TIMEOUT_S = 60

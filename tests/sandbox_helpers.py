@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgraph.tools.sandbox import BWRAP_EXECUTABLE, plan_sandbox
+from agentgraph.capabilities.tools.sandbox import BWRAP_EXECUTABLE, plan_sandbox
 
 # Programs the no-bubblewrap PATH of the sandbox tests keeps.
 MINIMAL_TOOLS = ("bash", "printenv", "touch", "cat", "tr")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from agentgraph.agent import Agent
-from agentgraph.cli.slash import ReplContext
+from agentgraph.frontends.cli.slash import ReplContext
+from agentgraph.session.agent import Agent
 
 SLASH_OUTPUT_WIDTH = 200
 

@@ -34,7 +34,8 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool
 
-from agentgraph.cancel import INTERRUPTED_KIND
+from agentgraph.capabilities.tools.base import ToolError
+from agentgraph.capabilities.tools.workspace import LinkCensus, resolve_in_workspace
 from agentgraph.context.ledger import (
     LEDGER_KIND,
     LedgerMemo,
@@ -44,20 +45,19 @@ from agentgraph.context.ledger import (
     render_ledger,
 )
 from agentgraph.context.masking_text import mask_outputs_before
-from agentgraph.context.retry import RetryPolicy, call_with_retries
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
 from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, truncate_text
 from agentgraph.context.windows import Budget, output_limit_for
-from agentgraph.deps import CompactionOutcome
-from agentgraph.history import (
+from agentgraph.providers.retry import RetryPolicy, call_with_retries
+from agentgraph.runtime.cancel import INTERRUPTED_KIND
+from agentgraph.runtime.deps import CompactionOutcome
+from agentgraph.runtime.history import (
     AGENTGRAPH_KEY,
     INTERNAL_KINDS,
     agentgraph_kind,
     extends,
     group_messages,
 )
-from agentgraph.tools.base import ToolError
-from agentgraph.tools.workspace import LinkCensus, resolve_in_workspace
 
 KEEP_RECENT_BUDGET_FRACTION = 0.20
 FALLBACK_KEEP_BUDGET_FRACTION = 0.30

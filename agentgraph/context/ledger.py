@@ -32,10 +32,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from agentgraph.capabilities.tools.files import read_span
 from agentgraph.context.spiral import output_hash
-from agentgraph.history import AGENTGRAPH_KEY, agentgraph_kind
-from agentgraph.history.kinds import UNDO_NOTE_KIND
-from agentgraph.tools.files import read_span
+from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
+from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
 
 __all__ = [
     "LEDGER_HEADER",
@@ -415,7 +415,7 @@ def collect_ledger(messages: Iterable[BaseMessage], *, memo: LedgerMemo | None =
 
 
 def _undo(ledger: Ledger, note: BaseMessage) -> None:
-    """Mark the files an /undo note names as put back (agentgraph/undo.py)."""
+    """Mark the files an /undo note names as put back (agentgraph/session/undo.py)."""
     meta = note.additional_kwargs.get(AGENTGRAPH_KEY)
     paths = meta.get("undone") if isinstance(meta, Mapping) else None
     for path in paths if isinstance(paths, list) else []:

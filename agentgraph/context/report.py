@@ -23,7 +23,7 @@ from langchain_core.tools import BaseTool
 from agentgraph.context.compaction import carried_scale
 from agentgraph.context.tokens import TokenCounter, anchored_prompt_tokens
 from agentgraph.context.windows import Budget
-from agentgraph.history.kinds import INTERNAL_KINDS, agentgraph_kind
+from agentgraph.runtime.history.kinds import INTERNAL_KINDS, agentgraph_kind
 
 __all__ = ["CATEGORIES", "context_report", "render_context", "status_line"]
 
@@ -208,7 +208,7 @@ def status_line(report: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _usage_text(usage: Mapping[str, Any]) -> str:
-    from agentgraph.context.pricing import usage_line
+    from agentgraph.providers.pricing import usage_line
 
     return usage_line(
         int(usage.get("input_tokens") or 0),

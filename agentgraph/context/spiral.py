@@ -23,7 +23,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from agentgraph.errors import AgentGraphError
-from agentgraph.history import AGENTGRAPH_KEY, agentgraph_kind, is_user_request
+from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind, is_user_request
 
 __all__ = [
     "SPIRAL_MAX_STALLS",

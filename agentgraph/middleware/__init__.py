@@ -1,6 +1,7 @@
 """agentgraph's context management as LangChain v1 middleware.
 
-Each context concern is one unit, one module, one ``wrap_model_call`` hook:
+Each context concern is one unit, one module, one ``wrap_model_call`` hook; in order,
+outermost first (:data:`PIPELINE_UNITS` is this order as data):
 
 =========================  ===============================  ===================================
 unit                       module                           what it does
@@ -27,22 +28,18 @@ The same objects serve agentgraph's own graph (the planner node composes them wi
     agent = create_agent(llm, tools, middleware=context_middleware(llm, summarizer=llm))
 
 Provider failures come out as langchain-core's exception types (``ContextOverflowError``,
-``ModelRateLimitError`` …; see :mod:`agentgraph.context.model_errors`).
+``ModelRateLimitError`` …; see :mod:`agentgraph.providers.model_errors`).
 """
 
-from agentgraph.context.model_errors import (
-    EndpointUnreachableError,
-    OutputOverflowError,
-    provider_error_of,
-    to_model_error,
-)
 from agentgraph.middleware.compaction import CompactionMiddleware
 from agentgraph.middleware.empty_reply import EmptyReplyMiddleware
 from agentgraph.middleware.masking import ObservationMaskingMiddleware
 from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
 from agentgraph.middleware.pipeline import (
+    PIPELINE_UNITS,
     ContextPipeline,
     PipelineResult,
+    PipelineUnit,
     compose,
     context_middleware,
     context_pipeline,
@@ -52,8 +49,15 @@ from agentgraph.middleware.prompt_view import PromptView, PromptViewMiddleware
 from agentgraph.middleware.retry import RetryMiddleware
 from agentgraph.middleware.served_window import ServedWindowMiddleware
 from agentgraph.middleware.text_tool_calls import TextToolCallsMiddleware
+from agentgraph.providers.model_errors import (
+    EndpointUnreachableError,
+    OutputOverflowError,
+    provider_error_of,
+    to_model_error,
+)
 
 __all__ = [
+    "PIPELINE_UNITS",
     "CompactionMiddleware",
     "ContextPipeline",
     "EmptyReplyMiddleware",
@@ -62,6 +66,7 @@ __all__ = [
     "OutputOverflowError",
     "OverflowRecoveryMiddleware",
     "PipelineResult",
+    "PipelineUnit",
     "PromptCachingMiddleware",
     "PromptView",
     "PromptViewMiddleware",

@@ -33,7 +33,6 @@ from langgraph.types import Command
 from agentgraph.config import DISTIL_THRESHOLD_DEFAULT
 from agentgraph.context.compaction import carried_scale, since_last_boundary
 from agentgraph.context.masking_text import MASKED_TOKENS_KEY
-from agentgraph.context.model_errors import to_model_error
 from agentgraph.context.spiral import (
     SPIRAL_MAX_STALLS,
     CompactionSpiralError,
@@ -41,9 +40,10 @@ from agentgraph.context.spiral import (
     stalled_compactions,
 )
 from agentgraph.context.tokens import anchored_prompt_tokens
-from agentgraph.deps import CompactionOutcome, Compactor
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.prompt_view import PromptViewMiddleware, Tools
+from agentgraph.providers.model_errors import to_model_error
+from agentgraph.runtime.deps import CompactionOutcome, Compactor
 
 __all__ = ["CompactionMiddleware"]
 

@@ -32,10 +32,10 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.errors import GraphBubbleUp
 
-from agentgraph.context.pricing import DISCARDED_USAGE_KEY
-from agentgraph.history.calls import hit_output_limit
-from agentgraph.history.kinds import AGENTGRAPH_KEY, with_marker
 from agentgraph.middleware.events import Emit, emit
+from agentgraph.providers.pricing import DISCARDED_USAGE_KEY
+from agentgraph.runtime.history.calls import hit_output_limit
+from agentgraph.runtime.history.kinds import AGENTGRAPH_KEY, with_marker
 
 __all__ = [
     "ECHOED_DEFINITION_ANSWER_NUDGE",

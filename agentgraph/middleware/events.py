@@ -1,6 +1,6 @@
 """UI events from inside a graph run: the run's own sink, else LangGraph's ``custom`` stream.
 
-:class:`agentgraph.agent.Agent` streams its graph without LangGraph's ``custom`` mode and
+:class:`agentgraph.session.agent.Agent` streams its graph without LangGraph's ``custom`` mode and
 puts a sink into the run's config instead (:data:`EVENT_SINK_KEY`): with ``custom`` (or
 ``messages``) among the stream modes LangGraph runs every task in a pool thread, with a
 second thread waiting on the stream, so that writes reach the consumer while a task

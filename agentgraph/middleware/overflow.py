@@ -25,18 +25,18 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, BaseMessage
 
-from agentgraph.context.model_errors import (
+from agentgraph.capabilities.tools.files import page_of_read
+from agentgraph.context.tokens import TokenCounter
+from agentgraph.context.truncation import shrink_tool_messages
+from agentgraph.context.windows import Budget
+from agentgraph.middleware.events import Emit, emit
+from agentgraph.providers.model_errors import (
     OutputOverflowError,
     context_window_from_error,
     provider_error_of,
     to_model_error,
 )
-from agentgraph.context.provider_errors import shrink_max_tokens
-from agentgraph.context.tokens import TokenCounter
-from agentgraph.context.truncation import shrink_tool_messages
-from agentgraph.context.windows import Budget
-from agentgraph.middleware.events import Emit, emit
-from agentgraph.tools.files import page_of_read
+from agentgraph.providers.provider_errors import shrink_max_tokens
 
 __all__ = [
     "OVERFLOW_TOOL_OUTPUT_FRACTION",

@@ -5,7 +5,9 @@ Order, outermost first (each unit wraps the ones after it)::
     observation masking (builds the prompt view) → compaction → overflow recovery
     → served window → empty reply → retry → text tool calls → prompt caching → the model
 
-Without masking the prompt-view unit stands first on its own.
+Without masking the prompt-view unit stands first on its own. :data:`PIPELINE_UNITS` is
+that order as data: :attr:`ContextPipeline.middleware` walks it, and
+``docs/gen_pipeline_svg.py`` draws it.
 
 :func:`compose` chains ``wrap_model_call`` hooks as ``create_agent`` does (first in
 the list is outermost); the planner node calls the chain around its model call.
@@ -29,10 +31,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor
-from agentgraph.context.retry import RetryPolicy
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
-from agentgraph.deps import AgentDeps
 from agentgraph.middleware.compaction import CompactionMiddleware
 from agentgraph.middleware.empty_reply import EmptyReplyMiddleware
 from agentgraph.middleware.events import Emit, emit
@@ -43,11 +43,15 @@ from agentgraph.middleware.prompt_view import PromptViewMiddleware
 from agentgraph.middleware.retry import RetryMiddleware
 from agentgraph.middleware.served_window import ServedWindowMiddleware
 from agentgraph.middleware.text_tool_calls import TextToolCallsMiddleware
-from agentgraph.model import text_tool_calls_on
+from agentgraph.providers.model import text_tool_calls_on
+from agentgraph.providers.retry import RetryPolicy
+from agentgraph.runtime.deps import AgentDeps
 
 __all__ = [
+    "PIPELINE_UNITS",
     "ContextPipeline",
     "PipelineResult",
+    "PipelineUnit",
     "compose",
     "context_middleware",
     "context_pipeline",
@@ -139,6 +143,85 @@ def compose(
 
 
 @dataclass(frozen=True)
+class PipelineUnit:
+    """One unit of the model-call pipeline: where :class:`ContextPipeline` holds it.
+
+    Attributes:
+        attribute: The :class:`ContextPipeline` field holding the unit (``None``: absent).
+        cls: The unit's class.
+        title: Its name in prose ("observation masking").
+        role: What it does, in one line.
+        built_by: The field of a unit that does this one's work itself when present;
+            this unit then stays out of the chain.
+    """
+
+    attribute: str
+    cls: type[AgentMiddleware]
+    title: str
+    role: str
+    built_by: str | None = None
+
+
+# Outermost first. Masking builds the view of the masked history itself, so with masking
+# the view unit would only build a view to throw away. Masking comes before compaction:
+# a summary only when masking cannot bring the prompt under its threshold.
+PIPELINE_UNITS: tuple[PipelineUnit, ...] = (
+    PipelineUnit(
+        "masking",
+        ObservationMaskingMiddleware,
+        "observation masking",
+        "old tool outputs → one-line pointers, then the prompt view of that history",
+    ),
+    PipelineUnit(
+        "view",
+        PromptViewMiddleware,
+        "prompt view",
+        "from the last boundary, calls paired with results, within the budget",
+        built_by="masking",
+    ),
+    PipelineUnit(
+        "compaction",
+        CompactionMiddleware,
+        "compaction",
+        "a summary at the threshold · on overflow · on /compact",
+    ),
+    PipelineUnit(
+        "overflow",
+        OverflowRecoveryMiddleware,
+        "overflow recovery",
+        "context overflow: cut tool outputs · output overflow: shrink max_tokens",
+    ),
+    PipelineUnit(
+        "served_window",
+        ServedWindowMiddleware,
+        "served window",
+        "after the first reply, the window a local server allocated (none stated)",
+    ),
+    PipelineUnit(
+        "empty_reply",
+        EmptyReplyMiddleware,
+        "empty reply",
+        "a reply with no text and no tool call asked for again, once",
+    ),
+    PipelineUnit(
+        "retry", RetryMiddleware, "retry", "429 after Retry-After · 5xx · dropped connections"
+    ),
+    PipelineUnit(
+        "text_calls",
+        TextToolCallsMiddleware,
+        "text tool calls",
+        "calls a local model wrote as text → tool calls; off, a notice",
+    ),
+    PipelineUnit(
+        "caching",
+        PromptCachingMiddleware,
+        "prompt caching",
+        "Anthropic models: cache_control breakpoints; others untouched",
+    ),
+)
+
+
+@dataclass(frozen=True)
 class ContextPipeline:
     """The units of agentgraph's model call, built from its dependencies.
 
@@ -169,24 +252,15 @@ class ContextPipeline:
 
     @property
     def middleware(self) -> list[AgentMiddleware]:
-        """The units in pipeline order (outermost first)."""
-        # Masking builds the view of the masked history itself, so with masking the
-        # view unit would only build a view to throw away. Before compaction: masking
-        # comes first, a summary only when masking cannot bring the prompt under its
-        # threshold.
-        units: list[AgentMiddleware] = [self.masking if self.masking is not None else self.view]
-        if self.compaction is not None:
-            units.append(self.compaction)
-        units.append(self.overflow)
-        if self.served_window is not None:
-            units.append(self.served_window)
-        if self.empty_reply is not None:
-            units.append(self.empty_reply)
-        units.append(self.retry)
-        if self.text_calls is not None:
-            units.append(self.text_calls)
-        if self.caching is not None:
-            units.append(self.caching)
+        """The units in pipeline order (outermost first): :data:`PIPELINE_UNITS` present."""
+        units: list[AgentMiddleware] = []
+        for unit in PIPELINE_UNITS:
+            member = getattr(self, unit.attribute)
+            if member is None:
+                continue
+            if unit.built_by is not None and getattr(self, unit.built_by) is not None:
+                continue
+            units.append(member)
         return units
 
 

@@ -22,13 +22,13 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
+from agentgraph.capabilities.tools.files import page_of_read
 from agentgraph.context.compaction import since_last_boundary
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import shrink_tool_messages
 from agentgraph.context.windows import Budget
-from agentgraph.history import validate_history
-from agentgraph.history.view import IncrementalPromptView, extends
-from agentgraph.tools.files import page_of_read
+from agentgraph.runtime.history import validate_history
+from agentgraph.runtime.history.view import IncrementalPromptView, extends
 
 __all__ = [
     "VIEW_TOOL_OUTPUT_FRACTION",

@@ -19,10 +19,10 @@ from typing import NoReturn
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage
 
-from agentgraph.context.model_errors import to_model_error
-from agentgraph.context.provider_errors import ProviderError
-from agentgraph.context.retry import RetryPolicy, acall_with_retries, call_with_retries
 from agentgraph.middleware.events import Emit, emit
+from agentgraph.providers.model_errors import to_model_error
+from agentgraph.providers.provider_errors import ProviderError
+from agentgraph.providers.retry import RetryPolicy, acall_with_retries, call_with_retries
 
 __all__ = ["RetryMiddleware"]
 

@@ -4,7 +4,7 @@ Ollama states no window in its model list and never rejects a longer prompt: it 
 the prompt's beginning without an error, so no overflow would ever teach agentgraph its
 window. It loads the model at the first request and then states what it allocated; LM
 Studio loads a model at its first request too and then lists its context (see
-:func:`agentgraph.context.served_windows.apply_loaded_window`). This unit asks once, after
+:func:`agentgraph.providers.served_windows.apply_loaded_window`). This unit asks once, after
 the first reply of the process, wherever the model call runs (the CLI, subagents, the
 LangGraph server), and tells the user when the budget shrank: every request after it is
 built for the real window.
@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage
 
-from agentgraph.context.served_windows import AskOnce
 from agentgraph.middleware.events import Emit, emit
+from agentgraph.providers.served_windows import AskOnce
 
 __all__ = ["ServedWindowMiddleware"]
 

@@ -3,10 +3,10 @@
 When the request declared tools and the reply has no ``tool_calls`` but its text is a
 call (or several) of declared tools — bare JSON, fenced JSON or ``<tool_call>`` tags —
 the reply is rewritten into an ``AIMessage`` with those ``tool_calls`` and the prose
-around them as content (see :mod:`agentgraph.text_tool_calls` for the rules), and marked
+around them as content (see :mod:`agentgraph.runtime.text_tool_calls` for the rules), and marked
 (``text_tool_calls`` in its agentgraph marker). The user is told once per unit; a text
 call of an undeclared tool stays text and is reported. Calls are run only where it is
-wanted (:func:`agentgraph.model.text_tool_calls_on`: a local endpoint, or
+wanted (:func:`agentgraph.providers.model.text_tool_calls_on`: a local endpoint, or
 ``AGENTGRAPH_TEXT_TOOL_CALLS=on``); elsewhere, and when what looks like a call does not
 parse as one, the text stays the answer and one notice says it was not run, so a call
 printed as an answer is never taken for one that ran.
@@ -22,9 +22,9 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool
 
-from agentgraph.history.kinds import with_marker
 from agentgraph.middleware.events import Emit, emit
-from agentgraph.text_tool_calls import call_lookalike, extract_text_tool_calls
+from agentgraph.runtime.history.kinds import with_marker
+from agentgraph.runtime.text_tool_calls import call_lookalike, extract_text_tool_calls
 
 __all__ = ["TEXT_TOOL_CALLS_KEY", "TextToolCallsMiddleware"]
 

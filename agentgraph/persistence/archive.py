@@ -64,8 +64,8 @@ from langgraph.checkpoint.base import (
 )
 
 from agentgraph.errors import StoreError
-from agentgraph.history import agentgraph_kind
 from agentgraph.private_api import DeltaSnapshot
+from agentgraph.runtime.history import agentgraph_kind
 
 ARCHIVE_TABLE = "agentgraph_archive"
 # Key of the reference dict stored in place of an archived snapshot's list; its value

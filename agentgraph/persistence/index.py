@@ -63,7 +63,7 @@ class SessionInfo:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form used by ``sessions list --json``."""
-        from agentgraph.context.pricing import usage_json
+        from agentgraph.providers.pricing import usage_json
 
         data = asdict(self)
         data["messages"] = self.message_count

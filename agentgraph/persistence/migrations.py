@@ -111,7 +111,7 @@ SQLITE_SEARCH_TABLES = (
 def create_search_fts(conn: sqlite3.Connection) -> bool:
     """Create the word index of the transcript search when SQLite has FTS5.
 
-    Also how the search index rebuilds a damaged index (recall/search.py).
+    Also how the search index rebuilds a damaged index (capabilities/recall/search.py).
 
     Returns:
         Whether the index exists (False: an SQLite built without FTS5; searches scan).

@@ -25,12 +25,12 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from agentgraph.capabilities.recall.search_pg import PostgresHistoryIndex
 from agentgraph.errors import StoreError
 from agentgraph.persistence.index import _COLUMNS, SessionInfo, list_filter
 from agentgraph.persistence.leases import PostgresLeases
 from agentgraph.persistence.migrations import migrate_postgres
 from agentgraph.persistence.store import Store
-from agentgraph.recall.search_pg import PostgresHistoryIndex
 
 POSTGRES_POOL_MIN_SIZE = 1
 POSTGRES_POOL_MAX_SIZE_DEFAULT = 10
@@ -216,7 +216,7 @@ def _setup_schema(pool: ConnectionPool[Any], url: str) -> None:
             # refused before LangGraph's set-up writes anything.
             migrate_postgres(conn, mask_url(url))
             AgentPostgresSaver(conn).setup()  # LangGraph's tables (ours are up to date)
-            PostgresStore(conn).setup()  # long-term memory (agentgraph/recall/memory.py)
+            PostgresStore(conn).setup()  # long-term memory (capabilities/recall/memory.py)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
 

@@ -35,11 +35,11 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.store.base import BaseStore
 
+    from agentgraph.capabilities.recall.search import HistoryIndex
     from agentgraph.persistence.pg_saver import AgentPostgresSaver
     from agentgraph.persistence.saver import AgentSqliteSaver
-    from agentgraph.recall.search import HistoryIndex
 
-# Long-term memory (agentgraph/recall/memory.py) lives in its own SQLite file.
+# Long-term memory (agentgraph/capabilities/recall/memory.py) lives in its own SQLite file.
 MEMORY_DB_NAME = "memory.db"
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -70,7 +70,7 @@ class Store:
     keep_latest: int = PRUNE_KEEP_LATEST_CHECKPOINTS
     # Full-text index of transcripts (search_history); None: searched in memory.
     history: HistoryIndex | None = None
-    # Long-term memory across sessions (agentgraph/recall/memory.py); None: off.
+    # Long-term memory across sessions (agentgraph/capabilities/recall/memory.py); None: off.
     memory: BaseStore | None = None
     _turns: dict[str, int] = field(default_factory=dict, repr=False)
     # Per thread: the saver's snapshot count at the last prune that ran.
@@ -470,9 +470,9 @@ def open_store(settings: Settings, *, read_only: bool = False) -> Iterator[Store
     # Released when the store closes; a crashed process's leases are void (pid check).
     leases = SqliteLeases(path, timeout)
     try:
+        from agentgraph.capabilities.recall.search import SqliteHistoryIndex
         from agentgraph.persistence.delta import messages_delta_reducer
         from agentgraph.persistence.saver import AgentSqliteSaver
-        from agentgraph.recall.search import SqliteHistoryIndex
 
         # agentgraph's graph rebuilds ``messages`` with this reducer (AppState).
         saver = AgentSqliteSaver(conn, reducers={"messages": messages_delta_reducer})

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from agentgraph.thread_ids import THREAD_ID_MAX_CHARS
+from agentgraph.persistence.thread_ids import THREAD_ID_MAX_CHARS
 
 __all__ = [
     "AnswerApprovals",

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
 from agentgraph.persistence.archive import ARCHIVE_TABLE
-from agentgraph.transcript import export_jsonl
+from agentgraph.session.agent import Agent
+from agentgraph.session.transcript import export_jsonl
 from tests.cli_helpers import cli_env, run_cli
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools

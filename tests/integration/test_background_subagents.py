@@ -20,7 +20,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, ToolMessage
 
-from agentgraph.subagent_tasks import NOTICE_ID_PREFIX
+from agentgraph.capabilities.subagent_tasks import NOTICE_ID_PREFIX
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.pty_helpers import stored_messages

@@ -12,9 +12,9 @@ import importlib.metadata
 from collections.abc import Callable
 from pathlib import Path
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import cli_env, run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scripts import reply_text

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentgraph.history import agentgraph_kind
+from agentgraph.runtime.history import agentgraph_kind
 from tests.cli_helpers import CLI_TIMEOUT_S, run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.pty_helpers import only_session, stored_messages

@@ -13,11 +13,11 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.context.compaction import SUPPLEMENT_PROMPT
 from agentgraph.context.windows import budget_for
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.long_task import (
     PLANTED_FACTS,

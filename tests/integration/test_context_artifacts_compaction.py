@@ -18,14 +18,14 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import add_messages
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor, since_last_boundary
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
-from agentgraph.history import agentgraph_kind, build_prompt_view, validate_history
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
+from agentgraph.runtime.history import agentgraph_kind, build_prompt_view, validate_history
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import cli_env, run_cli
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.openai_server import FakeOpenAIServer

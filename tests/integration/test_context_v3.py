@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.context.spiral import CompactionSpiralError
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import cli_env, run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.stateless import (

@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 import pytest
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.context.learned_windows import LEARNED_WINDOWS_FILE
 from agentgraph.persistence import open_store
+from agentgraph.providers.learned_windows import LEARNED_WINDOWS_FILE
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import OVERFLOW_STYLES, FakeOpenAIServer, OverflowStyle
 from tests.scenarios.long_task import (

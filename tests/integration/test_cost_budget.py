@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agentgraph.context.pricing import PRICES, TOKENS_PER_PRICE_UNIT
+from agentgraph.providers.pricing import PRICES, TOKENS_PER_PRICE_UNIT
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 

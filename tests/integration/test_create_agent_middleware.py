@@ -18,8 +18,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentgraph.config import Settings
 from agentgraph.context.compaction import since_last_boundary
-from agentgraph.history import agentgraph_kind, validate_history
 from agentgraph.middleware import RetryMiddleware, context_middleware
+from agentgraph.runtime.history import agentgraph_kind, validate_history
 from tests.fakes.openai_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]

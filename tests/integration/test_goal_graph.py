@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.goal import STATUS_ACTIVE, STATUS_BUDGET, new_goal
 from agentgraph.persistence import open_store
-from agentgraph.spend import SpendLimit
+from agentgraph.runtime.goal import STATUS_ACTIVE, STATUS_BUDGET, new_goal
+from agentgraph.runtime.spend import SpendLimit
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 

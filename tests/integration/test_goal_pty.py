@@ -15,7 +15,7 @@ from typing import Any
 
 import pexpect
 
-from agentgraph.goal import CONTINUE_PROMPT, DONE_MARKER
+from agentgraph.runtime.goal import CONTINUE_PROMPT, DONE_MARKER
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.pty_helpers import (
     CTRL_C,

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from agentgraph.agent import Agent
+from agentgraph.capabilities.hooks import HOOK_CONTEXT_MAX_CHARS, HOOK_TEXT_MAX_CHARS
 from agentgraph.config import Settings
-from agentgraph.history.kinds import HOOK_CONTEXT_KIND, agentgraph_kind
-from agentgraph.hooks import HOOK_CONTEXT_MAX_CHARS, HOOK_TEXT_MAX_CHARS
 from agentgraph.persistence import open_store
+from agentgraph.runtime.history.kinds import HOOK_CONTEXT_KIND, agentgraph_kind
+from agentgraph.session.agent import Agent
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.test_hooks import KEY, _hook_toml, _script
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from agentgraph.agent import Agent
+from agentgraph.capabilities.hooks import PromptBlocked
 from agentgraph.config import Settings
-from agentgraph.hooks import PromptBlocked
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from agentgraph.images import (
+from agentgraph.session.images import (
     IMAGE_MAX_BYTES,
     ImageError,
     load_image,
@@ -18,7 +18,7 @@ from agentgraph.images import (
     sniff_image,
     without_images,
 )
-from agentgraph.mentions import dropped_image_paths, resolve_mentions
+from agentgraph.session.mentions import dropped_image_paths, resolve_mentions
 from tests.cli_helpers import cli_env, run_cli
 from tests.fakes.openai_server import fake_openai_server
 from tests.fakes.scripts import reply_text

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.long_task import PLANTED_FACTS, LongTaskDriver, make_workspace
 

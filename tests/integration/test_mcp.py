@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgraph.mcp import (
+from agentgraph.capabilities.mcp import (
     MCP_RESULT_MAX_CHARS,
     McpConfigError,
     McpManager,

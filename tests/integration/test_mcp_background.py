@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from agentgraph.agent import Agent
+from agentgraph.capabilities.mcp import MCP_TURN_WAIT_S, McpManager
 from agentgraph.config import Settings
-from agentgraph.mcp import MCP_TURN_WAIT_S, McpManager
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import cli_env, run_cli
 from tests.fakes.openai_server import FakeOpenAIServer, fake_openai_server
 from tests.fakes.scripts import reply_text, reply_tools

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.memory_helpers import save_reply, system_text, tool_results
@@ -139,7 +139,7 @@ def test_the_repl_question_shows_the_memory_with_control_characters_visible() ->
 
     from rich.console import Console
 
-    from agentgraph.cli.approval import ask_approval
+    from agentgraph.frontends.cli.approval import ask_approval
 
     out = io.StringIO()
     console = Console(file=out, width=200, color_system=None)

@@ -25,11 +25,11 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool, tool
 from langchain_openai import ChatOpenAI
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.context.pricing import PRICES
 from agentgraph.middleware import PromptCachingMiddleware, context_middleware
 from agentgraph.persistence import open_store
+from agentgraph.providers.pricing import PRICES
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import cli_env, run_cli
 from tests.fakes.anthropic_server import (
     CACHE_BREAKPOINTS_MAX,
@@ -276,7 +276,7 @@ PROBE = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from agentgraph.agent import Agent
+    from agentgraph.session.agent import Agent
     from agentgraph.config import Settings
     from agentgraph.persistence import open_store
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from agentgraph.agent import Agent
-from agentgraph.cli.repl import load_slash_commands
-from agentgraph.cli.slash import dispatch
 from agentgraph.config import Settings
 from agentgraph.errors import ConfigError
+from agentgraph.frontends.cli.repl import load_slash_commands
+from agentgraph.frontends.cli.slash import dispatch
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.fakes.openai_server import fake_openai_server
 from tests.fakes.scripts import reply_text
 from tests.slash_helpers import slash_context
@@ -71,7 +71,7 @@ def test_switch_to_a_smaller_window_compacts_first(
 def test_the_repl_follows_each_sessions_own_model_after_a_switch(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
-    from agentgraph.cli.slash_integrations import follow_session_model
+    from agentgraph.frontends.cli.slash_integrations import follow_session_model
 
     load_slash_commands()
     with fake_openai_server([], known_models={"gpt-4o-mini", "gpt-4.1"}) as server:
@@ -92,7 +92,7 @@ def test_switching_to_a_model_with_a_learned_window_says_where_it_came_from(
 ) -> None:
     """An earlier process learned qwen's window at this endpoint: /model to it shows the
     learned window and where it came from, not the table's 32,768."""
-    from agentgraph.context.learned_windows import remember_learned_window
+    from agentgraph.providers.learned_windows import remember_learned_window
 
     load_slash_commands()
     with fake_openai_server(

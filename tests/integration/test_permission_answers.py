@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentgraph.agent import Agent, TurnResult
 from agentgraph.config import Settings
-from agentgraph.permission_rules import Rule, add_rule, load_rules
 from agentgraph.persistence import Store, open_store
+from agentgraph.security.permission_rules import Rule, add_rule, load_rules
+from agentgraph.session.agent import Agent, TurnResult
 from tests.fakes.openai_server import FakeOpenAIServer
 
 KEY = "sk-test-secret-0123456789abcdef"

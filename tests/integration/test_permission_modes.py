@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentgraph.config import Settings
-from agentgraph.permission_rules import Rule, add_rule, load_rules
+from agentgraph.security.permission_rules import Rule, add_rule, load_rules
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 

@@ -17,13 +17,13 @@ import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.errors import SessionNotFound, StoreError
-from agentgraph.history import validate_history
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo, resolve_session
 from agentgraph.persistence.postgres import PostgresSessionIndex, mask_url
+from agentgraph.runtime.history import validate_history
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import cli_env, run_cli
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.openai_server import FakeOpenAIServer

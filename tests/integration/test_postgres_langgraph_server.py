@@ -1,4 +1,4 @@
-"""The LangGraph-server declaration: ``langgraph.json`` → ``agentgraph/server.py:make_graph``.
+"""The LangGraph-server declaration: ``langgraph.json`` → ``frontends/server.py:make_graph``.
 
 The graph is loaded the way the server loads it (parse the JSON, import the file by
 path, call the factory with a config), given a checkpointer the way the server gives
@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentgraph.history import validate_history
+from agentgraph.runtime.history import validate_history
 from tests.fakes.openai_server import FakeOpenAIServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -113,7 +113,7 @@ def _two_turns(factory: Callable[..., Any], server: FakeOpenAIServer, saver: Any
 
 def test_langgraph_json_declares_the_agent_factory() -> None:
     config = json.loads((REPO_ROOT / "langgraph.json").read_text())
-    assert config["graphs"] == {"agent": "./agentgraph/server.py:make_graph"}
+    assert config["graphs"] == {"agent": "./agentgraph/frontends/server.py:make_graph"}
     assert "." in config["dependencies"]
 
 

@@ -10,8 +10,8 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from agentgraph.config import Settings
-from agentgraph.context.pricing import PRICES, UsageTotals, price_for
 from agentgraph.persistence import open_store
+from agentgraph.providers.pricing import PRICES, UsageTotals, price_for
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 

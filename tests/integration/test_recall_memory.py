@@ -10,12 +10,8 @@ from typing import Any
 import pytest
 from langgraph.store.memory import InMemoryStore
 
-import agentgraph.cli.slash_recall  # noqa: F401  (registers /memory)
-from agentgraph.agent import Agent
-from agentgraph.cli.slash import dispatch
-from agentgraph.config import Settings
-from agentgraph.persistence import open_store
-from agentgraph.recall.memory import (
+import agentgraph.frontends.cli.slash_recall  # noqa: F401  (registers /memory)
+from agentgraph.capabilities.recall.memory import (
     MEMORY_MAX_CHARS,
     MemoryRefused,
     delete_memory,
@@ -23,7 +19,11 @@ from agentgraph.recall.memory import (
     save_memory,
     search_memories,
 )
-from agentgraph.redaction import Redactor
+from agentgraph.config import Settings
+from agentgraph.frontends.cli.slash import dispatch
+from agentgraph.persistence import open_store
+from agentgraph.security.redaction import Redactor
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.memory_helpers import save_reply, system_text, tool_results
@@ -184,7 +184,7 @@ def test_served_graph_uses_the_platform_store(
 ) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from agentgraph.server import build_server_graph
+    from agentgraph.frontends.server import build_server_graph
 
     platform_store = InMemoryStore()
     script: list[Any] = [save_reply("Release notes go in CHANGES.md"), {"content": "Saved."}]

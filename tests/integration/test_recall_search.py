@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-import agentgraph.cli.slash_recall  # noqa: F401  (registers /search)
-from agentgraph.agent import Agent
-from agentgraph.cli.slash import dispatch
-from agentgraph.config import Settings
-from agentgraph.persistence import Store, open_store
-from agentgraph.recall.search import (
+import agentgraph.frontends.cli.slash_recall  # noqa: F401  (registers /search)
+from agentgraph.capabilities.recall.search import (
     SEARCH_QUERY_MAX_CHARS,
     SearchError,
     read_message,
     search_transcript,
 )
+from agentgraph.config import Settings
+from agentgraph.frontends.cli.slash import dispatch
+from agentgraph.persistence import Store, open_store
+from agentgraph.session.agent import Agent
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.long_task import note_of
 from tests.slash_helpers import slash_context

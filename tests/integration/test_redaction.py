@@ -1,10 +1,10 @@
-"""agentgraph.redaction: which credentials are recognised, and what ordinary text is left alone."""
+"""security.redaction: which credentials are recognised, and what ordinary text is left alone."""
 
 from __future__ import annotations
 
 import pytest
 
-from agentgraph.redaction import (
+from agentgraph.security.redaction import (
     REDACTED,
     Redactor,
     build_redactor,

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from agentgraph.remote_subagents import remote_thread_id
+from agentgraph.capabilities.remote_subagents import remote_thread_id
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.langgraph_dev import ServerUnavailable, free_port, langgraph_dev

@@ -9,7 +9,7 @@ from typing import Any
 import pexpect
 from langchain_core.messages import AIMessage, HumanMessage
 
-from agentgraph.history import agentgraph_kind, validate_history
+from agentgraph.runtime.history import agentgraph_kind, validate_history
 from tests.cli_helpers import run_cli
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.pty_helpers import (

@@ -14,12 +14,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.history import validate_history
 from agentgraph.persistence import Store
-from agentgraph.runctx import RunContext
-from agentgraph.state import AppState
+from agentgraph.runtime.history import validate_history
+from agentgraph.runtime.runctx import RunContext
+from agentgraph.runtime.state import AppState
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agentgraph.nodes.limits import RUNAWAY_REPEATS
+from agentgraph.runtime.nodes.limits import RUNAWAY_REPEATS
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgraph.tools.sandbox import BWRAP_EXECUTABLE
+from agentgraph.capabilities.tools.sandbox import BWRAP_EXECUTABLE
 from tests.cli_helpers import run_cli
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.reliability.helpers import (

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.history import build_prompt_view, validate_history
 from agentgraph.persistence import open_store
-from agentgraph.persistence.sessions import (
+from agentgraph.runtime.history import build_prompt_view, validate_history
+from agentgraph.session.agent import Agent
+from agentgraph.session.lifecycle import (
     RESUME_PREAMBLE,
     SECONDS_PER_DAY,
     SessionInUse,
@@ -22,8 +22,8 @@ from agentgraph.persistence.sessions import (
     import_session,
     load_messages,
 )
-from agentgraph.titles import SOURCE_MODEL, SOURCE_USER, clean_title
-from agentgraph.transcript import TranscriptError, export_entries, export_jsonl, parse_jsonl
+from agentgraph.session.titles import SOURCE_MODEL, SOURCE_USER, clean_title
+from agentgraph.session.transcript import TranscriptError, export_entries, export_jsonl, parse_jsonl
 from tests.cli_helpers import cli_env
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools

@@ -6,12 +6,12 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
-from agentgraph.persistence.sessions import RESUME_PREAMBLE, import_session, load_messages
-from agentgraph.transcript import export_entries, parse_jsonl
-from agentgraph.undo import UndoStore
+from agentgraph.session.agent import Agent
+from agentgraph.session.lifecycle import RESUME_PREAMBLE, import_session, load_messages
+from agentgraph.session.transcript import export_entries, parse_jsonl
+from agentgraph.session.undo import UndoStore
 from tests.cli_helpers import cli_env, run_cli, server_env
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -12,11 +12,8 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agentgraph import skills as skills_mod
-from agentgraph.agent import Agent
-from agentgraph.config import Settings
-from agentgraph.persistence import Store, open_store
-from agentgraph.skills import (
+from agentgraph.capabilities import skills as skills_mod
+from agentgraph.capabilities.skills import (
     PERSISTENT_TOOLS,
     SkillError,
     activation_update,
@@ -24,6 +21,9 @@ from agentgraph.skills import (
     parse_skill,
     skill_sources,
 )
+from agentgraph.config import Settings
+from agentgraph.persistence import Store, open_store
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 

@@ -37,7 +37,9 @@ def test_importing_the_cli_and_building_its_parser_loads_no_langgraph(
     home: Path, workspace: Path
 ) -> None:
     modules, _ = _modules_after(
-        "import agentgraph.cli\nagentgraph.cli.build_parser().format_help()", home, workspace
+        "import agentgraph.frontends.cli\nagentgraph.frontends.cli.build_parser().format_help()",
+        home,
+        workspace,
     )
     assert _heavy(modules) == []
     assert "agentgraph.persistence.store" not in modules
@@ -45,7 +47,7 @@ def test_importing_the_cli_and_building_its_parser_loads_no_langgraph(
 
 def test_help_exits_before_loading_settings_or_langgraph(home: Path, workspace: Path) -> None:
     code = (
-        "from agentgraph.cli import main\n"
+        "from agentgraph.frontends.cli import main\n"
         "try:\n"
         "    main(['--help'])\n"
         "except SystemExit as exc:\n"
@@ -60,7 +62,10 @@ def test_help_exits_before_loading_settings_or_langgraph(home: Path, workspace: 
 def test_sessions_list_reads_the_index_without_the_checkpointer(
     home: Path, workspace: Path
 ) -> None:
-    code = "from agentgraph.cli import main\nassert main(['sessions', 'list', '--json']) == 0\n"
+    code = (
+        "from agentgraph.frontends.cli import main\n"
+        "assert main(['sessions', 'list', '--json']) == 0\n"
+    )
     modules, out = _modules_after(code, home, workspace)
     assert json.loads(out.strip()) == []
     assert _heavy(modules) == []
@@ -84,10 +89,10 @@ def test_run_path_leaves_error_and_cjk_patterns_uncompiled(home: Path, workspace
     # Classifying a failed call and indexing CJK text compile their (costly) patterns
     # at first use: importing the run path compiles none of them.
     code = (
-        "import agentgraph.cli.common, agentgraph.cli.run\n"
-        "from agentgraph.context import provider_errors\n"
+        "import agentgraph.frontends.cli.common, agentgraph.frontends.cli.run\n"
+        "from agentgraph.providers import provider_errors\n"
         "from agentgraph.lazy_re import LazyPattern\n"
-        "from agentgraph.recall import search\n"
+        "from agentgraph.capabilities.recall import search\n"
         "lazy = [v for m in (provider_errors, search) for v in vars(m).values()\n"
         "        if isinstance(v, LazyPattern)]\n"
         "print(len(lazy), sum(p._compiled is not None for p in lazy))\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgraph.cli.deferred_inits import DEFERRED_PACKAGES
+from agentgraph.frontends.cli.deferred_inits import DEFERRED_PACKAGES
 from tests.cli_helpers import server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -47,7 +47,7 @@ def _imported(args: list[str], tmp_path: Path) -> set[str]:
 
 def test_help_imports_no_framework(tmp_path: Path) -> None:
     modules = _imported(["-m", "agentgraph", "--help"], tmp_path)
-    assert "agentgraph.cli.parser" in modules
+    assert "agentgraph.frontends.cli.parser" in modules
     assert not {"langgraph", "langchain_core", "pydantic", "openai"} & modules
 
 
@@ -60,9 +60,9 @@ def test_sessions_list_imports_no_graph_stack(tmp_path: Path) -> None:
 def test_run_path_on_sqlite_does_not_import_postgres_or_spare_http_stacks(tmp_path: Path) -> None:
     # What `agentgraph run` imports before building the model: psycopg is for a
     # PostgreSQL store only; error classification must not pull in HTTP stacks.
-    code = "import agentgraph.cli.common, agentgraph.cli.run"
+    code = "import agentgraph.frontends.cli.common, agentgraph.frontends.cli.run"
     modules = _imported(["-c", code], tmp_path)
-    assert "agentgraph.agent" in modules
+    assert "agentgraph.session.agent" in modules
     assert not {"psycopg", "httpcore", "prompt_toolkit"} & modules
 
 
@@ -124,10 +124,10 @@ def test_no_module_of_a_deferred_package_imports_from_the_package_itself(package
 
 NAMES_SCRIPT = """
 import json, sys
-from agentgraph.cli.deferred_inits import DEFERRED_PACKAGES, defer_package_inits
+from agentgraph.frontends.cli.deferred_inits import DEFERRED_PACKAGES, defer_package_inits
 if sys.argv[1] == "deferred":
     defer_package_inits()
-    import agentgraph.cli.run, agentgraph.agent, agentgraph.model
+    import agentgraph.frontends.cli.run, agentgraph.session.agent, agentgraph.providers.model
     from langchain_openai.chat_models.base import ChatOpenAI
     import importlib
     for package in DEFERRED_PACKAGES:
@@ -170,8 +170,8 @@ def test_deferred_packages_give_the_same_names_as_imported_ones(tmp_path: Path) 
 
 UNRUN_SCRIPT = """
 import json, sys
-from agentgraph.cli import main
-from agentgraph.cli.deferred_inits import DEFERRED_PACKAGES
+from agentgraph.frontends.cli import main
+from agentgraph.frontends.cli.deferred_inits import DEFERRED_PACKAGES
 code = main(["run", "say hi"])
 unrun = [p for p in DEFERRED_PACKAGES if "__getattr__" in vars(sys.modules.get(p, sys))]
 unbound = [  # read from the parent's namespace: a lookup could run the parent's __init__

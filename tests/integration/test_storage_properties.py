@@ -35,7 +35,7 @@ from agentgraph.persistence.pg_saver import AgentPostgresSaver
 from agentgraph.persistence.prune import prune_thread
 from agentgraph.persistence.saver import AgentSqliteSaver
 from agentgraph.persistence.store import connect_sqlite
-from agentgraph.transcript import export_jsonl
+from agentgraph.session.transcript import export_jsonl
 from tests.unit.test_delta_channel import DeltaState, _graph, _same
 
 Op = tuple[str, Any]

@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from agentgraph.agent import Agent
-from agentgraph.config import Settings
-from agentgraph.persistence.store import Store
-from agentgraph.subagent_worktrees import (
+from agentgraph.capabilities.subagent_worktrees import (
     OWNER_FILE,
     PATCH_FILE,
     clean_stale,
     create,
     worktrees_dir,
 )
+from agentgraph.config import Settings
+from agentgraph.persistence.store import Store
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -308,8 +308,8 @@ def test_trees_of_a_dead_process_are_removed_with_their_patch_kept(
 def test_a_workspace_over_the_copy_limit_is_refused(
     tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentgraph import subagent_worktrees
-    from agentgraph.subagent_worktrees import IsolationError
+    from agentgraph.capabilities import subagent_worktrees
+    from agentgraph.capabilities.subagent_worktrees import IsolationError
 
     monkeypatch.setattr(subagent_worktrees, "COPY_MAX_FILES", 3)
     for n in range(5):

@@ -11,11 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgraph.agent import Agent, new_thread_id
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
-from agentgraph.persistence.sessions import import_session, session_dirs
-from agentgraph.thread_ids import (
+from agentgraph.persistence.thread_ids import (
     THREAD_ID_MAX_CHARS,
     InvalidThreadId,
     check_thread_id,
@@ -23,9 +21,11 @@ from agentgraph.thread_ids import (
     safe_name,
     session_path,
 )
-from agentgraph.transcript import parse_jsonl
-from agentgraph.undo import snapshots_dir
-from agentgraph.workspaces import isolated_workspace
+from agentgraph.session.agent import Agent, new_thread_id
+from agentgraph.session.lifecycle import import_session, session_dirs
+from agentgraph.session.transcript import parse_jsonl
+from agentgraph.session.undo import snapshots_dir
+from agentgraph.session.workspaces import isolated_workspace
 from tests.cli_helpers import cli_env, run_cli, server_env
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -25,8 +25,8 @@ from agentgraph.persistence.leases import (
     LEASES_TABLE,
     SessionInUse,
 )
-from agentgraph.persistence.sessions import load_messages
 from agentgraph.process import pid_alive, process_start_time
+from agentgraph.session.lifecycle import load_messages
 from tests.cli_helpers import CLI_TIMEOUT_S, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.lease_helpers import lease_holder, race_worker, start_lease_holder
@@ -387,7 +387,7 @@ def test_a_store_kept_open_loses_no_commit_when_another_process_closes_its_own(
     this process's locks: the other process, closing last, deleted the WAL, and every
     later commit here went to the deleted file (invisible to all, lost).
     """
-    from agentgraph.agent import Agent
+    from agentgraph.session.agent import Agent
     from tests.fakes.chat_model import ScriptedChatModel
     from tests.fakes.scripts import ai_text
 

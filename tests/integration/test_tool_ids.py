@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.history import validate_history
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
-from agentgraph.persistence.sessions import import_session
-from agentgraph.tool_ids import provider_ids
-from agentgraph.transcript import export_entries, parse_jsonl
+from agentgraph.runtime.history import validate_history
+from agentgraph.runtime.tool_ids import provider_ids
+from agentgraph.session.agent import Agent
+from agentgraph.session.lifecycle import import_session
+from agentgraph.session.transcript import export_entries, parse_jsonl
 from tests.fakes.openai_server import FakeOpenAIServer, IdMode
 
 FILES = 5

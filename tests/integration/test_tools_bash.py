@@ -13,11 +13,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from agentgraph.config import Settings
-from agentgraph.runctx import RunContext
-from agentgraph.state import AppState
-from agentgraph.tools import build_tools, format_tool_error
-from agentgraph.tools.bash import (
+from agentgraph.capabilities.tools import build_tools, format_tool_error
+from agentgraph.capabilities.tools.bash import (
     BASH_DRAIN_S,
     BASH_KILL_GRACE_S,
     BASH_OUTPUT_MAX_BYTES,
@@ -25,7 +22,10 @@ from agentgraph.tools.bash import (
     HeadTailBuffer,
     tool_environment,
 )
-from agentgraph.tools.sandbox import SANDBOX_CACHE_DIR
+from agentgraph.capabilities.tools.sandbox import SANDBOX_CACHE_DIR
+from agentgraph.config import Settings
+from agentgraph.runtime.runctx import RunContext
+from agentgraph.runtime.state import AppState
 from tests.proc_helpers import wait_until_gone
 from tests.sandbox_helpers import require_sandbox, sandbox_mode
 

@@ -16,20 +16,15 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from agentgraph.agent import Agent
-from agentgraph.config import Settings
-from agentgraph.persistence import open_store
-from agentgraph.runctx import RunContext
-from agentgraph.state import AppState
-from agentgraph.tools import (
+from agentgraph.capabilities.tools import (
     FILE_PATH_ARGS,
     TOOLS_THAT_MODIFY_FILES,
     build_tools,
     format_tool_error,
 )
-from agentgraph.tools.base import ToolError
-from agentgraph.tools.clock import format_now
-from agentgraph.tools.files import (
+from agentgraph.capabilities.tools.base import ToolError
+from agentgraph.capabilities.tools.clock import format_now
+from agentgraph.capabilities.tools.files import (
     GLOB_MAX_RESULTS,
     GREP_MAX_MATCHES,
     LIST_DIR_MAX_ENTRIES,
@@ -38,14 +33,19 @@ from agentgraph.tools.files import (
     compile_glob,
     human_size,
 )
-from agentgraph.tools.search import (
+from agentgraph.capabilities.tools.search import (
     GREP_TIMEOUT_S,
     SEARCH_PATTERN_MAX_CHARS,
     SearchBudget,
     SearchCancelled,
     cancel_running_searches,
 )
-from agentgraph.tools.todos import format_todos, validate_todos
+from agentgraph.capabilities.tools.todos import format_todos, validate_todos
+from agentgraph.config import Settings
+from agentgraph.persistence import open_store
+from agentgraph.runtime.runctx import RunContext
+from agentgraph.runtime.state import AppState
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 
 MIB = 1024 * 1024

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from agentgraph.history import build_prompt_view, validate_history
-from agentgraph.tools.bash import run_command, tool_environment
-from agentgraph.tools.sandbox import plan_sandbox, sandbox_args
+from agentgraph.capabilities.tools.bash import run_command, tool_environment
+from agentgraph.capabilities.tools.sandbox import plan_sandbox, sandbox_args
+from agentgraph.runtime.history import build_prompt_view, validate_history
 from tests.cli_helpers import cli_env, run_cli
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.proc_helpers import live_processes, wait_until_gone

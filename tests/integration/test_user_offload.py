@@ -9,9 +9,9 @@ from pathlib import Path
 
 from langchain_core.messages import HumanMessage
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence.store import open_store
-from agentgraph.runctx import RunContext
+from agentgraph.runtime.runctx import RunContext
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 

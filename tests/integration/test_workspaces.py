@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentgraph.errors import ConfigError
-from agentgraph.workspaces import (
+from agentgraph.session.workspaces import (
     SECONDS_PER_DAY,
     WORKSPACE_MAX_AGE_DAYS,
     isolated_workspace,

@@ -14,11 +14,11 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from agentgraph.agent import Agent, TurnResult
-from agentgraph.approvals import is_approved
 from agentgraph.config import Settings
-from agentgraph.history import validate_history
 from agentgraph.persistence import Store, open_store
+from agentgraph.runtime.history import validate_history
+from agentgraph.security.approvals import is_approved
+from agentgraph.session.agent import Agent, TurnResult
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools, tool_call
 
@@ -329,7 +329,7 @@ def test_a_subagent_cannot_ask_and_declines(
 
 def test_replace_all_is_read_as_the_tool_reads_it(workspace: Path) -> None:
     """ "false" is False for the tool's schema: the edit is ambiguous, not a replace-all."""
-    from agentgraph.approvals import edit_preview, unappliable_edit
+    from agentgraph.security.approvals import edit_preview, unappliable_edit
 
     (workspace / "b.py").write_text("v = 1\nv = 1\n")
     args = {"path": "b.py", "old_string": "v = 1", "new_string": "v = 2", "replace_all": "false"}

@@ -13,13 +13,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, Remove
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.message import add_messages
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
 from agentgraph.persistence.archive import ARCHIVE_TABLE, ArchiveError
 from agentgraph.persistence.prune import prune_thread
 from agentgraph.persistence.saver import AgentSqliteSaver
-from agentgraph.transcript import export_jsonl
+from agentgraph.session.agent import Agent
+from agentgraph.session.transcript import export_jsonl
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 from tests.unit.test_delta_channel import DeltaState, _graph, _same

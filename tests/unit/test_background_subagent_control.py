@@ -10,11 +10,11 @@ from pathlib import Path
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from agentgraph.cli.slash_agents import agent_lines
+from agentgraph.capabilities.subagent_tasks import SUBAGENT_TASK_TOOL
+from agentgraph.capabilities.subagents import SUBAGENT_TOOL, SubagentRecord
 from agentgraph.config import Settings
+from agentgraph.frontends.cli.slash_agents import agent_lines
 from agentgraph.persistence import open_store
-from agentgraph.subagent_tasks import SUBAGENT_TASK_TOOL
-from agentgraph.subagents import SUBAGENT_TOOL, SubagentRecord
 from tests.fakes.scripts import ai_tools, tool_call
 from tests.unit.test_subagents import BARRIER_TIMEOUT_S, make_agent, results, router
 
@@ -137,7 +137,7 @@ def test_ctrl_c_cancels_background_subagents(
 def test_agents_lines_show_status_time_calls_and_tokens() -> None:
     running = SubagentRecord("subagent-00000001", "t1", "p", "c1", "read the docs", True)
     running.tool_calls = 1
-    from agentgraph.subagents import SubagentOutcome
+    from agentgraph.capabilities.subagents import SubagentOutcome
 
     ended = SubagentRecord("subagent-00000002", "t2", "p", "c2", "count files")
     ended.outcome = SubagentOutcome(True, "3", "subagent-00000002", "t2", 2, 4.25, 1000, 234)
@@ -149,7 +149,7 @@ def test_agents_lines_show_status_time_calls_and_tokens() -> None:
 
 
 def test_a_subagent_result_message_is_not_a_background_start() -> None:
-    from agentgraph.subagent_tasks import background_starts
+    from agentgraph.capabilities.subagent_tasks import background_starts
 
     plain = ToolMessage("[subagent-1 done · 1 step]\nx", tool_call_id="c", name=SUBAGENT_TOOL)
     assert background_starts([plain]) == []

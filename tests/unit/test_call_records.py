@@ -6,10 +6,10 @@ from pathlib import Path
 
 from langchain_core.tools import StructuredTool
 
-from agentgraph.agent import Agent
-from agentgraph.call_records import CALLS_DIR, READ_ONLY_TOOLS, needs_record
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
+from agentgraph.runtime.call_records import CALLS_DIR, READ_ONLY_TOOLS, needs_record
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 
@@ -57,7 +57,12 @@ def test_a_kept_result_is_what_the_resume_gives(tmp_path: Path) -> None:
     """A background start whose result was not checkpointed is not lost on resume."""
     from langchain_core.messages import AIMessage, HumanMessage
 
-    from agentgraph.call_records import interrupted_results, keep_result, record_end, record_start
+    from agentgraph.runtime.call_records import (
+        interrupted_results,
+        keep_result,
+        record_end,
+        record_start,
+    )
 
     call = {"name": "call_subagent", "args": {"task": "t"}, "id": "c1", "type": "tool_call"}
     other = {"name": "run_bash", "args": {"command": "x"}, "id": "c2", "type": "tool_call"}

@@ -23,7 +23,6 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import add_messages
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.context.compaction import (
     SUMMARY_HARD_TARGET_BUDGET_FRACTION,
@@ -41,9 +40,10 @@ from agentgraph.context.compaction import (
 )
 from agentgraph.context.tokens import anchored_prompt_tokens, get_counter
 from agentgraph.context.windows import budget_for
-from agentgraph.history import agentgraph_kind, build_prompt_view, validate_history
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
+from agentgraph.runtime.history import agentgraph_kind, build_prompt_view, validate_history
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import OutCountingModel, ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 from tests.middleware_helpers import noting_reads

@@ -16,17 +16,17 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from rich.console import Console
 
-from agentgraph.agent import Agent
-from agentgraph.cancel import TurnCancelled
-from agentgraph.cli.repl import load_slash_commands
-from agentgraph.cli.slash import dispatch
 from agentgraph.config import Settings
 from agentgraph.context.compaction import COMPACTION_KINDS, Compactor, since_last_boundary
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
-from agentgraph.history import agentgraph_kind, is_user_request, validate_history
+from agentgraph.frontends.cli.repl import load_slash_commands
+from agentgraph.frontends.cli.slash import dispatch
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
+from agentgraph.runtime.cancel import TurnCancelled
+from agentgraph.runtime.history import agentgraph_kind, is_user_request, validate_history
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 from tests.slash_helpers import slash_context
@@ -206,7 +206,7 @@ def test_in_turn_compaction_still_keeps_the_pending_request_alone(
 def test_resume_recap_labels_the_summary_and_files_as_what_they_are(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
-    from agentgraph.cli.repl import RESUME_PREVIEW_MESSAGES, show_history_briefly
+    from agentgraph.frontends.cli.repl import RESUME_PREVIEW_MESSAGES, show_history_briefly
 
     (workspace / "calc.py").write_text(CALC)
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)

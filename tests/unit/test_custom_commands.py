@@ -1,4 +1,4 @@
-"""Custom slash commands (agentgraph/custom_commands.py): real files in a project and a
+"""Custom slash commands (agentgraph/session/custom_commands.py): real files in a project and a
 user folder; hostile names, symlinks, oversized and non-text files are left out."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agentgraph.custom_commands import (
+from agentgraph.errors import ConfigError
+from agentgraph.session.custom_commands import (
     COMMAND_MAX_BYTES,
     PROJECT_COMMANDS_DIR,
     USER_COMMANDS_DIR,
@@ -16,7 +17,6 @@ from agentgraph.custom_commands import (
     parse_command_text,
     read_command_file,
 )
-from agentgraph.errors import ConfigError
 
 BUILTIN = frozenset({"help", "exit", "compact"})
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgraph.cli.deferred_inits import _DeferredInitFinder, defer_package_inits
+from agentgraph.frontends.cli.deferred_inits import _DeferredInitFinder, defer_package_inits
 
 PKG = "agdefer_pkg"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.history import validate_history
 from agentgraph.persistence import open_store
+from agentgraph.runtime.history import validate_history
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 
@@ -126,7 +126,7 @@ def test_invalid_json_arguments_are_answered(
 
 
 def test_repair_invalid_tool_calls_turns_them_into_answerable_calls() -> None:
-    from agentgraph.nodes.common import INVALID_ARGS_KEY, repair_invalid_tool_calls
+    from agentgraph.runtime.nodes.common import INVALID_ARGS_KEY, repair_invalid_tool_calls
 
     bad = AIMessage(
         content="x",
@@ -158,8 +158,8 @@ def test_repair_invalid_tool_calls_turns_them_into_answerable_calls() -> None:
     ],
 )
 def test_the_call_written_when_the_output_limit_hit_does_not_run(metadata: dict) -> None:
-    from agentgraph.history.calls import hit_output_limit
-    from agentgraph.nodes.common import CUT_ARGS_KEY, repair_invalid_tool_calls
+    from agentgraph.runtime.history.calls import hit_output_limit
+    from agentgraph.runtime.nodes.common import CUT_ARGS_KEY, repair_invalid_tool_calls
 
     cut = AIMessage(
         content="",

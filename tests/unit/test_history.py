@@ -1,4 +1,4 @@
-"""Unit tests for agentgraph.history: concrete edge cases of each function."""
+"""Unit tests for agentgraph.runtime.history: concrete edge cases of each function."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from agentgraph.history import (
+from agentgraph.runtime.history import (
     INTERNAL_KINDS,
     agentgraph_kind,
     build_prompt_view,
@@ -26,11 +26,11 @@ from agentgraph.history import (
     latest_user_request_index,
     validate_history,
 )
-from agentgraph.history import view as history_view
-from agentgraph.history.kinds import SYNTHETIC_RESULT_KIND, message_time, stamped
-from agentgraph.history.repair import make_synthetic_result, normalize_with_report
-from agentgraph.history.trim import trim_to_budget, truncate_messages_safely
-from agentgraph.tool_ids import provider_ids
+from agentgraph.runtime.history import view as history_view
+from agentgraph.runtime.history.kinds import SYNTHETIC_RESULT_KIND, message_time, stamped
+from agentgraph.runtime.history.repair import make_synthetic_result, normalize_with_report
+from agentgraph.runtime.history.trim import trim_to_budget, truncate_messages_safely
+from agentgraph.runtime.tool_ids import provider_ids
 
 
 def normalize(

@@ -1,4 +1,4 @@
-"""Property tests for agentgraph.history on random, broken histories.
+"""Property tests for agentgraph.runtime.history on random, broken histories.
 
 Profiles: ``HYPOTHESIS_PROFILE=ci`` (>= 10,000 examples over the file, derandomized so
 CI is reproducible; the default when ``CI`` is set, and ``.ci/run`` sets it) or
@@ -23,7 +23,7 @@ from langchain_core.messages import (
 )
 
 from agentgraph.context.tokens import get_counter
-from agentgraph.history import (
+from agentgraph.runtime.history import (
     INTERNAL_KINDS,
     agentgraph_kind,
     build_prompt_view,
@@ -31,11 +31,11 @@ from agentgraph.history import (
     latest_user_request_index,
     validate_history,
 )
-from agentgraph.history import view as history_view
-from agentgraph.history.kinds import SYNTHETIC_RESULT_KIND
-from agentgraph.history.repair import normalize_with_report
-from agentgraph.history.trim import trim_to_budget, truncate_messages_safely
-from agentgraph.tool_ids import admit_reply, provider_ids
+from agentgraph.runtime.history import view as history_view
+from agentgraph.runtime.history.kinds import SYNTHETIC_RESULT_KIND
+from agentgraph.runtime.history.repair import normalize_with_report
+from agentgraph.runtime.history.trim import trim_to_budget, truncate_messages_safely
+from agentgraph.runtime.tool_ids import admit_reply, provider_ids
 
 
 def normalize(

@@ -1,4 +1,4 @@
-"""Hooks (agentgraph/hooks.py): real commands, written as small scripts, on Claude Code's
+"""Hooks (capabilities/hooks.py): real commands, written as small scripts, on Claude Code's
 contract: the event as JSON on stdin, exit 2 or JSON ``decision: "block"`` blocks, other
 failures are shown and block nothing; timeouts, crashes and missing commands never raise;
 a project's hooks run only once the user allowed its settings file."""
@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from agentgraph.hooks import (
+from agentgraph.capabilities.hooks import (
     HOOK_OUTPUT_MAX_BYTES,
     OUTCOME_BLOCKED,
     OUTCOME_ERROR,
@@ -29,7 +29,7 @@ from agentgraph.hooks import (
     parse_hooks,
     run_hook,
 )
-from agentgraph.settings_sources import allow
+from agentgraph.security.settings_sources import allow
 
 PY = sys.executable
 # Seconds a timed-out hook may take in all (its timeout plus the kill and the pipes).

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agentgraph.tool_ids import SessionCallIds, admit_reply, call_ids
+from agentgraph.runtime.tool_ids import SessionCallIds, admit_reply, call_ids
 
 CI_EXAMPLES = 1_000
 DEV_EXAMPLES = 60

@@ -27,9 +27,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from agentgraph.persistence.store import connect_sqlite
-from agentgraph.recall.index_sync import IndexMirror, full_plan
-from agentgraph.recall.search import (
+from agentgraph.capabilities.recall.index_sync import IndexMirror, full_plan
+from agentgraph.capabilities.recall.search import (
     DOCS_TABLE,
     FTS_TABLE,
     FTS_TOKENIZER,
@@ -40,6 +39,7 @@ from agentgraph.recall.search import (
     history_docs,
     index_text,
 )
+from agentgraph.persistence.store import connect_sqlite
 
 CI_EXAMPLES = 1_000
 DEV_EXAMPLES = 40

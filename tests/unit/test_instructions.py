@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentgraph.instructions import (
+from agentgraph.runtime.instructions import (
     INSTRUCTIONS_MAX_BYTES,
     InstructionsCache,
     instruction_paths,
@@ -86,9 +86,9 @@ def test_agent_puts_instructions_in_a_system_prompt_that_stays_byte_stable(
 ) -> None:
     from langchain_core.messages import SystemMessage
 
-    from agentgraph.agent import Agent
     from agentgraph.config import Settings
     from agentgraph.persistence import open_store
+    from agentgraph.session.agent import Agent
     from tests.fakes.chat_model import ScriptedChatModel
     from tests.fakes.scripts import ai_text, ai_tools
 

@@ -15,8 +15,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from agentgraph.config import Settings
-from agentgraph.context import learned_windows
-from agentgraph.context.learned_windows import (
+from agentgraph.providers import learned_windows
+from agentgraph.providers.learned_windows import (
     DEFAULT_ENDPOINT,
     LEARNED_WINDOWS_FILE,
     LEARNED_WINDOWS_MAX_BYTES,
@@ -224,8 +224,8 @@ def _property_settings(home: str) -> Settings:
 
 
 def _serve_learner(tasks: Any, results: Any, start: Any) -> None:
-    from agentgraph.context import learned_windows
-    from agentgraph.tools import files  # noqa: F401  (imported once, not inside an example)
+    from agentgraph.capabilities.tools import files  # noqa: F401  (imported once, not inside an example)
+    from agentgraph.providers import learned_windows
 
     learned_windows.LEARNED_WINDOWS_LOCK_WAIT_S = LEARNER_LOCK_WAIT_S
     update = learned_windows._update

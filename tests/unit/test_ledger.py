@@ -22,7 +22,7 @@ from agentgraph.context.ledger import (
 )
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
-from agentgraph.history import agentgraph_kind
+from agentgraph.runtime.history import agentgraph_kind
 from tests.fakes.chat_model import ScriptedChatModel
 
 
@@ -115,7 +115,7 @@ def test_a_subagent_outcome_is_read_from_the_result_artifact() -> None:
 
 
 def test_files_the_user_undid_are_marked_until_changed_again() -> None:
-    from agentgraph.undo import UndoResult, undo_note
+    from agentgraph.session.undo import UndoResult, undo_note
 
     history: list[BaseMessage] = [HumanMessage("go", id="u")]
     history += _call(1, "write_file", {"path": "a.py", "content": "x\n"}, "created a.py")

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.mentions import MENTION_FILE_MAX_TOKENS, parse_mentions, resolve_mentions
 from agentgraph.persistence import Store, open_store
+from agentgraph.session.agent import Agent
+from agentgraph.session.mentions import MENTION_FILE_MAX_TOKENS, parse_mentions, resolve_mentions
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text
 

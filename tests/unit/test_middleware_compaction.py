@@ -6,8 +6,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.graph.message import add_messages
 
 from agentgraph.context.compaction import Compactor, since_last_boundary
-from agentgraph.history import agentgraph_kind, validate_history
 from agentgraph.middleware import CompactionMiddleware, PromptViewMiddleware, compose
+from agentgraph.runtime.history import agentgraph_kind, validate_history
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.middleware_helpers import (
     SYSTEM,
@@ -80,7 +80,7 @@ def test_manual_compaction_is_the_same_entry_point() -> None:
 
 
 def test_the_status_line_names_a_distillation_a_cut_summary_and_a_stall() -> None:
-    from agentgraph.cli.render import compaction_line
+    from agentgraph.frontends.cli.render import compaction_line
 
     plain = {"trigger": "auto", "tokens_before": 10_000, "tokens_after": 5_000}
     assert compaction_line(plain) == "Compacted: 10,000 → 5,000 tokens (−50.0%)"

@@ -10,7 +10,6 @@ from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain_core.exceptions import LangChainException
 from langchain_core.messages import AIMessage, HumanMessage
 
-from agentgraph.context.pricing import UsageTotals
 from agentgraph.middleware.empty_reply import (
     ECHOED_DEFINITION_NUDGE,
     EMPTY_REPLY_ANSWER_NUDGE,
@@ -19,6 +18,7 @@ from agentgraph.middleware.empty_reply import (
     IMITATED_RESULT_NUDGE,
     EmptyReplyMiddleware,
 )
+from agentgraph.providers.pricing import UsageTotals
 from tests.middleware_helpers import ModelCall, history, request
 
 

@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.context.compaction import marker
 from agentgraph.context.tokens import get_counter
@@ -21,6 +20,7 @@ from agentgraph.context.windows import Budget
 from agentgraph.middleware.masking import ObservationMaskingMiddleware
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import OutCountingModel, ScriptedChatModel
 from tests.fakes.scripts import ai_text
 from tests.middleware_helpers import (

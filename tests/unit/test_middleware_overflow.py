@@ -9,9 +9,9 @@ from langchain_core.exceptions import ContextOverflowError, ModelRateLimitError
 from langchain_core.messages import AIMessage, ToolMessage
 
 from agentgraph.context.compaction import Compactor
-from agentgraph.deps import AgentDeps
 from agentgraph.middleware import OverflowRecoveryMiddleware, context_pipeline
 from agentgraph.middleware.overflow import window_notice
+from agentgraph.runtime.deps import AgentDeps
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.middleware_helpers import ModelCall, counter_and_budget, history, request, small_settings
 from tests.unit.test_retry import OVERFLOW, rate_limited, status_error

@@ -12,8 +12,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from agentgraph.history import validate_history
 from agentgraph.middleware import PromptViewMiddleware
+from agentgraph.runtime.history import validate_history
 from tests.middleware_helpers import (
     SYSTEM,
     ModelCall,

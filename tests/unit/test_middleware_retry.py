@@ -14,8 +14,8 @@ from langchain_core.exceptions import (
 )
 from langchain_core.messages import AIMessage, HumanMessage
 
-from agentgraph.context.retry import RetryPolicy
 from agentgraph.middleware import EndpointUnreachableError, RetryMiddleware
+from agentgraph.providers.retry import RetryPolicy
 from tests.middleware_helpers import ModelCall, request
 from tests.unit.test_retry import OVERFLOW, rate_limited, status_error
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 
-from agentgraph.context.served_windows import AskOnce
 from agentgraph.middleware import ServedWindowMiddleware
+from agentgraph.providers.served_windows import AskOnce
 from tests.middleware_helpers import ModelCall, history, request
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool, tool
 
-from agentgraph.nodes.model_call import BOUND_MODELS_MAX_ENTRIES, ToolBindings
+from agentgraph.runtime.nodes.model_call import BOUND_MODELS_MAX_ENTRIES, ToolBindings
 from tests.fakes.chat_model import ScriptedChatModel
 
 

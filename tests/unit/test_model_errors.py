@@ -1,4 +1,4 @@
-"""Provider failures become langchain-core's exception types (agentgraph.context.model_errors)."""
+"""Provider failures become langchain-core's exception types (agentgraph.providers.model_errors)."""
 
 from __future__ import annotations
 
@@ -23,17 +23,17 @@ from langchain_core.exceptions import (
     ModelTimeoutError,
 )
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.context.model_errors import (
+from agentgraph.errors import ProviderFailure
+from agentgraph.persistence import open_store
+from agentgraph.providers.model_errors import (
     EndpointUnreachableError,
     OutputOverflowError,
     provider_error_of,
     to_model_error,
 )
-from agentgraph.context.provider_errors import shrink_max_tokens
-from agentgraph.errors import ProviderFailure
-from agentgraph.persistence import open_store
+from agentgraph.providers.provider_errors import shrink_max_tokens
+from agentgraph.session.agent import Agent
 from tests.unit.test_provider_errors import _body_text, _sdk_error
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "provider_errors.json"

@@ -10,7 +10,7 @@ from langchain_openai import ChatOpenAI
 from agentgraph.config import Settings
 from agentgraph.context.tokens import encoding_for_model
 from agentgraph.errors import ConfigError
-from agentgraph.model import build_chat_model, check_model_config, split_provider
+from agentgraph.providers.model import build_chat_model, check_model_config, split_provider
 
 
 def test_only_known_prefixes_are_providers() -> None:
@@ -97,7 +97,7 @@ def test_a_base_url_without_a_scheme_is_a_settings_error(
 def test_text_tool_calls_are_understood_for_local_endpoints_or_by_setting(
     make_settings: Callable[..., Settings], env: dict[str, str | None], on: bool
 ) -> None:
-    from agentgraph.model import text_tool_calls_on
+    from agentgraph.providers.model import text_tool_calls_on
 
     assert text_tool_calls_on(make_settings(**env)) is on
 

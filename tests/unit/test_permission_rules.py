@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgraph.permission_rules import (
+from agentgraph.security.permission_rules import (
     RULES_FILE_NAME,
     SHELL_SPECIAL,
     Rule,

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import ToolCall
 
-from agentgraph.approvals import (
+from agentgraph.config import Settings
+from agentgraph.runtime.history.kinds import agentgraph_kind, is_user_request
+from agentgraph.security.approvals import (
     SANDBOX_SETTING,
     answered_rule,
     approval_request,
@@ -18,10 +20,8 @@ from agentgraph.approvals import (
     is_always,
     is_approved,
 )
-from agentgraph.config import Settings
-from agentgraph.history.kinds import agentgraph_kind, is_user_request
-from agentgraph.permission_rules import Rule
-from agentgraph.permissions import (
+from agentgraph.security.permission_rules import Rule
+from agentgraph.security.permissions import (
     MODE_CYCLE,
     MODE_KEY,
     MODE_SETTING,
@@ -33,7 +33,7 @@ from agentgraph.permissions import (
     plan_target_mode,
     turn_mode_inputs,
 )
-from agentgraph.settings_sources import PROJECT_SETTINGS
+from agentgraph.security.settings_sources import PROJECT_SETTINGS
 
 WRITE_CALLS = ["run_bash", "write_file", "edit_file", "mcp__git__git_commit"]
 

@@ -28,11 +28,11 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from agentgraph import private_api
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import Store
 from agentgraph.persistence.delta import messages_delta_reducer
 from agentgraph.persistence.saver import AgentSqliteSaver
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text
 

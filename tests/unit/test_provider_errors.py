@@ -1,4 +1,4 @@
-"""Tests for agentgraph.context.provider_errors, on real provider error texts."""
+"""Tests for agentgraph.providers.provider_errors, on real provider error texts."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from langchain_core.exceptions import ContextOverflowError
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
-from agentgraph.context.provider_errors import (
+from agentgraph.providers.provider_errors import (
     MESSAGE_MAX_CHARS,
     MIN_OUTPUT_TOKENS,
     ProviderError,

@@ -8,9 +8,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentgraph.capabilities.tools.files import fit_read_page, read_span, read_text_file
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.truncation import truncate_tool_output
-from agentgraph.tools.files import fit_read_page, read_span, read_text_file
 
 COUNTER = get_counter("gpt-4o-mini")
 # A model without an offline tokenizer: its counts are estimates.

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgraph.tools import files
-from agentgraph.tools.base import ToolError
-from agentgraph.tools.files import (
+from agentgraph.capabilities.tools import files
+from agentgraph.capabilities.tools.base import ToolError
+from agentgraph.capabilities.tools.files import (
     READ_FILE_LINE_READ_BYTES,
     READ_FILE_MAX_LINE_CHARS,
     _page_of_bytes,

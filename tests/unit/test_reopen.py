@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agentgraph.cli.reopen import session_to_reopen
 from agentgraph.config import Settings
 from agentgraph.errors import AgentGraphError
+from agentgraph.frontends.cli.reopen import session_to_reopen
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
 

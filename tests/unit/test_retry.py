@@ -1,4 +1,4 @@
-"""Tests for agentgraph.context.retry."""
+"""Tests for agentgraph.providers.retry."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import httpx2
 import openai
 import pytest
 
-from agentgraph.context.provider_errors import ProviderError, ProviderErrorKind
-from agentgraph.context.retry import (
+from agentgraph.providers.provider_errors import ProviderError, ProviderErrorKind
+from agentgraph.providers.retry import (
     RETRY_AFTER_MAX_S,
     RetryPolicy,
     acall_with_retries,

@@ -1,4 +1,4 @@
-"""The run config's one-thread pool stays LangGraph's own (agentgraph/runctx.py).
+"""The run config's one-thread pool stays LangGraph's own (agentgraph/runtime/runctx.py).
 
 Every test runs a real Agent turn on SQLite under tmp_path whose only tool does what a
 child of a capped run could not: stream a graph in ``custom`` mode, run a functional-API
@@ -19,17 +19,17 @@ from langgraph.config import get_stream_writer
 from langgraph.func import entrypoint, task
 from langgraph.graph import START, StateGraph
 
-from agentgraph import agent as agent_module
-from agentgraph import subagents
-from agentgraph.agent import Agent
+from agentgraph.capabilities import subagents
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
-from agentgraph.runctx import (
+from agentgraph.runtime.runctx import (
     POOL_SAFE_STREAM_MODES,
     RUN_POOL_THREADS,
     run_config,
     uncapped_node,
 )
+from agentgraph.session import agent as agent_module
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 

@@ -1,4 +1,4 @@
-"""The window a local server states in its model list (agentgraph.context.served_windows)."""
+"""The window a local server states in its model list (agentgraph.providers.served_windows)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgraph.context.served_windows import (
+from agentgraph.context.windows import MAX_STATED_WINDOW_TOKENS
+from agentgraph.providers.served_windows import (
     api_root,
     is_local_endpoint,
     lmstudio_window_in,
@@ -16,7 +17,6 @@ from agentgraph.context.served_windows import (
     props_window_in,
     served_window_in,
 )
-from agentgraph.context.windows import MAX_STATED_WINDOW_TOKENS
 
 LLAMA = {"id": "qwen", "object": "model", "meta": {"n_ctx": 8192, "n_ctx_train": 32768}}
 VLLM = {"id": "Qwen/Qwen2.5-7B", "object": "model", "max_model_len": 16384}

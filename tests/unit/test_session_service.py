@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.context.compaction import marker
 from agentgraph.persistence import Store
@@ -28,6 +27,7 @@ from agentgraph.protocol.events import (
     TurnEnd,
     UserMessage,
 )
+from agentgraph.session.agent import Agent
 from agentgraph.session.service import (
     SessionService,
     TurnRefused,

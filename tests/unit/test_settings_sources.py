@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from agentgraph.config import Settings
 from agentgraph.errors import ConfigError
-from agentgraph.settings_sources import (
+from agentgraph.security.settings_sources import (
     PROJECT_SETTINGS,
     allow,
     env_names,
@@ -157,7 +157,7 @@ def test_the_highest_source_that_may_set_a_setting_gives_its_value(
     import tempfile
     from unittest import mock
 
-    from agentgraph.settings_sources import setting_origins
+    from agentgraph.security.settings_sources import setting_origins
 
     names = {field: _field_env_name(field) for field in PRECEDENCE_FIELDS}
     per_source: dict[str, dict[str, object]] = {source: {} for source in SOURCES}

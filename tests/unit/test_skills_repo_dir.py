@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from agentgraph import skills
+from agentgraph.capabilities import skills
 
 
 def test_location_is_resolved_once() -> None:
     first = skills._repo_skills_candidate()
     assert skills._repo_skills_candidate() is first
-    assert first == Path(skills.__file__).resolve().parent.parent / "skills"
+    assert first == Path(__file__).resolve().parents[2] / "skills"
 
 
 def test_presence_is_checked_on_every_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,20 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from agentgraph.agent import Agent
-from agentgraph.cli.approval import parse_answer
-from agentgraph.cli.slash import dispatch
 from agentgraph.config import Settings
 from agentgraph.errors import AgentGraphError
-from agentgraph.permission_rules import Rule, add_rule
+from agentgraph.frontends.cli.approval import parse_answer
+from agentgraph.frontends.cli.slash import dispatch
 from agentgraph.persistence import Store
+from agentgraph.security.permission_rules import Rule, add_rule
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.slash_helpers import slash_context
 
 
 @pytest.fixture
 def agent(settings: Settings, store: Store) -> Agent:
-    import agentgraph.cli.slash_permissions  # noqa: F401  (registers the commands)
+    import agentgraph.frontends.cli.slash_permissions  # noqa: F401  (registers the commands)
 
     return Agent(settings, store, model=ScriptedChatModel([]))
 
@@ -84,7 +84,7 @@ def test_tab_completes_the_modes(workspace: Path) -> None:
     from prompt_toolkit.completion import CompleteEvent
     from prompt_toolkit.document import Document
 
-    from agentgraph.cli.completion import ReplCompleter
+    from agentgraph.frontends.cli.completion import ReplCompleter
 
     completer = ReplCompleter(
         commands=lambda: {"mode": "", "permissions": ""},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentgraph.goal import (
+from agentgraph.runtime.goal import (
     BLOCKED_MARKER,
     DONE_MARKER,
     STATUS_ACTIVE,
@@ -14,7 +14,7 @@ from agentgraph.goal import (
     account,
     new_goal,
 )
-from agentgraph.spend import SpendLimit, parse_budget, usd_text
+from agentgraph.runtime.spend import SpendLimit, parse_budget, usd_text
 
 
 @pytest.mark.parametrize(

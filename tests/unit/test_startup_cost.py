@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import re
 
-from agentgraph.cli import collector_paused
+from agentgraph.frontends.cli import collector_paused
 from agentgraph.lazy_re import LazyPattern
 
 

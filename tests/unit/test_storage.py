@@ -15,12 +15,12 @@ from langchain_core.messages import (
     SystemMessage,
 )
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
 from agentgraph.persistence.delta import MESSAGES_SNAPSHOT_FREQUENCY_UPDATES
 from agentgraph.persistence.prune import PRUNE_KEEP_LATEST_CHECKPOINTS, db_bytes, prune_thread
 from agentgraph.persistence.saver import AgentSqliteSaver
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 from tests.unit.test_delta_channel import DeltaState, _graph, _same

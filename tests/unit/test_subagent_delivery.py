@@ -1,6 +1,6 @@
 """Background subagents' outcomes reach the caller exactly once: the delivery bookkeeping.
 
-:func:`agentgraph.subagent_tasks.deliveries` decides, from the caller's history alone
+:func:`agentgraph.capabilities.subagent_tasks.deliveries` decides, from the caller's history alone
 (and which tasks have ended), which notices a model call appends. A simulated session
 drives it through random interleavings of starts, finishes, model calls (some failing,
 which store nothing), collections with ``subagent_task`` and process kills (the live
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agentgraph.subagent_tasks import (
+from agentgraph.capabilities.subagent_tasks import (
     BACKGROUND_KEY,
     COLLECTED_KEY,
     NOTICE_ID_PREFIX,
@@ -26,7 +26,7 @@ from agentgraph.subagent_tasks import (
     settled_ids,
     undelivered,
 )
-from agentgraph.subagents import SUBAGENT_TASK_TOOL, SUBAGENT_TOOL, SubagentOutcome
+from agentgraph.capabilities.subagents import SUBAGENT_TASK_TOOL, SUBAGENT_TOOL, SubagentOutcome
 
 MAX_TASKS = 6
 MAX_STEPS = 60

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agentgraph.agent import Agent
+from agentgraph.capabilities.subagents import SUBAGENT_RESULT_MAX_TOKENS, SUBAGENT_TOOL
 from agentgraph.config import Settings
-from agentgraph.history import validate_history
-from agentgraph.nodes.limits import RUNAWAY_REPEATS
 from agentgraph.persistence import Store, open_store
-from agentgraph.runctx import RunContext
-from agentgraph.subagents import SUBAGENT_RESULT_MAX_TOKENS, SUBAGENT_TOOL
+from agentgraph.runtime.history import validate_history
+from agentgraph.runtime.nodes.limits import RUNAWAY_REPEATS
+from agentgraph.runtime.runctx import RunContext
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools, tool_call
 

@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgraph.text_tool_calls import extract_text_tool_calls
+from agentgraph.runtime.text_tool_calls import extract_text_tool_calls
 
 TOOLS = {"read_file", "run_bash", "edit_file"}
 

@@ -1,13 +1,13 @@
-"""The answer streams as ``token`` events through the real graph (agentgraph/token_stream.py)."""
+"""The answer streams as ``token`` events through the real graph (runtime/token_stream.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 
-from agentgraph.tool_arguments import RawCall, parse_arguments, whole_calls
+from agentgraph.runtime.tool_arguments import RawCall, parse_arguments, whole_calls
 
 JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
 JSON_VALUES = st.recursive(

@@ -7,10 +7,10 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.prebuilt import ToolRuntime
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
 from agentgraph.persistence import Store
-from agentgraph.runctx import RunContext
+from agentgraph.runtime.runctx import RunContext
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 

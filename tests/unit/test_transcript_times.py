@@ -6,9 +6,9 @@ import json
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from agentgraph.history.kinds import message_time, stamped
 from agentgraph.persistence.index import SessionInfo
-from agentgraph.transcript import export_entries, export_jsonl, export_markdown, parse_jsonl
+from agentgraph.runtime.history.kinds import message_time, stamped
+from agentgraph.session.transcript import export_entries, export_jsonl, export_markdown, parse_jsonl
 
 INFO = SessionInfo(thread_id="t1", created_at=1_700_000_000.0)
 

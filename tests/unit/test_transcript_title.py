@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from agentgraph.persistence.index import TITLE_MAX_CHARS
-from agentgraph.transcript import parse_jsonl
+from agentgraph.session.transcript import parse_jsonl
 
 USER = {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "hi"}}
 

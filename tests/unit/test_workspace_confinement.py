@@ -11,17 +11,17 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from agentgraph.config import Settings
-from agentgraph.runctx import RunContext
-from agentgraph.state import AppState
-from agentgraph.tools import build_tools, format_tool_error
-from agentgraph.tools.base import ToolError
-from agentgraph.tools.workspace import (
+from agentgraph.capabilities.tools import build_tools, format_tool_error
+from agentgraph.capabilities.tools.base import ToolError
+from agentgraph.capabilities.tools.workspace import (
     PATH_MAX_CHARS,
     display_path,
     resolve_in_workspace,
     resolve_readable,
 )
+from agentgraph.config import Settings
+from agentgraph.runtime.runctx import RunContext
+from agentgraph.runtime.state import AppState
 
 SECRET_TEXT = "TOPSECRET-outside-content"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from agentgraph.cli.approval import visible
+from agentgraph.frontends.cli.approval import visible
 from tests.cli_helpers import run_cli
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.reliability.helpers import agent_env

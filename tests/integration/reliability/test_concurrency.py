@@ -8,11 +8,11 @@ from pathlib import Path
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.history import validate_history
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
+from agentgraph.runtime.history import validate_history
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 
 PROCESSES = 2

@@ -137,7 +137,7 @@ def test_dangling_calls_in_stored_history_are_answered_before_the_next_call(
     """Stored history ending in unanswered (and half-answered) calls; the CLI resumes it."""
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-    from agentgraph.agent import Agent
+    from agentgraph.session.agent import Agent
     from tests.fakes.chat_model import ScriptedChatModel
 
     settings = _settings_for(home)

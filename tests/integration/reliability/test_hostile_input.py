@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import ToolMessage
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.history import validate_history
 from agentgraph.persistence import open_store
+from agentgraph.runtime.history import validate_history
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 from tests.integration.reliability.helpers import alive

@@ -8,14 +8,16 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import ToolMessage
 
-from agentgraph.agent import Agent
 from agentgraph.config import Settings
-from agentgraph.history import validate_history
 from agentgraph.persistence import open_store
+from agentgraph.runtime.history import validate_history
+from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 
-subagents = pytest.importorskip("agentgraph.subagents", reason="call_subagent not built yet")
+subagents = pytest.importorskip(
+    "agentgraph.capabilities.subagents", reason="call_subagent not built yet"
+)
 
 
 def test_subagent_that_raises_returns_ok_false_and_the_parent_continues(

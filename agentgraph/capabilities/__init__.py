@@ -1,0 +1,1 @@
+"""What the agent can do: tools, recall, skills, MCP servers, hooks, subagents."""

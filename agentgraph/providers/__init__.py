@@ -1,0 +1,1 @@
+"""Model providers: chat models, their errors, retries, prices and context windows."""

@@ -1,0 +1,1 @@
+"""The agent's loop: the graph, its state, nodes and history invariants."""

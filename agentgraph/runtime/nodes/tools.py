@@ -1,0 +1,373 @@
+"""The tools node: LangGraph's ToolNode plus allowed-tools checks and output truncation."""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.prebuilt import ToolRuntime
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.runtime import Runtime
+from langgraph.types import Command, interrupt
+
+from agentgraph.capabilities.hooks import POST_TOOL_USE, PRE_TOOL_USE, Hooks, hook_feedback
+from agentgraph.capabilities.tools.base import format_tool_error
+from agentgraph.capabilities.tools.files import READ_FILE_TOOL_NAME, fit_read_page, read_span
+from agentgraph.capabilities.tools.injected import exclude_injected_from_dump
+from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
+from agentgraph.middleware.events import emit
+from agentgraph.private_api import InlineToolNode
+from agentgraph.runtime.call_records import needs_record, record_end, record_start
+from agentgraph.runtime.deps import AgentDeps
+from agentgraph.runtime.history.kinds import stamped
+from agentgraph.runtime.nodes.common import CUT_ARGS_KEY, INVALID_ARGS_KEY
+from agentgraph.runtime.runctx import RunContext
+from agentgraph.runtime.state import AppState
+from agentgraph.security.approvals import (
+    answered_rule,
+    answers_another_call,
+    approval_request,
+    cannot_ask_text,
+    decline_reason,
+    declined_text,
+    is_approved,
+    misdirected_text,
+    unappliable_edit,
+)
+from agentgraph.security.permission_rules import Rule, add_rule, load_rules
+from agentgraph.security.permissions import (
+    ACCEPTED_PLANS,
+    PRESENT_PLAN_TOOL,
+    effective_mode,
+    plan_mode_refusal,
+)
+from agentgraph.security.redaction import build_redactor
+
+
+def tool_output_cap_tokens(deps: AgentDeps) -> int:
+    """``TOOL_OUTPUT_MAX_TOKENS``: the setting, else a fraction of the usable budget."""
+    if deps.settings.tool_output_max_tokens is not None:
+        return deps.settings.tool_output_max_tokens
+    return default_tool_output_max_tokens(deps.budget.usable)
+
+
+def output_artifact_path(folder: Path, tool_call_id: str) -> Path:
+    """Where the full output of a call cut for the history is saved (in ``folder``, the
+    session's artifacts)."""
+    safe = hashlib.sha1(tool_call_id.encode()).hexdigest()[:16]
+    return folder / f"tool-{safe}.txt"
+
+
+def _map_results(output: Any, change: Callable[[ToolMessage], ToolMessage]) -> Any:
+    """``output`` of the tool node (or of one tool) with ``change`` applied to each
+    ``ToolMessage`` of its state updates: plain updates, lists of them, commands."""
+    if isinstance(output, list):
+        return [_map_results(item, change) for item in output]
+    if isinstance(output, Command):
+        update = output.update
+        if isinstance(update, dict) and isinstance(update.get("messages"), list):
+            return replace(output, update=_map_results(update, change))
+        return output
+    if isinstance(output, dict) and isinstance(output.get("messages"), list):
+        messages = [change(m) if isinstance(m, ToolMessage) else m for m in output["messages"]]
+        return {**output, "messages": messages}
+    return output
+
+
+def refusal(call: ToolCall, state: Any) -> ToolMessage | None:
+    """The error result of a call that must not run (tool not allowed, broken JSON)."""
+    name, call_id = call["name"], call["id"] or ""
+    allowed = state.get("allowed_tools") if isinstance(state, dict) else None
+    persistent = set(state.get("persistent_tools") or []) if isinstance(state, dict) else set()
+    if allowed is not None and name not in allowed and name not in persistent:
+        return ToolMessage(
+            content=f"Error: tool {name!r} is not allowed here (allowed: {', '.join(allowed)})",
+            tool_call_id=call_id,
+            name=name,
+            status="error",
+        )
+    if (call.get("args") or {}).get(CUT_ARGS_KEY):
+        return ToolMessage(
+            content=(
+                f"Error: your reply reached the output token limit while this {name} call "
+                "was being written, so its arguments are incomplete and it did not run; "
+                "re-issue it with less in one call (split long content over several calls)"
+            ),
+            tool_call_id=call_id,
+            name=name,
+            status="error",
+        )
+    if INVALID_ARGS_KEY in (call.get("args") or {}):
+        return ToolMessage(
+            content=(
+                f"Error: the arguments of this {name} call were not valid JSON "
+                f"({str(call['args'][INVALID_ARGS_KEY])[:200]!r}); re-issue the call"
+            ),
+            tool_call_id=call_id,
+            name=name,
+            status="error",
+        )
+    return None
+
+
+# Tool-call id -> error text of the calls of the running step that were not approved.
+# Set by the tools node around its ToolNode run; the threads running calls copy it.
+_NOT_APPROVED: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "agentgraph_not_approved", default=None
+)
+
+
+def ask_approvals(
+    calls: list[ToolCall],
+    state: Any,
+    deps: AgentDeps,
+    ctx: RunContext,
+    accepted_plans: dict[str, Any] | None = None,
+) -> dict[str, str]:
+    """Ask for every call of the step that needs approval, before any tool runs.
+
+    One ``interrupt()`` per such call, in call order, from the node's own thread: on
+    resume the node runs again, the answered interrupts return their answers and the
+    next one (if any) stops the run again. See ``agentgraph/security/approvals.py``. In plan
+    mode, write tools are refused without a question.
+
+    The rules "always" answers add are stored once every question of the step is
+    answered: stored at once, they would stop a later call of the same step from being
+    asked on the next re-run, and the resume answers, given by position, would reach
+    the wrong questions.
+
+    Args:
+        calls: The step's tool calls.
+        state: The graph state (the session's permission mode).
+        deps: Settings and the sandbox plan.
+        ctx: The run's context (workspace, whether it can ask).
+        accepted_plans: Filled with tool-call id -> answer for accepted plans.
+
+    Returns:
+        Tool-call id -> error text, for the calls that may not run.
+    """
+    mode = effective_mode(state if isinstance(state, dict) else None, deps.settings)
+    rules = load_rules(deps.settings.home, ctx.workspace_path)
+    refused: dict[str, str] = {}
+    asked: list[tuple[ToolCall, dict[str, Any], str | None]] = []
+    for call in calls:
+        if refusal(call, state) is not None:
+            continue  # answered with an error anyway: nothing to ask
+        blocked = plan_mode_refusal(call["name"], mode)
+        if blocked is not None:
+            refused[call["id"] or ""] = blocked
+            continue
+        request = approval_request(
+            call,
+            deps.settings,
+            ctx.workspace_path,
+            unsandboxed=deps.unsandboxed_shell,
+            mode=mode,
+            rules=rules,
+        )
+        if request is not None:
+            asked.append((call, request, unappliable_edit(call, ctx.workspace_path)))
+    new_rules: list[Rule] = []
+    # When every such call is an edit that cannot apply, nothing is asked: each gets the
+    # tool's own error. Otherwise every one is asked, as always: resume answers reach
+    # the interrupts by position, so which calls are asked must not depend on files
+    # that may change while a question waits.
+    nothing_to_ask = all(error is not None for _call, _request, error in asked)
+    for call, request, error in asked:
+        call_id = call["id"] or ""
+        if error is not None and (nothing_to_ask or not ctx.can_ask):
+            refused[call_id] = error
+        elif not ctx.can_ask:
+            refused[call_id] = cannot_ask_text(request)
+        else:
+            answer = interrupt(request)
+            if answers_another_call(request, answer):
+                refused[call_id] = misdirected_text(request)
+                continue
+            if not is_approved(answer):
+                refused[call_id] = declined_text(request, decline_reason(answer))
+                continue
+            rule = answered_rule(request, answer)
+            if rule is not None:
+                new_rules.append(rule)
+            if call["name"] == PRESENT_PLAN_TOOL and accepted_plans is not None:
+                accepted_plans[call_id] = answer
+    for rule in new_rules:
+        add_rule(deps.settings.home, ctx.workspace_path, rule)
+    return refused
+
+
+def hooks_before_tool(hooks: Hooks | None, call: ToolCall, ctx: RunContext) -> ToolMessage | None:
+    """Run the ``PreToolUse`` hooks of ``call``: the error result when one blocked it."""
+    if hooks is None or not hooks.active(PRE_TOOL_USE):
+        return None
+    verdict = hooks.run(
+        PRE_TOOL_USE,
+        session_id=ctx.thread_id,
+        cwd=ctx.workspace_path,
+        tool_name=call["name"],
+        fields={"tool_input": call.get("args") or {}, "tool_use_id": call["id"]},
+    )
+    for event in verdict.events:
+        emit(event)
+    if not verdict.blocked:
+        return None
+    return ToolMessage(
+        content=f"Error: this call did not run: {hook_feedback(PRE_TOOL_USE, verdict)}",
+        tool_call_id=call["id"] or "",
+        name=call["name"],
+        status="error",
+    )
+
+
+def hooks_after_tool(
+    hooks: Hooks | None, call: ToolCall, ctx: RunContext, result: ToolMessage | None
+) -> ToolMessage | None:
+    """Run the ``PostToolUse`` hooks of ``call``; a blocking hook's reason is added to
+    the (already redacted) result the model gets. None: the result is unchanged."""
+    if hooks is None or not hooks.active(POST_TOOL_USE):
+        return None
+    verdict = hooks.run(
+        POST_TOOL_USE,
+        session_id=ctx.thread_id,
+        cwd=ctx.workspace_path,
+        tool_name=call["name"],
+        fields={
+            "tool_input": call.get("args") or {},
+            "tool_use_id": call["id"],
+            "tool_response": result.content if result is not None else None,
+        },
+    )
+    for event in verdict.events:
+        emit(event)
+    if result is None or not verdict.blocked or not isinstance(result.content, str):
+        return None
+    note = hook_feedback(POST_TOOL_USE, verdict)
+    return result.model_copy(update={"content": f"{result.content}\n\n{note}"})
+
+
+def make_tools_node(
+    deps: AgentDeps,
+) -> Callable[[AppState, RunnableConfig, Runtime[RunContext]], Any]:
+    """Build the tools node bound to ``deps``: approvals, then LangGraph's ToolNode."""
+    cap = tool_output_cap_tokens(deps)
+    redactor = deps.redactor or build_redactor(deps.settings.secret_values(), None)
+
+    def wrap(
+        request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
+        call = request.tool_call
+        state: Any = request.state
+        # Tools read run data from runtime.context: hand them the completed context.
+        runtime: ToolRuntime[Any, Any] = request.runtime
+        ctx = deps.run_context(runtime.context, runtime.config)
+        request = replace(request, runtime=replace(runtime, context=ctx))
+        call_id = call["id"] or ""
+        refused = refusal(call, state)
+        if refused is not None:
+            return refused
+        not_approved = (_NOT_APPROVED.get() or {}).get(call_id)
+        if not_approved is not None:  # may quote a path or a command: redacted as results are
+            return ToolMessage(
+                content=redactor.redact_content(not_approved),
+                tool_call_id=call_id,
+                name=call["name"],
+                status="error",
+            )
+        blocked = hooks_before_tool(deps.hooks, call, ctx)
+        if blocked is not None:
+            return blocked
+        folder = Path(ctx.artifacts_dir) if ctx.artifacts_dir else deps.artifacts_dir(ctx.thread_id)
+        # A crash while the tool runs leaves this record: the resume then says the
+        # call may have completed instead of that it never ran.
+        record = record_start(folder, call_id, call["name"]) if needs_record(call["name"]) else None
+        # Else every call serializes the whole state (done at the tool's first call).
+        exclude_injected_from_dump([request.tool])
+        try:
+            result = execute(request)
+        finally:
+            record_end(record)
+        if isinstance(result, Command):  # its state update's results are redacted
+            hooks_after_tool(deps.hooks, call, ctx, None)
+            command: Command[Any] = _map_results(
+                result,
+                lambda m: m.model_copy(update={"content": redactor.redact_content(m.content)}),
+            )
+            return command
+        # Any tool can surface a credential (printenv, read_file on a .env, grep over a
+        # config, an MCP server's answer): redacted here, before the model, the
+        # checkpoints or the artifacts see it. Error results too.
+        raw = result.content
+        redacted = redactor.redact_content(raw)
+        if redacted != raw:
+            result = result.model_copy(update={"content": redacted})
+        result = hooks_after_tool(deps.hooks, call, ctx, result) or result
+        if not isinstance(result.content, str):
+            return result
+        content = result.content
+        fits = deps.counter.fits(content, cap)
+        if fits and redacted == raw:
+            return result
+        if call["name"] == READ_FILE_TOOL_NAME and result.status != "error":
+            # A file read is shortened to the lines that fit, with the next offset. Its
+            # span comes from before redaction, which may have joined lines or cut the
+            # read's end (and its note: a redacted read is restated as a page even when
+            # it fits).
+            span = read_span(raw) if isinstance(raw, str) else None
+            page = fit_read_page(content, cap, deps.counter, span=span)
+            if page is not None:
+                return result.model_copy(update={"content": page})
+        if fits:
+            return result
+        artifact = output_artifact_path(folder, call_id)
+        cut = truncate_tool_output(
+            content,
+            cap,
+            count=deps.counter.count_text,
+            artifact_path=str(artifact),
+            codec=deps.counter.codec,
+        )
+        if not cut.truncated:
+            return result
+        folder.mkdir(parents=True, exist_ok=True)
+        artifact.write_text(content, encoding="utf-8")
+        return result.model_copy(update={"content": cut.text})
+
+    # Rebuilt when deps.tools changes: MCP tools join between turns (Agent.sync_mcp_tools).
+    built: dict[tuple[int, ...], InlineToolNode] = {}
+
+    def tool_node_for_current_tools() -> InlineToolNode:
+        key = tuple(id(t) for t in deps.tools)
+        node = built.get(key)
+        if node is None:
+            node = InlineToolNode(
+                deps.tools, handle_tool_errors=format_tool_error, wrap_tool_call=wrap
+            )
+            built.clear()
+            built[key] = node
+        return node
+
+    def tools(state: AppState, config: RunnableConfig, runtime: Runtime[RunContext]) -> Any:
+        messages = state.get("messages") or []
+        last = messages[-1] if messages else None
+        calls = list(last.tool_calls) if isinstance(last, AIMessage) else []
+        ctx = deps.run_context(runtime.context, config)
+        accepted: dict[str, Any] = {}
+        token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx, accepted))
+        plans = ACCEPTED_PLANS.set(accepted)
+        try:
+            output = tool_node_for_current_tools().invoke(state, config)
+            now = time.time()
+            return _map_results(output, lambda m: stamped(m, now))  # each result dated
+        finally:
+            ACCEPTED_PLANS.reset(plans)
+            _NOT_APPROVED.reset(token)
+
+    return tools

@@ -1,0 +1,1 @@
+"""Trust boundaries: approvals, permissions, redaction, workspace settings, confinement."""

@@ -1,0 +1,183 @@
+"""Permission modes: what may run without asking, and the read-only plan mode.
+
+A session is in one of :data:`~agentgraph.config.PERMISSION_MODES`:
+
+- ``plan``: read-only. Commands, file edits, MCP tools, memory changes and subagents do
+  not run; each such call gets :func:`plan_mode_refusal`'s error. The model reads, then
+  calls ``present_plan``; the user is asked to accept the plan (an approval interrupt);
+  accepted, the session switches to :data:`PLAN_ACCEPTED_MODE` (or the mode the answer
+  names) and the model is told to carry it out; declined, it gets the user's reason and
+  stays in plan mode.
+- ``ask``: commands, edits and MCP tools ask.
+- ``accept-edits``: edits run; commands and MCP tools ask.
+- ``auto``: everything runs (the shell sandbox still applies, and commands that would
+  run without the sandbox it should have had still ask).
+
+``AGENTGRAPH_BASH=ask``, ``AGENTGRAPH_EDITS=ask`` and ``AGENTGRAPH_MCP_TOOLS=ask`` are a
+floor no mode lowers: each still asks in every mode (the mode can only add questions).
+
+The session's mode lives in its state (``permission_mode``, written by ``/mode``,
+Shift-Tab, an accepted plan, or ``--permission-mode`` on a resumed session), so a resumed
+session keeps it; a session that never chose one follows ``AGENTGRAPH_PERMISSION_MODE``.
+The model learns of a mode change from a note appended before the next request (the
+system prompt never changes, so its cached prefix stays valid).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from agentgraph.config import PERMISSION_MODE_DEFAULT, PERMISSION_MODES, Settings
+from agentgraph.runtime.history.kinds import AGENTGRAPH_KEY, MODE_NOTE_KIND
+
+PLAN_MODE = "plan"
+ASK_MODE = "ask"
+ACCEPT_EDITS_MODE = "accept-edits"
+AUTO_MODE = "auto"
+# What an accepted plan switches to: edits run, commands still ask (a client's answer
+# may name another mode, e.g. {"approved": true, "mode": "ask"}).
+PLAN_ACCEPTED_MODE = ACCEPT_EDITS_MODE
+# The order Shift-Tab cycles through.
+MODE_CYCLE = (ASK_MODE, ACCEPT_EDITS_MODE, PLAN_MODE, AUTO_MODE)
+PRESENT_PLAN_TOOL = "present_plan"
+# The setting an approval question names when the mode (not an ask setting) asks.
+MODE_SETTING = "AGENTGRAPH_PERMISSION_MODE"
+# State keys: the session's chosen mode, and the mode the model was last told about.
+MODE_KEY = "permission_mode"
+MODE_TOLD_KEY = "permission_mode_told"
+# Tools that change something outside the conversation: they do not run in plan mode.
+PLAN_BLOCKED_TOOLS = frozenset(
+    {"run_bash", "write_file", "edit_file", "memory_save", "memory_delete", "call_subagent"}
+)
+MCP_TOOL_PREFIX = "mcp__"
+
+MODE_DESCRIPTIONS = {
+    PLAN_MODE: "read-only: nothing is changed until you accept a plan",
+    ASK_MODE: "commands, edits and MCP tools ask first",
+    ACCEPT_EDITS_MODE: "edits run; commands and MCP tools ask first",
+    AUTO_MODE: "everything runs without asking (the shell sandbox still applies)",
+}
+
+_MODEL_NOTES = {
+    PLAN_MODE: (
+        "[Permission mode: plan. You are in read-only plan mode: do not change files, run "
+        "commands, call MCP tools, change memories or start subagents (such calls are "
+        "refused). Read what you need, then call present_plan with your complete plan; "
+        "the user accepts it or tells you what to change.]"
+    ),
+    ASK_MODE: (
+        "[Permission mode: ask. Commands, file edits and MCP tool calls each need the "
+        "user's approval; go ahead and call them.]"
+    ),
+    ACCEPT_EDITS_MODE: (
+        "[Permission mode: accept-edits. File edits run without asking; commands and "
+        "MCP tool calls need the user's approval.]"
+    ),
+    AUTO_MODE: "[Permission mode: auto. Tools run without asking.]",
+}
+
+
+def check_mode(name: str) -> str:
+    """``name`` if it is a permission mode.
+
+    Raises:
+        ValueError: Not a mode (the message lists them).
+    """
+    if name not in PERMISSION_MODES:
+        raise ValueError(
+            f"unknown permission mode {name!r} (one of: {', '.join(PERMISSION_MODES)})"
+        )
+    return name
+
+
+def effective_mode(state: Mapping[str, Any] | None, settings: Settings) -> str:
+    """The session's mode: its own choice (state), else ``AGENTGRAPH_PERMISSION_MODE``."""
+    chosen = (state or {}).get(MODE_KEY)
+    if isinstance(chosen, str) and chosen in PERMISSION_MODES:
+        return chosen
+    return settings.permission_mode
+
+
+def next_mode(mode: str) -> str:
+    """The mode Shift-Tab switches to after ``mode``."""
+    index = MODE_CYCLE.index(mode) if mode in MODE_CYCLE else -1
+    return MODE_CYCLE[(index + 1) % len(MODE_CYCLE)]
+
+
+def mode_asks(name: str, mode: str) -> bool:
+    """Whether ``mode`` asks before tool ``name`` runs (plan mode refuses, it never asks)."""
+    if mode == ASK_MODE:
+        return name in ("run_bash", "write_file", "edit_file") or name.startswith(MCP_TOOL_PREFIX)
+    if mode == ACCEPT_EDITS_MODE:
+        return name == "run_bash" or name.startswith(MCP_TOOL_PREFIX)
+    return False
+
+
+def plan_mode_refusal(name: str, mode: str) -> str | None:
+    """The error result of a call that may not run in plan mode; None when it may."""
+    if mode != PLAN_MODE:
+        return None
+    if name in PLAN_BLOCKED_TOOLS or name.startswith(MCP_TOOL_PREFIX):
+        return (
+            f"Error: {name} did not run: the session is in plan mode (read-only). Read "
+            "what you need, then call present_plan with your plan; once the user accepts "
+            "it you can make changes."
+        )
+    return None
+
+
+def mode_note(mode: str) -> HumanMessage:
+    """The note that tells the model the session's mode (kind ``mode_note``, not a request)."""
+    return HumanMessage(
+        content=_MODEL_NOTES[mode],
+        id=f"mode-{uuid.uuid4().hex}",
+        additional_kwargs={AGENTGRAPH_KEY: {"kind": MODE_NOTE_KIND, "mode": mode}},
+    )
+
+
+def turn_mode_inputs(stored: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    """What a turn's input adds for the mode: a note when it changed since the model was
+    last told (a session that never left the default mode gets none).
+
+    Args:
+        stored: The session's stored state.
+        settings: ``permission_mode``.
+
+    Returns:
+        ``{"messages": [note], MODE_TOLD_KEY: mode}``, or ``{}``.
+    """
+    mode = effective_mode(stored, settings)
+    told = stored.get(MODE_TOLD_KEY) or PERMISSION_MODE_DEFAULT
+    if mode == told:
+        return {}
+    return {"messages": [mode_note(mode)], MODE_TOLD_KEY: mode}
+
+
+def plan_target_mode(answer: Any) -> str:
+    """The mode an accepted plan switches to: the answer's ``mode``, else
+    :data:`PLAN_ACCEPTED_MODE` (never plan again)."""
+    chosen = answer.get("mode") if isinstance(answer, Mapping) else None
+    if isinstance(chosen, str) and chosen in PERMISSION_MODES and chosen != PLAN_MODE:
+        return chosen
+    return PLAN_ACCEPTED_MODE
+
+
+def plan_accepted_text(mode: str) -> str:
+    """The ``present_plan`` result once the user accepted the plan."""
+    return (
+        f"The user accepted the plan. The session is now in {mode} mode "
+        f"({MODE_DESCRIPTIONS[mode]}). Carry out the plan now."
+    )
+
+
+# Tool-call id -> the user's answer, for the present_plan calls of the running step that
+# were accepted. Set by the tools node around its ToolNode run (the threads running the
+# calls copy it); the tool reads the mode the answer chose.
+ACCEPTED_PLANS: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "agentgraph_accepted_plans", default=None
+)

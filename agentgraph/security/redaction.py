@@ -1,0 +1,342 @@
+"""Credentials out of tool output: the one place every tool result is redacted.
+
+Tool output is hostile data that may hold credentials: ``printenv``, ``cat .env``,
+``read_file`` on a config, ``grep`` over a deploy script. The tools node
+(:mod:`agentgraph.runtime.nodes.tools`) passes every result, error results included, through
+a :class:`Redactor` before the model, the checkpoints or the artifact files see it,
+and exports go through one too; a tool added later (MCP or another) is covered
+by the same node.
+
+Two kinds of evidence are used:
+
+- **Known token formats** (:data:`TOKEN_PATTERNS`): GitHub, AWS, Slack, Stripe,
+  OpenAI/Anthropic and other ``sk-`` keys, Google, Hugging Face, GitLab, npm, JWTs,
+  PEM private keys, passwords inside URLs, Sentry DSN keys, bearer tokens, AWS secret
+  keys next to their variable name. Matched with RE2, so hostile text cannot make
+  redaction itself slow.
+- **Known values**: the settings' secrets (API key, database URL and password) and
+  the values of secret-named variables in the agent's own environment
+  (:func:`secret_env_values`), which may have any format (``DB_PASS=hunter2-prod``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import re2
+
+REDACTED = "[REDACTED]"
+# Shorter values are not replaced: replacing every "dev" or "1234" in the output
+# would garble ordinary text and say nothing about where the secret is.
+SECRET_VALUE_MIN_CHARS = 8
+# Shannon entropy per character under which a secret-named variable's value is
+# taken for a setting (``AUTH_MODE=disabled``) rather than a credential.
+SECRET_VALUE_MIN_ENTROPY_BITS = 2.5
+# A value of letters only (``disabled``, ``production``) is taken for a word unless it
+# is at least this long (``correcthorsebatterystaple``).
+SECRET_WORDLIKE_MIN_CHARS = 16
+
+# Name parts (split on ``_``) that mark a variable as holding a credential.
+SECRET_NAME_PARTS = frozenset(
+    {
+        "KEY",
+        "KEYS",
+        "APIKEY",
+        "TOKEN",
+        "TOKENS",
+        "SECRET",
+        "SECRETS",
+        "PASS",
+        "PASSWD",
+        "PASSWORD",
+        "PASSPHRASE",
+        "PWD",
+        "AUTH",
+        "BEARER",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "CREDS",
+        "PRIVATE",
+        "DSN",
+        "WEBHOOK",
+        "COOKIE",
+        "PAT",
+        "SIGNATURE",
+    }
+)
+SECRET_NAME_SUBSTRINGS = ("SECRET", "PASSWORD", "PASSWD", "TOKEN", "APIKEY", "PRIVATE_KEY")
+# PWD/OLDPWD are the shell's working directories, not passwords.
+NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
+
+_SECRET_FORMATS: tuple[str, ...] = (
+    # PEM private keys; an unterminated block (output cut) is redacted to the end.
+    r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:[\s\S]*?-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|[\s\S]*)",
+    # GitHub personal, OAuth, user-to-server, server-to-server, refresh tokens.
+    r"\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{30,255})",
+    # AWS access key ids.
+    r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
+    # Slack tokens and incoming-webhook URLs.
+    r"\bxox[abeoprs]-[A-Za-z0-9-]{10,}",
+    r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+",
+    # Stripe secret and restricted keys, live and test.
+    r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}",
+    # OpenAI (sk-, sk-proj-…), Anthropic (sk-ant-…) and the many sk- compatible keys.
+    r"\bsk-[A-Za-z0-9_-]{16,}",
+    # Google API keys, Hugging Face, GitLab, npm, PyPI tokens.
+    r"\bAIza[0-9A-Za-z_-]{35}",
+    r"\bhf_[A-Za-z0-9]{30,}",
+    r"\bglpat-[A-Za-z0-9_-]{20,}",
+    r"\bnpm_[A-Za-z0-9]{36}",
+    r"\bpypi-[A-Za-z0-9_-]{50,}",
+    # JSON Web Tokens (header and payload are base64url JSON objects: "eyJ").
+    r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    # Bearer credentials in headers and logs.
+    r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{16,}=*",
+    # An AWS secret access key next to its name (alone it is any 40 base64 chars).
+    r"(?i)aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}",
+)
+# Parts of a match kept around the redaction: a URL's scheme and user, a DSN's host.
+_PASSWORD_IN_URL = r"(?P<url_head>\b[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s/@:]*:)[^\s/@]+(?P<url_at>@)"
+# Sentry DSNs carry their key as the URL's user: https://<32 hex>@o1.ingest.sentry.io/2
+_SENTRY_DSN = r"(?P<dsn_head>\bhttps?://)[0-9a-f]{32}(?P<dsn_at>@[A-Za-z0-9.-]*sentry)"
+
+_TOKEN_RE: Any = None
+
+
+def _token_re() -> Any:
+    global _TOKEN_RE
+    if _TOKEN_RE is None:
+        options = re2.Options()
+        options.log_errors = False
+        pattern = "|".join([f"(?:{p})" for p in _SECRET_FORMATS] + [_PASSWORD_IN_URL, _SENTRY_DSN])
+        _TOKEN_RE = re2.compile(pattern, options)
+    return _TOKEN_RE
+
+
+def _replace(match: Any) -> str:
+    if match.group("url_head") is not None:
+        return f"{match.group('url_head')}{REDACTED}{match.group('url_at')}"
+    if match.group("dsn_head") is not None:
+        return f"{match.group('dsn_head')}{REDACTED}{match.group('dsn_at')}"
+    return REDACTED
+
+
+def redact_token_formats(text: str) -> str:
+    """Replace every substring with a known credential format by ``[REDACTED]``.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text with tokens, private keys and URL passwords replaced (a URL
+        keeps its scheme, user and host).
+    """
+    if not text:
+        return text
+    return str(_token_re().sub(_replace, text))
+
+
+def is_secret_env_name(name: str) -> bool:
+    """Whether an environment variable's name marks it as a credential.
+
+    Args:
+        name: The variable name (compared case-insensitively).
+
+    Returns:
+        True when a ``_``-separated part of the name is one of
+        :data:`SECRET_NAME_PARTS` (``DEPLOY_KEY``, ``DB_PASS``, ``AUTH_BEARER``,
+        ``SENTRY_DSN``, ``SLACK_WEBHOOK_URL``…) or the name contains one of
+        :data:`SECRET_NAME_SUBSTRINGS` (``PGPASSWORD``, ``MYAPITOKEN``).
+    """
+    upper = name.upper()
+    if upper in NOT_SECRET_NAMES:
+        return False
+    parts = set(upper.split("_"))
+    return bool(parts & SECRET_NAME_PARTS) or any(s in upper for s in SECRET_NAME_SUBSTRINGS)
+
+
+def entropy_bits_per_char(value: str) -> float:
+    """Shannon entropy of ``value``'s characters, in bits per character."""
+    if not value:
+        return 0.0
+    counts = Counter(value)
+    total = len(value)
+    return -sum(n / total * math.log2(n / total) for n in counts.values())
+
+
+def _character_classes(value: str) -> int:
+    return sum(
+        (
+            any(c.isalpha() for c in value),
+            any(c.isdigit() for c in value),
+            any(not c.isalnum() for c in value),
+        )
+    )
+
+
+def looks_like_secret_value(value: str) -> bool:
+    """Whether a secret-named variable's value is worth redacting wherever it appears.
+
+    Args:
+        value: The variable's value.
+
+    Returns:
+        True for values of at least :data:`SECRET_VALUE_MIN_CHARS` characters, with
+        at least :data:`SECRET_VALUE_MIN_ENTROPY_BITS` bits per character, that mix
+        letters, digits or symbols (or are at least
+        :data:`SECRET_WORDLIKE_MIN_CHARS` long), and are not absolute paths: a
+        setting such as ``AUTH_MODE=disabled`` is not replaced everywhere.
+    """
+    value = value.strip()
+    return (
+        # An absolute path (SSH_AUTH_SOCK, GOOGLE_APPLICATION_CREDENTIALS) names where
+        # a credential is, it is not one; replacing it would garble ordinary output.
+        not value.startswith("/")
+        and len(value) >= SECRET_VALUE_MIN_CHARS
+        and entropy_bits_per_char(value) >= SECRET_VALUE_MIN_ENTROPY_BITS
+        and (_character_classes(value) >= 2 or len(value) >= SECRET_WORDLIKE_MIN_CHARS)
+    )
+
+
+def secret_env_values(env: Mapping[str, str]) -> list[str]:
+    """Values of ``env``'s secret-named variables that look like credentials.
+
+    Args:
+        env: An environment, usually the agent's own.
+
+    Returns:
+        The values (stripped), longest first.
+    """
+    values = {
+        value.strip()
+        for name, value in env.items()
+        if is_secret_env_name(name) and looks_like_secret_value(value)
+    }
+    return sorted(values, key=len, reverse=True)
+
+
+class Redactor:
+    """Replaces credentials in text: known values, then known token formats.
+
+    Args:
+        secret_values: Exact strings to replace wherever they appear; values
+            shorter than :data:`SECRET_VALUE_MIN_CHARS` are replaced only when
+            they are the settings' own secrets (passed in ``exact_values``).
+        exact_values: Strings replaced whatever their length (the API key).
+    """
+
+    def __init__(self, secret_values: Iterable[str] = (), exact_values: Iterable[str] = ()):
+        values = {v for v in exact_values if v}
+        values |= {v for v in secret_values if len(v) >= SECRET_VALUE_MIN_CHARS}
+        # Longest first, so a value containing another is replaced whole.
+        self._values = sorted(values, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        """The text with every known secret value and token format replaced.
+
+        Args:
+            text: Any text.
+
+        Returns:
+            The redacted text (the same object when nothing matched).
+        """
+        for value in self._values:
+            if value in text:
+                text = text.replace(value, REDACTED)
+        return redact_token_formats(text)
+
+    def redact_content(self, content: Any) -> Any:
+        """Redact a message content: a string or a list of content blocks.
+
+        Args:
+            content: ``str``, or a list of strings and ``{"type": "text", …}`` blocks.
+
+        Returns:
+            The same shape with text redacted; other blocks unchanged.
+        """
+        if isinstance(content, str):
+            return self.redact(content)
+        if isinstance(content, list):
+            out: list[Any] = []
+            for block in content:
+                if isinstance(block, str):
+                    out.append(self.redact(block))
+                elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                    out.append({**block, "text": self.redact(block["text"])})
+                else:
+                    out.append(block)
+            return out
+        return content
+
+
+def redact_value(redactor: Redactor, value: Any) -> Any:
+    """``value`` with every string in it redacted (dicts, lists and tuples walked).
+
+    For tool-call arguments shown outside the session (event stream, terminal): the
+    same shape, each credential replaced, keys kept.
+
+    Args:
+        redactor: The redactor to apply.
+        value: A JSON-like value.
+
+    Returns:
+        A redacted copy (non-string leaves unchanged).
+    """
+    if isinstance(value, str):
+        return redactor.redact(value)
+    if isinstance(value, Mapping):
+        return {key: redact_value(redactor, item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_value(redactor, item) for item in value]
+    return value
+
+
+# Redactors of values only known at run time (what MCP configs expanded), applied to
+# every log record on top of the token formats (see agentgraph/frontends/cli/logs.py).
+_LOG_REDACTORS: list[Redactor] = []
+
+
+def redact_in_logs(redactor: Redactor) -> None:
+    """Apply ``redactor`` to every log record from now on (until :func:`stop_redacting_in_logs`).
+
+    Args:
+        redactor: Knows values that libraries may log (a URL with a token in it).
+    """
+    _LOG_REDACTORS.append(redactor)
+
+
+def stop_redacting_in_logs(redactor: Redactor) -> None:
+    """Undo :func:`redact_in_logs` for ``redactor`` (nothing when it was not added)."""
+    if redactor in _LOG_REDACTORS:
+        _LOG_REDACTORS.remove(redactor)
+
+
+def redact_log_text(text: str) -> str:
+    """A log record's text with the registered values and known token formats replaced.
+
+    Args:
+        text: The formatted log message.
+
+    Returns:
+        The redacted text.
+    """
+    for redactor in list(_LOG_REDACTORS):
+        text = redactor.redact(text)
+    return redact_token_formats(text)
+
+
+def build_redactor(settings_secrets: Iterable[str], env: Mapping[str, str] | None) -> Redactor:
+    """The redactor for an agent: the settings' secrets plus its environment's.
+
+    Args:
+        settings_secrets: ``Settings.secret_values()`` (API key, database URL…).
+        env: The agent's own environment (None: only the settings' secrets).
+
+    Returns:
+        A :class:`Redactor`.
+    """
+    return Redactor(secret_env_values(env or {}), exact_values=settings_secrets)
