@@ -61,8 +61,6 @@ from agentgraph.session.failures import failure_line
 
 _log = logging.getLogger(__name__)
 Subscriber = Callable[[BaseEvent], None]
-# Sessions a list returns at most (newest first).
-SESSIONS_LISTED_MAX = 500
 # The line a cancelled turn ends with (the CLI's word for Ctrl-C).
 INTERRUPTED_TEXT = "interrupted"
 
@@ -186,8 +184,9 @@ class SessionService:
         raise TypeError(f"unknown operation: {op!r}")
 
     def list_sessions(self, query: str = "") -> list[dict[str, Any]]:
-        """Every workspace's sessions (not subagents'), newest first; ``query`` matches
-        the title, workspace or id (case-insensitive)."""
+        """Every workspace's sessions (not subagents'), newest first, as
+        :meth:`SessionCatalog.search` finds them; ``query`` matches the title, workspace
+        or id (case-insensitive)."""
         return [
             {
                 "thread_id": info.thread_id,
@@ -198,7 +197,7 @@ class SessionService:
                 "model": info.model,
                 "running": info.thread_id == self._running,
             }
-            for info in self.catalog.search(query, limit=SESSIONS_LISTED_MAX)
+            for info in self.catalog.search(query)
         ]
 
     def resume(self, thread_id: str) -> dict[str, Any]:

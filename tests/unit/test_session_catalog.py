@@ -4,10 +4,11 @@ process holding a lease)."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -222,3 +223,21 @@ def test_export_redacts_a_secret_of_the_environment(settings: Settings, workspac
         assert secret not in exported.text
         with held_by_another_process(settings, info.thread_id), pytest.raises(SessionInUse):
             catalog.export(info, "jsonl")
+
+
+def test_take_gives_way_to_a_long_write_of_another_process(
+    make_settings: Callable[..., Settings],
+) -> None:
+    settings = make_settings(AGENTGRAPH_SQLITE_BUSY_TIMEOUT_S="0.2")
+    with SessionCatalog.open(settings) as catalog:
+        assert catalog.take("warm1", "start")  # the lease table exists from here on
+        writer = sqlite3.connect(settings.db_path, isolation_level=None)
+        writer.execute("BEGIN EXCLUSIVE")
+        try:
+            # Not a holder of the session: the caller goes on without the lease.
+            assert catalog.take("busy1", "start") is False
+            assert "busy1" not in catalog.store.leases.held()
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+        assert catalog.take("busy1", "start") is True
