@@ -54,12 +54,11 @@ from agentgraph.runtime.cancel import TurnCancelled
 from agentgraph.runtime.history.kinds import INTERNAL_KINDS, agentgraph_kind
 from agentgraph.security.redaction import build_redactor, redact_value
 from agentgraph.session.agent import CANCEL_GRACE_S, TURN_THREAD_NAME, Agent, new_thread_id
+from agentgraph.session.catalog import SessionCatalog
 from agentgraph.session.failures import failure_line
 
 _log = logging.getLogger(__name__)
 Subscriber = Callable[[BaseEvent], None]
-# Sessions a list returns at most (newest first).
-SESSIONS_LISTED_MAX = 500
 # The line a cancelled turn ends with (the CLI's word for Ctrl-C).
 INTERRUPTED_TEXT = "interrupted"
 
@@ -90,6 +89,7 @@ class SessionService:
         redactor = build_redactor(agent.settings.secret_values(), base_env)
         self._redact: Callable[[Any], Any] = partial(redact_value, redactor)
         self.store = store
+        self.catalog = SessionCatalog(store, agent.settings)
         self.workspace = workspace.resolve()
         self._lock = threading.Lock()
         self._subscribers: dict[str, list[Subscriber]] = {}
@@ -166,33 +166,27 @@ class SessionService:
         raise TypeError(f"unknown operation: {op!r}")
 
     def list_sessions(self, query: str = "") -> list[dict[str, Any]]:
-        """Every workspace's sessions (not subagents'), newest first; ``query`` matches
-        the title, workspace or id (case-insensitive)."""
-        wanted = query.strip().lower()
-        rows: list[dict[str, Any]] = []
-        for info in self.store.index.list_sessions():
-            text = f"{info.title}\n{info.workspace}\n{info.thread_id}".lower()
-            if wanted and wanted not in text:
-                continue
-            rows.append(
-                {
-                    "thread_id": info.thread_id,
-                    "title": info.title,
-                    "workspace": info.workspace,
-                    "updated_at": info.updated_at,
-                    "messages": info.message_count,
-                    "model": info.model,
-                    "running": info.thread_id == self._running,
-                }
-            )
-        rows.sort(key=lambda row: -float(row["updated_at"]))
-        return rows[:SESSIONS_LISTED_MAX]
+        """Every workspace's sessions (not subagents'), newest first, as
+        :meth:`SessionCatalog.search` finds them; ``query`` matches the title, workspace
+        or id (case-insensitive)."""
+        return [
+            {
+                "thread_id": info.thread_id,
+                "title": info.title,
+                "workspace": info.workspace,
+                "updated_at": info.updated_at,
+                "messages": info.message_count,
+                "model": info.model,
+                "running": info.thread_id == self._running,
+            }
+            for info in self.catalog.search(query)
+        ]
 
     def resume(self, thread_id: str) -> dict[str, Any]:
         """A stored session as the page shows it: its row, and its conversation replayed
         as events (the questions it is stopped at last)."""
         check_thread_id(thread_id)
-        info = self.store.index.get(thread_id)
+        info = self.catalog.get(thread_id)
         events = [
             e.model_dump(mode="json") for e in replay(self.agent.messages(thread_id), self._redact)
         ]
@@ -237,7 +231,7 @@ class SessionService:
         return model
 
     def _workspace_of(self, thread_id: str) -> Path:
-        info = self.store.index.get(thread_id)
+        info = self.catalog.get(thread_id)
         return Path(info.workspace) if info is not None and info.workspace else self.workspace
 
     def _start(

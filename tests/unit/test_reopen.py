@@ -9,9 +9,9 @@ import pytest
 
 from agentgraph.config import Settings
 from agentgraph.errors import AgentGraphError
-from agentgraph.frontends.cli.reopen import session_to_reopen
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
+from agentgraph.session.catalog import session_to_reopen
 
 
 def test_continue_skips_a_newer_empty_session(settings: Settings, workspace: Path) -> None:

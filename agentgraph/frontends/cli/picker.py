@@ -14,7 +14,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.markup import escape
 
-from agentgraph.persistence.index import SessionInfo
+from agentgraph.session.catalog import SessionInfo
 
 PICKER_MAX_ROWS = 20
 PICKER_TITLE_CHARS = 50

@@ -176,7 +176,7 @@ def _initial_thread(
             raise AgentGraphError("no session to resume yet; start one with `agentgraph`")
         info = pick_session(rows, err)
         return (info.thread_id, True) if info is not None else None
-    from agentgraph.frontends.cli.reopen import session_to_reopen
+    from agentgraph.session.catalog import session_to_reopen
 
     named = session_to_reopen(store, resume=args.resume, cont=args.cont, workspace=workspace)
     return (named, True) if named is not None else (new_thread_id(), False)
@@ -221,8 +221,11 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
         thread_id, resumed = initial
         # One run per thread: refused here, in one line, before anything is shown or made.
         from agentgraph.frontends.cli.slash_sessions import hold_session
+        from agentgraph.session.catalog import SessionCatalog
 
-        hold_session(store, thread_id, "resume" if resumed else "start", err)
+        hold_session(
+            SessionCatalog(store, settings), thread_id, "resume" if resumed else "start", err
+        )
         # --isolated: each session works in its own folder; @files come from the launch dir.
         launch_dir = workspace if getattr(args, "isolated", False) else None
         if launch_dir is not None:

@@ -293,7 +293,7 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
         mcp.wait(settings.mcp_start_timeout_s + MCP_WAIT_SLACK_S)
         for notice in [*mcp.new_problems(), *agent.notices(sandbox_notice=False)]:
             err.print(f"[yellow]{escape(notice)}[/]")
-        from agentgraph.frontends.cli.reopen import session_to_reopen
+        from agentgraph.session.catalog import session_to_reopen
 
         reopened = session_to_reopen(
             store, resume=getattr(args, "resume", None), cont=args.cont, workspace=workspace

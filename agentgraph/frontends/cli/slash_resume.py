@@ -8,16 +8,12 @@ from agentgraph.frontends.cli.slash import ReplContext, command
 
 @command("resume", "/resume [prefix]", "reopen a session (no prefix: pick from a list)")
 def _resume(ctx: ReplContext, rest: str) -> None:
-    from agentgraph.frontends.cli.slash_sessions import _load
+    from agentgraph.frontends.cli.slash_sessions import catalog_of, switch_by_prefix
 
     if rest:
-        _load(ctx, rest)
+        switch_by_prefix(ctx, rest)
         return
-    rows = [
-        info
-        for info in ctx.store.index.list_sessions(include_subagents=False)
-        if info.thread_id != ctx.thread_id
-    ]
+    rows = catalog_of(ctx).resumable(besides=ctx.thread_id)
     if not rows:
         ctx.console.print("no other session to resume", markup=False)
         return
@@ -25,4 +21,4 @@ def _resume(ctx: ReplContext, rest: str) -> None:
     if info is None:
         ctx.console.print("cancelled: still in this session", markup=False)
         return
-    _load(ctx, info.thread_id)
+    switch_by_prefix(ctx, info.thread_id)

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 from rich.console import Console
 from rich.markup import escape
 
 from agentgraph.config import CLEANUP_DAYS_DEFAULT, Settings
 from agentgraph.errors import AgentGraphError
 from agentgraph.frontends.cli.slash import ReplContext, command
-from agentgraph.persistence import Store
-from agentgraph.persistence.index import SessionInfo, resolve_session, shorten_title
-from agentgraph.persistence.thread_ids import check_thread_id
-from agentgraph.runtime.state import MAIN_CONTEXT_ID
 from agentgraph.session.agent import new_thread_id
-from agentgraph.session.lifecycle import clean_sessions, start_background_maintenance
-from agentgraph.session.titles import SOURCE_USER
+from agentgraph.session.catalog import SessionCatalog, SessionInfo
+from agentgraph.session.lifecycle import start_background_maintenance
 
 UNDO_FILES_SHOWN = 20
 
 
-def hold_session(store: Store, thread_id: str, action: str, console: Console) -> None:
+def catalog_of(ctx: ReplContext) -> SessionCatalog:
+    """The stored sessions of the REPL's store."""
+    return SessionCatalog(ctx.store, ctx.agent.settings)
+
+
+def hold_session(catalog: SessionCatalog, thread_id: str, action: str, console: Console) -> None:
     """Take ``thread_id``'s lease; a store locked by another process only delays that.
 
     Another process's long write transaction is not a holder of the session: the REPL
@@ -30,11 +29,7 @@ def hold_session(store: Store, thread_id: str, action: str, console: Console) ->
     Raises:
         SessionInUse: another live process holds the session.
     """
-    try:
-        store.leases.acquire(thread_id, action)
-    except sqlite3.OperationalError as exc:
-        if "locked" not in str(exc) and "busy" not in str(exc):
-            raise
+    if not catalog.take(thread_id, action):
         console.print(
             "the session store is locked by another process; the session is taken at "
             "the first turn",
@@ -49,7 +44,7 @@ def session_startup(ctx: ReplContext, settings: Settings, resumed: bool) -> None
     Raises:
         SessionInUse: ``--resume``/``--continue`` of a session another live process holds.
     """
-    hold_session(ctx.store, ctx.thread_id, "resume" if resumed else "start", ctx.console)
+    hold_session(catalog_of(ctx), ctx.thread_id, "resume" if resumed else "start", ctx.console)
     if resumed:
         ctx.agent.sessions.mark_resumed(ctx.thread_id)
     start_background_maintenance(settings, ctx.store, keep=lambda: {ctx.thread_id})
@@ -61,15 +56,13 @@ def session_shutdown(ctx: ReplContext, settings: Settings) -> None:
     A session whose turns all failed before the model replied is kept with its prompts,
     as ``agentgraph run`` keeps it: it resumes where the user left it.
     """
-    ctx.store.leases.release(ctx.thread_id)
-    if ctx.store.index.get(ctx.thread_id) is not None:
+    if catalog_of(ctx).release(ctx.thread_id):
         ctx.console.print(f"resume this session with: agentgraph -r {ctx.thread_id}", markup=False)
 
 
 def _switch_to(ctx: ReplContext, thread_id: str, *, resumed: bool) -> None:
     """Take ``thread_id`` (SessionInUse if another process holds it), then let go of ours."""
-    ctx.store.leases.acquire(thread_id, "switch to")
-    ctx.store.leases.release(ctx.thread_id)
+    catalog_of(ctx).switch(ctx.thread_id, thread_id)
     ctx.thread_id = thread_id
     if resumed:
         ctx.agent.sessions.mark_resumed(thread_id)
@@ -78,19 +71,21 @@ def _switch_to(ctx: ReplContext, thread_id: str, *, resumed: bool) -> None:
 @command("new", "/new [title]", "start a new session (optionally titled)")
 def _new(ctx: ReplContext, rest: str) -> None:
     _switch_to(ctx, new_thread_id(), resumed=False)
-    if rest:
-        _set_title(ctx, rest)
-    title = f" “{shorten_title(rest)}”" if rest else ""
+    title = f" “{_set_title(ctx, rest).title}”" if rest else ""
     ctx.console.print(f"new session {ctx.thread_id[:12]}{title}", markup=False)
 
 
-def _load(ctx: ReplContext, rest: str) -> None:
+def switch_by_prefix(ctx: ReplContext, rest: str) -> None:
+    """Switch the REPL to the session ``rest`` names (an id or a unique prefix).
+
+    Problems (no such session, several, held by another process) are printed, in one
+    line each; the REPL stays in its session then.
+    """
     if not rest:
         ctx.console.print("usage: /switch <id prefix> (see /sessions)", markup=False)
         return
     try:
-        check_thread_id(rest, "session id")
-        info = resolve_session(ctx.store.index, rest)
+        info = catalog_of(ctx).resolve(rest)
     except AgentGraphError as exc:
         ctx.console.print(f"[red]{escape(str(exc))}[/]")
         return
@@ -107,13 +102,13 @@ def _load(ctx: ReplContext, rest: str) -> None:
     show_history_briefly(ctx.console, ctx.agent, info.thread_id)
 
 
-command("switch", "/switch <prefix>", "switch to a session by id prefix")(_load)
-command("load", "/load <prefix>", "same as /switch")(_load)
+command("switch", "/switch <prefix>", "switch to a session by id prefix")(switch_by_prefix)
+command("load", "/load <prefix>", "same as /switch")(switch_by_prefix)
 
 
 @command("current", "/current", "this session: id, title, messages, workspace, mentions, files")
 def _current(ctx: ReplContext, _rest: str) -> None:
-    info = ctx.store.index.get(ctx.thread_id)
+    info = catalog_of(ctx).get(ctx.thread_id)
     state = ctx.agent.graph.get_state(ctx.agent.config(ctx.thread_id)).values or {}
     count = len(state.get("messages") or [])
     title = info.title if info is not None else "(new, not saved yet)"
@@ -134,26 +129,13 @@ def _current(ctx: ReplContext, _rest: str) -> None:
 
 
 def _set_title(ctx: ReplContext, text: str) -> SessionInfo:
-    info = ctx.store.index.get(ctx.thread_id)
-    if info is None:
-        from agentgraph.session.agent import git_branch
-
-        info = SessionInfo(
-            thread_id=ctx.thread_id,
-            workspace=str(ctx.workspace),
-            git_branch=git_branch(ctx.workspace),
-            context_id=MAIN_CONTEXT_ID,
-        )
-    info.title = shorten_title(text)
-    info.title_source = SOURCE_USER
-    ctx.store.index.upsert(info)
-    return info
+    return catalog_of(ctx).rename(ctx.thread_id, ctx.workspace, text)
 
 
 @command("title", "/title <text>", "rename this session")
 def _title(ctx: ReplContext, rest: str) -> None:
     if not rest:
-        info = ctx.store.index.get(ctx.thread_id)
+        info = catalog_of(ctx).get(ctx.thread_id)
         shown = f"“{info.title}” ({info.title_source})" if info is not None else "(none yet)"
         ctx.console.print(f"title: {shown}; usage: /title <text>", markup=False)
         return
@@ -170,21 +152,16 @@ def _reset(ctx: ReplContext, _rest: str) -> None:
     if not ctx.confirm(f"Clear all {count} messages of session {ctx.thread_id[:12]}?"):
         ctx.console.print("kept", markup=False)
         return
-    ctx.store.checkpointer.delete_thread(ctx.thread_id)
-    info = ctx.store.index.get(ctx.thread_id)
-    if info is not None:
-        info.message_count = info.compactions = 0
-        info.input_tokens = info.output_tokens = info.context_tokens = 0
-        ctx.store.index.upsert(info)
+    catalog_of(ctx).reset(ctx.thread_id)
     ctx.console.print(f"cleared {count} messages; same session {ctx.thread_id[:12]}", markup=False)
 
 
 @command("clean", "/clean", "delete sessions not updated for AGENTGRAPH_CLEANUP_DAYS days")
 def _clean(ctx: ReplContext, _rest: str) -> None:
-    settings = ctx.agent.settings
-    days = float(settings.cleanup_days or CLEANUP_DAYS_DEFAULT)
+    catalog = catalog_of(ctx)
+    days = float(catalog.settings.cleanup_days or CLEANUP_DAYS_DEFAULT)
     keep = {ctx.thread_id}
-    preview = clean_sessions(ctx.store, settings.home, days, dry_run=True, keep=keep)
+    preview = catalog.clean(days, dry_run=True, keep=keep)
     if not preview.sessions:
         ctx.console.print(f"no session older than {days:g} days", markup=False)
         return
@@ -193,7 +170,7 @@ def _clean(ctx: ReplContext, _rest: str) -> None:
     if not ctx.confirm(f"Delete these {len(preview.sessions)} sessions and their files?"):
         ctx.console.print("kept", markup=False)
         return
-    done = clean_sessions(ctx.store, settings.home, days, keep=keep)
+    done = catalog.clean(days, keep=keep)
     ctx.console.print(f"deleted {len(done.sessions)} sessions", markup=False)
 
 
