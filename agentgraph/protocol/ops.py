@@ -13,14 +13,19 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from agentgraph.persistence.thread_ids import THREAD_ID_MAX_CHARS
 
 __all__ = [
+    "OP_MODELS",
     "AnswerApprovals",
     "Cancel",
     "Compact",
+    "DeleteSession",
+    "ForgetMemory",
     "ListSessions",
     "Op",
     "ResumeSession",
+    "SearchHistory",
     "SubmitTurn",
     "SwitchModel",
+    "Undo",
     "parse_op",
 ]
 
@@ -30,6 +35,10 @@ SUBMIT_MAX_CHARS = 200_000
 MODEL_NAME_MAX_CHARS = 200
 # The longest session search text, in characters.
 QUERY_MAX_CHARS = 200
+# The most turns one undo may take back.
+UNDO_TURNS_MAX = 1_000
+# The longest memory id (or id prefix) a front end may name, in characters.
+MEMORY_ID_MAX_CHARS = 100
 
 
 class _Op(BaseModel):
@@ -91,10 +100,65 @@ class ResumeSession(_Op):
     thread_id: str = Field(max_length=THREAD_ID_MAX_CHARS)
 
 
+class Undo(_Op):
+    """Restore the files the session's last ``turns`` turns changed (``/undo [N]``)."""
+
+    op: Literal["undo"] = "undo"
+    thread_id: str = Field(max_length=THREAD_ID_MAX_CHARS)
+    turns: int = Field(1, ge=1, le=UNDO_TURNS_MAX)
+
+
+class SearchHistory(_Op):
+    """Full-text search over the session's whole stored transcript (``/search``)."""
+
+    op: Literal["search_history"] = "search_history"
+    thread_id: str = Field(max_length=THREAD_ID_MAX_CHARS)
+    query: str = Field(min_length=1, max_length=QUERY_MAX_CHARS)
+
+
+class ForgetMemory(_Op):
+    """Delete one long-term memory of the session's workspace (``/memory forget ID``)."""
+
+    op: Literal["forget_memory"] = "forget_memory"
+    thread_id: str = Field(max_length=THREAD_ID_MAX_CHARS)
+    memory_id: str = Field(min_length=1, max_length=MEMORY_ID_MAX_CHARS)
+
+
+class DeleteSession(_Op):
+    """Delete the session, its subagent sessions and their files (``sessions delete``)."""
+
+    op: Literal["delete_session"] = "delete_session"
+    thread_id: str = Field(max_length=THREAD_ID_MAX_CHARS)
+
+
 Op = Annotated[
-    SubmitTurn | AnswerApprovals | Cancel | Compact | SwitchModel | ListSessions | ResumeSession,
+    SubmitTurn
+    | AnswerApprovals
+    | Cancel
+    | Compact
+    | SwitchModel
+    | ListSessions
+    | ResumeSession
+    | Undo
+    | SearchHistory
+    | ForgetMemory
+    | DeleteSession,
     Field(discriminator="op"),
 ]
+# Every operation model, in the order of the docs' table.
+OP_MODELS: tuple[type[BaseModel], ...] = (
+    SubmitTurn,
+    AnswerApprovals,
+    Cancel,
+    Compact,
+    SwitchModel,
+    ListSessions,
+    ResumeSession,
+    Undo,
+    SearchHistory,
+    ForgetMemory,
+    DeleteSession,
+)
 _ADAPTER: TypeAdapter[Op] = TypeAdapter(Op)
 
 

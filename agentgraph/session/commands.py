@@ -35,6 +35,7 @@ from agentgraph.persistence import Store
 from agentgraph.providers.model import check_model_available, local_server_url
 from agentgraph.runtime.nodes.tools import output_artifact_path
 from agentgraph.session.agent import Agent
+from agentgraph.session.undo import UndoResult
 
 __all__ = [
     "STATE_STYLE",
@@ -48,6 +49,8 @@ __all__ = [
     "SearchResult",
     "Store",
     "SubagentRecord",
+    "UndoOutcome",
+    "UndoResult",
     "compact_for_window",
     "context_view",
     "full_tool_output",
@@ -58,6 +61,7 @@ __all__ = [
     "subagent_records",
     "switch_model",
     "tool_results",
+    "undo_turns",
     "visible",
 ]
 
@@ -280,3 +284,23 @@ def compact_for_window(agent: Agent, thread_id: str) -> dict[str, Any] | None:
     if record is not None and record.get("applied", True):
         return record
     return None
+
+
+@dataclass(frozen=True)
+class UndoOutcome:
+    """What an undo did, and how many turns had recorded changes before it."""
+
+    result: UndoResult
+    available: int
+
+
+def undo_turns(agent: Agent, thread_id: str, workspace: Path, count: int) -> UndoOutcome | None:
+    """Restore the files the last ``count`` turns changed (``/undo [N]``); None when no
+    turn of the session changed files. The model is told which files went back."""
+    undo = agent.sessions.undo_store(thread_id)
+    available = len(undo.turns())
+    if available == 0:
+        return None
+    result = undo.undo(workspace, count)
+    agent.record_undo(thread_id, result)  # else the model trusts its own edits
+    return UndoOutcome(result, available)

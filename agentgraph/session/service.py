@@ -14,6 +14,7 @@ turn runs is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -44,17 +45,22 @@ from agentgraph.protocol.ops import (
     AnswerApprovals,
     Cancel,
     Compact,
+    DeleteSession,
+    ForgetMemory,
     ListSessions,
     Op,
     ResumeSession,
+    SearchHistory,
     SubmitTurn,
     SwitchModel,
+    Undo,
 )
 from agentgraph.runtime.cancel import TurnCancelled
 from agentgraph.runtime.history.kinds import INTERNAL_KINDS, agentgraph_kind
 from agentgraph.security.redaction import build_redactor, redact_value
 from agentgraph.session.agent import CANCEL_GRACE_S, TURN_THREAD_NAME, Agent, new_thread_id
 from agentgraph.session.catalog import SessionCatalog
+from agentgraph.session.commands import undo_turns
 from agentgraph.session.failures import failure_line
 
 _log = logging.getLogger(__name__)
@@ -163,6 +169,14 @@ class SessionService:
             return self.resume(op.thread_id)
         if isinstance(op, SwitchModel):
             return {"model": self.switch_model(op.thread_id, op.model)}
+        if isinstance(op, Undo):
+            return self.undo(op.thread_id, op.turns)
+        if isinstance(op, SearchHistory):
+            return self.search(op.thread_id, op.query)
+        if isinstance(op, ForgetMemory):
+            return {"forgotten": self.forget_memory(op.thread_id, op.memory_id)}
+        if isinstance(op, DeleteSession):
+            return {"deleted": self.delete_session(op.thread_id)}
         raise TypeError(f"unknown operation: {op!r}")
 
     def list_sessions(self, query: str = "") -> list[dict[str, Any]]:
@@ -345,6 +359,63 @@ class SessionService:
             return self.agent_for(thread_id).compact(thread_id, focus)
         finally:
             self.store.leases.release(thread_id)
+
+    def _idle(self, thread_id: str, doing: str) -> None:
+        """Refuse an operation while this service runs a turn (of any session)."""
+        check_thread_id(thread_id)
+        with self._lock:
+            if self._running is not None:
+                raise TurnRefused(f"a turn is running here: {doing} after it ends")
+
+    def undo(self, thread_id: str, turns: int = 1) -> dict[str, Any]:
+        """Restore the files the session's last ``turns`` turns changed (``/undo [N]``),
+        under its lease; the model is told which files went back."""
+        self._idle(thread_id, "undo")
+        with holding(self.store.leases, thread_id, "undo the changes of"):
+            outcome = undo_turns(self.agent, thread_id, self._workspace_of(thread_id), turns)
+        if outcome is None:
+            return {"turns": 0, "restored": [], "removed": [], "failed": [], "available": 0}
+        result = outcome.result
+        return {
+            "turns": result.turns,
+            "restored": result.restored,
+            "removed": result.removed,
+            "failed": result.failed,
+            "available": outcome.available,
+        }
+
+    def search(self, thread_id: str, query: str) -> dict[str, Any]:
+        """Full-text search over the session's whole stored transcript (``/search``).
+
+        Raises:
+            SearchError: a query the index refuses.
+        """
+        check_thread_id(thread_id)
+        found = self.agent.search_history(thread_id, query)
+        return {
+            "query": found.query,
+            "hits": [{**dataclasses.asdict(hit), "ref": hit.ref} for hit in found.hits],
+            "rebuilt": found.rebuilt,
+        }
+
+    def forget_memory(self, thread_id: str, memory_id: str) -> str:
+        """Delete one long-term memory of the session's workspace; its id.
+
+        Raises:
+            MemoryRefused: no such memory, a prefix of several, or no memory store.
+        """
+        check_thread_id(thread_id)
+        return self.agent.forget_memory(self._workspace_of(thread_id), memory_id).id
+
+    def delete_session(self, thread_id: str) -> int:
+        """Delete the session, its subagent sessions and their files; how many.
+
+        Raises:
+            SessionInUse: another process holds it (nothing is deleted).
+            TurnRefused: a turn runs here.
+        """
+        self._idle(thread_id, "delete the session")
+        return self.catalog.delete(thread_id)
 
     def context(self, thread_id: str) -> dict[str, Any]:
         """The context panel's data: ``/context``'s report now, and the prompt of every

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import typing
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from agentgraph.protocol.events import (
     dump_event,
     to_event,
 )
-from agentgraph.protocol.ops import AnswerApprovals, SubmitTurn, parse_op
+from agentgraph.protocol.ops import OP_MODELS, AnswerApprovals, Op, SubmitTurn, parse_op
 from agentgraph.runtime.token_stream import PROGRESS_EVENT, TOKEN_EVENT
 from agentgraph.security.approvals import APPROVAL_TYPE, approval_request
 from agentgraph.session.agent import TurnResult
@@ -127,3 +128,8 @@ def test_the_events_doc_is_what_the_models_generate() -> None:
     spec.loader.exec_module(module)
     doc = module.DOC.read_text(encoding="utf-8")
     assert doc == rewrite(doc), "run: python docs/gen_events_md.py"
+
+
+def test_every_operation_is_in_the_docs_table() -> None:
+    union = typing.get_args(typing.get_args(Op)[0])
+    assert set(OP_MODELS) == set(union) and len(OP_MODELS) == len(union)

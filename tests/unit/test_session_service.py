@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from pydantic import ValidationError
 
+from agentgraph.capabilities.recall.memory import MemoryRefused
 from agentgraph.config import Settings
 from agentgraph.context.compaction import marker
 from agentgraph.persistence import Store
@@ -27,6 +29,7 @@ from agentgraph.protocol.events import (
     TurnEnd,
     UserMessage,
 )
+from agentgraph.protocol.ops import parse_op
 from agentgraph.session.agent import Agent
 from agentgraph.session.service import (
     SessionService,
@@ -172,3 +175,45 @@ def test_a_failing_subscriber_is_dropped_and_the_turn_goes_on(
     assert calls == 1
     end = seen[-1]
     assert isinstance(end, TurnEnd) and end.answer == "fine"
+
+
+def test_undo_search_forget_and_delete_are_operations_of_the_service(
+    settings: Settings, store: Store, workspace: Path
+) -> None:
+    edit = tool_call("write_file", {"path": "a.txt", "content": "new\n"}, id="w1")
+    agent = Agent(
+        settings, store, model=ScriptedChatModel([ai_tools(edit), ai_text("wrote the zebra")])
+    )
+    service = SessionService(agent, store, workspace)
+    (workspace / "a.txt").write_text("old\n")
+    _seen, ended = _collect(service, "t3")
+    service.handle(parse_op({"op": "submit_turn", "thread_id": "t3", "text": "edit a.txt"}))
+    assert ended.wait(TURN_WAIT_S)
+    _wait_free(service, store, "t3")
+    assert (workspace / "a.txt").read_text() == "new\n"
+
+    found = service.handle(parse_op({"op": "search_history", "thread_id": "t3", "query": "zebra"}))
+    assert [hit["ref"] for hit in found["hits"]] and "zebra" in found["hits"][0]["snippet"]
+
+    undone = service.handle(parse_op({"op": "undo", "thread_id": "t3"}))
+    assert undone["turns"] == 1 and undone["restored"] == ["a.txt"]
+    assert (workspace / "a.txt").read_text() == "old\n"
+    assert service.handle(parse_op({"op": "undo", "thread_id": "t3"}))["turns"] == 0
+
+    with pytest.raises(MemoryRefused):
+        service.handle(parse_op({"op": "forget_memory", "thread_id": "t3", "memory_id": "zz"}))
+
+    assert service.handle(parse_op({"op": "delete_session", "thread_id": "t3"})) == {"deleted": 1}
+    assert "t3" not in [s["thread_id"] for s in service.list_sessions()]
+    assert service.agent.messages("t3") == []
+
+
+def test_new_operations_refuse_bad_input() -> None:
+    for bad in (
+        {"op": "undo", "thread_id": "t", "turns": 0},
+        {"op": "search_history", "thread_id": "t", "query": ""},
+        {"op": "forget_memory", "thread_id": "t", "memory_id": ""},
+        {"op": "delete_session"},
+    ):
+        with pytest.raises(ValidationError):
+            parse_op(bad)

@@ -10,6 +10,7 @@ from agentgraph.errors import AgentGraphError
 from agentgraph.frontends.cli.slash import ReplContext, command
 from agentgraph.session.agent import new_thread_id
 from agentgraph.session.catalog import SessionCatalog, SessionInfo
+from agentgraph.session.commands import undo_turns
 from agentgraph.session.lifecycle import start_background_maintenance
 
 UNDO_FILES_SHOWN = 20
@@ -184,12 +185,11 @@ def _undo(ctx: ReplContext, rest: str) -> None:
     if count < 1:
         ctx.console.print("usage: /undo [N] with N ≥ 1", markup=False)
         return
-    undo = ctx.agent.sessions.undo_store(ctx.thread_id)
-    available = len(undo.turns())
-    if available == 0:
+    outcome = undo_turns(ctx.agent, ctx.thread_id, ctx.workspace, count)
+    if outcome is None:
         ctx.console.print("nothing to undo: no turn of this session changed files", markup=False)
         return
-    result = undo.undo(ctx.workspace, count)
+    result, available = outcome.result, outcome.available
     note = f" (only {available} recorded)" if count > available else ""
     ctx.console.print(f"undid {result.turns} turn(s){note}:", markup=False)
     for label, paths in (("restored", result.restored), ("removed", result.removed)):
@@ -199,4 +199,3 @@ def _undo(ctx: ReplContext, rest: str) -> None:
             ctx.console.print(f"  … {len(paths) - UNDO_FILES_SHOWN} more {label}", markup=False)
     for path in result.failed:
         ctx.console.print(f"[red]  could not restore {escape(path)}[/]")
-    ctx.agent.record_undo(ctx.thread_id, result)  # else the model trusts its own edits
