@@ -60,7 +60,7 @@ from agentgraph.runtime.history.kinds import INTERNAL_KINDS, agentgraph_kind
 from agentgraph.security.redaction import build_redactor, redact_value
 from agentgraph.session.agent import CANCEL_GRACE_S, TURN_THREAD_NAME, Agent, new_thread_id
 from agentgraph.session.catalog import SessionCatalog
-from agentgraph.session.commands import undo_turns
+from agentgraph.session.commands import compact_for_window, switch_model, undo_turns
 from agentgraph.session.failures import failure_line
 
 _log = logging.getLogger(__name__)
@@ -234,14 +234,12 @@ class SessionService:
             ConfigError: ``model`` cannot be built (nothing is recorded then).
             TurnRefused: a turn runs here.
         """
-        check_thread_id(thread_id)
-        with self._lock:
-            if self._running is not None:
-                raise TurnRefused("a turn is running here: switch the model after it ends")
-        if model not in self._by_model:
-            self._by_model[model] = self.agent.with_model(model)
+        self._idle(thread_id, "switch the model")
         with holding(self.store.leases, thread_id, "switch the model of"):
-            self.agent.set_model_preference(thread_id, model)
+            switched = switch_model(self.agent, thread_id, model)
+            self._by_model[model] = switched.agent
+            if switched.needs_compaction:  # the session no longer fits the new window
+                compact_for_window(switched.agent, thread_id)
         return model
 
     def _workspace_of(self, thread_id: str) -> Path:

@@ -119,7 +119,12 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
     workspace.mkdir()
     (workspace / "app.py").write_text("x = 1\n", encoding="utf-8")
     (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
-    with FakeOpenAIServer([reply], require_key=KEY, on_exhausted="repeat_last") as server:
+    # The endpoint serves the two models the page switches between (a model it does not
+    # list is refused at the switch, as /model does).
+    served = {"gpt-4o-mini", "gpt-4o"}
+    with FakeOpenAIServer(
+        [reply], require_key=KEY, on_exhausted="repeat_last", known_models=served
+    ) as server:
         env = server_env(home, server.url, KEY)
         # A session made in the terminal, before the page exists.
         made = run_cli(
@@ -418,6 +423,12 @@ def test_a_model_switched_in_the_page_runs_the_next_turn(web: Web, page: Any) ->
     page.locator("#send:not([disabled])").wait_for()
     asked = [r for r in web.model_server.log if "say hello on the new model" in json.dumps(r.body)]
     assert asked and {r.body.get("model") for r in asked} == {"gpt-4o"}
+    # A model the endpoint does not serve is refused in one line, and nothing changes.
+    page.fill("#model", "gpt-nonesuch")
+    page.press("#model", "Enter")
+    refused = page.locator(".line-note.error", has_text="gpt-nonesuch")
+    refused.wait_for()
+    assert "gpt-4o" in refused.inner_text()
     # A model that cannot be built (its provider's package is not installed) is one
     # line, and nothing changes.
     page.fill("#model", "groq:some-model")
