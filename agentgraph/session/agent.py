@@ -246,6 +246,17 @@ class _StepEvents:
         return events
 
 
+def new_session_row(thread_id: str, workspace: Path, title: str = "") -> SessionInfo:
+    """The index row of a session not indexed yet: its workspace and git branch now."""
+    return SessionInfo(
+        thread_id=thread_id,
+        title=title,
+        workspace=str(workspace),
+        git_branch=git_branch(workspace),
+        context_id=MAIN_CONTEXT_ID,
+    )
+
+
 class Agent:
     """The agent graph over a store, with session bookkeeping.
 
@@ -640,15 +651,9 @@ class Agent:
         Returns:
             The row as written.
         """
-        info = self.store.index.get(thread_id)
-        if info is None:
-            info = SessionInfo(
-                thread_id=thread_id,
-                title=shorten_title(text),
-                workspace=str(workspace),
-                git_branch=git_branch(workspace),
-                context_id=MAIN_CONTEXT_ID,
-            )
+        info = self.store.index.get(thread_id) or new_session_row(
+            thread_id, workspace, shorten_title(text)
+        )
         info.updated_at = time.time()
         if message_count is not None:
             info.message_count = message_count

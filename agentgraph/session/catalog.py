@@ -343,19 +343,10 @@ class SessionCatalog:
 
     def rename(self, thread_id: str, workspace: Path, text: str) -> SessionInfo:
         """Give the session the user's title (indexed now if it was not yet)."""
-        from agentgraph.runtime.state import MAIN_CONTEXT_ID
+        from agentgraph.session.agent import new_session_row
         from agentgraph.session.titles import SOURCE_USER
 
-        info = self.store.index.get(thread_id)
-        if info is None:
-            from agentgraph.session.agent import git_branch
-
-            info = SessionInfo(
-                thread_id=thread_id,
-                workspace=str(workspace),
-                git_branch=git_branch(workspace),
-                context_id=MAIN_CONTEXT_ID,
-            )
+        info = self.store.index.get(thread_id) or new_session_row(thread_id, workspace)
         info.title = shorten_title(text)
         info.title_source = SOURCE_USER
         self.store.index.upsert(info)
