@@ -32,6 +32,20 @@ SMALL_FILES = 60
 SMALL_FILE_LINES = 12
 
 
+def _settings(
+    make_settings: Callable[..., Settings], server: FakeOpenAIServer, files: int, **env: str
+) -> Settings:
+    assert server.window is not None
+    return make_settings(
+        OPENAI_BASE_URL=server.url,
+        OPENAI_API_KEY="sk-test",
+        AGENTGRAPH_CONTEXT_WINDOW=str(server.window),
+        AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+        MAX_LOOPS=str(files + 5),
+        **env,
+    )
+
+
 def _run(
     make_settings: Callable[..., Settings],
     workspace: Path,
@@ -46,14 +60,7 @@ def _run(
     driver = LongTaskDriver(paths, notes=notes)
     events: list[dict[str, Any]] = []
     with FakeOpenAIServer([driver], window=window, on_exhausted="repeat_last") as server:
-        settings = make_settings(
-            OPENAI_BASE_URL=server.url,
-            OPENAI_API_KEY="sk-test",
-            AGENTGRAPH_CONTEXT_WINDOW=str(window),
-            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-            MAX_LOOPS=str(files + 5),
-            **env,
-        )
+        settings = _settings(make_settings, server, files, **env)
         with open_store(settings) as store:
             agent = Agent(settings, store, sleep=lambda _s: None)
             # Each event notes how many requests the server had then: a masking or
@@ -241,14 +248,7 @@ def test_masking_events_are_stored_with_the_replies_for_the_context_chart(
     driver = LongTaskDriver(paths, notes=True)
     events: list[dict[str, Any]] = []
     with FakeOpenAIServer([driver], window=MASK_WINDOW_TOKENS, on_exhausted="repeat_last") as srv:
-        settings = make_settings(
-            OPENAI_BASE_URL=srv.url,
-            OPENAI_API_KEY="sk-test",
-            AGENTGRAPH_CONTEXT_WINDOW=str(MASK_WINDOW_TOKENS),
-            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-            MAX_LOOPS=str(MASK_FILES + 5),
-            **NO_DISTIL,
-        )
+        settings = _settings(make_settings, srv, MASK_FILES, **NO_DISTIL)
         with open_store(settings) as store:
             Agent(settings, store, sleep=lambda _s: None).run_turn(
                 "chart", "read every log and report the facts", workspace, events.append
