@@ -8,9 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, field_validator
+from pydantic import AliasChoices, AliasGenerator, Field, PrivateAttr, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+# A setting's environment name is this prefix and its field name, upper-case
+# (AGENTGRAPH_MODEL sets ``model``), unless the field declares names of its own.
+ENV_PREFIX = "AGENTGRAPH_"
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_HOME = Path("~/.agentgraph")
 SESSIONS_DB_NAME = "sessions.db"
@@ -103,8 +106,9 @@ def os_user_name() -> str:
     return name or DEFAULT_USER_ID
 
 
-def _env(*names: str) -> AliasChoices:
-    return AliasChoices(*names)
+def _env_name(field_name: str) -> str:
+    """The environment name of a setting that declares none: ``AGENTGRAPH_<FIELD>``."""
+    return f"{ENV_PREFIX}{field_name.upper()}"
 
 
 def _url_password(url: str) -> str:
@@ -128,7 +132,12 @@ class Settings(BaseSettings):
     ``.env.example``.
     """
 
+    # Each setting's validation alias is its environment name, generated from the field
+    # name, so code (Settings(AGENTGRAPH_HOME=…)), the environment, the files and the
+    # validation errors all name a setting alike. (env_prefix reads the same variables,
+    # but validates, and reports, a setting under its field name.)
     model_config = SettingsConfigDict(
+        alias_generator=AliasGenerator(validation_alias=_env_name),
         env_file=".env",
         env_file_encoding="utf-8",
         extra="ignore",
@@ -137,49 +146,26 @@ class Settings(BaseSettings):
     # left out (cli/common.load_settings), so `agentgraph config` tells the same story.
     _skipped_project_names: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
-    model: str = Field(DEFAULT_MODEL, validation_alias=_env("AGENTGRAPH_MODEL"))
-    base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
-    api_key: SecretStr | None = Field(None, validation_alias=_env("OPENAI_API_KEY"))
-    home: Path = Field(
-        DEFAULT_HOME, validate_default=True, validation_alias=_env("AGENTGRAPH_HOME")
-    )
+    model: str = DEFAULT_MODEL
+    # The OpenAI SDK's own names, so a shell already set up for it works as it is.
+    base_url: str | None = Field(None, validation_alias=AliasChoices("OPENAI_BASE_URL"))
+    api_key: SecretStr | None = Field(None, validation_alias=AliasChoices("OPENAI_API_KEY"))
+    home: Path = Field(DEFAULT_HOME, validate_default=True)
     # SecretStr: the URL usually carries a password (never printed, stored or passed on).
-    database_url: SecretStr | None = Field(None, validation_alias=_env("AGENTGRAPH_DATABASE_URL"))
-    postgres_pool_max_size: int = Field(
-        POSTGRES_POOL_MAX_SIZE_DEFAULT,
-        ge=1,
-        le=100,
-        validation_alias=_env("AGENTGRAPH_POSTGRES_POOL_MAX_SIZE"),
-    )
-    postgres_connect_timeout_s: float = Field(
-        POSTGRES_CONNECT_TIMEOUT_S_DEFAULT,
-        gt=0,
-        le=300,
-        validation_alias=_env("AGENTGRAPH_POSTGRES_CONNECT_TIMEOUT_S"),
-    )
-    context_window: int | None = Field(
-        None, ge=1024, validation_alias=_env("AGENTGRAPH_CONTEXT_WINDOW")
-    )
-    max_output_tokens: int | None = Field(
-        None, ge=256, validation_alias=_env("AGENTGRAPH_MAX_OUTPUT_TOKENS")
-    )
+    database_url: SecretStr | None = None
+    postgres_pool_max_size: int = Field(POSTGRES_POOL_MAX_SIZE_DEFAULT, ge=1, le=100)
+    postgres_connect_timeout_s: float = Field(POSTGRES_CONNECT_TIMEOUT_S_DEFAULT, gt=0, le=300)
+    context_window: int | None = Field(None, ge=1024)
+    max_output_tokens: int | None = Field(None, ge=256)
+    # MAX_LOOPS, MAX_MESSAGE_HISTORY, TOOL_OUTPUT_MAX_TOKENS: earlier names, still read.
     max_loops: int = Field(
         MAX_LOOPS_DEFAULT,
         ge=MAX_LOOPS_MIN,
         le=MAX_LOOPS_MAX,
-        validation_alias=_env("MAX_LOOPS", "AGENTGRAPH_MAX_LOOPS"),
+        validation_alias=AliasChoices("MAX_LOOPS", "AGENTGRAPH_MAX_LOOPS"),
     )
-    turn_budget_tokens: int = Field(
-        TURN_BUDGET_TOKENS_DEFAULT,
-        ge=0,
-        validation_alias=_env("AGENTGRAPH_TURN_BUDGET_TOKENS"),
-    )
-    turn_budget_usd: float = Field(
-        TURN_BUDGET_USD_DEFAULT,
-        ge=0,
-        allow_inf_nan=False,
-        validation_alias=_env("AGENTGRAPH_TURN_BUDGET_USD"),
-    )
+    turn_budget_tokens: int = Field(TURN_BUDGET_TOKENS_DEFAULT, ge=0)
+    turn_budget_usd: float = Field(TURN_BUDGET_USD_DEFAULT, ge=0, allow_inf_nan=False)
     # Unset (the default): no message-count window, the token budget alone decides,
     # so nothing is summarized while the prompt has room. Set: at most this many
     # messages after the last summary (reaching it compacts).
@@ -187,176 +173,84 @@ class Settings(BaseSettings):
         None,
         ge=MAX_MESSAGE_HISTORY_MIN,
         le=MAX_MESSAGE_HISTORY_MAX,
-        validation_alias=_env("MAX_MESSAGE_HISTORY", "AGENTGRAPH_MAX_MESSAGE_HISTORY"),
+        validation_alias=AliasChoices("MAX_MESSAGE_HISTORY", "AGENTGRAPH_MAX_MESSAGE_HISTORY"),
     )
-    compact_threshold: float = Field(
-        0.80, gt=0.1, le=1.0, validation_alias=_env("AGENTGRAPH_COMPACT_THRESHOLD")
-    )
+    compact_threshold: float = Field(0.80, gt=0.1, le=1.0)
     # Old tool outputs are masked in the prompt view from this share of the budget on
     # (1.0: never); below compact_threshold, so a summary comes only when masking is
     # not enough.
-    mask_threshold: float = Field(
-        0.60, gt=0.1, le=1.0, validation_alias=_env("AGENTGRAPH_MASK_THRESHOLD")
-    )
+    mask_threshold: float = Field(0.60, gt=0.1, le=1.0)
     # Outputs masked since the last summary are distilled into one (a compaction) once
     # they add up to this share of the budget (10: never): what masking hides reaches a
     # summary instead of leaving for good.
-    distil_threshold: float = Field(
-        DISTIL_THRESHOLD_DEFAULT,
-        gt=0.0,
-        le=10.0,
-        validation_alias=_env("AGENTGRAPH_DISTIL_THRESHOLD"),
-    )
-    notice_threshold: float = Field(
-        0.75, gt=0.0, le=1.0, validation_alias=_env("AGENTGRAPH_NOTICE_THRESHOLD")
-    )
-    warn_threshold: float = Field(
-        0.85, gt=0.0, le=1.0, validation_alias=_env("AGENTGRAPH_WARN_THRESHOLD")
-    )
-    summary_model: str | None = Field(None, validation_alias=_env("AGENTGRAPH_SUMMARY_MODEL"))
+    distil_threshold: float = Field(DISTIL_THRESHOLD_DEFAULT, gt=0.0, le=10.0)
+    notice_threshold: float = Field(0.75, gt=0.0, le=1.0)
+    warn_threshold: float = Field(0.85, gt=0.0, le=1.0)
+    summary_model: str | None = None
     tool_output_max_tokens: int | None = Field(
         None,
         ge=200,
-        validation_alias=_env("AGENTGRAPH_TOOL_OUTPUT_MAX_TOKENS", "TOOL_OUTPUT_MAX_TOKENS"),
+        validation_alias=AliasChoices(
+            "AGENTGRAPH_TOOL_OUTPUT_MAX_TOKENS", "TOOL_OUTPUT_MAX_TOKENS"
+        ),
     )
-    bash: Literal["off", "ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_BASH"))
+    bash: Literal["off", "ask", "on"] = "on"
     # MCP servers from ~/.agentgraph/mcp.json and the workspace's .agentgraph/mcp.json.
-    mcp: Literal["on", "off"] = Field("on", validation_alias=_env("AGENTGRAPH_MCP"))
+    mcp: Literal["on", "off"] = "on"
     # MCP tool calls: "ask" pauses the run for the user's approval of each call.
-    mcp_tools: Literal["ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_MCP_TOOLS"))
+    mcp_tools: Literal["ask", "on"] = "on"
     # Per-server limit for an MCP server to connect and list its tools.
-    mcp_start_timeout_s: float = Field(
-        MCP_START_TIMEOUT_S_DEFAULT,
-        gt=0,
-        le=3600,
-        validation_alias=_env("AGENTGRAPH_MCP_START_TIMEOUT_S"),
-    )
+    mcp_start_timeout_s: float = Field(MCP_START_TIMEOUT_S_DEFAULT, gt=0, le=3600)
     # Per-call limit of an MCP tool; past it the call is an error result and the run goes on.
-    mcp_tool_timeout_s: float = Field(
-        MCP_TOOL_TIMEOUT_S_DEFAULT,
-        gt=0,
-        le=86_400,
-        validation_alias=_env("AGENTGRAPH_MCP_TOOL_TIMEOUT_S"),
-    )
+    mcp_tool_timeout_s: float = Field(MCP_TOOL_TIMEOUT_S_DEFAULT, gt=0, le=86_400)
     # Start the workspace's MCP servers without asking (scripts, CI, trusted checkouts).
-    mcp_trust_workspace: bool = Field(
-        False, validation_alias=_env("AGENTGRAPH_MCP_TRUST_WORKSPACE")
-    )
+    mcp_trust_workspace: bool = False
     # Turn tool calls a model wrote as text (JSON, <tool_call> tags) into real calls:
     # auto = only for a local endpoint (agentgraph.providers.model.text_tool_calls_on), on, off.
-    text_tool_calls: Literal["auto", "on", "off"] = Field(
-        TEXT_TOOL_CALLS_DEFAULT, validation_alias=_env("AGENTGRAPH_TEXT_TOOL_CALLS")
-    )
+    text_tool_calls: Literal["auto", "on", "off"] = TEXT_TOOL_CALLS_DEFAULT
     # Whether the model takes images: auto = its profile, else known model families.
-    vision: Literal["auto", "on", "off"] = Field("auto", validation_alias=_env("AGENTGRAPH_VISION"))
+    vision: Literal["auto", "on", "off"] = "auto"
     # write_file / edit_file: "ask" pauses the run for the user's approval of each change.
-    edits: Literal["ask", "on"] = Field("on", validation_alias=_env("AGENTGRAPH_EDITS"))
+    edits: Literal["ask", "on"] = "on"
     # What may run without asking (PERMISSION_MODES); the ask settings above still ask in
     # every mode. User-only: a project's files cannot set it.
-    permission_mode: PermissionMode = Field(
-        PERMISSION_MODE_DEFAULT, validation_alias=_env("AGENTGRAPH_PERMISSION_MODE")
-    )
+    permission_mode: PermissionMode = PERMISSION_MODE_DEFAULT
     # Long-term memory (memory_save / memory_delete change what later sessions' prompts
     # hold): auto = ask whenever any approval mode asks, else on; ask; on; off = no memory
     # tools and no memories in the prompt.
-    memory: Literal["auto", "ask", "on", "off"] = Field(
-        "auto", validation_alias=_env("AGENTGRAPH_MEMORY")
-    )
+    memory: Literal["auto", "ask", "on", "off"] = "auto"
     # Who runs the agent: recorded in each turn's state (the scope of per-user data).
-    user_id: str = Field(
-        default_factory=os_user_name,
-        min_length=1,
-        max_length=USER_ID_MAX_CHARS,
-        validation_alias=_env("AGENTGRAPH_USER_ID"),
-    )
-    bash_timeout_s: int = Field(
-        BASH_TIMEOUT_S_DEFAULT, ge=1, le=3600, validation_alias=_env("AGENTGRAPH_BASH_TIMEOUT_S")
-    )
+    user_id: str = Field(default_factory=os_user_name, min_length=1, max_length=USER_ID_MAX_CHARS)
+    bash_timeout_s: int = Field(BASH_TIMEOUT_S_DEFAULT, ge=1, le=3600)
     # Shell sandbox (bubblewrap, Linux): auto = use it when it can start, else say so
     # once and run unsandboxed; on = refuse commands without it; off = never.
-    sandbox: Literal["auto", "on", "off"] = Field(
-        "auto", validation_alias=_env("AGENTGRAPH_SANDBOX")
-    )
-    bash_network: Literal["off", "on"] = Field(
-        "off", validation_alias=_env("AGENTGRAPH_BASH_NETWORK")
-    )
+    sandbox: Literal["auto", "on", "off"] = "auto"
+    bash_network: Literal["off", "on"] = "off"
     # Comma-separated names of more variables passed to shell commands.
-    bash_env_allow: str = Field("", validation_alias=_env("AGENTGRAPH_BASH_ENV_ALLOW"))
-    request_timeout_s: float = Field(
-        REQUEST_TIMEOUT_S_DEFAULT, gt=0, validation_alias=_env("AGENTGRAPH_REQUEST_TIMEOUT_S")
-    )
-    run_timeout_s: float = Field(
-        RUN_TIMEOUT_S_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_RUN_TIMEOUT_S")
-    )
-    notify_after_s: float = Field(
-        NOTIFY_AFTER_S_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_NOTIFY_AFTER_S")
-    )
-    auto_commit: Literal["off", "on"] = Field(
-        AUTO_COMMIT_DEFAULT, validation_alias=_env("AGENTGRAPH_AUTO_COMMIT")
-    )
-    provider_max_retries: int = Field(
-        PROVIDER_MAX_RETRIES_DEFAULT,
-        ge=0,
-        le=10,
-        validation_alias=_env("AGENTGRAPH_PROVIDER_MAX_RETRIES"),
-    )
-    cleanup_days: int = Field(
-        CLEANUP_DAYS_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_CLEANUP_DAYS")
-    )
-    prune_threshold_mb: int = Field(
-        PRUNE_THRESHOLD_MB_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_PRUNE_THRESHOLD_MB")
-    )
-    prune_time_budget_s: float = Field(
-        PRUNE_TIME_BUDGET_S_DEFAULT,
-        gt=0,
-        le=3600,
-        validation_alias=_env("AGENTGRAPH_PRUNE_TIME_BUDGET_S"),
-    )
-    undo_max_file_bytes: int = Field(
-        UNDO_MAX_FILE_BYTES_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_UNDO_MAX_FILE_BYTES")
-    )
-    undo_max_files: int = Field(
-        UNDO_MAX_FILES_DEFAULT, ge=0, validation_alias=_env("AGENTGRAPH_UNDO_MAX_FILES")
-    )
-    titles: Literal["model", "first_message"] = Field(
-        "model", validation_alias=_env("AGENTGRAPH_TITLES")
-    )
-    subagent_max_depth: int = Field(
-        SUBAGENT_MAX_DEPTH_DEFAULT,
-        ge=0,
-        le=5,
-        validation_alias=_env("AGENTGRAPH_SUBAGENT_MAX_DEPTH"),
-    )
-    subagent_timeout_s: float = Field(
-        SUBAGENT_TIMEOUT_S_DEFAULT,
-        gt=0,
-        le=86_400,
-        validation_alias=_env("AGENTGRAPH_SUBAGENT_TIMEOUT_S"),
-    )
-    subagent_max_background: int = Field(
-        SUBAGENT_MAX_BACKGROUND_DEFAULT,
-        ge=0,
-        le=64,
-        validation_alias=_env("AGENTGRAPH_SUBAGENT_MAX_BACKGROUND"),
-    )
+    bash_env_allow: str = ""
+    request_timeout_s: float = Field(REQUEST_TIMEOUT_S_DEFAULT, gt=0)
+    run_timeout_s: float = Field(RUN_TIMEOUT_S_DEFAULT, ge=0)
+    notify_after_s: float = Field(NOTIFY_AFTER_S_DEFAULT, ge=0)
+    auto_commit: Literal["off", "on"] = AUTO_COMMIT_DEFAULT
+    provider_max_retries: int = Field(PROVIDER_MAX_RETRIES_DEFAULT, ge=0, le=10)
+    cleanup_days: int = Field(CLEANUP_DAYS_DEFAULT, ge=0)
+    prune_threshold_mb: int = Field(PRUNE_THRESHOLD_MB_DEFAULT, ge=0)
+    prune_time_budget_s: float = Field(PRUNE_TIME_BUDGET_S_DEFAULT, gt=0, le=3600)
+    undo_max_file_bytes: int = Field(UNDO_MAX_FILE_BYTES_DEFAULT, ge=0)
+    undo_max_files: int = Field(UNDO_MAX_FILES_DEFAULT, ge=0)
+    titles: Literal["model", "first_message"] = "model"
+    subagent_max_depth: int = Field(SUBAGENT_MAX_DEPTH_DEFAULT, ge=0, le=5)
+    subagent_timeout_s: float = Field(SUBAGENT_TIMEOUT_S_DEFAULT, gt=0, le=86_400)
+    subagent_max_background: int = Field(SUBAGENT_MAX_BACKGROUND_DEFAULT, ge=0, le=64)
     # A LangGraph server (its URL) whose agentgraph graph runs the subagents instead of
     # this process (agentgraph/capabilities/remote_subagents.py); None: they run here.
-    subagent_server: str | None = Field(None, validation_alias=_env("AGENTGRAPH_SUBAGENT_SERVER"))
-    subagent_server_api_key: SecretStr | None = Field(
-        None, validation_alias=_env("AGENTGRAPH_SUBAGENT_SERVER_API_KEY")
-    )
-    sqlite_busy_timeout_s: float = Field(
-        SQLITE_BUSY_TIMEOUT_S_DEFAULT,
-        gt=0,
-        le=600,
-        validation_alias=_env("AGENTGRAPH_SQLITE_BUSY_TIMEOUT_S"),
-    )
+    subagent_server: str | None = None
+    subagent_server_api_key: SecretStr | None = None
+    sqlite_busy_timeout_s: float = Field(SQLITE_BUSY_TIMEOUT_S_DEFAULT, gt=0, le=600)
     # The workspace of the LangGraph server graph (agentgraph/frontends/server.py); None: the
     # server's working directory. Clients cannot choose another one.
-    server_workspace: Path | None = Field(
-        None, validation_alias=_env("AGENTGRAPH_SERVER_WORKSPACE")
-    )
-    debug: bool = Field(False, validation_alias=_env("AGENTGRAPH_DEBUG"))
+    server_workspace: Path | None = None
+    debug: bool = False
 
     @classmethod
     def settings_customise_sources(

@@ -35,6 +35,11 @@ class StoreError(AgentGraphError):
     """The session store cannot be opened or used (corrupt, locked, unreachable)."""
 
 
+class SchemaTooNew(StoreError):
+    """The session store was written by a newer agentgraph (a schema migration this
+    version does not know); it is left untouched."""
+
+
 class SessionNotFound(AgentGraphError):
     """No session matches the given id or prefix (or the prefix is ambiguous)."""
 

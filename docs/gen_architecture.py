@@ -38,8 +38,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 
 # (from, to, label): who calls whom.
 EDGES: tuple[tuple[str, str, str], ...] = (
-    ("front", "service", "operations in, typed events out"),
-    ("front", "graph", "the REPL and run drive Agent"),
+    ("front", "service", "operations in, typed events out (import-linter contract)"),
     ("service", "graph", "one turn at a time"),
     ("graph", "context", "every model call"),
     ("context", "providers", "chat model"),

@@ -61,6 +61,7 @@ from agentgraph.capabilities.subagent_worktrees import (
     clean_stale,
     create,
 )
+from agentgraph.capabilities.tools.spec import BUILTIN_TOOLS
 from agentgraph.config import Settings
 from agentgraph.context.tokens import TokenCounter
 from agentgraph.context.truncation import truncate_text
@@ -92,7 +93,9 @@ SUBAGENT_ERROR_MAX_CHARS = 300
 # One of runctx.POOL_SAFE_STREAM_MODES: the child runs with run_config's capped pool.
 SUBAGENT_STREAM_MODE: StreamMode = "updates"
 # The file tools a subagent without ``writes`` does not get (it shares the workspace).
-SUBAGENT_WRITE_TOOLS = ("write_file", "edit_file")
+SUBAGENT_WRITE_TOOLS = tuple(
+    name for name, spec in BUILTIN_TOOLS.items() if spec.files_role == "writes"
+)
 
 SUBAGENT_PROMPT_SECTION = (
     "Delegation: call_subagent(task) runs a helper agent with a fresh context on a "

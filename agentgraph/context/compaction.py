@@ -35,6 +35,7 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool
 
 from agentgraph.capabilities.tools.base import ToolError
+from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import LinkCensus, resolve_in_workspace
 from agentgraph.context.ledger import (
     LEDGER_KIND,
@@ -117,8 +118,6 @@ SUMMARY_MAX_PIECES = 20
 # its target (after the re-read files are dropped).
 KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS = 500
 
-FILE_WRITE_TOOLS = frozenset({"write_file", "edit_file"})
-FILE_READ_TOOLS = frozenset({"read_file"})
 # RE2 memory for the alternation of touched file names (thousands fit).
 MENTIONS_RE2_MAX_MEM_BYTES = 64 * 1024 * 1024
 # Names shorter than this, or without a letter or digit ("." , "a"), would match at
@@ -386,14 +385,15 @@ def rank_touched_files(messages: Sequence[BaseMessage]) -> list[TouchedFile]:
     for i, msg in enumerate(messages):
         if isinstance(msg, AIMessage):
             for call in msg.tool_calls:
-                path = (call.get("args") or {}).get("path")
+                spec = tool_spec(call["name"])
+                if spec.files_role is None or spec.path_arg is None:
+                    continue
+                path = (call.get("args") or {}).get(spec.path_arg)
                 if not isinstance(path, str) or not path:
                     continue
-                if call["name"] in FILE_WRITE_TOOLS:
+                if spec.files_role == "writes":
                     modified.add(path)
-                    last[path] = i
-                elif call["name"] in FILE_READ_TOOLS:
-                    last[path] = i
+                last[path] = i
     if not last:
         return []
     # Re-injected copies name their file in a header; counting them would make the

@@ -33,6 +33,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from agentgraph.capabilities.tools.files import read_span
+from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.context.spiral import output_hash
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
@@ -67,12 +68,6 @@ LEDGER_MEMO_MAX_CALLS = 100_000
 # Folding passes over a ledger past its share (see render_ledger).
 LEDGER_FOLD_PASSES = 3
 
-READ_TOOL = "read_file"
-WRITE_TOOL = "write_file"
-EDIT_TOOL = "edit_file"
-BASH_TOOL = "run_bash"
-SUBAGENT_TOOL = "call_subagent"
-TODO_TOOL = "todo_write"
 
 _EXIT_RE = re.compile(r"\[exit code (-?\d+)[^\]]*\]\s*$")
 _TIMEOUT_RE = re.compile(r"\[timed out after [^\]]*\]\s*$")
@@ -221,7 +216,9 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
     args = call.get("args")
     args = args if isinstance(args, Mapping) else {}
     failed = result.status == "error"
-    if name == READ_TOOL:
+    # What a call adds is its tool's ToolSpec.ledger; the kind names the entry.
+    kind = tool_spec(name).ledger
+    if kind == "read":
         path = _norm_path(args.get("path"))
         if path is None or failed:
             return None
@@ -230,11 +227,11 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         if span is None:  # an empty file, or a reading that states no lines
             return ("read", path, first, None, None)
         return ("read", path, first, *span)
-    if name in (WRITE_TOOL, EDIT_TOOL):
+    if kind in ("write", "edit"):
         path = _norm_path(args.get("path"))
         if path is None or failed:
             return None
-        if name == WRITE_TOOL:
+        if kind == "write":
             created = result.text.startswith("created ")
             return ("write", path, created, _lines(args.get("content")))
         times = 1
@@ -242,14 +239,14 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
             times = int(found.group(1))
         added = _lines(args.get("new_string")) * times
         return ("edit", path, added, _lines(args.get("old_string")) * times)
-    if name == BASH_TOOL:
+    if kind == "command":
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             return None
-        return ("bash", command.strip(), _command_status(result))
-    if name == SUBAGENT_TOOL:
+        return ("command", command.strip(), _command_status(result))
+    if kind == "subagent":
         return ("subagent", str(args.get("task") or "").strip(), _subagent_outcome(result))
-    if name == TODO_TOOL:
+    if kind == "todos":
         items = args.get("todos")
         if failed or not isinstance(items, list):
             return None
@@ -290,7 +287,7 @@ def read_calls(messages: Iterable[BaseMessage]) -> dict[str, str]:
         for call in msg.tool_calls:
             call_id = str(call.get("id") or "")
             result = results.get(call_id)
-            if result is None or call.get("name") != READ_TOOL:
+            if result is None or tool_spec(str(call.get("name") or "")).ledger != "read":
                 continue
             entry = _entry(call, result)
             if entry is not None:
@@ -319,7 +316,7 @@ def _apply(ledger: Ledger, entry: _Entry) -> None:
             change.edits += 1
             change.added += entry[2]
             change.removed += entry[3]
-    elif kind == "bash":
+    elif kind == "command":
         ledger.commands.setdefault(entry[1], []).append(entry[2])
     elif kind == "subagent":
         ledger.subagents.append((entry[1], entry[2]))

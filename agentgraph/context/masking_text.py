@@ -15,6 +15,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from agentgraph.capabilities.tools.spec import tools_where
+
 __all__ = [
     "MASKED_KEY",
     "MASKED_TOKENS_KEY",
@@ -30,8 +32,8 @@ __all__ = [
 # Outputs smaller than this stay: a placeholder would save next to nothing.
 MASK_MIN_OUTPUT_TOKENS = 100
 # Outputs of these tools are instructions the model keeps following (a skill's
-# playbook): never masked.
-MASK_EXEMPT_TOOLS = frozenset({"load_skill"})
+# playbook): never masked (ToolSpec.mask_exempt).
+MASK_EXEMPT_TOOLS = tools_where(lambda spec: spec.mask_exempt)
 # Arguments shown in a placeholder, in characters.
 MASK_ARGS_MAX_CHARS = 120
 # ``additional_kwargs`` key marking a masked copy.

@@ -36,8 +36,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+)
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.types import Command
 
 from agentgraph.context.compaction import BoundaryTracker, carried_scale
 from agentgraph.context.masking_text import (
@@ -53,6 +59,9 @@ from agentgraph.context.tokens import TokenCounter, estimate_scale, reported_pro
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
 from agentgraph.runtime.history import extends
+
+# Where a reply stored after a masking event keeps that event (its ``response_metadata``).
+MASKING_MARKER_KEY = "agentgraph_masking"
 
 __all__ = [
     "MASK_HARD_MARGIN_FRACTION",
@@ -528,42 +537,85 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 break
         return messages
 
-    def _apply(self, request: ModelRequest) -> ModelRequest:
+    def _apply(self, request: ModelRequest) -> tuple[ModelRequest, dict[str, int] | None]:
         history = list(request.state.get("messages") or request.messages)
         recent = self._boundaries.since_last_boundary(history)
         fixed = self.view.fixed_tokens(request.system_message, request.tools)
         masked, plan = self.mask(recent, fixed)
+        marker = None
         if plan.event:
-            self.emit(
-                {
-                    "type": "masking",
-                    "masked_outputs": plan.masked,
-                    "tokens_before": plan.tokens_before,
-                    "tokens_after": plan.tokens_after,
-                }
-            )
+            marker = {
+                "masked_outputs": plan.masked,
+                "tokens_before": plan.tokens_before,
+                "tokens_after": plan.tokens_after,
+            }
+            self.emit({"type": "masking", **marker})
         view = self.view.build(masked, request.system_message, request.tools, since_boundary=True)
         if not plan.masked_tokens:  # nothing hidden: the state is passed on as it is
-            return request.override(messages=view.messages)  # type: ignore[arg-type]
+            return request.override(messages=view.messages), marker  # type: ignore[arg-type]
         # The compaction unit distils what masking hid once it adds up (provider tokens).
         state: Any = {
             **request.state,
             MASKED_TOKENS_KEY: math.ceil(plan.masked_tokens * plan.scale),
         }
-        return request.override(messages=view.messages, state=state)  # type: ignore[arg-type]
+        return request.override(messages=view.messages, state=state), marker  # type: ignore[arg-type]
 
     def wrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], ModelResponse],
-    ) -> ModelResponse | AIMessage:
+    ) -> ModelResponse | AIMessage | ExtendedModelResponse:
         """Send the view of the history, old tool outputs masked (the state keeps them)."""
-        return handler(self._apply(request))
+        masked, marker = self._apply(request)
+        return with_masking_marker(handler(masked), marker)
 
     async def awrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
-    ) -> ModelResponse | AIMessage:
+    ) -> ModelResponse | AIMessage | ExtendedModelResponse:
         """Async :meth:`wrap_model_call`."""
-        return await handler(self._apply(request))
+        masked, marker = self._apply(request)
+        return with_masking_marker(await handler(masked), marker)
+
+
+def with_masking_marker(
+    result: ModelResponse | AIMessage | ExtendedModelResponse, marker: dict[str, int] | None
+) -> ModelResponse | AIMessage | ExtendedModelResponse:
+    """``result`` with ``marker`` in the reply's ``response_metadata`` (under
+    :data:`MASKING_MARKER_KEY`), so the stored reply says the prompt it answered was masked.
+
+    The marker lives where the provider never reads it (``response_metadata`` is not sent
+    back), and with the reply, so a session's chart shows its masking events after a
+    restart or in another front end. A result without an AI reply is returned as it is.
+    """
+    if marker is None:
+        return result
+
+    def mark(messages: list[Any]) -> list[Any]:
+        for i in range(len(messages) - 1, -1, -1):
+            msg = messages[i]
+            if isinstance(msg, AIMessage):
+                meta = {**msg.response_metadata, MASKING_MARKER_KEY: marker}
+                return [
+                    *messages[:i],
+                    msg.model_copy(update={"response_metadata": meta}),
+                    *messages[i + 1 :],
+                ]
+        return messages
+
+    if isinstance(result, AIMessage):
+        return mark([result])[0]  # type: ignore[no-any-return]
+    if isinstance(result, ModelResponse):
+        return ModelResponse(
+            result=mark(result.result), structured_response=result.structured_response
+        )
+    update = result.command.update if result.command is not None else None
+    if isinstance(update, dict) and update.get("messages"):
+        command: Command[Any] = Command(
+            update={**update, "messages": mark(list(update["messages"]))}
+        )
+        return ExtendedModelResponse(model_response=result.model_response, command=command)
+    inner = with_masking_marker(result.model_response, marker)
+    assert isinstance(inner, ModelResponse)
+    return ExtendedModelResponse(model_response=inner, command=result.command)

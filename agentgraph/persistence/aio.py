@@ -40,14 +40,13 @@ from psycopg import AsyncConnection, AsyncPipeline
 from psycopg_pool import AsyncConnectionPool
 
 from agentgraph.persistence.archive import (
-    PG_CREATE_ARCHIVE,
-    SQLITE_CREATE_ARCHIVE,
     AsyncArchiveReads,
     MessageArchive,
     SegmentRow,
     archived_put,
     batched,
 )
+from agentgraph.persistence.migrations import POSTGRES_ARCHIVE_TABLE, SQLITE_ARCHIVE_TABLE
 from agentgraph.persistence.pg_saver import (
     MESSAGES_CHANNEL,
     PG_DELETE_THREAD,
@@ -176,7 +175,7 @@ class AsyncAgentSqliteSaver(DeltaMemory, AsyncArchiveReads, AsyncSqliteSaver):
             if self._archive_ready:
                 return
             try:
-                await self.conn.execute(SQLITE_CREATE_ARCHIVE)
+                await self.conn.execute(SQLITE_ARCHIVE_TABLE)
                 await self.conn.commit()
             except sqlite3.OperationalError as exc:
                 if "readonly database" not in str(exc):
@@ -356,7 +355,7 @@ class AsyncAgentPostgresSaver(AsyncArchiveReads, AsyncPostgresSaver):
         """LangGraph's tables and migrations, plus the archive table (idempotent)."""
         await super().setup()
         async with self.lock, self._own_connection() as conn:
-            await conn.execute(PG_CREATE_ARCHIVE)
+            await conn.execute(POSTGRES_ARCHIVE_TABLE)
         if self.pipe:
             await self.pipe.sync()
 

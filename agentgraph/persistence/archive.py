@@ -86,27 +86,6 @@ ARCHIVE_CACHE_MAX_THREADS = 8
 ARCHIVE_SQL_BATCH = 500
 BOUNDARY_KIND = "compact_boundary"
 
-SQLITE_CREATE_ARCHIVE = f"""CREATE TABLE IF NOT EXISTS {ARCHIVE_TABLE} (
-    thread_id TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    segment TEXT NOT NULL,
-    type TEXT NOT NULL,
-    data BLOB NOT NULL,
-    messages INTEGER NOT NULL,
-    raw_bytes INTEGER NOT NULL,
-    PRIMARY KEY (thread_id, checkpoint_ns, segment)
-)"""
-PG_CREATE_ARCHIVE = f"""CREATE TABLE IF NOT EXISTS {ARCHIVE_TABLE} (
-    thread_id TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    segment TEXT NOT NULL,
-    type TEXT NOT NULL,
-    data BYTEA NOT NULL,
-    messages INTEGER NOT NULL,
-    raw_bytes BIGINT NOT NULL,
-    PRIMARY KEY (thread_id, checkpoint_ns, segment)
-)"""
-
 # (type, compressed data, message count, raw bytes) of a stored segment.
 SegmentRow = tuple[str, bytes, int, int]
 # Reads the rows of some digests of a (thread, namespace); absent digests are omitted.

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from agentgraph.errors import AmbiguousSession, SessionNotFound
+from agentgraph.persistence.migrations import migrate_sqlite
 
 TITLE_MAX_CHARS = 80
 AMBIGUOUS_CANDIDATES_SHOWN = 5
@@ -32,13 +33,6 @@ _COLUMNS = (
     "cached_input_tokens",
     "cost_usd",
     "model",
-)
-# Columns added after the first release: (name, SQLite type, Postgres type). Opening an
-# older database adds them (existing rows: 0 cached tokens, unknown cost).
-ADDED_COLUMNS = (
-    ("cached_input_tokens", "INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0"),
-    ("cost_usd", "REAL", "DOUBLE PRECISION"),
-    ("model", "TEXT NOT NULL DEFAULT ''", "TEXT NOT NULL DEFAULT ''"),
 )
 
 
@@ -143,44 +137,8 @@ class SqliteSessionIndex:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self._lock = threading.Lock()
-        with self._lock, self._conn:
-            self._conn.execute(
-                """CREATE TABLE IF NOT EXISTS agentgraph_sessions (
-                    thread_id TEXT PRIMARY KEY,
-                    title TEXT NOT NULL DEFAULT '',
-                    title_source TEXT NOT NULL DEFAULT 'first_message',
-                    workspace TEXT NOT NULL DEFAULT '',
-                    git_branch TEXT,
-                    created_at REAL NOT NULL,
-                    updated_at REAL NOT NULL,
-                    message_count INTEGER NOT NULL DEFAULT 0,
-                    input_tokens INTEGER NOT NULL DEFAULT 0,
-                    output_tokens INTEGER NOT NULL DEFAULT 0,
-                    context_tokens INTEGER NOT NULL DEFAULT 0,
-                    parent_thread_id TEXT,
-                    context_id TEXT NOT NULL DEFAULT 'main',
-                    compactions INTEGER NOT NULL DEFAULT 0,
-                    cached_input_tokens INTEGER NOT NULL DEFAULT 0,
-                    cost_usd REAL
-                )"""
-            )
-            present = {
-                row[1] for row in self._conn.execute("PRAGMA table_info(agentgraph_sessions)")
-            }
-            for name, sqlite_type, _pg_type in ADDED_COLUMNS:
-                if name not in present:
-                    try:
-                        self._conn.execute(
-                            f"ALTER TABLE agentgraph_sessions ADD COLUMN {name} {sqlite_type}"
-                        )
-                    except sqlite3.OperationalError as exc:
-                        # Another process opening the same old file added it first.
-                        if "duplicate column" not in str(exc):
-                            raise
-            self._conn.execute(
-                "CREATE INDEX IF NOT EXISTS agentgraph_sessions_ws "
-                "ON agentgraph_sessions(workspace, updated_at)"
-            )
+        with self._lock:
+            migrate_sqlite(self._conn)
 
     def upsert(self, info: SessionInfo) -> None:
         """Insert or replace the row for ``info.thread_id``."""

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agentgraph.errors import AgentGraphError
+from agentgraph.persistence.migrations import migrate_sqlite
 from agentgraph.process import pid_alive, pid_space, process_start_time
 
 LEASES_TABLE = "agentgraph_leases"
@@ -57,24 +58,6 @@ PG_KEEPALIVE_INTERVAL_S = 10
 PG_KEEPALIVE_COUNT = 3
 SHOWN_THREAD_ID_CHARS = 12
 
-_SQLITE_CREATE = f"""CREATE TABLE IF NOT EXISTS {LEASES_TABLE} (
-    thread_id TEXT PRIMARY KEY,
-    pid INTEGER NOT NULL,
-    start_time INTEGER,
-    host TEXT NOT NULL,
-    pid_space TEXT NOT NULL,
-    since REAL NOT NULL,
-    heartbeat REAL NOT NULL
-)"""
-PG_CREATE_LEASES = f"""CREATE TABLE IF NOT EXISTS {LEASES_TABLE} (
-    thread_id TEXT PRIMARY KEY,
-    pid INTEGER NOT NULL,
-    start_time BIGINT,
-    host TEXT NOT NULL,
-    pid_space TEXT NOT NULL,
-    since DOUBLE PRECISION NOT NULL,
-    heartbeat DOUBLE PRECISION NOT NULL
-)"""
 _FIELDS = ("pid", "start_time", "host", "pid_space", "since", "heartbeat")
 
 
@@ -252,7 +235,7 @@ class SqliteLeases:
             )
             conn.isolation_level = None  # transactions are begun explicitly below
             if not self._read_only:
-                conn.execute(_SQLITE_CREATE)
+                migrate_sqlite(conn)
             self._conn = conn
         return self._conn
 

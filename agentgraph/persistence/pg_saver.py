@@ -42,13 +42,13 @@ from psycopg_pool import ConnectionPool
 
 from agentgraph.persistence.archive import (
     ARCHIVE_TABLE,
-    PG_CREATE_ARCHIVE,
     ArchivingSerde,
     MessageArchive,
     SegmentRow,
     archived_put,
     referenced_digests,
 )
+from agentgraph.persistence.migrations import migrate_postgres
 from agentgraph.persistence.prune import (
     _REFERENCES,
     DELTA_CHANNELS,
@@ -139,12 +139,12 @@ class AgentPostgresSaver(PostgresSaver):
             return segment_rows(cur.fetchall())
 
     def setup(self) -> None:
-        """LangGraph's tables and migrations, plus the archive table (idempotent)."""
-        super().setup()
+        """agentgraph's migrations (the archive table), then LangGraph's (idempotent)."""
         with self.lock, self._own_connection() as conn:
-            conn.execute(PG_CREATE_ARCHIVE)
+            migrate_postgres(conn)
         if self.pipe:
             self.pipe.sync()
+        super().setup()
 
     def put(
         self,

@@ -27,8 +27,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from agentgraph.capabilities.recall.search_pg import PostgresHistoryIndex
 from agentgraph.errors import StoreError
-from agentgraph.persistence.index import _COLUMNS, ADDED_COLUMNS, SessionInfo, list_filter
-from agentgraph.persistence.leases import PG_CREATE_LEASES, PostgresLeases
+from agentgraph.persistence.index import _COLUMNS, SessionInfo, list_filter
+from agentgraph.persistence.leases import PostgresLeases
+from agentgraph.persistence.migrations import migrate_postgres
 from agentgraph.persistence.store import Store
 
 POSTGRES_POOL_MIN_SIZE = 1
@@ -49,29 +50,6 @@ PASSWORD_MASK_MIN_CHARS = 4
 
 _PASSWORD_KV_RE = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
-# Same shape as the SQLite table (persistence/index.py); REAL → DOUBLE PRECISION.
-_CREATE_TABLE = """CREATE TABLE IF NOT EXISTS agentgraph_sessions (
-    thread_id TEXT PRIMARY KEY,
-    title TEXT NOT NULL DEFAULT '',
-    title_source TEXT NOT NULL DEFAULT 'first_message',
-    workspace TEXT NOT NULL DEFAULT '',
-    git_branch TEXT,
-    created_at DOUBLE PRECISION NOT NULL,
-    updated_at DOUBLE PRECISION NOT NULL,
-    message_count INTEGER NOT NULL DEFAULT 0,
-    input_tokens BIGINT NOT NULL DEFAULT 0,
-    output_tokens BIGINT NOT NULL DEFAULT 0,
-    context_tokens BIGINT NOT NULL DEFAULT 0,
-    parent_thread_id TEXT,
-    context_id TEXT NOT NULL DEFAULT 'main',
-    compactions INTEGER NOT NULL DEFAULT 0,
-    cached_input_tokens BIGINT NOT NULL DEFAULT 0,
-    cost_usd DOUBLE PRECISION
-)"""
-_CREATE_INDEX = (
-    "CREATE INDEX IF NOT EXISTS agentgraph_sessions_ws "
-    "ON agentgraph_sessions(workspace, updated_at)"
-)
 # Several processes may run setup at once; serialize the DDL on one advisory lock.
 _SETUP_LOCK_KEY = 0x61677467  # "agtg"
 
@@ -156,21 +134,6 @@ class PostgresSessionIndex:
     def __init__(self, pool: ConnectionPool[Any]) -> None:
         self._pool = pool
 
-    @staticmethod
-    def setup(conn: psycopg.Connection[Any]) -> None:
-        """Create the table and index when missing (idempotent).
-
-        Args:
-            conn: An autocommit connection (the caller holds the set-up lock).
-        """
-        conn.execute(_CREATE_TABLE)
-        conn.execute(_CREATE_INDEX)
-        conn.execute(PG_CREATE_LEASES)
-        for name, _sqlite_type, pg_type in ADDED_COLUMNS:
-            conn.execute(
-                f"ALTER TABLE agentgraph_sessions ADD COLUMN IF NOT EXISTS {name} {pg_type}"
-            )
-
     def upsert(self, info: SessionInfo) -> None:
         """Insert or replace the row for ``info.thread_id``."""
         values = [getattr(info, c) for c in _COLUMNS]
@@ -214,18 +177,24 @@ class PostgresSessionIndex:
         return self._rows("WHERE parent_thread_id = %s ORDER BY created_at", (thread_id,))
 
 
-def _setup_schema(pool: ConnectionPool[Any]) -> None:
+def _setup_schema(pool: ConnectionPool[Any], url: str) -> None:
     """Create or migrate all tables, one process at a time.
 
-    ``PostgresSaver.setup()`` is not safe when several workers start against a fresh
-    database together (two of them would insert the same migration row), so it runs
-    under a session-level advisory lock. Waiters poll ``pg_try_advisory_lock`` instead
-    of blocking in ``pg_advisory_lock``: the migrations use ``CREATE INDEX
-    CONCURRENTLY``, which waits for every open transaction, a blocked lock call included
-    (that would deadlock).
+    agentgraph's own tables follow ``persistence/migrations.py``; LangGraph's are set
+    up by LangGraph. ``PostgresSaver.setup()`` is not safe when several workers start
+    against a fresh database together (two of them would insert the same migration
+    row), so it runs under a session-level advisory lock. Waiters poll
+    ``pg_try_advisory_lock`` instead of blocking in ``pg_advisory_lock``: LangGraph's
+    migrations use ``CREATE INDEX CONCURRENTLY``, which waits for every open
+    transaction, a blocked lock call included (that would deadlock).
+
+    Args:
+        pool: The store's pool.
+        url: The database URL (named, password masked, when it is refused).
 
     Raises:
         StoreError: another process held the set-up lock for too long.
+        SchemaTooNew: the database was written by a newer agentgraph.
     """
     from langgraph.store.postgres import PostgresStore
 
@@ -243,12 +212,11 @@ def _setup_schema(pool: ConnectionPool[Any]) -> None:
                 )
             time.sleep(POSTGRES_SETUP_POLL_S)
         try:
-            AgentPostgresSaver(conn).setup()  # LangGraph's tables and the archive
-            PostgresSessionIndex.setup(conn)
-            PostgresHistoryIndex.setup(conn)
-            PostgresStore(
-                conn
-            ).setup()  # long-term memory (agentgraph/capabilities/recall/memory.py)
+            # agentgraph's own tables first: a database written by a newer version is
+            # refused before LangGraph's set-up writes anything.
+            migrate_postgres(conn, mask_url(url))
+            AgentPostgresSaver(conn).setup()  # LangGraph's tables (ours are up to date)
+            PostgresStore(conn).setup()  # long-term memory (capabilities/recall/memory.py)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
 
@@ -311,7 +279,7 @@ def open_postgres_store(
     try:
         try:
             pool.open(wait=True, timeout=connect_timeout_s)
-            _setup_schema(pool)
+            _setup_schema(pool, url)
             saver = AgentPostgresSaver(pool)
             index = PostgresSessionIndex(pool)
         except (psycopg.Error, PoolTimeout) as exc:

@@ -46,13 +46,13 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agentgraph.persistence.archive import (
     ARCHIVE_TABLE,
-    SQLITE_CREATE_ARCHIVE,
     ArchivingSerde,
     MessageArchive,
     SegmentRow,
     archived_put,
     batched,
 )
+from agentgraph.persistence.migrations import migrate_sqlite
 from agentgraph.private_api import (
     DELTA_STAGE1_SQL,
     MISSING,
@@ -291,16 +291,12 @@ class AgentSqliteSaver(DeltaMemory, SqliteSaver):
     # -- archive ----------------------------------------------------------------------
 
     def setup(self) -> None:
-        """LangGraph's tables plus the archive table (idempotent)."""
+        """agentgraph's migrations (the archive table), then LangGraph's (idempotent)."""
         if self.is_setup:
             return
+        with self.lock:
+            migrate_sqlite(self.conn)
         super().setup()
-        try:
-            self.conn.execute(SQLITE_CREATE_ARCHIVE)
-            self.conn.commit()
-        except sqlite3.OperationalError as exc:
-            if "readonly database" not in str(exc):
-                raise
 
     def _fetch_segments(
         self, thread_id: str, checkpoint_ns: str, digests: Sequence[str]

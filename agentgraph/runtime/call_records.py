@@ -19,6 +19,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from agentgraph.capabilities.tools.spec import tool_spec, tools_where
+
 __all__ = [
     "CALLS_DIR",
     "INTERRUPTED_KIND",
@@ -43,21 +45,9 @@ INTERRUPTED_TEMPLATE = (
 )
 
 
-READ_ONLY_TOOLS = frozenset(
-    {
-        "read_file",
-        "list_dir",
-        "glob",
-        "grep",
-        "todo_read",
-        "now",
-        "search_history",
-        "read_history",
-        "memory_search",
-        "load_skill",
-    }
-)
-"""Built-in tools that change nothing: cut off by a crash, running them again is safe."""
+READ_ONLY_TOOLS = tools_where(lambda spec: spec.read_only)
+"""Built-in tools that change nothing (``ToolSpec.read_only``): cut off by a crash,
+running them again is safe."""
 
 
 def needs_record(name: str) -> bool:
@@ -68,7 +58,7 @@ def needs_record(name: str) -> bool:
     cut off changes nothing, so the usual "aborted" answer is as true, and the most
     frequent calls of a long task skip the record's file and folder writes.
     """
-    return name not in READ_ONLY_TOOLS
+    return not tool_spec(name).read_only
 
 
 def _record_path(folder: Path, call_id: str, prefix: str = "call") -> Path:

@@ -45,6 +45,7 @@ from langchain_core.messages import ToolCall
 from pydantic import TypeAdapter, ValidationError
 
 from agentgraph.capabilities.tools.base import ToolError, format_tool_error
+from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import display_path, resolve_in_workspace
 from agentgraph.config import Settings
 from agentgraph.security.permission_rules import Rule, proposed_rule, rule_matches
@@ -71,18 +72,14 @@ DECLINE_REASON_MAX_CHARS = 2_000
 APPROVAL_DIFF_MAX_LINES = 400
 APPROVAL_DIFF_MAX_CHARS = 20_000
 APPROVAL_DIFF_SOURCE_MAX_BYTES = 2 * 1024 * 1024
-SHELL_TOOLS = frozenset({"run_bash"})
 # The setting named when a command needs approval because no sandbox could start.
 SANDBOX_SETTING = "AGENTGRAPH_SANDBOX"
-EDIT_TOOLS = frozenset({"write_file", "edit_file"})
 # MCP tools are named mcp__<server>__<tool> (agentgraph/capabilities/mcp.py).
 MCP_TOOL_PREFIX = "mcp__"
 MCP_ARGS_SHOWN_MAX_CHARS = 2_000
 # Its action "apply" writes an isolated subagent's held changes
 # (agentgraph/capabilities/subagent_worktrees.py).
 SUBAGENT_TASK_TOOL = "subagent_task"
-# They change what the prompt of every later session in the workspace holds.
-MEMORY_TOOLS = frozenset({"memory_save", "memory_delete"})
 
 
 def needs_approval(
@@ -98,17 +95,19 @@ def needs_approval(
         mode: The session's permission mode (None: ``settings.permission_mode``).
     """
     mode = mode or settings.permission_mode
-    if name in SHELL_TOOLS and settings.bash == "ask":
+    kind = tool_spec(name).approval
+    if kind == "shell" and settings.bash == "ask":
         return "AGENTGRAPH_BASH"
-    if name in SHELL_TOOLS and unsandboxed:
+    if kind == "shell" and unsandboxed:
         return SANDBOX_SETTING
-    if name in EDIT_TOOLS and settings.edits == "ask":
+    if kind == "edit" and settings.edits == "ask":
         return "AGENTGRAPH_EDITS"
     if name.startswith(MCP_TOOL_PREFIX) and settings.mcp_tools == "ask":
         return "AGENTGRAPH_MCP_TOOLS"
     if mode_asks(name, mode):
         return MODE_SETTING
-    if name in MEMORY_TOOLS:
+    # Memories change what the prompt of every later session in the workspace holds.
+    if kind == "memory":
         if settings.memory == "auto" and mode in (ASK_MODE, ACCEPT_EDITS_MODE):
             return settings.memory_approval or MODE_SETTING
         return settings.memory_approval
@@ -250,9 +249,10 @@ def approval_request(
     name = call["name"]
     mode = mode or settings.permission_mode
     args = call.get("args") or {}
+    kind = tool_spec(name).approval
     if name == SUBAGENT_TASK_TOOL:
         return _held_changes_request(call, settings)
-    if name in EDIT_TOOLS and _isolated(workspace, settings):
+    if kind == "edit" and _isolated(workspace, settings):
         return None  # merged back only through an approved subagent_task(action="apply")
     if name == PRESENT_PLAN_TOOL:
         if mode != PLAN_MODE:
@@ -265,7 +265,7 @@ def approval_request(
             "mode": mode,
             "plan": str(args.get("plan", "")),
         }
-    unsandboxed_shell = name in SHELL_TOOLS and unsandboxed is not None
+    unsandboxed_shell = kind == "shell" and unsandboxed is not None
     setting = needs_approval(name, settings, unsandboxed=unsandboxed is not None, mode=mode)
     if setting is None:
         return None
@@ -283,7 +283,7 @@ def approval_request(
     offered = None if unsandboxed_shell else proposed_rule(name, args, workspace)
     if offered is not None:
         request["rule"] = {"tool": offered.tool, "pattern": offered.pattern}
-    if name in SHELL_TOOLS:
+    if kind == "shell":
         request["command"] = str(args.get("command", ""))
         if setting == SANDBOX_SETTING:
             request["reason"] = f"no sandbox: {unsandboxed}"
@@ -400,6 +400,7 @@ def answered_rule(request: Mapping[str, Any], answer: Any) -> Rule | None:
 def declined_text(request: Mapping[str, Any], reason: str | None = None) -> str:
     """The tool result of a call the user declined (with the user's reason, if given)."""
     tool = str(request.get("tool", ""))
+    kind = tool_spec(tool).approval
     said = f" The user said: {reason}" if reason else ""
     if tool == PRESENT_PLAN_TOOL:
         return (
@@ -408,11 +409,11 @@ def declined_text(request: Mapping[str, Any], reason: str | None = None) -> str:
         )
     what = (
         "command"
-        if tool in SHELL_TOOLS
+        if kind == "shell"
         else "tool call"
         if tool.startswith(MCP_TOOL_PREFIX)
         else "memory change"
-        if tool in MEMORY_TOOLS
+        if kind == "memory"
         else "change"
     )
     return f"Error: the user declined this {what}; it was not made.{said} Ask or try another way."

@@ -37,6 +37,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agentgraph.capabilities.tools.base import ToolError
+from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import resolve_in_workspace
 
 RULES_FILE_NAME = "permission-rules.json"
@@ -45,9 +46,10 @@ RULES_LOCK_NAME = "permission-rules.lock"
 RULES_FILE_MAX_BYTES = 1024 * 1024
 RULES_PER_WORKSPACE_MAX = 500
 RULES_FILE_MODE = 0o600
+# The tool a command rule names: rules files store it, so it stays this name.
 SHELL_TOOL = "run_bash"
+# One rule covers every file-changing tool (ToolSpec.approval "edit").
 EDIT_RULE_TOOL = "edit"
-EDIT_TOOLS = frozenset({"write_file", "edit_file"})
 MCP_TOOL_PREFIX = "mcp__"
 MCP_ANY_CALL = "*"
 # Characters that make a command more than one plain command: control operators,
@@ -226,10 +228,11 @@ def edit_glob(path: str, workspace: str) -> str | None:
 
 def proposed_rule(name: str, args: Mapping[str, Any], workspace: str) -> Rule | None:
     """The rule "always allow" would store for a call, or None when none is offered."""
-    if name == SHELL_TOOL:
+    kind = tool_spec(name).approval
+    if kind == "shell":
         prefix = command_prefix(str(args.get("command", "")))
         return Rule(SHELL_TOOL, prefix) if prefix else None
-    if name in EDIT_TOOLS:
+    if kind == "edit":
         glob = edit_glob(str(args.get("path", "")), workspace)
         return Rule(EDIT_RULE_TOOL, glob) if glob else None
     if name.startswith(MCP_TOOL_PREFIX):
@@ -239,13 +242,14 @@ def proposed_rule(name: str, args: Mapping[str, Any], workspace: str) -> Rule | 
 
 def rule_matches(rule: Rule, name: str, args: Mapping[str, Any], workspace: str) -> bool:
     """Whether ``rule`` allows this call."""
-    if name == SHELL_TOOL:
+    kind = tool_spec(name).approval
+    if kind == "shell":
         if rule.tool != SHELL_TOOL:
             return False
         words = command_words(str(args.get("command", "")))
         wanted = rule.pattern.split()
         return words is not None and bool(wanted) and words[: len(wanted)] == wanted
-    if name in EDIT_TOOLS:
+    if kind == "edit":
         if rule.tool != EDIT_RULE_TOOL:
             return False
         rel = workspace_relative(str(args.get("path", "")), workspace)

@@ -32,6 +32,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from agentgraph.capabilities.tools.spec import ApprovalKind, tool_spec
 from agentgraph.config import PERMISSION_MODE_DEFAULT, PERMISSION_MODES, Settings
 from agentgraph.runtime.history.kinds import AGENTGRAPH_KEY, MODE_NOTE_KIND
 
@@ -50,11 +51,13 @@ MODE_SETTING = "AGENTGRAPH_PERMISSION_MODE"
 # State keys: the session's chosen mode, and the mode the model was last told about.
 MODE_KEY = "permission_mode"
 MODE_TOLD_KEY = "permission_mode_told"
-# Tools that change something outside the conversation: they do not run in plan mode.
-PLAN_BLOCKED_TOOLS = frozenset(
-    {"run_bash", "write_file", "edit_file", "memory_save", "memory_delete", "call_subagent"}
-)
 MCP_TOOL_PREFIX = "mcp__"
+# The built-in questions (ToolSpec.approval) each mode asks before a call; MCP tools
+# ask in both.
+MODE_ASKED_KINDS: dict[str, frozenset[ApprovalKind]] = {
+    ASK_MODE: frozenset({"shell", "edit"}),
+    ACCEPT_EDITS_MODE: frozenset({"shell"}),
+}
 
 MODE_DESCRIPTIONS = {
     PLAN_MODE: "read-only: nothing is changed until you accept a plan",
@@ -111,18 +114,18 @@ def next_mode(mode: str) -> str:
 
 def mode_asks(name: str, mode: str) -> bool:
     """Whether ``mode`` asks before tool ``name`` runs (plan mode refuses, it never asks)."""
-    if mode == ASK_MODE:
-        return name in ("run_bash", "write_file", "edit_file") or name.startswith(MCP_TOOL_PREFIX)
-    if mode == ACCEPT_EDITS_MODE:
-        return name == "run_bash" or name.startswith(MCP_TOOL_PREFIX)
-    return False
+    asked = MODE_ASKED_KINDS.get(mode)
+    if asked is None:
+        return False
+    return tool_spec(name).approval in asked or name.startswith(MCP_TOOL_PREFIX)
 
 
 def plan_mode_refusal(name: str, mode: str) -> str | None:
     """The error result of a call that may not run in plan mode; None when it may."""
     if mode != PLAN_MODE:
         return None
-    if name in PLAN_BLOCKED_TOOLS or name.startswith(MCP_TOOL_PREFIX):
+    # Tools that change something outside the conversation (ToolSpec.plan_blocked).
+    if tool_spec(name).plan_blocked or name.startswith(MCP_TOOL_PREFIX):
         return (
             f"Error: {name} did not run: the session is in plan mode (read-only). Read "
             "what you need, then call present_plan with your plan; once the user accepts "

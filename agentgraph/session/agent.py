@@ -44,10 +44,7 @@ from agentgraph.capabilities.recall.memory import (
     MemoryRefused,
     delete_memory,
     list_memories,
-    memory_notice,
-    memory_prompt_section,
     resolve_memory_id,
-    unseen_memories,
 )
 from agentgraph.capabilities.recall.memory import namespace as memory_namespace
 from agentgraph.capabilities.recall.search import (
@@ -100,7 +97,6 @@ from agentgraph.providers.model import build_chat_model, text_tool_calls_on
 from agentgraph.providers.pricing import UsageTotals, add_cost
 from agentgraph.providers.retry import RetryPolicy
 from agentgraph.providers.served_windows import AskOnce, apply_loaded_window, apply_served_window
-from agentgraph.runtime.call_records import interrupted_results
 from agentgraph.runtime.cancel import CancelGuard, RunningTurn, TurnCancelled, interrupted_message
 from agentgraph.runtime.deps import AgentDeps, CompactionOutcome
 from agentgraph.runtime.graph import build_graph
@@ -113,11 +109,11 @@ from agentgraph.runtime.state import MAIN_CONTEXT_ID
 from agentgraph.runtime.token_stream import TokenStreamer
 from agentgraph.runtime.user_offload import offload_user_messages
 from agentgraph.security.approvals import APPROVAL_TYPE
-from agentgraph.security.permissions import turn_mode_inputs
 from agentgraph.security.redaction import build_redactor, redact_value
 from agentgraph.session.images import model_accepts_images
 from agentgraph.session.lifecycle import SessionHooks
 from agentgraph.session.mentions import resolve_mentions, user_content
+from agentgraph.session.turn_start import memory_inputs, turn_inputs
 from agentgraph.session.undo import UndoResult, undo_note
 
 Event = dict[str, Any]
@@ -630,9 +626,20 @@ class Agent:
         snapshot = self.graph.get_state(self.config(thread_id))
         return list((snapshot.values or {}).get("messages") or [])
 
-    def _touch_index(
+    def touch_index(
         self, thread_id: str, workspace: Path, text: str, *, message_count: int | None = None
     ) -> SessionInfo:
+        """Mark the session's index row updated now (a new row: titled by ``text``).
+
+        Args:
+            thread_id: The session.
+            workspace: Its workspace (recorded in a new row, with its git branch).
+            text: The user's message (a new row's title).
+            message_count: The stored history's length, when known.
+
+        Returns:
+            The row as written.
+        """
         info = self.store.index.get(thread_id)
         if info is None:
             info = SessionInfo(
@@ -817,41 +824,31 @@ class Agent:
         # One read of the stored state serves everything below (each read rebuilds it).
         stored = self._stored_values(thread_id)
         history = list(stored.get("messages") or [])
-        preamble = self.sessions.preamble(thread_id, lambda: history)
-        # Calls that were running when a previous process died: "may have completed".
-        interrupted = interrupted_results(history, self.deps.artifacts_dir(thread_id))
-        # The model learns of a mode change from a note before the request: the system
-        # prompt (the cached prefix) stays as it was.
-        mode_inputs = turn_mode_inputs(stored, self.settings)
-        # Hook output for the model: appended, before the prompt it came with.
-        hooked = [stamped(m) for m in self._hook_context.pop(thread_id, [])]
-        mention_inputs["messages"] = [
-            *interrupted,
-            *preamble,
-            *mode_inputs.pop("messages", []),
-            *hooked,
-            *mention_inputs["messages"],
-        ]
         known = self.store.index.get(thread_id)
+        prompt = mention_inputs.pop("messages")
         inputs: dict[str, Any] = {
-            **mode_inputs,
             **mention_inputs,
-            "loops": 0,
-            "turn_tokens": 0,
-            "turn_cost_usd": 0.0,
-            "context_id": known.context_id if known is not None else MAIN_CONTEXT_ID,
-            "user_id": self.settings.user_id,
+            **turn_inputs(
+                self,
+                thread_id,
+                stored,
+                prompt,
+                artifacts_dir=self.deps.artifacts_dir(thread_id),
+                user_id=self.settings.user_id,
+                context_id=known.context_id if known is not None else MAIN_CONTEXT_ID,
+            ),
         }
         # The session's first turn (no memory prompt stored yet) loads the memories, and
         # the user is told which of them are new since their last session here.
-        memory = self.store.memory if self.settings.memory != "off" else None
-        if memory is not None and stored.get("memory_prompt") is None:
-            ns = memory_namespace(self.settings.user_id, str(workspace))
-            memories = list_memories(memory, ns)
-            inputs["memory_prompt"] = memory_prompt_section(memories)
-            news = memory_notice(unseen_memories(memory, ns, memories))
-            if news is not None:
-                notices.append(news)
+        inputs.update(
+            memory_inputs(
+                self.store.memory if self.settings.memory != "off" else None,
+                stored,
+                user_id=self.settings.user_id,
+                workspace=workspace,
+                notices=notices,
+            )
+        )
         # The prompt is durable before anything slow or fallible (undo snapshot, model
         # call): its own checkpoint, written synchronously, as if the tools node had
         # just run, so the graph continues at the planner. A kill from here on loses
@@ -861,8 +858,8 @@ class Agent:
         # row, so nothing else of the run's start waits on the store's write lock. The
         # count is the channel's reducer applied to what was just read, not a second
         # read (which would rebuild the whole history from the store).
-        count = len(messages_delta_reducer(history, [mention_inputs["messages"]]))
-        info = self._touch_index(thread_id, workspace, text, message_count=count)
+        count = len(messages_delta_reducer(history, [inputs["messages"]]))
+        info = self.touch_index(thread_id, workspace, text, message_count=count)
         self.sessions.snapshot(thread_id, workspace)
         for notice in notices:
             yield {"type": "notice", "text": notice}
@@ -936,7 +933,7 @@ class Agent:
         self.cancelled.clear()
         self.refresh_skills()
         self.store.leases.acquire(thread_id, "continue")  # one run per thread
-        info = self._touch_index(thread_id, workspace, "")
+        info = self.touch_index(thread_id, workspace, "")
         yield from self._stream(
             thread_id, workspace, Command(resume=dict(answers)), info, live=live
         )
@@ -1077,6 +1074,10 @@ class Agent:
         )
         self._keep_hook_context(thread_id, SESSION_START, verdict)
         return list(verdict.events)
+
+    def take_hook_context(self, thread_id: str) -> list[HumanMessage]:
+        """What hooks printed for the model since the session's last turn (then forgotten)."""
+        return self._hook_context.pop(thread_id, [])
 
     def _keep_hook_context(self, thread_id: str, event: str, verdict: HookVerdict) -> None:
         """Keep what the hooks printed for the model for the session's next turn."""

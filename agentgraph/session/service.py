@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from agentgraph.errors import AgentGraphError
+from agentgraph.middleware.masking import MASKING_MARKER_KEY
 from agentgraph.persistence.leases import holding
 from agentgraph.persistence.store import Store
 from agentgraph.persistence.thread_ids import check_thread_id
@@ -33,9 +33,7 @@ from agentgraph.protocol.events import (
     BaseEvent,
     Compaction,
     Error,
-    Masking,
     Notice,
-    PromptTokens,
     TextDelta,
     ToolCall,
     ToolResult,
@@ -70,15 +68,6 @@ class TurnRefused(AgentGraphError):
     """A submit the service cannot take now (another turn runs here)."""
 
 
-@dataclass
-class _Chart:
-    """What the context chart needs that the store does not keep: masking, by model call."""
-
-    calls_before_turn: int = 0
-    calls_in_turn: int = 0
-    masking: list[dict[str, Any]] = field(default_factory=list)
-
-
 class SessionService:
     """Operations over ``agent`` and ``store`` for a front end (see the module docstring).
 
@@ -106,7 +95,6 @@ class SessionService:
         self._subscribers: dict[str, list[Subscriber]] = {}
         self._running: str | None = None
         self._worker: threading.Thread | None = None
-        self._charts: dict[str, _Chart] = {}
         # The agent around each model a session chose with /model (built once each), and
         # the one running the current turn.
         self._by_model: dict[str, Agent] = {agent.settings.model: agent}
@@ -140,12 +128,6 @@ class SessionService:
 
     def _publish(self, thread_id: str, raw: Mapping[str, Any] | BaseEvent) -> None:
         event = to_event(raw if isinstance(raw, BaseEvent) else dict(raw))
-        chart = self._charts.setdefault(thread_id, _Chart())
-        if isinstance(event, PromptTokens):
-            chart.calls_in_turn += 1
-        elif isinstance(event, Masking):
-            call = chart.calls_before_turn + chart.calls_in_turn
-            chart.masking.append({"call": call, **event.model_dump(mode="json")})
         with self._lock:
             listeners = list(self._subscribers.get(thread_id, []))
         for listener in listeners:
@@ -276,9 +258,6 @@ class SessionService:
             self.store.leases.acquire(thread_id, "continue")
             self._running = thread_id
             self._turn_agent = agent
-        chart = self._charts.setdefault(thread_id, _Chart())
-        chart.calls_before_turn = len(call_points(self.agent.messages(thread_id)))
-        chart.calls_in_turn = 0
 
         def publish(event: Mapping[str, Any]) -> None:
             self._publish(thread_id, event)
@@ -375,17 +354,16 @@ class SessionService:
 
     def context(self, thread_id: str) -> dict[str, Any]:
         """The context panel's data: ``/context``'s report now, and the prompt of every
-        model call over the session with its compactions and (for turns run here)
-        maskings."""
+        model call over the session with its compactions and maskings (stored with the
+        replies, so a session run in another front end or process shows them too)."""
         check_thread_id(thread_id)
         messages = self.agent.messages(thread_id)
         report = self.agent_for(thread_id).context_report(thread_id) if messages else None
-        chart = self._charts.get(thread_id, _Chart())
         return {
             "report": report,
             "calls": call_points(messages),
             "compactions": compaction_points(messages),
-            "maskings": list(chart.masking),
+            "maskings": masking_points(messages),
         }
 
 
@@ -427,6 +405,21 @@ def compaction_points(messages: list[BaseMessage]) -> list[dict[str, Any]]:
     return points
 
 
+def masking_points(messages: list[BaseMessage]) -> list[dict[str, Any]]:
+    """Each masking event, from the reply it shaped: after how many model calls, and what
+    it hid (see :func:`agentgraph.middleware.masking.with_masking_marker`)."""
+    points, calls = [], 0
+    for msg in messages:
+        if not isinstance(msg, AIMessage):
+            continue
+        marker = msg.response_metadata.get(MASKING_MARKER_KEY)
+        if isinstance(marker, dict):
+            points.append({"call": calls, **marker})
+        if msg.usage_metadata:
+            calls += 1
+    return points
+
+
 def replay(messages: list[BaseMessage], redact: Callable[[Any], Any]) -> list[BaseEvent]:
     """A stored conversation as the events a live one sends: the user's messages, the
     model's text and tool calls (arguments through ``redact``), the tools' results,
@@ -457,4 +450,11 @@ def replay(messages: list[BaseMessage], redact: Callable[[Any], Any]) -> list[Ba
     return events
 
 
-__all__ = ["SessionService", "TurnRefused", "call_points", "compaction_points", "replay"]
+__all__ = [
+    "SessionService",
+    "TurnRefused",
+    "call_points",
+    "compaction_points",
+    "masking_points",
+    "replay",
+]

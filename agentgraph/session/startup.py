@@ -462,16 +462,13 @@ class Started:
 
     Attributes:
         store: The open session store.
-        mcp: The MCP servers' manager.
-        agent: The agent.
-        notices: What the user should know before the first turn (servers that did not
-            start, settings that take effect differently), one line each.
+        mcp: The MCP servers' manager (its ``new_problems`` not yet read).
+        agent: The agent (its ``notices`` say what the user should know first).
     """
 
     store: Store
     mcp: McpManager
     agent: Agent
-    notices: list[str]
 
 
 @contextmanager
@@ -480,10 +477,9 @@ def start_session(
     workspace: Path,
     base_env: Mapping[str, str],
     *,
-    ask: Callable[[str], bool] | None = None,
+    open_mcp: Callable[[], AbstractContextManager[McpManager]] | None = None,
     building: Callable[[], AbstractContextManager[Any]] = nullcontext,
     wait_for_servers: bool = False,
-    sandbox_notice: bool = True,
 ) -> Iterator[Started]:
     """Check the model's configuration, open the store and the MCP servers, and build the
     agent; everything is closed on exit.
@@ -492,12 +488,12 @@ def start_session(
         settings: Configuration.
         workspace: The session workspace (MCP servers are the workspace's).
         base_env: The process's environment (tools pass on only its allowlisted part).
-        ask: Asks the user to allow the workspace's MCP servers; None never asks.
+        open_mcp: Opens the MCP servers (default: :func:`open_mcp_servers`, which never
+            asks the user).
         building: Entered around building the agent (e.g. pausing the garbage
             collector while long-lived objects are created).
         wait_for_servers: Wait for every MCP server up to its start limit: with nobody
             to type a next message, the first request should get them all.
-        sandbox_notice: Include the sandbox's notice among ``notices``.
 
     Raises:
         ConfigError: The settings name no usable model endpoint.
@@ -509,14 +505,11 @@ def start_session(
     from agentgraph.session.agent import Agent
 
     check_model_config(settings)
-    with (
-        open_store(settings) as store,
-        open_mcp_servers(settings, workspace, base_env, ask=ask) as mcp,
-    ):
+    servers = open_mcp or (lambda: open_mcp_servers(settings, workspace, base_env))
+    with open_store(settings) as store, servers() as mcp:
         kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
         with building():
             agent = Agent(settings, store, base_env=base_env, mcp=mcp)
         if wait_for_servers:
             mcp.wait(settings.mcp_start_timeout_s + MCP_WAIT_SLACK_S)
-        notices = [*mcp.new_problems(), *agent.notices(sandbox_notice=sandbox_notice)]
-        yield Started(store, mcp, agent, notices)
+        yield Started(store, mcp, agent)

@@ -18,6 +18,7 @@ from agentgraph.context.windows import budget_for
 from agentgraph.middleware.masking import MASK_LOW_WATER_DEFAULT, MASK_THRESHOLD_DEFAULT
 from agentgraph.persistence import open_store
 from agentgraph.session.agent import Agent
+from agentgraph.session.service import SessionService
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.long_task import (
     PLANTED_FACTS,
@@ -229,3 +230,37 @@ def test_masking_events_bring_the_prompt_down_to_the_low_water_mark(
     assert all(e["tokens_after"] <= low_at < mask_at for e in maskings)
     breaks = _breaks(_main_requests(server))
     assert _each_break_follows_its_event(breaks, maskings), (breaks, maskings)
+
+
+def test_masking_events_are_stored_with_the_replies_for_the_context_chart(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    # A session run by the terminal's Agent, charted afterwards by another process's
+    # service (the web UI): the masking events come from the stored replies.
+    paths = make_workspace(workspace, files=MASK_FILES, lines_per_file=MASK_FILE_LINES)
+    driver = LongTaskDriver(paths, notes=True)
+    events: list[dict[str, Any]] = []
+    with FakeOpenAIServer([driver], window=MASK_WINDOW_TOKENS, on_exhausted="repeat_last") as srv:
+        settings = make_settings(
+            OPENAI_BASE_URL=srv.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_CONTEXT_WINDOW=str(MASK_WINDOW_TOKENS),
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            MAX_LOOPS=str(MASK_FILES + 5),
+            **NO_DISTIL,
+        )
+        with open_store(settings) as store:
+            Agent(settings, store, sleep=lambda _s: None).run_turn(
+                "chart", "read every log and report the facts", workspace, events.append
+            )
+        with open_store(settings) as store:
+            service = SessionService(Agent(settings, store), store, workspace)
+            chart = service.context("chart")
+    live = [e for e in events if e["type"] == "masking"]
+    assert live, "the task passes the masking threshold"
+    stored = chart["maskings"]
+    assert [(m["masked_outputs"], m["tokens_before"], m["tokens_after"]) for m in stored] == [
+        (e["masked_outputs"], e["tokens_before"], e["tokens_after"]) for e in live
+    ]
+    calls = [m["call"] for m in stored]
+    assert calls == sorted(set(calls)) and calls[0] > 0 and calls[-1] < len(chart["calls"])

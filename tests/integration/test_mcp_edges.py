@@ -11,9 +11,9 @@ from typing import Any
 
 from agentgraph.capabilities.mcp import TOOL_NAME_MAX_CHARS, McpManager, tool_name
 from agentgraph.config import Settings
-from agentgraph.frontends.cli.slash_integrations import mcp_lines
 from agentgraph.persistence import open_store
 from agentgraph.session.agent import Agent
+from agentgraph.session.commands import mcp_lines
 from tests.cli_helpers import cli_env, run_cli
 from tests.fakes.openai_server import fake_openai_server
 from tests.fakes.scripts import reply_text, reply_tools

@@ -184,7 +184,7 @@ def test_served_graph_uses_the_platform_store(
 ) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from agentgraph.frontends.server import build_server_graph
+    from agentgraph.session.server_support import build_server_graph
 
     platform_store = InMemoryStore()
     script: list[Any] = [save_reply("Release notes go in CHANGES.md"), {"content": "Saved."}]

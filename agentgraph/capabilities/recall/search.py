@@ -37,6 +37,12 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolM
 
 from agentgraph.capabilities.recall.index_sync import IndexMirror, SyncPlan
 from agentgraph.lazy_re import LazyPattern
+from agentgraph.persistence.migrations import (
+    SQLITE_SEARCH_FTS,
+    SQLITE_SEARCH_TABLES,
+    create_search_fts,
+    migrate_sqlite,
+)
 from agentgraph.runtime.history import INTERNAL_KINDS, agentgraph_kind
 
 SEARCH_QUERY_MAX_CHARS = 500
@@ -376,28 +382,8 @@ TEXT_DIGEST_BYTES = 16
 TEXTS_TABLE = "agentgraph_search_texts"
 DOCS_TABLE = "agentgraph_search_docs"
 FTS_TABLE = "agentgraph_search_fts"
+# The word index's tokenizer, as the search migration (persistence/migrations.py) names it.
 FTS_TOKENIZER = "unicode61 remove_diacritics 2"
-_CREATE_TABLES = (
-    f"""CREATE TABLE IF NOT EXISTS {TEXTS_TABLE} (
-        id INTEGER PRIMARY KEY,
-        digest BLOB NOT NULL UNIQUE,
-        body NOT NULL
-    )""",
-    f"""CREATE TABLE IF NOT EXISTS {DOCS_TABLE} (
-        id INTEGER PRIMARY KEY,
-        thread_id TEXT NOT NULL,
-        msg_id TEXT NOT NULL,
-        position INTEGER NOT NULL,
-        role TEXT NOT NULL,
-        text_id INTEGER NOT NULL,
-        UNIQUE (thread_id, msg_id)
-    )""",
-    f"CREATE INDEX IF NOT EXISTS {DOCS_TABLE}_text ON {DOCS_TABLE} (text_id)",
-)
-_CREATE_FTS = (
-    f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5("
-    f"words, content='', tokenize='{FTS_TOKENIZER}')"
-)
 # The first index (an FTS5 trigram index over the plain text, 4× the transcript's size):
 # dropped when a database that has it is opened; sessions re-index on their next sync.
 LEGACY_FTS_TABLE = "agentgraph_history_fts"
@@ -449,21 +435,23 @@ class SqliteHistoryIndex:
         self.fts = True
         self.rebuilt = 0
         with self._lock:
+            migrate_sqlite(self._conn)
             self._drop_legacy()
-            self._create()
+            self.fts = self._has_fts()
 
-    def _create(self, conn: sqlite3.Connection | None = None) -> None:
-        conn = conn or self._conn
-        with conn:
-            for statement in _CREATE_TABLES:
-                conn.execute(statement)
-        try:
-            with conn:
-                conn.execute(_CREATE_FTS)
-        except sqlite3.OperationalError as exc:
-            if "fts5" not in str(exc):
-                raise
-            self.fts = False
+    def _has_fts(self) -> bool:
+        """Whether the word index exists (the migration skips it without FTS5)."""
+        row = self._conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = ?", (FTS_TABLE,)
+        ).fetchone()
+        return row is not None
+
+    def _recreate(self) -> None:
+        """The tables of the search migration again, empty (after :meth:`_rebuild`)."""
+        with self._conn:
+            for statement in SQLITE_SEARCH_TABLES:
+                self._conn.execute(statement)
+            self.fts = create_search_fts(self._conn)
 
     def _drop_legacy(self) -> None:
         """Drop the trigram index of a database written before this layout."""
@@ -497,12 +485,12 @@ class SqliteHistoryIndex:
 
     def _rebuild(self) -> None:
         """Drop the tables and create them empty; sessions re-index on their next sync."""
-        self._drop_fts(FTS_TABLE, _CREATE_FTS)
+        self._drop_fts(FTS_TABLE, SQLITE_SEARCH_FTS)
         with self._conn:
             self._conn.execute(f"DROP TABLE IF EXISTS {DOCS_TABLE}")
             self._conn.execute(f"DROP TABLE IF EXISTS {TEXTS_TABLE}")
         self._mirror.forget()
-        self._create()
+        self._recreate()
         self.rebuilt += 1
 
     def _reset_fts_shadow_tables(self, table: str, create: str) -> None:

@@ -25,19 +25,6 @@ from agentgraph.capabilities.recall.search import (
     rank,
 )
 
-_CREATE_TABLE = """CREATE TABLE IF NOT EXISTS agentgraph_history (
-    thread_id TEXT NOT NULL,
-    msg_id TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    role TEXT NOT NULL,
-    body TEXT NOT NULL,
-    tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED,
-    PRIMARY KEY (thread_id, msg_id)
-)"""
-_CREATE_INDEX = (
-    "CREATE INDEX IF NOT EXISTS agentgraph_history_tsv ON agentgraph_history USING GIN (tsv)"
-)
-
 
 def like_pattern(term: str) -> str:
     """``%term%`` with ILIKE's wildcards in ``term`` escaped (default escape: backslash)."""
@@ -57,12 +44,6 @@ class PostgresHistoryIndex:
         self._lock = threading.Lock()
         self._mirror: IndexMirror[HistoryDoc] = IndexMirror(history_docs)
         self.rebuilt = 0
-
-    @staticmethod
-    def setup(conn: psycopg.Connection[Any]) -> None:
-        """Create the table and its index when missing (the caller holds the set-up lock)."""
-        conn.execute(_CREATE_TABLE)
-        conn.execute(_CREATE_INDEX)
 
     def sync(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:
         """Bring the thread's rows in step with ``messages`` (the whole stored transcript)."""

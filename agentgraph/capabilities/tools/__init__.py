@@ -12,13 +12,18 @@ from agentgraph.capabilities.tools.bash import make_bash_tool, tool_environment
 from agentgraph.capabilities.tools.clock import make_clock_tool
 from agentgraph.capabilities.tools.files import make_file_tools
 from agentgraph.capabilities.tools.sandbox import SandboxPlan
+from agentgraph.capabilities.tools.spec import BUILTIN_TOOLS, tools_where
 from agentgraph.capabilities.tools.todos import make_todo_tools
 from agentgraph.capabilities.tools.workspace import display_path, resolve_in_workspace
 from agentgraph.config import Settings
 from agentgraph.security.redaction import build_redactor
 
-TOOLS_THAT_MODIFY_FILES = frozenset({"write_file", "edit_file", "run_bash"})
-FILE_PATH_ARGS: dict[str, str] = {"read_file": "path", "write_file": "path", "edit_file": "path"}
+# The public lists of which built-in tools may change files and which argument names
+# a tool's file, derived from their specs (agentgraph/capabilities/tools/spec.py).
+TOOLS_THAT_MODIFY_FILES = tools_where(lambda spec: spec.modifies_files)
+FILE_PATH_ARGS: dict[str, str] = {
+    name: spec.path_arg for name, spec in BUILTIN_TOOLS.items() if spec.path_arg is not None
+}
 
 __all__ = [
     "FILE_PATH_ARGS",

@@ -234,10 +234,9 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
         process_environment(),
         building=collector_paused,
         wait_for_servers=True,
-        sandbox_notice=False,
     ) as started:
         agent = started.agent
-        for notice in started.notices:
+        for notice in [*started.mcp.new_problems(), *agent.notices(sandbox_notice=False)]:
             err.print(f"[yellow]{escape(notice)}[/]")
         from agentgraph.frontends.cli.reopen import session_to_reopen
 

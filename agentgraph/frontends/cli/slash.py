@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from agentgraph.persistence import Store
 from agentgraph.session.agent import Agent
 from agentgraph.session.custom_commands import (
     CustomCommand,
@@ -22,6 +21,9 @@ from agentgraph.session.custom_commands import (
     parse_command_text,
     read_command_file,
 )
+
+if TYPE_CHECKING:
+    from agentgraph.session.commands import Store
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agentgraph.capabilities.subagents import SubagentRecord
 from agentgraph.frontends.cli.slash import ReplContext, command
+from agentgraph.session.commands import SubagentRecord, subagent_records
 
 
 def agent_lines(records: list[SubagentRecord]) -> list[str]:
@@ -22,9 +22,7 @@ def agent_lines(records: list[SubagentRecord]) -> list[str]:
 
 @command("agents", "/agents", "list the subagents run in this session: status, time, tokens")
 def _agents(ctx: ReplContext, _rest: str) -> None:
-    records = [
-        r for r in list(ctx.agent.subagents.records.values()) if r.parent_thread == ctx.thread_id
-    ]
+    records = subagent_records(ctx.agent, ctx.thread_id)
     if not records:
         ctx.console.print("no subagents have run in this session yet", markup=False)
         return

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from agentgraph.context.report import render_context
 from agentgraph.frontends.cli.render import compaction_line, nothing_to_compact_line
 from agentgraph.frontends.cli.slash import ReplContext, command
+from agentgraph.session.commands import context_view
 
 LEVEL_STYLES = {"ok": "green", "notice": "yellow", "warn": "red", "compact": "bold red"}
 
 
 @command("context", "/context", "context usage: bar, breakdown, largest messages")
 def _context(ctx: ReplContext, _rest: str) -> None:
-    report = ctx.agent.context_report(ctx.thread_id)
-    style = LEVEL_STYLES.get(str(report.get("level")), "white")
-    ctx.console.print(f"[{style}]{escape(render_context(report))}[/]")
-    for record in report.get("compactions", []):
+    view = context_view(ctx.agent, ctx.thread_id)
+    style = LEVEL_STYLES.get(str(view.report.get("level")), "white")
+    ctx.console.print(f"[{style}]{escape(view.text)}[/]")
+    for record in view.compactions:
         ctx.console.print(
             f"[magenta]{record.get('trigger', '?')}: {escape(compaction_line(record))}[/]"
         )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from agentgraph.capabilities.diffs import diff_event, recorded_diffs
 from agentgraph.frontends.cli.render import print_diff
 from agentgraph.frontends.cli.slash import ReplContext, command
+from agentgraph.session.commands import session_diffs
 
 LAST_ARGS = ("last", "--last")
 
@@ -15,16 +15,15 @@ def _diff(ctx: ReplContext, rest: str) -> None:
     if arg and arg not in LAST_ARGS:
         ctx.console.print("usage: /diff [last]", markup=False)
         return
-    undo = ctx.agent.sessions.undo_store(ctx.thread_id)
-    changes = recorded_diffs(undo, ctx.workspace, last_only=bool(arg))
-    if not changes:
+    events = session_diffs(ctx.agent, ctx.thread_id, ctx.workspace, last_only=bool(arg))
+    if not events:
         ctx.console.print("no file changes recorded in this session", markup=False)
         return
-    for change in changes:
-        print_diff(ctx.console, diff_event(change, None))
-    added = sum(c.added for c in changes)
-    removed = sum(c.removed for c in changes)
+    for event in events:
+        print_diff(ctx.console, event)
+    added = sum(int(e["added"]) for e in events)
+    removed = sum(int(e["removed"]) for e in events)
     scope = "last turn" if arg else "session"
     ctx.console.print(
-        f"{len(changes)} file(s) changed in this {scope}, +{added} -{removed}", markup=False
+        f"{len(events)} file(s) changed in this {scope}, +{added} -{removed}", markup=False
     )

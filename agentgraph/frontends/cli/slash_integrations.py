@@ -2,42 +2,15 @@
 
 from __future__ import annotations
 
-import time
-
-from agentgraph.capabilities.mcp import McpManager, config_paths
 from agentgraph.errors import AgentGraphError
 from agentgraph.frontends.cli.slash import SUBMIT_KEY, ReplContext, command
-from agentgraph.providers.model import check_model_available, local_server_url
-
-STATE_STYLE = {"connected": "green", "failed": "red", "connecting": "yellow"}
-
-
-def mcp_lines(manager: McpManager | None) -> list[tuple[str, str]]:
-    """``(style, text)`` lines describing every configured server and its tools."""
-    if manager is None or not manager.servers:
-        where = (
-            " or ".join(str(p) for p in config_paths(manager.workspace, manager.home))
-            if manager is not None
-            else "mcp.json"
-        )
-        return [("dim", f"no MCP servers configured ({where})")]
-    lines: list[tuple[str, str]] = []
-    for status in manager.servers.values():
-        head = f"{status.name}  {status.transport}  {status.state}"
-        if status.state == "connecting":
-            head += f" ({time.monotonic() - status.since:.0f}s)"
-        elif status.state == "connected":
-            head += f" ({len(status.tools)} tools)"
-        if status.error:
-            head += f": {status.error}"
-        lines.append((STATE_STYLE.get(status.state, ""), head))
-        lines.append(("dim", f"    from {status.source}"))
-        for name in status.tools:
-            lines.append(("", f"    {name}"))
-        for name in status.skipped:
-            why = status.skip_reasons.get(name, "schema too large or not an object")
-            lines.append(("yellow", f"    {name} (skipped: {why})"))
-    return lines
+from agentgraph.session.commands import (
+    ModelInfo,
+    compact_for_window,
+    mcp_lines,
+    model_info,
+)
+from agentgraph.session.commands import switch_model as switch_session_model
 
 
 @command("mcp", "/mcp", "MCP servers: status and tools")
@@ -77,24 +50,20 @@ def switch_model(ctx: ReplContext, name: str, *, record: bool = True) -> None:
     Raises:
         ConfigError: the model cannot be built (the current one stays).
     """
-    check_model_available(ctx.agent.settings, name)
-    agent = ctx.agent.with_model(name)
-    report = agent.context_report(ctx.thread_id)
-    budget = agent.deps.budget
-    ctx.agent = agent
-    if record:
-        agent.set_model_preference(ctx.thread_id, name)
+    switch = switch_session_model(ctx.agent, ctx.thread_id, name, record=record)
+    ctx.agent = switch.agent
+    model = switch.model
     ctx.console.print(
-        f"model: {name}{_served_by(name)} — window {budget.window:,} tokens, "
-        f"budget {budget.usable:,}",
+        f"model: {name}{_served_by(model)} — window {model.window:,} tokens, "
+        f"budget {model.usable:,}",
         markup=False,
     )
-    if budget.source_notice:  # a guessed window, or one learned by an earlier process
-        ctx.console.print(budget.source_notice, style="dim", markup=False)
-    if int(report.get("tokens") or 0) >= budget.compact_at:
+    if model.source_notice:  # a guessed window, or one learned by an earlier process
+        ctx.console.print(model.source_notice, style="dim", markup=False)
+    if switch.needs_compaction:
         # The session no longer fits the smaller window: compact before the next call.
-        record_ = agent.compact(ctx.thread_id)
-        if record_ is not None and record_.get("applied", True):
+        record_ = compact_for_window(switch.agent, ctx.thread_id)
+        if record_ is not None:
             ctx.console.print(
                 f"compacted for the smaller window: {record_.get('tokens_before', '?')} → "
                 f"{record_.get('tokens_after', '?')} tokens",
@@ -102,11 +71,10 @@ def switch_model(ctx: ReplContext, name: str, *, record: bool = True) -> None:
             )
 
 
-def _served_by(name: str) -> str:
+def _served_by(model: ModelInfo) -> str:
     """`` at URL`` when the name's prefix picks a local server (``ollama:`` …), which
     then serves it whatever ``OPENAI_BASE_URL`` says; "" otherwise."""
-    url = local_server_url(name)
-    return f" at {url}" if url else ""
+    return f" at {model.served_at}" if model.served_at else ""
 
 
 def follow_session_model(ctx: ReplContext, default: str) -> None:
@@ -129,16 +97,15 @@ def follow_session_model(ctx: ReplContext, default: str) -> None:
 def _model(ctx: ReplContext, rest: str) -> None:
     name = rest.strip()
     if not name:
-        budget = ctx.agent.deps.budget
-        settings = ctx.agent.settings
+        model = model_info(ctx.agent)
         ctx.console.print(
-            f"model: {settings.model}{_served_by(settings.model)} — window "
-            f"{budget.window:,} tokens, "
-            f"budget {budget.usable:,} (/model NAME switches; e.g. gpt-4o, "
+            f"model: {model.name}{_served_by(model)} — window "
+            f"{model.window:,} tokens, "
+            f"budget {model.usable:,} (/model NAME switches; e.g. gpt-4o, "
             "ollama:qwen2.5-coder:7b, anthropic:claude-sonnet-4-5)",
             markup=False,
         )
-        if budget.source_notice:
-            ctx.console.print(budget.source_notice, style="dim", markup=False)
+        if model.source_notice:
+            ctx.console.print(model.source_notice, style="dim", markup=False)
         return
     switch_model(ctx, name)

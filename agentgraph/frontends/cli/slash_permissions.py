@@ -1,9 +1,8 @@
 """Permission commands: ``/mode`` (and Shift-Tab at the prompt), ``/permissions``.
 
-The mode is the session's (agentgraph/security/permissions.py): switched here, it is kept when
-the session resumes and the model is told before its next request. ``/permissions``
-lists the workspace's "always allow" rules (agentgraph/security/permission_rules.py) and revokes
-them by number.
+The mode is the session's (agentgraph/session/permissions_ops.py): switched here, it is
+kept when the session resumes and the model is told before its next request.
+``/permissions`` lists the workspace's "always allow" rules and revokes them by number.
 """
 
 from __future__ import annotations
@@ -16,8 +15,12 @@ from rich.markup import escape
 from agentgraph.config import PERMISSION_MODES
 from agentgraph.errors import AgentGraphError
 from agentgraph.frontends.cli.slash import ReplContext, command
-from agentgraph.security.permission_rules import load_rules, revoke_rule
-from agentgraph.security.permissions import MODE_DESCRIPTIONS, next_mode
+from agentgraph.session.permissions_ops import (
+    MODE_DESCRIPTIONS,
+    cycle_mode,
+    permission_rules,
+    revoke_permission_rule,
+)
 
 # prompt_toolkit's name of the Shift-Tab key.
 CYCLE_KEY = "s-tab"
@@ -44,15 +47,13 @@ def _mode(ctx: ReplContext, rest: str) -> None:
 
 @command("permissions", "/permissions [revoke N]", "list or revoke the always-allow rules")
 def _permissions(ctx: ReplContext, rest: str) -> None:
-    home = ctx.agent.settings.home
-    workspace = str(ctx.workspace)
     verb, _, arg = rest.partition(" ")
     if verb == "revoke":
         try:
             number = int(arg.strip())
         except ValueError:
             raise AgentGraphError("usage: /permissions revoke N (N from /permissions)") from None
-        gone = revoke_rule(home, workspace, number)
+        gone = revoke_permission_rule(ctx.agent, ctx.workspace, number)
         if gone is None:
             raise AgentGraphError(f"no rule {number}; /permissions lists them")
         ctx.console.print(f"revoked: {gone.describe()}", markup=False)
@@ -61,7 +62,7 @@ def _permissions(ctx: ReplContext, rest: str) -> None:
         raise AgentGraphError("usage: /permissions [revoke N]")
     mode = ctx.agent.permission_mode(ctx.thread_id)
     ctx.console.print(f"mode: {mode} — {MODE_DESCRIPTIONS[mode]}", markup=False)
-    rules = load_rules(home, workspace)
+    rules = permission_rules(ctx.agent, ctx.workspace)
     if not rules:
         ctx.console.print(
             "no always-allow rules for this workspace (answer a to a question to add one)",
@@ -93,13 +94,9 @@ def mode_key_bindings(get_ctx: Callable[[], ReplContext | None]) -> Any:
     @bindings.add(CYCLE_KEY)
     def _cycle(event: Any) -> None:
         ctx = get_ctx()
-        # While an approval question waits the mode stays: the step's questions are
-        # answered by position, so which calls ask must not change under them.
-        if ctx is None or ctx.agent.pending_approvals(ctx.thread_id):
+        # While an approval question waits the mode stays (cycle_mode says None).
+        if ctx is None or cycle_mode(ctx.agent, ctx.thread_id) is None:
             return
-        ctx.agent.set_permission_mode(
-            ctx.thread_id, next_mode(ctx.agent.permission_mode(ctx.thread_id))
-        )
         event.app.invalidate()  # redraw the status line
 
     return bindings

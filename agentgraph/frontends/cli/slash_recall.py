@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import time
 
-from agentgraph.capabilities.recall.memory import MemoryRefused
-from agentgraph.capabilities.recall.search import SearchError, index_errors, parse_ref
 from agentgraph.frontends.cli.slash import ReplContext, command
+from agentgraph.session.commands import (
+    IndexUnavailable,
+    MemoryRefused,
+    SearchError,
+    search_or_read,
+)
 
 
 @command("search", "/search QUERY | msg:N", "search this session's whole transcript; show msg:N")
@@ -15,18 +19,15 @@ def _search(ctx: ReplContext, rest: str) -> None:
         ctx.console.print("usage: /search WORDS (or /search msg:N to show one message)")
         return
     try:
-        try:
-            parse_ref(rest)
-        except SearchError:
-            result = ctx.agent.search_history(ctx.thread_id, rest)
-        else:
-            ctx.console.print(ctx.agent.read_history(ctx.thread_id, rest), markup=False)
-            return
+        result = search_or_read(ctx.agent, ctx.thread_id, rest)
     except SearchError as exc:
         ctx.console.print(f"search: {exc}", markup=False)
         return
-    except index_errors() as exc:
+    except IndexUnavailable as exc:
         ctx.console.print(f"search: the index is not available ({exc}); try again", markup=False)
+        return
+    if isinstance(result, str):  # one message, by its msg:N reference
+        ctx.console.print(result, markup=False)
         return
     if result.rebuilt:
         ctx.console.print("(the search index was damaged and has been rebuilt)", markup=False)

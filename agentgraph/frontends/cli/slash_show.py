@@ -21,13 +21,11 @@ from rich.text import Text
 from agentgraph.errors import AgentGraphError
 from agentgraph.frontends.cli.render import short_args
 from agentgraph.frontends.cli.slash import ReplContext, command
-from agentgraph.runtime.nodes.tools import output_artifact_path
+from agentgraph.session.commands import full_tool_output, tool_results, visible
 
 OUTPUTS_KEY = "tool_outputs"
 # An output longer than the screen less this many lines goes through the pager.
 PAGER_MARGIN_LINES = 2
-# Control characters other than newline and tab (C0, DEL, C1).
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _NUMBER_RE = re.compile(r"[0-9]{1,9}")
 
 
@@ -40,10 +38,6 @@ class ToolOutputs:
     thread_id: str = ""
 
 
-def _tool_results(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
-    return [m for m in messages if isinstance(m, ToolMessage)]
-
-
 def number_outputs(ctx: ReplContext) -> Callable[[str], int]:
     """Number the outputs of the turn about to run, after those the session stored.
 
@@ -52,7 +46,7 @@ def number_outputs(ctx: ReplContext) -> Callable[[str], int]:
     """
     outputs: ToolOutputs = ctx.extras.setdefault(OUTPUTS_KEY, ToolOutputs())
     outputs.thread_id = ctx.thread_id
-    outputs.next_number = len(_tool_results(ctx.agent.messages(ctx.thread_id))) + 1
+    outputs.next_number = len(tool_results(ctx.agent.messages(ctx.thread_id))) + 1
 
     def number(call_id: str) -> int:
         n = outputs.next_number
@@ -67,7 +61,7 @@ def _find(
     ctx: ReplContext, messages: Sequence[BaseMessage], number: int | None
 ) -> tuple[int, ToolMessage] | str:
     """The stored output ``number`` (the last one when None), or why there is none."""
-    results = _tool_results(messages)
+    results = tool_results(messages)
     if not results:
         return "no tool output in this session yet"
     if number is None:
@@ -94,22 +88,6 @@ def _call_line(messages: Sequence[BaseMessage], result: ToolMessage) -> str:
     return str(result.name or "tool")
 
 
-def full_output(ctx: ReplContext, result: ToolMessage) -> str:
-    """The whole output: the one saved beside the session when the history holds a cut."""
-    artifact = output_artifact_path(
-        ctx.agent.deps.artifacts_dir(ctx.thread_id), result.tool_call_id
-    )
-    try:
-        return artifact.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):  # not cut (or its file is gone): the stored text
-        return str(result.text)
-
-
-def visible(text: str) -> str:
-    """``text`` with control characters shown as ``\\xNN`` instead of acting on the terminal."""
-    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
 def show_output(ctx: ReplContext, number: int | None) -> None:
     """Print tool output ``number`` (the last when None) whole; paged when longer than the
     terminal."""
@@ -119,7 +97,7 @@ def show_output(ctx: ReplContext, number: int | None) -> None:
         ctx.console.print(found, markup=False)
         return
     n, result = found
-    body = visible(full_output(ctx, result)).rstrip("\n")
+    body = visible(full_tool_output(ctx.agent, ctx.thread_id, result)).rstrip("\n")
     status = " (error)" if result.status == "error" else ""
     header = f"output {n}: {_call_line(messages, result)}{status}"
     header += f" — {len(body.splitlines())} lines"

@@ -9,15 +9,11 @@ import sys
 
 from rich.markup import escape
 
-from agentgraph.capabilities.tools.bash import kill_orphaned_commands
 from agentgraph.config import Settings
 from agentgraph.errors import EXIT_USAGE, AgentGraphError
 from agentgraph.frontends.cli import collector_paused
 from agentgraph.frontends.cli.common import process_environment, resolve_workspace, start_mcp
 from agentgraph.frontends.cli.consoles import make_console
-from agentgraph.persistence import open_store
-from agentgraph.providers.model import check_model_config
-from agentgraph.session.agent import Agent
 
 WEB_HOST = "127.0.0.1"
 # Bytes of randomness in the access token (token_urlsafe: ~1.3 characters a byte).
@@ -49,35 +45,35 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from agentgraph.frontends.web.app import make_app
-    from agentgraph.session.service import SessionService
+    from agentgraph.session.web_support import web_service
 
     workspace = resolve_workspace(getattr(args, "workspace", None))
-    check_model_config(settings)
+    opening = web_service(
+        settings,
+        workspace,
+        base_env=process_environment(),
+        start_mcp=lambda: start_mcp(settings, workspace),
+        building=collector_paused,
+    )
     err = make_console(stderr=True)
     sock = listening_socket(int(args.port))
     port = int(sock.getsockname()[1])
     token = secrets.token_urlsafe(WEB_TOKEN_BYTES)
-    with open_store(settings) as store, start_mcp(settings, workspace) as mcp:
-        kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
-        base_env = process_environment()
-        with collector_paused():
-            agent = Agent(settings, store, base_env=base_env, mcp=mcp)
-        service = SessionService(agent, store, workspace, base_env)
-        sys.stdout.write(f"http://{WEB_HOST}:{port}/?token={token}\n")
-        sys.stdout.flush()
-        for notice in agent.notices():
-            err.print(f"[yellow]{escape(notice)}[/]")
-        err.print(f"[dim]agentgraph web: serving {workspace} — Ctrl-C stops[/]")
-        config = uvicorn.Config(
-            make_app(service, token, port),
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=WEB_SHUTDOWN_GRACE_S,
-        )
-        try:
+    try:
+        with opening as service:
+            sys.stdout.write(f"http://{WEB_HOST}:{port}/?token={token}\n")
+            sys.stdout.flush()
+            for notice in service.agent.notices():
+                err.print(f"[yellow]{escape(notice)}[/]")
+            err.print(f"[dim]agentgraph web: serving {workspace} — Ctrl-C stops[/]")
+            config = uvicorn.Config(
+                make_app(service, token, port),
+                log_level="warning",
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=WEB_SHUTDOWN_GRACE_S,
+            )
             uvicorn.Server(config).run(sockets=[sock])
-        finally:
-            service.close()  # a running turn is stopped as Ctrl-C stops it
-            sock.close()
+    finally:
+        sock.close()
     return 0
