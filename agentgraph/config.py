@@ -143,7 +143,7 @@ class Settings(BaseSettings):
         extra="ignore",
     )
     # Environment names whose values in the project's files were not valid and were
-    # left out (cli/common.load_settings), so `agentgraph config` tells the same story.
+    # left out (session/startup.load_settings), so `agentgraph config` tells the same story.
     _skipped_project_names: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     model: str = DEFAULT_MODEL

@@ -296,7 +296,7 @@ def redact_value(redactor: Redactor, value: Any) -> Any:
 
 
 # Redactors of values only known at run time (what MCP configs expanded), applied to
-# every log record on top of the token formats (see agentgraph/frontends/cli/logs.py).
+# every log record on top of the token formats (see agentgraph/session/startup.py).
 _LOG_REDACTORS: list[Redactor] = []
 
 

@@ -86,7 +86,7 @@ PROJECT_SETTINGS = frozenset(
 
 
 # Environment names (upper-case) whose values in the project's files did not validate:
-# set while the settings are read again without them (cli/common.load_settings).
+# set while the settings are read again without them (session/startup.load_settings).
 SKIPPED_PROJECT_NAMES: ContextVar[frozenset[str]] = ContextVar(
     "SKIPPED_PROJECT_NAMES", default=frozenset()
 )

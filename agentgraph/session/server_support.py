@@ -204,8 +204,8 @@ def load_server_settings() -> Settings:
     Raises:
         ConfigError: the settings are invalid or name no model endpoint.
     """
-    # The CLI's loader is the one settings reader; the server reads the same sources.
-    from agentgraph.frontends.cli.common import load_settings
+    # The one settings reader of every front end: the server reads the same sources.
+    from agentgraph.session.startup import load_settings
 
     problems: list[str] = []
     settings = load_settings(problems=problems)

@@ -8,12 +8,10 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from agentgraph.capabilities.mcp import McpManager
-from agentgraph.capabilities.tools.bash import kill_orphaned_commands
 from agentgraph.config import Settings
-from agentgraph.persistence import open_store
 from agentgraph.providers.model import check_model_config
-from agentgraph.session.agent import Agent
 from agentgraph.session.service import SessionService
+from agentgraph.session.startup import start_session
 
 
 def web_service(
@@ -52,11 +50,10 @@ def _opened(
     start_mcp: Callable[[], AbstractContextManager[McpManager]],
     building: Callable[[], AbstractContextManager[None]],
 ) -> Iterator[SessionService]:
-    with open_store(settings) as store, start_mcp() as mcp:
-        kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
-        with building():
-            agent = Agent(settings, store, base_env=base_env, mcp=mcp)
-        service = SessionService(agent, store, workspace, base_env)
+    with start_session(
+        settings, workspace, base_env, open_mcp=start_mcp, building=building
+    ) as started:
+        service = SessionService(started.agent, started.store, workspace, base_env)
         try:
             yield service
         finally:

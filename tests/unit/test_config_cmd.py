@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from agentgraph.frontends.cli.config_cmd import HIDDEN, UNSET, shown_value
+from agentgraph.session.startup import HIDDEN, UNSET, shown_value
 
 
 def test_secrets_and_credentials_inside_values_are_never_shown() -> None:

@@ -73,9 +73,9 @@ def _command(name: str | None) -> Callable[[argparse.Namespace, Settings], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the process exit status."""
     args = build_parser().parse_args(argv)
-    from agentgraph.security.hardening import forbid_inspection
+    from agentgraph.session.startup import harden_process
 
-    forbid_inspection()  # commands the agent runs cannot read its environment or memory
+    harden_process()  # commands the agent runs cannot read its environment or memory
     debug = False
     try:
         with collector_paused():
@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report_project_problems(problems)
             if args.command != "trust":
                 report_ignored_settings(settings)
-            from agentgraph.frontends.cli.logs import route_logs
+            from agentgraph.session.startup import route_logs
 
             route_logs(settings.home, debug=debug)
             command = _command(args.command)

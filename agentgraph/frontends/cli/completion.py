@@ -9,14 +9,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 from agentgraph.config import PERMISSION_MODES
-from agentgraph.persistence.index import SessionInfo
 
 # Characters of a session id offered as its completion (a unique prefix in practice).
 SESSION_ID_PREFIX_CHARS = 12
@@ -29,6 +29,16 @@ FIXED_ARGS: dict[str, tuple[str, ...]] = {
     "permissions": ("revoke",),
 }
 SKIPPED_NAMES = frozenset({".git", "node_modules", "__pycache__", ".venv"})
+
+
+class SessionChoice(Protocol):
+    """What a completion shows of a session: its id, and its title beside it."""
+
+    @property
+    def thread_id(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
 
 
 class ReplCompleter(Completer):
@@ -44,7 +54,7 @@ class ReplCompleter(Completer):
     def __init__(
         self,
         commands: Callable[[], dict[str, str]],
-        sessions: Callable[[], list[SessionInfo]],
+        sessions: Callable[[], Sequence[SessionChoice]],
         skills: Callable[[], Iterable[str]],
         workspace: Callable[[], Path],
     ) -> None:

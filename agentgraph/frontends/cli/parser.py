@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from agentgraph.runtime.spend import BudgetArg, parse_budget_arg
+from agentgraph.session.overrides import BudgetOverride, budget_override
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 # agentgraph.config.PERMISSION_MODES, repeated: this module imports nothing heavy.
@@ -52,10 +52,10 @@ def _whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
 
 
-def _budget(text: str) -> BudgetArg:
+def _budget(text: str) -> BudgetOverride:
     """``--budget``: tokens or dollars (see :func:`agentgraph.runtime.spend.parse_budget`)."""
     try:
-        return parse_budget_arg(text)
+        return budget_override(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -8,68 +8,41 @@ import logging
 import os
 import sys
 from contextlib import suppress
+from functools import partial
 from typing import Any
 
-from langchain_core.messages import AIMessage
 from rich.console import Console
 from rich.markup import escape
 
-from agentgraph.capabilities.mcp import MCP_WAIT_SLACK_S
-from agentgraph.capabilities.tools.bash import kill_orphaned_commands
 from agentgraph.config import Settings
 from agentgraph.errors import (
     EXIT_FAILURE,
     EXIT_RUN_TIMEOUT,
-    EXIT_STEP_LIMIT,
     EXIT_USAGE,
     AgentGraphError,
-    AmbiguousSession,
-    SessionNotFound,
 )
 from agentgraph.frontends.cli import collector_paused
-from agentgraph.frontends.cli.common import process_environment, resolve_workspace, start_mcp
+from agentgraph.frontends.cli.common import process_environment, resolve_workspace
 from agentgraph.frontends.cli.consoles import make_console
 from agentgraph.frontends.cli.render import EventPrinter
 from agentgraph.frontends.cli.stream_json import StreamJsonPrinter
 from agentgraph.frontends.cli.turns import run_turn_interruptibly, turn_still_running
-from agentgraph.persistence import Store, open_store
-from agentgraph.persistence.index import resolve_session
-from agentgraph.persistence.thread_ids import check_thread_id
-from agentgraph.providers.model import check_model_config
-from agentgraph.providers.pricing import UsageTotals, usage_json
-from agentgraph.runtime.nodes.limits import (
-    RUNAWAY_REPEATS,
-    STOP_BUDGET,
-    STOP_REPEATED,
-    STOP_STEP_LIMIT,
-)
-from agentgraph.runtime.run_limits import RunTimedOut, wall_clock_cap
-from agentgraph.session.agent import Agent, new_thread_id
+from agentgraph.session.agent import Agent
 from agentgraph.session.failures import failure_line
+from agentgraph.session.run import (
+    STOP_TIMEOUT,
+    RunTimedOut,
+    check_session_ids,
+    empty_usage,
+    failed_run_usage,
+    result_usage,
+    run_capped,
+    run_exit_code,
+    stop_explanation,
+    thread_for_run,
+)
+from agentgraph.session.startup import start_session
 from agentgraph.session.workspaces import isolated_workspace
-
-STOP_TIMEOUT = "timeout"
-"""``stopped`` in ``--json`` when AGENTGRAPH_RUN_TIMEOUT_S ended the run."""
-# Limits of a request that end it with an answer, which may be partial: exit 3.
-RUN_LIMIT_REASONS = frozenset({STOP_STEP_LIMIT, STOP_BUDGET, STOP_REPEATED})
-
-
-def thread_for_run(store: Store, requested: str | None) -> str:
-    """``--thread``: an exact id, else a unique prefix of one, else a new thread by that id.
-
-    Raises:
-        SessionNotFound: the value is a prefix of several sessions.
-    """
-    if not requested:
-        return new_thread_id()
-    if store.index.get(requested) is not None:
-        return requested
-    try:
-        return resolve_session(store.index, requested).thread_id
-    except AmbiguousSession:
-        raise
-    except SessionNotFound:
-        return requested
 
 
 def _session_model(agent: Agent, thread_id: str, err: Console) -> tuple[Agent, Settings]:
@@ -87,21 +60,6 @@ def _session_model(agent: Agent, thread_id: str, err: Console) -> tuple[Agent, S
         err.print(f"kept {agent.settings.model}: {exc}", markup=False, style="yellow")
         return agent, agent.settings
     return switched, switched.settings
-
-
-def _budget_why(settings: Settings) -> str:
-    """Which budget a run stopped at, for its stderr line."""
-    tokens, usd = settings.turn_budget_tokens, settings.turn_budget_usd
-    if tokens and usd:
-        return (
-            f"at the budget (--budget / AGENTGRAPH_TURN_BUDGET_TOKENS={tokens}, "
-            f"AGENTGRAPH_TURN_BUDGET_USD={usd:g})"
-        )
-    if tokens:
-        return f"at the token budget (--budget / AGENTGRAPH_TURN_BUDGET_TOKENS={tokens})"
-    if usd:
-        return f"at the dollar budget (--budget / AGENTGRAPH_TURN_BUDGET_USD={usd:g})"
-    return "at the budget of the session's goal (/goal)"
 
 
 def check_reopen_options(args: argparse.Namespace) -> None:
@@ -122,8 +80,7 @@ def check_reopen_options(args: argparse.Namespace) -> None:
             "run needs the session's id: agentgraph -r ID run ... (the picker is the REPL's)",
             EXIT_USAGE,
         )
-    if resume is not None:
-        check_thread_id(resume, "--resume")
+    check_session_ids({"--resume": resume})
 
 
 # `run -` reads the prompt from stdin, up to this many bytes.
@@ -161,7 +118,7 @@ class RunReport:
         self.thread_id: str | None = None
         self.diffs: list[dict[str, Any]] = []
         self.call_ids: list[str] = []  # the run's tool calls, in order
-        self.usage = usage_json(0, 0, 0, None)
+        self.usage = empty_usage()
         self.stopped: str | None = None
 
     def on_event(self, event: dict[str, Any]) -> None:
@@ -176,25 +133,11 @@ class RunReport:
         """The usage of the model replies the failed run stored (its tool-call replies;
         a reply cut off by the failure reported none). Best effort: the store may be
         what failed."""
-        if not self.call_ids or self.thread_id is None:
+        if self.thread_id is None:
             return
-        wanted = set(self.call_ids)
-        totals = UsageTotals()
-        try:
-            history = agent.messages(self.thread_id)
-        except Exception:  # the failure itself is what gets reported
-            return
-        for message in reversed(history):  # the run's replies are the latest
-            if not wanted:
-                break
-            if isinstance(message, AIMessage) and message.tool_calls:
-                ids = {call["id"] for call in message.tool_calls} & wanted
-                if ids:
-                    wanted -= ids
-                    totals.add_message(message, agent.settings.model)
-        self.usage = usage_json(
-            totals.input_tokens, totals.output_tokens, totals.cached_input_tokens, totals.cost_usd
-        )
+        usage = failed_run_usage(agent, self.thread_id, self.call_ids)
+        if usage is not None:
+            self.usage = usage
 
     def payload(self, answer: str | None, code: int, error: str | None) -> dict[str, Any]:
         """The ``--json`` object: the same keys for every outcome."""
@@ -274,31 +217,33 @@ def check_arguments(args: argparse.Namespace) -> None:
     if not args.prompt.strip():
         # Providers reject an empty user turn; say so before touching the session.
         raise AgentGraphError('the prompt is empty: agentgraph run "WHAT TO DO"', EXIT_USAGE)
-    if args.thread is not None:
-        check_thread_id(args.thread, "--thread")
+    check_session_ids({"--thread": args.thread})
     check_reopen_options(args)
 
 
 def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int:
     output = report.output
     workspace = resolve_workspace(getattr(args, "workspace", None))
-    check_model_config(settings)
     err = make_console(stderr=True)
-    with open_store(settings) as store, start_mcp(settings, workspace) as mcp:
-        kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
-        with collector_paused():  # the chat model's import, tool schemas, the graph
-            agent = Agent(settings, store, base_env=process_environment(), mcp=mcp)
-        # One task, no one to type a next message: its first request gets every server
-        # that answers within its start limit (servers connected meanwhile, in parallel).
-        mcp.wait(settings.mcp_start_timeout_s + MCP_WAIT_SLACK_S)
-        for notice in [*mcp.new_problems(), *agent.notices(sandbox_notice=False)]:
+    # One task, no one to type a next message: its first request gets every MCP server
+    # that answers within its start limit (servers connected meanwhile, in parallel).
+    # The collector pauses for the chat model's import, tool schemas and the graph.
+    with start_session(
+        settings,
+        workspace,
+        process_environment(),
+        building=collector_paused,
+        wait_for_servers=True,
+    ) as started:
+        agent = started.agent
+        for notice in [*started.mcp.new_problems(), *agent.notices(sandbox_notice=False)]:
             err.print(f"[yellow]{escape(notice)}[/]")
         from agentgraph.session.catalog import session_to_reopen
 
         reopened = session_to_reopen(
-            store, resume=getattr(args, "resume", None), cont=args.cont, workspace=workspace
+            started.store, resume=getattr(args, "resume", None), cont=args.cont, workspace=workspace
         )
-        thread_id = reopened or thread_for_run(store, args.thread)
+        thread_id = reopened or thread_for_run(started.store, args.thread)
         report.thread_id = thread_id
         if getattr(args, "model", None) is None:  # --model beats the session's /model choice
             agent, settings = _session_model(agent, thread_id, err)
@@ -319,17 +264,18 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
             workspace = isolated_workspace(settings.home, thread_id)
         # The REPL's way: the turn runs in a worker thread, so Ctrl-C (and the wall-clock
         # cap) cancel at once even while the model has not sent a byte yet.
+        turn = partial(
+            run_turn_interruptibly,
+            agent,
+            on_event,
+            thread_id,
+            args.prompt,
+            workspace,
+            attach_root=launch_dir,
+            can_ask=False,  # nobody to ask: calls that need approval are declined
+        )
         try:
-            with wall_clock_cap(settings.run_timeout_s, agent.cancel):
-                result = run_turn_interruptibly(
-                    agent,
-                    on_event,
-                    thread_id,
-                    args.prompt,
-                    workspace,
-                    attach_root=launch_dir,
-                    can_ask=False,  # nobody to ask: calls that need approval are declined
-                )
+            result = run_capped(settings, agent, turn)
             if result is None:
                 raise AgentGraphError("the run ended without a result", EXIT_FAILURE)
         except RunTimedOut:
@@ -349,13 +295,11 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
             report.note_failure_usage(agent)
             raise
         printer.finish()
-    code = EXIT_STEP_LIMIT if result.stop_reason in RUN_LIMIT_REASONS else 0
+    code = run_exit_code(result.stop_reason)
     if stream is not None:
         return code
     if output == "json":
-        report.usage = usage_json(
-            result.input_tokens, result.output_tokens, result.cached_input_tokens, result.cost_usd
-        )
+        report.usage = result_usage(result)
         report.stopped = result.stop_reason
         report.thread_id = result.thread_id
         payload = report.payload(result.answer, code, None)
@@ -364,13 +308,8 @@ def _run(args: argparse.Namespace, settings: Settings, report: RunReport) -> int
         # Plain write: rich would re-wrap the answer at the terminal width when piped.
         sys.stdout.write(result.answer + "\n")
         err.print(f"[dim]thread: {result.thread_id}[/]")
-    if code == EXIT_STEP_LIMIT:
-        why = {
-            STOP_STEP_LIMIT: f"at the step limit (MAX_LOOPS={settings.max_loops})",
-            STOP_BUDGET: _budget_why(settings),
-            STOP_REPEATED: "going round: the same tool calls returned the same output "
-            f"{RUNAWAY_REPEATS} times in a row",
-        }[str(result.stop_reason)]
+    if code != 0:
+        why = stop_explanation(settings, str(result.stop_reason))
         err.print(
             f"agentgraph: stopped {why}; the answer may be partial (continue with: "
             f"agentgraph run --thread {result.thread_id} ...)",
