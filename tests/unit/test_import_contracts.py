@@ -39,3 +39,16 @@ def test_a_front_end_importing_the_runtime_breaks_the_contract(tmp_path: Path) -
     result = _lint(tmp_path)
     assert result.returncode != 0
     assert "agentgraph.frontends.shortcut -> agentgraph.runtime.graph" in result.stdout
+
+
+def test_a_session_module_importing_a_front_end_breaks_the_contract(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copytree(
+        ROOT / "agentgraph", tmp_path / "agentgraph", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (tmp_path / "agentgraph" / "session" / "upward.py").write_text(
+        "from agentgraph.frontends.cli.common import load_settings\n", encoding="utf-8"
+    )
+    result = _lint(tmp_path)
+    assert result.returncode != 0
+    assert "agentgraph.session.upward -> agentgraph.frontends.cli.common" in result.stdout
