@@ -78,8 +78,6 @@ HOOK_TEXT_MAX_CHARS = 4000
 HOOK_CONTEXT_MAX_CHARS = 10_000
 # Events whose successful hooks' stdout is context for the model, as in Claude Code.
 CONTEXT_EVENTS = frozenset({SESSION_START, USER_PROMPT_SUBMIT})
-# Characters of a hook's command line shown with what it said (the end is kept).
-HOOK_COMMAND_SHOWN_CHARS = 40
 # Seconds to wait for a killed hook's pipes to close (a detached child may hold them).
 HOOK_DRAIN_S = 1.0
 HOOK_READ_CHUNK_BYTES = 8192
@@ -571,17 +569,6 @@ class Hooks:
         for item in verdict.events:
             item["text"] = self.redact(str(item["text"]))
         return verdict
-
-
-def hook_line(event: Mapping[str, Any]) -> str:
-    """One line for a ``hook`` event: ``PreToolUse hook blocked (guard.sh): reason``."""
-    outcome = str(event.get("outcome"))
-    verb = {OUTCOME_BLOCKED: "blocked", OUTCOME_ERROR: "failed"}.get(outcome, "said")
-    command = " ".join(str(event.get("command", "")).split())
-    if len(command) > HOOK_COMMAND_SHOWN_CHARS:  # its end names the script
-        command = "…" + command[-(HOOK_COMMAND_SHOWN_CHARS - 1) :]
-    text = str(event.get("text") or "")
-    return f"{event.get('event')} hook {verb} ({command}): {text}".rstrip(": ")
 
 
 def context_message(event: str, verdict: HookVerdict) -> HumanMessage | None:

@@ -3,15 +3,32 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from agentgraph.capabilities.hooks import hook_line
-from agentgraph.capabilities.tools.todos import format_todos
+from agentgraph.protocol.events import (
+    Answer,
+    BaseEvent,
+    Compaction,
+    Diff,
+    Hook,
+    Notice,
+    Retry,
+    SubagentDone,
+    SubagentStarted,
+    SubagentTasks,
+    SubagentTool,
+    TextDelta,
+    Todos,
+    ToolCall,
+    ToolResult,
+    to_event,
+)
+from agentgraph.session.interactive import todo_list_text
 
 TOOL_ARGS_PREVIEW_CHARS = 80
 TOOL_RESULT_PREVIEW_CHARS = 100
@@ -24,6 +41,13 @@ DIFF_LINE_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "gre
 # Lines of a subagent's final text shown under its call (the model gets all of it).
 SUBAGENT_RESULT_PREVIEW_LINES = 8
 SUBAGENT_TOOL_NAME = "call_subagent"
+# A hook's command is cut to this many characters on its line (its end names the script).
+HOOK_COMMAND_SHOWN_CHARS = 40
+# What a hook did, by the ``outcome`` of its event (see docs/events.md).
+HOOK_OUTCOME_OK = "ok"
+HOOK_OUTCOME_VERBS = {"blocked": "blocked", "error": "failed"}
+# The header note of an approved edit's diff (the approval question showed it).
+APPROVED_NOTE = "the diff approved above"
 
 
 def short_args(args: Any) -> str:
@@ -82,7 +106,11 @@ def result_summary(content: str, status: str | None, name: str | None = None) ->
 
 
 class EventPrinter:
-    """Prints streamed events; tokens go to ``out``, progress to ``err``."""
+    """Prints streamed events; tokens go to ``out``, progress to ``err``.
+
+    Events enter as the agent emits them (dicts) or already typed; each is typed once,
+    on entry (:func:`~agentgraph.protocol.events.to_event`), and rendered by its model.
+    """
 
     def __init__(
         self,
@@ -100,7 +128,7 @@ class EventPrinter:
         self._mid_line = False
         # Diffs arrive while their tool runs; they are shown under its result line.
         self._open_calls: set[str] = set()
-        self._held_diffs: dict[str, list[dict[str, Any]]] = {}
+        self._held_diffs: dict[str, list[Diff]] = {}
         # Tool call id -> the diff its approval question showed: the same diff is not
         # printed a second time when the approved edit reports it.
         self.previewed: dict[str, str] = {}
@@ -115,92 +143,99 @@ class EventPrinter:
             self.out.file.flush()
             self._mid_line = False
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "token" and self.stream_tokens:
-            self.out.file.write(event["text"])
-            self.out.file.flush()
-            self._mid_line = not event["text"].endswith("\n")
-        elif kind == "tool_call":
-            self._end_line()
-            self._open_calls.add(str(event.get("id")))
-            self.err.print(
-                f"[cyan]⏺ {escape(event['name'])}[/]([dim]{escape(short_args(event['args']))}[/])"
-            )
-        elif kind == "tool_result":
-            style = "red" if event.get("status") == "error" else "dim"
-            call_id = str(event.get("id"))
-            number = f"[/show {self.number_output(call_id)}]" if self.number_output else ""
-            text = self._subagent_text.pop(call_id, None)
-            if text is not None and event.get("name") == SUBAGENT_TOOL_NAME:
-                self.err.print(subagent_result_text(text, style), end="", soft_wrap=True)
-                if number:
-                    self.err.print(f"    [dim]{escape(number)}[/]")
-            else:
-                summary = result_summary(
-                    event.get("content", ""), event.get("status"), event.get("name")
-                )
-                tail = f"[dim] {escape(number)}[/]" if number else ""
-                self.err.print(f"  [{style}]⎿ {escape(summary)}[/]{tail}")
-            self._open_calls.discard(call_id)
-            for diff in self._held_diffs.pop(call_id, []):
-                self._print_diff(diff)
-        elif kind == "diff":
-            call_id = str(event.get("tool_call_id"))
-            if call_id in self._open_calls:
-                self._held_diffs.setdefault(call_id, []).append(event)
-            else:
-                self._end_line()
-                self._print_diff(event)
-        elif kind in ("notice", "retry"):
-            self._end_line()
-            self.err.print(f"[yellow]{escape(str(event.get('text', '')))}[/]")
-        elif kind == "hook":  # a user's hook said something, blocked or failed
-            self._end_line()
-            style = "dim" if event.get("outcome") == "ok" else "yellow"
-            self.err.print(f"[{style}]  ⚑ {escape(hook_line(event))}[/]")
-        elif kind == "compaction":
-            self._end_line()
-            self.err.print(f"[magenta]{escape(compaction_line(event))}[/]")
-        elif kind == "todos":  # todo_write changed the list: show all of it
-            self._end_line()
-            self.err.print(f"[blue]{escape(format_todos(event.get('todos')))}[/]")
-        elif kind == "subagent_started":
-            self._end_line()
-            self._subagents.add(str(event.get("id")))
-            where = " (background)" if event.get("background") else ""
-            task = escape(str(event.get("task")))
-            self.err.print(f"[cyan]  ↳ {event.get('id')}{where}: {task}[/]")
-        elif kind == "subagent_tool":
-            self._end_line()
-            # Parallel subagents' lines interleave: each then names its subagent.
-            many = len(self._subagents) > 1
-            who = f"[{str(event.get('id')).rpartition('-')[2]}] " if many else ""
-            line = f"{who}{event.get('name')} {short_args(event.get('args'))}".rstrip()
-            elapsed = float(event.get("elapsed_s") or 0.0)
-            self.err.print(f"[dim]    ↳ {escape(line)} · {elapsed:.1f}s[/]", soft_wrap=True)
-        elif kind == "subagent_done":
-            self._end_line()
-            self._subagents.discard(str(event.get("id")))
-            text = str(event.get("result") or "")
-            style = "dim" if event.get("ok") else "red"
-            self.err.print(f"[{style}]  ↳ {escape(subagent_done_line(event))}[/]")
-            if event.get("background"):  # its call was answered long ago: the text now
-                self.err.print(subagent_result_text(text, style), end="", soft_wrap=True)
-            else:
-                self._subagent_text[str(event.get("tool_call_id"))] = text
-        elif kind == "subagent_tasks":
-            self._end_line()
-            for line in subagent_task_lines(event.get("tasks") or []):
-                self.err.print(f"[yellow]{escape(line)}[/]")
-        elif kind == "answer":
-            self._end_line()
+    def __call__(self, event: Mapping[str, Any] | BaseEvent) -> None:
+        """Print one event (the agent's dict of it, or the typed event)."""
+        self.render(to_event(dict(event) if isinstance(event, Mapping) else event))
 
-    def _print_diff(self, event: dict[str, Any]) -> None:
+    def render(self, event: BaseEvent) -> None:
+        """Print one typed event; types this printer does not show are skipped."""
+        match event:
+            case TextDelta() if self.stream_tokens:
+                self.out.file.write(event.text)
+                self.out.file.flush()
+                self._mid_line = not event.text.endswith("\n")
+            case ToolCall():
+                self._end_line()
+                self._open_calls.add(event.id)
+                name, args = escape(event.name), escape(short_args(event.args))
+                self.err.print(f"[cyan]⏺ {name}[/]([dim]{args}[/])")
+            case ToolResult():
+                self._print_result(event)
+            case Diff():
+                call_id = str(event.tool_call_id)
+                if call_id in self._open_calls:
+                    self._held_diffs.setdefault(call_id, []).append(event)
+                else:
+                    self._end_line()
+                    self._print_diff(event)
+            case Notice() | Retry():
+                self._end_line()
+                self.err.print(f"[yellow]{escape(event.text)}[/]")
+            case Hook():  # a user's hook said something, blocked or failed
+                self._end_line()
+                style = "dim" if event.outcome == HOOK_OUTCOME_OK else "yellow"
+                self.err.print(f"[{style}]  ⚑ {escape(hook_line(event))}[/]")
+            case Compaction():
+                self._end_line()
+                self.err.print(f"[magenta]{escape(compaction_line(event))}[/]")
+            case Todos():  # todo_write changed the list: show all of it
+                self._end_line()
+                self.err.print(f"[blue]{escape(todo_list_text(event))}[/]")
+            case SubagentStarted():
+                self._end_line()
+                self._subagents.add(event.id)
+                where = " (background)" if event.background else ""
+                self.err.print(f"[cyan]  ↳ {event.id}{where}: {escape(event.task)}[/]")
+            case SubagentTool():
+                self._end_line()
+                # Parallel subagents' lines interleave: each then names its subagent.
+                many = len(self._subagents) > 1
+                who = f"[{event.id.rpartition('-')[2]}] " if many else ""
+                line = f"{who}{event.name} {short_args(event.args)}".rstrip()
+                elapsed = f"{event.elapsed_s:.1f}s"
+                self.err.print(f"[dim]    ↳ {escape(line)} · {elapsed}[/]", soft_wrap=True)
+            case SubagentDone():
+                self._print_subagent_done(event)
+            case SubagentTasks():
+                self._end_line()
+                for line in subagent_task_lines(event.tasks):
+                    self.err.print(f"[yellow]{escape(line)}[/]")
+            case Answer():
+                self._end_line()
+
+    def _print_result(self, event: ToolResult) -> None:
+        """A tool's result line (a subagent's final text for its call), then the diffs
+        held while it ran."""
+        style = "red" if event.status == "error" else "dim"
+        number = f"[/show {self.number_output(event.id)}]" if self.number_output else ""
+        text = self._subagent_text.pop(event.id, None)
+        if text is not None and event.name == SUBAGENT_TOOL_NAME:
+            self.err.print(subagent_result_text(text, style), end="", soft_wrap=True)
+            if number:
+                self.err.print(f"    [dim]{escape(number)}[/]")
+        else:
+            summary = result_summary(event.content, event.status, event.name)
+            tail = f"[dim] {escape(number)}[/]" if number else ""
+            self.err.print(f"  [{style}]⎿ {escape(summary)}[/]{tail}")
+        self._open_calls.discard(event.id)
+        for diff in self._held_diffs.pop(event.id, []):
+            self._print_diff(diff)
+
+    def _print_subagent_done(self, event: SubagentDone) -> None:
+        self._end_line()
+        self._subagents.discard(event.id)
+        style = "dim" if event.ok else "red"
+        self.err.print(f"[{style}]  ↳ {escape(subagent_done_line(event))}[/]")
+        if event.background:  # its call was answered long ago: the text now
+            self.err.print(subagent_result_text(event.result, style), end="", soft_wrap=True)
+        else:
+            self._subagent_text[event.tool_call_id] = event.result
+
+    def _print_diff(self, event: Diff) -> None:
         """A diff event: in full, or only its header when the approval showed the same."""
-        preview = self.previewed.get(str(event.get("tool_call_id")))
-        if preview is not None and same_hunks(preview, str(event.get("diff") or "")):
-            print_diff(self.err, {**event, "diff": "", "note": "the diff approved above"})
+        preview = self.previewed.get(str(event.tool_call_id))
+        if preview is not None and same_hunks(preview, event.diff):
+            print_diff(self.err, event.model_copy(update={"diff": "", "note": APPROVED_NOTE}))
             return
         print_diff(self.err, event, fold_at=DIFF_FOLD_LINES)
 
@@ -213,21 +248,29 @@ class EventPrinter:
         self._held_diffs.clear()
 
 
-def subagent_done_line(event: dict[str, Any]) -> str:
+def hook_line(event: Hook) -> str:
+    """One line for a ``hook`` event: ``PreToolUse hook blocked (guard.sh): reason``."""
+    verb = HOOK_OUTCOME_VERBS.get(event.outcome, "said")
+    command = " ".join(event.command.split())
+    if len(command) > HOOK_COMMAND_SHOWN_CHARS:  # its end names the script
+        command = "…" + command[-(HOOK_COMMAND_SHOWN_CHARS - 1) :]
+    return f"{event.event} hook {verb} ({command}): {event.text}".rstrip(": ")
+
+
+def subagent_done_line(event: SubagentDone) -> str:
     """``subagent-1a2b3c4d done · 2 steps · 3.4s · 1,234 tokens`` for a ``subagent_done``."""
-    loops = int(event.get("loops") or 0)
-    tokens = int(event.get("input_tokens") or 0) + int(event.get("output_tokens") or 0)
+    tokens = event.input_tokens + event.output_tokens
     parts = [
-        f"{event.get('id')} {event.get('status') or ('done' if event.get('ok') else 'failed')}",
-        f"{loops} step" + ("" if loops == 1 else "s"),
-        f"{float(event.get('elapsed_s') or 0.0):.1f}s",
+        f"{event.id} {event.status or ('done' if event.ok else 'failed')}",
+        f"{event.loops} step" + ("" if event.loops == 1 else "s"),
+        f"{event.elapsed_s:.1f}s",
     ]
     if tokens:
         parts.append(f"{tokens:,} tokens")
     return " · ".join(parts)
 
 
-def subagent_task_lines(tasks: list[dict[str, Any]]) -> list[str]:
+def subagent_task_lines(tasks: list[Any]) -> list[str]:
     """The turn-end list of background subagents whose result the model has not had."""
     lines = ["background subagents whose results the model has not had yet:"]
     for task in tasks:
@@ -276,22 +319,24 @@ def diff_text(diff: str, *, fold_at: int | None = None, indent: str = "    ") ->
     return text
 
 
-def print_diff(console: Console, event: dict[str, Any], *, fold_at: int | None = None) -> None:
+def print_diff(
+    console: Console, event: Diff | Mapping[str, Any], *, fold_at: int | None = None
+) -> None:
     """Print one ``diff`` event (see docs/events.md): a header, then the coloured diff."""
-    added, removed = int(event.get("added") or 0), int(event.get("removed") or 0)
-    note = f" ({event['note']})" if event.get("note") else ""
+    diff = event if isinstance(event, Diff) else Diff.model_validate({**event, "type": "diff"})
+    note = f" ({diff.note})" if diff.note else ""
     console.print(
         Text.assemble(
             ("    ", ""),
-            (str(event.get("path")), "bold"),
-            (f" +{added}", "green"),
-            (f" -{removed}", "red"),
+            (diff.path, "bold"),
+            (f" +{diff.added}", "green"),
+            (f" -{diff.removed}", "red"),
             (note, "dim"),
         ),
         soft_wrap=True,
     )
-    if event.get("diff"):
-        console.print(diff_text(str(event["diff"]), fold_at=fold_at), end="", soft_wrap=True)
+    if diff.diff:
+        console.print(diff_text(diff.diff, fold_at=fold_at), end="", soft_wrap=True)
 
 
 def nothing_to_compact_line(compactor: object, *, fallback: str) -> str:
@@ -311,16 +356,23 @@ SUMMARY_CUT_NOTE = " — the summary was cut to fit (search_history finds the re
 SPIRAL_NOTE = " — no progress since the last compaction: the model was told to stop repeating"
 
 
-def compaction_line(record: dict[str, Any]) -> str:
-    """``Compacted: 51,204 → 8,113 tokens (−84.2%); files: a.py, b.py``."""
-    before = int(record.get("tokens_before", 0))
-    after = int(record.get("tokens_after", 0))
+def compaction_line(record: Compaction | Mapping[str, Any]) -> str:
+    """``Compacted: 51,204 → 8,113 tokens (−84.2%); files: a.py, b.py``.
+
+    Args:
+        record: A ``compaction`` event, or a compaction record of the session.
+    """
+    event = (
+        record
+        if isinstance(record, Compaction)
+        else Compaction.model_validate({**record, "type": "compaction"})
+    )
+    before, after = event.tokens_before, event.tokens_after
     pct = (after - before) / before * 100 if before else 0.0
-    files = record.get("files") or []
-    tail = f"; files: {', '.join(files)}" if files else ""
-    failed = " (fallback: summary failed)" if record.get("fallback") else ""
-    why = COMPACTION_NOTES.get(str(record.get("trigger")), "")
-    for key, note in (("summary_cut", SUMMARY_CUT_NOTE), ("course_change", SPIRAL_NOTE)):
-        why += note if record.get(key) else ""
+    tail = f"; files: {', '.join(event.files)}" if event.files else ""
+    failed = " (fallback: summary failed)" if event.fallback else ""
+    why = COMPACTION_NOTES.get(event.trigger, "")
+    why += SUMMARY_CUT_NOTE if event.summary_cut else ""
+    why += SPIRAL_NOTE if event.course_change else ""
     change = f"{pct:+.1f}%".replace("-", "−")
     return f"Compacted: {before:,} → {after:,} tokens ({change}){tail}{failed}{why}"

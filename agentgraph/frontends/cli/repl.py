@@ -10,13 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage
 from rich.console import Console
 from rich.markup import escape
 
-from agentgraph.capabilities.recall.search import message_role
-from agentgraph.capabilities.skills import catalog_for
-from agentgraph.capabilities.tools.bash import kill_orphaned_commands
 from agentgraph.config import Settings
 from agentgraph.errors import AgentGraphError
 from agentgraph.frontends.cli import collector_paused
@@ -29,11 +25,16 @@ from agentgraph.frontends.cli.slash_commit import auto_commit, turn_mark
 from agentgraph.frontends.cli.slash_show import number_outputs
 from agentgraph.frontends.cli.terminal import TerminalPrinter
 from agentgraph.frontends.cli.turns import run_turn_interruptibly
-from agentgraph.persistence import Store, open_store
-from agentgraph.persistence.thread_ids import check_thread_id
-from agentgraph.providers.model import check_model_config
-from agentgraph.security.approvals import bound_answer, is_approved
 from agentgraph.session.agent import Agent, TurnResult, new_thread_id
+from agentgraph.session.interactive import (
+    answer_approvals,
+    check_interactive_start,
+    context_status,
+    recent_messages,
+    session_store,
+    skill_names,
+    turn_usage_text,
+)
 from agentgraph.session.workspaces import isolated_workspace
 
 RESUME_PREVIEW_MESSAGES = 6
@@ -75,7 +76,7 @@ def _completer(get_ctx: Callable[[], ReplContext | None]) -> Any:
     def skills() -> list[str]:
         ctx = get_ctx()
         # Found afresh: a skill added since the last turn completes at once.
-        return list(catalog_for(ctx.agent.settings.home, ctx.workspace).skills) if ctx else []
+        return skill_names(ctx.agent.settings.home, ctx.workspace) if ctx else []
 
     def workspace() -> Path:
         ctx = get_ctx()
@@ -141,19 +142,10 @@ def _show_last(started: list[ReplContext]) -> Callable[[], None]:
 
 def show_history_briefly(console: Console, agent: Agent, thread_id: str) -> None:
     """Print the last few messages of a resumed session."""
-    messages = agent.messages(thread_id)
-    console.print(f"[dim]resumed {thread_id[:12]} — {len(messages)} messages[/]")
-    for msg in messages[-RESUME_PREVIEW_MESSAGES:]:
-        text = " ".join(msg.text.split())
-        if len(text) > RESUME_PREVIEW_CHARS:
-            text = text[: RESUME_PREVIEW_CHARS - 1] + "…"
-        # A summary, a re-read file or a resume note is stored as a user message but
-        # is not what the user typed.
-        role = message_role(msg)
-        label = {"user": "you", "assistant": "agent"}.get(role, role)
-        if isinstance(msg, AIMessage) and msg.tool_calls:
-            text = text or "calls " + ", ".join(c["name"] for c in msg.tool_calls)
-        console.print(f"[dim]{label}:[/] {escape(text)}")
+    total, rows = recent_messages(agent, thread_id, RESUME_PREVIEW_MESSAGES, RESUME_PREVIEW_CHARS)
+    console.print(f"[dim]resumed {thread_id[:12]} — {total} messages[/]")
+    for row in rows:
+        console.print(f"[dim]{row.label}:[/] {escape(row.text)}")
 
 
 def _ask_yes_no(read: Callable[[str], str], question: str) -> bool:
@@ -165,29 +157,27 @@ def _ask_yes_no(read: Callable[[str], str], question: str) -> bool:
 
 
 def _initial_thread(
-    args: argparse.Namespace, store: Store, workspace: Path, err: Console
+    args: argparse.Namespace, agent: Agent, workspace: Path, err: Console
 ) -> tuple[str, bool] | None:
     """The session to start in and whether it is resumed; None: the picker was cancelled."""
     if args.resume == "":  # -r without an id: pick one
         from agentgraph.frontends.cli.picker import pick_session
 
-        rows = store.index.list_sessions(include_subagents=False)
+        rows = agent.store.index.list_sessions(include_subagents=False)
         if not rows:
             raise AgentGraphError("no session to resume yet; start one with `agentgraph`")
         info = pick_session(rows, err)
         return (info.thread_id, True) if info is not None else None
     from agentgraph.session.catalog import session_to_reopen
 
-    named = session_to_reopen(store, resume=args.resume, cont=args.cont, workspace=workspace)
+    named = session_to_reopen(agent.store, resume=args.resume, cont=args.cont, workspace=workspace)
     return (named, True) if named is not None else (new_thread_id(), False)
 
 
 def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
     """Run the interactive loop until /exit or end of input."""
-    if args.resume:  # "" is -r without an id: the picker
-        check_thread_id(args.resume, "--resume")
+    check_interactive_start(settings, args.resume)  # "" is -r without an id: the picker
     workspace = resolve_workspace(getattr(args, "workspace", None))
-    check_model_config(settings)
     out = make_console()
     err = make_console(stderr=True)
     started: list[ReplContext] = []  # the REPL's context, once there is one
@@ -202,10 +192,9 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
         status=mode_label(current),
     )
     ask = (lambda q: _ask_yes_no(read, q)) if sys.stdin.isatty() else None
-    with open_store(settings) as store, start_mcp(settings, workspace, ask=ask) as mcp:
+    with session_store(settings) as store, start_mcp(settings, workspace, ask=ask) as mcp:
         from agentgraph.session.titles import build_titler
 
-        kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
         with collector_paused():  # the chat model's import, tool schemas, the graph
             agent = Agent(
                 settings,
@@ -214,7 +203,7 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
                 titler=build_titler(settings, interactive=sys.stdin.isatty()),
                 mcp=mcp,
             )
-        initial = _initial_thread(args, store, workspace, err)
+        initial = _initial_thread(args, agent, workspace, err)
         if initial is None:
             err.print("no session picked", markup=False)
             return 0
@@ -337,43 +326,19 @@ def answer_pending_approvals(
     pending = ctx.agent.pending_approvals(ctx.thread_id)
     while pending:
         # Each answer names its call: one that reaches another question is refused.
-        answers = {q["id"]: bound_answer(q, ask_approval(err, read, q)) for q in pending}
+        answered = answer_approvals(pending, lambda q: ask_approval(err, read, q))
         printer = TerminalPrinter(
             out, err, number_outputs(ctx), notify_after_s=ctx.agent.settings.notify_after_s
         )
-        printer.previewed = {
-            str(q.get("tool_call_id")): str(q["diff"])
-            for q in pending
-            if q.get("diff") and is_approved(answers[q["id"]])
-        }
+        printer.previewed = answered.approved_diffs
         printer.begin()
         try:
             result = run_turn_interruptibly(
-                ctx.agent, printer, ctx.thread_id, ctx.workspace, resume=answers
+                ctx.agent, printer, ctx.thread_id, ctx.workspace, resume=answered.answers
             )
         finally:
             printer.finish()
         pending = result.pending_approvals if result is not None else []
-
-
-def turn_usage_text(result: TurnResult | None) -> str:
-    """``1.2k in · 45 out · 1k cached · $0.0031``: what the turn used (cached tokens and
-    cost only when the result carries them)."""
-    if result is None:
-        return ""
-    from agentgraph.context.report import format_tokens
-
-    parts = [
-        f"{format_tokens(result.input_tokens)} in",
-        f"{format_tokens(result.output_tokens)} out",
-    ]
-    cached = int(getattr(result, "cached_input_tokens", 0) or 0)
-    if cached:
-        parts.append(f"{format_tokens(cached)} cached")
-    cost = getattr(result, "cost_usd", None)
-    if cost is not None:
-        parts.append(f"${float(cost):.4f}")
-    return " · ".join(parts)
 
 
 def print_status_line(
@@ -381,10 +346,9 @@ def print_status_line(
 ) -> None:
     """Context used and percent of budget after a turn, coloured at the thresholds,
     then the turn's tokens (and cost when known)."""
-    from agentgraph.context.report import status_line
     from agentgraph.frontends.cli.slash_context import LEVEL_STYLES
 
-    text, level = status_line(agent.context_report(thread_id))
+    text, level = context_status(agent, thread_id)
     usage = turn_usage_text(result)
     tail = f"[dim] · {escape(usage)}[/]" if usage else ""
     console.print(f"[{LEVEL_STYLES.get(level, 'dim')}]{escape(text)}[/]{tail}")

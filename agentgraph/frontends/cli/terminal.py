@@ -16,7 +16,6 @@ import io
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from markdown_it import MarkdownIt
 from rich.console import Console
@@ -26,7 +25,20 @@ from rich.status import Status
 from rich.text import Text
 
 from agentgraph.frontends.cli.render import EventPrinter
-from agentgraph.runtime.token_stream import PROGRESS_EVENT
+from agentgraph.protocol.events import (
+    BaseEvent,
+    Compaction,
+    Diff,
+    Hook,
+    Notice,
+    Progress,
+    Retry,
+    TextDelta,
+    Todos,
+    ToolCall,
+    ToolResult,
+)
+from agentgraph.session.interactive import streamed_tokens_text
 
 # Seconds between two re-renders of the streamed answer (rendering is O(answer)).
 MARKDOWN_REFRESH_S = 0.1
@@ -38,6 +50,8 @@ SPINNER = "dots"
 WAITING_TEXT = "thinking…"
 BELL = "\a"
 SECONDS_PER_MINUTE = 60
+# Events printed while a spinner waits that do not end the wait: it spins on after them.
+SPIN_ON_AFTER = (Notice, Retry, Compaction, Todos, Diff, Hook)
 
 
 def elapsed_text(seconds: float) -> str:
@@ -64,12 +78,10 @@ class SpinnerText:
         self.tokens = tokens
 
     def __rich__(self) -> Text:
-        from agentgraph.context.report import format_tokens
-
         parts = [elapsed_text(time.monotonic() - self.started)]
-        tokens = self.tokens()
-        if tokens:
-            parts.append(f"{format_tokens(tokens)} tokens")
+        streamed = streamed_tokens_text(self.tokens())
+        if streamed:
+            parts.append(streamed)
         return Text(f"{self.label} {' · '.join(parts)}")
 
 
@@ -259,26 +271,27 @@ class TerminalPrinter(EventPrinter):
             self._markdown.finish()
             self._markdown = None
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == PROGRESS_EVENT:  # the spinner shows it at its next refresh
-            self._output_tokens = int(event.get("output_tokens") or 0)
+    def render(self, event: BaseEvent) -> None:
+        """Print one typed event, stopping and restarting the spinner around it."""
+        if isinstance(event, Progress):  # the spinner shows it at its next refresh
+            self._output_tokens = event.output_tokens
             return
         waiting = self._status is not None
         self._stop()
-        if kind == "token" and self.render_markdown:
-            if self._markdown is None:
-                self._markdown = MarkdownStream(self.out)
-            self._markdown.update(event["text"])
-            return
-        if kind not in ("token",):
+        if isinstance(event, TextDelta):
+            if self.render_markdown:
+                if self._markdown is None:
+                    self._markdown = MarkdownStream(self.out)
+                self._markdown.update(event.text)
+                return
+        else:
             self._end_answer()
-        super().__call__(event)
-        if kind == "tool_call":
-            self._spin(f"running {event['name']}…")
-        elif kind == "tool_result":
+        super().render(event)
+        if isinstance(event, ToolCall):
+            self._spin(f"running {event.name}…")
+        elif isinstance(event, ToolResult):
             self._spin(WAITING_TEXT)  # the model is called again with the result
-        elif waiting and kind in ("notice", "retry", "compaction", "todos", "diff", "hook"):
+        elif waiting and isinstance(event, SPIN_ON_AFTER):
             self._spin(self._status_text)  # still waiting for the same thing
 
     def finish(self) -> None:
