@@ -45,6 +45,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from agentgraph.errors import AgentGraphError, ConfigError
+from agentgraph.protocol.events import HOOK_OUTCOME_BLOCKED as OUTCOME_BLOCKED
+from agentgraph.protocol.events import HOOK_OUTCOME_ERROR as OUTCOME_ERROR
+from agentgraph.protocol.events import HOOK_OUTCOME_OK as OUTCOME_OK
 from agentgraph.security.settings_sources import (
     PROJECT_CONFIG_PATH,
     USER_CONFIG_NAME,
@@ -86,10 +89,6 @@ HOOK_BLOCK_EXIT_CODE = 2
 HOOK_SHELL = "/bin/sh"
 # Variable naming the workspace in a hook's environment (Claude Code: CLAUDE_PROJECT_DIR).
 PROJECT_DIR_ENV = "AGENTGRAPH_PROJECT_DIR"
-
-OUTCOME_OK = "ok"
-OUTCOME_BLOCKED = "blocked"
-OUTCOME_ERROR = "error"
 
 Redact = Callable[[str], str]
 

@@ -19,6 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 __all__ = [
     "EVENT_MODELS",
+    "HOOK_OUTCOME_BLOCKED",
+    "HOOK_OUTCOME_ERROR",
+    "HOOK_OUTCOME_OK",
     "INTERNAL_NAMES",
     "STREAM_TYPES",
     "BaseEvent",
@@ -191,6 +194,12 @@ class SubagentTasks(BaseEvent):
         description="list of `{id, status, elapsed_s, task}`; `status`: `running`, `done`, "
         "`failed`, `cancelled`, or `interrupted` when no live worker runs it"
     )
+
+
+# A ``hook`` event's outcomes: the hook ran and let things be, blocked, or failed.
+HOOK_OUTCOME_OK = "ok"
+HOOK_OUTCOME_BLOCKED = "blocked"
+HOOK_OUTCOME_ERROR = "error"
 
 
 class Hook(BaseEvent):

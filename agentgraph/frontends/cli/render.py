@@ -11,6 +11,9 @@ from rich.markup import escape
 from rich.text import Text
 
 from agentgraph.protocol.events import (
+    HOOK_OUTCOME_BLOCKED,
+    HOOK_OUTCOME_ERROR,
+    HOOK_OUTCOME_OK,
     Answer,
     BaseEvent,
     Compaction,
@@ -43,9 +46,8 @@ SUBAGENT_RESULT_PREVIEW_LINES = 8
 SUBAGENT_TOOL_NAME = "call_subagent"
 # A hook's command is cut to this many characters on its line (its end names the script).
 HOOK_COMMAND_SHOWN_CHARS = 40
-# What a hook did, by the ``outcome`` of its event (see docs/events.md).
-HOOK_OUTCOME_OK = "ok"
-HOOK_OUTCOME_VERBS = {"blocked": "blocked", "error": "failed"}
+# What a hook did, by the ``outcome`` of its event (any other outcome: it said something).
+HOOK_OUTCOME_VERBS = {HOOK_OUTCOME_BLOCKED: "blocked", HOOK_OUTCOME_ERROR: "failed"}
 # The header note of an approved edit's diff (the approval question showed it).
 APPROVED_NOTE = "the diff approved above"
 
