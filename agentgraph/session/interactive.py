@@ -1,7 +1,6 @@
 """What an interactive front end (the REPL) asks of the session beyond running turns.
 
-Start-up checks, the session store with the leftovers of a killed run cleaned up, a
-resumed session's last messages, the skills to complete, the answers to approval
+A resumed session's last messages, the skills to complete, the answers to approval
 questions, and the figures of the status lines (context used, a turn's usage, the
 tokens streamed so far). The front end renders what these return; the lower layers
 they reach stay behind this module.
@@ -9,8 +8,7 @@ they reach stay behind this module.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,28 +17,20 @@ from langchain_core.messages import AIMessage
 
 from agentgraph.capabilities.recall.search import message_role
 from agentgraph.capabilities.skills import catalog_for
-from agentgraph.capabilities.tools.bash import kill_orphaned_commands
 from agentgraph.capabilities.tools.todos import format_todos
 from agentgraph.context.report import format_tokens, status_line
-from agentgraph.persistence import open_store
-from agentgraph.persistence.thread_ids import check_thread_id
 from agentgraph.protocol.events import Todos
-from agentgraph.providers.model import check_model_config
 from agentgraph.security.approvals import bound_answer, is_approved
 
 if TYPE_CHECKING:
-    from agentgraph.config import Settings
-    from agentgraph.persistence import Store
     from agentgraph.session.agent import Agent, TurnResult
 
 __all__ = [
     "ApprovalAnswers",
     "MessagePreview",
     "answer_approvals",
-    "check_interactive_start",
     "context_status",
     "recent_messages",
-    "session_store",
     "skill_names",
     "streamed_tokens_text",
     "todo_list_text",
@@ -49,34 +39,6 @@ __all__ = [
 
 # Labels of a resumed session's preview, by message role (other roles show as they are).
 PREVIEW_ROLE_LABELS = {"user": "you", "assistant": "agent"}
-
-
-def check_interactive_start(settings: Settings, resume: str | None) -> None:
-    """Refuse a malformed ``--resume`` id or an unusable model configuration before
-    anything is opened or shown.
-
-    Args:
-        settings: The run's settings.
-        resume: The ``--resume`` value; None or ``""`` (pick one) are not checked.
-
-    Raises:
-        AgentGraphError: The one line that says what is wrong.
-    """
-    if resume:
-        check_thread_id(resume, "--resume")
-    check_model_config(settings)
-
-
-@contextmanager
-def session_store(settings: Settings) -> Iterator[Store]:
-    """The session store, open for a front end that runs turns.
-
-    Commands a killed agentgraph left running are stopped first: a SIGKILLed process
-    could not stop them itself, and they would keep writing into the workspace.
-    """
-    with open_store(settings) as store:
-        kill_orphaned_commands()
-        yield store
 
 
 @dataclass(frozen=True)

@@ -480,6 +480,7 @@ def start_session(
     open_mcp: Callable[[], AbstractContextManager[McpManager]] | None = None,
     building: Callable[[], AbstractContextManager[Any]] = nullcontext,
     wait_for_servers: bool = False,
+    interactive: bool = False,
 ) -> Iterator[Started]:
     """Check the model's configuration, open the store and the MCP servers, and build the
     agent; everything is closed on exit.
@@ -494,6 +495,8 @@ def start_session(
             collector while long-lived objects are created).
         wait_for_servers: Wait for every MCP server up to its start limit: with nobody
             to type a next message, the first request should get them all.
+        interactive: A person types the messages (the REPL on a terminal): sessions may
+            get model-written titles (``AGENTGRAPH_TITLES=model``).
 
     Raises:
         ConfigError: The settings name no usable model endpoint.
@@ -503,13 +506,15 @@ def start_session(
     from agentgraph.persistence import open_store
     from agentgraph.providers.model import check_model_config
     from agentgraph.session.agent import Agent
+    from agentgraph.session.titles import build_titler
 
     check_model_config(settings)
     servers = open_mcp or (lambda: open_mcp_servers(settings, workspace, base_env))
     with open_store(settings) as store, servers() as mcp:
         kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
         with building():
-            agent = Agent(settings, store, base_env=base_env, mcp=mcp)
+            titler = build_titler(settings, interactive=interactive)
+            agent = Agent(settings, store, base_env=base_env, titler=titler, mcp=mcp)
         if wait_for_servers:
             mcp.wait(settings.mcp_start_timeout_s + MCP_WAIT_SLACK_S)
         yield Started(store, mcp, agent)

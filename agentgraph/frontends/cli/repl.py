@@ -28,13 +28,13 @@ from agentgraph.frontends.cli.turns import run_turn_interruptibly
 from agentgraph.session.agent import Agent, TurnResult, new_thread_id
 from agentgraph.session.interactive import (
     answer_approvals,
-    check_interactive_start,
     context_status,
     recent_messages,
-    session_store,
     skill_names,
     turn_usage_text,
 )
+from agentgraph.session.run import check_session_ids
+from agentgraph.session.startup import start_session
 from agentgraph.session.workspaces import isolated_workspace
 
 RESUME_PREVIEW_MESSAGES = 6
@@ -176,7 +176,7 @@ def _initial_thread(
 
 def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
     """Run the interactive loop until /exit or end of input."""
-    check_interactive_start(settings, args.resume)  # "" is -r without an id: the picker
+    check_session_ids({"--resume": args.resume or None})  # "": -r without an id, the picker
     workspace = resolve_workspace(getattr(args, "workspace", None))
     out = make_console()
     err = make_console(stderr=True)
@@ -192,17 +192,15 @@ def cmd_repl(args: argparse.Namespace, settings: Settings) -> int:
         status=mode_label(current),
     )
     ask = (lambda q: _ask_yes_no(read, q)) if sys.stdin.isatty() else None
-    with session_store(settings) as store, start_mcp(settings, workspace, ask=ask) as mcp:
-        from agentgraph.session.titles import build_titler
-
-        with collector_paused():  # the chat model's import, tool schemas, the graph
-            agent = Agent(
-                settings,
-                store,
-                base_env=process_environment(),
-                titler=build_titler(settings, interactive=sys.stdin.isatty()),
-                mcp=mcp,
-            )
+    with start_session(
+        settings,
+        workspace,
+        process_environment(),
+        open_mcp=lambda: start_mcp(settings, workspace, ask=ask),
+        building=collector_paused,  # the chat model's import, tool schemas, the graph
+        interactive=sys.stdin.isatty(),
+    ) as opened:
+        store, mcp, agent = opened.store, opened.mcp, opened.agent
         initial = _initial_thread(args, agent, workspace, err)
         if initial is None:
             err.print("no session picked", markup=False)
