@@ -13,9 +13,13 @@ the model names it, and a dump never loses what the dict had.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "EVENT_MODELS",
@@ -28,6 +32,7 @@ __all__ = [
     "Event",
     "UnknownEvent",
     "dump_event",
+    "event_to_show",
     "to_event",
 ]
 
@@ -442,6 +447,20 @@ def to_event(raw: dict[str, Any] | BaseModel) -> BaseEvent:
         return UnknownEvent.model_validate(data)
     event: BaseEvent = _ADAPTER.validate_python(data)
     return event
+
+
+def event_to_show(raw: Mapping[str, Any] | BaseEvent) -> BaseEvent | None:
+    """:func:`to_event` for a front end: a known type of the wrong shape is logged and
+    dropped (None), because showing an event must never stop the turn that sent it."""
+    try:
+        return to_event(raw if isinstance(raw, BaseEvent) else dict(raw))
+    except ValidationError as exc:
+        _log.warning(
+            "dropping a malformed %r event: %s",
+            raw.get("type") if isinstance(raw, Mapping) else raw,
+            exc.errors()[:1],
+        )
+        return None
 
 
 def dump_event(event: BaseModel) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from agentgraph.protocol.events import (
     ToolCall,
     ToolResult,
     UserMessage,
+    event_to_show,
     to_event,
 )
 from agentgraph.protocol.ops import (
@@ -133,7 +134,9 @@ class SessionService:
         return unsubscribe
 
     def _publish(self, thread_id: str, raw: Mapping[str, Any] | BaseEvent) -> None:
-        event = to_event(raw if isinstance(raw, BaseEvent) else dict(raw))
+        event = event_to_show(raw)
+        if event is None:
+            return
         with self._lock:
             listeners = list(self._subscribers.get(thread_id, []))
         for listener in listeners:

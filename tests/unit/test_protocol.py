@@ -23,6 +23,7 @@ from agentgraph.protocol.events import (
     TurnEnd,
     UnknownEvent,
     dump_event,
+    event_to_show,
     to_event,
 )
 from agentgraph.protocol.ops import OP_MODELS, AnswerApprovals, Op, SubmitTurn, parse_op
@@ -133,3 +134,9 @@ def test_the_events_doc_is_what_the_models_generate() -> None:
 def test_every_operation_is_in_the_docs_table() -> None:
     union = typing.get_args(typing.get_args(Op)[0])
     assert set(OP_MODELS) == set(union) and len(OP_MODELS) == len(union)
+
+
+def test_a_front_end_drops_a_malformed_event_instead_of_failing() -> None:
+    assert event_to_show({"type": "tool_call", "id": 1}) is None
+    shown = event_to_show({"type": "token", "text": "hi"})
+    assert shown is not None and shown.type == "text_delta"

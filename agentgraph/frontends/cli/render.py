@@ -29,7 +29,7 @@ from agentgraph.protocol.events import (
     Todos,
     ToolCall,
     ToolResult,
-    to_event,
+    event_to_show,
 )
 from agentgraph.session.interactive import todo_list_text
 
@@ -147,7 +147,9 @@ class EventPrinter:
 
     def __call__(self, event: Mapping[str, Any] | BaseEvent) -> None:
         """Print one event (the agent's dict of it, or the typed event)."""
-        self.render(to_event(dict(event) if isinstance(event, Mapping) else event))
+        typed = event_to_show(event)
+        if typed is not None:
+            self.render(typed)
 
     def render(self, event: BaseEvent) -> None:
         """Print one typed event; types this printer does not show are skipped."""
