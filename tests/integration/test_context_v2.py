@@ -244,18 +244,18 @@ def test_masking_events_are_stored_with_the_replies_for_the_context_chart(
 ) -> None:
     # A session run by the terminal's Agent, charted afterwards by another process's
     # service (the web UI): the masking events come from the stored replies.
-    paths = make_workspace(workspace, files=MASK_FILES, lines_per_file=MASK_FILE_LINES)
-    driver = LongTaskDriver(paths, notes=True)
-    events: list[dict[str, Any]] = []
-    with FakeOpenAIServer([driver], window=MASK_WINDOW_TOKENS, on_exhausted="repeat_last") as srv:
-        settings = _settings(make_settings, srv, MASK_FILES, **NO_DISTIL)
-        with open_store(settings) as store:
-            Agent(settings, store, sleep=lambda _s: None).run_turn(
-                "chart", "read every log and report the facts", workspace, events.append
-            )
-        with open_store(settings) as store:
-            service = SessionService(Agent(settings, store), store, workspace)
-            chart = service.context("chart")
+    _driver, events, _server = _run(
+        make_settings,
+        workspace,
+        window=MASK_WINDOW_TOKENS,
+        files=MASK_FILES,
+        lines=MASK_FILE_LINES,
+        notes=True,
+        **NO_DISTIL,
+    )
+    settings = make_settings()  # the same home; the chart needs no model
+    with open_store(settings) as store:
+        chart = SessionService(Agent(settings, store), store, workspace).context("v2")
     live = [e for e in events if e["type"] == "masking"]
     assert live, "the task passes the masking threshold"
     stored = chart["maskings"]

@@ -28,27 +28,41 @@ def test_the_contracts_are_kept() -> None:
     assert "0 broken" in result.stdout
 
 
-def test_a_front_end_importing_the_runtime_breaks_the_contract(tmp_path: Path) -> None:
+def _lint_with(tmp_path: Path, module: str, source: str) -> subprocess.CompletedProcess[str]:
+    """lint-imports over a copy of the package with ``source`` added to (the end of)
+    ``module``."""
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     shutil.copytree(
         ROOT / "agentgraph", tmp_path / "agentgraph", ignore=shutil.ignore_patterns("__pycache__")
     )
-    (tmp_path / "agentgraph" / "frontends" / "shortcut.py").write_text(
-        "from agentgraph.runtime.graph import build_graph\n", encoding="utf-8"
+    path = tmp_path / "agentgraph" / module
+    before = path.read_text(encoding="utf-8") if path.exists() else ""
+    path.write_text(before + source, encoding="utf-8")
+    return _lint(tmp_path)
+
+
+def test_a_front_end_importing_the_runtime_breaks_the_contract(tmp_path: Path) -> None:
+    result = _lint_with(
+        tmp_path, "frontends/shortcut.py", "from agentgraph.runtime.graph import build_graph\n"
     )
-    result = _lint(tmp_path)
     assert result.returncode != 0
     assert "agentgraph.frontends.shortcut -> agentgraph.runtime.graph" in result.stdout
 
 
 def test_a_session_module_importing_a_front_end_breaks_the_contract(tmp_path: Path) -> None:
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    shutil.copytree(
-        ROOT / "agentgraph", tmp_path / "agentgraph", ignore=shutil.ignore_patterns("__pycache__")
+    result = _lint_with(
+        tmp_path, "session/upward.py", "from agentgraph.frontends.cli.common import load_settings\n"
     )
-    (tmp_path / "agentgraph" / "session" / "upward.py").write_text(
-        "from agentgraph.frontends.cli.common import load_settings\n", encoding="utf-8"
-    )
-    result = _lint(tmp_path)
     assert result.returncode != 0
     assert "agentgraph.session.upward -> agentgraph.frontends.cli.common" in result.stdout
+
+
+def test_the_tool_specs_importing_a_higher_layer_breaks_the_contract(tmp_path: Path) -> None:
+    # Security, runtime and context read the specs: the specs may not read them back.
+    result = _lint_with(
+        tmp_path,
+        "capabilities/tools/spec.py",
+        "\nfrom agentgraph.security.approvals import needs_approval\n",
+    )
+    assert result.returncode != 0
+    assert "agentgraph.capabilities.tools.spec -> agentgraph.security.approvals" in result.stdout

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from agentgraph.security.permission_rules import proposed_rule
 from agentgraph.security.permissions import mode_asks, plan_mode_refusal
 from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
-from tests.unit.test_import_contracts import ROOT, _lint
 
 # The trait sets as the modules that act on them spelled them before the specs existed
 # (checked equal to those constants on the code before the change).
@@ -122,19 +120,3 @@ def test_a_tool_without_a_spec_keeps_the_defaults(make_settings: Callable[..., S
     assert plan_mode_refusal("my_tool", "plan") is None
     assert proposed_rule("my_tool", {"command": "ls", "path": "a"}, str(Path.cwd())) is None
     assert "declined this change" in declined_text({"tool": "my_tool"})
-
-
-def test_the_specs_importing_a_higher_layer_breaks_the_contract(tmp_path: Path) -> None:
-    """Security, runtime and context read the specs: the specs may not read them back."""
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    shutil.copytree(
-        ROOT / "agentgraph", tmp_path / "agentgraph", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    spec = tmp_path / "agentgraph" / "capabilities" / "tools" / "spec.py"
-    spec.write_text(
-        spec.read_text(encoding="utf-8") + "\nfrom agentgraph.security.approvals import *\n",
-        encoding="utf-8",
-    )
-    result = _lint(tmp_path)
-    assert result.returncode != 0
-    assert "agentgraph.capabilities.tools.spec -> agentgraph.security.approvals" in result.stdout
