@@ -27,6 +27,7 @@ from agentgraph.frontends.cli.consoles import make_console
 from agentgraph.frontends.cli.render import EventPrinter
 from agentgraph.frontends.cli.stream_json import StreamJsonPrinter
 from agentgraph.frontends.cli.turns import run_turn_interruptibly, turn_still_running
+from agentgraph.protocol.events import Diff, ToolCall, event_to_show
 from agentgraph.session.agent import Agent
 from agentgraph.session.failures import failure_line
 from agentgraph.session.run import (
@@ -123,11 +124,11 @@ class RunReport:
 
     def on_event(self, event: dict[str, Any]) -> None:
         """Note what the end-of-run object reports (before it is printed or streamed)."""
-        kind = event.get("type")
-        if kind == "diff":
-            self.diffs.append(event)
-        elif kind == "tool_call":
-            self.call_ids.append(str(event.get("id")))
+        typed = event_to_show(event)
+        if isinstance(typed, Diff):
+            self.diffs.append(event)  # as emitted: the object reports the event itself
+        elif isinstance(typed, ToolCall):
+            self.call_ids.append(typed.id)
 
     def note_failure_usage(self, agent: Agent) -> None:
         """The usage of the model replies the failed run stored (its tool-call replies;
