@@ -20,6 +20,7 @@ from agentgraph.protocol.events import (
     UnknownEvent,
     Usage,
     dump_event,
+    event_to_show,
     to_event,
 )
 from agentgraph.session.agent import TurnResult
@@ -57,7 +58,9 @@ class StreamJsonPrinter:
         self.out.flush()
 
     def __call__(self, raw: dict[str, Any]) -> None:
-        event = to_event(raw)
+        event = event_to_show(raw)
+        if event is None:
+            return
         if isinstance(event, TurnEnd):
             usage = usage_payload(event)
             self.write(Usage(**usage))
