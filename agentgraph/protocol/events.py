@@ -274,6 +274,13 @@ class Error(BaseEvent):
     )
 
 
+class ApprovalRule(BaseModel):
+    """The "always allow" rule an approval offers: the tool and the pattern it matches."""
+
+    tool: str
+    pattern: str
+
+
 class Approval(BaseEvent):
     """A tool call waits for the user's approval (a LangGraph interrupt; answer it with the
     `answer_approvals` operation). Not on stream-json: `agentgraph run` declines such calls."""
@@ -289,6 +296,11 @@ class Approval(BaseEvent):
     memory: str | None = Field(None, description="the text a memory save keeps")
     memory_id: str | None = Field(None, description="the memory a delete removes")
     reason: str | None = Field(None, description="why a command cannot run in the sandbox")
+    mode: str | None = Field(None, description="the permission mode, when it is what asks")
+    plan: str | None = Field(None, description="the plan `present_plan` asks to accept")
+    rule: ApprovalRule | None = Field(
+        None, description='what an "always" answer stores (`{tool, pattern}`)'
+    )
 
 
 class PromptTokens(BaseEvent):

@@ -140,3 +140,16 @@ def test_a_front_end_drops_a_malformed_event_instead_of_failing() -> None:
     assert event_to_show({"type": "tool_call", "id": 1}) is None
     shown = event_to_show({"type": "token", "text": "hi"})
     assert shown is not None and shown.type == "text_delta"
+
+
+def test_an_approval_offering_a_rule_or_a_plan_is_typed() -> None:
+    offered = {"tool": "run_bash", "pattern": "ls"}
+    event = to_event(
+        {"type": "approval", "id": "i", "tool": "run_bash", "command": "ls", "rule": offered}
+    )
+    assert isinstance(event, Approval) and event.rule is not None
+    assert (event.rule.tool, event.rule.pattern) == ("run_bash", "ls")
+    plan = to_event(
+        {"type": "approval", "id": "j", "tool": "present_plan", "mode": "plan", "plan": "1. do"}
+    )
+    assert isinstance(plan, Approval) and (plan.mode, plan.plan) == ("plan", "1. do")
