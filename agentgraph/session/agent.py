@@ -660,13 +660,21 @@ class Agent:
         self.store.index.upsert(info)
         return info
 
-    def _mention_inputs(
-        self, thread_id: str, text: str, workspace: Path, attach_root: Path | None
+    def mention_inputs(
+        self,
+        thread_id: str,
+        text: str,
+        workspace: Path,
+        attach_root: Path | None,
+        *,
+        state: Mapping[str, Any] | None = None,
     ) -> tuple[dict[str, Any], list[str]]:
         """Turn input for ``text`` with its @mentions applied, and notices to show.
 
         ``@file`` contents are appended to the user message, ``@skill`` bodies are added
         as a message before it (and the skill is activated), ``@subagent`` is recorded.
+        ``state`` is the session's stored state when the caller has it (a server's
+        node); else it is read from this agent's checkpointer when a skill needs it.
         """
         catalog = self.skills(workspace)
         copy_to = workspace if attach_root is not None and attach_root != workspace else None
@@ -681,7 +689,9 @@ class Agent:
         inputs: dict[str, Any] = {}
         messages: list[BaseMessage] = []
         if found.skills:
-            state = dict(self.graph.get_state(self.config(thread_id)).values or {})
+            if state is None:
+                state = self.graph.get_state(self.config(thread_id)).values or {}
+            state = dict(state)
             for skill_id in found.skills:
                 skill = catalog.skills[skill_id]
                 update = activation_update(skill, state, [t.name for t in self.deps.tools])
@@ -825,7 +835,7 @@ class Agent:
         self.store.leases.acquire(thread_id, "continue")
         yield from self.start_session(thread_id, workspace)
         yield from self._check_prompt(thread_id, workspace, text)
-        mention_inputs, notices = self._mention_inputs(thread_id, text, workspace, attach_root)
+        mention_inputs, notices = self.mention_inputs(thread_id, text, workspace, attach_root)
         # One read of the stored state serves everything below (each read rebuilds it).
         stored = self._stored_values(thread_id)
         history = list(stored.get("messages") or [])

@@ -42,6 +42,8 @@ from agentgraph.session.agent import Agent
 from agentgraph.session.turn_start import memory_inputs, turn_inputs
 
 SERVER_GRAPH_NAME = "agentgraph"
+# A message without it has no @mention to apply (the mention parser is not run).
+MENTION_MARK = "@"
 
 logger = logging.getLogger(__name__)
 
@@ -108,17 +110,26 @@ def _split_prompt(
     return list(messages[:start]), list(messages[start:])
 
 
-def _moved(prompt: list[BaseMessage], before: list[BaseMessage]) -> list[BaseMessage]:
-    """A ``messages`` update putting ``before`` ahead of the already-stored ``prompt``.
+def _moved(
+    prompt: list[BaseMessage],
+    before: list[BaseMessage],
+    replacement: list[BaseMessage] | None = None,
+) -> list[BaseMessage]:
+    """A ``messages`` update putting ``before`` ahead of the already-stored ``prompt``
+    (or of ``replacement``, the prompt with its @mentions applied, in its place).
 
     The reducer replaces a message whose id it knows where it stands, so the prompt is
     removed and added again under new ids, after ``before``.
     """
-    if not before:
+    if not before and replacement is None:
         return prompt  # stamped copies: replaced where they stand
     removed: list[BaseMessage] = [RemoveMessage(id=m.id) for m in prompt if m.id]
-    again = [m.model_copy(update={"id": f"user-{uuid.uuid4().hex}"}) for m in prompt]
+    again = replacement if replacement is not None else _renamed(prompt)
     return [*removed, *before, *again]
+
+
+def _renamed(messages: list[BaseMessage]) -> list[BaseMessage]:
+    return [m.model_copy(update={"id": f"user-{uuid.uuid4().hex}"}) for m in messages]
 
 
 def make_turn_start(agent: Agent) -> Callable[..., dict[str, Any]]:
@@ -135,16 +146,29 @@ def make_turn_start(agent: Agent) -> Callable[..., dict[str, Any]]:
         messages = list(state.get("messages") or [])
         history, prompt = _split_prompt(messages)
         prompt = [stamped(m) for m in prompt]
+        text = prompt[-1].text if prompt else ""
+        # The client's last message with its @mentions applied (files attached, skills
+        # loaded), as the CLI applies them; the notices have no one to go to here.
+        replacement: list[BaseMessage] | None = None
+        mentioned: dict[str, Any] = {}
+        if MENTION_MARK in text:
+            mentioned, _notices = agent.mention_inputs(
+                ctx.thread_id, text, workspace, None, state=state
+            )
+            replacement = [*_renamed(prompt[:-1]), *mentioned.pop("messages")]
+        sent = replacement if replacement is not None else prompt
         update = turn_inputs(
             agent,
             ctx.thread_id,
             {**state, "messages": history},
-            prompt,
+            sent,
             artifacts_dir=Path(ctx.artifacts_dir or agent.deps.artifacts_dir(ctx.thread_id)),
             user_id=user_id,
             context_id=state.get("context_id") or MAIN_CONTEXT_ID,
         )
-        update["messages"] = _moved(prompt, update["messages"][: -len(prompt) or None])
+        before = update["messages"][: -len(sent) or None]
+        update = {**mentioned, **update}
+        update["messages"] = _moved(prompt, before, replacement)
         # Long-term memories from the platform's store, read once per thread (the
         # system prompt stays byte-stable afterwards).
         memory = runtime.store if agent.settings.memory != "off" else None
@@ -152,7 +176,6 @@ def make_turn_start(agent: Agent) -> Callable[..., dict[str, Any]]:
             memory_inputs(memory, state, user_id=user_id, workspace=workspace, notices=None)
         )
         count = len(messages_delta_reducer(messages, [update["messages"]]))
-        text = prompt[-1].text if prompt else ""
         agent.touch_index(ctx.thread_id, workspace, text, message_count=count)
         return update
 

@@ -84,3 +84,18 @@ def test_a_server_turn_without_a_crash_keeps_the_clients_message(
     assert [m.content for m in out["messages"]] == ["hello", "Noted."]
     row = agent.store.index.get("srv-plain")
     assert row is not None and row.message_count == 1
+
+
+def test_a_server_turn_applies_the_clients_mentions(settings: Settings, workspace: Path) -> None:
+    _agent, graph, model = _served(settings, workspace)
+    (workspace / "notes.txt").write_text("the launch code is 4242\n", encoding="utf-8")
+    config = {"configurable": {"thread_id": "srv-mention"}}
+    message = {"role": "user", "content": "what does @notes.txt say?", "id": "client-2"}
+    out = graph.invoke({"messages": [message]}, config)
+    history = out["messages"]
+    assert validate_history(history) == []
+    assert [m.type for m in history] == ["human", "ai"]
+    assert "the launch code is 4242" in history[0].text  # attached, as the CLI attaches
+    assert "what does @notes.txt say?" in history[0].text
+    assert out.get("uploaded_files") == ["notes.txt"]
+    assert "the launch code is 4242" in str(model.calls[0][-1].content)
