@@ -408,6 +408,18 @@ def _connect_checked(path: Path, timeout: float, *, read_only: bool = False) -> 
     return conn
 
 
+@contextmanager
+def _holding(users: list[Any]) -> Iterator[None]:
+    """Hold the lock each of ``users`` takes around its use of its connection (its
+    ``lock`` or ``_lock``)."""
+    with contextlib.ExitStack() as stack:
+        for user in users:
+            lock = getattr(user, "lock", None) or getattr(user, "_lock", None)
+            if lock is not None:
+                stack.enter_context(lock)
+        yield
+
+
 def _release(path: Path, *conns: sqlite3.Connection) -> None:
     """Close a store's connections to ``path`` (the first from :func:`_connect_checked`)."""
     key = os.path.realpath(path)
@@ -469,6 +481,9 @@ def open_store(settings: Settings, *, read_only: bool = False) -> Iterator[Store
     index_conn, history_conn = conns[1:]
     # Released when the store closes; a crashed process's leases are void (pid check).
     leases = SqliteLeases(path, timeout)
+    # The objects that use the connections, as they are built (see the close below).
+    users: list[Any] = []
+    memory_users: list[Any] = []
     try:
         from agentgraph.capabilities.recall.search import SqliteHistoryIndex
         from agentgraph.persistence.delta import messages_delta_reducer
@@ -476,16 +491,20 @@ def open_store(settings: Settings, *, read_only: bool = False) -> Iterator[Store
 
         # agentgraph's graph rebuilds ``messages`` with this reducer (AppState).
         saver = AgentSqliteSaver(conn, reducers={"messages": messages_delta_reducer})
+        users.append(saver)
         try:
             saver.setup()
             index = SqliteSessionIndex(index_conn)
+            users.append(index)
             history = SqliteHistoryIndex(history_conn)
+            users.append(history)
         except sqlite3.Error as exc:
             raise describe_sqlite_error(path, exc, timeout) from exc
         try:
             memory = open_sqlite_memory(
                 memory_conn, memory_path.with_name(memory_path.name + ".setup-lock")
             )
+            memory_users.append(memory)
         except sqlite3.Error as exc:
             raise describe_sqlite_error(memory_path, exc, timeout) from exc
         except OSError as exc:
@@ -501,8 +520,13 @@ def open_store(settings: Settings, *, read_only: bool = False) -> Iterator[Store
         )
     finally:
         leases.close()
-        _release(path, conn, index_conn, history_conn)
-        _release(memory_path, memory_conn)
+        # A thread may still be writing (a cancelled subagent's last checkpoint): the
+        # connections close under the locks their users take, so such a write fails
+        # with sqlite3.ProgrammingError afterwards instead of crashing the process.
+        with _holding(users):
+            _release(path, conn, index_conn, history_conn)
+        with _holding(memory_users):
+            _release(memory_path, memory_conn)
 
 
 @contextmanager
