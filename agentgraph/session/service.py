@@ -351,15 +351,9 @@ class SessionService:
 
     def compact(self, thread_id: str, focus: str | None = None) -> dict[str, Any] | None:
         """Compact the session now (``/compact``), under its lease."""
-        check_thread_id(thread_id)
-        with self._lock:
-            if self._running is not None:
-                raise TurnRefused("a turn is running here: compact after it ends")
-            self.store.leases.acquire(thread_id, "compact")
-        try:
+        self._idle(thread_id, "compact")
+        with holding(self.store.leases, thread_id, "compact"):
             return self.agent_for(thread_id).compact(thread_id, focus)
-        finally:
-            self.store.leases.release(thread_id)
 
     def _idle(self, thread_id: str, doing: str) -> None:
         """Refuse an operation while this service runs a turn (of any session)."""
