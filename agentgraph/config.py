@@ -175,7 +175,7 @@ class Settings(BaseSettings):
         le=MAX_MESSAGE_HISTORY_MAX,
         validation_alias=AliasChoices("MAX_MESSAGE_HISTORY", "AGENTGRAPH_MAX_MESSAGE_HISTORY"),
     )
-    compact_threshold: float = Field(0.80, gt=0.1, le=1.0)
+    compact_threshold: float = Field(0.90, gt=0.1, le=1.0)
     # Old tool outputs are masked in the prompt view from this share of the budget on
     # (1.0: never); below compact_threshold, so a summary comes only when masking is
     # not enough.

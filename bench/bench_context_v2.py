@@ -12,11 +12,13 @@ summarizer keeps only every other fact it sees (a lossy summary). Harnesses:
 
 * ``agentgraph``: the real ``Agent`` graph with its defaults (window from
   ``AGENTGRAPH_CONTEXT_WINDOW``).
-* ``lc-summary``: LangChain v1 ``create_agent`` + ``SummarizationMiddleware`` with the
-  trigger a user derives from the window: ``("fraction", <agentgraph's compaction
-  threshold>)``, keeping ``("fraction", 0.3)`` (the middleware's documented example).
+* ``lc-summary``: LangChain v1 ``create_agent`` + ``SummarizationMiddleware`` triggered
+  at the prompt size where agentgraph's defaults compact (``("tokens", compact_at)``:
+  its threshold of the window less its output reserve), keeping ``("fraction", 0.3)``
+  (the middleware's documented example); so the counts differ by what each does there,
+  not by where it starts.
 * ``lc-edit+summary``: ``create_agent`` + ``ContextEditingMiddleware(ClearToolUsesEdit)``
-  clearing old tool outputs from ``<agentgraph's masking threshold> × window`` tokens,
+  clearing old tool outputs from the prompt size where agentgraph masks,
   with the same ``SummarizationMiddleware`` as a backstop (clearing alone leaves the
   calls, which still outgrow a 16k window on the long task).
 * ``lc-summary (same tools)`` / ``lc-edit+summary (same tools)``: the same two peers
@@ -63,6 +65,7 @@ from langgraph.errors import GraphRecursionError
 
 from agentgraph.capabilities.tools.files import read_text_file
 from agentgraph.config import Settings
+from agentgraph.context.windows import budget_for
 from agentgraph.persistence import open_store
 from agentgraph.session.agent import Agent
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -100,6 +103,19 @@ LC_CLEAR_KEEP_RESULTS = 3
 COMPACT_THRESHOLD: float = Settings.model_fields["compact_threshold"].default
 MASK_THRESHOLD: float = Settings.model_fields["mask_threshold"].default
 
+
+def agentgraph_triggers(window: int) -> tuple[int, int]:
+    """``(mask_at, compact_at)``: the prompt sizes, in tokens, at which agentgraph's
+    defaults mask and compact at ``window`` (its thresholds are shares of the window less
+    its output reserve). The peers are given the same points, so their counts differ
+    from agentgraph's by what each does there, not by where it starts."""
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, AGENTGRAPH_CONTEXT_WINDOW=str(window), AGENTGRAPH_HOME=tempfile.gettempdir()
+    )
+    budget = budget_for(settings, MODEL)
+    return int(budget.usable * MASK_THRESHOLD), budget.compact_at
+
+
 # Variables that would change what is measured (agentgraph's settings, a real provider)
 # or reach the network (tracing): the bench runs without them.
 ENV_PREFIXES = ("AGENTGRAPH_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "MAX_LOOPS", "MAX_MESSAGE")
@@ -120,10 +136,12 @@ TARGETS_NOTE = (
     "What the run above shows (context engine v3): this benchmark's scripted model counts "
     "its own steps and only calls tools, so it cannot show lost context "
     "(bench_context_v3.py, with stateless models, does). agentgraph masks only outputs "
-    "the model restated, so for this model it summarizes instead: at 16k 29 summaries "
-    "(22-29 for LangChain, 21 for deepagents), 12/30 facts against 2-3, the fewest "
-    "billed input tokens of every harness (0.65-0.86x each peer's); at 128k nothing is "
-    "summarized or masked (0 summaries, 97.1% cacheable, the run's ceiling), as before."
+    "the model restated, so for this model it summarizes instead: at 16k 21 compactions "
+    "(21-29 for LangChain and deepagents; 42 summarizer calls, as each summary of this "
+    "lossy summarizer leaves files out and is asked about them again), 21/30 facts "
+    "against 1-2, the fewest billed input tokens of every harness (0.72-0.98x each "
+    "peer's); at 128k nothing is summarized or masked (0 summaries, 97.1% cacheable, the "
+    "run's ceiling), as before."
 )
 
 HARNESSES = (
@@ -318,10 +336,13 @@ def same_tools(ws: Path, prefix: Prefix) -> list[BaseTool]:
 
 
 def summary_middleware(model: ChatOpenAI) -> SummarizationMiddleware:
-    """LangChain's summarization with the window-derived trigger (see module doc)."""
+    """LangChain's summarization at agentgraph's compaction point (see module doc)."""
+    window = (model.profile or {}).get("max_input_tokens")
+    if not isinstance(window, int):
+        raise ValueError("the peer model has no window in its profile")
     return SummarizationMiddleware(
         model=model,
-        trigger=("fraction", COMPACT_THRESHOLD),
+        trigger=("tokens", agentgraph_triggers(window)[1]),
         keep=("fraction", LC_KEEP_FRACTION),
         trim_tokens_to_summarize=LC_TRIM_TOKENS_TO_SUMMARIZE,
     )
@@ -354,7 +375,7 @@ def run_peer(
         middleware: list[Any] = [summary_middleware(model)]
         if harness == "lc-edit+summary":
             edit = ClearToolUsesEdit(
-                trigger=int(MASK_THRESHOLD * window), keep=LC_CLEAR_KEEP_RESULTS
+                trigger=agentgraph_triggers(window)[0], keep=LC_CLEAR_KEEP_RESULTS
             )
             middleware.append(ContextEditingMiddleware(edits=[edit]))
         agent = create_agent(model, tools, system_prompt=system, middleware=middleware)
@@ -526,12 +547,13 @@ def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
         "every other fact it sees. Harnesses: `agentgraph` (its defaults: "
         f"`MAX_MESSAGE_HISTORY` unset, masking at {MASK_THRESHOLD:.2f}, compaction at "
         f"{COMPACT_THRESHOLD:.2f}); `lc-summary` = LangChain v1 `create_agent` + "
-        f'`SummarizationMiddleware(trigger=("fraction", {COMPACT_THRESHOLD:.2f}), '
+        '`SummarizationMiddleware(trigger=("tokens", agentgraph\'s compaction point: '
+        f"{COMPACT_THRESHOLD:.2f} of the window less its output reserve), "
         f'keep=("fraction", {LC_KEEP_FRACTION}), trim_tokens_to_summarize=None)` (with the '
         "default trim of 4,000 tokens starting on a human message, a single long turn "
         'gets no summary call at all: the history is replaced by "Previous conversation '
         'was too long to summarize."); `lc-edit+summary` = the same plus '
-        f"`ContextEditingMiddleware(ClearToolUsesEdit(trigger={MASK_THRESHOLD:.2f}×window, "
+        "`ContextEditingMiddleware(ClearToolUsesEdit(trigger=agentgraph's masking point, "
         f"keep={LC_CLEAR_KEEP_RESULTS}))` (clearing first, the summary as backstop: clearing "
         "edits only the request, while the summary's trigger counts the stored messages, "
         "so clearing saves prompt tokens, not summaries); "

@@ -18,7 +18,8 @@ show). Summarizers: ``faithful``, ``lossy`` (every other code and file), ``verbo
 (~120 tokens of filler per file unless told ``at most N tokens``) and ``terse`` (the
 task only).
 
-Workloads, each at a 16k window on the strict loopback server (real HTTP, ChatOpenAI):
+Workloads, each at a 16k window (``--window`` for another) on the strict loopback server
+(real HTTP, ChatOpenAI):
 
 * ``many-small``: 300 files of ~3 KB (--quick: 100), one turn; facts = codes in the
   last report.md the model wrote.
@@ -31,8 +32,8 @@ Workloads, each at a 16k window on the strict loopback server (real HTTP, ChatOp
 
 Harnesses: ``agentgraph`` (the real Agent graph, its defaults); ``deepagents``
 (``create_deep_agent``, ``FilesystemBackend(virtual_mode=True)``); ``lc-summary``
-(``create_agent`` + ``SummarizationMiddleware`` with the window-derived trigger of
-bench_context_v2 and the default ``trim_tokens_to_summarize``); ``lc-summary-untrimmed``
+(``create_agent`` + ``SummarizationMiddleware`` triggered at agentgraph's compaction
+point, in tokens, as in bench_context_v2, and the default ``trim_tokens_to_summarize``); ``lc-summary-untrimmed``
 (the same with ``trim_tokens_to_summarize=None``); ``lc-edit+summary``
 (``ContextEditingMiddleware(ClearToolUsesEdit)`` + the untrimmed summary, as v2). Peers
 keep their thread in a LangGraph ``InMemorySaver``. Every turn may make at most
@@ -61,7 +62,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +85,9 @@ from bench.bench_context_v2 import (
     API_KEY,
     ENV_PREFIXES,
     LC_CLEAR_KEEP_RESULTS,
-    MASK_THRESHOLD,
     MODEL,
     PEER_SYSTEM_PROMPT,
+    agentgraph_triggers,
     billed_input,
     peer_model,
     summary_middleware,
@@ -287,7 +288,7 @@ def build_peer(harness: str, server: FakeOpenAIServer, ws: Path, saver: InMemory
         summary.trim_tokens_to_summarize = LC_DEFAULT_TRIM
     middleware: list[Any] = [summary]
     if harness == "lc-edit+summary":
-        trigger = int(MASK_THRESHOLD * (server.window or WINDOW))
+        trigger = agentgraph_triggers(server.window or WINDOW)[0]
         edit = ClearToolUsesEdit(trigger=trigger, keep=LC_CLEAR_KEEP_RESULTS)
         middleware.append(ContextEditingMiddleware(edits=[edit]))
     tools = workspace_tools(ws)
@@ -458,6 +459,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--harness", action="append", choices=HARNESSES, help="repeatable")
     parser.add_argument("--persona", action="append", choices=PERSONAS, help="repeatable")
     parser.add_argument("--summarizer", action="append", choices=SUMMARIZERS, help="repeatable")
+    parser.add_argument(
+        "--window", type=int, default=WINDOW, help=f"context window in tokens ({WINDOW:,})"
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     args = parser.parse_args(argv)
@@ -469,6 +473,8 @@ def main(argv: list[str] | None = None) -> None:
         and (not args.persona or c.persona in args.persona)
         and (not args.summarizer or c.summarizer in args.summarizer)
     ]
+    if args.window != WINDOW:
+        cells = [replace(c, load=replace(c.load, window=args.window)) for c in cells]
     for name in [n for n in os.environ if n.startswith(ENV_PREFIXES)]:
         del os.environ[name]
     quiet_disconnects()
@@ -491,6 +497,8 @@ def main(argv: list[str] | None = None) -> None:
     for flag in ("workload", "harness", "persona", "summarizer"):
         for value in getattr(args, flag) or ():
             shown += [f"--{flag}", value]
+    if args.window != WINDOW:
+        shown += ["--window", str(args.window)]
     if args.out is not None:
         shown += ["--out", str(args.out)]
     command = " ".join(["uv run python bench/bench_context_v3.py", *shown])

@@ -48,7 +48,7 @@ from agentgraph.context.ledger import (
 from agentgraph.context.masking_text import mask_outputs_before
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
 from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, truncate_text
-from agentgraph.context.windows import Budget, output_limit_for
+from agentgraph.context.windows import Budget, output_limit_for, output_room
 from agentgraph.providers.retry import RetryPolicy, call_with_retries
 from agentgraph.runtime.cancel import INTERRUPTED_KIND
 from agentgraph.runtime.deps import CompactionOutcome
@@ -102,7 +102,11 @@ SUMMARY_HARD_TARGET_BUDGET_FRACTION = 0.65
 LEDGER_MAX_BUDGET_FRACTION = 0.10
 REINJECT_MAX_FILES = 5
 REINJECT_MAX_LINES = 1000
-SUMMARY_INPUT_BUDGET_FRACTION = 0.70
+# The summarizer's input per call, as a share of its budget: what the window holds after
+# its instructions and the summary's own room. At 0.70 the part a compaction at 90% of
+# the budget summarizes did not fit one call, and cutting its tool results evenly lost
+# the middle of each page (facts in the middle of big files: 24/30 instead of 30/30).
+SUMMARY_INPUT_BUDGET_FRACTION = 0.80
 SUMMARY_TOOL_RESULT_MAX_TOKENS = 2_000
 # When the part to summarize is larger than one summarizer call holds, its tool results
 # are cut further (largest first, evenly) so it still fits one call, down to this many
@@ -594,7 +598,6 @@ class Compactor:
         if len(pieces) > SUMMARY_MAX_PIECES:
             pieces = pieces[-SUMMARY_MAX_PIECES:]
         summary = ""
-        summarizer = self._bound_summarizer()
         for piece in pieces:
             prompt: list[BaseMessage] = [SystemMessage(content=instructions)]
             if summary:
@@ -606,10 +609,7 @@ class Compactor:
                 )
             else:
                 prompt.append(HumanMessage(content=f"<conversation>\n{piece}\n</conversation>"))
-            reply = call_with_retries(
-                partial(summarizer.invoke, prompt), self.retry, sleep=self.sleep
-            )
-            summary = reply.text.strip()
+            summary = self._ask(prompt).text.strip()
             if not summary:
                 raise ValueError("the summarizer returned an empty summary")
         if not summary:
@@ -651,9 +651,7 @@ class Compactor:
                 HumanMessage(content=f"{ask}\n\n<readings>\n{body}\n</readings>"),
             ]
             try:
-                reply = call_with_retries(
-                    partial(self._bound_summarizer().invoke, prompt), self.retry, sleep=self.sleep
-                )
+                reply = self._ask(prompt)
             except Exception:  # the summary without them is still a summary
                 break
             added = reply.text.strip()
@@ -662,12 +660,22 @@ class Compactor:
             summary = f"{summary}\n\n{SUPPLEMENT_HEADING}\n{added}"
         return summary
 
-    def _bound_summarizer(self) -> Any:
-        """The summarizer with its output limit: a local summarizer with no limit would
-        write until its context is full."""
+    def _ask(self, prompt: list[BaseMessage]) -> AIMessage:
+        """The summarizer's reply to ``prompt``, retried as the model call is.
+
+        A summarizer with no output limit of its own (a local server) gets one: it
+        would write until its context is full. The limit is no more than the room
+        ``prompt`` leaves in the window, which a strict server requires.
+        """
         summarizer: Any = self.summarizer
         limit = output_limit_for(summarizer, self.budget)
-        return summarizer.bind(max_tokens=limit) if limit is not None else summarizer
+        if limit is not None:
+            limit = min(limit, output_room(self.budget, self.counter.count_messages(prompt)))
+            summarizer = summarizer.bind(max_tokens=limit)
+        reply: AIMessage = call_with_retries(
+            partial(summarizer.invoke, prompt), self.retry, sleep=self.sleep
+        )
+        return reply
 
     def _ledger(self, messages: Sequence[BaseMessage], max_tokens: int) -> str:
         """The progress ledger of the whole history, secrets redacted; "" if it fails.
@@ -692,7 +700,6 @@ class Compactor:
         """
         count = self.counter.count_text
         size = count(summary)
-        summarizer = self._bound_summarizer()
         instructions = _instructions(focus)
         for _ in range(SUMMARY_SHORTEN_ATTEMPTS):
             if size <= room:
@@ -703,9 +710,7 @@ class Compactor:
                 HumanMessage(content=f"{ask}\n\n<summary>\n{summary}\n</summary>"),
             ]
             try:
-                reply = call_with_retries(
-                    partial(summarizer.invoke, prompt), self.retry, sleep=self.sleep
-                )
+                reply = self._ask(prompt)
             except Exception:  # the long summary is still a summary: keep it
                 break
             shorter = reply.text.strip()

@@ -1,8 +1,12 @@
 """Context windows per model and the token budget derived from them.
 
-The budget follows Claude Code's rule: a window of at most
-50k tokens keeps 80% for input; a larger one reserves 50k for the output. The
-reserve never exceeds the configured ``max_output_tokens``.
+The budget holds back a reserve for the reply: 1/16 of a window of at most 50k
+tokens (plus a tenth for the estimate's error when there is no offline tokenizer for
+the model), 50k of a larger one (but never so much that the prompt gets less room
+than the largest small window gives it). The reserve is only the floor of a reply's room:
+a request that sets ``max_tokens`` gets what its prompt leaves in the window
+(``middleware/output_room.py``), and compaction keeps the prompt well under the
+usable budget. The reserve never exceeds the configured ``max_output_tokens``.
 
 One budget object is shared by every unit of the model-call pipeline, the compactor
 and the tool node of a process; when an endpoint's overflow error names a smaller
@@ -19,17 +23,21 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentgraph.config import Settings
+from agentgraph.context.tokens import get_counter
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW_TOKENS",
     "MAX_STATED_WINDOW_TOKENS",
     "MIN_ADOPTED_WINDOW_TOKENS",
+    "PROMPT_COUNT_MARGIN_FRACTION",
     "Budget",
     "Level",
     "budget_for",
     "context_window_for",
     "default_max_tokens",
     "output_limit_for",
+    "output_reserve",
+    "output_room",
     "stated_window",
     "unlimited_output",
 ]
@@ -39,8 +47,18 @@ Level = Literal["ok", "notice", "warn", "compact"]
 DEFAULT_CONTEXT_WINDOW_TOKENS = 32_768
 ONE_MILLION_TOKENS = 1_000_000
 SMALL_WINDOW_MAX_TOKENS = 50_000
-SMALL_WINDOW_INPUT_FRACTION = 0.80
+# The reply's reserve in a window of at most SMALL_WINDOW_MAX_TOKENS (1,024 tokens of a
+# 16k window). A fixed 20% share (Claude Code's rule) compacted a 16k-window session at
+# 64% of its window; the reply's room is sized per request instead (output_room), and
+# at the default compaction threshold a reply still has 15% of the window.
+SMALL_WINDOW_OUTPUT_RESERVE_FRACTION = 1 / 16
+# The most one reply may take when nothing states the model's output limit (a local
+# server generates until its context is full when a request sets no limit).
+SMALL_WINDOW_REPLY_CAP_FRACTION = 0.20
 LARGE_WINDOW_OUTPUT_RESERVE_TOKENS = 50_000
+# Share of a counted prompt left aside when sizing a reply's room: the provider may
+# count more (the calibrated estimate is within about ±10% of a real tokenizer).
+PROMPT_COUNT_MARGIN_FRACTION = 0.10
 # A window an endpoint states below this is not adopted: no agent prompt (system
 # prompt plus tool schemas) fits it, so the number is more likely misread than real.
 MIN_ADOPTED_WINDOW_TOKENS = 1_024
@@ -157,14 +175,52 @@ def context_window_for(
     )
 
 
-def _limits(window: int, max_output_tokens: int | None, thresholds: _Thresholds) -> dict[str, int]:
-    """The token figures of a :class:`Budget` for ``window`` (see module docstring)."""
+def output_reserve(window: int, *, estimated: bool = False) -> int:
+    """The tokens a budget for ``window`` holds back (module docstring).
+
+    Monotone in the window: just above :data:`SMALL_WINDOW_MAX_TOKENS` a 50,000-token
+    reserve would leave the prompt less room than a small window has (14k of a 64k
+    window), so the prompt keeps at least the largest small window's room there.
+
+    Args:
+        window: The context window in tokens.
+        estimated: Prompts are counted by an estimate (no offline tokenizer for the
+            model): a small window also holds back :data:`PROMPT_COUNT_MARGIN_FRACTION`
+            of itself, for the provider counting more than the estimate before its
+            first usage report says by how much.
+    """
     if window <= SMALL_WINDOW_MAX_TOKENS:
-        reserve = window - int(window * SMALL_WINDOW_INPUT_FRACTION)
-    else:
-        reserve = LARGE_WINDOW_OUTPUT_RESERVE_TOKENS
+        margin = PROMPT_COUNT_MARGIN_FRACTION if estimated else 0.0
+        return int(window * (SMALL_WINDOW_OUTPUT_RESERVE_FRACTION + margin))
+    small = SMALL_WINDOW_MAX_TOKENS
+    small_usable = small - output_reserve(small, estimated=estimated)
+    return min(LARGE_WINDOW_OUTPUT_RESERVE_TOKENS, window - small_usable)
+
+
+def output_room(budget: Budget, prompt_tokens: int) -> int:
+    """The reply tokens a prompt of ``prompt_tokens`` leaves in ``budget``'s window.
+
+    Args:
+        budget: The model's budget (its window, and the reserve every reply keeps).
+        prompt_tokens: The prompt as we count it.
+
+    Returns:
+        ``window - prompt × (1 + margin)``, never below the budget's reserve (nor 1):
+        compaction keeps every prompt under the usable budget, so the reserve is there.
+    """
+    counted = prompt_tokens + int(prompt_tokens * PROMPT_COUNT_MARGIN_FRACTION)
+    return max(budget.window - counted, budget.reserve, 1)
+
+
+def _limits(
+    window: int, max_output_tokens: int | None, thresholds: _Thresholds, *, estimated: bool
+) -> dict[str, int]:
+    """The token figures of a :class:`Budget` for ``window`` (see module docstring)."""
+    reserve = output_reserve(window, estimated=estimated)
     if max_output_tokens is not None:
-        reserve = min(reserve, max_output_tokens)
+        # The cap bounds the reply's part; an estimate's margin stays.
+        margin = reserve - output_reserve(window) if window <= SMALL_WINDOW_MAX_TOKENS else 0
+        reserve = min(reserve, max_output_tokens + margin)
     usable = window - reserve
     notice, warn, compact = thresholds
     return {
@@ -196,6 +252,8 @@ class Budget:
         max_output_tokens: The configured output cap the reserve honours (None: none).
         thresholds: The notice, warn and compact fractions of ``usable``; None for a
             budget built by hand (they are then read off its figures).
+        estimated: Prompts are counted by an estimate: a small window's reserve also
+            holds the estimate's margin (:func:`output_reserve`).
         guessed: Whether the window is the default for a model nobody knows (not
             configured, profiled, in the table or learned).
     """
@@ -210,6 +268,7 @@ class Budget:
     max_output_tokens: int | None = field(default=None, repr=False)
     thresholds: _Thresholds | None = field(default=None, repr=False)
     guessed: bool = False
+    estimated: bool = field(default=False, repr=False)
 
     def adopt_window(self, window: int, notice: str | None = None) -> bool:
         """Shrink this budget, in place, to the window the endpoint says it has.
@@ -238,7 +297,12 @@ class Budget:
                     self.warn_at / self.usable,
                     self.compact_at / self.usable,
                 )
-            limits = _limits(window, self.max_output_tokens, thresholds or (1.0, 1.0, 1.0))
+            limits = _limits(
+                window,
+                self.max_output_tokens,
+                thresholds or (1.0, 1.0, 1.0),
+                estimated=self.estimated,
+            )
             # The window is no longer a guess: the endpoint stated it.
             self.__dict__.update({**limits, "source_notice": notice, "guessed": False})
             return True
@@ -281,21 +345,25 @@ def budget_for(
     Args:
         settings: Supplies ``context_window`` (override), ``max_output_tokens``
             (caps the output reserve) and the notice/warn/compact thresholds.
-        model: Model name; defaults to ``settings.model``.
+        model: Model name; defaults to ``settings.model``. Its token counter says
+            whether prompts are counted exactly or estimated (:func:`output_reserve`).
         profile: The chat model's LangChain ``profile`` (its ``max_input_tokens``
             is the window unless the override is set).
 
     Returns:
         A :class:`Budget`.
     """
-    window, notice = context_window_for(model or settings.model, settings, profile=profile)
+    name = model or settings.model
+    window, notice = context_window_for(name, settings, profile=profile)
     thresholds = (settings.notice_threshold, settings.warn_threshold, settings.compact_threshold)
+    estimated = get_counter(name).source == "estimate"
     return Budget(
-        **_limits(window, settings.max_output_tokens, thresholds),
+        **_limits(window, settings.max_output_tokens, thresholds, estimated=estimated),
         source_notice=notice,
         max_output_tokens=settings.max_output_tokens,
         thresholds=thresholds,
         guessed=notice is not None,
+        estimated=estimated,
     )
 
 
@@ -323,10 +391,11 @@ def default_max_tokens(budget: Budget, profile: Mapping[str, Any] | None) -> int
     request sets no limit, so a reply stuck in a loop holds it for minutes. For a model
     whose output limit nothing states (no ``max_output_tokens`` in its LangChain
     profile) and whose known window is at most ``SMALL_WINDOW_MAX_TOKENS``, the limit is
-    the budget's output reserve: the room the prompt budget leaves for the reply anyway.
-    Hosted models with a profile, larger windows (whose 50,000-token reserve may exceed
-    a provider's own output cap) and guessed windows (an unknown name may be an alias
-    of a hosted model) keep the provider's default.
+    :data:`SMALL_WINDOW_REPLY_CAP_FRACTION` of the window; each request lowers it to the
+    room its prompt leaves (``middleware/output_room.py``). Hosted models with a
+    profile, larger windows (whose 50,000-token reserve may exceed a provider's own
+    output cap) and guessed windows (an unknown name may be an alias of a hosted model)
+    keep the provider's default.
 
     Args:
         budget: The model's budget (read at each call: it shrinks to a learned window).
@@ -340,7 +409,7 @@ def default_max_tokens(budget: Budget, profile: Mapping[str, Any] | None) -> int
         return None
     if budget.guessed or budget.window > SMALL_WINDOW_MAX_TOKENS or budget.reserve <= 0:
         return None
-    return budget.reserve
+    return max(int(budget.window * SMALL_WINDOW_REPLY_CAP_FRACTION), budget.reserve)
 
 
 def output_limit_for(model: Any, budget: Budget) -> int | None:

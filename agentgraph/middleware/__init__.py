@@ -11,6 +11,7 @@ observation masking        ``middleware/masking.py``        old tool outputs →
 prompt view                ``middleware/prompt_view.py``    valid view of the history, in budget
                                                             (its own unit only without masking)
 compaction                 ``middleware/compaction.py``     summary at threshold/overflow/manual
+output room                ``middleware/output_room.py``    max_tokens ≤ what the prompt leaves
 overflow recovery          ``middleware/overflow.py``       cut tool outputs, shrink max_tokens
 served window              ``middleware/served_window.py``  after the 1st reply, Ollama's window
 empty reply                ``middleware/empty_reply.py``    an empty reply asked for again, once
@@ -34,6 +35,7 @@ Provider failures come out as langchain-core's exception types (``ContextOverflo
 from agentgraph.middleware.compaction import CompactionMiddleware
 from agentgraph.middleware.empty_reply import EmptyReplyMiddleware
 from agentgraph.middleware.masking import ObservationMaskingMiddleware
+from agentgraph.middleware.output_room import OutputRoomMiddleware
 from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
 from agentgraph.middleware.pipeline import (
     PIPELINE_UNITS,
@@ -64,6 +66,7 @@ __all__ = [
     "EndpointUnreachableError",
     "ObservationMaskingMiddleware",
     "OutputOverflowError",
+    "OutputRoomMiddleware",
     "OverflowRecoveryMiddleware",
     "PipelineResult",
     "PipelineUnit",

@@ -132,10 +132,12 @@ class CompactionMiddleware(AgentMiddleware):
     def needs_compaction(self, history: Sequence[BaseMessage], request: ModelRequest) -> bool:
         """Compact at the token threshold, or before messages would leave the window.
 
-        ``request.messages`` is the prompt view of ``history``. Its size is our own
-        count or, when larger, the provider's reported usage of the last reply plus
-        what came after it (Claude Code's anchor): the provider's tokenizer is the
-        one that decides what overflows.
+        ``request.messages`` is the prompt view of ``history``. Its size is the
+        provider's reported usage of the last reply plus our count of what came after
+        it (Claude Code's anchor; our own count before the first report, or when the
+        report is not of this prompt): the provider's tokenizer is the one that decides
+        what overflows. A view that had to be cut to fit the budget by our own count is
+        handled by the caller (:meth:`PromptViewMiddleware.cut_to_fit`).
         """
         return self._over(history, self._measure(request))
 
@@ -154,7 +156,7 @@ class CompactionMiddleware(AgentMiddleware):
             recent = since_last_boundary(history)
             if sum(not isinstance(m, SystemMessage) for m in recent) > keep:
                 return True
-        return max(measured) >= self.view.budget.compact_at
+        return measured[0] >= self.view.budget.compact_at
 
     def _measure(self, request: ModelRequest) -> tuple[int, int]:
         """``(its tokens as the provider counts them, our count)`` of the prompt of
@@ -218,7 +220,10 @@ class CompactionMiddleware(AgentMiddleware):
         """``(request, history, state updates)``, compacted first at the threshold."""
         history: list[BaseMessage] = list(request.state.get("messages") or request.messages)
         measured = self._measure(request)
-        trigger = "auto" if self._over(history, measured) else None
+        # A view cut to fit is under the threshold by construction: what it cut is the
+        # history's excess, which only a compaction keeps (as a summary of the originals).
+        over = self._over(history, measured) or self.view.cut_to_fit(request.messages)
+        trigger = "auto" if over else None
         if trigger is None and self._distil_due(request):
             trigger = "distil"
         if trigger is not None:

@@ -2,8 +2,9 @@
 
 Order, outermost first (each unit wraps the ones after it)::
 
-    observation masking (builds the prompt view) → compaction → overflow recovery
-    → served window → empty reply → retry → text tool calls → prompt caching → the model
+    observation masking (builds the prompt view) → compaction → output room
+    → overflow recovery → served window → empty reply → retry → text tool calls
+    → prompt caching → the model
 
 Without masking the prompt-view unit stands first on its own. :data:`PIPELINE_UNITS` is
 that order as data: :attr:`ContextPipeline.middleware` walks it, and
@@ -37,6 +38,7 @@ from agentgraph.middleware.compaction import CompactionMiddleware
 from agentgraph.middleware.empty_reply import EmptyReplyMiddleware
 from agentgraph.middleware.events import Emit, emit
 from agentgraph.middleware.masking import ObservationMaskingMiddleware
+from agentgraph.middleware.output_room import OutputRoomMiddleware
 from agentgraph.middleware.overflow import OverflowRecoveryMiddleware
 from agentgraph.middleware.prompt_caching import PromptCachingMiddleware
 from agentgraph.middleware.prompt_view import PromptViewMiddleware
@@ -186,6 +188,12 @@ PIPELINE_UNITS: tuple[PipelineUnit, ...] = (
         "a summary at the threshold · on overflow · on /compact",
     ),
     PipelineUnit(
+        "output_room",
+        OutputRoomMiddleware,
+        "output room",
+        "max_tokens no larger than the room the prompt leaves in the window",
+    ),
+    PipelineUnit(
         "overflow",
         OverflowRecoveryMiddleware,
         "overflow recovery",
@@ -236,6 +244,7 @@ class ContextPipeline:
             an answer (``None``: absent).
         masking: Old tool outputs masked; the first unit when present.
         caching: Anthropic prompt-caching breakpoints.
+        output_room: ``max_tokens`` sized to the room the prompt leaves (``None``: off).
         served_window: After the first reply, the window a local server allocated
             (``None``: nothing to ask).
     """
@@ -249,6 +258,7 @@ class ContextPipeline:
     masking: ObservationMaskingMiddleware | None = None
     caching: PromptCachingMiddleware | None = None
     served_window: ServedWindowMiddleware | None = None
+    output_room: OutputRoomMiddleware | None = None
 
     @property
     def middleware(self) -> list[AgentMiddleware]:
@@ -299,6 +309,10 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
             )
             if deps.compactor is not None
             else None
+        ),
+        output_room=OutputRoomMiddleware(
+            deps.budget,
+            lambda r: view.prompt_tokens(r.system_message, r.messages, r.tools),
         ),
         overflow=OverflowRecoveryMiddleware(
             deps.counter,

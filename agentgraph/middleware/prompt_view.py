@@ -53,11 +53,13 @@ class PromptView:
         messages: What follows the system prompt in the request.
         tokens: Tokens of the whole prompt: system prompt, ``messages``, tool schemas.
         overflow: The newest turn alone was over budget (its tool outputs were cut).
+        trimmed: Older turns were left out because they did not fit the budget.
     """
 
     messages: list[BaseMessage]
     tokens: int
     overflow: bool
+    trimmed: bool = False
 
 
 def _system(message: SystemMessage | None) -> list[SystemMessage]:
@@ -97,8 +99,11 @@ class PromptViewMiddleware(AgentMiddleware):
         # view is extended rather than rebuilt (the same view, for a fraction).
         self._views = IncrementalPromptView()
         # The last view built: its message list as sent on, with what it was built
-        # under, and its tokens (later units of the call ask for the same figure).
-        self._last: tuple[list[BaseMessage], tuple[BaseMessage, ...], object, object, int] | None
+        # under, its tokens (later units of the call ask for the same figure) and
+        # whether the history overflowed the budget (the view cut to fit it).
+        self._last: (
+            tuple[list[BaseMessage], tuple[BaseMessage, ...], object, object, int, bool] | None
+        )
         self._last = None
         # The last view body counted, its counter and the running sums of its messages'
         # tokens: the next body usually extends it, so only the new messages are looked
@@ -172,8 +177,16 @@ class PromptViewMiddleware(AgentMiddleware):
             problems = validate_history(prompt)
             if problems:
                 raise AssertionError("invalid prompt view: " + "; ".join(problems))
-        self._last = (body, tuple(body), system, tools, tokens)
-        return PromptView(messages=body, tokens=tokens, overflow=view.overflow)
+        trimmed = view.trimmed > 0
+        self._last = (body, tuple(body), system, tools, tokens, view.overflow or trimmed)
+        return PromptView(messages=body, tokens=tokens, overflow=view.overflow, trimmed=trimmed)
+
+    def cut_to_fit(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether ``messages`` is the last view built and its history did not fit the
+        budget: the view left older turns out or cut tool outputs to fit, so its size
+        says nothing about how far over the history is (compaction is due)."""
+        last = self._last
+        return last is not None and messages is last[0] and last[5]
 
     def prompt_tokens(
         self, system: SystemMessage | None, messages: Sequence[BaseMessage], tools: Tools

@@ -120,7 +120,7 @@ def test_config_says_where_each_value_came_from_and_hides_secrets(
     assert rows["max_loops"] == ("42", "project (.agentgraph/config.toml)")
     # Only the user decides the commands' network: the project file's value is ignored.
     assert rows["bash_network"] == ("off", "default")
-    assert rows["compact_threshold"] == ("0.8", "default")
+    assert rows["compact_threshold"] == ("0.9", "default")
     assert KEY not in result.stdout + result.stderr
     assert USER_DB_PASSWORD not in result.stdout + result.stderr
     assert "ignored bash_network from ./.agentgraph/config.toml" in result.stderr

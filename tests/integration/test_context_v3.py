@@ -17,6 +17,7 @@ import pytest
 
 from agentgraph.config import Settings
 from agentgraph.context.spiral import CompactionSpiralError
+from agentgraph.context.windows import SMALL_WINDOW_REPLY_CAP_FRACTION
 from agentgraph.persistence import open_store
 from agentgraph.session.agent import Agent
 from tests.cli_helpers import cli_env, run_cli, server_env
@@ -49,18 +50,26 @@ def _run(
     summarizer: SummarizerKind,
     size: str = "small",
     question: bool = False,
+    env: dict[str, str] | None = None,
+    count_max_tokens: bool = False,
 ) -> tuple[Recorder, list[dict[str, Any]], FakeOpenAIServer, set[str]]:
     paths = make_workspace(workspace, files=files, size=size)  # type: ignore[arg-type]
     recorder = Recorder()
     model = ScriptedModel(Persona(persona), Summarizer(summarizer), recorder)
     events: list[dict[str, Any]] = []
-    with FakeOpenAIServer([model], window=WINDOW_TOKENS, on_exhausted="repeat_last") as server:
+    with FakeOpenAIServer(
+        [model],
+        window=WINDOW_TOKENS,
+        on_exhausted="repeat_last",
+        count_max_tokens=count_max_tokens,
+    ) as server:
         settings = make_settings(
             OPENAI_BASE_URL=server.url,
             OPENAI_API_KEY="sk-test",
             AGENTGRAPH_CONTEXT_WINDOW=str(WINDOW_TOKENS),
             AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
             MAX_LOOPS=str(3 * files + 20),
+            **(env or {}),
         )
         with open_store(settings) as store:
             agent = Agent(settings, store, sleep=lambda _s: None)
@@ -109,6 +118,55 @@ def test_facts_in_outputs_that_left_the_prompt_are_answerable_after_the_task(
     )
     assert any(e["type"] == tier for e in events)
     assert codes_in(recorder.answers[-1]) == planted
+
+
+def test_a_read_that_takes_the_prompt_past_the_budget_compacts_instead_of_cutting(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """With the threshold near the budget, one page of a big file takes the prompt from
+    under the threshold to over the budget. The view then cuts every tool output to fit,
+    which puts it under the threshold again: that must still compact (summarizing the
+    originals), or the facts the cut removed are gone for the rest of the session."""
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=12,
+        persona="silent",
+        summarizer="faithful",
+        size="big",
+        question=True,
+        env={"AGENTGRAPH_COMPACT_THRESHOLD": "0.97"},
+    )
+    assert any(e["type"] == "compaction" for e in events)
+    assert codes_in(recorder.answers[-1]) == planted
+
+
+def test_a_local_model_asks_for_no_more_reply_than_its_prompt_leaves(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """A model whose output limit nothing states gets a reply cap (a fifth of the
+    window); a request whose prompt leaves less asks for what is left, the summarizer's
+    too. A strict server that counts prompt + ``max_tokens`` against the window rejects
+    none, and prompts grow past the 64% of the window where a fixed 20% reserve had them
+    compacted (80% of the 80% left)."""
+    recorder, _events, server, planted = _run(
+        make_settings,
+        workspace,
+        files=60,
+        persona="silent",
+        summarizer="faithful",
+        env={"AGENTGRAPH_MODEL": "qwen2.5-coder-1.5b"},
+        count_max_tokens=True,
+    )
+    requests = [r for r in server.requests if isinstance(r, dict)]
+    asked = [r.get("max_completion_tokens") or r.get("max_tokens") for r in requests]
+    assert all(isinstance(a, int) for a in asked)
+    cap = int(WINDOW_TOKENS * SMALL_WINDOW_REPLY_CAP_FRACTION)
+    assert max(asked) == cap and min(asked) < cap
+    sizes = [FakeOpenAIServer.token_estimate(r) for r in requests]
+    assert max(sizes) > 0.7 * WINDOW_TOKENS
+    assert all(size + a <= WINDOW_TOKENS for size, a in zip(sizes, asked, strict=True))
+    assert codes_in(recorder.reports[-1]) == planted
 
 
 def test_a_lossy_summarizer_still_leaves_most_facts_answerable(

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import pytest
 
 from agentgraph.config import Settings
+from agentgraph.context.windows import SMALL_WINDOW_REPLY_CAP_FRACTION
 from agentgraph.persistence import open_store
 from agentgraph.providers.learned_windows import LEARNED_WINDOWS_FILE
 from agentgraph.session.agent import Agent
@@ -264,8 +265,8 @@ def test_a_local_model_gets_the_output_reserve_as_max_tokens(
     tmp_path: Path, workspace: Path
 ) -> None:
     """llama.cpp and Ollama generate until the context is full when a request sets no
-    limit: a model nothing states an output limit for gets the budget's output reserve,
-    which follows a learned window; a configured limit and a hosted model's profile win."""
+    limit: a model nothing states an output limit for gets a fifth of its window, which
+    follows a learned window; a configured limit and a hosted model's profile win."""
     with _long_task_endpoint(tmp_path, workspace, overflow_style="llama.cpp") as (
         model,
         server,
@@ -275,9 +276,10 @@ def test_a_local_model_gets_the_output_reserve_as_max_tokens(
         limits = [_limit(r) for r in server.requests]
         assert any(is_summary_request(r) for r in server.requests)  # summaries too
         assert None not in limits, limits
-        # 32,768 tokens assumed: 20% reserved for the reply; 4,096 once learned.
-        assert limits[0] == TABLE_WINDOW_TOKENS - int(TABLE_WINDOW_TOKENS * 0.8), limits
-        assert limits[-1] == SERVER_WINDOW_TOKENS - int(SERVER_WINDOW_TOKENS * 0.8), limits
+        # 32,768 tokens assumed: a fifth of it for the reply; of 4,096 once learned, or
+        # less: what the prompt leaves in the window.
+        assert limits[0] == int(TABLE_WINDOW_TOKENS * SMALL_WINDOW_REPLY_CAP_FRACTION), limits
+        assert limits[-1] <= int(SERVER_WINDOW_TOKENS * SMALL_WINDOW_REPLY_CAP_FRACTION), limits
         for extra, expected in (
             ({"AGENTGRAPH_MAX_OUTPUT_TOKENS": "300"}, 300),
             ({"AGENTGRAPH_MODEL": "gpt-4"}, None),

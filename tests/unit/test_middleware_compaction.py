@@ -37,7 +37,7 @@ def _apply(state: list[BaseMessage], updates: list[BaseMessage]) -> list[BaseMes
 
 def test_at_the_threshold_it_compacts_before_the_call_and_the_reply_lands_after() -> None:
     view, compaction, events = _units()
-    full = history(20)  # ~10.8k tokens of a 16k window: over the 80% threshold
+    full = history(26)  # ~14.2k tokens of a 16k window: over the 90% threshold
     call = ModelCall(AIMessage("answer", id="reply"))
     result = compose([view, compaction])(request(full), call)
     assert [e["trigger"] for e in events] == ["auto"]
@@ -90,3 +90,30 @@ def test_the_status_line_names_a_distillation_a_cut_summary_and_a_stall() -> Non
     assert "what masking hid, distilled" in line
     assert "the summary was cut to fit" in line
     assert "no progress since the last compaction" in line
+
+
+def test_a_view_that_left_an_older_turn_out_compacts_even_under_the_threshold() -> None:
+    """One more turn took the history past the budget: the view leaves the first turn
+    out and is then under the threshold by construction. The first turn must reach a
+    summary, not leave the prompt unsummarized."""
+    counter, budget = counter_and_budget(small_settings(AGENTGRAPH_COMPACT_THRESHOLD="0.99"))
+    summarizer = ScriptedChatModel(["the audit of turn one; code word TULIP"])
+    view = PromptViewMiddleware(counter, budget, validate=True)
+    events: list[dict] = []
+    compaction = CompactionMiddleware(
+        Compactor(summarizer, counter, budget, sleep=lambda _s: None), view, emit=events.append
+    )
+    first = [*history(22), AIMessage("turn one done", id="done1")]
+    second = [
+        HumanMessage("now the second audit", id="u2"),
+        *[m.model_copy(update={"id": f"{m.id}-2"}) for m in history(8)[1:]],
+    ]
+    full = [*first, *second]
+    alone = view.build(full, SYSTEM, [])
+    # The first turn left out: the rest is under the threshold.
+    assert len(alone.messages) < len(full) - len(first) + 1 and alone.tokens < budget.compact_at
+    call = ModelCall(AIMessage("answer", id="reply"))
+    compose([view, compaction])(request(full), call)
+    assert [e["trigger"] for e in events] == ["auto"]
+    sent = call.requests[0].messages
+    assert agentgraph_kind(sent[0]) == "summary" and "TULIP" in str(sent[0].content)

@@ -73,12 +73,13 @@ def test_an_output_the_reply_did_not_restate_is_never_masked() -> None:
         assert plan.masked == 0
     # The same history with each output restated in the reply after it is masked.
     assert _masked(_sent(_unit(), history(25, result_chars=6_000)))
-    # Notes of the first three outputs make those three alone maskable.
+    # Notes of the first nine outputs (one masking batch's worth) make those nine alone
+    # maskable.
     noted = list(silent)
-    for i in (3, 5, 7):  # a1, a2, a3: "K0000 noted; reading file 1", …
+    for i in range(3, 21, 2):  # a1 … a9: "K0000 noted; reading file 1", …
         noted[i] = history(25, result_chars=6_000)[i]
     plan, masked = _unit().plan(noted, 500)
-    assert set(masked) == {2, 4, 6}
+    assert set(masked) == set(range(2, 20, 2))
 
 
 def test_past_the_threshold_old_outputs_are_masked_in_the_view_only() -> None:
@@ -143,7 +144,7 @@ def test_near_the_compaction_threshold_masking_keeps_only_the_newest_turn() -> N
     words = " ".join(f"step{n} value{n * 7 % 101}" for n in range(400))
     reasoning = " ".join(f"because{n}" for n in range(120))
     messages: list[BaseMessage] = history(1)[:1]
-    for i in range(70):
+    for i in range(100):
         messages += [
             AIMessage(
                 content=f"{reasoning} {i}; noted step{i}",
@@ -154,7 +155,7 @@ def test_near_the_compaction_threshold_masking_keeps_only_the_newest_turn() -> N
         ]
     fixed = unit.view.fixed_tokens(request(messages).system_message, [])
     reached = 0
-    for n in range(1, 71):
+    for n in range(1, 101):
         plan = unit.plan(messages[: 2 * n + 1], fixed)[0]
         if plan.tokens_after >= unit.budget.compact_at:
             # A summary comes only when masking cannot help any more: every output

@@ -128,7 +128,7 @@ def test_a_smaller_window_named_by_the_error_is_adopted_once() -> None:
     call = ModelCall(status_error(400, LLAMA_CPP_OVERFLOW), AIMessage("fits now"))
     response = unit.wrap_model_call(request(history(2)), call)
     assert response.result[0].content == "fits now"  # type: ignore[union-attr]
-    assert (unit.budget.window, unit.budget.usable) == (8_192, 6_553)
+    assert (unit.budget.window, unit.budget.usable) == (8_192, 7_680)
     assert followed == [usable_before]
     assert events[0] == {"type": "notice", "text": window_notice(8_192)}
     assert events[0]["text"] == (
@@ -197,5 +197,5 @@ def test_pipeline_summarizer_budget_follows_the_learned_window(tmp_path: Path) -
         assert hook is not None
         hook(before)
     assert isinstance(shared.compactor, Compactor) and isinstance(own.compactor, Compactor)
-    assert shared.compactor.summarizer_budget == budget.usable == 3_276
+    assert shared.compactor.summarizer_budget == budget.usable == 3_840
     assert own.compactor.summarizer_budget == 100_000

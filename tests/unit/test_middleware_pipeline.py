@@ -27,6 +27,7 @@ from agentgraph.middleware import (
     ContextPipeline,
     EmptyReplyMiddleware,
     ObservationMaskingMiddleware,
+    OutputRoomMiddleware,
     OverflowRecoveryMiddleware,
     PromptCachingMiddleware,
     PromptViewMiddleware,
@@ -148,6 +149,7 @@ def test_the_units_run_in_the_documented_order(make_settings: Callable[..., Sett
     assert [type(u) for u in units] == [
         ObservationMaskingMiddleware,
         CompactionMiddleware,
+        OutputRoomMiddleware,
         OverflowRecoveryMiddleware,
         ServedWindowMiddleware,
         EmptyReplyMiddleware,

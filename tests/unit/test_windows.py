@@ -14,6 +14,7 @@ from agentgraph.context.windows import (
     budget_for,
     context_window_for,
     default_max_tokens,
+    output_reserve,
 )
 
 
@@ -81,18 +82,27 @@ def test_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_large_window_reserves_50k(tmp_path: Path) -> None:
     budget = budget_for(_settings(tmp_path), "claude-sonnet-4-5")
     assert (budget.window, budget.reserve, budget.usable) == (200_000, 50_000, 150_000)
-    assert budget.compact_at == 120_000
+    assert budget.compact_at == 135_000
     assert budget.notice_at == 112_500
     assert budget.warn_at == 127_500
 
 
-def test_small_window_keeps_80_percent(tmp_path: Path) -> None:
+def test_small_window_reserves_a_sixteenth(tmp_path: Path) -> None:
     budget = budget_for(_settings(tmp_path), "gpt-4")
-    assert budget.window == 8_192
-    assert budget.usable == int(8_192 * 0.8)
-    assert budget.reserve == 8_192 - budget.usable
+    assert (budget.window, budget.reserve, budget.usable) == (8_192, 512, 7_680)
     at_limit = budget_for(_settings(tmp_path, AGENTGRAPH_CONTEXT_WINDOW=50_000))
-    assert at_limit.usable == 40_000
+    assert (at_limit.reserve, at_limit.usable) == (3_125, 46_875)
+
+
+def test_the_prompt_never_gets_less_room_in_a_larger_window(tmp_path: Path) -> None:
+    """Just above the small windows a flat 50,000-token reserve left a 64k window 14k
+    for the prompt, less than a 20k window has."""
+    usable = [output_reserve(w) for w in range(1_024, 400_000, 512)]
+    rooms = [w - r for w, r in zip(range(1_024, 400_000, 512), usable, strict=True)]
+    assert rooms == sorted(rooms)
+    budget = budget_for(_settings(tmp_path, AGENTGRAPH_CONTEXT_WINDOW=65_536))
+    assert budget.usable == 46_875
+    assert budget_for(_settings(tmp_path, AGENTGRAPH_CONTEXT_WINDOW=131_072)).usable == 81_072
 
 
 def test_max_output_tokens_caps_reserve(tmp_path: Path) -> None:
@@ -124,11 +134,12 @@ def test_levels_and_percent() -> None:
     assert budget.percent(150) == 150.0
 
 
-def test_default_thresholds_compact_before_warn(tmp_path: Path) -> None:
+def test_default_thresholds_warn_before_compacting(tmp_path: Path) -> None:
     budget = budget_for(_settings(tmp_path), "gpt-4o")
+    assert budget.notice_at < budget.warn_at < budget.compact_at
     assert budget.level(budget.compact_at) == "compact"
-    assert budget.level(budget.warn_at) == "compact"  # compaction is never skipped
-    assert budget.level(budget.compact_at - 1) == "notice"
+    assert budget.level(budget.compact_at - 1) == "warn"
+    assert budget.level(budget.warn_at - 1) == "notice"
 
 
 def test_the_model_profile_window_comes_before_the_table_and_after_the_override(
@@ -157,10 +168,13 @@ def test_adopt_window_shrinks_in_place_with_the_same_rules(tmp_path: Path) -> No
     assert budget.window == 32_768
     shared = budget  # the units hold this very object
     assert budget.adopt_window(4_096)
-    fresh = budget_for(_settings(tmp_path, AGENTGRAPH_CONTEXT_WINDOW="4096"))
+    fresh = budget_for(
+        _settings(tmp_path, AGENTGRAPH_MODEL="qwen2.5-coder-1.5b", AGENTGRAPH_CONTEXT_WINDOW="4096")
+    )
     for name in ("window", "reserve", "usable", "notice_at", "warn_at", "compact_at"):
         assert getattr(shared, name) == getattr(fresh, name), name
-    assert (shared.window, shared.usable) == (4_096, 3_276)
+    # 1/16 for the reply and a tenth for the estimate's error (no offline tokenizer).
+    assert (shared.window, shared.reserve, shared.usable) == (4_096, 665, 3_431)
 
 
 def test_adopt_window_never_grows_and_ignores_absurd_numbers(tmp_path: Path) -> None:
@@ -176,13 +190,15 @@ def test_adopt_window_never_grows_and_ignores_absurd_numbers(tmp_path: Path) -> 
 
 def test_adopt_window_keeps_the_output_cap_and_clears_the_guess(tmp_path: Path) -> None:
     settings = _settings(
-        tmp_path, AGENTGRAPH_MODEL="my-local-model", AGENTGRAPH_MAX_OUTPUT_TOKENS="500"
+        tmp_path, AGENTGRAPH_MODEL="my-local-model", AGENTGRAPH_MAX_OUTPUT_TOKENS="300"
     )
     budget = budget_for(settings)
     assert budget.source_notice is not None  # an unknown model: the window is a guess
-    assert budget.adopt_window(4_096)
-    assert budget.reserve == 500  # the configured output cap still bounds the reserve
-    assert budget.usable == 3_596
+    assert budget.adopt_window(8_192)
+    # The configured output cap still bounds the reply's part of the reserve; the
+    # estimate's margin (a tenth of the window: no offline tokenizer) stays.
+    assert budget.reserve == 300 + int(8_192 * 0.1)
+    assert budget.usable == 8_192 - 300 - 819
     assert budget.source_notice is None  # the endpoint stated it
 
 
@@ -197,19 +213,19 @@ def test_adopt_window_on_a_hand_built_budget_keeps_its_thresholds() -> None:
     )
     assert budget.adopt_window(10_000)
     assert (budget.usable, budget.notice_at, budget.warn_at, budget.compact_at) == (
-        8_000,
-        4_000,
-        6_400,
-        4_800,
+        9_375,
+        4_687,
+        7_500,
+        5_625,
     )
 
 
 def test_default_max_tokens_only_where_nothing_states_an_output_limit(tmp_path: Path) -> None:
-    local = budget_for(_settings(tmp_path), "qwen2.5-coder-1.5b")  # 32,768: 20% reserved
-    assert default_max_tokens(local, None) == local.reserve == 6_554
+    local = budget_for(_settings(tmp_path), "qwen2.5-coder-1.5b")  # 32,768: a 20% cap
+    assert default_max_tokens(local, None) == 6_553
     assert default_max_tokens(local, {"max_output_tokens": 8_192}) is None
-    assert default_max_tokens(local, {"max_output_tokens": True}) == local.reserve
-    assert local.adopt_window(4_096) and default_max_tokens(local, {}) == 820
+    assert default_max_tokens(local, {"max_output_tokens": True}) == 6_553
+    assert local.adopt_window(4_096) and default_max_tokens(local, {}) == 819
     hosted = budget_for(_settings(tmp_path), "deepseek-chat")  # 128k: a 50k reserve
     assert default_max_tokens(hosted, None) is None
 

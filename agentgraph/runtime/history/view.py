@@ -39,6 +39,8 @@ class PromptView:
             orphans dropped, results moved, duplicates dropped) in the part of
             the history the view was cut from: the recent window when the
             window shortcut applies, else the whole history.
+        trimmed: Of ``dropped``, the messages left out because they did not fit
+            ``max_tokens`` (older turns).
     """
 
     messages: list[BaseMessage]
@@ -46,6 +48,7 @@ class PromptView:
     overflow: bool
     dropped: int
     repaired: int
+    trimmed: int = 0
 
 
 # A window holding this much more than the budget almost always contains the
@@ -198,9 +201,11 @@ def _build_view_whole(
     view = head + normalized
     if keep_recent is not None:
         view = truncate_messages_safely(view, keep_recent)
+    trimmed = 0
     if max_tokens is not None:
         result = trim_to_budget(view, max_tokens, counter)
         view, tokens, overflow = result.messages, result.tokens, result.overflow
+        trimmed = result.dropped
     else:
         # A window of everything still enforces the start-with-a-user-message rule.
         view = truncate_messages_safely(view, len(view))
@@ -209,7 +214,8 @@ def _build_view_whole(
     sent = _sent(view[len(head) :])
     # Window and trim only ever remove messages: the same length is nothing cut.
     whole = not overflow and len(view) == len(head) + len(normalized)
-    return PromptView(view, tokens, overflow, stored - sent, repaired), len(head) if whole else None
+    built = PromptView(view, tokens, overflow, stored - sent, repaired, trimmed)
+    return built, len(head) if whole else None
 
 
 def build_prompt_view(
