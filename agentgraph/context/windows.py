@@ -409,7 +409,7 @@ def default_max_tokens(budget: Budget, profile: Mapping[str, Any] | None) -> int
         return None
     if budget.guessed or budget.window > SMALL_WINDOW_MAX_TOKENS or budget.reserve <= 0:
         return None
-    return max(int(budget.window * SMALL_WINDOW_REPLY_CAP_FRACTION), budget.reserve)
+    return int(budget.window * SMALL_WINDOW_REPLY_CAP_FRACTION)
 
 
 def output_limit_for(model: Any, budget: Budget) -> int | None:

@@ -136,10 +136,18 @@ class CompactionMiddleware(AgentMiddleware):
         provider's reported usage of the last reply plus our count of what came after
         it (Claude Code's anchor; our own count before the first report, or when the
         report is not of this prompt): the provider's tokenizer is the one that decides
-        what overflows. A view that had to be cut to fit the budget by our own count is
-        handled by the caller (:meth:`PromptViewMiddleware.cut_to_fit`).
+        what overflows. A view that had to be cut to fit the budget by our own count
+        (:meth:`PromptViewMiddleware.cut_to_fit`) needs one too.
         """
-        return self._over(history, self._measure(request))
+        return self._due(history, request, self._measure(request))
+
+    def _due(
+        self, history: Sequence[BaseMessage], request: ModelRequest, measured: tuple[int, int]
+    ) -> bool:
+        """:meth:`needs_compaction` for a prompt already measured."""
+        # A view cut to fit is under the threshold by construction: what it cut is the
+        # history's excess, which only a compaction keeps (as a summary of the originals).
+        return self._over(history, measured) or self.view.cut_to_fit(request.messages)
 
     def _distil_due(self, request: ModelRequest) -> bool:
         """Whether the outputs masking hid since the last summary add up to the distil
@@ -220,10 +228,7 @@ class CompactionMiddleware(AgentMiddleware):
         """``(request, history, state updates)``, compacted first at the threshold."""
         history: list[BaseMessage] = list(request.state.get("messages") or request.messages)
         measured = self._measure(request)
-        # A view cut to fit is under the threshold by construction: what it cut is the
-        # history's excess, which only a compaction keeps (as a summary of the originals).
-        over = self._over(history, measured) or self.view.cut_to_fit(request.messages)
-        trigger = "auto" if over else None
+        trigger = "auto" if self._due(history, request, measured) else None
         if trigger is None and self._distil_due(request):
             trigger = "distil"
         if trigger is not None:
