@@ -23,6 +23,8 @@ Workloads, each at a 16k window (``--window`` for another) on the strict loopbac
 
 * ``many-small``: 300 files of ~3 KB (--quick: 100), one turn; facts = codes in the
   last report.md the model wrote.
+* ``small-middle``: the same with 100 files (--quick: 50) whose code is on the middle
+  line: a summarizer input that cuts results keeps their head and tail and loses it.
 * ``big-start`` / ``big-middle``: 30 files of ~20 KB (more than a read page), the code
   on the first or the middle line, then the question turn "Which codes do you
   remember? List them."; facts = codes in that answer.
@@ -42,8 +44,8 @@ the bench stops the turn after its tool step once the cap is passed), so only a 
 spiral reaches it.
 
 Columns: finished (every turn ended with an answer, else the first reason why not),
-model calls (all requests), summary calls, prompt tokens (server estimate, non-summary
-requests), billed (cached prefix at 10%, bench_context_v2.billed_input), facts recalled /
+model calls (all requests), summary calls, summarizer tokens (server estimate of the
+summary requests' prompts), prompt tokens (server estimate, non-summary requests), billed (cached prefix at 10%, bench_context_v2.billed_input), facts recalled /
 planted, files read twice (files with more than one read call at the same offset, from
 the scripted model's own calls: agentgraph's re-injected files are not counted), invalid
 requests (strict rejections), overflow 400s, agentgraph's masking events and
@@ -160,10 +162,11 @@ class Workload:
 
 
 def workloads(quick: bool) -> tuple[Workload, ...]:
-    """The four workloads (smaller with ``quick``)."""
-    small, big, per_turn = (100, 20, 10) if quick else (300, 30, 20)
+    """The five workloads (smaller with ``quick``)."""
+    small, middle, big, per_turn = (100, 50, 20, 10) if quick else (300, 100, 30, 20)
     return (
         Workload("many-small", small, "small", "start", ((1, small),)),
+        Workload("small-middle", middle, "small", "middle", ((1, middle),)),
         Workload("big-start", big, "big", "start", ((1, big),), question=True),
         Workload("big-middle", big, "big", "middle", ((1, big),), question=True),
         Workload(
@@ -379,6 +382,7 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
         violations, overflows = len(server.violations), server.overflow_count
     main = [r for r in requests if not is_summary(r)]
     tokens = [FakeOpenAIServer.token_estimate(r) for r in main]
+    summary_tokens = sum(FakeOpenAIServer.token_estimate(r) for r in requests if is_summary(r))
     if load.question:
         answer = recorder.answers[answers_before_question:]
         recalled = codes_in(answer[-1]) if answer else set()
@@ -395,6 +399,7 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
         "finished": next((s for s in stops if s), "yes"),
         "calls": len(requests),
         "summaries": recorder.summary_calls,
+        "summary_tokens": summary_tokens,
         "prompt_tokens": sum(tokens),
         "billed": billed_input(main, tokens),
         "facts": len(recalled & planted),
@@ -413,10 +418,10 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
 
 HEAD = (
     "| workload | persona | summarizer | harness | finished | model calls | summary calls "
-    "| prompt tokens | billed | facts | files read twice | invalid | overflow 400s "
-    "| masking | compactions | cut summaries | wall s |\n"
+    "| summarizer tokens | prompt tokens | billed | facts | files read twice | invalid "
+    "| overflow 400s | masking | compactions | cut summaries | wall s |\n"
     "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-    "| ---: | ---: | ---: | ---: |"
+    "| ---: | ---: | ---: | ---: | ---: |"
 )
 
 
@@ -428,7 +433,8 @@ def fmt_row(r: dict[str, Any]) -> str:
 
     return (
         f"| {r['workload']} | {r['persona']} | {r['summarizer']} | {r['harness']} "
-        f"| {r['finished']} | {r['calls']} | {r['summaries']} | {r['prompt_tokens']:,} "
+        f"| {r['finished']} | {r['calls']} | {r['summaries']} | {r['summary_tokens']:,} "
+        f"| {r['prompt_tokens']:,} "
         f"| {r['billed']:,.0f} | {r['facts']}/{r['facts_total']} | {r['read_twice']} "
         f"| {r['invalid']} | {r['overflow_400']} | {opt(r['maskings'])} "
         f"| {opt(r['compactions'])} | {r['cut_summaries']} | {r['wall_s']:.0f} |"

@@ -45,10 +45,15 @@ from agentgraph.context.ledger import (
     read_calls,
     render_ledger,
 )
-from agentgraph.context.masking_text import mask_outputs_before
+from agentgraph.context.masking_text import mask_outputs_before, note_words, restates
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
 from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, truncate_text
-from agentgraph.context.windows import Budget, output_limit_for, output_room
+from agentgraph.context.windows import (
+    PROMPT_COUNT_MARGIN_FRACTION,
+    Budget,
+    output_limit_for,
+    output_room,
+)
 from agentgraph.providers.retry import RetryPolicy, call_with_retries
 from agentgraph.runtime.cancel import INTERRUPTED_KIND
 from agentgraph.runtime.deps import CompactionOutcome
@@ -102,21 +107,29 @@ SUMMARY_HARD_TARGET_BUDGET_FRACTION = 0.65
 LEDGER_MAX_BUDGET_FRACTION = 0.10
 REINJECT_MAX_FILES = 5
 REINJECT_MAX_LINES = 1000
-# The summarizer's input per call, as a share of its budget: what the window holds after
-# its instructions and the summary's own room. At 0.70 the part a compaction at 90% of
-# the budget summarizes did not fit one call, and cutting its tool results evenly lost
-# the middle of each page (facts in the middle of big files: 24/30 instead of 30/30).
-SUMMARY_INPUT_BUDGET_FRACTION = 0.80
-SUMMARY_TOOL_RESULT_MAX_TOKENS = 2_000
-# When the part to summarize is larger than one summarizer call holds, its tool results
-# are cut further (largest first, evenly) so it still fits one call, down to this many
-# tokens each (head and tail: a file's first lines survive). Every extra piece is one
-# more paid call and one more lossy rewrite of the summary so far, while the full
-# outputs stay in the transcript (read_history / search_history).
+# What one summarizer call holds is its window less the room its reply needs (the
+# summary's share of the budget, with this much headroom for a summary that runs over
+# before it is asked for a shorter one) and less the count margin the reply's room is
+# sized with (``output_room``). A flat 80% of the usable budget held less than a
+# compaction at 90% summarizes: at a 16k window the results were cut by a few lines
+# each, at 128k (whose usable budget is the window less a 50k reserve) by 8% each.
+SUMMARY_REPLY_HEADROOM = 1.25
+# Tool results reach the summarizer whole: a result is the only copy of what it showed
+# that the summary can keep, and a cut keeps its head and tail, so a fact in the middle
+# of a page would be gone from every later prompt (a fixed 2,000-token cap lost 24 of
+# 30 codes at a 64k window, whose pages hold a 20 KB file). Only results the model has
+# restated in its own words (the ones masking hides) are cut, largest first and evenly,
+# down to this many tokens each (head and tail: a file's first lines survive), to keep
+# the part in one call: what the model took from them is in its notes, which are sent
+# whole. A part that still does not fit is summarized in pieces, each one more paid
+# call that rewrites the summary so far; the full outputs stay in the transcript
+# (read_history / search_history).
 SUMMARY_TOOL_RESULT_MIN_TOKENS = 48
 # Room left in the summarizer's input for the instructions and message framing.
 SUMMARY_FRAMING_TOKENS = 600
 SUMMARY_ENTRY_FRAMING_TOKENS = 10
+# A part larger than this many calls hold (an imported history far beyond the window)
+# has all its results cut evenly to fit them.
 SUMMARY_MAX_PIECES = 20
 # Kept tool outputs are cut to this when the prompt after a compaction is still over
 # its target (after the re-read files are dropped).
@@ -155,10 +168,17 @@ comes from.
 
 Be concise but lose nothing that is needed to continue. Write only the summary."""
 
-CONTINUE_PIECE_PROMPT = (
-    "The conversation is long, so it is summarized in pieces. The summary so far is given "
-    "first; extend it with the next part of the conversation, keeping every heading."
+# A part larger than one call is summarized in pieces: the first gets the handoff
+# summary, each later one only what to add about its own messages (appended, not a
+# rewrite of the summary so far, which a summarizer that drops details would thin at
+# every piece).
+NEXT_PIECE_PROMPT = (
+    "This conversation is long, so it is summarized in pieces, and the part before the "
+    "messages below is summarized already. Write only what to add to that summary about "
+    "these messages: what was done and found (facts, file paths, identifiers, numbers, "
+    "exactly) and what remains. Write nothing else."
 )
+NEXT_PIECE_HEADING = "Continued (the later messages of the summarized part):"
 
 SUPPLEMENT_PROMPT = (
     "A handoff summary of this conversation was written, but it does not mention these "
@@ -494,23 +514,27 @@ def render_transcript(
     messages: Sequence[BaseMessage],
     count: Callable[[str], int],
     *,
-    tool_result_max_tokens: int = SUMMARY_TOOL_RESULT_MAX_TOKENS,
+    tool_result_caps: Mapping[int, int] | None = None,
     cancelled: Mapping[int, str] | None = None,
     codec: TokenCodec | None = None,
 ) -> list[str]:
-    """One text entry per message, tool results cut, for the summarizer.
+    """One text entry per message, for the summarizer.
 
-    ``cancelled`` maps the ``id()`` of a request whose turn the user cancelled to the
-    label it gets instead of ``[user]``; ``codec`` is the tokenizer ``count`` counts
-    with, if exact (results are then cut at token offsets).
+    ``tool_result_caps`` maps the ``id()`` of a tool result to the tokens it is cut to
+    (the others are whole); ``cancelled`` maps the ``id()`` of a request whose turn
+    the user cancelled to the label it gets instead of ``[user]``; ``codec`` is the
+    tokenizer ``count`` counts with, if exact (results are then cut at token offsets).
     """
     labels = cancelled or {}
+    caps = tool_result_caps or {}
     out: list[str] = []
     for msg in messages:
         kind = agentgraph_kind(msg)
         text: str = msg.text
         if isinstance(msg, ToolMessage):
-            text = truncate_text(text, tool_result_max_tokens, count=count, codec=codec).text
+            cap = caps.get(id(msg))
+            if cap is not None:
+                text = truncate_text(text, cap, count=count, codec=codec).text
             out.append(f"[tool result {msg.name or ''}]\n{text}")
         elif isinstance(msg, AIMessage):
             calls = "".join(
@@ -567,57 +591,81 @@ class Compactor:
 
     # -- summary --------------------------------------------------------------------
 
+    def _piece_budget(self, reply_tokens: int, scale: float) -> int:
+        """Tokens (ours) one summarizer call may carry, instructions included.
+
+        The summarizer's window less the room its reply needs (``reply_tokens``, the
+        summary's share, with :data:`SUMMARY_REPLY_HEADROOM`) and less the count
+        margin that room is sized with (:func:`output_room`). A summarizer that shares
+        the main model's budget has its window; one with a budget of its own is bounded
+        by its usable budget (its window is not known here).
+
+        Args:
+            reply_tokens: The summary's share, in our tokens.
+            scale: How much more the provider counts than we do (1.0 when exact).
+        """
+        shared = self.summarizer_budget == self.budget.usable
+        window = self.budget.window if shared else self.summarizer_budget
+        reply = int(reply_tokens * scale * SUMMARY_REPLY_HEADROOM)
+        room = (window - reply) / (scale * (1 + PROMPT_COUNT_MARGIN_FRACTION))
+        return max(int(room), SUMMARY_FRAMING_TOKENS * 2)
+
     def _summarize(
         self,
         older: Sequence[BaseMessage],
         focus: str | None,
         cancelled: Mapping[int, str] | None = None,
+        *,
+        reply_tokens: int,
+        scale: float = 1.0,
     ) -> str:
         count = self.counter.count_text
         instructions = _instructions(focus)
-        piece_budget = int(self.summarizer_budget * SUMMARY_INPUT_BUDGET_FRACTION)
-        cap = self._tool_result_cap(older, piece_budget - SUMMARY_FRAMING_TOKENS)
+        piece_budget = self._piece_budget(reply_tokens, scale) - SUMMARY_FRAMING_TOKENS
+        caps = self._tool_result_caps(older, piece_budget)
         entries = render_transcript(
-            older, count, tool_result_max_tokens=cap, cancelled=cancelled, codec=self.counter.codec
+            older, count, tool_result_caps=caps, cancelled=cancelled, codec=self.counter.codec
         )
-        pieces: list[str] = []
-        current: list[str] = []
+        pieces: list[list[str]] = [[]]
         used = 0
         for entry in entries:
             size = count(entry)
-            if size > piece_budget:
-                entry = truncate_text(entry, piece_budget // 2, count=count).text
+            if pieces[-1] and used + size > piece_budget:
+                pieces.append([])
+                used = 0
+            if size > piece_budget:  # one entry larger than a whole call: head and tail
+                entry = truncate_text(
+                    entry, piece_budget, count=count, codec=self.counter.codec
+                ).text
                 size = count(entry)
-            if current and used + size > piece_budget:
-                pieces.append("\n\n".join(current))
-                current, used = [], 0
-            current.append(entry)
+            pieces[-1].append(entry)
             used += size
-        if current:
-            pieces.append("\n\n".join(current))
-        if len(pieces) > SUMMARY_MAX_PIECES:
-            pieces = pieces[-SUMMARY_MAX_PIECES:]
-        summary = ""
-        for piece in pieces:
-            prompt: list[BaseMessage] = [SystemMessage(content=instructions)]
-            if summary:
-                prompt.append(
-                    HumanMessage(
-                        content=f"{CONTINUE_PIECE_PROMPT}\n\n<summary_so_far>\n{summary}\n"
-                        f"</summary_so_far>\n\n<conversation_part>\n{piece}\n</conversation_part>"
-                    )
-                )
-            else:
-                prompt.append(HumanMessage(content=f"<conversation>\n{piece}\n</conversation>"))
-            summary = self._ask(prompt).text.strip()
-            if not summary:
+        parts: list[str] = []
+        for n, piece in enumerate(pieces):
+            if not piece:
+                continue
+            body = "\n\n".join(piece)
+            ask = f"{NEXT_PIECE_PROMPT}\n\n" if n else ""
+            prompt: list[BaseMessage] = [
+                SystemMessage(content=instructions),
+                HumanMessage(content=f"{ask}<conversation>\n{body}\n</conversation>"),
+            ]
+            text = self._ask(prompt).text.strip()
+            if not text:
                 raise ValueError("the summarizer returned an empty summary")
-        if not summary:
+            parts.append(f"{NEXT_PIECE_HEADING}\n{text}" if n else text)
+        if not parts:
             raise ValueError("nothing to summarize")
-        return summary
+        return "\n\n".join(parts)
 
     def _supplement(
-        self, summary: str, summarized: Sequence[BaseMessage], focus: str | None
+        self,
+        summary: str,
+        summarized: Sequence[BaseMessage],
+        focus: str | None,
+        *,
+        reply_tokens: int,
+        scale: float = 1.0,
     ) -> str:
         """``summary`` with what it left out of the files read in ``summarized``.
 
@@ -627,7 +675,7 @@ class Compactor:
         """
         reads = read_calls(summarized)
         count = self.counter.count_text
-        piece_budget = int(self.summarizer_budget * SUMMARY_INPUT_BUDGET_FRACTION)
+        piece_budget = self._piece_budget(reply_tokens, scale) - SUMMARY_FRAMING_TOKENS
         for _ in range(SUMMARY_SUPPLEMENT_ATTEMPTS):
             missing = sorted({p for p in reads.values() if not _names_file(summary, p)})
             if not missing:
@@ -636,7 +684,12 @@ class Compactor:
             readings = [
                 m for m in summarized if isinstance(m, ToolMessage) and m.tool_call_id in ids
             ]
-            cap = self._tool_result_cap(readings, piece_budget - SUMMARY_FRAMING_TOKENS)
+            # One call, so the readings share it evenly (they are the summary's gap).
+            sizes = [count(m.text) for m in readings]
+            cap = max(
+                fit_cap(sizes, piece_budget - SUMMARY_ENTRY_FRAMING_TOKENS * len(sizes)),
+                SUMMARY_TOOL_RESULT_MIN_TOKENS,
+            )
             entries = [
                 f"[{m.name or 'read_file'} {reads[m.tool_call_id]}]\n"
                 + truncate_text(m.text, cap, count=count, codec=self.counter.codec).text
@@ -718,21 +771,41 @@ class Compactor:
                 summary, size = shorter, count(shorter)
         return summary
 
-    def _tool_result_cap(self, older: Sequence[BaseMessage], room: int) -> int:
-        """Tool-result size that lets ``older`` fit one summarizer call, when it can."""
+    def _tool_result_caps(self, older: Sequence[BaseMessage], room: int) -> dict[int, int]:
+        """Cuts of ``older``'s tool results (by ``id()``) so it fits one call of ``room``.
+
+        Only results the model restated in its next reply are cut (evenly, down to
+        :data:`SUMMARY_TOOL_RESULT_MIN_TOKENS`): the others are the only copy of what
+        they showed and go whole, in more calls when they must. A part beyond
+        :data:`SUMMARY_MAX_PIECES` calls has every result cut evenly to fit them.
+        """
         count = self.counter.count_text
-        rest = render_transcript(
-            [m for m in older if not isinstance(m, ToolMessage)], count, tool_result_max_tokens=0
-        )
-        sizes = [
-            min(count(m.text), SUMMARY_TOOL_RESULT_MAX_TOKENS)
-            for m in older
-            if isinstance(m, ToolMessage)
-        ]
+        rest = render_transcript([m for m in older if not isinstance(m, ToolMessage)], count)
+        results: list[tuple[ToolMessage, int, bool]] = []
+        pending: list[tuple[ToolMessage, int]] = []
+        for msg in older:
+            if isinstance(msg, ToolMessage):
+                pending.append((msg, count(msg.text)))
+            elif isinstance(msg, AIMessage) and pending:
+                words = note_words(msg.text)
+                results += [(m, n, bool(words) and restates(words, m.text)) for m, n in pending]
+                pending = []
+        results += [(m, n, False) for m, n in pending]
         # Each tool entry also carries its "[tool result NAME]" line.
-        framing = SUMMARY_ENTRY_FRAMING_TOKENS * len(sizes)
-        cap = fit_cap(sizes, room - framing - sum(count(e) + 2 for e in rest))
-        return max(min(cap, SUMMARY_TOOL_RESULT_MAX_TOKENS), SUMMARY_TOOL_RESULT_MIN_TOKENS)
+        fixed = SUMMARY_ENTRY_FRAMING_TOKENS * len(results) + sum(count(e) + 2 for e in rest)
+        whole = sum(n for _, n, restated in results if not restated)
+        restated_sizes = [n for _, n, restated in results if restated]
+        caps: dict[int, int] = {}
+        if restated_sizes and fixed + whole + sum(restated_sizes) > room:
+            cap = max(fit_cap(restated_sizes, room - fixed - whole), SUMMARY_TOOL_RESULT_MIN_TOKENS)
+            caps = {id(m): cap for m, n, restated in results if restated and n > cap}
+        sizes = [min(n, caps.get(id(m), n)) for m, n, _ in results]
+        if fixed + sum(sizes) > room * SUMMARY_MAX_PIECES:
+            cap = max(
+                fit_cap(sizes, room * SUMMARY_MAX_PIECES - fixed), SUMMARY_TOOL_RESULT_MIN_TOKENS
+            )
+            caps = {id(m): cap for (m, _, _), n in zip(results, sizes, strict=True) if n > cap}
+        return caps
 
     # -- cutting --------------------------------------------------------------------
 
@@ -953,11 +1026,15 @@ class Compactor:
         reason = ""
         summary_room = summary_max - sum(map(self.counter.count_message, carried_heads))
         try:
-            summary = self._summarize(summary_input, focus, cancelled)
+            summary = self._summarize(
+                summary_input, focus, cancelled, reply_tokens=summary_max, scale=scale
+            )
         except Exception as exc:  # any failure → the fallback keeps the session going
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         if summary is not None:
-            summary = self._supplement(summary, summary_input, focus)
+            summary = self._supplement(
+                summary, summary_input, focus, reply_tokens=summary_max, scale=scale
+            )
         if summary is None:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
             older, kept, _, _ = split(fallback_keep, keep_messages)

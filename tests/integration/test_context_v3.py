@@ -49,24 +49,26 @@ def _run(
     persona: PersonaKind,
     summarizer: SummarizerKind,
     size: str = "small",
+    fact_at: str = "start",
     question: bool = False,
     env: dict[str, str] | None = None,
     count_max_tokens: bool = False,
+    window: int = WINDOW_TOKENS,
 ) -> tuple[Recorder, list[dict[str, Any]], FakeOpenAIServer, set[str]]:
-    paths = make_workspace(workspace, files=files, size=size)  # type: ignore[arg-type]
+    paths = make_workspace(workspace, files=files, size=size, fact_at=fact_at)  # type: ignore[arg-type]
     recorder = Recorder()
     model = ScriptedModel(Persona(persona), Summarizer(summarizer), recorder)
     events: list[dict[str, Any]] = []
     with FakeOpenAIServer(
         [model],
-        window=WINDOW_TOKENS,
+        window=window,
         on_exhausted="repeat_last",
         count_max_tokens=count_max_tokens,
     ) as server:
         settings = make_settings(
             OPENAI_BASE_URL=server.url,
             OPENAI_API_KEY="sk-test",
-            AGENTGRAPH_CONTEXT_WINDOW=str(WINDOW_TOKENS),
+            AGENTGRAPH_CONTEXT_WINDOW=str(window),
             AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
             MAX_LOOPS=str(3 * files + 20),
             **(env or {}),
@@ -118,6 +120,53 @@ def test_facts_in_outputs_that_left_the_prompt_are_answerable_after_the_task(
     )
     assert any(e["type"] == tier for e in events)
     assert codes_in(recorder.answers[-1]) == planted
+
+
+def test_facts_in_the_middle_of_pages_bigger_than_two_thousand_tokens_reach_the_summary(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """At a 64k window a read page holds a whole 20 KB file (about 4,400 tokens) and
+    the part a compaction summarizes fits one summarizer call. Every tool result still
+    reaches the summarizer whole: the code on each file's middle line is in the summary,
+    so a model that only calls tools answers every code after the task (a fixed cap of
+    2,000 tokens per result cut the middle out of every page: 6/30)."""
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=16,
+        persona="silent",
+        summarizer="faithful",
+        size="big",
+        fact_at="middle",
+        question=True,
+        window=64_000,
+    )
+    assert any(e["type"] == "compaction" for e in events)
+    assert codes_in(recorder.answers[-1]) == planted
+    assert recorder.reread_files() == 0
+
+
+def test_facts_in_the_middle_of_small_outputs_survive_a_part_larger_than_one_summary_call(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """At a 16k window the part a compaction summarizes is a little more than one
+    summarizer call holds. Cutting every result evenly to make it fit took a few lines
+    out of the middle of each, the code on the middle line of 16 of 40 files with it;
+    the rest goes to a second call instead, and every code reaches the report."""
+    recorder, events, server, planted = _run(
+        make_settings,
+        workspace,
+        files=40,
+        persona="silent",
+        summarizer="faithful",
+        fact_at="middle",
+    )
+    compactions = [e for e in events if e["type"] == "compaction"]
+    assert compactions
+    summary_calls = [r for r in server.requests if isinstance(r, dict) and is_summary(r)]
+    assert len(summary_calls) > len(compactions), "a part went to a second call"
+    assert codes_in(recorder.reports[-1]) == planted
+    assert recorder.reread_files() == 0
 
 
 def test_a_read_that_takes_the_prompt_past_the_budget_compacts_instead_of_cutting(

@@ -140,14 +140,22 @@ def _long_history(turns: int) -> list[BaseMessage]:
 
 
 def test_compaction_in_create_agent_keeps_the_reply_after_the_boundary(tmp_path: Path) -> None:
-    # The history is summarized in one call (its tool results are cut to fit the
-    # summarizer's input budget, 70% of the 16k window), then the agent answers twice.
-    script: list[dict[str, Any]] = [
-        {"content": "Summary: audited the log files; code word TULIP."},
-        {"content": "TULIP"},
-        {"content": "Still TULIP."},
-    ]
-    with FakeOpenAIServer(script, on_exhausted="raise") as server:
+    # The history is summarized (in two calls: it is larger than one summarizer call
+    # holds, and no log is cut to fit), then the agent answers twice. Every reply is a
+    # function of the request.
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        texts = [str(m.get("content") or "") for m in body["messages"]]
+        if "CONTEXT CHECKPOINT COMPACTION" in texts[0]:
+            return {"content": "Summary: audited the log files; code word TULIP."}
+        asked = next(
+            t
+            for m, t in reversed(list(zip(body["messages"], texts, strict=True)))
+            if m["role"] == "user"
+        )
+        return {"content": "Still TULIP." if asked == "And now?" else "TULIP"}
+
+    script: list[Any] = [reply]
+    with FakeOpenAIServer(script, on_exhausted="repeat_last") as server:
         llm = _llm(server)
         agent = create_agent(
             llm,
@@ -167,6 +175,9 @@ def test_compaction_in_create_agent_keeps_the_reply_after_the_boundary(tmp_path:
         second = agent.invoke({"messages": [HumanMessage("And now?", id="q2")]}, config)
         sent = server.requests
     assert server.violations == []
+    summaries = [b for b in sent if "CONTEXT CHECKPOINT COMPACTION" in json.dumps(b)]
+    assert len(summaries) == 2
+    assert "truncated" not in json.dumps(summaries)
     kinds = [agentgraph_kind(m) for m in first["messages"]]
     assert "compact_boundary" in kinds
     view = since_last_boundary(first["messages"])

@@ -25,6 +25,8 @@ from langgraph.graph.message import add_messages
 
 from agentgraph.config import Settings
 from agentgraph.context.compaction import (
+    NEXT_PIECE_HEADING,
+    NEXT_PIECE_PROMPT,
     SUMMARY_HARD_TARGET_BUDGET_FRACTION,
     SUMMARY_PREFIX,
     SUMMARY_SHORTEN_ATTEMPTS,
@@ -686,3 +688,89 @@ def test_a_supplement_that_names_none_of_the_files_is_not_kept_or_asked_again(
     summary = next(m for m in outcome.updates if agentgraph_kind(m) == "summary").text
     assert len(summarizer.calls) == 2
     assert SUPPLEMENT_HEADING not in summary
+
+
+def _fact_history(turns: int, *, lines: int, noted: bool) -> list[BaseMessage]:
+    """Reads of ``f{i}.txt`` whose one fact ``FACT-{i}`` is on the middle line; with
+    ``noted`` each next call's message restates the fact of the read before it (the
+    last read is restated by a final note)."""
+    msgs: list[BaseMessage] = [HumanMessage("Note the fact of every file.", id="u0")]
+    for i in range(turns):
+        body = [f"row {k} of f{i}.txt holds nothing of note" for k in range(lines)]
+        body[lines // 2] = f"FACT-{i}"
+        note = f"noted FACT-{i - 1}" if noted and i else ""
+        call = {"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}
+        msgs.append(AIMessage(content=note, id=f"a{i}", tool_calls=[call]))
+        msgs.append(
+            ToolMessage("\n".join(body), tool_call_id=f"c{i}", name="read_file", id=f"t{i}")
+        )
+    msgs.append(AIMessage(content=f"noted FACT-{turns - 1}" if noted else "", id="end"))
+    return msgs
+
+
+def _faithful(messages: list[BaseMessage]) -> str:
+    """A stateless summarizer that keeps every fact and file its request shows."""
+    text = messages[-1].text
+    facts = sorted(set(re.findall(r"FACT-\d+", text)), key=lambda f: int(f[5:]))
+    named = _files_named(text)
+    return "Handoff summary. " + " ".join(facts) + _naming(named[0], named[-1]) if named else ""
+
+
+def test_results_the_model_did_not_restate_reach_the_summarizer_whole_in_more_calls(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A part larger than one summarizer call: no result loses its middle; the rest goes
+    to a second call, asked only for what to add, and its answer is appended."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    summarizer = ScriptedChatModel([_faithful])
+    history = _fact_history(24, lines=60, noted=False)
+    outcome = _compactor(settings, summarizer)(history, trigger="manual", system=[], tools=[])
+    assert outcome is not None
+    asked = [call[-1].text for call in summarizer.calls]
+    assert len(asked) >= 2
+    assert "truncated" not in "".join(asked)
+    assert all(a.startswith(NEXT_PIECE_PROMPT) for a in asked[1:])
+    assert not asked[0].startswith(NEXT_PIECE_PROMPT)
+    summary = next(m for m in outcome.updates if agentgraph_kind(m) == "summary").text
+    assert NEXT_PIECE_HEADING in summary
+    assert set(re.findall(r"FACT-\d+", summary)) == {f"FACT-{i}" for i in range(24)}
+
+
+def test_results_the_model_restated_are_cut_to_keep_the_part_in_one_call(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """The same part, each read restated in the model's next message: the restated
+    results are cut (their facts are in the notes, sent whole), and one call holds it."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    summarizer = ScriptedChatModel([_faithful])
+    history = _fact_history(24, lines=60, noted=True)
+    outcome = _compactor(settings, summarizer)(history, trigger="manual", system=[], tools=[])
+    assert outcome is not None
+    assert len(summarizer.calls) == 1
+    assert "truncated" in summarizer.calls[0][-1].text
+    summary = next(m for m in outcome.updates if agentgraph_kind(m) == "summary").text
+    assert set(re.findall(r"FACT-\d+", summary)) == {f"FACT-{i}" for i in range(24)}
+
+
+def test_a_summarizer_on_the_main_models_window_reads_past_its_usable_budget(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """At 128k the usable budget is the window less a 50,000-token reserve for the main
+    reply; a summary needs far less, so the summarizer takes a part larger than 80% of
+    the usable budget in one call, every result whole. A summary model with its own
+    budget is held to it."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW="128000")
+    history = _fact_history(70, lines=100, noted=False)
+    counter = get_counter(settings.model)
+    part = sum(counter.count_text(m.text) for m in history)
+    assert part > budget_for(settings).usable * 0.8
+    shared = ScriptedChatModel([_faithful])
+    _compactor(settings, shared)(history, trigger="manual", system=[], tools=[])
+    assert len(shared.calls) == 1
+    assert "truncated" not in shared.calls[0][-1].text
+    own = ScriptedChatModel([_faithful])
+    _compactor(settings, own, summarizer_budget=40_000)(
+        history, trigger="manual", system=[], tools=[]
+    )
+    assert len(own.calls) >= 2
+    assert all(counter.count_messages(call) <= 40_000 for call in own.calls)
