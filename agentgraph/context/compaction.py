@@ -94,8 +94,10 @@ SUMMARY_SHORTEN_ATTEMPTS = 1
 # A summary that names none of some files read in the part it summarizes is asked, at
 # most this many times, for what those files held (each is one more summarizer call,
 # given only those readings): a file a summary skips is a file the agent reads again,
-# or whose facts it no longer has.
-SUMMARY_SUPPLEMENT_ATTEMPTS = 2
+# or whose facts it no longer has. A summarizer that leaves out half of every list
+# halves the files left each time: four attempts cover the 15 files a compaction at a
+# 64k window summarizes (two left 4 of 30 codes to be read again there).
+SUMMARY_SUPPLEMENT_ATTEMPTS = 4
 # A summary over its share takes the room of the re-read files and of long kept outputs,
 # and then the room up to this share of the usable budget (the next compaction comes
 # sooner: a long task's facts may need it, and a summarizer asked to shorten them drops

@@ -239,6 +239,28 @@ def test_a_lossy_summarizer_still_leaves_most_facts_answerable(
     assert recorder.reread_files() == 0
 
 
+def test_a_lossy_summarizer_at_a_64k_window_makes_no_file_read_twice(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """At 64k a compaction summarizes about 15 of the 30 big files, and a summarizer
+    that leaves out half of every list leaves out more than two follow-up questions
+    recover: the files still unnamed are asked about until none is left, so a model
+    that re-reads whatever it read but cannot see reads nothing twice."""
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=30,
+        persona="re_reader",
+        summarizer="lossy",
+        size="big",
+        question=True,
+        window=64_000,
+    )
+    assert any(e["type"] == "compaction" for e in events)
+    assert recorder.reread_files() == 0
+    assert len(codes_in(recorder.answers[-1]) & planted) >= 20
+
+
 def test_a_verbose_summarizer_never_reaches_the_prompt_cut(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

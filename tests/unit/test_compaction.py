@@ -660,7 +660,7 @@ def test_files_a_summary_leaves_out_are_asked_about_with_their_readings_only(
     assert outcome is not None
     summary = next(m for m in outcome.updates if agentgraph_kind(m) == "summary").text
     calls = summarizer.calls
-    assert len(calls) == 1 + SUMMARY_SUPPLEMENT_ATTEMPTS
+    assert 1 < len(calls) <= 1 + SUMMARY_SUPPLEMENT_ATTEMPTS
     summarized = _files_named(calls[0][-1].text)
     named = summarized[::2]
     for call in calls[1:]:
@@ -670,8 +670,7 @@ def test_files_a_summary_leaves_out_are_asked_about_with_their_readings_only(
         assert all(f"[read_file f{i}.txt]" in call[-1].text for i in asked)
         named += asked[::2]
     assert SUPPLEMENT_HEADING in summary
-    assert _files_named(summary) == sorted(named)
-    assert len(named) >= len(summarized) * 3 // 4
+    assert _files_named(summary) == sorted(named) == summarized
 
 
 def test_a_supplement_that_names_none_of_the_files_is_not_kept_or_asked_again(
