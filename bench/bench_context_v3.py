@@ -37,8 +37,10 @@ Harnesses: ``agentgraph`` (the real Agent graph, its defaults); ``deepagents``
 (``create_agent`` + ``SummarizationMiddleware`` triggered at agentgraph's compaction
 point, in tokens, as in bench_context_v2, and the default ``trim_tokens_to_summarize``); ``lc-summary-untrimmed``
 (the same with ``trim_tokens_to_summarize=None``); ``lc-edit+summary``
-(``ContextEditingMiddleware(ClearToolUsesEdit)`` + the untrimmed summary, as v2). Peers
-keep their thread in a LangGraph ``InMemorySaver``. Every turn may make at most
+(``ContextEditingMiddleware(ClearToolUsesEdit)`` + the untrimmed summary, as v2);
+``lc-edit+summary (same tools)`` (the same with agentgraph's system prompt and tool
+schemas, bench_context_v2.same_tools: about 2,300 tokens where the others send about 200,
+so only context management differs). Peers keep their thread in a LangGraph ``InMemorySaver``. Every turn may make at most
 ``min(3 × files of the turn + 20, 500)`` model calls (agentgraph: ``MAX_LOOPS``; peers:
 the bench stops the turn after its tool step once the cap is passed), so only a real
 spiral reaches it.
@@ -89,9 +91,13 @@ from bench.bench_context_v2 import (
     LC_CLEAR_KEEP_RESULTS,
     MODEL,
     PEER_SYSTEM_PROMPT,
+    SAME_TOOLS,
+    Prefix,
+    agentgraph_prefix,
     agentgraph_triggers,
     billed_input,
     peer_model,
+    same_tools,
     summary_middleware,
     workspace_tools,
 )
@@ -117,7 +123,18 @@ from tests.scenarios.stateless import (
     task_text,
 )
 
-HARNESSES = ("agentgraph", "deepagents", "lc-summary", "lc-summary-untrimmed", "lc-edit+summary")
+# The last one runs lc-edit+summary with agentgraph's system prompt and tool schemas
+# (bench_context_v2.same_tools): the others' prompts and two tools are about 200 tokens
+# where agentgraph's are about 2,300, which at a 16k window is most of the difference in
+# prompt tokens; with the same prefix only context management differs.
+HARNESSES = (
+    "agentgraph",
+    "deepagents",
+    "lc-summary",
+    "lc-summary-untrimmed",
+    "lc-edit+summary",
+    "lc-edit+summary" + SAME_TOOLS,
+)
 WINDOW = 16_000
 THREAD = "bench"
 # The loop cap of a turn: three calls a file (a read, a page, a re-read) and some slack.
@@ -275,9 +292,20 @@ class AgentgraphSession:
         return kinds.count("masking"), kinds.count("compaction")
 
 
+_PREFIX: dict[str, Prefix] = {}
+
+
 def build_peer(harness: str, server: FakeOpenAIServer, ws: Path, saver: InMemorySaver) -> Any:
     """A peer agent object on ``saver`` (a restart is a new one on the same saver)."""
     model = peer_model(server, server.window or WINDOW)
+    system, tools = PEER_SYSTEM_PROMPT, workspace_tools(ws)
+    if harness.endswith(SAME_TOOLS):
+        if "prefix" not in _PREFIX:  # agentgraph's, read once per process
+            _PREFIX["prefix"] = agentgraph_prefix(ws.parent)
+        prefix = _PREFIX["prefix"]
+        system = prefix.system.replace(prefix.workspace, str(ws))
+        tools = same_tools(ws, prefix)
+        harness = harness.removesuffix(SAME_TOOLS)
     if harness == "deepagents":
         from deepagents import create_deep_agent
         from deepagents.backends import FilesystemBackend
@@ -294,9 +322,8 @@ def build_peer(harness: str, server: FakeOpenAIServer, ws: Path, saver: InMemory
         trigger = agentgraph_triggers(server.window or WINDOW)[0]
         edit = ClearToolUsesEdit(trigger=trigger, keep=LC_CLEAR_KEEP_RESULTS)
         middleware.append(ContextEditingMiddleware(edits=[edit]))
-    tools = workspace_tools(ws)
     return create_agent(
-        model, tools, system_prompt=PEER_SYSTEM_PROMPT, middleware=middleware, checkpointer=saver
+        model, tools, system_prompt=system, middleware=middleware, checkpointer=saver
     )
 
 
