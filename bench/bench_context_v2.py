@@ -112,7 +112,9 @@ def agentgraph_triggers(window: int) -> tuple[int, int]:
     settings = Settings(  # type: ignore[call-arg]
         _env_file=None, AGENTGRAPH_CONTEXT_WINDOW=str(window), AGENTGRAPH_HOME=tempfile.gettempdir()
     )
-    budget = budget_for(settings, MODEL)
+    # agentgraph's chat model has the model's profile (its reply limit caps the reserve).
+    profile = ChatOpenAI(model=MODEL, api_key=API_KEY).profile  # type: ignore[arg-type]
+    budget = budget_for(settings, MODEL, profile=profile)
     return int(budget.usable * MASK_THRESHOLD), budget.compact_at
 
 

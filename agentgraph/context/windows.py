@@ -6,7 +6,10 @@ the model), 50k of a larger one (but never so much that the prompt gets less roo
 than the largest small window gives it). The reserve is only the floor of a reply's room:
 a request that sets ``max_tokens`` gets what its prompt leaves in the window
 (``middleware/output_room.py``), and compaction keeps the prompt well under the
-usable budget. The reserve never exceeds the configured ``max_output_tokens``.
+usable budget. The reserve never exceeds the reply's limit: the configured
+``max_output_tokens``, else the model's own (its LangChain profile's
+``max_output_tokens``): a 128k model that writes at most 16k (gpt-4o-mini) holds back
+16k, not 50k.
 
 One budget object is shared by every unit of the model-call pipeline, the compactor
 and the tool node of a process; when an endpoint's overflow error names a smaller
@@ -249,7 +252,8 @@ class Budget:
         warn_at: Prompt size from which the user is warned.
         compact_at: Prompt size from which the history is compacted.
         source_notice: Why the window is a guess, or where it was learned; else None.
-        max_output_tokens: The configured output cap the reserve honours (None: none).
+        max_output_tokens: The reply's limit the reserve honours: the configured one,
+            else the model profile's (None: none known).
         thresholds: The notice, warn and compact fractions of ``usable``; None for a
             budget built by hand (they are then read off its figures).
         estimated: Prompts are counted by an estimate: a small window's reserve also
@@ -334,6 +338,14 @@ class Budget:
         return 100.0 * tokens / self.usable if self.usable > 0 else 100.0
 
 
+def _profile_output_limit(profile: Mapping[str, Any] | None) -> int | None:
+    """The most tokens one reply of the model may hold, as its profile states it."""
+    stated = profile.get("max_output_tokens") if profile is not None else None
+    if isinstance(stated, int) and not isinstance(stated, bool) and stated > 0:
+        return stated
+    return None
+
+
 def budget_for(
     settings: Settings,
     model: str | None = None,
@@ -348,7 +360,8 @@ def budget_for(
         model: Model name; defaults to ``settings.model``. Its token counter says
             whether prompts are counted exactly or estimated (:func:`output_reserve`).
         profile: The chat model's LangChain ``profile`` (its ``max_input_tokens``
-            is the window unless the override is set).
+            is the window unless the override is set; its ``max_output_tokens`` caps
+            the reserve unless ``max_output_tokens`` is configured).
 
     Returns:
         A :class:`Budget`.
@@ -357,10 +370,11 @@ def budget_for(
     window, notice = context_window_for(name, settings, profile=profile)
     thresholds = (settings.notice_threshold, settings.warn_threshold, settings.compact_threshold)
     estimated = get_counter(name).source == "estimate"
+    reply_limit = settings.max_output_tokens or _profile_output_limit(profile)
     return Budget(
-        **_limits(window, settings.max_output_tokens, thresholds, estimated=estimated),
+        **_limits(window, reply_limit, thresholds, estimated=estimated),
         source_notice=notice,
-        max_output_tokens=settings.max_output_tokens,
+        max_output_tokens=reply_limit,
         thresholds=thresholds,
         guessed=notice is not None,
         estimated=estimated,

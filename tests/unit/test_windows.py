@@ -113,6 +113,28 @@ def test_max_output_tokens_caps_reserve(tmp_path: Path) -> None:
     assert loose.reserve == 50_000
 
 
+def test_the_models_own_reply_limit_caps_the_reserve(tmp_path: Path) -> None:
+    """A 128k model that writes at most 16,384 tokens per reply holds back that much,
+    not 50,000: the prompt gets 111,616 tokens instead of 78,000. A configured limit
+    wins over the profile's; a profile that states none keeps the window's reserve, and
+    a small window's sixteenth is already below most models' limits."""
+    profile = {"max_input_tokens": 128_000, "max_output_tokens": 16_384}
+    budget = budget_for(_settings(tmp_path), "gpt-4o-mini", profile=profile)
+    assert (budget.window, budget.reserve, budget.usable) == (128_000, 16_384, 111_616)
+    configured = _settings(tmp_path, AGENTGRAPH_MAX_OUTPUT_TOKENS=8_000)
+    assert budget_for(configured, "gpt-4o-mini", profile=profile).reserve == 8_000
+    silent = budget_for(_settings(tmp_path), "gpt-4o-mini", profile={"max_input_tokens": 128_000})
+    assert silent.reserve == 50_000
+    small = budget_for(_settings(tmp_path, AGENTGRAPH_CONTEXT_WINDOW=16_000), profile=profile)
+    assert small.reserve == 1_000
+    # A window learned from an overflow keeps the model's limit.
+    assert budget.adopt_window(100_000)
+    assert (budget.reserve, budget.usable) == (16_384, 83_616)
+    for bad in (0, -5, True, "16384", None):
+        odd = budget_for(_settings(tmp_path), "gpt-4o-mini", profile={"max_output_tokens": bad})
+        assert odd.reserve == 50_000
+
+
 def test_model_defaults_to_settings_model(tmp_path: Path) -> None:
     settings = _settings(tmp_path, AGENTGRAPH_MODEL="gpt-5")
     assert budget_for(settings).window == 400_000
