@@ -181,6 +181,10 @@ NEXT_PIECE_PROMPT = (
     "exactly) and what remains. Write nothing else."
 )
 NEXT_PIECE_HEADING = "Continued (the later messages of the summarized part):"
+USER_ENTRY_LABEL = "[user]\n"
+EARLIER_REQUEST_LABEL = "[user, earlier: the request the messages below work on]\n"
+# A later piece's copy of that request takes at most this share of the piece.
+PIECE_REQUEST_MAX_FRACTION = 0.25
 
 SUPPLEMENT_PROMPT = (
     "A handoff summary of this conversation was written, but it does not mention these "
@@ -549,7 +553,8 @@ def render_transcript(
         elif kind in CONTEXT_KINDS:
             continue  # re-read and recomputed after this compaction anyway
         elif isinstance(msg, HumanMessage):
-            out.append(f"{labels.get(id(msg), '[user]')}\n{text}")
+            label = labels.get(id(msg))
+            out.append(f"{label}\n{text}" if label else f"{USER_ENTRY_LABEL}{text}")
     return out
 
 
@@ -630,11 +635,24 @@ class Compactor:
         )
         pieces: list[list[str]] = [[]]
         used = 0
+        request: str | None = None  # the latest user request so far, for later pieces
         for entry in entries:
             size = count(entry)
             if pieces[-1] and used + size > piece_budget:
                 pieces.append([])
                 used = 0
+                if request is not None:
+                    # A later piece starts with the request its messages work on: without
+                    # it a summarizer reads tool traffic with no idea what mattered.
+                    pieces[-1].append(request)
+                    used = count(request)
+            if entry.startswith(USER_ENTRY_LABEL):
+                text = entry.removeprefix(USER_ENTRY_LABEL)
+                request = truncate_text(
+                    f"{EARLIER_REQUEST_LABEL}{text}",
+                    max(int(piece_budget * PIECE_REQUEST_MAX_FRACTION), 1),
+                    count=count,
+                ).text
             if size > piece_budget:  # one entry larger than a whole call: head and tail
                 entry = truncate_text(
                     entry, piece_budget, count=count, codec=self.counter.codec

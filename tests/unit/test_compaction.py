@@ -730,6 +730,9 @@ def test_results_the_model_did_not_restate_reach_the_summarizer_whole_in_more_ca
     assert "truncated" not in "".join(asked)
     assert all(a.startswith(NEXT_PIECE_PROMPT) for a in asked[1:])
     assert not asked[0].startswith(NEXT_PIECE_PROMPT)
+    # A later piece starts with the request its messages work on.
+    request = "[user, earlier: the request the messages below work on]\nNote the fact"
+    assert all(f"<conversation>\n{request}" in a for a in asked[1:])
     summary = next(m for m in outcome.updates if agentgraph_kind(m) == "summary").text
     assert NEXT_PIECE_HEADING in summary
     assert set(re.findall(r"FACT-\d+", summary)) == {f"FACT-{i}" for i in range(24)}
