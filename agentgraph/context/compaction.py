@@ -114,7 +114,7 @@ REINJECT_MAX_LINES = 1000
 # before it is asked for a shorter one) and less the count margin the reply's room is
 # sized with (``output_room``). A flat 80% of the usable budget held less than a
 # compaction at 90% summarizes: at a 16k window the results were cut by a few lines
-# each, at 128k (whose usable budget is the window less a 50k reserve) by 8% each.
+# each, at 128k with a 50k reserve by 8% each.
 SUMMARY_REPLY_HEADROOM = 1.25
 # Tool results reach the summarizer whole: a result is the only copy of what it showed
 # that the summary can keep, and a cut keeps its head and tail, so a fact in the middle
@@ -124,8 +124,8 @@ SUMMARY_REPLY_HEADROOM = 1.25
 # down to this many tokens each (head and tail: a file's first lines survive), to keep
 # the part in one call: what the model took from them is in its notes, which are sent
 # whole. A part that still does not fit is summarized in pieces, each one more paid
-# call that rewrites the summary so far; the full outputs stay in the transcript
-# (read_history / search_history).
+# call (see NEXT_PIECE_PROMPT); the full outputs stay in the transcript (read_history /
+# search_history).
 SUMMARY_TOOL_RESULT_MIN_TOKENS = 48
 # Room left in the summarizer's input for the instructions and message framing.
 SUMMARY_FRAMING_TOKENS = 600
