@@ -418,8 +418,7 @@ def default_max_tokens(budget: Budget, profile: Mapping[str, Any] | None) -> int
     Returns:
         The limit in tokens, or None to send none.
     """
-    stated = profile.get("max_output_tokens") if profile is not None else None
-    if isinstance(stated, int) and not isinstance(stated, bool) and stated > 0:
+    if _profile_output_limit(profile) is not None:
         return None
     if budget.guessed or budget.window > SMALL_WINDOW_MAX_TOKENS or budget.reserve <= 0:
         return None
