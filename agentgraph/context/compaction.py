@@ -641,9 +641,10 @@ class Compactor:
             if pieces[-1] and used + size > piece_budget:
                 pieces.append([])
                 used = 0
-                if request is not None:
-                    # A later piece starts with the request its messages work on: without
-                    # it a summarizer reads tool traffic with no idea what mattered.
+                # A later piece starts with the request its messages work on (without it
+                # a summarizer reads tool traffic with no idea what mattered), when the
+                # entry still fits beside it: the entry is the content, never cut for it.
+                if request is not None and count(request) + size <= piece_budget:
                     pieces[-1].append(request)
                     used = count(request)
             if entry.startswith(USER_ENTRY_LABEL):

@@ -712,7 +712,8 @@ def _faithful(messages: list[BaseMessage]) -> str:
     text = messages[-1].text
     facts = sorted(set(re.findall(r"FACT-\d+", text)), key=lambda f: int(f[5:]))
     named = _files_named(text)
-    return "Handoff summary. " + " ".join(facts) + _naming(named[0], named[-1]) if named else ""
+    files = _naming(named[0], named[-1]) if named else ""
+    return "Handoff summary. " + " ".join(facts) + files
 
 
 def test_results_the_model_did_not_restate_reach_the_summarizer_whole_in_more_calls(
@@ -776,3 +777,26 @@ def test_a_summarizer_on_the_main_models_window_reads_past_its_usable_budget(
     )
     assert len(own.calls) >= 2
     assert all(counter.count_messages(call) <= 40_000 for call in own.calls)
+
+
+def test_a_later_piece_never_carries_its_request_past_the_calls_room(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """Results each nearly as large as one summarizer call: a later piece holds one of
+    them whole, and the request it works on only when both fit the call."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    summarizer = ScriptedChatModel([_faithful])
+    compactor = _compactor(settings, summarizer)
+    counter = get_counter(settings.model)
+    history = _fact_history(3, lines=900, noted=False)
+    rules = " ".join(f"rule{k}" for k in range(700))
+    history[0] = HumanMessage(f"Note the fact of every file. {rules}", id="u0")
+    outcome = compactor(history, trigger="manual", system=[], tools=[])
+    assert outcome is not None and not outcome.record["fallback"]
+    calls = [call[-1].text for call in summarizer.calls]
+    assert len(calls) >= 4  # the request, then one result per call
+    biggest = max(counter.count_text(call) for call in calls)
+    result = counter.count_text(history[2].text)
+    assert result < biggest < result + counter.count_text(rules) // 2
+    summary = next(m for m in outcome.updates if agentgraph_kind(m) == "summary").text
+    assert set(re.findall(r"FACT-\d+", summary)) == {"FACT-0", "FACT-1", "FACT-2"}
