@@ -565,7 +565,9 @@ class Compactor:
         summarizer: Chat model that writes summaries (tagged ``nostream``).
         counter: Token counter of the main model.
         budget: The main model's budget.
-        summarizer_budget: Usable input tokens of the summarizer.
+        summarizer_budget: The budget of a summary model with a window of its own;
+            None when the summarizer shares the main model's (and follows it when an
+            endpoint names a smaller window).
         retry: Retry policy for the summary call.
         sleep: Backoff sleep.
         keep_recent_messages: At most this many messages kept (``MAX_MESSAGE_HISTORY``).
@@ -578,7 +580,7 @@ class Compactor:
         counter: TokenCounter,
         budget: Budget,
         *,
-        summarizer_budget: int | None = None,
+        summarizer_budget: Budget | None = None,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
         keep_recent_messages: int | None = None,
@@ -589,7 +591,7 @@ class Compactor:
         self.ledger_memo = LedgerMemo()
         self.counter = counter
         self.budget = budget
-        self.summarizer_budget = summarizer_budget or budget.usable
+        self.summarizer_budget = summarizer_budget
         self.retry = retry or RetryPolicy(max_retries=2)
         self.sleep = sleep
         self.keep_recent_messages = keep_recent_messages
@@ -598,21 +600,23 @@ class Compactor:
 
     # -- summary --------------------------------------------------------------------
 
+    @property
+    def summary_budget(self) -> Budget:
+        """The summarizer's budget: its own, else the main model's."""
+        return self.summarizer_budget or self.budget
+
     def _piece_budget(self, reply_tokens: int, scale: float) -> int:
         """Tokens (ours) one summarizer call may carry, instructions included.
 
         The summarizer's window less the room its reply needs (``reply_tokens``, the
         summary's share, with :data:`SUMMARY_REPLY_HEADROOM`) and less the count
-        margin that room is sized with (:func:`output_room`). A summarizer that shares
-        the main model's budget has its window; one with a budget of its own is bounded
-        by its usable budget (its window is not known here).
+        margin that room is sized with (:func:`output_room`).
 
         Args:
             reply_tokens: The summary's share, in our tokens.
             scale: How much more the provider counts than we do (1.0 when exact).
         """
-        shared = self.summarizer_budget == self.budget.usable
-        window = self.budget.window if shared else self.summarizer_budget
+        window = self.summary_budget.window
         reply = int(reply_tokens * scale * SUMMARY_REPLY_HEADROOM)
         room = (window - reply) / (scale * (1 + PROMPT_COUNT_MARGIN_FRACTION))
         return max(int(room), SUMMARY_FRAMING_TOKENS * 2)
@@ -742,9 +746,10 @@ class Compactor:
         ``prompt`` leaves in the window, which a strict server requires.
         """
         summarizer: Any = self.summarizer
-        limit = output_limit_for(summarizer, self.budget)
+        budget = self.summary_budget
+        limit = output_limit_for(summarizer, budget)
         if limit is not None:
-            limit = min(limit, output_room(self.budget, self.counter.count_messages(prompt)))
+            limit = min(limit, output_room(budget, self.counter.count_messages(prompt)))
             summarizer = summarizer.bind(max_tokens=limit)
         reply: AIMessage = call_with_retries(
             partial(summarizer.invoke, prompt), self.retry, sleep=self.sleep

@@ -277,18 +277,13 @@ class ContextPipeline:
 def _window_adopted(deps: AgentDeps) -> Callable[[int], None]:
     """What to do once ``deps.budget`` shrank to a window an overflow error named.
 
-    The compactor holds the summarizer's input budget as a number copied at start.
-    When it was copied from the main budget (the summarizer is the main model, or a
-    model assumed to have the same window) it follows the main budget down, so the
-    summary request of the guard compaction fits the real window too; a summary model
-    with its own, different window keeps it. ``deps.on_window_learned`` is told the
-    new window (the agent keeps it for later processes).
+    Every unit, the tool node and a compactor whose summarizer is the main model hold
+    the budget object itself, so they already size for the real window (a summary
+    model with a window of its own keeps its budget). ``deps.on_window_learned`` is
+    told the new window (the agent keeps it for later processes).
     """
 
-    def follow(usable_before: int) -> None:
-        compactor = deps.compactor
-        if isinstance(compactor, Compactor) and compactor.summarizer_budget == usable_before:
-            compactor.summarizer_budget = deps.budget.usable
+    def follow(_usable_before: int) -> None:
         if deps.on_window_learned is not None:
             deps.on_window_learned(deps.budget.window)
 

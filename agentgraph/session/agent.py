@@ -377,10 +377,11 @@ class Agent:
                 summarizer,
                 counter,
                 budget,
-                # Pieces of a long history are sized for the summarizer's own window.
+                # A summary model of its own has its own window: its requests are sized
+                # for it (the main model's budget follows a learned window in place).
                 summarizer_budget=(
-                    budget_for(settings, settings.summary_model).usable
-                    if settings.summary_model
+                    budget_for(settings, settings.summary_model, profile=summarizer.profile)
+                    if settings.summary_model and summarizer is not chat_model
                     else None
                 ),
                 sleep=sleep,

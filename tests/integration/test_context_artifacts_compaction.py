@@ -21,7 +21,7 @@ from langgraph.graph.message import add_messages
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor, since_last_boundary
 from agentgraph.context.tokens import get_counter
-from agentgraph.context.windows import budget_for
+from agentgraph.context.windows import SMALL_WINDOW_REPLY_CAP_FRACTION, budget_for
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
 from agentgraph.runtime.history import agentgraph_kind, build_prompt_view, validate_history
@@ -357,7 +357,10 @@ def test_summarizer_budget_follows_the_summary_model(
     assert isinstance(compactor, Compactor)
     assert budget_for(settings).window == 1_047_576
     # Pieces sent to the 128k summarizer must be sized for it, not for the 1M main model.
-    assert compactor.summarizer_budget == budget_for(settings, "gpt-4o-mini").usable
+    own = compactor.summarizer_budget
+    assert own is not None
+    # Its profile's reply limit (16,384) caps its reserve, as for a main model.
+    assert (own.window, own.usable) == (128_000, 111_616)
 
 
 # Four UTF-8 bytes each and about three o200k tokens: fewer characters than the cap,
@@ -384,3 +387,35 @@ def test_an_output_with_fewer_characters_than_the_cap_is_still_held_to_it(
     pasted = [m for m in history if isinstance(m, HumanMessage)][-1]
     assert "tokens truncated" in str(pasted.content)
     assert count(str(pasted.content)) <= 1000
+
+
+def test_a_summary_model_of_its_own_gets_a_reply_cap_for_its_window(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """A large local model with a small local one as its summary model (one endpoint
+    serving both, as llama-swap does): the main model's 256k window sends no reply cap,
+    but a server for the 32k summary model would generate until its context is full
+    without one, so the summary request carries the cap of its own small window."""
+    script = [{"content": "Noted."}, {"content": "Noted."}, {"content": "Summary: notes."}]
+    notes = " ".join(f"note{i} says the build passed" for i in range(800))
+    with FakeOpenAIServer(script, on_exhausted="raise") as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_MODEL="qwen3-coder-30b",
+            AGENTGRAPH_SUMMARY_MODEL="qwen2.5-coder-1.5b",
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            agent.run_turn("own", f"Remember these notes: {notes}", tmp_path)
+            agent.run_turn("own", "And this one.", tmp_path)
+            assert agent.compact("own") is not None
+        requests = [r for r in server.requests if isinstance(r, dict)]
+    turns = [r for r in requests if r["model"] == "qwen3-coder-30b"]
+    summaries = [r for r in requests if r["model"] == "qwen2.5-coder-1.5b"]
+    assert len(turns) == 2 and summaries
+    asked = [r.get("max_completion_tokens", r.get("max_tokens")) for r in requests]
+    assert asked[: len(turns)] == [None] * len(turns)
+    cap = int(32_768 * SMALL_WINDOW_REPLY_CAP_FRACTION)
+    assert asked[len(turns) :] == [cap] * len(summaries)

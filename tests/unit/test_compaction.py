@@ -772,11 +772,12 @@ def test_a_summarizer_on_the_main_models_window_reads_past_its_usable_budget(
     assert len(shared.calls) == 1
     assert "truncated" not in shared.calls[0][-1].text
     own = ScriptedChatModel([_faithful])
-    _compactor(settings, own, summarizer_budget=40_000)(
+    own_budget = budget_for(make_settings(AGENTGRAPH_CONTEXT_WINDOW="40000"))
+    _compactor(settings, own, summarizer_budget=own_budget)(
         history, trigger="manual", system=[], tools=[]
     )
     assert len(own.calls) >= 2
-    assert all(counter.count_messages(call) <= 40_000 for call in own.calls)
+    assert all(counter.count_messages(call) <= own_budget.usable for call in own.calls)
 
 
 def test_a_later_piece_never_carries_its_request_past_the_calls_room(

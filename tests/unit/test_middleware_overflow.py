@@ -9,6 +9,7 @@ from langchain_core.exceptions import ContextOverflowError, ModelRateLimitError
 from langchain_core.messages import AIMessage, ToolMessage
 
 from agentgraph.context.compaction import Compactor
+from agentgraph.context.windows import Budget
 from agentgraph.middleware import OverflowRecoveryMiddleware, context_pipeline
 from agentgraph.middleware.overflow import window_notice
 from agentgraph.runtime.deps import AgentDeps
@@ -174,8 +175,9 @@ def test_after_learning_a_retry_over_the_real_window_goes_to_compaction() -> Non
 def test_pipeline_summarizer_budget_follows_the_learned_window(tmp_path: Path) -> None:
     settings = small_settings(16_000, AGENTGRAPH_HOME=str(tmp_path))
     counter, budget = counter_and_budget(settings)
+    own_budget = counter_and_budget(small_settings(100_000, AGENTGRAPH_HOME=str(tmp_path)))[1]
 
-    def deps_with(summarizer_budget: int | None) -> AgentDeps:
+    def deps_with(summarizer_budget: Budget | None) -> AgentDeps:
         compactor = Compactor(
             ScriptedChatModel([]), counter, budget, summarizer_budget=summarizer_budget
         )
@@ -189,7 +191,7 @@ def test_pipeline_summarizer_budget_follows_the_learned_window(tmp_path: Path) -
         )
 
     shared = deps_with(None)  # the summarizer is the main model
-    own = deps_with(100_000)  # AGENTGRAPH_SUMMARY_MODEL with its own window
+    own = deps_with(own_budget)  # AGENTGRAPH_SUMMARY_MODEL with its own window
     before = budget.usable
     assert budget.adopt_window(4_096)
     for deps in (shared, own):
@@ -197,5 +199,5 @@ def test_pipeline_summarizer_budget_follows_the_learned_window(tmp_path: Path) -
         assert hook is not None
         hook(before)
     assert isinstance(shared.compactor, Compactor) and isinstance(own.compactor, Compactor)
-    assert shared.compactor.summarizer_budget == budget.usable == 3_840
-    assert own.compactor.summarizer_budget == 100_000
+    assert shared.compactor.summary_budget.usable == budget.usable == 3_840
+    assert own.compactor.summary_budget.window == 100_000
