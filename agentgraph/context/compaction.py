@@ -640,8 +640,16 @@ class Compactor:
         pieces: list[list[str]] = [[]]
         used = 0
         request: str | None = None  # the latest user request so far, for later pieces
-        for entry in entries:
-            size = count(entry)
+        for original in entries:
+            entry, size = original, count(original)
+            if size > piece_budget:  # one entry larger than a whole call: head and tail
+                # Cut to the room its piece has left while that is most of a call, so
+                # it goes with the call that made it rather than leaving that call
+                # alone in a piece (one more request, showing a call with no result).
+                left = piece_budget - used
+                fit = left if pieces[-1] and left * 2 >= piece_budget else piece_budget
+                entry = truncate_text(entry, fit, count=count, codec=self.counter.codec).text
+                size = count(entry)
             if pieces[-1] and used + size > piece_budget:
                 pieces.append([])
                 used = 0
@@ -651,18 +659,13 @@ class Compactor:
                 if request is not None and count(request) + size <= piece_budget:
                     pieces[-1].append(request)
                     used = count(request)
-            if entry.startswith(USER_ENTRY_LABEL):
-                text = entry.removeprefix(USER_ENTRY_LABEL)
+            if original.startswith(USER_ENTRY_LABEL):
+                text = original.removeprefix(USER_ENTRY_LABEL)
                 request = truncate_text(
                     f"{EARLIER_REQUEST_LABEL}{text}",
                     max(int(piece_budget * PIECE_REQUEST_MAX_FRACTION), 1),
                     count=count,
                 ).text
-            if size > piece_budget:  # one entry larger than a whole call: head and tail
-                entry = truncate_text(
-                    entry, piece_budget, count=count, codec=self.counter.codec
-                ).text
-                size = count(entry)
             pieces[-1].append(entry)
             used += size
         parts: list[str] = []

@@ -801,3 +801,21 @@ def test_a_later_piece_never_carries_its_request_past_the_calls_room(
     assert result < biggest < result + counter.count_text(rules) // 2
     summary = next(m for m in outcome.updates if agentgraph_kind(m) == "summary").text
     assert set(re.findall(r"FACT-\d+", summary)) == {"FACT-0", "FACT-1", "FACT-2"}
+
+
+def test_a_result_larger_than_a_call_is_summarized_with_the_call_that_made_it(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """Results each several times one summarizer call: each is cut to the room its
+    call's piece has left, so every summarizer call holds a result beside the call that
+    made it, never a call alone (one more paid request that shows the summarizer a tool
+    call with no result)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    summarizer = ScriptedChatModel([_faithful])
+    history = _fact_history(3, lines=3000, noted=False)
+    outcome = _compactor(settings, summarizer)(history, trigger="manual", system=[], tools=[])
+    assert outcome is not None and not outcome.record["fallback"]
+    calls = [call[-1].text for call in summarizer.calls if "<conversation>" in call[-1].text]
+    assert len(calls) == 3
+    for i, call in enumerate(calls):
+        assert f'"path": "f{i}.txt"' in call and f"row 0 of f{i}.txt" in call
