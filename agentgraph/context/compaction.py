@@ -45,7 +45,12 @@ from agentgraph.context.ledger import (
     read_calls,
     render_ledger,
 )
-from agentgraph.context.masking_text import mask_outputs_before, note_words, restates
+from agentgraph.context.masking_text import (
+    mask_outputs_before,
+    maskable,
+    note_words,
+    restates,
+)
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
 from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, truncate_text
 from agentgraph.context.windows import (
@@ -816,8 +821,12 @@ class Compactor:
             if isinstance(msg, ToolMessage):
                 pending.append((msg, count(msg.text)))
             elif isinstance(msg, AIMessage) and pending:
+                # As masking decides what to hide: what it hides, the notes hold.
                 words = note_words(msg.text)
-                results += [(m, n, bool(words) and restates(words, m.text)) for m, n in pending]
+                results += [
+                    (m, n, bool(words) and maskable(m, n) and restates(words, m.text))
+                    for m, n in pending
+                ]
                 pending = []
         results += [(m, n, False) for m, n in pending]
         # Each tool entry also carries its "[tool result NAME]" line.

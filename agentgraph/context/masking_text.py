@@ -24,6 +24,7 @@ __all__ = [
     "MASK_EXEMPT_TOOLS",
     "MASK_MIN_OUTPUT_TOKENS",
     "mask_outputs_before",
+    "maskable",
     "note_words",
     "placeholder",
     "restates",
@@ -82,6 +83,20 @@ def restates(words: set[str], output: str) -> bool:
     return any(word in output for word in words)
 
 
+def maskable(message: ToolMessage, tokens: int) -> bool:
+    """Whether an output of ``tokens`` may stand as a placeholder once it is restated.
+
+    Args:
+        message: A tool result.
+        tokens: Its size in tokens.
+
+    Returns:
+        False for a small output (the placeholder would save next to nothing) and for a
+        skill's playbook (the model keeps following it).
+    """
+    return tokens >= MASK_MIN_OUTPUT_TOKENS and message.name not in MASK_EXEMPT_TOOLS
+
+
 def _short_args(args: Any) -> str:
     try:
         text = json.dumps(args, ensure_ascii=False, sort_keys=True)
@@ -136,14 +151,9 @@ def mask_outputs_before(
     for i, msg in enumerate(messages):
         if isinstance(msg, AIMessage):
             calls.update({str(c["id"]): dict(c) for c in msg.tool_calls if c.get("id")})
-        elif (
-            isinstance(msg, ToolMessage)
-            and i < end
-            and msg.name not in MASK_EXEMPT_TOOLS
-            and not msg.additional_kwargs.get(MASKED_KEY)
-        ):
+        elif isinstance(msg, ToolMessage) and i < end and not msg.additional_kwargs.get(MASKED_KEY):
             size = count(msg)
-            if size >= MASK_MIN_OUTPUT_TOKENS:
+            if maskable(msg, size):
                 text = placeholder(msg, calls.get(msg.tool_call_id), size)
                 msg = msg.model_copy(
                     update={

@@ -47,10 +47,10 @@ from langgraph.types import Command
 
 from agentgraph.context.compaction import BoundaryTracker, carried_scale
 from agentgraph.context.masking_text import (
-    MASK_EXEMPT_TOOLS,
     MASK_MIN_OUTPUT_TOKENS,
     MASKED_KEY,
     MASKED_TOKENS_KEY,
+    maskable,
     note_words,
     placeholder,
     restates,
@@ -280,11 +280,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                         calls[str(call["id"])] = call
                 if msg.usage_metadata:
                     reported[i] = reported_prompt_tokens(msg.usage_metadata)
-            elif (
-                isinstance(msg, ToolMessage)
-                and size >= MASK_MIN_OUTPUT_TOKENS
-                and msg.name not in MASK_EXEMPT_TOOLS
-            ):
+            elif isinstance(msg, ToolMessage) and maskable(msg, size):
                 saving, text = self._saving(msg, calls.get(msg.tool_call_id), size)
                 if saving > 0:
                     pending.append((i, saving, text))

@@ -755,6 +755,30 @@ def test_results_the_model_restated_are_cut_to_keep_the_part_in_one_call(
     assert set(re.findall(r"FACT-\d+", summary)) == {f"FACT-{i}" for i in range(24)}
 
 
+def test_a_restated_playbook_reaches_the_summarizer_whole_as_masking_keeps_it(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """The same restated part after a skill's playbook the model quotes: masking never
+    hides a playbook, so the summarizer, which cuts only what masking would hide, gets
+    it whole while the restated readings are cut."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    summarizer = ScriptedChatModel([_faithful])
+    steps = "\n".join(f"step {k}: check STEP_{k} before the next" for k in range(80))
+    call = {"name": "load_skill", "args": {"name": "audit"}, "id": "s0"}
+    history = [
+        HumanMessage("Note the fact of every file.", id="u0"),
+        AIMessage(content="", id="as", tool_calls=[call]),
+        ToolMessage(steps, tool_call_id="s0", name="load_skill", id="ts"),
+        *_fact_history(24, lines=60, noted=True)[1:],
+    ]
+    history[3] = history[3].model_copy(update={"content": "following STEP_0 to STEP_79"})
+    outcome = _compactor(settings, summarizer)(history, trigger="manual", system=[], tools=[])
+    assert outcome is not None
+    asked = "".join(call[-1].text for call in summarizer.calls)
+    assert "truncated" in asked
+    assert steps in asked
+
+
 def test_a_summarizer_on_the_main_models_window_reads_past_its_usable_budget(
     make_settings: Callable[..., Settings],
 ) -> None:
