@@ -35,6 +35,7 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool
 
 from agentgraph.capabilities.tools.base import ToolError
+from agentgraph.capabilities.tools.files import page_of_read
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import LinkCensus, resolve_in_workspace
 from agentgraph.context.ledger import (
@@ -138,6 +139,9 @@ SUMMARY_ENTRY_FRAMING_TOKENS = 10
 # A part larger than this many calls hold (an imported history far beyond the window)
 # has all its results cut evenly to fit them.
 SUMMARY_MAX_PIECES = 20
+# The least a result the model has not seen yet keeps when a compaction keeps it in
+# view cut (below this it is only summarized: a few lines say too little to act on).
+UNSEEN_OUTPUT_MIN_TOKENS = 100
 # Kept tool outputs are cut to this when the prompt after a compaction is still over
 # its target (after the re-read files are dropped).
 KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS = 500
@@ -975,6 +979,41 @@ class Compactor:
         newest = max((i for i, m in enumerate(kept) if isinstance(m, AIMessage)), default=0)
         return mask_outputs_before(kept, newest, self.counter.count_message)
 
+    def _unseen_kept(
+        self, recent: Sequence[BaseMessage], kept: Sequence[BaseMessage], room: int
+    ) -> list[BaseMessage]:
+        """Copies of the newest call and its unanswered results, fitted into ``room``.
+
+        Empty when the history does not end with results the model has yet to answer,
+        when the kept part already holds them, or when ``room`` cannot give each of
+        them :data:`UNSEEN_OUTPUT_MIN_TOKENS` (they are in the summary, as before).
+        Small results stay whole and the largest are cut to the same size (a file read
+        to its leading lines, with where to read on); all are copies, so the originals
+        stay whole before the boundary.
+        """
+        groups = group_messages(list(recent))
+        if not groups:
+            return []
+        call, *results = groups[-1]
+        if not (isinstance(call, AIMessage) and call.tool_calls and results):
+            return []
+        if any(m is call or (m.id is not None and m.id == call.id) for m in kept):
+            return []
+        count = self.counter.count_text
+        sizes = [count(m.text) for m in results]
+        framing = self.counter.count_messages([call, *results]) - sum(sizes)
+        cap = fit_cap(sizes, room - framing)
+        if cap < min(UNSEEN_OUTPUT_MIN_TOKENS, max(sizes)):
+            return []
+        fitted, _ = shrink_tool_messages(
+            [call, *results],
+            cap,
+            count=count,
+            codec=self.counter.codec,
+            page=partial(page_of_read, counter=self.counter),
+        )
+        return [m.model_copy() for m in fitted]
+
     def _view_tokens(self, messages: Sequence[BaseMessage], fixed: int) -> int:
         return fixed + self.counter.count_messages(
             [m for m in messages if agentgraph_kind(m) not in INTERNAL_KINDS]
@@ -1134,20 +1173,30 @@ class Compactor:
             # the next compaction comes sooner, but nothing is cut. Or the system
             # prompt and the latest request alone exceed the target.
             break
-        if trigger == "manual" and summary is not None and after >= before:
+        # Results the model has not seen yet (the newest call's, whose arrival pushed
+        # the prompt past the compaction point) are not only summarized: it would act
+        # on a summary of what it never read (a summary that dropped their values had
+        # a local model read the same files again, compaction after compaction). They
+        # stay in view, the large ones cut to share the room under the hard target.
+        unseen = self._unseen_kept(recent, kept, hard_target - after)
+        if unseen:
+            kept = [*kept, *unseen]
+            new_tail = self._assemble(summary, reason, files, kept, carried_heads, ledger, scale)
+        settled = self._view_tokens(new_tail, fixed) if unseen else after
+        if trigger == "manual" and summary is not None and settled >= before:
             # Asked for on a short history: a summary (with its prefix and the re-read
             # files) that is no smaller than what it replaces only loses detail. Not
             # applied. Auto and guard compactions are applied whatever the result
             # (the window or the provider forces the cut; see the fallback rules).
             self.last_skipped = (
                 "a summary would not make the prompt smaller "
-                f"({_scaled(before, scale):,} → {_scaled(after, scale):,} tokens)"
+                f"({_scaled(before, scale):,} → {_scaled(settled, scale):,} tokens)"
             )
             return None
         record = {
             "trigger": trigger,
             "tokens_before": shown_before,
-            "tokens_after": _scaled(after, scale),
+            "tokens_after": _scaled(settled, scale),
             "files": [p for p, _ in files],
             "fallback": summary is None,
             "reason": reason,
@@ -1190,7 +1239,7 @@ class Compactor:
             updates=updates,
             messages=history,
             tokens_before=shown_before,
-            tokens_after=_scaled(after, scale),
+            tokens_after=_scaled(settled, scale),
             record=record,
         )
 

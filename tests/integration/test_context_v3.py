@@ -319,3 +319,80 @@ def test_a_provoked_spiral_ends_the_cli_run_with_one_line_and_exit_1(
     assert payload["exit_code"] == 1 and "compaction is making no progress" in payload["error"]
     listed = run_cli(["sessions", "list"], cwd=workspace, env=cli_env(home))
     assert "spiral" in listed.stdout
+
+
+# Modules of the parallel-read test: name → the constant planted on its third line.
+PARALLEL_MODULES = {
+    "config": 17,
+    "storage": 28,
+    "network": 39,
+    "parser": 50,
+    "report": 61,
+    "cache": 72,
+    "auth": 83,
+    "queue": 94,
+}
+PARALLEL_HELPERS = 140  # functions per module: about 2,500 tokens a file
+
+
+def _parallel_reader(body: dict[str, Any]) -> dict[str, Any]:
+    """A stateless model that reads eight modules and greps each for its constant in one
+    reply, answers once it sees every constant, and reads them all again otherwise; as
+    summarizer, it names the files but not the values (as a 1.5B model did)."""
+    if is_summary(body):
+        names = ", ".join(f"{m}.py" for m in PARALLEL_MODULES)
+        return {"content": f"Read {names} and grepped them; the values are in the grep output."}
+    text = json.dumps(body["messages"])
+    seen = {m: f"TIMEOUT_SECONDS = {v}" in text for m, v in PARALLEL_MODULES.items()}
+    greps = [f"{m}.py:3: TIMEOUT_SECONDS = {v}" for m, v in PARALLEL_MODULES.items()]
+    if all(g in text for g in greps):
+        return {"content": "; ".join(f"{m}.py: {v}" for m, v in PARALLEL_MODULES.items())}
+    calls = [{"name": "read_file", "arguments": {"path": f"{m}.py"}} for m in seen]
+    calls += [
+        {"name": "grep", "arguments": {"pattern": "TIMEOUT_SECONDS", "path": f"{m}.py"}}
+        for m in seen
+    ]
+    return {"tool_calls": calls}
+
+
+def test_results_the_model_has_not_seen_survive_the_compaction_they_trigger(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """One reply reads eight modules and greps each for its constant; together the results
+    pass the compaction point, so a compaction comes before the model has seen any of
+    them. They stay in its prompt (the large ones cut to share the room), so it answers
+    from the greps; summarized away unseen, with a summary that dropped the values, they
+    had it read all eight again, compaction after compaction, until the spiral guard."""
+    for name, value in PARALLEL_MODULES.items():
+        helpers = "\n".join(
+            f"def {name}_helper_{k}(value):\n    return value + {k}\n"
+            for k in range(PARALLEL_HELPERS)
+        )
+        (workspace / f"{name}.py").write_text(
+            f"TITLE = {name!r}\n\nTIMEOUT_SECONDS = {value}\n\n{helpers}"
+        )
+    events: list[dict[str, Any]] = []
+    with FakeOpenAIServer([_parallel_reader], window=WINDOW_TOKENS) as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_CONTEXT_WINDOW=str(WINDOW_TOKENS),
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            MAX_LOOPS="20",
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            result = agent.run_turn(
+                "par", "What is TIMEOUT_SECONDS in each module?", workspace, events.append
+            )
+    assert server.violations == [] and server.overflow_count == 0
+    assert [e["type"] for e in events].count("compaction") == 1
+    assert result.answer == "; ".join(f"{m}.py: {v}" for m, v in PARALLEL_MODULES.items())
+    reads = [
+        call["function"]["arguments"]
+        for r in _main(server)
+        for m in r["messages"]
+        for call in m.get("tool_calls") or []
+        if call["function"]["name"] == "read_file"
+    ]
+    assert len(reads) == len(PARALLEL_MODULES)
