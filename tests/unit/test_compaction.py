@@ -843,3 +843,42 @@ def test_a_result_larger_than_a_call_is_summarized_with_the_call_that_made_it(
     assert len(calls) == 3
     for i, call in enumerate(calls):
         assert f'"path": "f{i}.txt"' in call and f"row 0 of f{i}.txt" in call
+
+
+def test_unseen_results_are_kept_cut_while_their_originals_stay_whole_before_the_boundary(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A call whose three results (each several thousand tokens, and one short) arrive
+    past the compaction point: the view after the boundary shows the call and all its
+    results, the short one whole and the long ones cut, within the hard target; the
+    transcript before the boundary keeps every result whole."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    calls = [
+        {"name": "read_file", "args": {"path": f"big{i}.txt"}, "id": f"r{i}"} for i in range(3)
+    ]
+    calls.append({"name": "grep", "args": {"pattern": "KEY"}, "id": "g0"})
+    results = [
+        ToolMessage(f"big{i} " + "word " * 6000, tool_call_id=f"r{i}", name="read_file", id=f"t{i}")
+        for i in range(3)
+    ]
+    results.append(ToolMessage("big1.txt:9: KEY = 42", tool_call_id="g0", name="grep", id="tg"))
+    history: list[BaseMessage] = [
+        *_history(3),
+        AIMessage(content="", id="par", tool_calls=calls),
+        *results,
+    ]
+    outcome = _compactor(settings, ScriptedChatModel(["Read the big files."]))(
+        history, trigger="auto", system=[], tools=[]
+    )
+    assert outcome is not None
+    stored = _apply(history, outcome.updates)
+    view = since_last_boundary(stored)
+    counter = get_counter(settings.model)
+    assert validate_history(build_prompt_view(view, counter=counter).messages) == []
+    shown = [m for m in view if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in shown] == ["r0", "r1", "r2", "g0"]
+    assert shown[-1].text == "big1.txt:9: KEY = 42"
+    assert all(len(m.text) < len(results[0].text) for m in shown[:3])
+    assert outcome.tokens_after <= budget_for(settings).usable * 0.65
+    before = stored[: stored.index(next(m for m in stored if m not in history))]
+    assert all(r in before for r in results)
