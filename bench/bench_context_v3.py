@@ -25,6 +25,11 @@ Workloads, each at a 16k window (``--window`` for another) on the strict loopbac
   last report.md the model wrote.
 * ``small-middle``: the same with 100 files (--quick: 50) whose code is on the middle
   line: a summarizer input that cuts results keeps their head and tail and loses it.
+* ``parallel``: the same 100 files (--quick: 50), read eight per reply (the calls of one
+  reply run together, as models that call tools in parallel ask), then the question
+  turn: a batch's results arrive together and push the prompt past the compaction point
+  before the model has seen them (silent and re-reading models, faithful and lossy
+  summarizers).
 * ``big-start`` / ``big-middle``: 30 files of ~20 KB (more than a read page), the code
   on the first or the middle line, then the question turn "Which codes do you
   remember? List them."; facts = codes in that answer.
@@ -139,6 +144,9 @@ WINDOW = 16_000
 THREAD = "bench"
 # The loop cap of a turn: three calls a file (a read, a page, a re-read) and some slack.
 CALLS_PER_FILE = 3
+# Reads per reply on the ``parallel`` workload: a batch of small files is about a third
+# of a 16k window, so a batch's arrival is what crosses the compaction point.
+PARALLEL_BATCH = 8
 CALL_SLACK = 20
 # LangGraph super-steps a peer may take per model call (model, tools, middleware hooks):
 # a safety net only, the bench's own call cap ends a turn first.
@@ -157,6 +165,7 @@ class Workload:
         turns: File ranges, one task turn each.
         restart_before: Index of the task turn before which the harness restarts.
         question: Whether a question turn ("which codes do you remember?") follows.
+        batch: Reads the model asks for in one reply.
     """
 
     name: str
@@ -167,6 +176,7 @@ class Workload:
     restart_before: int | None = None
     question: bool = False
     window: int = WINDOW
+    batch: int = 1
 
     def texts(self) -> list[str]:
         """The user message of every turn, in order."""
@@ -179,10 +189,19 @@ class Workload:
 
 
 def workloads(quick: bool) -> tuple[Workload, ...]:
-    """The five workloads (smaller with ``quick``)."""
+    """The six workloads (smaller with ``quick``)."""
     small, middle, big, per_turn = (100, 50, 20, 10) if quick else (300, 100, 30, 20)
     return (
         Workload("many-small", small, "small", "start", ((1, small),)),
+        Workload(
+            "parallel",
+            middle,
+            "small",
+            "middle",
+            ((1, middle),),
+            question=True,
+            batch=PARALLEL_BATCH,
+        ),
         Workload("small-middle", middle, "small", "middle", ((1, middle),)),
         Workload("big-start", big, "big", "start", ((1, big),), question=True),
         Workload("big-middle", big, "big", "middle", ((1, big),), question=True),
@@ -222,6 +241,10 @@ def matrix(quick: bool) -> list[Cell]:
         combos: list[tuple[PersonaKind, SummarizerKind]] = [(p, "faithful") for p in personas]
         if load.name == "big-start":
             combos += [(p, s) for s in extra for p in ("silent", "re_reader")]
+        if load.name == "parallel":
+            # A note per batch is one note for eight results: silent and re-reading
+            # models only, with the summarizer that drops half of what it sees too.
+            combos = [(p, s) for s in ("faithful", "lossy") for p in ("silent", "re_reader")]
         out += [Cell(load, p, s, h) for p, s in combos for h in HARNESSES]
     return out
 
@@ -382,7 +405,7 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
     paths = make_workspace(ws, files=load.files, size=load.size, fact_at=load.fact_at)
     planted = planted_codes(paths)
     recorder = Recorder()
-    persona = persona_for(cell.persona, cell.harness)
+    persona = persona_for(cell.persona, cell.harness, load.batch)
     model = ScriptedModel(persona, Summarizer(cell.summarizer), recorder)
     started = time.perf_counter()
     with FakeOpenAIServer([model], window=load.window, on_exhausted="repeat_last") as server:

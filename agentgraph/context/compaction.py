@@ -703,42 +703,56 @@ class Compactor:
         *,
         reply_tokens: int,
         scale: float = 1.0,
+        history: Sequence[BaseMessage] = (),
     ) -> str:
         """``summary`` with what it left out of the files read in ``summarized``.
 
         A file the summary does not name (by path or file name) is asked about again,
         with only its readings, and the answer is appended: the progress ledger keeps
-        that the file was read, but not what it held. Failures keep ``summary`` as it is.
+        that the file was read, but not what it held. When ``summarized`` holds earlier
+        summaries (summarized again: their stack outgrew its room), the files of
+        ``history`` they named count too, asked about with their readings from
+        ``history`` (the transcript keeps every one). Each call takes the readings that
+        fit it whole, in order. Failures keep ``summary`` as it is.
         """
         reads = read_calls(summarized)
+        sources: list[BaseMessage] = list(summarized)
+        earlier = [m for m in summarized if agentgraph_kind(m) == "summary"]
+        if earlier:
+            fresh = set(reads.values())
+            before = {
+                call_id: path
+                for call_id, path in read_calls(history).items()
+                if path not in fresh and any(_names_file(m.text, path) for m in earlier)
+            }
+            reads = {**before, **reads}
+            sources = [*history, *summarized]
         count = self.counter.count_text
         piece_budget = self._piece_budget(reply_tokens, scale) - SUMMARY_FRAMING_TOKENS
-        for _ in range(SUMMARY_SUPPLEMENT_ATTEMPTS):
+        attempts, attempt = SUMMARY_SUPPLEMENT_ATTEMPTS, 0
+        while attempt < attempts:
+            attempt += 1
             missing = sorted({p for p in reads.values() if not _names_file(summary, p)})
             if not missing:
                 break
             ids = {call_id for call_id, path in reads.items() if path in missing}
-            readings = [
-                m for m in summarized if isinstance(m, ToolMessage) and m.tool_call_id in ids
-            ]
-            # One call, so the readings share it evenly (they are the summary's gap).
-            sizes = [count(m.text) for m in readings]
-            cap = max(
-                fit_cap(sizes, piece_budget - SUMMARY_ENTRY_FRAMING_TOKENS * len(sizes)),
-                SUMMARY_TOOL_RESULT_MIN_TOKENS,
+            readings = list(
+                {
+                    m.tool_call_id: m
+                    for m in sources
+                    if isinstance(m, ToolMessage) and m.tool_call_id in ids
+                }.values()
             )
-            entries = [
-                f"[{m.name or 'read_file'} {reads[m.tool_call_id]}]\n"
-                + truncate_text(m.text, cap, count=count, codec=self.counter.codec).text
-                for m in readings
-            ]
             ask = SUPPLEMENT_PROMPT.format(paths=", ".join(missing))
-            body = "\n\n".join(entries)
-            if count(ask) + count(body) > piece_budget:
-                body = truncate_text(body, max(piece_budget - count(ask), 1), count=count).text
+            room = piece_budget - count(ask)
+            if attempt == 1:
+                # Readings that take several calls get the attempts of one for each.
+                calls = -(-sum(count(m.text) for m in readings) // max(room, 1))
+                attempts = min(SUMMARY_SUPPLEMENT_ATTEMPTS * calls, SUMMARY_MAX_PIECES)
+            entries = self._readings_for_one_call(readings, reads, room)
             prompt = [
                 SystemMessage(content=_instructions(focus)),
-                HumanMessage(content=f"{ask}\n\n<readings>\n{body}\n</readings>"),
+                HumanMessage(content=f"{ask}\n\n<readings>\n{chr(10).join(entries)}\n</readings>"),
             ]
             try:
                 reply = self._ask(prompt)
@@ -749,6 +763,32 @@ class Compactor:
                 break  # it says nothing about them: more of it would only take room
             summary = f"{summary}\n\n{SUPPLEMENT_HEADING}\n{added}"
         return summary
+
+    def _readings_for_one_call(
+        self, readings: Sequence[ToolMessage], reads: Mapping[str, str], room: int
+    ) -> list[str]:
+        """The first ``readings`` that fit ``room`` whole, labelled with their paths.
+
+        The rest wait for the next supplement call: a reading cut to share one call
+        loses its middle, where a fact may be. One reading larger than the whole call
+        is cut to it (head and tail).
+        """
+        count = self.counter.count_text
+        entries: list[str] = []
+        used = 0
+        for m in readings:
+            entry = f"[{m.name or 'read_file'} {reads[m.tool_call_id]}]\n{m.text}\n"
+            size = count(entry) + SUMMARY_ENTRY_FRAMING_TOKENS
+            if entries and used + size > room:
+                break
+            if size > room:
+                entry = truncate_text(
+                    entry, max(room, 1), count=count, codec=self.counter.codec
+                ).text
+                size = room
+            entries.append(entry)
+            used += size
+        return entries
 
     def _ask(self, prompt: list[BaseMessage]) -> AIMessage:
         """The summarizer's reply to ``prompt``, retried as the model call is.
@@ -980,13 +1020,21 @@ class Compactor:
         return mask_outputs_before(kept, newest, self.counter.count_message)
 
     def _unseen_kept(
-        self, recent: Sequence[BaseMessage], kept: Sequence[BaseMessage], room: int
+        self,
+        recent: Sequence[BaseMessage],
+        kept: Sequence[BaseMessage],
+        after: int,
+        compact_point: int,
+        limit: int,
     ) -> list[BaseMessage]:
-        """Copies of the newest call and its unanswered results, fitted into ``room``.
+        """Copies of the newest call and its unanswered results, fitted under ``limit``.
 
-        Empty when the history does not end with results the model has yet to answer,
-        when the kept part already holds them, or when ``room`` cannot give each of
-        them :data:`UNSEEN_OUTPUT_MIN_TOKENS` (they are in the summary, as before).
+        ``after`` is the prompt the compaction leaves without them. Empty when the
+        history does not end with results the model has yet to answer, when the kept
+        part already holds them, when they fit beside ``after`` under
+        ``compact_point`` (read again, the model would see them), or when the room
+        under ``limit`` cannot give each of them :data:`UNSEEN_OUTPUT_MIN_TOKENS` (they
+        are in the summary only, as before).
         Small results stay whole and the largest are cut to the same size (a file read
         to its leading lines, with where to read on); all are copies, so the originals
         stay whole before the boundary.
@@ -999,10 +1047,12 @@ class Compactor:
             return []
         if any(m is call or (m.id is not None and m.id == call.id) for m in kept):
             return []
+        group = self.counter.count_messages([call, *results])
+        if after + group <= compact_point:
+            return []
         count = self.counter.count_text
         sizes = [count(m.text) for m in results]
-        framing = self.counter.count_messages([call, *results]) - sum(sizes)
-        cap = fit_cap(sizes, room - framing)
+        cap = fit_cap(sizes, limit - after - (group - sum(sizes)))
         if cap < min(UNSEEN_OUTPUT_MIN_TOKENS, max(sizes)):
             return []
         fitted, _ = shrink_tool_messages(
@@ -1110,7 +1160,12 @@ class Compactor:
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         if summary is not None:
             summary = self._supplement(
-                summary, summary_input, focus, reply_tokens=summary_max, scale=scale
+                summary,
+                summary_input,
+                focus,
+                reply_tokens=summary_max,
+                scale=scale,
+                history=messages,
             )
         if summary is None:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
@@ -1174,11 +1229,15 @@ class Compactor:
             # prompt and the latest request alone exceed the target.
             break
         # Results the model has not seen yet (the newest call's, whose arrival pushed
-        # the prompt past the compaction point) are not only summarized: it would act
-        # on a summary of what it never read (a summary that dropped their values had
-        # a local model read the same files again, compaction after compaction). They
-        # stay in view, the large ones cut to share the room under the hard target.
-        unseen = self._unseen_kept(recent, kept, hard_target - after)
+        # the prompt past the compaction point) and that could never be seen whole: read
+        # again after this compaction they would pass the point again and be summarized
+        # unseen again (a summary that dropped their values had a local model read the
+        # same files compaction after compaction). They stay in view, the large ones cut
+        # to share the room under the hard target. Results that fit beside what the
+        # compaction leaves are only summarized: kept, every batch of reads would bring
+        # the next compaction a batch sooner.
+        compact_point = int(self.budget.compact_at / scale)
+        unseen = self._unseen_kept(recent, kept, after, compact_point, hard_target)
         if unseen:
             kept = [*kept, *unseen]
             new_tail = self._assemble(summary, reason, files, kept, carried_heads, ledger, scale)

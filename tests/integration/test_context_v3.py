@@ -54,10 +54,11 @@ def _run(
     env: dict[str, str] | None = None,
     count_max_tokens: bool = False,
     window: int = WINDOW_TOKENS,
+    batch: int = 1,
 ) -> tuple[Recorder, list[dict[str, Any]], FakeOpenAIServer, set[str]]:
     paths = make_workspace(workspace, files=files, size=size, fact_at=fact_at)  # type: ignore[arg-type]
     recorder = Recorder()
-    model = ScriptedModel(Persona(persona), Summarizer(summarizer), recorder)
+    model = ScriptedModel(Persona(persona, batch=batch), Summarizer(summarizer), recorder)
     events: list[dict[str, Any]] = []
     with FakeOpenAIServer(
         [model],
@@ -396,3 +397,28 @@ def test_results_the_model_has_not_seen_survive_the_compaction_they_trigger(
         if call["function"]["name"] == "read_file"
     ]
     assert len(reads) == len(PARALLEL_MODULES)
+
+
+def test_a_lossy_summarizer_loses_nothing_when_earlier_summaries_are_summarized_again(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """100 files read eight per reply by a model that only calls tools, with a summarizer
+    that drops every other file it is shown: each compaction's summary is completed by
+    asking about the files it left out, and once the stacked summaries outgrow their
+    room they are summarized again, which drops every other file again. The files those
+    summaries named are asked about too, with their readings from the transcript, in as
+    many calls as the readings take (58/100 when only the newest part's files were):
+    what is still lost is what the rewrite dropped from files it still names."""
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=100,
+        persona="silent",
+        summarizer="lossy",
+        fact_at="middle",
+        question=True,
+        batch=8,
+    )
+    assert sum(e["type"] == "compaction" for e in events) >= 5
+    assert len(codes_in(recorder.answers[-1]) & planted) >= 75
+    assert recorder.reread_files() == 0

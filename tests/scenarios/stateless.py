@@ -24,6 +24,9 @@ agentgraph, LangChain ``create_agent`` peers and deepagents:
 * ``re_reader``: as ``silent``, but a file it has read whose code it can no longer see is
   read again (the earliest first) before any new one: spirals show.
 
+Any persona may ask for several reads in one reply (``batch``), as models that call tools
+in parallel do: the next ones it would read one after the other.
+
 Summarizers (:class:`Summarizer`), answering the harness's summary requests:
 ``faithful`` (every code and read file it sees, and the task), ``lossy`` (every other
 code and file), ``verbose`` (faithful plus ~120 tokens of filler per file, unless the
@@ -358,6 +361,8 @@ class Persona:
         read_tool: Name of the read tool.
         write_tool: Name of the write tool.
         offset_key: Argument name of the first line to read (only sent to read on).
+        batch: Reads asked for in one reply (the next ones :meth:`next_read` would
+            ask for, one after the other), as models that call tools in parallel do.
     """
 
     kind: PersonaKind = "silent"
@@ -366,6 +371,7 @@ class Persona:
     read_tool: str = "read_file"
     write_tool: str = "write_file"
     offset_key: str = "offset"
+    batch: int = 1
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         ev = scan(body)
@@ -376,13 +382,15 @@ class Persona:
             return {"content": NO_TASK_ANSWER}
         if ev.turn.kind == "question":
             return {"content": f"Codes I remember: {remembered}"}
-        step = self.next_read(ev, ev.turn)
-        if step is not None:
-            index, offset = step
-            args: dict[str, Any] = {self.path_key: self.path_prefix + rel_path(index)}
-            if offset:
-                args[self.offset_key] = offset
-            return self._calls(body, self.read_tool, args)
+        steps = self.next_reads(ev, ev.turn)
+        if steps:
+            reads: list[dict[str, Any]] = []
+            for index, offset in steps:
+                args: dict[str, Any] = {self.path_key: self.path_prefix + rel_path(index)}
+                if offset:
+                    args[self.offset_key] = offset
+                reads.append(args)
+            return self._calls(body, self.read_tool, *reads)
         if not ev.written:
             report = "".join(f"{c}\n" for c in sorted(ev.codes)) or "no codes found\n"
             args = {self.path_key: self.path_prefix + REPORT_NAME, "content": report}
@@ -391,33 +399,47 @@ class Persona:
 
     def next_read(self, ev: Evidence, turn: Turn) -> tuple[int, int] | None:
         """(file number, offset) of the next read of the turn's range, or None when done."""
+        steps = self._reads(ev, turn, 1)
+        return steps[0] if steps else None
+
+    def next_reads(self, ev: Evidence, turn: Turn) -> list[tuple[int, int]]:
+        """The next :attr:`batch` reads of the turn's range (empty when done)."""
+        return self._reads(ev, turn, self.batch)
+
+    def _reads(self, ev: Evidence, turn: Turn, limit: int) -> list[tuple[int, int]]:
         coded = ev.coded
+        out: list[tuple[int, int]] = []
         for index in range(turn.first, turn.last + 1):
+            if len(out) == limit:
+                break
             name = basename(index)
             if name in coded:
                 continue
             if name not in ev.read:
-                return index, 0
+                out.append((index, 0))
+                continue
             state = ev.read[name]
             if state is not None:
-                return index, state[0]  # read on in a partly read file
-            if self.kind == "re_reader":
-                return index, 0  # read, but its code is out of sight: read it again
-        return None
+                out.append((index, state[0]))  # read on in a partly read file
+            elif self.kind == "re_reader":
+                out.append((index, 0))  # read, but its code is out of sight: read it again
+        return out
 
-    def _calls(self, body: Mapping[str, Any], name: str, args: dict[str, Any]) -> dict[str, Any]:
-        reply: dict[str, Any] = {"tool_calls": [{"name": name, "arguments": args}]}
+    def _calls(self, body: Mapping[str, Any], name: str, *calls: dict[str, Any]) -> dict[str, Any]:
+        reply: dict[str, Any] = {
+            "tool_calls": [{"name": name, "arguments": args} for args in calls]
+        }
         if self.kind == "note_taker":
             found = sorted(codes_in(last_tool_result(body)))
             reply["content"] = "noted: " + ("; ".join(found) or "no code in the last result")
         return reply
 
 
-def persona_for(kind: PersonaKind, harness: str) -> Persona:
+def persona_for(kind: PersonaKind, harness: str, batch: int = 1) -> Persona:
     """The persona speaking ``harness``'s tool names and arguments."""
     if harness == "deepagents":
-        return Persona(kind, path_key="file_path", path_prefix="/")
-    return Persona(kind)
+        return Persona(kind, path_key="file_path", path_prefix="/", batch=batch)
+    return Persona(kind, batch=batch)
 
 
 # --- summarizers ------------------------------------------------------------------------

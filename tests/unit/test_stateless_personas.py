@@ -101,6 +101,20 @@ def test_a_persona_reads_the_first_file_it_has_no_evidence_of() -> None:
     assert call_of(deep(body)) == ("read_file", {"file_path": "/logs/part_003.txt"})
 
 
+def test_a_batch_asks_for_the_next_reads_in_one_reply() -> None:
+    body = two_files_read()
+    body["messages"][1]["content"] = task_text(1, 6)
+    hidden = copy.deepcopy(body)
+    hidden["messages"][3]["content"] = "[tool output masked: read_file returned 900 tokens]"
+    paths = [c["arguments"]["path"] for c in Persona(batch=3)(body)["tool_calls"]]
+    assert paths == [f"logs/part_00{i}.txt" for i in (3, 4, 5)]
+    paths = [c["arguments"]["path"] for c in Persona("re_reader", batch=3)(hidden)["tool_calls"]]
+    assert paths == [f"logs/part_00{i}.txt" for i in (1, 3, 4)]
+    # The end of the range: fewer than a batch, then the report.
+    body["messages"][1]["content"] = task_text(1, 3)
+    assert call_of(Persona(batch=3)(body)) == ("read_file", {"path": "logs/part_003.txt"})
+
+
 def test_the_re_reader_re_reads_what_it_can_no_longer_see() -> None:
     body = two_files_read()
     for kind in PERSONAS:
