@@ -47,6 +47,7 @@ from agentgraph.context.ledger import (
     render_ledger,
 )
 from agentgraph.context.masking_text import (
+    MASKED_KEY,
     mask_outputs_before,
     maskable,
     note_words,
@@ -736,23 +737,26 @@ class Compactor:
             if not missing:
                 break
             ids = {call_id for call_id, path in reads.items() if path in missing}
-            readings = list(
-                {
-                    m.tool_call_id: m
-                    for m in sources
-                    if isinstance(m, ToolMessage) and m.tool_call_id in ids
-                }.values()
-            )
+            # The first whole copy of each: a later one may be a masked stand-in.
+            found: dict[str, ToolMessage] = {}
+            for m in sources:
+                if (
+                    isinstance(m, ToolMessage)
+                    and m.tool_call_id in ids
+                    and not m.additional_kwargs.get(MASKED_KEY)
+                ):
+                    found.setdefault(m.tool_call_id, m)
+            readings = list(found.values())
             ask = SUPPLEMENT_PROMPT.format(paths=", ".join(missing))
             room = piece_budget - count(ask)
             if attempt == 1:
                 # Readings that take several calls get the attempts of one for each.
                 calls = -(-sum(count(m.text) for m in readings) // max(room, 1))
                 attempts = min(SUMMARY_SUPPLEMENT_ATTEMPTS * calls, SUMMARY_MAX_PIECES)
-            entries = self._readings_for_one_call(readings, reads, room)
+            body = "\n".join(self._readings_for_one_call(readings, reads, room))
             prompt = [
                 SystemMessage(content=_instructions(focus)),
-                HumanMessage(content=f"{ask}\n\n<readings>\n{chr(10).join(entries)}\n</readings>"),
+                HumanMessage(content=f"{ask}\n\n<readings>\n{body}\n</readings>"),
             ]
             try:
                 reply = self._ask(prompt)
