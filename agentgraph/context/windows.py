@@ -137,9 +137,14 @@ def stated_window(value: object) -> int | None:
     return value if MIN_ADOPTED_WINDOW_TOKENS <= value <= MAX_STATED_WINDOW_TOKENS else None
 
 
-def _profile_window(profile: Mapping[str, Any] | None) -> int | None:
-    value = profile.get("max_input_tokens") if profile is not None else None
+def _profile_tokens(profile: Mapping[str, Any] | None, key: str) -> int | None:
+    """A positive token count the model's LangChain profile states under ``key``."""
+    value = profile.get(key) if profile is not None else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _profile_window(profile: Mapping[str, Any] | None) -> int | None:
+    return _profile_tokens(profile, "max_input_tokens")
 
 
 def context_window_for(
@@ -340,10 +345,7 @@ class Budget:
 
 def _profile_output_limit(profile: Mapping[str, Any] | None) -> int | None:
     """The most tokens one reply of the model may hold, as its profile states it."""
-    stated = profile.get("max_output_tokens") if profile is not None else None
-    if isinstance(stated, int) and not isinstance(stated, bool) and stated > 0:
-        return stated
-    return None
+    return _profile_tokens(profile, "max_output_tokens")
 
 
 def budget_for(
