@@ -728,6 +728,17 @@ class Compactor:
             }
             reads = {**before, **reads}
             sources = [*history, *summarized]
+        # The first whole copy of each reading: a later one may be a masked stand-in.
+        # Found once: the sources may be the whole transcript, and the loop below asks
+        # up to SUMMARY_MAX_PIECES times.
+        whole: dict[str, ToolMessage] = {}
+        for m in sources:
+            if (
+                isinstance(m, ToolMessage)
+                and m.tool_call_id in reads
+                and not m.additional_kwargs.get(MASKED_KEY)
+            ):
+                whole.setdefault(m.tool_call_id, m)
         count = self.counter.count_text
         piece_budget = self._piece_budget(reply_tokens, scale) - SUMMARY_FRAMING_TOKENS
         attempts, attempt = SUMMARY_SUPPLEMENT_ATTEMPTS, 0
@@ -736,17 +747,8 @@ class Compactor:
             missing = sorted({p for p in reads.values() if not _names_file(summary, p)})
             if not missing:
                 break
-            ids = {call_id for call_id, path in reads.items() if path in missing}
-            # The first whole copy of each: a later one may be a masked stand-in.
-            found: dict[str, ToolMessage] = {}
-            for m in sources:
-                if (
-                    isinstance(m, ToolMessage)
-                    and m.tool_call_id in ids
-                    and not m.additional_kwargs.get(MASKED_KEY)
-                ):
-                    found.setdefault(m.tool_call_id, m)
-            readings = list(found.values())
+            gap = set(missing)
+            readings = [m for call_id, m in whole.items() if reads[call_id] in gap]
             ask = SUPPLEMENT_PROMPT.format(paths=", ".join(missing))
             room = piece_budget - count(ask)
             if attempt == 1:
