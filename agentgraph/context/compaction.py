@@ -38,6 +38,11 @@ from agentgraph.capabilities.tools.base import ToolError
 from agentgraph.capabilities.tools.files import page_of_read
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import LinkCensus, resolve_in_workspace
+from agentgraph.context.carry_over import (
+    CARRY_OVER_HEADING,
+    dropped_details,
+    with_dropped_details,
+)
 from agentgraph.context.ledger import (
     LEDGER_KIND,
     LedgerMemo,
@@ -237,6 +242,17 @@ INTERRUPTED_REQUEST_LABEL = "[user — the user cancelled this turn while it was
 CONTEXT_KINDS = ("reinjected_file", LEDGER_KIND)
 # Everything a compaction writes at the head of the view.
 COMPACTION_KINDS = ("summary", *CONTEXT_KINDS)
+
+# Text agentgraph writes around summaries, never the summarizer: not a detail a rewrite
+# of them can drop.
+SUMMARY_BOILERPLATE = (
+    SUMMARY_PREFIX,
+    STACKED_SUMMARY_PREFIX,
+    NEXT_PIECE_HEADING,
+    SUPPLEMENT_HEADING,
+    CARRY_OVER_HEADING,
+    SUMMARY_CUT_NOTE.strip(),
+)
 
 REINJECTED_FILE_TEMPLATE = (
     "[File re-read from disk after compaction: {path} — lines 1-{shown} of {total}]\n{body}"
@@ -770,6 +786,43 @@ class Compactor:
             summary = f"{summary}\n\n{SUPPLEMENT_HEADING}\n{added}"
         return summary
 
+    def _carry_over(
+        self,
+        summary: str,
+        summarized: Sequence[BaseMessage],
+        history: Sequence[BaseMessage],
+        max_tokens: int,
+    ) -> str:
+        """``summary`` with what it dropped of the earlier summaries it rewrote.
+
+        Only when ``summarized`` holds earlier summaries (their stack outgrew its room
+        and they were summarized again): their items with a distinctive word the
+        rewrite lacks are appended as written (see agentgraph/context/carry_over.py),
+        while the summary stays within ``max_tokens``. Words naming a file the ledger
+        keeps are left to it and to the file check of :meth:`_supplement`.
+        """
+        earlier = [
+            m.text
+            for m in summarized
+            if agentgraph_kind(m) == "summary"
+            and not (m.additional_kwargs.get(AGENTGRAPH_KEY) or {}).get("fallback")
+        ]
+        if not earlier:
+            return summary
+        try:
+            known = collect_ledger(history, memo=self.ledger_memo).paths()
+        except Exception:  # a malformed call in an imported history: check every word
+            known = set()
+        details = dropped_details(
+            earlier,
+            summary,
+            known_paths=known,
+            boilerplate=SUMMARY_BOILERPLATE,
+        )
+        return with_dropped_details(
+            summary, details, max_tokens=max_tokens, count=self.counter.count_text
+        )
+
     def _readings_for_one_call(
         self, readings: Sequence[ToolMessage], reads: Mapping[str, str], room: int
     ) -> list[str]:
@@ -1173,6 +1226,7 @@ class Compactor:
                 scale=scale,
                 history=messages,
             )
+            summary = self._carry_over(summary, summary_input, messages, summary_max)
         if summary is None:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
             older, kept, _, _ = split(fallback_keep, keep_messages)

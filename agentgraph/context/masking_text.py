@@ -53,11 +53,12 @@ NOTE_WORD_MIN_CHARS = 4
 NOTE_WORDS_MAX = 200
 
 
-def note_words(text: str) -> set[str]:
+def note_words(text: str, limit: int | None = NOTE_WORDS_MAX) -> set[str]:
     """The words of ``text`` distinctive enough to show what it restates.
 
     Args:
         text: A reply's text.
+        limit: At most this many words (the first found); None for all of them.
 
     Returns:
         Its words of at least NOTE_WORD_MIN_CHARS characters that hold a digit or an
@@ -73,7 +74,7 @@ def note_words(text: str) -> set[str]:
             or any(a.islower() and b.isupper() for a, b in pairwise(word))
         ):
             out.add(word)
-            if len(out) >= NOTE_WORDS_MAX:
+            if limit is not None and len(out) >= limit:
                 break
     return out
 

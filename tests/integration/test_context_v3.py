@@ -407,8 +407,10 @@ def test_a_lossy_summarizer_loses_nothing_when_earlier_summaries_are_summarized_
     asking about the files it left out, and once the stacked summaries outgrow their
     room they are summarized again, which drops every other file again. The files those
     summaries named are asked about too, with their readings from the transcript, in as
-    many calls as the readings take (58/100 when only the newest part's files were):
-    what is still lost is what the rewrite dropped from files it still names."""
+    many calls as the readings take (58/100 when only the newest part's files were);
+    what the rewrite dropped from files it still names is carried over from the earlier
+    summaries word for word (80/100 without). What is still lost is what a summary of
+    the newest part drops from files it names: no earlier text holds it."""
     recorder, events, _server, planted = _run(
         make_settings,
         workspace,
@@ -420,5 +422,6 @@ def test_a_lossy_summarizer_loses_nothing_when_earlier_summaries_are_summarized_
         batch=8,
     )
     assert sum(e["type"] == "compaction" for e in events) >= 5
-    assert len(codes_in(recorder.answers[-1]) & planted) >= 75
+    recalled = len(codes_in(recorder.answers[-1]) & planted)
+    assert recalled >= 90, recalled
     assert recorder.reread_files() == 0

@@ -24,6 +24,7 @@ from langchain_core.messages import (
 from langgraph.graph.message import add_messages
 
 from agentgraph.config import Settings
+from agentgraph.context.carry_over import CARRY_OVER_HEADING
 from agentgraph.context.compaction import (
     NEXT_PIECE_HEADING,
     NEXT_PIECE_PROMPT,
@@ -559,6 +560,39 @@ def test_summaries_that_outgrow_their_share_are_summarized_together(
     assert "merged" in view[0].text
     assert "first: code word" in str(summarizer.calls[1])
     assert outcome.record["carried_summaries"] == 0
+
+
+@pytest.mark.parametrize("keeps_all", [False, True])
+def test_what_a_rewrite_of_the_summaries_drops_is_carried_over_word_for_word(
+    make_settings: Callable[..., Settings], keeps_all: bool
+) -> None:
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    facts = "; ".join(f"fact_{n}={n * 7}" for n in range(SHARE_OVER_FACTS))
+    first = f"first: code word TULIP.{_naming(0, 11)}\nFacts: {facts}"
+    merged = "merged: TULIP and files 12-23." + _naming(0, 23)
+    if keeps_all:
+        merged += f"\nFacts: {facts}"
+    compactor = _compactor(settings, ScriptedChatModel([first, merged, "stray"]))
+    state = _apply(
+        _history(12), compactor(_history(12), trigger="auto", system=[], tools=[]).updates
+    )  # type: ignore[union-attr]
+    state = _more_turns(state, 12, 12)
+    outcome = compactor(state, trigger="auto", system=[], tools=[])
+    assert outcome is not None and outcome.record["carried_summaries"] == 0
+    text = since_last_boundary(_apply(state, outcome.updates))[0].text
+    if keeps_all:
+        # A rewrite that dropped nothing is the summary as written, byte for byte.
+        assert CARRY_OVER_HEADING not in text and text.endswith(merged)
+        return
+    # The facts the rewrite dropped, each as it was written, after it: the newest that
+    # fit the summary's share (the stack outgrew it), in their order. The files the
+    # first summary named are the ledger's and the file check's, not carried again.
+    carried = text.split(CARRY_OVER_HEADING, 1)[1].split()
+    expected = [f"fact_{n}={n * 7}" for n in range(SHARE_OVER_FACTS)]
+    assert len(carried) > SHARE_OVER_FACTS // 4
+    assert carried == expected[-len(carried) :]
+    counter = get_counter(settings.model)
+    assert counter.count_text(text) < counter.count_text(first)
 
 
 _STEPS = st.lists(
