@@ -74,13 +74,13 @@ def request(messages: list[BaseMessage], **overrides: Any) -> ModelRequest:
 
 def small_settings(window: int = 16_000, **env: Any) -> Settings:
     """Settings of a small window (no .env read)."""
-    return Settings(  # type: ignore[call-arg]
-        _env_file=None,
-        AGENTGRAPH_CONTEXT_WINDOW=str(window),
-        AGENTGRAPH_MODEL="gpt-4o-mini",
-        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+    fields: dict[str, Any] = {
+        "AGENTGRAPH_CONTEXT_WINDOW": str(window),
+        "AGENTGRAPH_MODEL": "gpt-4o-mini",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
         **env,
-    )
+    }
+    return Settings(_env_file=None, **fields)  # type: ignore[call-arg]
 
 
 def counter_and_budget(settings: Settings) -> tuple[Any, Any]:

@@ -128,6 +128,14 @@ REINJECT_MAX_LINES = 1000
 # compaction at 90% summarizes: at a 16k window the results were cut by a few lines
 # each, at 128k with a 50k reserve by 8% each.
 SUMMARY_REPLY_HEADROOM = 1.25
+# The count margin of a summarizer call (see PROMPT_COUNT_MARGIN_FRACTION) when the
+# summarizer is the main model, its tokenizer is known and the provider's reported
+# counts agree with ours within it: the call has no tool schemas (whose rendering by
+# the provider is what an exact count can miss) and two messages. The estimate's 10%
+# made a part that filled one call spill into a second on most compactions of a long
+# task (41 summarizer calls for 24 compactions on 300 files at a 16k window; 31 with
+# this).
+SUMMARY_EXACT_COUNT_MARGIN_FRACTION = 0.02
 # Tool results reach the summarizer whole: a result is the only copy of what it showed
 # that the summary can keep, and a cut keeps its head and tail, so a fact in the middle
 # of a page would be gone from every later prompt (a fixed 2,000-token cap lost 24 of
@@ -631,7 +639,27 @@ class Compactor:
         """The summarizer's budget: its own, else the main model's."""
         return self.summarizer_budget or self.budget
 
-    def _piece_budget(self, reply_tokens: int, scale: float) -> int:
+    def _count_margin(self, ratio: float) -> float:
+        """The share of a summarizer prompt's count left aside for the provider's count.
+
+        :data:`SUMMARY_EXACT_COUNT_MARGIN_FRACTION` when the summarizer is the main
+        model, its prompts are counted exactly, and the provider's own count of the
+        prompt (``ratio`` to ours; 1.0 before it reported one) agrees within that
+        margin; else the estimate's :data:`PROMPT_COUNT_MARGIN_FRACTION`. A summary
+        model of its own may not share the main model's tokenizer, and an endpoint may
+        serve another model under a name whose tokenizer we know.
+        """
+        if (
+            self.summarizer_budget is None
+            and self.counter.source != "estimate"
+            and ratio <= 1 + SUMMARY_EXACT_COUNT_MARGIN_FRACTION
+        ):
+            return SUMMARY_EXACT_COUNT_MARGIN_FRACTION
+        return PROMPT_COUNT_MARGIN_FRACTION
+
+    def _piece_budget(
+        self, reply_tokens: int, scale: float, margin: float = PROMPT_COUNT_MARGIN_FRACTION
+    ) -> int:
         """Tokens (ours) one summarizer call may carry, instructions included.
 
         The summarizer's window less the room its reply needs (``reply_tokens``, the
@@ -641,10 +669,11 @@ class Compactor:
         Args:
             reply_tokens: The summary's share, in our tokens.
             scale: How much more the provider counts than we do (1.0 when exact).
+            margin: The count margin (:meth:`_count_margin`).
         """
         window = self.summary_budget.window
         reply = int(reply_tokens * scale * SUMMARY_REPLY_HEADROOM)
-        room = (window - reply) / (scale * (1 + PROMPT_COUNT_MARGIN_FRACTION))
+        room = (window - reply) / (scale * (1 + margin))
         return max(int(room), SUMMARY_FRAMING_TOKENS * 2)
 
     def _summarize(
@@ -655,10 +684,11 @@ class Compactor:
         *,
         reply_tokens: int,
         scale: float = 1.0,
+        margin: float = PROMPT_COUNT_MARGIN_FRACTION,
     ) -> str:
         count = self.counter.count_text
         instructions = _instructions(focus)
-        piece_budget = self._piece_budget(reply_tokens, scale) - SUMMARY_FRAMING_TOKENS
+        piece_budget = self._piece_budget(reply_tokens, scale, margin) - SUMMARY_FRAMING_TOKENS
         caps = self._tool_result_caps(older, piece_budget)
         entries = render_transcript(
             older, count, tool_result_caps=caps, cancelled=cancelled, codec=self.counter.codec
@@ -704,7 +734,7 @@ class Compactor:
                 SystemMessage(content=instructions),
                 HumanMessage(content=f"{ask}<conversation>\n{body}\n</conversation>"),
             ]
-            text = self._ask(prompt).text.strip()
+            text = self._ask(prompt, margin).text.strip()
             if not text:
                 raise ValueError("the summarizer returned an empty summary")
             parts.append(f"{NEXT_PIECE_HEADING}\n{text}" if n else text)
@@ -721,6 +751,7 @@ class Compactor:
         reply_tokens: int,
         scale: float = 1.0,
         history: Sequence[BaseMessage] = (),
+        margin: float = PROMPT_COUNT_MARGIN_FRACTION,
     ) -> str:
         """``summary`` with what it left out of the files read in ``summarized``.
 
@@ -756,7 +787,7 @@ class Compactor:
             ):
                 whole.setdefault(m.tool_call_id, m)
         count = self.counter.count_text
-        piece_budget = self._piece_budget(reply_tokens, scale) - SUMMARY_FRAMING_TOKENS
+        piece_budget = self._piece_budget(reply_tokens, scale, margin) - SUMMARY_FRAMING_TOKENS
         attempts, attempt = SUMMARY_SUPPLEMENT_ATTEMPTS, 0
         while attempt < attempts:
             attempt += 1
@@ -777,7 +808,7 @@ class Compactor:
                 HumanMessage(content=f"{ask}\n\n<readings>\n{body}\n</readings>"),
             ]
             try:
-                reply = self._ask(prompt)
+                reply = self._ask(prompt, margin)
             except Exception:  # the summary without them is still a summary
                 break
             added = reply.text.strip()
@@ -849,18 +880,22 @@ class Compactor:
             used += size
         return entries
 
-    def _ask(self, prompt: list[BaseMessage]) -> AIMessage:
+    def _ask(
+        self, prompt: list[BaseMessage], margin: float = PROMPT_COUNT_MARGIN_FRACTION
+    ) -> AIMessage:
         """The summarizer's reply to ``prompt``, retried as the model call is.
 
         A summarizer with no output limit of its own (a local server) gets one: it
         would write until its context is full. The limit is no more than the room
-        ``prompt`` leaves in the window, which a strict server requires.
+        ``prompt`` leaves in the window (less ``margin`` of its count), which a strict
+        server requires.
         """
         summarizer: Any = self.summarizer
         budget = self.summary_budget
         limit = output_limit_for(summarizer, budget)
         if limit is not None:
-            limit = min(limit, output_room(budget, self.counter.count_messages(prompt)))
+            prompt_tokens = self.counter.count_messages(prompt)
+            limit = min(limit, output_room(budget, prompt_tokens, margin=margin))
             summarizer = summarizer.bind(max_tokens=limit)
         reply: AIMessage = call_with_retries(
             partial(summarizer.invoke, prompt), self.retry, sleep=self.sleep
@@ -881,7 +916,13 @@ class Compactor:
             return ""
         return self.redact(text) if self.redact is not None else text
 
-    def _shorten(self, summary: str, room: int, focus: str | None) -> str:
+    def _shorten(
+        self,
+        summary: str,
+        room: int,
+        focus: str | None,
+        margin: float = PROMPT_COUNT_MARGIN_FRACTION,
+    ) -> str:
         """``summary``, asked for again in at most ``room`` tokens while it is longer.
 
         A summary cut to fit loses its middle, and the next summary is written from the
@@ -900,7 +941,7 @@ class Compactor:
                 HumanMessage(content=f"{ask}\n\n<summary>\n{summary}\n</summary>"),
             ]
             try:
-                reply = self._ask(prompt)
+                reply = self._ask(prompt, margin)
             except Exception:  # the long summary is still a summary: keep it
                 break
             shorter = reply.text.strip()
@@ -1183,6 +1224,7 @@ class Compactor:
         scale = 1.0
         if self.counter.source == "estimate":
             scale = min(max(ratio, 1.0), ESTIMATE_SCALE_MAX)
+        margin = self._count_margin(ratio)
         usable = int(self.budget.usable / scale)
         target = int(usable * TARGET_AFTER_BUDGET_FRACTION)
         room = max(target - fixed, 0)
@@ -1213,7 +1255,12 @@ class Compactor:
         summary_room = summary_max - sum(map(self.counter.count_message, carried_heads))
         try:
             summary = self._summarize(
-                summary_input, focus, cancelled, reply_tokens=summary_max, scale=scale
+                summary_input,
+                focus,
+                cancelled,
+                reply_tokens=summary_max,
+                scale=scale,
+                margin=margin,
             )
         except Exception as exc:  # any failure → the fallback keeps the session going
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -1225,6 +1272,7 @@ class Compactor:
                 reply_tokens=summary_max,
                 scale=scale,
                 history=messages,
+                margin=margin,
             )
             summary = self._carry_over(summary, summary_input, messages, summary_max)
         if summary is None:
@@ -1271,7 +1319,9 @@ class Compactor:
             if summary is not None and not shortened and after > hard_target:
                 # Longer than all the room it can take: asked for again, in its share.
                 shortened = True
-                summary = self._shorten(summary, max(summary_room, SUMMARY_MIN_TOKENS), focus)
+                summary = self._shorten(
+                    summary, max(summary_room, SUMMARY_MIN_TOKENS), focus, margin
+                )
                 continue
             if summary is not None and not summary_cut and after > hard_target:
                 # The last resort, when the summary stayed longer than all the room

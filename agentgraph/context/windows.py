@@ -205,18 +205,21 @@ def output_reserve(window: int, *, estimated: bool = False) -> int:
     return min(LARGE_WINDOW_OUTPUT_RESERVE_TOKENS, window - small_usable)
 
 
-def output_room(budget: Budget, prompt_tokens: int) -> int:
+def output_room(
+    budget: Budget, prompt_tokens: int, *, margin: float = PROMPT_COUNT_MARGIN_FRACTION
+) -> int:
     """The reply tokens a prompt of ``prompt_tokens`` leaves in ``budget``'s window.
 
     Args:
         budget: The model's budget (its window, and the reserve every reply keeps).
         prompt_tokens: The prompt as we count it.
+        margin: The share of the count left aside for the provider counting more.
 
     Returns:
         ``window - prompt × (1 + margin)``, never below the budget's reserve (nor 1):
         compaction keeps every prompt under the usable budget, so the reserve is there.
     """
-    counted = prompt_tokens + int(prompt_tokens * PROMPT_COUNT_MARGIN_FRACTION)
+    counted = prompt_tokens + int(prompt_tokens * margin)
     return max(budget.window - counted, budget.reserve, 1)
 
 

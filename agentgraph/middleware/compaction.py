@@ -207,13 +207,18 @@ class CompactionMiddleware(AgentMiddleware):
                 "request or a larger context window (AGENTGRAPH_CONTEXT_WINDOW)"
             )
         note = spiral_note(repeated, calls) if stalls else None
+        # A view cut to fit the budget holds less than the prompt the last reported
+        # usage describes: against our count of it, a provider counting as we do looked
+        # like one counting 15-70% more, and an estimating counter's budget was divided
+        # by that. The compaction measures the history itself instead.
+        cut = self.view.cut_to_fit(request.messages)
         outcome = self.compact(
             history,
             trigger=trigger,
             system=[request.system_message] if request.system_message is not None else [],
             tools=request.tools,
             workspace=_workspace(request),
-            measured=measured,
+            measured=None if cut else measured,
             course_change=note,
         )
         if outcome is None:

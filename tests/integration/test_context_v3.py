@@ -150,10 +150,11 @@ def test_facts_in_the_middle_of_pages_bigger_than_two_thousand_tokens_reach_the_
 def test_facts_in_the_middle_of_small_outputs_survive_a_part_larger_than_one_summary_call(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
-    """At a 16k window the part a compaction summarizes is a little more than one
-    summarizer call holds. Cutting every result evenly to make it fit took a few lines
-    out of the middle of each, the code on the middle line of 16 of 40 files with it;
-    the rest goes to a second call instead, and every code reaches the report."""
+    """At a 16k window compacting at 97% of the budget, the part a compaction summarizes
+    is a little more than one summarizer call holds. Cutting every result evenly to make
+    it fit took a few lines out of the middle of each, the code on the middle line of 16
+    of 40 files with it; the rest goes to a second call instead, and every code reaches
+    the report."""
     recorder, events, server, planted = _run(
         make_settings,
         workspace,
@@ -161,6 +162,7 @@ def test_facts_in_the_middle_of_small_outputs_survive_a_part_larger_than_one_sum
         persona="silent",
         summarizer="faithful",
         fact_at="middle",
+        env={"AGENTGRAPH_COMPACT_THRESHOLD": "0.97"},
     )
     compactions = [e for e in events if e["type"] == "compaction"]
     assert compactions

@@ -595,6 +595,46 @@ def test_what_a_rewrite_of_the_summaries_drops_is_carried_over_word_for_word(
     assert counter.count_text(text) < counter.count_text(first)
 
 
+def _reads(turns: int) -> list[BaseMessage]:
+    """A request and ``turns`` reads of varied text (a run of one character counts as
+    few tokens)."""
+    msgs: list[BaseMessage] = [HumanMessage("Audit the files.", id="u0")]
+    for i in range(turns):
+        body = "\n".join(f"line {j} of f{i}: value {j * i + 7} checked" for j in range(12))
+        call = {"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}
+        msgs.append(AIMessage(f"reading f{i}", id=f"a{i}", tool_calls=[call]))
+        msgs.append(ToolMessage(body, tool_call_id=f"c{i}", name="read_file", id=f"t{i}"))
+    return msgs
+
+
+def test_a_provider_that_counts_as_we_do_gets_each_part_in_one_summarizer_call(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A summarizer call is sized with a 2% count margin when the summarizer is the main
+    model, its tokenizer is known and the provider's reports agree with our count; else
+    with the estimate's 10%. The smallest history that the 10% margin summarizes in two
+    calls is summarized in one when the provider agrees (two on a provider that counts
+    10% more, whose prompts the 2% would overflow)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    counter = get_counter(settings.model)
+    assert counter.source == "exact"
+
+    def calls(turns: int, provider_ratio: float) -> int:
+        summarizer = ScriptedChatModel(["Audited." + _naming(0, turns)])
+        history = _reads(turns)
+        ours = counter.count_messages(history)
+        measured = (int(ours * provider_ratio), ours)
+        outcome = _compactor(settings, summarizer)(
+            history, trigger="auto", system=[], tools=[], measured=measured
+        )
+        assert outcome is not None
+        return len(summarizer.calls)
+
+    turns = next(n for n in range(20, 400, 2) if calls(n, 1.10) > 1)
+    assert calls(turns, 1.0) == 1
+    assert calls(turns, 1.10) == 2
+
+
 _STEPS = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(min_value=1, max_value=4)),
@@ -847,7 +887,7 @@ def test_a_later_piece_never_carries_its_request_past_the_calls_room(
     summarizer = ScriptedChatModel([_faithful])
     compactor = _compactor(settings, summarizer)
     counter = get_counter(settings.model)
-    history = _fact_history(3, lines=900, noted=False)
+    history = _fact_history(3, lines=960, noted=False)
     rules = " ".join(f"rule{k}" for k in range(700))
     history[0] = HumanMessage(f"Note the fact of every file. {rules}", id="u0")
     outcome = compactor(history, trigger="manual", system=[], tools=[])

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.graph.message import add_messages
 
-from agentgraph.context.compaction import Compactor, since_last_boundary
+from agentgraph.context.compaction import Compactor, carried_scale, marker, since_last_boundary
 from agentgraph.middleware import CompactionMiddleware, PromptViewMiddleware, compose
 from agentgraph.runtime.history import agentgraph_kind, validate_history
 from tests.fakes.chat_model import ScriptedChatModel
@@ -117,3 +117,49 @@ def test_a_view_that_left_an_older_turn_out_compacts_even_under_the_threshold() 
     assert [e["trigger"] for e in events] == ["auto"]
     sent = call.requests[0].messages
     assert agentgraph_kind(sent[0]) == "summary" and "TULIP" in str(sent[0].content)
+
+
+def test_a_view_cut_to_fit_does_not_make_the_provider_seem_to_count_more() -> None:
+    """The view cut older reads to fit our count of the budget; the last reply's usage,
+    from a provider that counts exactly as we do, still covers them whole.
+    Compared with our count of the cut view, that usage looked like a provider counting
+    more: an estimating counter's budget was divided by it and the summary recorded it,
+    so every prompt after the compaction was measured that much larger."""
+    settings = small_settings(AGENTGRAPH_MODEL="qwen2.5-coder-1.5b")
+    counter, budget = counter_and_budget(settings)
+    assert counter.source == "estimate"
+    summarizer = ScriptedChatModel(["the audit so far; code word TULIP"])
+    view = PromptViewMiddleware(counter, budget, validate=True)
+    compaction = CompactionMiddleware(
+        Compactor(summarizer, counter, budget, sleep=lambda _s: None), view, emit=lambda _e: None
+    )
+    earlier = HumanMessage(
+        "Summary of the audit: " + " ".join(f"K{i:04d}=v{i}" for i in range(900)),
+        id="s0",
+        additional_kwargs=marker("summary"),
+    )
+    full: list[BaseMessage] = [earlier]
+    for i in range(24):
+        lines = "\n".join(f"line {j} of f{i}: value {j * i + 7} checked" for j in range(60))
+        call = {"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}
+        full.append(AIMessage(f"reading f{i}", id=f"a{i}", tool_calls=[call]))
+        full.append(ToolMessage(lines, tool_call_id=f"c{i}", name="read_file", id=f"t{i}"))
+    last = max(i for i, m in enumerate(full) if isinstance(m, AIMessage))
+    fixed = view.fixed_tokens(SYSTEM, [])
+    reported = fixed + counter.count_messages(full[:last])
+    full[last] = full[last].model_copy(
+        update={
+            "usage_metadata": {
+                "input_tokens": reported,
+                "output_tokens": counter.count_message(full[last]),
+                "total_tokens": reported + counter.count_message(full[last]),
+            }
+        }
+    )
+    built = view.build(full, SYSTEM, [])
+    assert view.cut_to_fit(built.messages)
+    call = ModelCall(AIMessage("answer", id="reply"))
+    compose([view, compaction])(request(full), call)
+    head = call.requests[0].messages[0]
+    assert agentgraph_kind(head) == "summary"
+    assert carried_scale([head]) < 1.01
