@@ -67,8 +67,8 @@ def dropped_details(
         earlier: The texts of the summaries that were summarized again.
         summary: The rewrite (with anything already appended to it).
         known_paths: Paths the progress ledger keeps (files read or changed): an
-            identifier naming one of them (the path or its file name) is not a detail to carry,
-            as the ledger and the file check keep it.
+            identifier naming one of them (the path or its file name) is not a detail
+            to carry, as the ledger and the file check keep it.
         boilerplate: Text agentgraph itself puts around summaries (their prefixes and
             headings): removed from ``earlier`` first, as the rewrite never has it.
 

@@ -827,10 +827,10 @@ class Compactor:
         """``summary`` with what it dropped of the earlier summaries it rewrote.
 
         Only when ``summarized`` holds earlier summaries (their stack outgrew its room
-        and they were summarized again): their items with a distinctive word the
-        rewrite lacks are appended as written (see agentgraph/context/carry_over.py),
-        while the summary stays within ``max_tokens``. Words naming a file the ledger
-        keeps are left to it and to the file check of :meth:`_supplement`.
+        and they were summarized again): their items with an identifier the rewrite
+        lacks are appended as written (see agentgraph/context/carry_over.py), while the
+        summary stays within ``max_tokens``. Identifiers naming a file the ledger keeps
+        are left to it and to the file check of :meth:`_supplement`.
         """
         earlier = [
             m.text
