@@ -45,6 +45,7 @@ from agentgraph.context.carry_over import (
 )
 from agentgraph.context.ledger import (
     LEDGER_KIND,
+    Ledger,
     LedgerMemo,
     collect_ledger,
     ledger_message,
@@ -497,6 +498,13 @@ def _instructions(focus: str | None) -> str:
     return HANDOFF_PROMPT + (f"\n\nFocus especially on: {focus}" if focus else "")
 
 
+def _written_summary(msg: BaseMessage) -> bool:
+    """A summary a summarizer wrote (not a failed compaction's note)."""
+    return agentgraph_kind(msg) == "summary" and not (
+        msg.additional_kwargs.get(AGENTGRAPH_KEY) or {}
+    ).get("fallback")
+
+
 def _names_file(text: str, path: str) -> bool:
     """Whether ``text`` names ``path`` (as written, or by its file name)."""
     return path in text or posixpath.basename(path) in text
@@ -821,7 +829,7 @@ class Compactor:
         self,
         summary: str,
         summarized: Sequence[BaseMessage],
-        history: Sequence[BaseMessage],
+        progress: Ledger | None,
         max_tokens: int,
     ) -> str:
         """``summary`` with what it dropped of the earlier summaries it rewrote.
@@ -829,25 +837,17 @@ class Compactor:
         Only when ``summarized`` holds earlier summaries (their stack outgrew its room
         and they were summarized again): their items with an identifier the rewrite
         lacks are appended as written (see agentgraph/context/carry_over.py), while the
-        summary stays within ``max_tokens``. Identifiers naming a file the ledger keeps
+        summary stays within ``max_tokens``. Identifiers naming a file the ledger
+        (``progress``, None when it could not be built: every identifier counts) keeps
         are left to it and to the file check of :meth:`_supplement`.
         """
-        earlier = [
-            m.text
-            for m in summarized
-            if agentgraph_kind(m) == "summary"
-            and not (m.additional_kwargs.get(AGENTGRAPH_KEY) or {}).get("fallback")
-        ]
+        earlier = [m.text for m in summarized if _written_summary(m)]
         if not earlier:
             return summary
-        try:
-            known = collect_ledger(history, memo=self.ledger_memo).paths()
-        except Exception:  # a malformed call in an imported history: check every word
-            known = set()
         details = dropped_details(
             earlier,
             summary,
-            known_paths=known,
+            known_paths=progress.paths() if progress is not None else (),
             boilerplate=SUMMARY_BOILERPLATE,
         )
         return with_dropped_details(
@@ -902,17 +902,26 @@ class Compactor:
         )
         return reply
 
-    def _ledger(self, messages: Sequence[BaseMessage], max_tokens: int) -> str:
-        """The progress ledger of the whole history, secrets redacted; "" if it fails.
+    def _progress(self, messages: Sequence[BaseMessage]) -> Ledger | None:
+        """The progress ledger of the whole history; None if it cannot be built (a
+        malformed call in an imported history), which never stops the compaction."""
+        try:
+            return collect_ledger(messages, memo=self.ledger_memo)
+        except Exception:
+            return None
+
+    def _ledger(self, progress: Ledger | None, max_tokens: int) -> str:
+        """``progress`` rendered in ``max_tokens``, secrets redacted; "" if it fails.
 
         Commands are in it as the model wrote them (a password on a command line); it
         is sent with every later prompt, so it goes through the redactor tool outputs
         go through. A ledger that cannot be built never stops the compaction.
         """
+        if progress is None:
+            return ""
         try:
-            ledger = collect_ledger(messages, memo=self.ledger_memo)
-            text = render_ledger(ledger, max_tokens=max_tokens, count=self.counter.count_text)
-        except Exception:  # a malformed call in an imported history: no ledger this time
+            text = render_ledger(progress, max_tokens=max_tokens, count=self.counter.count_text)
+        except Exception:  # a malformed entry: no ledger this time
             return ""
         return self.redact(text) if self.redact is not None else text
 
@@ -1253,6 +1262,9 @@ class Compactor:
         summary: str | None = None
         reason = ""
         summary_room = summary_max - sum(map(self.counter.count_message, carried_heads))
+        # The ledger is computed from the whole history: every compaction's summarized
+        # part is still in the state, so no progress is lost with the summaries.
+        progress = self._progress(messages)
         try:
             summary = self._summarize(
                 summary_input,
@@ -1274,7 +1286,7 @@ class Compactor:
                 history=messages,
                 margin=margin,
             )
-            summary = self._carry_over(summary, summary_input, messages, summary_max)
+            summary = self._carry_over(summary, summary_input, progress, summary_max)
         if summary is None:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
             older, kept, _, _ = split(fallback_keep, keep_messages)
@@ -1288,9 +1300,7 @@ class Compactor:
             if summary is not None and trigger != "distil"
             else []
         )
-        # The ledger is computed from the whole history: every compaction's summarized
-        # part is still in the state, so no progress is lost with the summaries.
-        ledger = self._ledger(messages, int(usable * LEDGER_MAX_BUDGET_FRACTION))
+        ledger = self._ledger(progress, int(usable * LEDGER_MAX_BUDGET_FRACTION))
         if course_change:
             ledger = f"{course_change}\n\n{ledger}" if ledger else course_change
         summary_cut = shortened = False
@@ -1455,12 +1465,7 @@ class Compactor:
         Carried while they fit ``SUMMARY_STACK_SHARE`` of the summary's room and there is
         something new to summarize; a failed compaction's note is never carried.
         """
-        prior = [
-            m
-            for m in older
-            if agentgraph_kind(m) == "summary"
-            and not (m.additional_kwargs.get(AGENTGRAPH_KEY) or {}).get("fallback")
-        ]
+        prior = [m for m in older if _written_summary(m)]
         fresh = any(agentgraph_kind(m) not in COMPACTION_KINDS for m in older)
         if not prior or not fresh:
             return []
