@@ -59,6 +59,18 @@ def history(turns: int, *, result_chars: int = 4000) -> list[BaseMessage]:
     return msgs
 
 
+def varied_reads(turns: int, lines: int) -> list[BaseMessage]:
+    """``turns`` read_file calls and their results of ``lines`` varied lines each (a run
+    of one character, as in :func:`history`, counts as few tokens to an estimate)."""
+    msgs: list[BaseMessage] = []
+    for i in range(turns):
+        body = "\n".join(f"line {j} of f{i}: value {j * i + 7} checked" for j in range(lines))
+        call = {"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}
+        msgs.append(AIMessage(f"reading f{i}", id=f"a{i}", tool_calls=[call]))
+        msgs.append(ToolMessage(body, tool_call_id=f"c{i}", name="read_file", id=f"t{i}"))
+    return msgs
+
+
 def request(messages: list[BaseMessage], **overrides: Any) -> ModelRequest:
     """A request as ``create_agent`` builds it: the state's messages, no view yet."""
     fields: dict[str, Any] = {

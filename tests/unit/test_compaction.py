@@ -49,7 +49,7 @@ from agentgraph.runtime.history import agentgraph_kind, build_prompt_view, valid
 from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import OutCountingModel, ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
-from tests.middleware_helpers import noting_reads
+from tests.middleware_helpers import noting_reads, varied_reads
 
 WINDOW = "16000"
 # Facts of a first summary longer than the summary's room at WINDOW, within the hard target.
@@ -595,18 +595,6 @@ def test_what_a_rewrite_of_the_summaries_drops_is_carried_over_word_for_word(
     assert counter.count_text(text) < counter.count_text(first)
 
 
-def _reads(turns: int) -> list[BaseMessage]:
-    """A request and ``turns`` reads of varied text (a run of one character counts as
-    few tokens)."""
-    msgs: list[BaseMessage] = [HumanMessage("Audit the files.", id="u0")]
-    for i in range(turns):
-        body = "\n".join(f"line {j} of f{i}: value {j * i + 7} checked" for j in range(12))
-        call = {"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}
-        msgs.append(AIMessage(f"reading f{i}", id=f"a{i}", tool_calls=[call]))
-        msgs.append(ToolMessage(body, tool_call_id=f"c{i}", name="read_file", id=f"t{i}"))
-    return msgs
-
-
 def test_a_provider_that_counts_as_we_do_gets_each_part_in_one_summarizer_call(
     make_settings: Callable[..., Settings],
 ) -> None:
@@ -621,7 +609,7 @@ def test_a_provider_that_counts_as_we_do_gets_each_part_in_one_summarizer_call(
 
     def calls(turns: int, provider_ratio: float) -> int:
         summarizer = ScriptedChatModel(["Audited." + _naming(0, turns)])
-        history = _reads(turns)
+        history = [HumanMessage("Audit the files.", id="u0"), *varied_reads(turns, 12)]
         ours = counter.count_messages(history)
         measured = (int(ours * provider_ratio), ours)
         outcome = _compactor(settings, summarizer)(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.graph.message import add_messages
 
 from agentgraph.context.compaction import Compactor, carried_scale, marker, since_last_boundary
@@ -16,6 +16,7 @@ from tests.middleware_helpers import (
     history,
     request,
     small_settings,
+    varied_reads,
 )
 from tests.unit.test_retry import OVERFLOW, status_error
 
@@ -138,12 +139,7 @@ def test_a_view_cut_to_fit_does_not_make_the_provider_seem_to_count_more() -> No
         id="s0",
         additional_kwargs=marker("summary"),
     )
-    full: list[BaseMessage] = [earlier]
-    for i in range(24):
-        lines = "\n".join(f"line {j} of f{i}: value {j * i + 7} checked" for j in range(60))
-        call = {"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}
-        full.append(AIMessage(f"reading f{i}", id=f"a{i}", tool_calls=[call]))
-        full.append(ToolMessage(lines, tool_call_id=f"c{i}", name="read_file", id=f"t{i}"))
+    full: list[BaseMessage] = [earlier, *varied_reads(24, 60)]
     last = max(i for i, m in enumerate(full) if isinstance(m, AIMessage))
     fixed = view.fixed_tokens(SYSTEM, [])
     reported = fixed + counter.count_messages(full[:last])
