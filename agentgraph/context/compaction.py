@@ -157,6 +157,13 @@ SUMMARY_MAX_PIECES = 20
 # The least a result the model has not seen yet keeps when a compaction keeps it in
 # view cut (below this it is only summarized: a few lines say too little to act on).
 UNSEEN_OUTPUT_MIN_TOKENS = 100
+# When the room under the hard target cannot give them that (at an 8k window the system
+# prompt and a long summary filled it: five parallel reads were summarized unseen, and
+# a local summarizer made up their values), they share the room under the compaction
+# point less this share of it: the next call, the one that shows them to the model,
+# must not be compacted first (a provider counting a little more than we do would put
+# a prompt filled to the point over it, and they would be summarized unseen again).
+UNSEEN_COMPACT_POINT_MARGIN_FRACTION = 0.05
 # Kept tool outputs are cut to this when the prompt after a compaction is still over
 # its target (after the re-read files are dropped).
 KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS = 500
@@ -1141,9 +1148,10 @@ class Compactor:
         ``after`` is the prompt the compaction leaves without them. Empty when the
         history does not end with results the model has yet to answer, when the kept
         part already holds them, when they fit beside ``after`` under
-        ``compact_point`` (read again, the model would see them), or when the room
-        under ``limit`` cannot give each of them :data:`UNSEEN_OUTPUT_MIN_TOKENS` (they
-        are in the summary only, as before).
+        ``compact_point`` (read again, the model would see them), or when neither the
+        room under ``limit`` nor that under the compaction point (less
+        :data:`UNSEEN_COMPACT_POINT_MARGIN_FRACTION`) can give each of them
+        :data:`UNSEEN_OUTPUT_MIN_TOKENS` (they are in the summary only, as before).
         Small results stay whole and the largest are cut to the same size (a file read
         to its leading lines, with where to read on); all are copies, so the originals
         stay whole before the boundary.
@@ -1161,8 +1169,13 @@ class Compactor:
             return []
         count = self.counter.count_text
         sizes = [count(m.text) for m in results]
-        cap = fit_cap(sizes, limit - after - (group - sum(sizes)))
-        if cap < min(UNSEEN_OUTPUT_MIN_TOKENS, max(sizes)):
+        least = min(UNSEEN_OUTPUT_MIN_TOKENS, max(sizes))
+        below_point = int(compact_point * (1 - UNSEEN_COMPACT_POINT_MARGIN_FRACTION))
+        for room in (limit, below_point):
+            cap = fit_cap(sizes, room - after - (group - sum(sizes)))
+            if cap >= least:
+                break
+        else:
             return []
         fitted, _ = shrink_tool_messages(
             [call, *results],
@@ -1353,8 +1366,9 @@ class Compactor:
         # again after this compaction they would pass the point again and be summarized
         # unseen again (a summary that dropped their values had a local model read the
         # same files compaction after compaction). They stay in view, the large ones cut
-        # to share the room under the hard target. Results that fit beside what the
-        # compaction leaves are only summarized: kept, every batch of reads would bring
+        # to share the room under the hard target (under the compaction point when that
+        # room is too small). Results that fit beside what the compaction leaves are only
+        # summarized: kept, every batch of reads would bring
         # the next compaction a batch sooner.
         compact_point = int(self.budget.compact_at / scale)
         unseen = self._unseen_kept(recent, kept, after, compact_point, hard_target)

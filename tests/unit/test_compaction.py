@@ -33,6 +33,7 @@ from agentgraph.context.compaction import (
     SUMMARY_SHORTEN_ATTEMPTS,
     SUMMARY_SUPPLEMENT_ATTEMPTS,
     SUPPLEMENT_HEADING,
+    UNSEEN_OUTPUT_MIN_TOKENS,
     BoundaryTracker,
     Compactor,
     carried_scale,
@@ -944,3 +945,52 @@ def test_unseen_results_are_kept_cut_while_their_originals_stay_whole_before_the
     assert outcome.tokens_after <= budget_for(settings).usable * 0.65
     before = stored[: stored.index(next(m for m in stored if m not in history))]
     assert all(r in before for r in results)
+
+
+def test_unseen_results_are_kept_when_the_prompt_and_summary_fill_the_hard_target(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """An 8k window whose system prompt and a long summary leave less than the hard
+    target's room: five parallel reads that arrived past the compaction point stay in
+    view, cut to share the room under the compaction point, so the model reads its
+    values instead of a summarizer's guess at them, and the next call is not compacted
+    again before it sees them."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW="8192")
+    budget = budget_for(settings)
+    counter = get_counter(settings.model)
+    system = [SystemMessage(" ".join(f"rule{k}" for k in range(1600)), id="sys")]
+    names = ["config", "network", "parser", "report", "storage"]
+    calls = [
+        {"name": "read_file", "args": {"path": f"{n}.py"}, "id": f"r{i}"}
+        for i, n in enumerate(names)
+    ]
+    results = [
+        ToolMessage(
+            f"TIMEOUT_SECONDS = {17 + 11 * i}\n" + f"# line of {n}.py\n" * 180,
+            tool_call_id=f"r{i}",
+            name="read_file",
+            id=f"t{i}",
+        )
+        for i, n in enumerate(names)
+    ]
+    history: list[BaseMessage] = [
+        *_history(3, result_chars=3000),
+        AIMessage(content="", id="par", tool_calls=calls),
+        *results,
+    ]
+    summary = "Handoff summary. Read f0.txt to f2.txt. " + "Detail noted. " * 330
+    outcome = _compactor(settings, ScriptedChatModel([summary]))(
+        history, trigger="auto", system=system, tools=[]
+    )
+    assert outcome is not None and not outcome.record["fallback"]
+    fixed = counter.count_messages(system)
+    view = since_last_boundary(_apply(history, outcome.updates))
+    without = [m for m in view if not isinstance(m, ToolMessage) and m.id != "par"]
+    hard_room = int(budget.usable * SUMMARY_HARD_TARGET_BUDGET_FRACTION) - fixed
+    # The room the hard target leaves cannot give each of the five results its least.
+    assert hard_room - counter.count_messages(without) < 5 * UNSEEN_OUTPUT_MIN_TOKENS
+    shown = [m for m in view if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in shown] == [f"r{i}" for i in range(5)]
+    for i, message in enumerate(shown):
+        assert f"TIMEOUT_SECONDS = {17 + 11 * i}" in message.text
+    assert outcome.tokens_after < budget.compact_at
