@@ -2,7 +2,8 @@
 
 Small local models (Qwen2.5-Coder through llama.cpp, some Ollama builds) often answer a
 request that declared tools with the call written as text: bare JSON, a fenced ```json
-block, or Hermes-style ``<tool_call>…</tool_call>`` tags (or Qwen's ``<tools>``), with
+block, or Hermes-style ``<tool_call>…</tool_call>`` tags (or Qwen's ``<tools>``), one
+call or several (one a line) in a block, with
 ``name``/``arguments``, ``name``/``parameters`` or OpenAI's ``function`` shape, or as
 function elements: ``<function name="read_file" arguments='{"path": "a.py"}' />``,
 ``<function name="read_file">{…}</function>`` or Llama's
@@ -177,6 +178,30 @@ def _value_at(text: str, pos: int) -> tuple[Any, int] | None:
     return (value, end) if _depth_ok(value) else None
 
 
+def _closed_values(
+    text: str, start: int, pos: int, closing: re.Pattern[str]
+) -> tuple[list[tuple[int, int, Any]], int] | None:
+    """The JSON values from ``pos`` to a ``closing`` right after the last, or None.
+
+    Small models write several calls in one block, one JSON object a line. The spans
+    cover the block from ``start`` (its opening) to the closing's end, one per value.
+
+    Returns:
+        The spans and where the closing ends.
+    """
+    values: list[tuple[int, Any]] = []
+    while (parsed := _value_at(text, pos)) is not None:
+        values.append((parsed[1], parsed[0]))
+        pos = parsed[1]
+        closed = closing.match(text, pos)
+        if closed is not None:
+            ends = [end for end, _ in values[:-1]] + [closed.end()]
+            starts = [start, *ends[:-1]]
+            spans = [(s, e, v) for s, e, (_, v) in zip(starts, ends, values, strict=True)]
+            return spans, closed.end()
+    return None
+
+
 def _bare_values(text: str) -> list[tuple[int, int, Any]] | None:
     """The JSON values of a reply that is nothing but JSON (and whitespace), else None.
 
@@ -196,18 +221,18 @@ def _bare_values(text: str) -> list[tuple[int, int, Any]] | None:
 def _fenced_blocks(text: str) -> list[tuple[int, int, Any]] | None:
     """JSON values in Markdown code fences, with their spans; None when one is not JSON.
 
-    A fence holds one JSON value and closes right after it: a value holding ```````
-    itself (an edit of a Markdown file) does not end the block early.
+    A fence holds JSON values (one a line, or one) and closes right after the last: a
+    value holding ``````` itself (an edit of a Markdown file) does not end the block
+    early.
     """
     found: list[tuple[int, int, Any]] = []
     pos = 0
     while (opening := _FENCE_OPEN.search(text, pos)) is not None:
-        parsed = _value_at(text, opening.end())
-        closing = _FENCE_CLOSE_AT.match(text, parsed[1]) if parsed is not None else None
-        if parsed is None or closing is None:
+        block = _closed_values(text, opening.start(), opening.end(), _FENCE_CLOSE_AT)
+        if block is None:
             return None  # a fenced block that is not JSON: leave the reply alone
-        pos = closing.end()
-        found.append((opening.start(), pos, parsed[0]))
+        spans, pos = block
+        found.extend(spans)
     return found
 
 
@@ -306,11 +331,10 @@ def _tagged_blocks(text: str) -> list[tuple[int, int, Any]] | None:
     while (opening := _TAG_OPEN.search(text, pos)) is not None:
         pos = opening.end()
         tag = opening.group(1).lower()
-        parsed = _value_at(text, pos)
-        closing = _TAG_CLOSE_AT[tag].match(text, parsed[1]) if parsed is not None else None
-        if parsed is not None and closing is not None:
-            found.append((opening.start(), closing.end(), parsed[0]))
-            pos = closing.end()
+        block = _closed_values(text, opening.start(), pos, _TAG_CLOSE_AT[tag])
+        if block is not None:
+            spans, pos = block
+            found.extend(spans)
             continue
         if tag in unclosed:
             continue

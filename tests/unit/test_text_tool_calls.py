@@ -32,6 +32,23 @@ def test_several_bare_objects_on_lines() -> None:
     ]
 
 
+def test_several_objects_on_lines_in_one_fence_or_one_tag() -> None:
+    """Calls of several files written one a line in one fence or one pair of tags."""
+    lines = "\n".join(
+        json.dumps({"name": "read_file", "arguments": {"path": f"{n}.py"}}) for n in "abc"
+    )
+    expected = [("read_file", {"path": f"{n}.py"}) for n in "abc"]
+    fenced = extract_text_tool_calls(f"Reading them:\n```json\n{lines}\n```\nthen more.", TOOLS)
+    assert [(c["name"], c["args"]) for c in fenced.calls] == expected
+    assert fenced.text == "Reading them:\n\nthen more."
+    tagged = extract_text_tool_calls(f"<tool_call>\n{lines}\n</tool_call>", TOOLS)
+    assert [(c["name"], c["args"]) for c in tagged.calls] == expected
+    assert tagged.text == ""
+    # One line that is not a call leaves the whole block, and the reply, as text.
+    data = f'```json\n{lines}\n{{"timeout": 30}}\n```'
+    assert extract_text_tool_calls(data, TOOLS).calls == []
+
+
 def test_fenced_json_with_prose_around() -> None:
     text = (
         "I'll read the file first.\n```json\n"
