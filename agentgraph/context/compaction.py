@@ -165,7 +165,10 @@ UNSEEN_OUTPUT_MIN_TOKENS = 100
 # a prompt filled to the point over it, and they would be summarized unseen again).
 UNSEEN_COMPACT_POINT_MARGIN_FRACTION = 0.05
 # Kept tool outputs are cut to this when the prompt after a compaction is still over
-# its target (after the re-read files are dropped).
+# its target (after the re-read files are dropped); a file read to a page of its
+# leading lines with where to read on. Cut head and tail, the newest read lost its
+# middle from every later prompt and summary (the copy is what later compactions
+# summarize): 4 of 100 codes on a log's middle line at an 8k window.
 KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS = 500
 
 # RE2 memory for the alternation of touched file names (thousands fit).
@@ -1335,6 +1338,7 @@ class Compactor:
                 KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS,
                 count=self.counter.count_text,
                 codec=self.counter.codec,
+                page=partial(page_of_read, counter=self.counter),
             )
             if changed:
                 kept = shrunk

@@ -23,9 +23,11 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import add_messages
 
+from agentgraph.capabilities.tools.files import read_text_file
 from agentgraph.config import Settings
 from agentgraph.context.carry_over import CARRY_OVER_HEADING
 from agentgraph.context.compaction import (
+    KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS,
     NEXT_PIECE_HEADING,
     NEXT_PIECE_PROMPT,
     SUMMARY_HARD_TARGET_BUDGET_FRACTION,
@@ -994,3 +996,39 @@ def test_unseen_results_are_kept_when_the_prompt_and_summary_fill_the_hard_targe
     for i, message in enumerate(shown):
         assert f"TIMEOUT_SECONDS = {17 + 11 * i}" in message.text
     assert outcome.tokens_after < budget.compact_at
+
+
+def test_a_kept_read_the_model_has_not_seen_is_kept_less_as_a_page_to_read_on(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """At an 8k window a compaction over its target keeps less of the newest read: as
+    its leading lines with where to read on, never cut in its middle. Cut head and
+    tail, a log's middle line (its code) was in no prompt and in no later summary: the
+    model wrote its report without 4 of 100 codes."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW="8192")
+    log = tmp_path / "part_084.txt"
+    lines = [f"log line {n:05}: subsystem {n % 7} reported values {n * 31}" for n in range(35)]
+    lines.insert(18, "CODE part_084: APOGEE-9196")
+    log.write_text("\n".join(lines) + "\n")
+    read = read_text_file(log, "logs/part_084.txt")
+    counter = get_counter(settings.model)
+    assert counter.count_text(read) > KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS
+    call = {"name": "read_file", "args": {"path": "logs/part_084.txt"}, "id": "r84"}
+    history: list[BaseMessage] = [
+        *_history(3, result_chars=3000),
+        AIMessage(content="", id="a84", tool_calls=[call]),
+        ToolMessage(read, tool_call_id="r84", name="read_file", id="t84"),
+    ]
+    system = [SystemMessage(" ".join(f"rule{k}" for k in range(1000)), id="sys")]
+    summary = "Read f0.txt to f2.txt. " + " ".join(f"CODE f{n}: X-{n}" for n in range(200))
+    outcome = _compactor(settings, ScriptedChatModel([summary]))(
+        history, trigger="auto", system=system, tools=[]
+    )
+    assert outcome is not None
+    view = since_last_boundary(_apply(history, outcome.updates))
+    kept = next(m for m in view if isinstance(m, ToolMessage) and m.tool_call_id == "r84")
+    assert kept.text != read  # kept less: the prompt was over its target
+    assert "truncated" not in kept.text
+    shown = [line.split("\t", 1)[0] for line in kept.text.splitlines() if "\t" in line]
+    assert shown == [str(n) for n in range(1, len(shown) + 1)]
+    assert re.search(rf"offset={len(shown)}\b", kept.text)
