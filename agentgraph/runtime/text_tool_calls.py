@@ -16,7 +16,8 @@ found in the chosen syntax is a well-formed call of a declared tool. Prose that 
 contains JSON (an example config, an API response the model quotes) names no declared
 tool and is left alone; a call of an undeclared tool is reported in ``rejected`` so the
 caller can tell the model, and the text is kept as it was. Nothing is completed: a call
-whose JSON (or whose arguments string) is cut or broken stays text.
+whose JSON (or whose arguments string) is cut or broken stays text. A call written
+again in the same reply (same tool, same arguments) runs once.
 """
 
 from __future__ import annotations
@@ -433,6 +434,23 @@ def extract_text_tool_calls(text: str, declared: Collection[str]) -> TextToolCal
             "id": f"call_text_{uuid.uuid4().hex[:16]}",
             "type": "tool_call",
         }
-        for name, args in parsed
+        for name, args in _distinct(parsed)
     ]
     return result
+
+
+def _distinct(calls: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """``calls`` without repeats of an earlier call (same tool, same arguments).
+
+    A small model that explains its calls writes each one again where it explains it
+    (Qwen2.5-Coder 1.5B: five reads, then the same five under a heading each); run
+    twice, every result came twice and the ten filled the window the five fit in.
+    """
+    seen: set[str] = set()
+    out: list[tuple[str, dict[str, Any]]] = []
+    for name, args in calls:
+        key = json.dumps([name, args], sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append((name, args))
+    return out
