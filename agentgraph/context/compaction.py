@@ -1372,8 +1372,8 @@ class Compactor:
         # same files compaction after compaction). They stay in view, the large ones cut
         # to share the room under the hard target (under the compaction point when that
         # room is too small). Results that fit beside what the compaction leaves are only
-        # summarized: kept, every batch of reads would bring
-        # the next compaction a batch sooner.
+        # summarized: kept, every batch of reads would bring the next compaction a batch
+        # sooner.
         compact_point = int(self.budget.compact_at / scale)
         unseen = self._unseen_kept(recent, kept, after, compact_point, hard_target)
         if unseen:
