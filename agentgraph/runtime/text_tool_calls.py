@@ -190,16 +190,15 @@ def _closed_values(
     Returns:
         The spans and where the closing ends.
     """
-    values: list[tuple[int, Any]] = []
+    spans: list[tuple[int, int, Any]] = []
     while (parsed := _value_at(text, pos)) is not None:
-        values.append((parsed[1], parsed[0]))
-        pos = parsed[1]
+        value, pos = parsed
         closed = closing.match(text, pos)
         if closed is not None:
-            ends = [end for end, _ in values[:-1]] + [closed.end()]
-            starts = [start, *ends[:-1]]
-            spans = [(s, e, v) for s, e, (_, v) in zip(starts, ends, values, strict=True)]
+            spans.append((start, closed.end(), value))
             return spans, closed.end()
+        spans.append((start, pos, value))
+        start = pos
     return None
 
 
