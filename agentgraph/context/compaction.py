@@ -171,11 +171,43 @@ UNSEEN_COMPACT_POINT_MARGIN_FRACTION = 0.05
 # summarize): 4 of 100 codes on a log's middle line at an 8k window.
 KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS = 500
 
+
+# A file read may show at least this many tokens (about 300 lines of code: most source
+# files in one read), more than other tool outputs get at a small window: each further
+# page of a file costs one more model call that resends the whole prompt. At a 16k
+# window pages of a tenth of the budget (1,480 tokens) took 71 calls and 536k prompt
+# tokens to find a code on the middle line of 30 files of 20 KB, where reading them
+# whole took the peers 46 calls and 242k. Larger pages cost summaries: every token read
+# passes through the prompt (4,000 took 10 compactions where 3,000 took 7 and 1,480
+# took 4 when the code was on each file's first line).
+READ_PAGE_MIN_TOKENS = 3_000
+
 # RE2 memory for the alternation of touched file names (thousands fit).
 MENTIONS_RE2_MAX_MEM_BYTES = 64 * 1024 * 1024
 # Names shorter than this, or without a letter or digit ("." , "a"), would match at
 # almost every character (microseconds per match in the binding): str.count them.
 MENTIONS_RE2_MIN_NAME_CHARS = 3
+
+
+def read_page_max_tokens(budget: Budget, output_cap: int) -> int:
+    """The most one ``read_file`` page may hold: :data:`READ_PAGE_MIN_TOKENS`, bounded by
+    the room a compaction leaves under the compaction point, and never below the cap of
+    other tool outputs.
+
+    The bound keeps a page read right after a compaction whole in view until the model
+    has seen it (a larger one would pass the compaction point on arrival and be cut to
+    share the room with the summary).
+
+    Args:
+        budget: The main model's budget.
+        output_cap: The cap of any other tool output, in tokens.
+
+    Returns:
+        Tokens.
+    """
+    room = budget.compact_at - int(budget.usable * TARGET_AFTER_BUDGET_FRACTION)
+    return max(output_cap, min(READ_PAGE_MIN_TOKENS, room))
+
 
 SUMMARY_PREFIX = (
     "Another language model started to solve this problem and produced a summary of its "

@@ -147,6 +147,28 @@ def test_facts_in_the_middle_of_pages_bigger_than_two_thousand_tokens_reach_the_
     assert recorder.reread_files() == 0
 
 
+def test_a_code_on_the_middle_line_of_a_20_kb_file_is_found_in_one_read_at_16k(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """A read page holds at least 3,000 tokens where the window leaves room for it: a
+    model reading 20 KB files (about 4,400 tokens) for a code on their middle line reads
+    each once. Pages of a tenth of the budget (1,480 tokens at 16k) took a second read
+    of every file, each one more call resending the whole prompt."""
+    recorder, _events, server, planted = _run(
+        make_settings,
+        workspace,
+        files=6,
+        persona="silent",
+        summarizer="faithful",
+        size="big",
+        fact_at="middle",
+    )
+    assert sorted(recorder.reads) == sorted((name, 0) for name, _ in recorder.reads)
+    assert len(recorder.reads) == 6
+    assert codes_in(recorder.reports[-1]) == planted
+    assert len(_main(server)) == 8  # six reads, the report, the answer
+
+
 def test_facts_in_the_middle_of_small_outputs_survive_a_part_larger_than_one_summary_call(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

@@ -9,8 +9,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentgraph.capabilities.tools.files import fit_read_page, read_span, read_text_file
+from agentgraph.context.compaction import (
+    READ_PAGE_MIN_TOKENS,
+    TARGET_AFTER_BUDGET_FRACTION,
+    read_page_max_tokens,
+)
 from agentgraph.context.tokens import get_counter
-from agentgraph.context.truncation import truncate_tool_output
+from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
+from agentgraph.context.windows import Budget
 
 COUNTER = get_counter("gpt-4o-mini")
 # A model without an offline tokenizer: its counts are estimates.
@@ -127,3 +133,34 @@ def test_a_read_already_cut_head_and_tail_never_claims_the_lines_it_cut(tmp_path
             note
             == f"[showing lines 1-{last} of 5000; call read_file with offset={last} to continue]"
         )
+
+
+def _budget(window: int, compact: float = 0.9) -> Budget:
+    usable = window - window // 16
+    return Budget(
+        window=window,
+        reserve=window - usable,
+        usable=usable,
+        notice_at=int(usable * 0.75),
+        warn_at=int(usable * 0.85),
+        compact_at=int(usable * compact),
+    )
+
+
+def test_a_read_page_is_bounded_by_the_room_a_compaction_leaves_and_never_below_the_cap() -> None:
+    """3,000 tokens where the window has room for them (16k); at a 6k window the room
+    between what a compaction leaves and the compaction point; at a large window the cap
+    of any other output when that is more."""
+    for window in (4_096, 6_000, 8_192, 16_000, 32_000, 128_000):
+        budget = _budget(window)
+        cap = default_tool_output_max_tokens(budget.usable)
+        room = budget.compact_at - int(budget.usable * TARGET_AFTER_BUDGET_FRACTION)
+        page = read_page_max_tokens(budget, cap)
+        assert page == max(cap, min(READ_PAGE_MIN_TOKENS, room))
+        assert page >= cap
+    assert read_page_max_tokens(_budget(16_000), 1_480) == READ_PAGE_MIN_TOKENS
+    small = _budget(6_000)
+    assert read_page_max_tokens(small, 1_000) == small.compact_at - small.usable // 2 < 3_000
+    assert read_page_max_tokens(_budget(128_000), 12_000) == 12_000
+    # A compaction point under what a compaction leaves: the page is the output cap.
+    assert read_page_max_tokens(_budget(16_000, compact=0.4), 1_480) == 1_480

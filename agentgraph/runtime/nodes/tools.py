@@ -21,6 +21,7 @@ from agentgraph.capabilities.hooks import POST_TOOL_USE, PRE_TOOL_USE, Hooks, ho
 from agentgraph.capabilities.tools.base import format_tool_error
 from agentgraph.capabilities.tools.files import READ_FILE_TOOL_NAME, fit_read_page, read_span
 from agentgraph.capabilities.tools.injected import exclude_injected_from_dump
+from agentgraph.context.compaction import read_page_max_tokens
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.middleware.events import emit
 from agentgraph.private_api import InlineToolNode
@@ -56,6 +57,14 @@ def tool_output_cap_tokens(deps: AgentDeps) -> int:
     if deps.settings.tool_output_max_tokens is not None:
         return deps.settings.tool_output_max_tokens
     return default_tool_output_max_tokens(deps.budget.usable)
+
+
+def read_page_cap_tokens(deps: AgentDeps) -> int:
+    """The most one ``read_file`` page holds: ``TOOL_OUTPUT_MAX_TOKENS`` when set (the
+    user's cap bounds every output), else :func:`read_page_max_tokens`."""
+    if deps.settings.tool_output_max_tokens is not None:
+        return deps.settings.tool_output_max_tokens
+    return read_page_max_tokens(deps.budget, tool_output_cap_tokens(deps))
 
 
 def output_artifact_path(folder: Path, tool_call_id: str) -> Path:
@@ -312,16 +321,18 @@ def make_tools_node(
         if not isinstance(result.content, str):
             return result
         content = result.content
-        fits = deps.counter.fits(content, cap)
+        is_read = call["name"] == READ_FILE_TOOL_NAME and result.status != "error"
+        page_cap = read_page_cap_tokens(deps) if is_read else cap
+        fits = deps.counter.fits(content, page_cap)
         if fits and redacted == raw:
             return result
-        if call["name"] == READ_FILE_TOOL_NAME and result.status != "error":
+        if is_read:
             # A file read is shortened to the lines that fit, with the next offset. Its
             # span comes from before redaction, which may have joined lines or cut the
             # read's end (and its note: a redacted read is restated as a page even when
             # it fits).
             span = read_span(raw) if isinstance(raw, str) else None
-            page = fit_read_page(content, cap, deps.counter, span=span)
+            page = fit_read_page(content, page_cap, deps.counter, span=span)
             if page is not None:
                 return result.model_copy(update={"content": page})
         if fits:
@@ -329,7 +340,7 @@ def make_tools_node(
         artifact = output_artifact_path(folder, call_id)
         cut = truncate_tool_output(
             content,
-            cap,
+            page_cap,
             count=deps.counter.count_text,
             artifact_path=str(artifact),
             codec=deps.counter.codec,
