@@ -171,7 +171,6 @@ UNSEEN_COMPACT_POINT_MARGIN_FRACTION = 0.05
 # summarize): 4 of 100 codes on a log's middle line at an 8k window.
 KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS = 500
 
-
 # A file read may show at least this many tokens (about 300 lines of code: most source
 # files in one read), more than other tool outputs get at a small window: each further
 # page of a file costs one more model call that resends the whole prompt. At a 16k

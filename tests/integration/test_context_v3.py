@@ -449,3 +449,55 @@ def test_a_lossy_summarizer_loses_nothing_when_earlier_summaries_are_summarized_
     recalled = len(codes_in(recorder.answers[-1]) & planted)
     assert recalled >= 90, recalled
     assert recorder.reread_files() == 0
+
+
+LOCAL_WINDOW_TOKENS = 8_192
+RETRY_LIMIT_LINE = "RETRY_LIMIT = 37"
+
+
+def _one_file_reader(body: dict[str, Any]) -> dict[str, Any]:
+    """A stateless model that reads service.py once and answers with the value it sees;
+    as summarizer, it names the file but not the value (as a 1.5B model did)."""
+    if is_summary(body):
+        return {"content": "Read service.py; RETRY_LIMIT is defined in it."}
+    text = json.dumps(body["messages"])
+    if RETRY_LIMIT_LINE in text:
+        return {"content": "37"}
+    if any(m.get("role") == "tool" for m in body["messages"]):
+        return {"content": "not found"}
+    return {"tool_calls": [{"name": "read_file", "arguments": {"path": "service.py"}}]}
+
+
+def test_a_local_model_reads_a_file_that_fits_without_a_compaction(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """A model with no offline tokenizer, whose server renders the tool schemas as their
+    JSON (as a local Qwen or Llama template does), reads a file that fits its 8k window.
+    Counted by OpenAI's formula, the schemas came to half of what the server counted; the
+    ratio of the first request then scaled the read, so the prompt looked past the
+    compaction point, and a compaction summarized the read before the model saw it (a
+    1.5B summarizer kept the line number and lost the value)."""
+    rules = "\n".join(
+        f"def rule_{n}(order):\n    factor = {n % 97} / 100\n    return order * (1 + factor)\n"
+        for n in range(60)
+    )
+    (workspace / "service.py").write_text(f"{rules}\n{RETRY_LIMIT_LINE}\n\n{rules}")
+    events: list[dict[str, Any]] = []
+    with FakeOpenAIServer([_one_file_reader], window=LOCAL_WINDOW_TOKENS) as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_MODEL="qwen2.5-coder-1.5b",
+            AGENTGRAPH_CONTEXT_WINDOW=str(LOCAL_WINDOW_TOKENS),
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            MAX_LOOPS="5",
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            result = agent.run_turn("local", "What is RETRY_LIMIT?", workspace, events.append)
+    assert server.violations == [] and server.overflow_count == 0
+    sizes = [FakeOpenAIServer.token_estimate(r) for r in _main(server)]
+    assert max(sizes) < 0.7 * LOCAL_WINDOW_TOKENS  # the read fits, as the server counts it
+    assert [e["type"] for e in events].count("compaction") == 0
+    assert result.answer == "37"
+    assert len(_main(server)) == 2

@@ -422,6 +422,16 @@ def test_tool_schemas_cost_less_than_their_json_text() -> None:
     assert counter.count_tools([WEATHER_TOOL]) < as_json
 
 
+def test_an_estimating_counter_counts_tool_schemas_as_their_json_text() -> None:
+    # Open models' chat templates (Qwen, Llama, Mistral) put each schema's JSON in the
+    # prompt: a local server counts that, not OpenAI's short declarations.
+    counter = TokenCounter("qwen2.5-coder-1.5b")
+    assert counter.source == "estimate"
+    as_json = counter.count_text(json.dumps(WEATHER_TOOL, ensure_ascii=False))
+    assert 0.9 * as_json <= counter.count_tools([WEATHER_TOOL]) <= 1.2 * as_json
+    assert counter.count_tools([WEATHER_TOOL]) > TokenCounter("gpt-4o").count_tools([WEATHER_TOOL])
+
+
 def test_count_tools_counts_nested_parameters_and_caches() -> None:
     @tool
     def read_file(path: str, limit: int = 100) -> str:
