@@ -19,7 +19,7 @@ from agentgraph.config import Settings
 from agentgraph.context.spiral import CompactionSpiralError
 from agentgraph.context.windows import SMALL_WINDOW_REPLY_CAP_FRACTION
 from agentgraph.persistence import open_store
-from agentgraph.session.agent import Agent
+from agentgraph.session.agent import Agent, TurnResult
 from tests.cli_helpers import cli_env, run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.stateless import (
@@ -347,6 +347,35 @@ def test_a_provoked_spiral_ends_the_cli_run_with_one_line_and_exit_1(
 
 
 # Modules of the parallel-read test: name → the constant planted on its third line.
+def _one_turn(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    reply: Callable[[dict[str, Any]], dict[str, Any]],
+    request: str,
+    *,
+    window: int,
+    max_loops: int,
+    **env: str,
+) -> tuple[TurnResult, list[dict[str, Any]], FakeOpenAIServer]:
+    """One turn of the real graph against the strict loopback server answering with
+    ``reply``; the server saw no invalid request and no overflow."""
+    events: list[dict[str, Any]] = []
+    with FakeOpenAIServer([reply], window=window) as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_CONTEXT_WINDOW=str(window),
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            MAX_LOOPS=str(max_loops),
+            **env,
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            result = agent.run_turn("one", request, workspace, events.append)
+    assert server.violations == [] and server.overflow_count == 0
+    return result, events, server
+
+
 PARALLEL_MODULES = {
     "config": 17,
     "storage": 28,
@@ -396,21 +425,14 @@ def test_results_the_model_has_not_seen_survive_the_compaction_they_trigger(
         (workspace / f"{name}.py").write_text(
             f"TITLE = {name!r}\n\nTIMEOUT_SECONDS = {value}\n\n{helpers}"
         )
-    events: list[dict[str, Any]] = []
-    with FakeOpenAIServer([_parallel_reader], window=WINDOW_TOKENS) as server:
-        settings = make_settings(
-            OPENAI_BASE_URL=server.url,
-            OPENAI_API_KEY="sk-test",
-            AGENTGRAPH_CONTEXT_WINDOW=str(WINDOW_TOKENS),
-            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-            MAX_LOOPS="20",
-        )
-        with open_store(settings) as store:
-            agent = Agent(settings, store, sleep=lambda _s: None)
-            result = agent.run_turn(
-                "par", "What is TIMEOUT_SECONDS in each module?", workspace, events.append
-            )
-    assert server.violations == [] and server.overflow_count == 0
+    result, events, server = _one_turn(
+        make_settings,
+        workspace,
+        _parallel_reader,
+        "What is TIMEOUT_SECONDS in each module?",
+        window=WINDOW_TOKENS,
+        max_loops=20,
+    )
     assert [e["type"] for e in events].count("compaction") == 1
     assert result.answer == "; ".join(f"{m}.py: {v}" for m, v in PARALLEL_MODULES.items())
     reads = [
@@ -482,20 +504,15 @@ def test_a_local_model_reads_a_file_that_fits_without_a_compaction(
         for n in range(60)
     )
     (workspace / "service.py").write_text(f"{rules}\n{RETRY_LIMIT_LINE}\n\n{rules}")
-    events: list[dict[str, Any]] = []
-    with FakeOpenAIServer([_one_file_reader], window=LOCAL_WINDOW_TOKENS) as server:
-        settings = make_settings(
-            OPENAI_BASE_URL=server.url,
-            OPENAI_API_KEY="sk-test",
-            AGENTGRAPH_MODEL="qwen2.5-coder-1.5b",
-            AGENTGRAPH_CONTEXT_WINDOW=str(LOCAL_WINDOW_TOKENS),
-            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-            MAX_LOOPS="5",
-        )
-        with open_store(settings) as store:
-            agent = Agent(settings, store, sleep=lambda _s: None)
-            result = agent.run_turn("local", "What is RETRY_LIMIT?", workspace, events.append)
-    assert server.violations == [] and server.overflow_count == 0
+    result, events, server = _one_turn(
+        make_settings,
+        workspace,
+        _one_file_reader,
+        "What is RETRY_LIMIT?",
+        window=LOCAL_WINDOW_TOKENS,
+        max_loops=5,
+        AGENTGRAPH_MODEL="qwen2.5-coder-1.5b",
+    )
     sizes = [FakeOpenAIServer.token_estimate(r) for r in _main(server)]
     assert max(sizes) < 0.7 * LOCAL_WINDOW_TOKENS  # the read fits, as the server counts it
     assert [e["type"] for e in events].count("compaction") == 0
