@@ -188,7 +188,7 @@ MENTIONS_RE2_MAX_MEM_BYTES = 64 * 1024 * 1024
 MENTIONS_RE2_MIN_NAME_CHARS = 3
 
 
-def read_page_max_tokens(budget: Budget, output_cap: int) -> int:
+def read_page_max_tokens(budget: Budget, output_cap: int, scale: float = 1.0) -> int:
     """The most one ``read_file`` page may hold: :data:`READ_PAGE_MIN_TOKENS`, bounded by
     the room a compaction leaves under the compaction point, and never below the cap of
     other tool outputs.
@@ -198,14 +198,16 @@ def read_page_max_tokens(budget: Budget, output_cap: int) -> int:
     share the room with the summary).
 
     Args:
-        budget: The main model's budget.
-        output_cap: The cap of any other tool output, in tokens.
+        budget: The main model's budget (the provider's tokens).
+        output_cap: The cap of any other tool output, in our tokens.
+        scale: How many of the provider's tokens one of ours is (an estimating counter's
+            ratio, :func:`carried_scale`): the room is converted to our tokens.
 
     Returns:
-        Tokens.
+        Our tokens.
     """
     room = budget.compact_at - int(budget.usable * TARGET_AFTER_BUDGET_FRACTION)
-    return max(output_cap, min(READ_PAGE_MIN_TOKENS, room))
+    return max(output_cap, min(READ_PAGE_MIN_TOKENS, int(room / max(scale, 1.0))))
 
 
 SUMMARY_PREFIX = (

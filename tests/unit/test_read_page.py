@@ -164,3 +164,8 @@ def test_a_read_page_is_bounded_by_the_room_a_compaction_leaves_and_never_below_
     assert read_page_max_tokens(_budget(128_000), 12_000) == 12_000
     # A compaction point under what a compaction leaves: the page is the output cap.
     assert read_page_max_tokens(_budget(16_000, compact=0.4), 1_480) == 1_480
+    # The room is the provider's: an estimating counter whose tokens the provider counts
+    # 1.5 times over gets two thirds of it in its own tokens.
+    room = small.compact_at - small.usable // 2
+    assert read_page_max_tokens(small, 1_000, scale=1.5) == int(room / 1.5)
+    assert read_page_max_tokens(small, 1_000, scale=0.5) == room  # never more than the room

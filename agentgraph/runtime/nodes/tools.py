@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.prebuilt import ToolRuntime
 from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -21,7 +21,11 @@ from agentgraph.capabilities.hooks import POST_TOOL_USE, PRE_TOOL_USE, Hooks, ho
 from agentgraph.capabilities.tools.base import format_tool_error
 from agentgraph.capabilities.tools.files import READ_FILE_TOOL_NAME, fit_read_page, read_span
 from agentgraph.capabilities.tools.injected import exclude_injected_from_dump
-from agentgraph.context.compaction import read_page_max_tokens
+from agentgraph.context.compaction import (
+    carried_scale,
+    read_page_max_tokens,
+    since_last_boundary,
+)
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.middleware.events import emit
 from agentgraph.private_api import InlineToolNode
@@ -59,12 +63,17 @@ def tool_output_cap_tokens(deps: AgentDeps) -> int:
     return default_tool_output_max_tokens(deps.budget.usable)
 
 
-def read_page_cap_tokens(deps: AgentDeps) -> int:
+def read_page_cap_tokens(deps: AgentDeps, messages: Sequence[BaseMessage]) -> int:
     """The most one ``read_file`` page holds: ``TOOL_OUTPUT_MAX_TOKENS`` when set (the
-    user's cap bounds every output), else :func:`read_page_max_tokens`."""
+    user's cap bounds every output), else :func:`read_page_max_tokens`, with the
+    provider/estimate ratio the last compaction of ``messages`` recorded (the room it
+    bounds the page by is the provider's)."""
     if deps.settings.tool_output_max_tokens is not None:
         return deps.settings.tool_output_max_tokens
-    return read_page_max_tokens(deps.budget, tool_output_cap_tokens(deps))
+    scale = 1.0
+    if deps.counter.source == "estimate":
+        scale = carried_scale(since_last_boundary(messages))
+    return read_page_max_tokens(deps.budget, tool_output_cap_tokens(deps), scale)
 
 
 def output_artifact_path(folder: Path, tool_call_id: str) -> Path:
@@ -322,7 +331,8 @@ def make_tools_node(
             return result
         content = result.content
         is_read = call["name"] == READ_FILE_TOOL_NAME and result.status != "error"
-        page_cap = read_page_cap_tokens(deps) if is_read else cap
+        history = state.get("messages") if isinstance(state, dict) else None
+        page_cap = read_page_cap_tokens(deps, history or []) if is_read else cap
         fits = deps.counter.fits(content, page_cap)
         if fits and redacted == raw:
             return result
