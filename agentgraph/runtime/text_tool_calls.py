@@ -12,8 +12,9 @@ and nothing runs. :func:`extract_text_tool_calls` finds such calls when they nam
 declared tools; everything else stays text.
 
 The rule is conservative on purpose: a reply is rewritten only when every JSON candidate
-found in the chosen syntax is a well-formed call of a declared tool. Prose that merely
-contains JSON (an example config, an API response the model quotes) names no declared
+found in the chosen syntax is a well-formed call of a declared tool, or data (no call's
+keys: a result the model made up beside its calls, which stays text). Prose that merely
+contains JSON (an example config, an API response the model quotes) calls no declared
 tool and is left alone; a call of an undeclared tool is reported in ``rejected`` so the
 caller can tell the model, and the text is kept as it was. Nothing is completed: a call
 whose JSON (or whose arguments string) is cut or broken stays text. A call written
@@ -138,6 +139,36 @@ def _as_call(obj: Any) -> tuple[str, dict[str, Any]] | None:
     if set(obj) - allowed:
         return None  # an object with other keys is data, not a call
     return name, args
+
+
+# Keys only a call (or a list of calls) has: a value with none of them is data.
+CALL_KEYS = frozenset({"arguments", "parameters", "args", "function", "tool_calls"})
+
+
+def _is_data(value: Any) -> bool:
+    """Whether a JSON value that is no call is data rather than a broken call.
+
+    Small models write what they expect a call to return beside the call itself
+    (Qwen2.5-Coder 1.5B: three fenced ``read_file`` calls, then
+    ``{"name": "retry_limit", "value": "3"}``); such a block stays text and the calls
+    run. A value holding a call's keys (a cut ``arguments`` string, an argument list)
+    is a call that did not parse: the reply stays text, as it would alone.
+    """
+    items = value if isinstance(value, list) else [value]
+    return not any(isinstance(item, dict) and CALL_KEYS & item.keys() for item in items)
+
+
+def _whole_block(text: str, spans: Sequence[tuple[int, int, Any]], index: int) -> bool:
+    """Whether ``spans[index]`` is a fence or a pair of tags holding one value.
+
+    The values of one block chain (each span starts where the one before it ended): a
+    line of data among calls in one block makes the block data, and the reply text.
+    """
+    start, end, _ = spans[index]
+    chained = (index > 0 and spans[index - 1][1] == start) or (
+        index + 1 < len(spans) and spans[index + 1][0] == end
+    )
+    return not chained and text.startswith(("```", "<"), start)
 
 
 def _calls_in(value: Any) -> list[tuple[str, dict[str, Any]]] | None:
@@ -416,16 +447,22 @@ def extract_text_tool_calls(text: str, declared: Collection[str]) -> TextToolCal
     if not spans:
         return result
     parsed: list[tuple[str, dict[str, Any]]] = []
-    for _start, _end, value in spans:
-        calls = _calls_in(value)
+    call_spans: list[tuple[int, int, Any]] = []
+    for index, span in enumerate(spans):
+        calls = _calls_in(span[2])
         if calls is None:
-            return result
+            if _is_data(span[2]) and _whole_block(text, spans, index):
+                continue  # a block of data beside the calls (a made-up result): text
+            return result  # a call that does not parse: the reply stays text
         parsed.extend(calls)
+        call_spans.append(span)
+    if not parsed:
+        return result
     rejected = [name for name, _ in parsed if name not in declared]
     if rejected:
         result.rejected = sorted(set(rejected))
         return result
-    result.text = _without(text, spans).strip()
+    result.text = _without(text, call_spans).strip()
     result.calls = [
         {
             "name": name,

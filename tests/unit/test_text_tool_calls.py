@@ -353,3 +353,25 @@ def test_a_call_written_again_in_the_same_reply_runs_once() -> None:
         ("read_file", {"path": "b.py"}),
         ("read_file", {"path": "a.py", "offset": 9}),
     ]
+
+
+def test_a_result_made_up_beside_the_calls_stays_text_and_the_calls_run() -> None:
+    """Qwen2.5-Coder 1.5B wrote the same read three times, each fenced, then fenced what
+    it expected back; the made-up block had kept every call from running, and the model
+    answered with its own guess."""
+    read = {"name": "read_file", "arguments": {"path": "service.py", "offset": 0, "limit": 2000}}
+    call = f"```json\n{json.dumps(read, indent=2)}\n```"
+    text = (
+        f"I will use read_file.\n{call}\nThen I read the output.\n{call}\n"
+        f"Then I search it.\n{call}\nAnd return:\n"
+        '```json\n{\n  "name": "retry_limit",\n  "value": "3"\n}\n```'
+    )
+    found = extract_text_tool_calls(text, TOOLS)
+    assert names_args(text) == [("read_file", {"path": "service.py", "offset": 0, "limit": 2000})]
+    assert found.rejected == []
+    assert '"retry_limit"' in found.text and '"read_file"' not in found.text
+    # Data alone is no call; a broken call beside a good one still leaves the reply text.
+    data = '```json\n{"name": "retry_limit", "value": "3"}\n```'
+    assert extract_text_tool_calls(data, TOOLS).calls == []
+    cut = '```json\n{"name": "run_bash", "arguments": "{\\"command\\": \\"echo HA"}\n```'
+    assert extract_text_tool_calls(f"{call}\n{cut}", TOOLS).calls == []
