@@ -254,11 +254,18 @@ def _fenced_blocks(text: str) -> list[tuple[int, int, Any]] | None:
 
     A fence holds JSON values (one a line, or one) and closes right after the last: a
     value holding ``````` itself (an edit of a Markdown file) does not end the block
-    early.
+    early. A fence of text after JSON fences ends the scan: Qwen2.5-Coder 1.5B fenced
+    its ``grep`` call, then the line it expected grep to print, which had kept the call
+    from running (a fence of text before them still leaves the reply alone).
     """
     found: list[tuple[int, int, Any]] = []
     pos = 0
     while (opening := _FENCE_OPEN.search(text, pos)) is not None:
+        body = _SPACE.match(text, opening.end()).end()  # type: ignore[union-attr]
+        if found and _VALUE_START.match(text, body) is None:
+            # Text after the JSON blocks (the output a small model expects its call to
+            # print, fenced): the rest of the reply is prose.
+            return found
         block = _closed_values(text, opening.start(), opening.end(), _FENCE_CLOSE_AT)
         if block is None:
             return None  # a fenced block that is not JSON: leave the reply alone

@@ -375,3 +375,16 @@ def test_a_result_made_up_beside_the_calls_stays_text_and_the_calls_run() -> Non
     assert extract_text_tool_calls(data, TOOLS).calls == []
     cut = '```json\n{"name": "run_bash", "arguments": "{\\"command\\": \\"echo HA"}\n```'
     assert extract_text_tool_calls(f"{call}\n{cut}", TOOLS).calls == []
+
+
+def test_a_fenced_output_made_up_after_a_fenced_call_stays_text_and_the_call_runs() -> None:
+    """The same model fenced its grep call, then, in a plain fence, the line it expected
+    grep to print, and answered from it; the plain fence had kept the call from running.
+    Text fenced before the calls still leaves the reply alone."""
+    grep = '{"name": "run_bash", "arguments": {"command": "grep -n RETRY_LIMIT service.py"}}'
+    made_up = "```\n/tmp/pws/service.py:59:        RETRY_LIMIT = 30\n```"
+    text = f"I'll use grep:\n\n```json\n{grep}\n```\n\nThe output:\n\n{made_up}\n\nSo it is 30."
+    found = extract_text_tool_calls(text, TOOLS)
+    assert names_args(text) == [("run_bash", {"command": "grep -n RETRY_LIMIT service.py"})]
+    assert "RETRY_LIMIT = 30" in found.text and '"run_bash"' not in found.text
+    assert extract_text_tool_calls(f"{made_up}\n```json\n{grep}\n```", TOOLS).calls == []
