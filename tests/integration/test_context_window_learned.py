@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from langchain_core.messages import ToolMessage
 
 from agentgraph.config import Settings
+from agentgraph.context.tokens import get_counter
+from agentgraph.context.truncation import default_tool_output_max_tokens
 from agentgraph.context.windows import SMALL_WINDOW_REPLY_CAP_FRACTION
 from agentgraph.persistence import open_store
 from agentgraph.providers.learned_windows import LEARNED_WINDOWS_FILE
@@ -454,3 +457,54 @@ def test_a_local_server_that_trickles_its_answers_does_not_hold_the_start(
             worker.start()
             worker.join(HUNG_AGENT_S)
             assert built, "building the agent hung on the local server's answers"
+
+
+def _grep_after_reads(paths: list[str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A stateless model: reads every file at once (turn 1), greps them all (turn 2),
+    and answers once its request's tool results, or a ledger of them, are in view."""
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        if is_summary_request(body):
+            return {"content": "4. Critical data:\n" + "\n".join(sorted(facts_in(body)))}
+        messages = body["messages"]
+        text = json.dumps(messages)
+        grep_asked = any(
+            m.get("role") == "user" and "grep them" in str(m.get("content")) for m in messages
+        )
+        if grep_asked:
+            if any(
+                m.get("role") == "tool" and "log line" in str(m.get("content"))
+                for m in messages[-2:]
+            ):
+                return {"content": "done"}
+            return {"tool_calls": [{"name": "grep", "arguments": {"pattern": "nominal"}}]}
+        if "log line" in text or "logs/" in text.split("Progress ledger", 1)[-1]:
+            return {"content": "read"}
+        return {"tool_calls": [{"name": "read_file", "arguments": {"path": p}} for p in paths]}
+
+    return reply
+
+
+def test_tool_outputs_are_cut_for_the_window_learned_from_an_overflow(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """The tool node sizes outputs with the shared budget: once an overflow taught the
+    real window (4,096 where the table says 32,768), a grep of every log line is cut to
+    that window's cap, not to the one the graph was built with."""
+    paths = make_workspace(workspace, files=FILES_AT_ONCE, lines_per_file=LINES_PER_FILE_AT_ONCE)
+    with FakeOpenAIServer(
+        [_grep_after_reads(paths)], window=SERVER_WINDOW_TOKENS, overflow_style="llama.cpp"
+    ) as server:
+        settings = _settings(make_settings, server)
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            agent.run_turn("cut", "read the logs", workspace)
+            assert agent.deps.budget.window == SERVER_WINDOW_TOKENS  # learned in turn 1
+            assert agent.run_turn("cut", "grep them for nominal", workspace).answer == "done"
+            history = agent.messages("cut")
+    assert server.violations == []
+    # The result as the tool node stored it (a compaction may keep a cut copy after it).
+    grep = next(m for m in history if isinstance(m, ToolMessage) and m.name == "grep")
+    counter = get_counter(MODEL)
+    assert "tokens truncated" in grep.text
+    assert counter.count_text(grep.text) <= default_tool_output_max_tokens(agent.deps.budget.usable)

@@ -275,7 +275,6 @@ def make_tools_node(
     deps: AgentDeps,
 ) -> Callable[[AppState, RunnableConfig, Runtime[RunContext]], Any]:
     """Build the tools node bound to ``deps``: approvals, then LangGraph's ToolNode."""
-    cap = tool_output_cap_tokens(deps)
     redactor = deps.redactor or build_redactor(deps.settings.secret_values(), None)
 
     def wrap(
@@ -330,6 +329,9 @@ def make_tools_node(
         if not isinstance(result.content, str):
             return result
         content = result.content
+        # Sized per call: the budget shrinks in place when an overflow names a smaller
+        # window (a grep cut for the 32k a model's name implied filled a 4k window).
+        cap = tool_output_cap_tokens(deps)
         is_read = call["name"] == READ_FILE_TOOL_NAME and result.status != "error"
         history = state.get("messages") if isinstance(state, dict) else None
         page_cap = read_page_cap_tokens(deps, history or []) if is_read else cap
