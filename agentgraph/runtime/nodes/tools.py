@@ -63,17 +63,17 @@ def tool_output_cap_tokens(deps: AgentDeps) -> int:
     return default_tool_output_max_tokens(deps.budget.usable)
 
 
-def read_page_cap_tokens(deps: AgentDeps, messages: Sequence[BaseMessage]) -> int:
-    """The most one ``read_file`` page holds: ``TOOL_OUTPUT_MAX_TOKENS`` when set (the
-    user's cap bounds every output), else :func:`read_page_max_tokens`, with the
-    provider/estimate ratio the last compaction of ``messages`` recorded (the room it
-    bounds the page by is the provider's)."""
+def read_page_cap_tokens(deps: AgentDeps, messages: Sequence[BaseMessage], cap: int) -> int:
+    """The most one ``read_file`` page holds, given ``cap`` (:func:`tool_output_cap_tokens`):
+    ``TOOL_OUTPUT_MAX_TOKENS`` when set (the user's cap bounds every output), else
+    :func:`read_page_max_tokens`, with the provider/estimate ratio the last compaction of
+    ``messages`` recorded (the room it bounds the page by is the provider's)."""
     if deps.settings.tool_output_max_tokens is not None:
-        return deps.settings.tool_output_max_tokens
+        return cap
     scale = 1.0
     if deps.counter.source == "estimate":
         scale = carried_scale(since_last_boundary(messages))
-    return read_page_max_tokens(deps.budget, tool_output_cap_tokens(deps), scale)
+    return read_page_max_tokens(deps.budget, cap, scale)
 
 
 def output_artifact_path(folder: Path, tool_call_id: str) -> Path:
@@ -334,7 +334,7 @@ def make_tools_node(
         cap = tool_output_cap_tokens(deps)
         is_read = call["name"] == READ_FILE_TOOL_NAME and result.status != "error"
         history = state.get("messages") if isinstance(state, dict) else None
-        page_cap = read_page_cap_tokens(deps, history or []) if is_read else cap
+        page_cap = read_page_cap_tokens(deps, history or [], cap) if is_read else cap
         fits = deps.counter.fits(content, page_cap)
         if fits and redacted == raw:
             return result
