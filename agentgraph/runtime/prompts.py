@@ -21,9 +21,8 @@ Rules:
 - File tools are confined to the workspace. Read before you edit.
 - A truncated tool output names a file holding all of it: page through it with \
 read_file(path, offset, limit) instead of re-running the command.
-- Keep a todo list with todo_write for multi-step tasks.
-- Nothing of this session is lost when older messages leave your view: search_history(query) \
-searches the whole transcript and read_history(ref) shows a message in full.
+{todo_rule}- Nothing of this session is lost when older messages leave your view: \
+search_history(query) searches the whole transcript and read_history(ref) shows a message in full.
 {extra}"""
 
 LOOP_CAP_INSTRUCTION = (
@@ -70,14 +69,31 @@ RUNAWAY_TOOL_RESULT = (
 )
 
 
+# The rule that names the todo tool: only where the session has it (the core tool set a
+# small window gets does not).
+TODO_RULE = "- Keep a todo list with todo_write for multi-step tasks.\n"
+
+
 def build_system_prompt(
-    workspace: str, *, extra_sections: Sequence[str] = (), now: datetime | None = None
+    workspace: str,
+    *,
+    extra_sections: Sequence[str] = (),
+    now: datetime | None = None,
+    todos: bool = True,
 ) -> str:
-    """The system prompt of a run in ``workspace``: workspace, date, OS and extra sections."""
+    """The system prompt of a run in ``workspace``: workspace, date, OS and extra sections.
+
+    Args:
+        workspace: The workspace's path.
+        extra_sections: Sections after the rules (delegation, skills, AGENTS.md, memories).
+        now: The moment whose date the prompt states (default: now).
+        todos: Whether the session has the todo tool the rules name.
+    """
     moment = now or datetime.now().astimezone()
     extra = "\n".join(s for s in extra_sections if s)
     return SYSTEM_PROMPT_TEMPLATE.format(
         workspace=workspace,
+        todo_rule=TODO_RULE if todos else "",
         date=moment.strftime("%Y-%m-%d (%A)"),
         os=f"{platform.system()} {platform.release()}",
         extra=("\n" + extra) if extra else "",

@@ -55,6 +55,7 @@ from agentgraph.capabilities.recall.search import (
     search_transcript,
 )
 from agentgraph.capabilities.skills import (
+    LOAD_SKILL_TOOL,
     SkillCatalog,
     activation_update,
     catalog_for,
@@ -81,10 +82,11 @@ from agentgraph.capabilities.tools.history_tools import make_history_tools
 from agentgraph.capabilities.tools.memory_tools import make_memory_tools
 from agentgraph.capabilities.tools.plan import make_plan_tool
 from agentgraph.capabilities.tools.search import cancel_running_searches
+from agentgraph.capabilities.tools.tool_set import choose_tool_set, core_tool_set_notice, core_tools
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor
-from agentgraph.context.tokens import get_counter
-from agentgraph.context.windows import budget_for
+from agentgraph.context.tokens import TokenCounter, get_counter
+from agentgraph.context.windows import Budget, budget_for
 from agentgraph.middleware import context_pipeline
 from agentgraph.middleware.events import EVENT_SINK_KEY, emit
 from agentgraph.persistence.delta import messages_delta_reducer
@@ -363,6 +365,7 @@ class Agent:
         if background:
             tools.append(make_subagent_task_tool(self.background))
         self._tail_tools = tools[len(self._builtin_tools) + len(self._mcp_tools) :]
+        self._tool_set_notice = self._choose_tool_set(tools, names, counter, budget)
         # Set once a turn has run: MCP tools joining after that are announced.
         self._turn_ran = False
         self.deps = AgentDeps(
@@ -411,6 +414,33 @@ class Agent:
         self._turn_skills: dict[str, SkillCatalog] = {}
         # Session upkeep around turns: undo snapshots, titles, pruning, resume preamble.
         self.sessions = SessionHooks(settings, store, titler)
+
+    def _choose_tool_set(
+        self, tools: list[BaseTool], names: list[str], counter: TokenCounter, budget: Budget
+    ) -> str | None:
+        """Keep only the core tools when all of them would crowd a small window.
+
+        ``tools`` and ``names`` shrink in place (load_skill and the subagent runner hold
+        them). MCP tools stay: the user configured them one by one.
+
+        Returns:
+            The notice that says so when the window decided it; else None.
+        """
+        built_in = [*self._builtin_tools, *self._tail_tools]
+        full_tokens = counter.count_tools(built_in)
+        chosen = choose_tool_set(
+            self.settings.tool_set, schema_tokens=full_tokens, usable_tokens=budget.usable
+        )
+        if chosen == "full":
+            return None
+        self._builtin_tools = core_tools(self._builtin_tools)
+        self._tail_tools = core_tools(self._tail_tools)
+        tools[:] = [*self._builtin_tools, *self._mcp_tools, *self._tail_tools]
+        names[:] = [t.name for t in tools]
+        if self.settings.tool_set == "core":
+            return None  # asked for: nothing to explain
+        core_tokens = counter.count_tools([*self._builtin_tools, *self._tail_tools])
+        return core_tool_set_notice(budget.window, full_tokens=full_tokens, core_tokens=core_tokens)
 
     def sync_mcp_tools(self) -> list[str]:
         """Add the tools of MCP servers that connected since the last call.
@@ -498,7 +528,12 @@ class Agent:
         # descriptions: a sentence here would cost every request of every session.
         if delegate and SUBAGENT_TOOL not in denied:
             sections.append(SUBAGENT_PROMPT_SECTION)
-        listing = skills_prompt_section(self.skills(workspace))
+        # The core tool set has no load_skill (the user's @name still loads a skill).
+        listing = (
+            skills_prompt_section(self.skills(workspace))
+            if any(t.name == LOAD_SKILL_TOOL for t in self.deps.tools)
+            else None
+        )
         if listing:
             sections.append(listing)
         project = self.instructions.section(workspace)
@@ -611,7 +646,12 @@ class Agent:
         """
         sandbox = (self.sandbox.notice or self.sandbox.refusal) if self.sandbox else None
         sandbox = sandbox if sandbox_notice else None
-        found = (self.deps.budget.source_notice, self.deps.counter.notice, sandbox)
+        found = (
+            self.deps.budget.source_notice,
+            self.deps.counter.notice,
+            self._tool_set_notice,
+            sandbox,
+        )
         return [n for n in found if n] + list(self.hooks.config.problems)
 
     def config(self, thread_id: str) -> RunnableConfig:

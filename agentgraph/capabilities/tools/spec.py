@@ -63,6 +63,9 @@ class ToolSpec:
         ledger: The kind of line it adds to the ledger, or None (counted by name).
         mask_exempt: Observation masking never replaces its results: they are
             instructions the model keeps following (``agentgraph/context/masking_text.py``).
+        core: It stays in the core tool set a small window gets: files, search, shell,
+            the session's history and plan mode's question
+            (``agentgraph/capabilities/tools/tool_set.py``).
     """
 
     name: str
@@ -74,11 +77,19 @@ class ToolSpec:
     files_role: FilesRole | None = None
     ledger: LedgerKind | None = None
     mask_exempt: bool = False
+    core: bool = False
 
 
 # In the order the agent binds them (agentgraph/session/agent.py).
 _SPECS = (
-    ToolSpec("read_file", read_only=True, path_arg="path", files_role="reads", ledger="read"),
+    ToolSpec(
+        "read_file",
+        read_only=True,
+        path_arg="path",
+        files_role="reads",
+        ledger="read",
+        core=True,
+    ),
     ToolSpec(
         "write_file",
         modifies_files=True,
@@ -87,6 +98,7 @@ _SPECS = (
         plan_blocked=True,
         files_role="writes",
         ledger="write",
+        core=True,
     ),
     ToolSpec(
         "edit_file",
@@ -96,23 +108,29 @@ _SPECS = (
         plan_blocked=True,
         files_role="writes",
         ledger="edit",
+        core=True,
     ),
-    ToolSpec("list_dir", read_only=True),
-    ToolSpec("glob", read_only=True),
-    ToolSpec("grep", read_only=True),
+    ToolSpec("list_dir", read_only=True, core=True),
+    ToolSpec("glob", read_only=True, core=True),
+    ToolSpec("grep", read_only=True, core=True),
     ToolSpec(
-        "run_bash", modifies_files=True, approval="shell", plan_blocked=True, ledger="command"
+        "run_bash",
+        modifies_files=True,
+        approval="shell",
+        plan_blocked=True,
+        ledger="command",
+        core=True,
     ),
     ToolSpec("todo_write", ledger="todos"),
     ToolSpec("todo_read", read_only=True),
     ToolSpec("now", read_only=True),
-    ToolSpec("search_history", read_only=True),
-    ToolSpec("read_history", read_only=True),
+    ToolSpec("search_history", read_only=True, core=True),
+    ToolSpec("read_history", read_only=True, core=True),
     ToolSpec("memory_save", approval="memory", plan_blocked=True),
     ToolSpec("memory_search", read_only=True),
     ToolSpec("memory_delete", approval="memory", plan_blocked=True),
     # Asks to accept a plan itself (in plan mode), not through an approval kind.
-    ToolSpec("present_plan"),
+    ToolSpec("present_plan", core=True),
     ToolSpec("load_skill", read_only=True, mask_exempt=True),
     ToolSpec("call_subagent", plan_blocked=True, ledger="subagent"),
     # Its "apply" action asks on its own terms (the subagent's held changes).

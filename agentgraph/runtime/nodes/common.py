@@ -8,6 +8,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
+from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.runtime.deps import AgentDeps
 from agentgraph.runtime.history.calls import hit_output_limit
 from agentgraph.runtime.prompts import build_system_prompt
@@ -24,7 +25,10 @@ CUT_ARGS_KEY = "__cut_at_output_limit__"
 def system_messages(state: AppState, deps: AgentDeps, *, workspace: str) -> list[SystemMessage]:
     """The live system prompt for this state and run (never read back from history)."""
     extra = deps.extra_system_sections(state, workspace) if deps.extra_system_sections else ()
-    return [SystemMessage(content=build_system_prompt(workspace, extra_sections=extra))]
+    todos = any(tool_spec(t.name).ledger == "todos" for t in deps.tools)
+    return [
+        SystemMessage(content=build_system_prompt(workspace, extra_sections=extra, todos=todos))
+    ]
 
 
 def allowed_tools(state: AppState, deps: AgentDeps) -> list[BaseTool]:
