@@ -209,8 +209,8 @@ class Settings(BaseSettings):
     # auto = only for a local endpoint (agentgraph.providers.model.text_tool_calls_on), on, off.
     text_tool_calls: Literal["auto", "on", "off"] = TEXT_TOOL_CALLS_DEFAULT
     # Which built-in tools every request carries: auto = the core set (files, search,
-    # shell, history) when all the schemas would take over a fifth of a small window's
-    # usable budget, else all; full; core (agentgraph/capabilities/tools/tool_set.py).
+    # shell, history) for a window of at most 12,288 tokens, else all; full; core
+    # (agentgraph/capabilities/tools/tool_set.py).
     tool_set: Literal["auto", "full", "core"] = "auto"
     # Whether the model takes images: auto = its profile, else known model families.
     vision: Literal["auto", "on", "off"] = "auto"

@@ -51,6 +51,7 @@ from agentgraph.context.ledger import (
     ledger_message,
     read_calls,
     render_ledger,
+    without_listed_files,
 )
 from agentgraph.context.masking_text import (
     MASKED_KEY,
@@ -115,8 +116,15 @@ SUMMARY_SUPPLEMENT_ATTEMPTS = 4
 # and then the room up to this share of the usable budget (the next compaction comes
 # sooner: a long task's facts may need it, and a summarizer asked to shorten them drops
 # some); only one longer than all of that is asked for again, and if still too long cut,
-# with a note saying so (and the record's ``summary_cut``).
-SUMMARY_HARD_TARGET_BUDGET_FRACTION = 0.65
+# with a note saying so (and the record's ``summary_cut``). At 65% the summary of 300
+# small files read through an 8k window (a code and a file name each) was cut from the
+# 290th file on, and a model that re-reads what it no longer sees was stopped as a
+# spiral; at 72% both finish with every code, and no cell of the 16k benchmark changes.
+SUMMARY_HARD_TARGET_BUDGET_FRACTION = 0.72
+# Results the model has not seen yet, kept in view after the compaction they triggered,
+# share the room up to this share of the usable budget (a larger share only made each
+# prompt of a task reading eight files a reply larger).
+UNSEEN_KEPT_BUDGET_FRACTION = 0.65
 # The progress ledger's share of the usable budget: past it, its longest folders of
 # files read are folded to a count (see agentgraph/context/ledger.py).
 LEDGER_MAX_BUDGET_FRACTION = 0.10
@@ -1352,13 +1360,20 @@ class Compactor:
         ledger = self._ledger(progress, int(usable * LEDGER_MAX_BUDGET_FRACTION))
         if course_change:
             ledger = f"{course_change}\n\n{ledger}" if ledger else course_change
-        summary_cut = shortened = False
+        summary_cut = shortened = deduplicated = False
         hard_target = int(usable * SUMMARY_HARD_TARGET_BUDGET_FRACTION)
         while True:
             new_tail = self._assemble(summary, reason, files, kept, carried_heads, ledger, scale)
             after = self._view_tokens(new_tail, fixed)
             if after <= target:
                 break
+            if summary is not None and progress is not None and not deduplicated:
+                # First what costs nothing: lists of files the ledger beside it shows.
+                deduplicated = True
+                leaner = without_listed_files(summary, progress, ledger)
+                if leaner != summary:
+                    summary = leaner
+                    continue
             # Keep less rather than compact again a few steps later, and without
             # cutting the summary: first a re-read file (still on disk), then long kept
             # outputs (whole in the transcript). A summary still too long after being
@@ -1408,7 +1423,9 @@ class Compactor:
         # summarized: kept, every batch of reads would bring the next compaction a batch
         # sooner.
         compact_point = int(self.budget.compact_at / scale)
-        unseen = self._unseen_kept(recent, kept, after, compact_point, hard_target)
+        unseen = self._unseen_kept(
+            recent, kept, after, compact_point, int(usable * UNSEEN_KEPT_BUDGET_FRACTION)
+        )
         if unseen:
             kept = [*kept, *unseen]
             new_tail = self._assemble(summary, reason, files, kept, carried_heads, ledger, scale)

@@ -45,7 +45,9 @@ __all__ = [
     "LedgerMemo",
     "collect_ledger",
     "ledger_message",
+    "listed_paths",
     "render_ledger",
+    "without_listed_files",
 ]
 
 LEDGER_KIND = "ledger"
@@ -714,6 +716,107 @@ def _changed_by_folder(changes: Mapping[str, FileChange]) -> list[str]:
         _folded_line(folder, n, f"files changed, +{added} −{removed} lines,")
         for folder, (n, added, removed) in totals.items()
     ]
+
+
+def listed_paths(ledger: Ledger, rendered: str) -> tuple[set[str], set[str]]:
+    """The paths ``rendered`` (the ledger as sent, maybe folded) names one by one.
+
+    Args:
+        ledger: The ledger it was rendered from.
+        rendered: :func:`render_ledger`'s text as it went into the prompt.
+
+    Returns:
+        ``(read, changed)``: the files read whose folder's line is shown unfolded, and
+        the files changed whose own line is shown.
+    """
+    lines = set(rendered.splitlines())
+    read = {
+        posixpath.join(folder, name)
+        for folder, names in _by_folder(ledger.reads).items()
+        if _folder_line(folder, names, ledger.reads) in lines
+        for name in names
+    }
+    changed = {p for p, c in ledger.changes.items() if _change_line(p, c) in lines}
+    return read, changed
+
+
+# A summary line that only lists files, as models write them: ``Files read: a.py,
+# b/c.py (lines 1-40 of 90)``, ``- `src/app.py` ``. Optional bullet, optional label, then
+# path items (a dot or slash in each) with an optional line span.
+_LIST_BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_LIST_LABEL_RE = re.compile(r"^([A-Za-z][^:`\n]{0,48}):\s+(\S.*)$")
+_LIST_ITEM_RE = re.compile(
+    r"^`?(?P<path>[\w.~/-]*[./][\w.~/-]*)`?"
+    r"(?:\s+\((?:lines?\s+)?\d+(?:\s*[-–]\s*\d+)?(?:\s+of\s+\d+)?\))?$"
+)
+_LIST_SPLIT_RE = re.compile(r"\s*[,;]\s+")
+# A label that says the files were changed: only files the ledger lists as changed count.
+_CHANGE_LABEL_RE = re.compile(r"creat|chang|edit|modif|writ|wrote|updat|delet", re.IGNORECASE)
+
+
+def _path_names(paths: Iterable[str], every_path: Iterable[str]) -> set[str]:
+    """``paths`` as a summary may write them: whole, or by a file name no other has."""
+    taken: dict[str, int] = {}
+    for path in every_path:
+        base = posixpath.basename(path)
+        taken[base] = taken.get(base, 0) + 1
+    names = set(paths)
+    for path in paths:
+        base = posixpath.basename(path)
+        if taken.get(base) == 1:
+            names.add(base)
+    return names
+
+
+def _listed_item(item: str, names: set[str]) -> bool:
+    found = _LIST_ITEM_RE.match(item.strip().rstrip("."))
+    if found is None:
+        return False
+    # Whole, relative, or under the workspace's absolute path.
+    parts = found.group("path").removeprefix("./").split("/")
+    return any("/".join(parts[i:]) in names for i in range(len(parts)))
+
+
+def without_listed_files(summary: str, ledger: Ledger, rendered: str) -> str:
+    """``summary`` without the lines that only list files the ledger shows one by one.
+
+    A summary that lists every file read repeats what the ledger beside it holds
+    exactly; on a long task that list grows by a file a read and takes the room of the
+    facts only the summary holds. A labelled list becomes its label and a count that
+    points at the ledger; a bullet of one file goes. Nothing else changes: a line with
+    a word besides files and line spans, or naming a file the ledger folded to a count,
+    stays as written.
+
+    Args:
+        summary: The summary.
+        ledger: The ledger of the same compaction.
+        rendered: That ledger's text as it goes into the prompt (see :func:`listed_paths`).
+
+    Returns:
+        The summary, leaner where it repeated the ledger.
+    """
+    read, changed = listed_paths(ledger, rendered)
+    if not read and not changed:
+        return summary
+    every = ledger.paths()
+    any_names = _path_names(read | changed, every)
+    changed_names = _path_names(changed, every)
+    out: list[str] = []
+    for line in summary.split("\n"):
+        bullet = _LIST_BULLET_RE.match(line)
+        lead = bullet.group(0) if bullet else ""
+        body = line[len(lead) :].strip()
+        labelled = _LIST_LABEL_RE.match(body)
+        label, items_text = (labelled.group(1), labelled.group(2)) if labelled else ("", body)
+        names = changed_names if _CHANGE_LABEL_RE.search(label) else any_names
+        items = [i for i in _LIST_SPLIT_RE.split(items_text.strip()) if i]
+        if not items or not all(_listed_item(i, names) for i in items):
+            out.append(line)
+        elif label:
+            out.append(f"{lead}{label}: {len(items)} files (listed in the progress ledger)")
+        elif not lead:
+            out.append(line)  # a bare path on a line of its own may be prose: kept
+    return "\n".join(out)
 
 
 def ledger_message(text: str, message_id: str) -> HumanMessage:

@@ -426,13 +426,9 @@ class Agent:
         Returns:
             The notice that says so when the window decided it; else None.
         """
-        built_in = [*self._builtin_tools, *self._tail_tools]
-        full_tokens = counter.count_tools(built_in)
-        chosen = choose_tool_set(
-            self.settings.tool_set, schema_tokens=full_tokens, usable_tokens=budget.usable
-        )
-        if chosen == "full":
+        if choose_tool_set(self.settings.tool_set, window=budget.window) == "full":
             return None
+        full_tokens = counter.count_tools([*self._builtin_tools, *self._tail_tools])
         self._builtin_tools = core_tools(self._builtin_tools)
         self._tail_tools = core_tools(self._tail_tools)
         tools[:] = [*self._builtin_tools, *self._mcp_tools, *self._tail_tools]

@@ -518,3 +518,31 @@ def test_a_local_model_reads_a_file_that_fits_without_a_compaction(
     assert [e["type"] for e in events].count("compaction") == 0
     assert result.answer == "37"
     assert len(_main(server)) == 2
+
+
+SMALL_WINDOW_TOKENS = 8_192
+
+
+def test_at_8k_the_facts_of_200_files_fit_a_summary_that_leaves_the_file_list_to_the_ledger(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """200 small files through an 8,192-token window, a model that only calls tools and
+    a summarizer that lists every file read beside every code. The summary's room under
+    the hard target, beside the system prompt and nineteen tool schemas, held the codes
+    of about 150 files with that list: it was cut compaction after compaction and the
+    report lost the codes of its middle. The core tools a small window gets and a file
+    list left to the ledger (which shows every file read) leave room for all 200."""
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=200,
+        persona="silent",
+        summarizer="faithful",
+        window=SMALL_WINDOW_TOKENS,
+    )
+    compactions = [e for e in events if e["type"] == "compaction"]
+    assert compactions
+    assert not any(c["summary_cut"] for c in compactions)
+    assert any("files (listed in the progress ledger)" in c["summary"] for c in compactions)
+    assert codes_in(recorder.reports[-1]) == planted
+    assert recorder.reread_files() == 0

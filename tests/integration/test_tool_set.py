@@ -73,12 +73,14 @@ def test_requests_carry_the_tools_the_window_has_room_for(
         # Said once when the window chose it; not when the user asked for it.
         assert len(notices) == (0 if setting else 1), result.stderr
     else:
-        assert LEFT_OUT <= names
+        assert names >= LEFT_OUT
         assert "todo_write" in system and "call_subagent" in system and "load_skill" in system
         assert notices == []
     if notices:
         assert f"context window {window:,} tokens" in notices[0]
-        assert notices[0].endswith("AGENTGRAPH_TOOL_SET=full adds todos, memory, skills and subagents")
+        assert notices[0].endswith(
+            "AGENTGRAPH_TOOL_SET=full adds todos, memory, skills and subagents"
+        )
 
 
 def test_a_local_server_that_states_a_small_window_gets_the_core_tools(

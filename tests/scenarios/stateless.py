@@ -81,6 +81,10 @@ QUESTION = "Which codes do you remember? List them."
 SUMMARY_TASK_RE = re.compile(r"Task: read log files (\d+)-(\d+)\b")
 SUMMARY_QUESTION = "Open question: the user asked which codes are remembered."
 SUMMARY_WRITTEN = f"{REPORT_NAME}: written"
+# A write of the report as a transcript shows it to a summarizer, in text: agentgraph's
+# ``[tool call] write_file({"path": "report.md", …``, LangChain's ``'name': 'write_file',
+# 'args': {'file_path': '/report.md', …``.
+WRITE_CALL_TEXT_RE = re.compile(r"write_file\W[^\n]{0,60}?" + re.escape(REPORT_NAME))
 SUMMARY_HEADER = "Handoff summary."
 # The persona's answer when no task or question is in view (the harness lost the task).
 NO_TASK_ANSWER = "I see no task to work on."
@@ -197,7 +201,8 @@ class Evidence:
         read: Per basename shown as read: ``None`` when read to its end, else
             ``(next offset, line count)`` of a file read only up to that line.
         turn: The latest turn marker (task message, question, or a summary's restatement).
-        written: A write of the report shows after that marker.
+        written: A write of the report shows after that marker (or before a restatement
+            of the same task).
     """
 
     codes: frozenset[str]
@@ -289,6 +294,8 @@ def _text_events(text: str) -> list[tuple[int, int, str, Any]]:
         events.append((at, 3, "turn", Turn("question")))
     if (at := text.find(SUMMARY_WRITTEN)) >= 0:
         events.append((at, 4, "written", True))
+    for m in WRITE_CALL_TEXT_RE.finditer(text):
+        events.append((m.start(), 4, "written", True))
     return sorted(events, key=lambda e: (e[0], e[1]))
 
 
@@ -323,7 +330,11 @@ def scan(body: Mapping[str, Any]) -> Evidence:
             elif event == "page" and last is not None:
                 read[last] = value
             elif event == "turn":
-                turn, written = value, False
+                # A restatement of the same task (its message kept after a summary
+                # that says the report is written) is the same work, as a real model
+                # reads it; a different task or the question starts afresh.
+                written = written and value == turn
+                turn = value
             elif event == "written":
                 written = True
     return Evidence(frozenset(codes), read, turn, written)

@@ -35,6 +35,7 @@ from agentgraph.context.compaction import (
     SUMMARY_SHORTEN_ATTEMPTS,
     SUMMARY_SUPPLEMENT_ATTEMPTS,
     SUPPLEMENT_HEADING,
+    UNSEEN_KEPT_BUDGET_FRACTION,
     UNSEEN_OUTPUT_MIN_TOKENS,
     BoundaryTracker,
     Compactor,
@@ -944,7 +945,7 @@ def test_unseen_results_are_kept_cut_while_their_originals_stay_whole_before_the
     assert [m.tool_call_id for m in shown] == ["r0", "r1", "r2", "g0"]
     assert shown[-1].text == "big1.txt:9: KEY = 42"
     assert all(len(m.text) < len(results[0].text) for m in shown[:3])
-    assert outcome.tokens_after <= budget_for(settings).usable * 0.65
+    assert outcome.tokens_after <= budget_for(settings).usable * UNSEEN_KEPT_BUDGET_FRACTION
     before = stored[: stored.index(next(m for m in stored if m not in history))]
     assert all(r in before for r in results)
 

@@ -17,8 +17,10 @@ from agentgraph.context.ledger import (
     LEDGER_KIND,
     LedgerMemo,
     collect_ledger,
+    listed_paths,
     read_calls,
     render_ledger,
+    without_listed_files,
 )
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
@@ -326,3 +328,92 @@ def test_a_memo_shared_by_sessions_never_gives_one_call_the_entry_of_anothers_ar
     second = _call(1, "run_bash", {"command": "rm -rf dist"}, "exit code 0")
     assert list(collect_ledger(first, memo=memo).commands) == ["make build"]
     assert list(collect_ledger(second, memo=memo).commands) == ["rm -rf dist"]
+
+
+def _reads_and_a_write(names: list[str]) -> list[BaseMessage]:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    for i, name in enumerate(names):
+        history += _read(i, name, 1, 10, 10)
+    history += _call(900, "write_file", {"path": "report.md", "content": "x"}, "created report.md")
+    return history
+
+
+def test_a_summary_line_that_only_lists_files_the_ledger_shows_becomes_a_count() -> None:
+    names = [f"logs/part_{i:03d}.txt" for i in range(1, 41)] + ["src/app.py"]
+    ledger = collect_ledger(_reads_and_a_write(names))
+    rendered = render_ledger(ledger)
+    summary = "\n".join(
+        [
+            "Task: read the logs, then write report.md.",
+            "Files read: " + ", ".join(n.rsplit("/", 1)[-1] for n in names[:40]),
+            "- `src/app.py` (lines 1-10 of 10)",
+            "- src/app.py: its retry loop never resets the counter",
+            "Files written: report.md",
+            "Codes: CODE part_001: ORBIT-1; CODE part_002: DOCK-2",
+        ]
+    )
+    lean = without_listed_files(summary, ledger, rendered)
+    assert lean.splitlines() == [
+        "Task: read the logs, then write report.md.",
+        "Files read: 40 files (listed in the progress ledger)",
+        "- src/app.py: its retry loop never resets the counter",
+        "Files written: 1 files (listed in the progress ledger)",
+        "Codes: CODE part_001: ORBIT-1; CODE part_002: DOCK-2",
+    ]
+    assert without_listed_files(lean, ledger, rendered) == lean
+
+
+def test_files_the_ledger_folded_or_never_recorded_stay_in_the_summary() -> None:
+    names = [f"vendor/{chr(97 + i % 26)}{i}.js" for i in range(60)] + ["src/app.py"]
+    ledger = collect_ledger(_reads_and_a_write(names))
+    counter = get_counter("gpt-4o-mini")
+    rendered = render_ledger(ledger, max_tokens=120, count=counter.count_text)
+    assert "vendor/ 60 files (folded" in rendered
+    read, changed = listed_paths(ledger, rendered)
+    assert "src/app.py" in read and "vendor/a0.js" not in read and changed == {"report.md"}
+    summary = "\n".join(
+        [
+            "Files read: vendor/a0.js, src/app.py",  # one the ledger folded to a count
+            "Files read: src/app.py, notes/todo.txt",  # one it never recorded
+            "Files changed: src/app.py",  # read, not changed
+            "Files read: src/app.py",
+        ]
+    )
+    lean = without_listed_files(summary, ledger, rendered)
+    assert lean.splitlines()[:3] == summary.splitlines()[:3]
+    assert lean.splitlines()[3] == "Files read: 1 files (listed in the progress ledger)"
+
+
+_PATHS = st.lists(
+    st.from_regex(r"[a-c]{1,2}/[a-z]{1,3}_[0-9]{1,2}\.(py|txt)", fullmatch=True),
+    min_size=1,
+    max_size=12,
+    unique=True,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    read=_PATHS,
+    mentioned=_PATHS,
+    words=st.lists(st.sampled_from(["Files read", "Notes", "- ", "Codes", ""]), max_size=6),
+)
+def test_only_lines_of_files_the_ledger_shows_change(
+    read: list[str], mentioned: list[str], words: list[str]
+) -> None:
+    ledger = collect_ledger(_reads_and_a_write(read))
+    rendered = render_ledger(ledger)
+    shown, _ = listed_paths(ledger, rendered)
+    lines = [
+        f"{word}: {', '.join(mentioned[: i + 1])}" if word.strip(" -") else f"- {mentioned[i]}"
+        for i, word in enumerate(words[: len(mentioned)])
+    ] + ["prose with a.py and more words"]
+    lean = without_listed_files("\n".join(lines), ledger, rendered).splitlines()
+    for line in lines:
+        if line not in lean:
+            # Only a list whose every file the ledger shows one by one leaves the summary.
+            assert all(p in shown for p in mentioned if p in line.split(": ", 1)[-1].split(", "))
+            assert all(p in shown for p in mentioned if line == f"- {p}")
+    for line in lean:
+        assert line in lines or line.endswith("files (listed in the progress ledger)")
+    assert lean[-1] == lines[-1]

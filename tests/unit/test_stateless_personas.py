@@ -18,6 +18,7 @@ from tests.scenarios.stateless import (
     QUESTION,
     SMALL_LINES,
     SUMMARY_HEADER,
+    SUMMARY_WRITTEN,
     Persona,
     Recorder,
     ScriptedModel,
@@ -220,6 +221,34 @@ def test_summarizers(marker: str) -> None:
     assert len(verbose) > 3 * 4 * 100 and codes_in(verbose) == codes_in(faithful)
     told = summary_request(marker, "Keep it to at most 1,200 tokens.")
     assert Summarizer("verbose")(told) == Summarizer("faithful")(told)
+
+
+def test_a_report_written_before_a_restatement_of_the_same_task_stays_written() -> None:
+    """A compaction keeps the task's message after a summary that says the report is
+    written: the same task, done (a real model answers). A different task, or a summary
+    of a transcript with the write call in its text, is read as a real model reads it."""
+    summary = (
+        f"{SUMMARY_HEADER}\nTask: read log files 1-2 (logs/part_NNN.txt), note each file's "
+        f"code, then write report.md.\nProgress: 2 files read, 2 codes noted. "
+        f"{SUMMARY_WRITTEN}.\nCodes: {code_for(1)}; {code_for(2)}"
+    )
+    same = request(
+        {"role": "user", "content": summary}, {"role": "user", "content": task_text(1, 2)}
+    )
+    assert scan(same).written
+    assert "tool_calls" not in Persona()(same)
+    other = request(
+        {"role": "user", "content": summary}, {"role": "user", "content": task_text(3, 4)}
+    )
+    assert not scan(other).written
+    transcript = request(
+        {"role": "user", "content": task_text(1, 2)},
+        {
+            "role": "user",
+            "content": '[assistant]\n[tool call] write_file({"path": "report.md", "content": "x"})',
+        },
+    )
+    assert scan(transcript).written
 
 
 def test_workspace_plants_one_code_per_file(tmp_path: Path) -> None:

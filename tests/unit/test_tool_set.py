@@ -7,34 +7,24 @@ from langchain_core.tools import BaseTool, tool
 
 from agentgraph.capabilities.tools.spec import BUILTIN_TOOLS
 from agentgraph.capabilities.tools.tool_set import (
-    FULL_TOOL_SET_MAX_USABLE_SHARE,
+    CORE_TOOL_SET_MAX_WINDOW_TOKENS,
     choose_tool_set,
     core_tool_set_notice,
     core_tools,
 )
 
-USABLE_TOKENS = 10_000
-AT_SHARE = int(USABLE_TOKENS * FULL_TOOL_SET_MAX_USABLE_SHARE)
-
 
 @pytest.mark.parametrize(
-    ("setting", "schema_tokens", "chosen"),
+    ("setting", "window", "chosen"),
     [
-        ("auto", AT_SHARE, "full"),
-        ("auto", AT_SHARE + 1, "core"),
-        ("full", USABLE_TOKENS, "full"),
-        ("core", 1, "core"),
+        ("auto", CORE_TOOL_SET_MAX_WINDOW_TOKENS, "core"),
+        ("auto", CORE_TOOL_SET_MAX_WINDOW_TOKENS + 1, "full"),
+        ("full", 4_096, "full"),
+        ("core", 200_000, "core"),
     ],
 )
-def test_auto_takes_the_core_set_past_its_share_of_the_usable_budget(
-    setting: str, schema_tokens: int, chosen: str
-) -> None:
-    got = choose_tool_set(
-        setting,  # type: ignore[arg-type]
-        schema_tokens=schema_tokens,
-        usable_tokens=USABLE_TOKENS,
-    )
-    assert got == chosen
+def test_auto_takes_the_core_set_up_to_its_window(setting: str, window: int, chosen: str) -> None:
+    assert choose_tool_set(setting, window=window) == chosen  # type: ignore[arg-type]
 
 
 def _named(name: str) -> BaseTool:

@@ -3,15 +3,14 @@
 Every tool's schema is sent with every request, before the conversation. At an
 8,192-token window agentgraph's nineteen built-in schemas (about 1,900 tokens as an
 open model's chat template renders them) took more than a quarter of the prompt's room
-before the system prompt, and at 4,096 tokens a local Qwen2.5 server counted the
-system prompt and the schemas at 2,624 of the 4,096: what a compaction can keep — the
-summary, the ledger, the files being worked on — is what is left. So when the schemas
-would take more than :data:`FULL_TOOL_SET_MAX_USABLE_SHARE` of the usable budget, the
-session binds only the tools whose spec says ``core`` (files, search, shell, the
-session's history, plan mode's question; ``agentgraph/capabilities/tools/spec.py``)
-and says so once, at start. The todo list, the clock, memory, skills (``@name`` still
-loads one) and subagents are left out; ``AGENTGRAPH_TOOL_SET=full`` keeps them,
-``core`` asks for the core set at any window.
+before the system prompt, and at 4,096 tokens a local Qwen2.5 server counted the system
+prompt and the schemas at 2,624 of the 4,096: what a compaction can keep — the summary,
+the ledger, the files being worked on — is what is left. So a window of at most
+:data:`CORE_TOOL_SET_MAX_WINDOW_TOKENS` binds only the tools whose spec says ``core``
+(files, search, shell, the session's history, plan mode's question;
+``agentgraph/capabilities/tools/spec.py``) and says so once, at start. The todo list,
+the clock, memory, skills (``@name`` still loads one) and subagents are left out;
+``AGENTGRAPH_TOOL_SET=full`` keeps them, ``core`` asks for the core set at any window.
 
 The choice is made once per process, when the agent is built: the tool list never
 changes within a session's requests (a provider's prompt cache keys on it). A window
@@ -29,7 +28,7 @@ from langchain_core.tools import BaseTool
 from agentgraph.capabilities.tools.spec import tool_spec
 
 __all__ = [
-    "FULL_TOOL_SET_MAX_USABLE_SHARE",
+    "CORE_TOOL_SET_MAX_WINDOW_TOKENS",
     "ToolSet",
     "ToolSetting",
     "choose_tool_set",
@@ -40,29 +39,29 @@ __all__ = [
 ToolSet = Literal["full", "core"]
 ToolSetting = Literal["auto", "full", "core"]
 
-# The largest share of the usable budget (window less the reply's reserve) the built-in
-# tools' schemas may take before ``auto`` binds the core set: the full set measured 27%
-# of an 8,192-token window's usable budget and 13% of a 16,384-token one's, so windows
-# up to about 12,000 tokens get the core set.
-FULL_TOOL_SET_MAX_USABLE_SHARE = 0.2
+# The largest window (tokens) ``auto`` gives the core set. On the 300-file task of the
+# context benchmark at 8,192 tokens the core set took the codes a faithful summary
+# kept from 240 to 292 of 300 (a note-taking model: 293 to 300), where the full set's
+# schemas are 15% of the usable budget by OpenAI's count and 27% by an open model's
+# template; at 16,384 tokens the full set meets every target of that benchmark.
+CORE_TOOL_SET_MAX_WINDOW_TOKENS = 12_288
 
 
-def choose_tool_set(setting: ToolSetting, *, schema_tokens: int, usable_tokens: int) -> ToolSet:
+def choose_tool_set(setting: ToolSetting, *, window: int) -> ToolSet:
     """The tool set a session binds.
 
     Args:
         setting: ``AGENTGRAPH_TOOL_SET``: ``auto`` decides by the window, ``full`` and
             ``core`` are taken as they are.
-        schema_tokens: Tokens the full set's schemas add to every request.
-        usable_tokens: The prompt's room: the window less the reply's reserve.
+        window: The model's context window (tokens).
 
     Returns:
-        ``core`` when set, or when ``auto`` and the schemas would take more than
-        :data:`FULL_TOOL_SET_MAX_USABLE_SHARE` of ``usable_tokens``; else ``full``.
+        ``core`` when set, or when ``auto`` and ``window`` is at most
+        :data:`CORE_TOOL_SET_MAX_WINDOW_TOKENS`; else ``full``.
     """
     if setting != "auto":
         return setting
-    return "core" if schema_tokens > usable_tokens * FULL_TOOL_SET_MAX_USABLE_SHARE else "full"
+    return "core" if window <= CORE_TOOL_SET_MAX_WINDOW_TOKENS else "full"
 
 
 def core_tools(tools: Sequence[BaseTool]) -> list[BaseTool]:
