@@ -1,10 +1,10 @@
 """A small window gets the core tools: every request carries fewer schemas, and says so.
 
-The real CLI against the stateless fake server on loopback. At an 8,192-token window
-(set, or stated by a local server whose model name implies more) all nineteen built-in
-schemas would take over a quarter of the prompt's room: the requests carry only the core
-ones, the system prompt names no tool they lack, and one notice line says how to get
-the rest. ``AGENTGRAPH_TOOL_SET`` overrides the choice either way.
+The real CLI against the stateless fake server on loopback. At a window of at most
+12,288 tokens (set, or stated by a local server whose model name implies more) the
+requests carry only the core tools' schemas, the system prompt names no tool they lack,
+and one notice line says how to get the rest. ``AGENTGRAPH_TOOL_SET`` overrides the
+choice either way.
 """
 
 from __future__ import annotations
