@@ -25,7 +25,7 @@ import json
 import posixpath
 import re
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -754,12 +754,9 @@ _LIST_SPLIT_RE = re.compile(r"\s*[,;]\s+")
 _CHANGE_LABEL_RE = re.compile(r"creat|chang|edit|modif|writ|wrote|updat|delet", re.IGNORECASE)
 
 
-def _path_names(paths: Iterable[str], every_path: Iterable[str]) -> set[str]:
-    """``paths`` as a summary may write them: whole, or by a file name no other has."""
-    taken: dict[str, int] = {}
-    for path in every_path:
-        base = posixpath.basename(path)
-        taken[base] = taken.get(base, 0) + 1
+def _path_names(paths: Iterable[str], taken: Mapping[str, int]) -> set[str]:
+    """``paths`` as a summary may write them: whole, or by a file name no other has
+    (``taken``: how many of the ledger's paths have each file name)."""
     names = set(paths)
     for path in paths:
         base = posixpath.basename(path)
@@ -798,9 +795,9 @@ def without_listed_files(summary: str, ledger: Ledger, rendered: str) -> str:
     read, changed = listed_paths(ledger, rendered)
     if not read and not changed:
         return summary
-    every = ledger.paths()
-    any_names = _path_names(read | changed, every)
-    changed_names = _path_names(changed, every)
+    taken = Counter(posixpath.basename(p) for p in ledger.paths())
+    any_names = _path_names(read | changed, taken)
+    changed_names = _path_names(changed, taken)
     out: list[str] = []
     for line in summary.split("\n"):
         bullet = _LIST_BULLET_RE.match(line)

@@ -418,7 +418,7 @@ class Agent:
     def _choose_tool_set(
         self, tools: list[BaseTool], names: list[str], counter: TokenCounter, budget: Budget
     ) -> str | None:
-        """Keep only the core tools when all of them would crowd a small window.
+        """Keep only the core tools where :func:`choose_tool_set` says so (a small window).
 
         ``tools`` and ``names`` shrink in place (load_skill and the subagent runner hold
         them). MCP tools stay: the user configured them one by one.
@@ -519,16 +519,14 @@ class Agent:
         # Nothing here depends on what changes within a session (an activated skill,
         # its allowed_tools): the system prompt stays byte-stable for the prefix cache.
         denied = set(state.get("denied_tools") or [])
-        delegate = any(t.name == SUBAGENT_TOOL for t in self.deps.tools)
+        bound = {t.name for t in self.deps.tools}
         # Background runs are explained by call_subagent's and subagent_task's own
         # descriptions: a sentence here would cost every request of every session.
-        if delegate and SUBAGENT_TOOL not in denied:
+        if SUBAGENT_TOOL in bound and SUBAGENT_TOOL not in denied:
             sections.append(SUBAGENT_PROMPT_SECTION)
         # The core tool set has no load_skill (the user's @name still loads a skill).
         listing = (
-            skills_prompt_section(self.skills(workspace))
-            if any(t.name == LOAD_SKILL_TOOL for t in self.deps.tools)
-            else None
+            skills_prompt_section(self.skills(workspace)) if LOAD_SKILL_TOOL in bound else None
         )
         if listing:
             sections.append(listing)
