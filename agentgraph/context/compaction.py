@@ -35,7 +35,7 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool
 
 from agentgraph.capabilities.tools.base import ToolError
-from agentgraph.capabilities.tools.files import page_of_read
+from agentgraph.capabilities.tools.files import excerpt_of_read, page_of_read
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import LinkCensus, resolve_in_workspace
 from agentgraph.context.carry_over import (
@@ -58,6 +58,7 @@ from agentgraph.context.masking_text import (
     mask_outputs_before,
     maskable,
     note_words,
+    placeholder,
     restates,
 )
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
@@ -178,6 +179,17 @@ UNSEEN_COMPACT_POINT_MARGIN_FRACTION = 0.05
 # middle from every later prompt and summary (the copy is what later compactions
 # summarize): 4 of 100 codes on a log's middle line at an 8k window.
 KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS = 500
+# Readings a summary leaves out (it names none of their files, even asked about them
+# again) stay in view in the room the compaction leaves under its target, up to this
+# share of the usable budget (each further token kept brings the next compaction
+# sooner): the newest first, each cut to the same size but not below
+# LEFT_OUT_READING_MIN_TOKENS (an excerpt of a file's leading lines that names the span
+# read and where all of it is). A summarizer that wrote only the task left one code of
+# 30 files of 20 KB answerable at a 16k window; with them, four.
+LEFT_OUT_BUDGET_FRACTION = 0.20
+LEFT_OUT_READING_MIN_TOKENS = 500
+# Marks the messages of a call kept for the readings a summary left out.
+LEFT_OUT_KEY = "agentgraph_left_out"
 
 # A file read may show at least this many tokens (about 300 lines of code: most source
 # files in one read), more than other tool outputs get at a small window: each further
@@ -591,6 +603,16 @@ def _nothing_new(older: Sequence[BaseMessage], cancelled: Mapping[int, str]) -> 
     )
 
 
+def _in_history_order(
+    history: Sequence[BaseMessage], groups: Sequence[Sequence[BaseMessage]]
+) -> list[BaseMessage]:
+    """The messages of ``groups`` in the order their first messages (by id) hold in
+    ``history`` (groups not found there last, in the given order)."""
+    position = {m.id: i for i, m in enumerate(history) if m.id}
+    ordered = sorted(groups, key=lambda g: position.get(g[0].id or "", len(history)))
+    return [m for g in ordered for m in g]
+
+
 def fit_cap(sizes: Sequence[int], room: int) -> int:
     """The largest cap ``c`` with ``sum(min(s, c) for s in sizes) <= room`` (water-filling).
 
@@ -819,11 +841,15 @@ class Compactor:
         that the file was read, but not what it held. When ``summarized`` holds earlier
         summaries (summarized again: their stack outgrew its room), the files of
         ``history`` they named count too, asked about with their readings from
-        ``history`` (the transcript keeps every one). Each call takes the readings that
-        fit it whole, in order. Failures keep ``summary`` as it is.
+        ``history`` (the transcript keeps every one). Readings are the originals in
+        ``history`` where it has them (a kept copy may be cut, masked or an excerpt).
+        Each call takes the readings that fit it whole, in order. Failures keep
+        ``summary`` as it is.
         """
         reads = read_calls(summarized)
-        sources: list[BaseMessage] = list(summarized)
+        # The transcript first: the copy a compaction kept may be cut, masked or an
+        # excerpt, and its original before that boundary is the whole reading.
+        sources: list[BaseMessage] = [*history, *summarized]
         earlier = [m for m in summarized if agentgraph_kind(m) == "summary"]
         if earlier:
             fresh = set(reads.values())
@@ -833,7 +859,6 @@ class Compactor:
                 if path not in fresh and any(_names_file(m.text, path) for m in earlier)
             }
             reads = {**before, **reads}
-            sources = [*history, *summarized]
         # The first whole copy of each reading: a later one may be a masked stand-in.
         # Found once: the sources may be the whole transcript, and the loop below asks
         # up to SUMMARY_MAX_PIECES times.
@@ -1131,9 +1156,14 @@ class Compactor:
         summary_input = [
             m
             for i, g in enumerate(groups)
-            if i not in keep
-            or i == request
-            or (i < newest and any(isinstance(x, ToolMessage) for x in g))
+            if (
+                i not in keep
+                or i == request
+                or (i < newest and any(isinstance(x, ToolMessage) for x in g))
+            )
+            # Readings an earlier summary left out, kept as excerpts: summarized (and
+            # asked about) then, they would only add their file names to this part.
+            and not g[0].additional_kwargs.get(LEFT_OUT_KEY)
             for m in g
         ]
         return older, kept, summary_input, cancelled
@@ -1229,6 +1259,114 @@ class Compactor:
             page=partial(page_of_read, counter=self.counter),
         )
         return [m.model_copy() for m in fitted]
+
+    def _left_out_kept(
+        self,
+        named: str,
+        older: Sequence[BaseMessage],
+        history: Sequence[BaseMessage],
+        kept: Sequence[BaseMessage],
+        room: int,
+    ) -> list[list[BaseMessage]]:
+        """Copies of the newest read calls of ``older`` whose readings ``named`` (the
+        summaries shown after the compaction) leaves out, fitted in ``room``.
+
+        Each group is a call and its results: a reading of a file ``named`` never names
+        is the original output (from ``history``: a kept copy may be masked), cut to
+        the size all of them share (a file read to an excerpt of its leading lines,
+        :func:`~agentgraph.capabilities.tools.files.excerpt_of_read`); the group's other
+        results are masked to pointers. Groups
+        are taken newest first while each reading keeps
+        :data:`LEFT_OUT_READING_MIN_TOKENS` (or its whole size, if smaller). Empty
+        when the summary names every file read, or nothing fits.
+        """
+        in_kept = {m.tool_call_id for m in kept if isinstance(m, ToolMessage)}
+        missing = {
+            call_id
+            for call_id, path in read_calls(older).items()
+            if call_id not in in_kept and not _names_file(named, path)
+        }
+        if not missing or room <= 0:
+            return []
+        originals: dict[str, ToolMessage] = {}
+        for m in history:
+            if (
+                isinstance(m, ToolMessage)
+                and m.tool_call_id in missing
+                and not m.additional_kwargs.get(MASKED_KEY)
+            ):
+                originals.setdefault(m.tool_call_id, m)
+        count = self.counter.count_text
+        fitted_groups: list[list[BaseMessage]] = []
+        readings: list[ToolMessage] = []
+        frame = 0
+        cap = 0
+        for group in reversed(group_messages(list(older))):
+            call = group[0]
+            if not (isinstance(call, AIMessage) and call.tool_calls):
+                continue
+            calls = {str(c.get("id")): dict(c) for c in call.tool_calls}
+            own: list[ToolMessage] = []
+            results: list[BaseMessage] = []
+            for m in group[1:]:
+                if isinstance(m, ToolMessage) and m.tool_call_id in originals:
+                    own.append(originals[m.tool_call_id])
+                    results.append(own[-1])
+                else:
+                    results.append(self._pointer(m, calls))
+            if not own:
+                continue
+            own_frame = sum(self.counter.count_message(m) for m in [call, *results]) - sum(
+                count(m.text) for m in own
+            )
+            sizes = [count(m.text) for m in [*readings, *own]]
+            trial = fit_cap(sizes, room - frame - own_frame)
+            if trial < min(LEFT_OUT_READING_MIN_TOKENS, max(sizes)):
+                break
+            cap, frame, readings = trial, frame + own_frame, [*readings, *own]
+            fitted_groups.insert(0, [call, *results])
+        out: list[list[BaseMessage]] = []
+        for group in fitted_groups:
+            fitted, _ = shrink_tool_messages(
+                group,
+                cap,
+                count=count,
+                codec=self.counter.codec,
+                page=partial(excerpt_of_read, counter=self.counter),
+            )
+            # Marked: a later compaction does not summarize them again, and keeps the
+            # original before this boundary again (as a stand-in, never the excerpt).
+            out.append(
+                [
+                    m.model_copy(
+                        update={
+                            "additional_kwargs": {
+                                **m.additional_kwargs,
+                                LEFT_OUT_KEY: True,
+                                **({MASKED_KEY: True} if isinstance(m, ToolMessage) else {}),
+                            }
+                        }
+                    )
+                    for m in fitted
+                ]
+            )
+        return out
+
+    def _pointer(self, message: BaseMessage, calls: Mapping[str, dict[str, Any]]) -> BaseMessage:
+        """``message`` masked to its one-line pointer (a copy) when it is a tool output
+        long enough to mask; else ``message``."""
+        if not isinstance(message, ToolMessage) or message.additional_kwargs.get(MASKED_KEY):
+            return message
+        size = self.counter.count_message(message)
+        if not maskable(message, size):
+            return message
+        text = placeholder(message, calls.get(message.tool_call_id), size)
+        return message.model_copy(
+            update={
+                "content": text,
+                "additional_kwargs": {**message.additional_kwargs, MASKED_KEY: True},
+            }
+        )
 
     def _view_tokens(self, messages: Sequence[BaseMessage], fixed: int) -> int:
         return fixed + self.counter.count_messages(
@@ -1360,6 +1498,9 @@ class Compactor:
         ledger = self._ledger(progress, int(usable * LEDGER_MAX_BUDGET_FRACTION))
         if course_change:
             ledger = f"{course_change}\n\n{ledger}" if ledger else course_change
+        # What the summary names before the loop below drops the lists of files the
+        # ledger shows (they name the files as much as before) or shortens it.
+        named = "\n".join([summary or "", *(m.text for m in carried_heads)])
         summary_cut = shortened = deduplicated = False
         hard_target = int(usable * SUMMARY_HARD_TARGET_BUDGET_FRACTION)
         while True:
@@ -1430,6 +1571,17 @@ class Compactor:
             kept = [*kept, *unseen]
             new_tail = self._assemble(summary, reason, files, kept, carried_heads, ledger, scale)
         settled = self._view_tokens(new_tail, fixed) if unseen else after
+        if summary is not None and trigger != "manual":
+            # Not for /compact: asked for to make the prompt smaller, it would fill
+            # the room again.
+            room = min(target - settled, int(usable * LEFT_OUT_BUDGET_FRACTION))
+            left_out = self._left_out_kept(named, older, messages, kept, room)
+            if left_out:
+                kept = _in_history_order(recent, [*left_out, *group_messages(kept)])
+                new_tail = self._assemble(
+                    summary, reason, files, kept, carried_heads, ledger, scale
+                )
+                settled = self._view_tokens(new_tail, fixed)
         if trigger == "manual" and summary is not None and settled >= before:
             # Asked for on a short history: a summary (with its prefix and the re-read
             # files) that is no smaller than what it replaces only loses detail. Not

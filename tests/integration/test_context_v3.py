@@ -39,6 +39,10 @@ from tests.scenarios.stateless import (
 )
 
 WINDOW_TOKENS = 16_000
+# Codes of the newest 20 KB readings a one-line summary leaves in view at 16k: an excerpt
+# of leading lines each in the room a compaction leaves (LangChain's summarization, which
+# keeps recent messages whole, shows 3 at its call cap).
+LEFT_OUT_CODES_MIN = 4
 
 
 def _run(
@@ -261,6 +265,28 @@ def test_a_lossy_summarizer_still_leaves_most_facts_answerable(
     )
     assert any(e["type"] == "compaction" for e in events)
     assert len(codes_in(recorder.answers[-1]) & planted) >= 20
+    assert recorder.reread_files() == 0
+
+
+def test_a_summarizer_that_keeps_only_the_task_leaves_the_newest_readings_in_view(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """A summarizer that writes one line (the task) and names no file it was shown,
+    even when asked about them again: the readings it left out keep what room the
+    compaction leaves (the newest first, an excerpt of leading lines each), so after the
+    task the model still sees the codes of the last files it read (one code when a
+    compaction kept only the newest call)."""
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=16,
+        persona="silent",
+        summarizer="terse",
+        size="big",
+        question=True,
+    )
+    assert any(e["type"] == "compaction" for e in events)
+    assert len(codes_in(recorder.answers[-1]) & planted) >= LEFT_OUT_CODES_MIN
     assert recorder.reread_files() == 0
 
 

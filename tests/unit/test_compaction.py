@@ -28,6 +28,8 @@ from agentgraph.config import Settings
 from agentgraph.context.carry_over import CARRY_OVER_HEADING
 from agentgraph.context.compaction import (
     KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS,
+    LEFT_OUT_BUDGET_FRACTION,
+    LEFT_OUT_READING_MIN_TOKENS,
     NEXT_PIECE_HEADING,
     NEXT_PIECE_PROMPT,
     SUMMARY_HARD_TARGET_BUDGET_FRACTION,
@@ -35,6 +37,7 @@ from agentgraph.context.compaction import (
     SUMMARY_SHORTEN_ATTEMPTS,
     SUMMARY_SUPPLEMENT_ATTEMPTS,
     SUPPLEMENT_HEADING,
+    TARGET_AFTER_BUDGET_FRACTION,
     UNSEEN_KEPT_BUDGET_FRACTION,
     UNSEEN_OUTPUT_MIN_TOKENS,
     BoundaryTracker,
@@ -1033,3 +1036,111 @@ def test_a_kept_read_the_model_has_not_seen_is_kept_less_as_a_page_to_read_on(
     shown = [line.split("\t", 1)[0] for line in kept.text.splitlines() if "\t" in line]
     assert shown == [str(n) for n in range(1, len(shown) + 1)]
     assert re.search(rf"offset={len(shown)}\b", kept.text)
+
+
+def _numbered_reads(
+    turns: int, *, start: int = 0, lines: int = 120, total: int = 240
+) -> list[BaseMessage]:
+    """Reads of ``f{i}.txt`` as read_file words them: ``lines`` numbered lines of a file
+    of ``total``, the code ``CODE-{i}`` on the first (after the task when ``start`` is
+    0)."""
+    msgs: list[BaseMessage] = []
+    if start == 0:
+        msgs.append(HumanMessage("Note the code of every file.", id="u0"))
+    for i in range(start, start + turns):
+        body = [f"CODE-{i}"] + [f"row {n} of f{i}.txt: nominal" for n in range(2, lines + 1)]
+        text = "\n".join(f"{n}\t{t}" for n, t in enumerate(body, 1))
+        text += f"\n[showing lines 1-{lines} of {total}; "
+        text += f"call read_file with offset={lines} to continue]"
+        call = {"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}
+        msgs.append(AIMessage(content="", id=f"a{i}", tool_calls=[call]))
+        msgs.append(ToolMessage(text, tool_call_id=f"c{i}", name="read_file", id=f"t{i}"))
+    return msgs
+
+
+@pytest.mark.parametrize("names_files", [False, True])
+def test_readings_a_summary_leaves_out_stay_in_view_in_the_room_the_compaction_leaves(
+    make_settings: Callable[..., Settings], names_files: bool
+) -> None:
+    """A summarizer that writes only the task, even asked about the files again: the
+    newest readings it left out stay after the boundary as excerpts of their leading
+    lines (the code on each first line) with a note naming the span read and where all
+    of it is, never an offset to read on from; the prompt stays under the target and
+    the transcript keeps every reading whole. A summary that names every file keeps
+    none of them."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    turns = 14
+    history = _numbered_reads(turns)
+    reply = "Handoff summary. Task: note the code of every file." + (
+        _naming(0, turns - 1) if names_files else ""
+    )
+    outcome = _compactor(settings, ScriptedChatModel([reply]))(
+        history, trigger="auto", system=[], tools=[]
+    )
+    assert outcome is not None
+    stored = _apply(history, outcome.updates)
+    view = since_last_boundary(stored)
+    counter = get_counter(settings.model)
+    assert validate_history(build_prompt_view(view, counter=counter).messages) == []
+    excerpts = [m for m in view if isinstance(m, ToolMessage) and "an excerpt of" in m.text]
+    usable = budget_for(settings).usable
+    assert outcome.tokens_after <= usable * TARGET_AFTER_BUDGET_FRACTION
+    if names_files:
+        assert excerpts == []
+        return
+    ids = [m.tool_call_id for m in excerpts]
+    kept_ids = [m.tool_call_id for m in view if isinstance(m, ToolMessage)]
+    # The newest left out, oldest first, right before what the compaction kept anyway.
+    assert len(ids) >= 2 and ids == [f"c{i}" for i in range(turns - len(ids) - 1, turns - 1)]
+    assert kept_ids[: len(ids)] == ids
+    # Copies: the readings stay whole before the boundary.
+    before = stored[: stored.index(next(m for m in stored if m not in history))]
+    assert all(history[2 + 2 * int(i[1:])] in before for i in ids)
+    shown = sum(counter.count_text(m.text) for m in excerpts)
+    assert shown <= usable * LEFT_OUT_BUDGET_FRACTION
+    for m in excerpts:
+        i = int(m.tool_call_id[1:])
+        assert m.text.startswith(f"1\tCODE-{i}\n")
+        assert counter.count_text(m.text) >= LEFT_OUT_READING_MIN_TOKENS * 0.9
+        assert m.text.endswith(
+            f'of 240, an excerpt of this read of lines 1-120; read_history("c{i}") shows all of it]'
+        )
+        assert "offset" not in m.text
+
+
+def test_readings_kept_for_a_summary_that_left_them_out_are_not_summarized_again(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """The next compaction summarizes only what is new: the excerpts an earlier summary
+    left out are not in its summarizer's input (summarized, they only added their file
+    names to the part; asked about, the same readings again), and the readings it
+    leaves out in turn take their place, the newest first."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    turns = 14
+    summarizer = ScriptedChatModel(
+        ["Handoff summary. Task: note the code of every file."], on_exhausted="repeat_last"
+    )
+    compact = _compactor(settings, summarizer)
+    history = _numbered_reads(turns)
+    first = compact(history, trigger="auto", system=[], tools=[])
+    assert first is not None
+    stored = _apply(history, first.updates)
+    kept_first = {
+        m.tool_call_id
+        for m in since_last_boundary(stored)
+        if isinstance(m, ToolMessage) and "an excerpt of" in m.text
+    }
+    assert kept_first
+    asked = len(summarizer.calls)
+    history = [*stored, *_numbered_reads(turns, start=turns)]
+    second = compact(history, trigger="auto", system=[], tools=[])
+    assert second is not None
+    later = [call[-1].text for call in summarizer.calls[asked:]]
+    assert later and not any(f"f{i[1:]}.txt" in text for i in kept_first for text in later)
+    view = since_last_boundary(_apply(history, second.updates))
+    excerpts = [
+        int(m.tool_call_id[1:])
+        for m in view
+        if isinstance(m, ToolMessage) and "an excerpt of" in m.text
+    ]
+    assert excerpts and min(excerpts) >= turns

@@ -8,7 +8,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentgraph.capabilities.tools.files import fit_read_page, read_span, read_text_file
+from agentgraph.capabilities.tools.files import (
+    excerpt_of_read,
+    fit_read_page,
+    read_span,
+    read_text_file,
+)
 from agentgraph.context.compaction import (
     READ_PAGE_MIN_TOKENS,
     TARGET_AFTER_BUDGET_FRACTION,
@@ -169,3 +174,50 @@ def test_a_read_page_is_bounded_by_the_room_a_compaction_leaves_and_never_below_
     room = small.compact_at - small.usable // 2
     assert read_page_max_tokens(small, 1_000, scale=1.5) == int(room / 1.5)
     assert read_page_max_tokens(small, 1_000, scale=0.5) == room  # never more than the room
+
+
+class _Read:
+    """A ``read_file`` result as a ToolMessage carries it (name, content, call id)."""
+
+    name = "read_file"
+    tool_call_id = "call_7"
+
+    def __init__(self, content: str) -> None:
+        self.content = content
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lines=st.lists(line_text, min_size=2, max_size=80),
+    read_to=st.integers(2, 80),
+    extra=st.integers(0, 40),
+    cap=st.integers(30, 800),
+)
+def test_an_excerpt_fits_names_the_span_read_and_offers_no_offset(
+    lines: list[str], read_to: int, extra: int, cap: int
+) -> None:
+    """An earlier read kept as an excerpt: its leading lines within the cap, a note that
+    names the lines the read covered and where all of it is, and no offset to read on
+    from (the read went past the excerpt)."""
+    shown = lines[: min(read_to, len(lines))]
+    total = len(shown) + extra
+    rendered = _page([f"{n}\t{t}" for n, t in enumerate(shown, 1)], 1, total)
+    excerpt = excerpt_of_read(_Read(rendered), cap, COUNTER)
+    if excerpt is None:
+        return  # not even the first line fits
+    assert COUNTER.count_text(excerpt) <= cap
+    body, note = excerpt.rsplit("\n", 1)
+    assert rendered.startswith(body + "\n")
+    last = int(body.rsplit("\n", 1)[-1].split("\t", 1)[0])
+    assert note == (
+        f"[lines 1-{last} of {total}, an excerpt of this read of lines 1-{len(shown)}; "
+        'read_history("call_7") shows all of it]'
+    )
+    assert "offset" not in note
+
+
+def test_an_excerpt_is_only_made_of_a_numbered_read() -> None:
+    other = _Read("1\tline")
+    other.name = "grep"
+    assert excerpt_of_read(other, 100, COUNTER) is None
+    assert excerpt_of_read(_Read("plain text\nmore"), 100, COUNTER) is None

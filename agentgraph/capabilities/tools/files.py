@@ -9,6 +9,7 @@ failures become :class:`~agentgraph.tools.base.ToolError`.
 
 import codecs
 import contextlib
+import json
 import mimetypes
 import os
 import re
@@ -423,6 +424,43 @@ def page_of_read(message: Any, max_tokens: int, counter: PageCounter) -> str | N
         return None
     content = getattr(message, "content", None)
     return fit_read_page(content, max_tokens, counter) if isinstance(content, str) else None
+
+
+def excerpt_of_read(message: Any, max_tokens: int, counter: PageCounter) -> str | None:
+    """An earlier ``read_file`` result as its leading lines that fit ``max_tokens``,
+    with a note naming the span the read covered and where all of it is, else None
+    (another tool's result, or not a numbered read).
+
+    Unlike :func:`page_of_read`'s note, the note names no offset to read on from: the
+    read went further than the excerpt, and a model told to continue after the
+    excerpt read the rest of files it had read whole (a 20 KB file in four more calls).
+    """
+    if getattr(message, "name", None) != READ_FILE_TOOL_NAME:
+        return None
+    content = getattr(message, "content", None)
+    span = read_span(content) if isinstance(content, str) else None
+    if not isinstance(content, str) or span is None:
+        return None
+    first = _PAGE_LINE_RE.match(content)
+    if first is None:
+        return None
+    start, (end, total) = int(first.group(1)), span
+    ref = json.dumps(str(getattr(message, "tool_call_id", "") or ""))
+
+    def note(last: int) -> str:
+        return (
+            f"[lines {start}-{last} of {total}, an excerpt of this read of lines "
+            f"{start}-{end}; read_history({ref}) shows all of it]"
+        )
+
+    page = fit_read_page(content, max(max_tokens - counter.count_text(note(end)), 1), counter)
+    if page is None:
+        return None
+    lines = page.split("\n")
+    shown = _PAGE_LINE_RE.match(lines[-2]) if len(lines) > 1 else None
+    if shown is None:
+        return None
+    return "\n".join([*lines[:-1], note(int(shown.group(1)))])
 
 
 def read_text_file(
