@@ -159,6 +159,9 @@ SUMMARY_EXACT_COUNT_MARGIN_FRACTION = 0.02
 SUMMARY_TOOL_RESULT_MIN_TOKENS = 48
 # Room left in the summarizer's input for the instructions and message framing.
 SUMMARY_FRAMING_TOKENS = 600
+# What joining the entries of a summarizer call costs each of them, at most (the blank
+# line between two; a merge at the seam can take one more).
+SUMMARY_ENTRY_JOIN_TOKENS = 2
 SUMMARY_ENTRY_FRAMING_TOKENS = 10
 # A part larger than this many calls hold (an imported history far beyond the window)
 # has all its results cut evenly to fit them.
@@ -662,7 +665,8 @@ def render_transcript(
                 f"\n[tool call] {c['name']}({json.dumps(c['args'], ensure_ascii=False)[:2000]})"
                 for c in msg.tool_calls
             )
-            out.append(f"[assistant]\n{text}{calls}")
+            if text.strip() or calls:  # an empty reply says nothing, and may take a call
+                out.append(f"[assistant]\n{text}{calls}")
         elif kind == "summary":
             out.append(f"[summary of earlier work]\n{text}")
         elif kind in CONTEXT_KINDS:
@@ -769,7 +773,17 @@ class Compactor:
     ) -> str:
         count = self.counter.count_text
         instructions = _instructions(focus)
-        piece_budget = self._piece_budget(reply_tokens, scale, margin) - SUMMARY_FRAMING_TOKENS
+        # The call's own words, counted: a flat reserve of SUMMARY_FRAMING_TOKENS was
+        # twice what they take, and a part a few hundred tokens over what was left took
+        # a second call (31 summarizer calls for 24 compactions of 300 small files at a
+        # 16k window; 25 when counted).
+        framing = self.counter.count_messages(
+            [
+                SystemMessage(content=instructions),
+                HumanMessage(content=f"{NEXT_PIECE_PROMPT}\n\n<conversation>\n\n</conversation>"),
+            ]
+        )
+        piece_budget = self._piece_budget(reply_tokens, scale, margin) - framing
         caps = self._tool_result_caps(older, piece_budget)
         entries = render_transcript(
             older, count, tool_result_caps=caps, cancelled=cancelled, codec=self.counter.codec
@@ -778,15 +792,17 @@ class Compactor:
         used = 0
         request: str | None = None  # the latest user request so far, for later pieces
         for original in entries:
-            entry, size = original, count(original)
+            entry, size = original, count(original) + SUMMARY_ENTRY_JOIN_TOKENS
             if size > piece_budget:  # one entry larger than a whole call: head and tail
                 # Cut to the room its piece has left while that is most of a call, so
                 # it goes with the call that made it rather than leaving that call
                 # alone in a piece (one more request, showing a call with no result).
                 left = piece_budget - used
                 fit = left if pieces[-1] and left * 2 >= piece_budget else piece_budget
-                entry = truncate_text(entry, fit, count=count, codec=self.counter.codec).text
-                size = count(entry)
+                entry = truncate_text(
+                    entry, fit - SUMMARY_ENTRY_JOIN_TOKENS, count=count, codec=self.counter.codec
+                ).text
+                size = count(entry) + SUMMARY_ENTRY_JOIN_TOKENS
             if pieces[-1] and used + size > piece_budget:
                 pieces.append([])
                 used = 0
@@ -795,7 +811,7 @@ class Compactor:
                 # entry still fits beside it: the entry is the content, never cut for it.
                 if request is not None and count(request) + size <= piece_budget:
                     pieces[-1].append(request)
-                    used = count(request)
+                    used = count(request) + SUMMARY_ENTRY_JOIN_TOKENS
             if original.startswith(USER_ENTRY_LABEL):
                 text = original.removeprefix(USER_ENTRY_LABEL)
                 request = truncate_text(

@@ -32,6 +32,8 @@ from agentgraph.context.compaction import (
     LEFT_OUT_READING_MIN_TOKENS,
     NEXT_PIECE_HEADING,
     NEXT_PIECE_PROMPT,
+    SUMMARY_ENTRY_JOIN_TOKENS,
+    SUMMARY_FRAMING_TOKENS,
     SUMMARY_HARD_TARGET_BUDGET_FRACTION,
     SUMMARY_PREFIX,
     SUMMARY_SHORTEN_ATTEMPTS,
@@ -42,10 +44,12 @@ from agentgraph.context.compaction import (
     UNSEEN_OUTPUT_MIN_TOKENS,
     BoundaryTracker,
     Compactor,
+    _instructions,
     carried_scale,
     count_mentions,
     marker,
     rank_touched_files,
+    render_transcript,
     since_last_boundary,
 )
 from agentgraph.context.tokens import anchored_prompt_tokens, get_counter
@@ -1144,3 +1148,50 @@ def test_readings_kept_for_a_summary_that_left_them_out_are_not_summarized_again
         if isinstance(m, ToolMessage) and "an excerpt of" in m.text
     ]
     assert excerpts and min(excerpts) >= turns
+
+
+def test_a_part_is_one_summarizer_call_while_it_fits_beside_the_calls_own_words(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """What a summarizer call holds besides the part is its instructions and wrapper, as
+    counted: a part that fills the call up to them is summarized in one call (a flat
+    reserve of SUMMARY_FRAMING_TOKENS, twice their size, sent parts a few hundred tokens
+    over it to a second call), and one a little larger in two, each within the call."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    counter = get_counter(settings.model)
+    reply_tokens, margin = 1_000, 0.02
+
+    def summarize(extra: int) -> list[int]:
+        summarizer = ScriptedChatModel(["Audited."], on_exhausted="repeat_last")
+        compactor = _compactor(settings, summarizer)
+        room = compactor._piece_budget(reply_tokens, 1.0, margin)
+        framing = counter.count_messages(
+            [
+                SystemMessage(content=_instructions(None)),
+                HumanMessage(content=f"{NEXT_PIECE_PROMPT}\n\n<conversation>\n\n</conversation>"),
+            ]
+        )
+        assert framing < SUMMARY_FRAMING_TOKENS / 2
+        older: list[BaseMessage] = [HumanMessage("Audit the files.", id="u0")]
+        target = room - framing + extra
+        i = 0
+        while True:
+            entries = render_transcript(older, counter.count_text)
+            used = sum(counter.count_text(e) + SUMMARY_ENTRY_JOIN_TOKENS for e in entries)
+            if used >= target - 40:
+                break
+            size = min(800, target - used - 30)
+            call = {"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}
+            older.append(AIMessage(content="", id=f"a{i}", tool_calls=[call]))
+            body = " ".join(f"w{n}" for n in range(size))
+            while counter.count_text(f"[tool result read_file]\n{body}") > size:
+                body = body[: int(len(body) * 0.95)]
+            older.append(ToolMessage(body, tool_call_id=f"c{i}", name="read_file", id=f"t{i}"))
+            i += 1
+        compactor._summarize(older, None, reply_tokens=reply_tokens, scale=1.0, margin=margin)
+        sizes = [counter.count_messages(call) for call in summarizer.calls]
+        assert all(size <= room for size in sizes)
+        return sizes
+
+    assert len(summarize(-60)) == 1
+    assert len(summarize(SUMMARY_FRAMING_TOKENS)) == 2
