@@ -16,7 +16,7 @@ import posixpath
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -616,6 +616,22 @@ def _in_history_order(
     return [m for g in ordered for m in g]
 
 
+def _whole_readings(
+    messages: Sequence[BaseMessage], call_ids: Collection[str]
+) -> dict[str, ToolMessage]:
+    """The first whole result of each of ``call_ids`` in ``messages``: a later one may be
+    a masked stand-in or an excerpt a compaction kept."""
+    whole: dict[str, ToolMessage] = {}
+    for m in messages:
+        if (
+            isinstance(m, ToolMessage)
+            and m.tool_call_id in call_ids
+            and not m.additional_kwargs.get(MASKED_KEY)
+        ):
+            whole.setdefault(m.tool_call_id, m)
+    return whole
+
+
 def fit_cap(sizes: Sequence[int], room: int) -> int:
     """The largest cap ``c`` with ``sum(min(s, c) for s in sizes) <= room`` (water-filling).
 
@@ -875,17 +891,9 @@ class Compactor:
                 if path not in fresh and any(_names_file(m.text, path) for m in earlier)
             }
             reads = {**before, **reads}
-        # The first whole copy of each reading: a later one may be a masked stand-in.
         # Found once: the sources may be the whole transcript, and the loop below asks
         # up to SUMMARY_MAX_PIECES times.
-        whole: dict[str, ToolMessage] = {}
-        for m in sources:
-            if (
-                isinstance(m, ToolMessage)
-                and m.tool_call_id in reads
-                and not m.additional_kwargs.get(MASKED_KEY)
-            ):
-                whole.setdefault(m.tool_call_id, m)
+        whole = _whole_readings(sources, reads.keys())
         count = self.counter.count_text
         piece_budget = self._piece_budget(reply_tokens, scale, margin) - SUMMARY_FRAMING_TOKENS
         attempts, attempt = SUMMARY_SUPPLEMENT_ATTEMPTS, 0
@@ -1304,14 +1312,7 @@ class Compactor:
         }
         if not missing or room <= 0:
             return []
-        originals: dict[str, ToolMessage] = {}
-        for m in history:
-            if (
-                isinstance(m, ToolMessage)
-                and m.tool_call_id in missing
-                and not m.additional_kwargs.get(MASKED_KEY)
-            ):
-                originals.setdefault(m.tool_call_id, m)
+        originals = _whole_readings(history, missing)
         count = self.counter.count_text
         fitted_groups: list[list[BaseMessage]] = []
         readings: list[ToolMessage] = []

@@ -56,6 +56,7 @@ from agentgraph.context.tokens import anchored_prompt_tokens, get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
+from agentgraph.runtime.deps import CompactionOutcome
 from agentgraph.runtime.history import agentgraph_kind, build_prompt_view, validate_history
 from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import OutCountingModel, ScriptedChatModel
@@ -130,6 +131,22 @@ def _naming(first: int, last: int) -> str:
 
 def _apply(history: list[BaseMessage], updates: list[BaseMessage]) -> list[BaseMessage]:
     return list(add_messages(history, updates))  # type: ignore[arg-type]
+
+
+def _compacted_view(
+    settings: Settings, history: list[BaseMessage], reply: str
+) -> tuple[CompactionOutcome, list[BaseMessage], list[BaseMessage]]:
+    """An auto compaction of ``history`` whose summarizer answers ``reply``: the outcome,
+    the stored history after it and the view since its boundary (checked valid)."""
+    outcome = _compactor(settings, ScriptedChatModel([reply]))(
+        history, trigger="auto", system=[], tools=[]
+    )
+    assert outcome is not None
+    stored = _apply(history, outcome.updates)
+    view = since_last_boundary(stored)
+    counter = get_counter(settings.model)
+    assert validate_history(build_prompt_view(view, counter=counter).messages) == []
+    return outcome, stored, view
 
 
 def test_a_file_read_by_the_workspace_path_without_its_slash_is_reinjected(
@@ -940,14 +957,7 @@ def test_unseen_results_are_kept_cut_while_their_originals_stay_whole_before_the
         AIMessage(content="", id="par", tool_calls=calls),
         *results,
     ]
-    outcome = _compactor(settings, ScriptedChatModel(["Read the big files."]))(
-        history, trigger="auto", system=[], tools=[]
-    )
-    assert outcome is not None
-    stored = _apply(history, outcome.updates)
-    view = since_last_boundary(stored)
-    counter = get_counter(settings.model)
-    assert validate_history(build_prompt_view(view, counter=counter).messages) == []
+    outcome, stored, view = _compacted_view(settings, history, "Read the big files.")
     shown = [m for m in view if isinstance(m, ToolMessage)]
     assert [m.tool_call_id for m in shown] == ["r0", "r1", "r2", "g0"]
     assert shown[-1].text == "big1.txt:9: KEY = 42"
@@ -1078,14 +1088,8 @@ def test_readings_a_summary_leaves_out_stay_in_view_in_the_room_the_compaction_l
     reply = "Handoff summary. Task: note the code of every file." + (
         _naming(0, turns - 1) if names_files else ""
     )
-    outcome = _compactor(settings, ScriptedChatModel([reply]))(
-        history, trigger="auto", system=[], tools=[]
-    )
-    assert outcome is not None
-    stored = _apply(history, outcome.updates)
-    view = since_last_boundary(stored)
+    outcome, stored, view = _compacted_view(settings, history, reply)
     counter = get_counter(settings.model)
-    assert validate_history(build_prompt_view(view, counter=counter).messages) == []
     excerpts = [m for m in view if isinstance(m, ToolMessage) and "an excerpt of" in m.text]
     usable = budget_for(settings).usable
     assert outcome.tokens_after <= usable * TARGET_AFTER_BUDGET_FRACTION
