@@ -792,7 +792,7 @@ class Compactor:
         # The call's own words, counted: a flat reserve of SUMMARY_FRAMING_TOKENS was
         # twice what they take, and a part a few hundred tokens over what was left took
         # a second call (31 summarizer calls for 24 compactions of 300 small files at a
-        # 16k window; 25 when counted).
+        # 16k window; 27 when counted).
         framing = self.counter.count_messages(
             [
                 SystemMessage(content=instructions),
@@ -1299,10 +1299,9 @@ class Compactor:
         is the original output (from ``history``: a kept copy may be masked), cut to
         the size all of them share (a file read to an excerpt of its leading lines,
         :func:`~agentgraph.capabilities.tools.files.excerpt_of_read`); the group's other
-        results are masked to pointers. Groups
-        are taken newest first while each reading keeps
-        :data:`LEFT_OUT_READING_MIN_TOKENS` (or its whole size, if smaller). Empty
-        when the summary names every file read, or nothing fits.
+        results are masked to pointers. Groups are taken newest first while each
+        reading keeps :data:`LEFT_OUT_READING_MIN_TOKENS` (or its whole size, if
+        smaller). Empty when the summary names every file read, or nothing fits.
         """
         in_kept = {m.tool_call_id for m in kept if isinstance(m, ToolMessage)}
         missing = {
