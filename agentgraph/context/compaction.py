@@ -55,10 +55,10 @@ from agentgraph.context.ledger import (
 )
 from agentgraph.context.masking_text import (
     MASKED_KEY,
+    mask_output,
     mask_outputs_before,
     maskable,
     note_words,
-    placeholder,
     restates,
 )
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
@@ -879,9 +879,10 @@ class Compactor:
         ``summary`` as it is.
         """
         reads = read_calls(summarized)
-        # The transcript first: the copy a compaction kept may be cut, masked or an
-        # excerpt, and its original before that boundary is the whole reading.
-        sources: list[BaseMessage] = [*history, *summarized]
+        # The transcript (it holds every reading of ``summarized``): the copy a
+        # compaction kept may be cut, masked or an excerpt, and its original before
+        # that boundary is the whole reading.
+        sources: Sequence[BaseMessage] = history or summarized
         earlier = [m for m in summarized if agentgraph_kind(m) == "summary"]
         if earlier:
             fresh = set(reads.values())
@@ -1313,8 +1314,9 @@ class Compactor:
             return []
         originals = _whole_readings(history, missing)
         count = self.counter.count_text
+        count_message = self.counter.count_message
         fitted_groups: list[list[BaseMessage]] = []
-        readings: list[ToolMessage] = []
+        sizes: list[int] = []  # of the readings taken so far, each counted once
         frame = 0
         cap = 0
         for group in reversed(group_messages(list(older))):
@@ -1322,24 +1324,27 @@ class Compactor:
             if not (isinstance(call, AIMessage) and call.tool_calls):
                 continue
             calls = {str(c.get("id")): dict(c) for c in call.tool_calls}
-            own: list[ToolMessage] = []
             results: list[BaseMessage] = []
+            own_sizes: list[int] = []
+            own_frame = count_message(call)
             for m in group[1:]:
                 if isinstance(m, ToolMessage) and m.tool_call_id in originals:
-                    own.append(originals[m.tool_call_id])
-                    results.append(own[-1])
+                    original = originals[m.tool_call_id]
+                    results.append(original)
+                    own_sizes.append(count(original.text))
+                    # The message around the text: what a cut leaves of it too.
+                    own_frame += count_message(original.model_copy(update={"content": ""}))
                 else:
-                    results.append(self._pointer(m, calls))
-            if not own:
+                    if isinstance(m, ToolMessage):
+                        m = mask_output(m, calls.get(m.tool_call_id), count_message)
+                    results.append(m)
+                    own_frame += count_message(m)
+            if not own_sizes:
                 continue
-            own_frame = sum(self.counter.count_message(m) for m in [call, *results]) - sum(
-                count(m.text) for m in own
-            )
-            sizes = [count(m.text) for m in [*readings, *own]]
-            trial = fit_cap(sizes, room - frame - own_frame)
-            if trial < min(LEFT_OUT_READING_MIN_TOKENS, max(sizes)):
+            trial = fit_cap([*sizes, *own_sizes], room - frame - own_frame)
+            if trial < min(LEFT_OUT_READING_MIN_TOKENS, max([*sizes, *own_sizes])):
                 break
-            cap, frame, readings = trial, frame + own_frame, [*readings, *own]
+            cap, frame, sizes = trial, frame + own_frame, [*sizes, *own_sizes]
             fitted_groups.insert(0, [call, *results])
         out: list[list[BaseMessage]] = []
         for group in fitted_groups:
@@ -1367,22 +1372,6 @@ class Compactor:
                 ]
             )
         return out
-
-    def _pointer(self, message: BaseMessage, calls: Mapping[str, dict[str, Any]]) -> BaseMessage:
-        """``message`` masked to its one-line pointer (a copy) when it is a tool output
-        long enough to mask; else ``message``."""
-        if not isinstance(message, ToolMessage) or message.additional_kwargs.get(MASKED_KEY):
-            return message
-        size = self.counter.count_message(message)
-        if not maskable(message, size):
-            return message
-        text = placeholder(message, calls.get(message.tool_call_id), size)
-        return message.model_copy(
-            update={
-                "content": text,
-                "additional_kwargs": {**message.additional_kwargs, MASKED_KEY: True},
-            }
-        )
 
     def _view_tokens(self, messages: Sequence[BaseMessage], fixed: int) -> int:
         return fixed + self.counter.count_messages(

@@ -23,6 +23,7 @@ __all__ = [
     "MASK_ARGS_MAX_CHARS",
     "MASK_EXEMPT_TOOLS",
     "MASK_MIN_OUTPUT_TOKENS",
+    "mask_output",
     "mask_outputs_before",
     "maskable",
     "note_words",
@@ -152,15 +153,32 @@ def mask_outputs_before(
     for i, msg in enumerate(messages):
         if isinstance(msg, AIMessage):
             calls.update({str(c["id"]): dict(c) for c in msg.tool_calls if c.get("id")})
-        elif isinstance(msg, ToolMessage) and i < end and not msg.additional_kwargs.get(MASKED_KEY):
-            size = count(msg)
-            if maskable(msg, size):
-                text = placeholder(msg, calls.get(msg.tool_call_id), size)
-                msg = msg.model_copy(
-                    update={
-                        "content": text,
-                        "additional_kwargs": {**msg.additional_kwargs, MASKED_KEY: True},
-                    }
-                )
+        elif isinstance(msg, ToolMessage) and i < end:
+            msg = mask_output(msg, calls.get(msg.tool_call_id), count)
         out.append(msg)
     return out
+
+
+def mask_output(
+    message: ToolMessage, call: dict[str, Any] | None, count: Callable[[BaseMessage], int]
+) -> ToolMessage:
+    """``message`` as its one-line :func:`placeholder` (a copy marked
+    ``additional_kwargs[MASKED_KEY]``) when it is :func:`maskable` and not masked yet;
+    else ``message`` itself.
+
+    Args:
+        message: The tool output.
+        call: The tool call it answers, when known.
+        count: Token count of one message.
+    """
+    if message.additional_kwargs.get(MASKED_KEY):
+        return message
+    size = count(message)
+    if not maskable(message, size):
+        return message
+    return message.model_copy(
+        update={
+            "content": placeholder(message, call, size),
+            "additional_kwargs": {**message.additional_kwargs, MASKED_KEY: True},
+        }
+    )
