@@ -191,8 +191,12 @@ KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS = 500
 # 30 files of 20 KB answerable at a 16k window; with them, four.
 LEFT_OUT_BUDGET_FRACTION = 0.20
 LEFT_OUT_READING_MIN_TOKENS = 500
-# Marks the messages of a call kept for the readings a summary left out.
-LEFT_OUT_KEY = "agentgraph_left_out"
+# Marks the copies a compaction keeps in view of messages its summarizer had whole (the
+# readings a summary left out, the results the model had not seen): a later compaction
+# does not summarize them again (the summary carried beside them holds them; summarized
+# again, each batch of eight parallel reads at an 8k window went to two compactions'
+# summarizers, 25 summarizer calls for 13 compactions).
+SUMMARIZED_COPY_KEY = "agentgraph_summarized_copy"
 
 # A file read may show at least this many tokens (about 300 lines of code: most source
 # files in one read), more than other tool outputs get at a small window: each further
@@ -614,6 +618,16 @@ def _in_history_order(
     position = {m.id: i for i, m in enumerate(history) if m.id}
     ordered = sorted(groups, key=lambda g: position.get(g[0].id or "", len(history)))
     return [m for g in ordered for m in g]
+
+
+def _summarized_copy(message: BaseMessage, *, masked: bool = False) -> BaseMessage:
+    """A copy of ``message`` marked as one a compaction's summarizer had whole
+    (:data:`SUMMARIZED_COPY_KEY`); ``masked`` also marks it a stand-in for the original
+    (:data:`MASKED_KEY`), as a kept excerpt is."""
+    kwargs = {**message.additional_kwargs, SUMMARIZED_COPY_KEY: True}
+    if masked:
+        kwargs[MASKED_KEY] = True
+    return message.model_copy(update={"additional_kwargs": kwargs})
 
 
 def _whole_readings(
@@ -1186,9 +1200,10 @@ class Compactor:
                 or i == request
                 or (i < newest and any(isinstance(x, ToolMessage) for x in g))
             )
-            # Readings an earlier summary left out, kept as excerpts: summarized (and
-            # asked about) then, they would only add their file names to this part.
-            and not g[0].additional_kwargs.get(LEFT_OUT_KEY)
+            # Copies an earlier summarizer had the originals of (readings kept as
+            # excerpts, results the model had not seen): summarized again, they would
+            # only add their file names to this part.
+            and not g[0].additional_kwargs.get(SUMMARIZED_COPY_KEY)
             for m in g
         ]
         return older, kept, summary_input, cancelled
@@ -1357,20 +1372,7 @@ class Compactor:
             )
             # Marked: a later compaction does not summarize them again, and keeps the
             # original before this boundary again (as a stand-in, never the excerpt).
-            out.append(
-                [
-                    m.model_copy(
-                        update={
-                            "additional_kwargs": {
-                                **m.additional_kwargs,
-                                LEFT_OUT_KEY: True,
-                                **({MASKED_KEY: True} if isinstance(m, ToolMessage) else {}),
-                            }
-                        }
-                    )
-                    for m in fitted
-                ]
-            )
+            out.append([_summarized_copy(m, masked=isinstance(m, ToolMessage)) for m in fitted])
         return out
 
     def _view_tokens(self, messages: Sequence[BaseMessage], fixed: int) -> int:
@@ -1573,6 +1575,8 @@ class Compactor:
             recent, kept, after, compact_point, int(usable * UNSEEN_KEPT_BUDGET_FRACTION)
         )
         if unseen:
+            if summary is not None:
+                unseen = [_summarized_copy(m) for m in unseen]
             kept = [*kept, *unseen]
             new_tail = self._assemble(summary, reason, files, kept, carried_heads, ledger, scale)
         settled = self._view_tokens(new_tail, fixed) if unseen else after

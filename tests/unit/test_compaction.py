@@ -967,6 +967,47 @@ def test_unseen_results_are_kept_cut_while_their_originals_stay_whole_before_the
     assert all(r in before for r in results)
 
 
+def test_unseen_results_kept_in_view_are_not_summarized_again(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """Results a compaction summarized whole and kept in view (cut) because the model
+    had not seen them are not in the next compaction's summarizer input: the summary
+    carried beside them holds them already (summarized again, every batch of parallel
+    reads at an 8k window went to two compactions' summarizers, each part then larger
+    than one call)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    calls = [
+        {"name": "read_file", "args": {"path": f"big{i}.txt"}, "id": f"r{i}"} for i in range(3)
+    ]
+    results = [
+        ToolMessage(f"big{i} " + "word " * 6000, tool_call_id=f"r{i}", name="read_file", id=f"t{i}")
+        for i in range(3)
+    ]
+    history: list[BaseMessage] = [
+        *_history(3),
+        AIMessage(content="", id="par", tool_calls=calls),
+        *results,
+    ]
+    summarizer = ScriptedChatModel(
+        ["Read f0.txt to f2.txt and big0.txt to big2.txt."], on_exhausted="repeat_last"
+    )
+    compact = _compactor(settings, summarizer)
+    first = compact(history, trigger="auto", system=[], tools=[])
+    assert first is not None and not first.record["fallback"]
+    first_input = "".join(call[-1].text for call in summarizer.calls)
+    assert all(f"big{i} word" in first_input for i in range(3))
+    stored = _apply(history, first.updates)
+    view = since_last_boundary(stored)
+    assert [m.tool_call_id for m in view if isinstance(m, ToolMessage)] == ["r0", "r1", "r2"]
+    asked = len(summarizer.calls)
+    more = _numbered_reads(12, start=100)
+    second = compact([*stored, *more], trigger="auto", system=[], tools=[])
+    assert second is not None
+    later = "".join(call[-1].text for call in summarizer.calls[asked:])
+    assert "CODE-110" in later
+    assert not any(f"big{i} word" in later for i in range(3)), later[:500]
+
+
 def test_unseen_results_are_kept_when_the_prompt_and_summary_fill_the_hard_target(
     make_settings: Callable[..., Settings],
 ) -> None:
