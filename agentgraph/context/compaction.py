@@ -163,6 +163,12 @@ SUMMARY_FRAMING_TOKENS = 600
 # line between two; a merge at the seam can take one more).
 SUMMARY_ENTRY_JOIN_TOKENS = 2
 SUMMARY_ENTRY_FRAMING_TOKENS = 10
+# A part that takes one summarizer call and a little more leaves its newest groups the
+# model has seen (calls and their results, up to this share of the usable budget) in view
+# whole for the next compaction to summarize, rather than ask a second call for them: on
+# 300 small files at a 16k window three compactions each asked a second call for one
+# read. Kept whole, they bring the next compaction that much sooner.
+SUMMARY_SPILL_KEPT_BUDGET_FRACTION = 0.10
 # A part larger than this many calls hold (an imported history far beyond the window)
 # has all its results cut evenly to fit them.
 SUMMARY_MAX_PIECES = 20
@@ -801,8 +807,52 @@ class Compactor:
         scale: float = 1.0,
         margin: float = PROMPT_COUNT_MARGIN_FRACTION,
     ) -> str:
-        count = self.counter.count_text
         instructions = _instructions(focus)
+        pieces = self._pieces(
+            older, instructions, cancelled, reply_tokens=reply_tokens, scale=scale, margin=margin
+        )
+        parts: list[str] = []
+        for n, piece in enumerate(pieces):
+            if not piece:
+                continue
+            body = "\n\n".join(piece)
+            ask = f"{NEXT_PIECE_PROMPT}\n\n" if n else ""
+            prompt: list[BaseMessage] = [
+                SystemMessage(content=instructions),
+                HumanMessage(content=f"{ask}<conversation>\n{body}\n</conversation>"),
+            ]
+            text = self._ask(prompt, margin).text.strip()
+            if not text:
+                raise ValueError("the summarizer returned an empty summary")
+            parts.append(f"{NEXT_PIECE_HEADING}\n{text}" if n else text)
+        if not parts:
+            raise ValueError("nothing to summarize")
+        return "\n\n".join(parts)
+
+    def _pieces(
+        self,
+        older: Sequence[BaseMessage],
+        instructions: str,
+        cancelled: Mapping[int, str] | None = None,
+        *,
+        reply_tokens: int,
+        scale: float = 1.0,
+        margin: float = PROMPT_COUNT_MARGIN_FRACTION,
+    ) -> list[list[str]]:
+        """``older`` rendered as transcript entries, packed into summarizer calls.
+
+        Args:
+            older: The messages to summarize.
+            instructions: The calls' system prompt (counted with their wrapper).
+            cancelled: Labels of requests the user cancelled, by ``id()``.
+            reply_tokens: The summary's share, in our tokens.
+            scale: How much more the provider counts than we do.
+            margin: The count margin (:meth:`_count_margin`).
+
+        Returns:
+            The entries of each call, in order.
+        """
+        count = self.counter.count_text
         # The call's own words, counted: a flat reserve of SUMMARY_FRAMING_TOKENS was
         # twice what they take, and a part a few hundred tokens over what was left took
         # a second call (31 summarizer calls for 24 compactions of 300 small files at a
@@ -851,23 +901,63 @@ class Compactor:
                 ).text
             pieces[-1].append(entry)
             used += size
-        parts: list[str] = []
-        for n, piece in enumerate(pieces):
-            if not piece:
-                continue
-            body = "\n\n".join(piece)
-            ask = f"{NEXT_PIECE_PROMPT}\n\n" if n else ""
-            prompt: list[BaseMessage] = [
-                SystemMessage(content=instructions),
-                HumanMessage(content=f"{ask}<conversation>\n{body}\n</conversation>"),
-            ]
-            text = self._ask(prompt, margin).text.strip()
-            if not text:
-                raise ValueError("the summarizer returned an empty summary")
-            parts.append(f"{NEXT_PIECE_HEADING}\n{text}" if n else text)
-        if not parts:
-            raise ValueError("nothing to summarize")
-        return "\n\n".join(parts)
+        return pieces
+
+    def _spilled_groups(
+        self,
+        recent: Sequence[BaseMessage],
+        summary_input: Sequence[BaseMessage],
+        instructions: str,
+        cancelled: Mapping[int, str] | None,
+        *,
+        limit: int,
+        reply_tokens: int,
+        scale: float,
+        margin: float,
+    ) -> set[int]:
+        """The messages (by ``id()``) to leave for the next summary, so that this one
+        takes one summarizer call.
+
+        Only when ``summary_input`` takes more than one call and the one call holds it
+        without its newest groups, each a call the model has answered and its results
+        (no request, no earlier summary, no results it has yet to see), together at
+        most ``limit`` tokens. Empty otherwise.
+        """
+        pieces = partial(
+            self._pieces,
+            instructions=instructions,
+            cancelled=cancelled,
+            reply_tokens=reply_tokens,
+            scale=scale,
+            margin=margin,
+        )
+        if sum(1 for piece in pieces(summary_input) if piece) <= 1:
+            return set()
+        # The newest call and its results: the model has yet to see them.
+        newest = max((i for i, m in enumerate(recent) if isinstance(m, AIMessage)), default=-1)
+        unanswered = {id(m) for m in recent[newest:]} if newest >= 0 else set()
+        groups = group_messages(list(summary_input))
+        spilled: set[int] = set()
+        tokens = 0
+        for n in range(len(groups) - 1, 0, -1):
+            call, *results = groups[n]
+            if not (
+                isinstance(call, AIMessage)
+                and call.tool_calls
+                and results
+                and all(isinstance(m, ToolMessage) for m in results)
+                and not any(id(m) in unanswered for m in groups[n])
+                and not any(m.additional_kwargs.get(SUMMARIZED_COPY_KEY) for m in groups[n])
+            ):
+                break
+            tokens += self.counter.count_messages(groups[n])
+            if tokens > limit:
+                break
+            spilled |= {id(m) for m in groups[n]}
+            rest = [m for g in groups[:n] for m in g]
+            if sum(1 for piece in pieces(rest) if piece) <= 1:
+                return spilled
+        return set()
 
     def _supplement(
         self,
@@ -1239,15 +1329,19 @@ class Compactor:
             )
         return out
 
-    def _mask_seen_outputs(self, kept: Sequence[BaseMessage]) -> list[BaseMessage]:
+    def _mask_seen_outputs(
+        self, kept: Sequence[BaseMessage], whole: Collection[int] = frozenset()
+    ) -> list[BaseMessage]:
         """Kept messages with the outputs the model already answered masked (copies).
 
         The newest turn's outputs, which the model has not answered yet, stay whole;
         the older kept calls stay visible with one-line pointers, as the masking unit
         showed them, so the kept part costs little of the room after compaction.
+        Messages in ``whole`` (by ``id()``: groups left for the next summary) stay whole.
         """
         newest = max((i for i, m in enumerate(kept) if isinstance(m, AIMessage)), default=0)
-        return mask_outputs_before(kept, newest, self.counter.count_message)
+        masked = mask_outputs_before(kept, newest, self.counter.count_message)
+        return [m if id(m) in whole else copy for m, copy in zip(kept, masked, strict=True)]
 
     def _unseen_kept(
         self,
@@ -1461,6 +1555,27 @@ class Compactor:
         if carried_heads:
             ids = {id(m) for m in carried_heads}
             summary_input = [m for m in summary_input if id(m) not in ids]
+        # Only for the compactions a growing prompt brings: /compact and the overflow
+        # guard want the prompt as small as it gets.
+        spilled = (
+            self._spilled_groups(
+                recent,
+                summary_input,
+                _instructions(focus),
+                cancelled,
+                limit=int(usable * SUMMARY_SPILL_KEPT_BUDGET_FRACTION),
+                reply_tokens=summary_max,
+                scale=scale,
+                margin=margin,
+            )
+            if trigger in ("auto", "distil")
+            else set()
+        )
+        if spilled:
+            summary_input = [m for m in summary_input if id(m) not in spilled]
+            older = [m for m in older if id(m) not in spilled]
+            kept_ids = spilled | {id(m) for m in kept}
+            kept = [m for m in recent if id(m) in kept_ids]
         summary: str | None = None
         reason = ""
         summary_room = summary_max - sum(map(self.counter.count_message, carried_heads))
@@ -1493,7 +1608,8 @@ class Compactor:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
             older, kept, _, _ = split(fallback_keep, keep_messages)
             carried_heads = self._carried_summaries(older, summary_max)
-        kept = self._mask_seen_outputs(kept)
+            spilled = set()
+        kept = self._mask_seen_outputs(kept, whole=spilled)
         # A distillation summarizes what masking hid, mid-task: the files read are in
         # the summary and the ledger, and re-reading them from disk would take the room
         # the compaction freed (a summary every few calls on a long read-only task).
@@ -1529,15 +1645,19 @@ class Compactor:
             if files:
                 files = files[:-1]
                 continue
+            # Groups left for the next summary stay whole: summarized cut, they would
+            # lose what the cut took.
+            shrinkable = [m for m in kept if id(m) not in spilled]
             shrunk, changed = shrink_tool_messages(
-                kept,
+                shrinkable,
                 KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS,
                 count=self.counter.count_text,
                 codec=self.counter.codec,
                 page=partial(page_of_read, counter=self.counter),
             )
             if changed:
-                kept = shrunk
+                fitted = iter(shrunk)
+                kept = [m if id(m) in spilled else next(fitted) for m in kept]
                 continue
             if summary is not None and not shortened and after > hard_target:
                 # Longer than all the room it can take: asked for again, in its share.

@@ -1195,6 +1195,52 @@ def test_readings_kept_for_a_summary_that_left_them_out_are_not_summarized_again
     assert excerpts and min(excerpts) >= turns
 
 
+def test_a_part_one_read_over_a_summarizer_call_leaves_that_read_whole_for_the_next_summary(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A part that a summarizer call holds but for its newest read: that read, one the
+    model has answered, stays after the boundary whole (not masked) and the next
+    compaction summarizes it, rather than a second call for it now (three of 24
+    compactions of 300 small files at a 16k window asked one each)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    turns = 13  # a read more than one summarizer call holds at WINDOW
+    history = _numbered_reads(turns, lines=100, total=100)
+    summarizer = ScriptedChatModel(
+        ["Handoff summary." + _naming(0, turns - 1)], on_exhausted="repeat_last"
+    )
+    compact = _compactor(settings, summarizer)
+    first = compact(history, trigger="auto", system=[], tools=[])
+    assert first is not None and not first.record["fallback"]
+    assert len(summarizer.calls) == 1
+    summarized = summarizer.calls[0][-1].text
+    left = [i for i in range(turns - 1) if f"\tCODE-{i}\n" not in summarized]
+    assert left == [turns - 2]
+    stored = _apply(history, first.updates)
+    view = since_last_boundary(stored)
+    original = history[2 + 2 * left[0]]
+    assert isinstance(original, ToolMessage)
+    shown = [
+        m for m in view if isinstance(m, ToolMessage) and m.tool_call_id == original.tool_call_id
+    ]
+    assert [m.text for m in shown] == [original.text]
+    asked = len(summarizer.calls)
+    second = compact(
+        [*stored, *_numbered_reads(turns, start=100, lines=100, total=100)],
+        trigger="auto",
+        system=[],
+        tools=[],
+    )
+    assert second is not None
+    later = "".join(call[-1].text for call in summarizer.calls[asked:])
+    assert f"\tCODE-{left[0]}\n" in later
+    # The overflow guard wants the prompt as small as it gets: both calls.
+    guarded = ScriptedChatModel(
+        ["Handoff summary." + _naming(0, turns - 1)], on_exhausted="repeat_last"
+    )
+    assert _compactor(settings, guarded)(history, trigger="guard", system=[], tools=[])
+    assert len(guarded.calls) == 2
+
+
 def test_a_part_is_one_summarizer_call_while_it_fits_beside_the_calls_own_words(
     make_settings: Callable[..., Settings],
 ) -> None:
