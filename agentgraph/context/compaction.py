@@ -1624,20 +1624,15 @@ class Compactor:
         # What the summary names before the loop below drops the lists of files the
         # ledger shows (they name the files as much as before) or shortens it.
         named = "\n".join([summary or "", *(m.text for m in carried_heads)])
-        summary_cut = shortened = deduplicated = False
+        if summary is not None and progress is not None:
+            summary = without_listed_files(summary, progress, ledger)
+        summary_cut = shortened = False
         hard_target = int(usable * SUMMARY_HARD_TARGET_BUDGET_FRACTION)
         while True:
             new_tail = self._assemble(summary, reason, files, kept, carried_heads, ledger, scale)
             after = self._view_tokens(new_tail, fixed)
             if after <= target:
                 break
-            if summary is not None and progress is not None and not deduplicated:
-                # First what costs nothing: lists of files the ledger beside it shows.
-                deduplicated = True
-                leaner = without_listed_files(summary, progress, ledger)
-                if leaner != summary:
-                    summary = leaner
-                    continue
             # Keep less rather than compact again a few steps later, and without
             # cutting the summary: first a re-read file (still on disk), then long kept
             # outputs (whole in the transcript). A summary still too long after being

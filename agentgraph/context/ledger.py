@@ -810,7 +810,8 @@ def without_listed_files(summary: str, ledger: Ledger, rendered: str) -> str:
         if not items or not all(_listed_item(i, names) for i in items):
             out.append(line)
         elif label:
-            out.append(f"{lead}{label}: {len(items)} files (listed in the progress ledger)")
+            files = "1 file" if len(items) == 1 else f"{len(items)} files"
+            out.append(f"{lead}{label}: {files} (listed in the progress ledger)")
         elif not lead:
             out.append(line)  # a bare path on a line of its own may be prose: kept
     return "\n".join(out)

@@ -165,6 +165,25 @@ def test_a_file_read_by_the_workspace_path_without_its_slash_is_reinjected(
     assert any("fresh file 11" in text for text in reinjected), reinjected
 
 
+def test_a_summary_within_its_room_leaves_its_list_of_files_read_to_the_ledger(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A summary line that only lists the files the ledger beside it shows one by one
+    becomes its label and a count, even when the summary fits its room: it is sent with
+    every later prompt (at 16k, 300 small files took 24 compactions with the lists and
+    22 without)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    reply = "Handoff summary. Code word TULIP.\nFiles read: " + ", ".join(
+        f"f{i}.txt" for i in range(11)
+    )
+    outcome, _stored, view = _compacted_view(settings, _history(12), reply)
+    assert outcome.tokens_after <= budget_for(settings).usable * TARGET_AFTER_BUDGET_FRACTION
+    summary = next(m.text for m in view if agentgraph_kind(m) == "summary")
+    assert "Code word TULIP." in summary
+    assert "Files read: 11 files (listed in the progress ledger)" in summary
+    assert "f0.txt, f1.txt" not in summary
+
+
 def test_summary_compaction_is_valid_lossless_and_smaller(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

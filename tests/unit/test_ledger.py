@@ -357,7 +357,7 @@ def test_a_summary_line_that_only_lists_files_the_ledger_shows_becomes_a_count()
         "Task: read the logs, then write report.md.",
         "Files read: 40 files (listed in the progress ledger)",
         "- src/app.py: its retry loop never resets the counter",
-        "Files written: 1 files (listed in the progress ledger)",
+        "Files written: 1 file (listed in the progress ledger)",
         "Codes: CODE part_001: ORBIT-1; CODE part_002: DOCK-2",
     ]
     assert without_listed_files(lean, ledger, rendered) == lean
@@ -381,7 +381,7 @@ def test_files_the_ledger_folded_or_never_recorded_stay_in_the_summary() -> None
     )
     lean = without_listed_files(summary, ledger, rendered)
     assert lean.splitlines()[:3] == summary.splitlines()[:3]
-    assert lean.splitlines()[3] == "Files read: 1 files (listed in the progress ledger)"
+    assert lean.splitlines()[3] == "Files read: 1 file (listed in the progress ledger)"
 
 
 _PATHS = st.lists(
@@ -415,5 +415,7 @@ def test_only_lines_of_files_the_ledger_shows_change(
             assert all(p in shown for p in mentioned if p in line.split(": ", 1)[-1].split(", "))
             assert all(p in shown for p in mentioned if line == f"- {p}")
     for line in lean:
-        assert line in lines or line.endswith("files (listed in the progress ledger)")
+        assert line in lines or line.endswith(
+            ("files (listed in the progress ledger)", "1 file (listed in the progress ledger)")
+        )
     assert lean[-1] == lines[-1]
