@@ -1621,8 +1621,9 @@ class Compactor:
         ledger = self._ledger(progress, int(usable * LEDGER_MAX_BUDGET_FRACTION))
         if course_change:
             ledger = f"{course_change}\n\n{ledger}" if ledger else course_change
-        # What the summary names before the loop below drops the lists of files the
-        # ledger shows (they name the files as much as before) or shortens it.
+        # What the summary names before its lists of files the ledger shows are left to
+        # the ledger (they name the files as much as before) and before the loop below
+        # shortens it.
         named = "\n".join([summary or "", *(m.text for m in carried_heads)])
         if summary is not None and progress is not None:
             summary = without_listed_files(summary, progress, ledger)
