@@ -31,6 +31,11 @@ def merge_unique(old: list[str] | None, new: list[str] | None) -> list[str]:
     return out
 
 
+def once_true(old: bool | None, new: bool | None) -> bool:
+    """True from the first True on: a fact about the session that never becomes untrue."""
+    return bool(old) or bool(new)
+
+
 class Todo(TypedDict):
     """One entry of the agent's task list."""
 
@@ -85,5 +90,8 @@ class AppState(TypedDict, total=False):
     permission_mode: Annotated[str | None, replace]
     # The mode the model was last told about (a note goes out when the two differ).
     permission_mode_told: Annotated[str | None, replace]
+    # Whether the model has been told of plan mode in this session: present_plan is
+    # bound from then on (agentgraph/security/permissions.py, plan_tool_bound).
+    plan_mode_told: Annotated[bool, once_true]
     # Folders of loaded skills: read_file may read them even outside the workspace.
     skill_dirs: Annotated[list[str], merge_unique]

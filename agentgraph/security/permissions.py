@@ -20,7 +20,10 @@ The session's mode lives in its state (``permission_mode``, written by ``/mode``
 Shift-Tab, an accepted plan, or ``--permission-mode`` on a resumed session), so a resumed
 session keeps it; a session that never chose one follows ``AGENTGRAPH_PERMISSION_MODE``.
 The model learns of a mode change from a note appended before the next request (the
-system prompt never changes, so its cached prefix stays valid).
+system prompt never changes, so its cached prefix stays valid). ``present_plan`` is
+bound from the first turn the model is told of plan mode on (:func:`plan_tool_bound`):
+a session that never plans does not send its schema with every request, and the tool
+list of one that does changes once.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ MODE_SETTING = "AGENTGRAPH_PERMISSION_MODE"
 # State keys: the session's chosen mode, and the mode the model was last told about.
 MODE_KEY = "permission_mode"
 MODE_TOLD_KEY = "permission_mode_told"
+# State key: the model has been told of plan mode in this session (never unset).
+PLAN_TOLD_KEY = "plan_mode_told"
 MCP_TOOL_PREFIX = "mcp__"
 # The built-in questions (ToolSpec.approval) each mode asks before a call; MCP tools
 # ask in both.
@@ -152,13 +157,28 @@ def turn_mode_inputs(stored: Mapping[str, Any], settings: Settings) -> dict[str,
         settings: ``permission_mode``.
 
     Returns:
-        ``{"messages": [note], MODE_TOLD_KEY: mode}``, or ``{}``.
+        ``{"messages": [note], MODE_TOLD_KEY: mode}`` (with ``PLAN_TOLD_KEY: True`` for
+        plan mode), or ``{}``.
     """
     mode = effective_mode(stored, settings)
     told = stored.get(MODE_TOLD_KEY) or PERMISSION_MODE_DEFAULT
     if mode == told:
         return {}
-    return {"messages": [mode_note(mode)], MODE_TOLD_KEY: mode}
+    update: dict[str, Any] = {"messages": [mode_note(mode)], MODE_TOLD_KEY: mode}
+    if mode == PLAN_MODE:
+        update[PLAN_TOLD_KEY] = True
+    return update
+
+
+def plan_tool_bound(state: Mapping[str, Any]) -> bool:
+    """Whether the model is sent ``present_plan``: once it has been told of plan mode.
+
+    Its schema (about 120 tokens) is the only way out of plan mode and of no use
+    before it. It stays after the plan is accepted, so a session's tool list changes at
+    most once and the provider's cached prefix is lost at most once. ``MODE_TOLD_KEY``
+    covers a session told of plan mode before ``PLAN_TOLD_KEY`` was kept.
+    """
+    return bool(state.get(PLAN_TOLD_KEY)) or state.get(MODE_TOLD_KEY) == PLAN_MODE
 
 
 def plan_target_mode(answer: Any) -> str:

@@ -111,6 +111,7 @@ from agentgraph.runtime.state import MAIN_CONTEXT_ID
 from agentgraph.runtime.token_stream import TokenStreamer
 from agentgraph.runtime.user_offload import offload_user_messages
 from agentgraph.security.approvals import APPROVAL_TYPE
+from agentgraph.security.permissions import PRESENT_PLAN_TOOL
 from agentgraph.security.redaction import build_redactor, redact_value
 from agentgraph.session.images import model_accepts_images
 from agentgraph.session.lifecycle import SessionHooks
@@ -428,14 +429,20 @@ class Agent:
         """
         if choose_tool_set(self.settings.tool_set, window=budget.window) == "full":
             return None
-        full_tokens = counter.count_tools([*self._builtin_tools, *self._tail_tools])
+
+        def sent_tokens() -> int:
+            # What every request carries until the session first enters plan mode.
+            sent = [*self._builtin_tools, *self._tail_tools]
+            return counter.count_tools([t for t in sent if t.name != PRESENT_PLAN_TOOL])
+
+        full_tokens = sent_tokens()
         self._builtin_tools = core_tools(self._builtin_tools)
         self._tail_tools = core_tools(self._tail_tools)
         tools[:] = [*self._builtin_tools, *self._mcp_tools, *self._tail_tools]
         names[:] = [t.name for t in tools]
         if self.settings.tool_set == "core":
             return None  # asked for: nothing to explain
-        core_tokens = counter.count_tools([*self._builtin_tools, *self._tail_tools])
+        core_tokens = sent_tokens()
         return core_tool_set_notice(budget.window, full_tokens=full_tokens, core_tokens=core_tokens)
 
     def sync_mcp_tools(self) -> list[str]:

@@ -213,3 +213,25 @@ def test_a_real_mcp_tool_follows_the_mode_and_the_rules(
         res = run_cli(["run", "add", "--json"], cwd=ws, env=env)
     assert res.returncode == 0, res.stderr
     assert seen in json.loads(res.stdout)["answer"]
+
+
+def _tool_names(body: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in body.get("tools") or []]
+
+
+def test_present_plan_is_bound_from_the_first_plan_mode_turn_on(
+    home: Path, workspace: Path
+) -> None:
+    # Its schema went out with every request of sessions that never plan; once the
+    # session enters plan mode it stays, so the tool list changes at most once.
+    with FakeOpenAIServer([{"content": "ok"}]) as server:
+        env = server_env(home, server.url, KEY)
+        for mode in ("auto", "ask", "plan", "auto"):
+            res = run_cli(
+                ["run", "-t", "p1", "--permission-mode", mode, "look"], cwd=workspace, env=env
+            )
+            assert res.returncode == 0, res.stderr
+        bound = ["present_plan" in _tool_names(body) for body in server.requests]
+        first_names = _tool_names(server.requests[0])
+    assert bound == [False, False, True, True], bound
+    assert "read_file" in first_names

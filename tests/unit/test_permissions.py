@@ -26,11 +26,13 @@ from agentgraph.security.permissions import (
     MODE_KEY,
     MODE_SETTING,
     MODE_TOLD_KEY,
+    PLAN_TOLD_KEY,
     check_mode,
     effective_mode,
     next_mode,
     plan_mode_refusal,
     plan_target_mode,
+    plan_tool_bound,
     turn_mode_inputs,
 )
 from agentgraph.security.settings_sources import PROJECT_SETTINGS
@@ -157,6 +159,20 @@ def test_the_session_mode_beats_the_setting_and_the_model_is_told_once(
     assert agentgraph_kind(note) == "mode_note" and not is_user_request(note)
     assert turn_mode_inputs({MODE_KEY: "plan", MODE_TOLD_KEY: "plan"}, settings) == {}
     assert turn_mode_inputs({}, make_settings()) == {}  # the default mode: nothing to tell
+
+
+def test_present_plan_is_bound_once_plan_mode_was_told_and_stays(
+    make_settings: Callable[..., Settings],
+) -> None:
+    settings = make_settings(AGENTGRAPH_PERMISSION_MODE="ask")
+    assert PLAN_TOLD_KEY not in turn_mode_inputs({MODE_KEY: "auto"}, settings)
+    told = turn_mode_inputs({MODE_KEY: "plan"}, settings)
+    assert told[PLAN_TOLD_KEY] is True
+    assert not plan_tool_bound({}) and not plan_tool_bound({MODE_TOLD_KEY: "auto"})
+    # After the plan was accepted: told of another mode, the tool stays.
+    assert plan_tool_bound({PLAN_TOLD_KEY: True, MODE_TOLD_KEY: "accept-edits"})
+    # A session told of plan mode before the flag was kept.
+    assert plan_tool_bound({MODE_TOLD_KEY: "plan"})
 
 
 def test_an_accepted_plan_never_switches_back_to_plan() -> None:

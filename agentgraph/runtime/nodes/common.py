@@ -13,6 +13,7 @@ from agentgraph.runtime.deps import AgentDeps
 from agentgraph.runtime.history.calls import hit_output_limit
 from agentgraph.runtime.prompts import build_system_prompt
 from agentgraph.runtime.state import AppState
+from agentgraph.security.permissions import PRESENT_PLAN_TOOL, plan_tool_bound
 
 # Placeholder argument for a tool call whose JSON the model got wrong; the tools
 # node answers it with an error so the model can re-issue the call.
@@ -32,13 +33,16 @@ def system_messages(state: AppState, deps: AgentDeps, *, workspace: str) -> list
 
 
 def allowed_tools(state: AppState, deps: AgentDeps) -> list[BaseTool]:
-    """Tools sent to the model in this state: all but a subagent's exclusions.
+    """Tools sent to the model in this state: all but a subagent's exclusions, and
+    ``present_plan`` until the session first enters plan mode (``plan_tool_bound``).
 
     A skill's ``allowed_tools`` does not shorten the list: the tools node refuses a
-    disallowed call with an error instead. The list then never changes within a
+    disallowed call with an error instead. The list then changes at most once within a
     session, so the prompt prefix (tool schemas come first) stays cacheable.
     """
     denied = set(state.get("denied_tools") or [])  # fixed for a subagent's whole run
+    if not plan_tool_bound(state):
+        denied.add(PRESENT_PLAN_TOOL)
     return [t for t in deps.tools if t.name not in denied]
 
 
