@@ -190,9 +190,9 @@ def test_facts_in_the_middle_of_small_outputs_survive_a_part_larger_than_one_sum
         summarizer="faithful",
         fact_at="middle",
         env={"AGENTGRAPH_SUMMARY_MODEL": "gpt-4"},
-        # Three reads a reply: a spill of the newest reads is larger than a compaction
+        # Six reads a reply: a spill of the newest reads is larger than a compaction
         # leaves for the next summary (SUMMARY_SPILL_KEPT_BUDGET_FRACTION).
-        batch=3,
+        batch=6,
     )
     compactions = [e for e in events if e["type"] == "compaction"]
     assert compactions

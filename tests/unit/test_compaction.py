@@ -1023,7 +1023,7 @@ def test_unseen_results_kept_in_view_are_not_summarized_again(
     second = compact([*stored, *more], trigger="auto", system=[], tools=[])
     assert second is not None
     later = "".join(call[-1].text for call in summarizer.calls[asked:])
-    assert "CODE-110" in later
+    assert "CODE-100" in later
     assert not any(f"big{i} word" in later for i in range(3)), later[:500]
 
 
@@ -1097,8 +1097,10 @@ def test_a_kept_read_the_model_has_not_seen_is_kept_less_as_a_page_to_read_on(
         AIMessage(content="", id="a84", tool_calls=[call]),
         ToolMessage(read, tool_call_id="r84", name="read_file", id="t84"),
     ]
-    system = [SystemMessage(" ".join(f"rule{k}" for k in range(1000)), id="sys")]
-    summary = "Read f0.txt to f2.txt. " + " ".join(f"CODE f{n}: X-{n}" for n in range(200))
+    # A system prompt that leaves the kept messages' room this read, and a summary long
+    # enough to take that room back.
+    system = [SystemMessage(" ".join(f"rule{k}" for k in range(300)), id="sys")]
+    summary = "Read f0.txt to f2.txt. " + " ".join(f"CODE f{n}: X-{n}" for n in range(400))
     outcome = _compactor(settings, ScriptedChatModel([summary]))(
         history, trigger="auto", system=system, tools=[]
     )
@@ -1258,6 +1260,34 @@ def test_a_part_one_read_over_a_summarizer_call_leaves_that_read_whole_for_the_n
     )
     assert _compactor(settings, guarded)(history, trigger="guard", system=[], tools=[])
     assert len(guarded.calls) == 2
+
+
+def test_a_part_over_a_summarizer_call_with_unseen_results_leaves_the_read_before_them(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """The newest call's results, unseen and too long to keep whole, are summarized now
+    (a cut copy stays in view); the answered read before them, by which the part is
+    more than one summarizer call, waits in view whole for the next summary. Those
+    unseen results had stopped the search for groups to leave (a second summarizer call
+    on most compactions of a task reading one file a call at an 8k window)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    turns = 8  # answered reads of 100 lines; then one of 400 the model has yet to see
+    history = _numbered_reads(turns, lines=100, total=100)
+    history += _numbered_reads(1, start=turns, lines=400, total=400)
+    summarizer = ScriptedChatModel(
+        ["Handoff summary." + _naming(0, turns)], on_exhausted="repeat_last"
+    )
+    outcome = _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
+    assert outcome is not None and not outcome.record["fallback"]
+    assert len(summarizer.calls) == 1
+    summarized = summarizer.calls[0][-1].text
+    assert f"\tCODE-{turns}\n" in summarized  # the unseen read
+    assert f"\tCODE-{turns - 1}\n" not in summarized
+    view = since_last_boundary(_apply(history, outcome.updates))
+    waiting = history[2 * turns]  # the read before the unseen one
+    assert isinstance(waiting, ToolMessage) and waiting.tool_call_id == f"c{turns - 1}"
+    shown = [m for m in view if isinstance(m, ToolMessage) and m.tool_call_id == f"c{turns - 1}"]
+    assert [m.text for m in shown] == [waiting.text]
 
 
 def test_a_part_is_one_summarizer_call_while_it_fits_beside_the_calls_own_words(
