@@ -1290,6 +1290,36 @@ def test_a_part_over_a_summarizer_call_with_unseen_results_leaves_the_read_befor
     assert [m.text for m in shown] == [waiting.text]
 
 
+def test_a_stack_past_its_share_is_carried_once_more_rather_than_take_a_second_call(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """An earlier summary longer than the stack's share, rewritten with a new part that
+    one summarizer call holds alone, would take two calls: it is carried verbatim once
+    more (up to SUMMARY_STACK_DEFER_SHARE of the summary's room) and the part takes one
+    (at an 8k window, batches of eight parallel reads took 17 summarizer calls for 13
+    compactions, the stack rewritten beside each batch)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    history = _numbered_reads(4, lines=100, total=100)
+    long_summary = "Handoff summary." + _naming(0, 3) + " "
+    long_summary += " ".join(f"FACT-{k}" for k in range(800))
+    first = _compactor(settings, ScriptedChatModel([long_summary]))(
+        history, trigger="auto", system=[], tools=[]
+    )
+    assert first is not None and first.record["summary"] == long_summary
+    stored = _apply(history, first.updates)
+    turns = 11  # reads one call holds, but not beside the earlier summary
+    more = _numbered_reads(turns, start=100, lines=100, total=100)
+    reply = "Second summary." + _naming(0, 3) + _naming(100, 100 + turns - 1)
+    summarizer = ScriptedChatModel([reply], on_exhausted="repeat_last")
+    second = _compactor(settings, summarizer)([*stored, *more], trigger="auto", system=[], tools=[])
+    assert second is not None and not second.record["summary_cut"]
+    assert len(summarizer.calls) == 1
+    assert "FACT-799" not in summarizer.calls[0][-1].text
+    assert second.record["carried_summaries"] == 1
+    view = since_last_boundary(_apply([*stored, *more], second.updates))
+    assert any(long_summary in m.text for m in view if isinstance(m, HumanMessage))
+
+
 def test_a_part_is_one_summarizer_call_while_it_fits_beside_the_calls_own_words(
     make_settings: Callable[..., Settings],
 ) -> None:
