@@ -141,8 +141,9 @@ def _long_history(turns: int) -> list[BaseMessage]:
 
 def test_compaction_in_create_agent_keeps_the_reply_after_the_boundary(tmp_path: Path) -> None:
     # The history is summarized (in two calls: it is larger than one summarizer call
-    # holds, and no log is cut to fit), then the agent answers twice. Every reply is a
-    # function of the request.
+    # holds, by more than the newest reads a compaction may leave for the next summary,
+    # and no log is cut to fit), then the agent answers twice. Every reply is a function
+    # of the request.
     def reply(body: dict[str, Any]) -> dict[str, Any]:
         texts = [str(m.get("content") or "") for m in body["messages"]]
         if "CONTEXT CHECKPOINT COMPACTION" in texts[0]:
@@ -164,13 +165,13 @@ def test_compaction_in_create_agent_keeps_the_reply_after_the_boundary(tmp_path:
             middleware=context_middleware(
                 "gpt-4o-mini",
                 summarizer=llm,
-                # The 48-message history passes a 40-message window: it compacts.
+                # The 62-message history passes a 40-message window: it compacts.
                 settings=_settings(tmp_path, 16_000).model_copy(update={"max_message_history": 40}),
             ),
             checkpointer=InMemorySaver(),
         )
         config: Any = {"configurable": {"thread_id": "t"}}
-        history = [*_long_history(24), HumanMessage("What was the code word?", id="q")]
+        history = [*_long_history(30), HumanMessage("What was the code word?", id="q")]
         first = agent.invoke({"messages": history}, config)
         second = agent.invoke({"messages": [HumanMessage("And now?", id="q2")]}, config)
         sent = server.requests
