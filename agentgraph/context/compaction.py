@@ -939,15 +939,10 @@ class Compactor:
         (no request, no earlier summary, no results it has yet to see), together at
         most ``limit`` tokens. Empty otherwise.
         """
-        pieces = partial(
-            self._pieces,
-            instructions=instructions,
-            cancelled=cancelled,
-            reply_tokens=reply_tokens,
-            scale=scale,
-            margin=margin,
+        calls = self._call_counter(
+            instructions, cancelled, reply_tokens=reply_tokens, scale=scale, margin=margin
         )
-        if sum(1 for piece in pieces(summary_input) if piece) <= 1:
+        if calls(summary_input) <= 1:
             return set()
         # The newest call and its results: the model has yet to see them.
         newest = max((i for i, m in enumerate(recent) if isinstance(m, AIMessage)), default=-1)
@@ -975,7 +970,7 @@ class Compactor:
                 break
             spilled |= {id(m) for m in groups[n]}
             rest = [m for m in summary_input if id(m) not in spilled]
-            if sum(1 for piece in pieces(rest) if piece) <= 1:
+            if calls(rest) <= 1:
                 return spilled
         return set()
 
@@ -1850,17 +1845,35 @@ class Compactor:
         if not stack:
             return []
         ids = {id(m) for m in stack}
-        pieces = partial(
-            self._pieces,
-            instructions=instructions,
-            cancelled=cancelled,
-            reply_tokens=summary_max,
-            scale=scale,
-            margin=margin,
+        calls = self._call_counter(
+            instructions, cancelled, reply_tokens=summary_max, scale=scale, margin=margin
         )
         alone = [m for m in summary_input if id(m) not in ids]
-        calls = sum(1 for piece in pieces(alone) if piece)
-        return stack if calls < sum(1 for piece in pieces(summary_input) if piece) else []
+        return stack if calls(alone) < calls(summary_input) else []
+
+    def _call_counter(
+        self,
+        instructions: str,
+        cancelled: Mapping[int, str] | None,
+        *,
+        reply_tokens: int,
+        scale: float,
+        margin: float,
+    ) -> Callable[[Sequence[BaseMessage]], int]:
+        """How many summarizer calls a part takes, packed as :meth:`_pieces` packs it."""
+
+        def calls(part: Sequence[BaseMessage]) -> int:
+            pieces = self._pieces(
+                part,
+                instructions,
+                cancelled,
+                reply_tokens=reply_tokens,
+                scale=scale,
+                margin=margin,
+            )
+            return sum(1 for piece in pieces if piece)
+
+        return calls
 
     def _carried_summaries(
         self, older: Sequence[BaseMessage], summary_max: int, share: float = SUMMARY_STACK_SHARE
