@@ -952,16 +952,15 @@ class Compactor:
         tokens = 0
         for n in range(len(groups) - 1, 0, -1):
             call, *results = groups[n]
-            if not spilled and any(id(m) in unanswered for m in groups[n]):
-                # The newest call's results are summarized now (they also stay in view):
-                # the groups before them may still wait.
+            if any(id(m) in unanswered for m in groups[n]):
+                # The newest call's results (the tail of the part) are summarized now
+                # (they also stay in view): the groups before them may still wait.
                 continue
             if not (
                 isinstance(call, AIMessage)
                 and call.tool_calls
                 and results
                 and all(isinstance(m, ToolMessage) for m in results)
-                and not any(id(m) in unanswered for m in groups[n])
                 and not any(m.additional_kwargs.get(SUMMARIZED_COPY_KEY) for m in groups[n])
             ):
                 break
