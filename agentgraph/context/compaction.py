@@ -427,6 +427,35 @@ def since_last_boundary(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     return list(messages[_last_boundary(messages) + 1 :])
 
 
+def only_unseen_results_since_boundary(messages: Sequence[BaseMessage]) -> bool:
+    """Whether a compaction now could summarize nothing the model has answered.
+
+    True when the history ends with results of its newest call the model has not yet
+    answered, and everything else since the last compaction boundary is context (system
+    and user messages) or copies a summarizer already had (:data:`SUMMARIZED_COPY_KEY`):
+    the only new work a summary would hold is those results, unseen.
+
+    Args:
+        messages: The full history.
+
+    Returns:
+        Whether only unanswered results of the newest call are new since the boundary.
+    """
+    recent = since_last_boundary(messages)
+    newest = next(
+        (i for i in range(len(recent) - 1, -1, -1) if isinstance(recent[i], AIMessage)), None
+    )
+    if newest is None or not recent[newest].tool_calls:  # type: ignore[attr-defined]
+        return False
+    results = recent[newest + 1 :]
+    if not results or not all(isinstance(m, ToolMessage) for m in results):
+        return False
+    return all(
+        isinstance(m, SystemMessage | HumanMessage) or m.additional_kwargs.get(SUMMARIZED_COPY_KEY)
+        for m in recent[:newest]
+    )
+
+
 class BoundaryTracker:
     """:func:`since_last_boundary` for a history that grows between calls.
 

@@ -31,7 +31,11 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.types import Command
 
 from agentgraph.config import DISTIL_THRESHOLD_DEFAULT
-from agentgraph.context.compaction import carried_scale, since_last_boundary
+from agentgraph.context.compaction import (
+    carried_scale,
+    only_unseen_results_since_boundary,
+    since_last_boundary,
+)
 from agentgraph.context.masking_text import MASKED_TOKENS_KEY
 from agentgraph.context.spiral import (
     SPIRAL_MAX_STALLS,
@@ -149,6 +153,24 @@ class CompactionMiddleware(AgentMiddleware):
         # history's excess, which only a compaction keeps (as a summary of the originals).
         return self._over(history, measured) or self.view.cut_to_fit(request.messages)
 
+    def _may_wait(
+        self, history: Sequence[BaseMessage], request: ModelRequest, measured: tuple[int, int]
+    ) -> bool:
+        """Whether a compaction at the threshold waits for the model to see what pushed
+        the prompt past it: the newest call's results, when nothing the model has
+        answered is new since the last compaction and the prompt fits the window whole.
+
+        Compacting then would summarize only results the model has not seen and keep
+        them cut (eight parallel reads at an 8k window: a compaction for the first
+        reply, one more than a summary after each reply the model has read needs).
+        Seen, they are summarized with the next compaction like any other output.
+        """
+        return (
+            measured[0] <= self.view.budget.usable
+            and not self.view.cut_to_fit(request.messages)
+            and only_unseen_results_since_boundary(history)
+        )
+
     def _distil_due(self, request: ModelRequest) -> bool:
         """Whether the outputs masking hid since the last summary add up to the distil
         threshold: their facts then reach a summary (from the stored originals) instead
@@ -234,6 +256,8 @@ class CompactionMiddleware(AgentMiddleware):
         history: list[BaseMessage] = list(request.state.get("messages") or request.messages)
         measured = self._measure(request)
         trigger = "auto" if self._due(history, request, measured) else None
+        if trigger is not None and self._may_wait(history, request, measured):
+            trigger = None
         if trigger is None and self._distil_due(request):
             trigger = "distil"
         if trigger is not None:

@@ -475,6 +475,33 @@ def test_results_the_model_has_not_seen_survive_the_compaction_they_trigger(
     assert len(reads) == len(PARALLEL_MODULES)
 
 
+def test_parallel_results_past_the_compaction_point_that_fit_the_window_are_read_whole(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """One reply reads eight logs at an 8k window: their results pass the compaction
+    point but fit the window. A compaction before the model has seen them could only
+    summarize them unseen and keep them cut; the model reads them whole instead, and the
+    compaction comes once there is work it has answered."""
+    recorder, events, server, codes = _run(
+        make_settings,
+        workspace,
+        files=8,
+        persona="silent",
+        summarizer="faithful",
+        window=8192,
+        batch=8,
+        fact_at="middle",
+        env={"AGENTGRAPH_COMPACT_THRESHOLD": "0.85"},
+    )
+    first_reads = _main(server)[1]["messages"]
+    assert [m["role"] for m in first_reads][1:] == ["user", "assistant", *["tool"] * 8]
+    logs = sorted((workspace / "logs").iterdir())
+    for path, result in zip(logs, first_reads[-8:], strict=True):
+        assert result["content"].endswith(path.read_text(encoding="utf-8").splitlines()[-1])
+    assert [e["trigger"] for e in events if e["type"] == "compaction"] == ["auto"]
+    assert codes_in(recorder.reports[-1]) == codes
+
+
 def test_a_lossy_summarizer_loses_nothing_when_earlier_summaries_are_summarized_again(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

@@ -32,6 +32,7 @@ from agentgraph.context.compaction import (
     LEFT_OUT_READING_MIN_TOKENS,
     NEXT_PIECE_HEADING,
     NEXT_PIECE_PROMPT,
+    SUMMARIZED_COPY_KEY,
     SUMMARY_ENTRY_JOIN_TOKENS,
     SUMMARY_FRAMING_TOKENS,
     SUMMARY_HARD_TARGET_BUDGET_FRACTION,
@@ -48,6 +49,7 @@ from agentgraph.context.compaction import (
     carried_scale,
     count_mentions,
     marker,
+    only_unseen_results_since_boundary,
     rank_touched_files,
     render_transcript,
     since_last_boundary,
@@ -1365,3 +1367,46 @@ def test_a_part_is_one_summarizer_call_while_it_fits_beside_the_calls_own_words(
 
     assert len(summarize(-60)) == 1
     assert len(summarize(SUMMARY_FRAMING_TOKENS)) == 2
+
+
+def _reads(first: int, reads: int, *, copy: bool = False) -> list[BaseMessage]:
+    """A reply of ``reads`` read calls and their results; ``copy`` marks them as copies
+    a summarizer had whole."""
+    kwargs = {SUMMARIZED_COPY_KEY: True} if copy else {}
+    ids = range(first, first + reads)
+    calls = [{"name": "read_file", "args": {"path": f"f{i}"}, "id": f"c{i}"} for i in ids]
+    return [
+        AIMessage("", id=f"a{first}", tool_calls=calls, additional_kwargs=kwargs),
+        *[
+            ToolMessage(f"v{i}", tool_call_id=f"c{i}", id=f"t{i}", additional_kwargs=kwargs)
+            for i in ids
+        ],
+    ]
+
+
+_TASK = HumanMessage("read them", id="u0")
+_BOUNDARY = SystemMessage(
+    "[compaction boundary: auto]", additional_kwargs=marker("compact_boundary")
+)
+_SUMMARY = HumanMessage("the summary", additional_kwargs=marker("summary"))
+
+
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        ([_TASK, *_reads(0, 3)], True),
+        ([_TASK, *_reads(0, 3), *_reads(3, 2)], False),  # the first reply's results answered
+        ([_TASK, *_reads(0, 3)[:1]], False),  # no result yet
+        ([_TASK, AIMessage("done", id="d")], False),
+        (
+            [_TASK, *_reads(0, 3), _BOUNDARY, _SUMMARY, *_reads(0, 3, copy=True), *_reads(3, 2)],
+            True,
+        ),
+        ([*_reads(0, 3), _BOUNDARY, _SUMMARY, *_reads(0, 3), *_reads(3, 2)], False),  # kept whole
+        ([_TASK, *_reads(0, 3), _BOUNDARY, _SUMMARY, *_reads(3, 2)], True),
+    ],
+)
+def test_only_the_newest_calls_unanswered_results_are_new_since_the_boundary(
+    messages: list[BaseMessage], expected: bool
+) -> None:
+    assert only_unseen_results_since_boundary(messages) is expected
