@@ -445,10 +445,10 @@ def only_unseen_results_since_boundary(messages: Sequence[BaseMessage]) -> bool:
         Whether only unanswered results of the newest call are new since the boundary.
     """
     recent = since_last_boundary(messages)
-    newest = next(
-        (i for i in range(len(recent) - 1, -1, -1) if isinstance(recent[i], AIMessage)), None
-    )
-    if newest is None or not recent[newest].tool_calls:  # type: ignore[attr-defined]
+    replies = [i for i, m in enumerate(recent) if isinstance(m, AIMessage)]
+    newest = replies[-1] if replies else -1
+    call = recent[newest] if replies else None
+    if not (isinstance(call, AIMessage) and call.tool_calls):
         return False
     results = recent[newest + 1 :]
     if not results or not all(isinstance(m, ToolMessage) for m in results):
