@@ -37,7 +37,9 @@ Workloads, each at a 16k window (``--window`` for another) on the strict loopbac
   (new store / new agent object on the same checkpointer) before turn 3, then the
   question turn.
 
-Harnesses: ``agentgraph`` (the real Agent graph, its defaults); ``deepagents``
+Harnesses: ``agentgraph`` (the real Agent graph, its defaults, or the settings
+``--agentgraph-setting AGENTGRAPH_NAME=VALUE`` gives it; the peers keep its default
+points); ``deepagents``
 (``create_deep_agent``, ``FilesystemBackend(virtual_mode=True)``); ``lc-summary``
 (``create_agent`` + ``SummarizationMiddleware`` triggered at agentgraph's compaction
 point, in tokens, as in bench_context_v2, and the default ``trim_tokens_to_summarize``); ``lc-summary-untrimmed``
@@ -67,10 +69,11 @@ import contextlib
 import inspect
 import json
 import os
+import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -86,6 +89,7 @@ from langchain.agents.middleware import (
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
+from pydantic import ValidationError
 
 from agentgraph.config import MAX_LOOPS_MAX, Settings
 from agentgraph.persistence import open_store
@@ -225,6 +229,9 @@ class Cell:
     persona: PersonaKind
     summarizer: SummarizerKind
     harness: str
+    # agentgraph's settings overridden for this run only (``--agentgraph-setting``); the
+    # peers keep agentgraph's default points.
+    overrides: tuple[tuple[str, str], ...] = ()
 
 
 def matrix(quick: bool) -> list[Cell]:
@@ -273,18 +280,28 @@ def quiet_disconnects() -> None:
 class AgentgraphSession:
     """The real agentgraph graph on one thread; a restart reopens store and Agent."""
 
-    def __init__(self, server: FakeOpenAIServer, ws: Path, home: Path, cap: int) -> None:
+    def __init__(
+        self,
+        server: FakeOpenAIServer,
+        ws: Path,
+        home: Path,
+        cap: int,
+        overrides: Mapping[str, str] | None = None,
+    ) -> None:
         self.ws = ws
         self.events: list[dict[str, Any]] = []
         self.settings = Settings(  # type: ignore[call-arg]
             _env_file=None,
-            AGENTGRAPH_HOME=str(home),
-            OPENAI_BASE_URL=server.url,
-            OPENAI_API_KEY=API_KEY,
-            AGENTGRAPH_MODEL=MODEL,
-            AGENTGRAPH_CONTEXT_WINDOW=str(server.window),
-            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-            MAX_LOOPS=str(cap),
+            **{
+                "AGENTGRAPH_HOME": str(home),
+                "OPENAI_BASE_URL": server.url,
+                "OPENAI_API_KEY": API_KEY,
+                "AGENTGRAPH_MODEL": MODEL,
+                "AGENTGRAPH_CONTEXT_WINDOW": str(server.window),
+                "AGENTGRAPH_PROVIDER_MAX_RETRIES": "0",
+                "MAX_LOOPS": str(cap),
+                **(overrides or {}),
+            },
         )
         self.stack = contextlib.ExitStack()
         self.restart()
@@ -411,7 +428,9 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
     with FakeOpenAIServer([model], window=load.window, on_exhausted="repeat_last") as server:
         session: AgentgraphSession | PeerSession
         if cell.harness == "agentgraph":
-            session = AgentgraphSession(server, ws, run_dir / "home", load.cap())
+            session = AgentgraphSession(
+                server, ws, run_dir / "home", load.cap(), dict(cell.overrides)
+            )
         else:
             session = PeerSession(cell.harness, server, ws, load.cap(), lambda: recorder.main_calls)
         stops: list[str] = []
@@ -506,6 +525,27 @@ def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _overrides(
+    parser: argparse.ArgumentParser, specs: Sequence[str]
+) -> tuple[tuple[str, str], ...]:
+    """``NAME=VALUE`` pairs of agentgraph settings, checked against :class:`Settings`
+    (a bad one ends the run with the parser's one-line error)."""
+    names = (f.validation_alias for f in Settings.model_fields.values())
+    known = {n for n in names if isinstance(n, str)}
+    pairs: list[tuple[str, str]] = []
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not sep or not name.startswith("AGENTGRAPH_") or name not in known:
+            parser.error(f"--agentgraph-setting {spec!r}: expected AGENTGRAPH_NAME=VALUE")
+        pairs.append((name, value))
+    try:
+        Settings(_env_file=None, **dict(pairs))  # type: ignore[call-arg]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        parser.error(f"--agentgraph-setting: {first['loc'][0]}: {first['msg']}")
+    return tuple(pairs)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the matrix (filtered) and print (and optionally write) the report."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -518,9 +558,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--window", type=int, default=WINDOW, help=f"context window in tokens ({WINDOW:,})"
     )
+    parser.add_argument(
+        "--agentgraph-setting",
+        action="append",
+        metavar="AGENTGRAPH_NAME=VALUE",
+        help="an agentgraph setting for its runs only (the peers keep its default points); "
+        "repeatable",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     args = parser.parse_args(argv)
+    overrides = _overrides(parser, args.agentgraph_setting or [])
     cells = [
         c
         for c in matrix(args.quick)
@@ -531,6 +579,8 @@ def main(argv: list[str] | None = None) -> None:
     ]
     if args.window != WINDOW:
         cells = [replace(c, load=replace(c.load, window=args.window)) for c in cells]
+    if overrides:
+        cells = [replace(c, overrides=overrides) if c.harness == "agentgraph" else c for c in cells]
     for name in [n for n in os.environ if n.startswith(ENV_PREFIXES)]:
         del os.environ[name]
     quiet_disconnects()
@@ -555,9 +605,11 @@ def main(argv: list[str] | None = None) -> None:
             shown += [f"--{flag}", value]
     if args.window != WINDOW:
         shown += ["--window", str(args.window)]
+    for name, value in overrides:
+        shown += ["--agentgraph-setting", f"{name}={value}"]
     if args.out is not None:
         shown += ["--out", str(args.out)]
-    command = " ".join(["uv run python bench/bench_context_v3.py", *shown])
+    command = shlex.join(["uv", "run", "python", "bench/bench_context_v3.py", *shown])
     text = report(rows, command, time.perf_counter() - started)
     print(text)
     if args.out is not None:

@@ -1,0 +1,52 @@
+"""bench/bench_context_v3.py's command line: agentgraph's own settings for its runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH_TIMEOUT_S = 300
+CELL = ["--quick", "--workload", "small-middle", "--persona", "silent"]
+CELL += ["--summarizer", "faithful", "--harness", "agentgraph", "--json"]
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENTGRAPH_"))}
+    return subprocess.run(
+        [sys.executable, "bench/bench_context_v3.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BENCH_TIMEOUT_S,
+    )
+
+
+def _row(*args: str) -> dict[str, Any]:
+    proc = _bench(*CELL, *args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads(proc.stdout)
+    assert isinstance(row, dict)
+    return row
+
+
+def test_an_agentgraph_setting_changes_its_runs() -> None:
+    default = _row()
+    earlier = _row("--agentgraph-setting", "AGENTGRAPH_COMPACT_THRESHOLD=0.6")
+    assert earlier["facts"] == default["facts"] == default["facts_total"]
+    assert earlier["compactions"] > default["compactions"] > 0
+    assert earlier["prompt_tokens"] < default["prompt_tokens"]
+
+
+def test_a_setting_that_is_not_agentgraphs_or_not_valid_exits_2_with_one_error_line() -> None:
+    for spec in ("OPENAI_API_KEY=x", "AGENTGRAPH_NOPE=1", "AGENTGRAPH_COMPACT_THRESHOLD=x"):
+        proc = _bench("--agentgraph-setting", spec, "--workload", "small-middle")
+        assert proc.returncode == 2
+        errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+        assert len(errors) == 1 and "--agentgraph-setting" in errors[0]
+        assert "Traceback" not in proc.stderr
