@@ -188,7 +188,11 @@ SUMMARY_ENTRY_FRAMING_TOKENS = 10
 # read. Kept whole, they bring the next compaction that much sooner. At 10% an 8k
 # window's budget left 768 tokens, less than one read of a 3 KB file with its call (at
 # 12.5%, 55 compactions of 300 such files took 58 calls, not 78); at 20% a reply of
-# eight reads at 32k waited whole, and the task took 3 compactions instead of 2.
+# eight reads at 32k waited whole, and the task took 3 compactions instead of 2. They
+# wait only while that costs the prompts less than the call it saves at its fullest
+# (their tokens times the model calls of the part, as many as the next cycle will
+# make): at 32k three reads waited through 35 calls, 1.558M prompt tokens for 100 small
+# files where a second call a compaction sends 1.479M; reads of one size never wait.
 SUMMARY_SPILL_KEPT_BUDGET_FRACTION = 0.125
 # A part larger than this many calls hold (an imported history far beyond the window)
 # has all its results cut evenly to fit them.
@@ -969,13 +973,18 @@ class Compactor:
         Only when ``summary_input`` takes more than one call and the one call holds it
         without its newest groups, each a call the model has answered and its results
         (no request, no earlier summary, no results it has yet to see), together at
-        most ``limit`` tokens. Empty otherwise.
+        most ``limit`` tokens, and while they cost the prompts less than the call they
+        save: kept whole, they go out with every model call until the next compaction
+        (as many, by this part, as the part holds), a second summarizer call at most
+        once with a call's tokens. Empty otherwise.
         """
         calls = self._call_counter(
             instructions, cancelled, reply_tokens=reply_tokens, scale=scale, margin=margin
         )
         if calls(summary_input) <= 1:
             return set()
+        model_calls = sum(isinstance(m, AIMessage) for m in summary_input)
+        call_tokens = self._piece_budget(reply_tokens, scale, margin)
         # The newest call and its results: the model has yet to see them.
         newest = max((i for i, m in enumerate(recent) if isinstance(m, AIMessage)), default=-1)
         unanswered = {id(m) for m in recent[newest:]} if newest >= 0 else set()
@@ -997,7 +1006,7 @@ class Compactor:
             ):
                 break
             tokens += self.counter.count_messages(groups[n])
-            if tokens > limit:
+            if tokens > limit or tokens * model_calls > call_tokens:
                 break
             spilled |= {id(m) for m in groups[n]}
             rest = [m for m in summary_input if id(m) not in spilled]

@@ -25,6 +25,7 @@ from langgraph.graph.message import add_messages
 
 from agentgraph.capabilities.tools.files import read_text_file
 from agentgraph.config import Settings
+from agentgraph.context import compaction
 from agentgraph.context.carry_over import CARRY_OVER_HEADING
 from agentgraph.context.compaction import (
     KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS,
@@ -1224,16 +1225,40 @@ def test_readings_kept_for_a_summary_that_left_them_out_are_not_summarized_again
     assert excerpts and min(excerpts) >= turns
 
 
-def test_a_part_one_read_over_a_summarizer_call_leaves_that_read_whole_for_the_next_summary(
-    make_settings: Callable[..., Settings],
+def _calls_to_summarize(settings: Settings, history: list[BaseMessage], files: int) -> int:
+    """Summarizer calls of an auto compaction of ``history``, whose summary names its
+    ``files`` files (none is asked about again)."""
+    summarizer = ScriptedChatModel(
+        ["Handoff summary." + _naming(0, files - 1)], on_exhausted="repeat_last"
+    )
+    assert _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
+    return len(summarizer.calls)
+
+
+def test_a_part_one_small_read_over_a_summarizer_call_leaves_that_read_whole_for_the_next_summary(
+    make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A part that a summarizer call holds but for its newest read: that read, one the
-    model has answered, stays after the boundary whole (not masked) and the next
-    compaction summarizes it, rather than a second call for it now (three of 24
-    compactions of 300 small files at a 16k window asked one each)."""
+    """A part that a summarizer call holds but for its newest answered read, a small one
+    after large ones: kept whole until the next compaction it costs the prompts less
+    than the second call it saves, so it stays after the boundary whole (not masked) and
+    the next compaction summarizes it (on 300 small files at a 16k window three of 24
+    compactions asked a second call for a few hundred tokens)."""
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
-    turns = 12  # a read more than one summarizer call holds at WINDOW
-    history = _numbered_reads(turns, lines=100, total=100)
+    turns = 5
+
+    def part(lines: int) -> list[BaseMessage]:
+        small = _numbered_reads(1, start=turns - 2, lines=20, total=20)
+        newest = _numbered_reads(1, start=turns - 1, lines=lines, total=lines)
+        return [*_numbered_reads(turns - 2, lines=lines, total=lines), *small, *newest]
+
+    # The smallest part of large reads and a small one before the newest that takes two
+    # calls when nothing may wait.
+    with monkeypatch.context() as patched:
+        patched.setattr(compaction, "SUMMARY_SPILL_KEPT_BUDGET_FRACTION", 0.0)
+        lines = next(
+            n for n in range(200, 800, 2) if _calls_to_summarize(settings, part(n), turns) > 1
+        )
+    history = part(lines)
     summarizer = ScriptedChatModel(
         ["Handoff summary." + _naming(0, turns - 1)], on_exhausted="repeat_last"
     )
@@ -1242,8 +1267,8 @@ def test_a_part_one_read_over_a_summarizer_call_leaves_that_read_whole_for_the_n
     assert first is not None and not first.record["fallback"]
     assert len(summarizer.calls) == 1
     summarized = summarizer.calls[0][-1].text
-    left = [i for i in range(turns - 1) if f"\tCODE-{i}\n" not in summarized]
-    assert left == [turns - 2]
+    left = [i for i in range(turns) if f"\tCODE-{i}\n" not in summarized]
+    assert left == [turns - 2]  # the small one; the newest, unseen, is summarized now
     stored = _apply(history, first.updates)
     view = since_last_boundary(stored)
     original = history[2 + 2 * left[0]]
@@ -1254,7 +1279,7 @@ def test_a_part_one_read_over_a_summarizer_call_leaves_that_read_whole_for_the_n
     assert [m.text for m in shown] == [original.text]
     asked = len(summarizer.calls)
     second = compact(
-        [*stored, *_numbered_reads(turns, start=100, lines=100, total=100)],
+        [*stored, *_numbered_reads(turns, start=100, lines=lines, total=lines)],
         trigger="auto",
         system=[],
         tools=[],
@@ -1262,12 +1287,27 @@ def test_a_part_one_read_over_a_summarizer_call_leaves_that_read_whole_for_the_n
     assert second is not None
     later = "".join(call[-1].text for call in summarizer.calls[asked:])
     assert f"\tCODE-{left[0]}\n" in later
-    # The overflow guard wants the prompt as small as it gets: both calls.
-    guarded = ScriptedChatModel(
+
+
+def test_a_read_that_would_cost_the_prompts_more_than_a_summarizer_call_is_summarized_now(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """Reads of one size, one more than a summarizer call holds: left whole for the next
+    compaction, the answered read would go out with each of the next cycle's model calls
+    (about as many as this part holds, here twelve), more tokens than a second call. At
+    a 32k window three reads left so sent 1.558M prompt tokens for 100 files where two
+    calls a compaction send 1.479M (deepagents 1.533M)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    turns = 12
+    history = _numbered_reads(turns, lines=100, total=100)
+    summarizer = ScriptedChatModel(
         ["Handoff summary." + _naming(0, turns - 1)], on_exhausted="repeat_last"
     )
-    assert _compactor(settings, guarded)(history, trigger="guard", system=[], tools=[])
-    assert len(guarded.calls) == 2
+    outcome = _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
+    assert outcome is not None
+    assert len(summarizer.calls) == 2
+    summarized = "".join(call[-1].text for call in summarizer.calls)
+    assert all(f"\tCODE-{i}\n" in summarized for i in range(turns))
 
 
 def test_a_part_over_a_summarizer_call_with_unseen_results_leaves_the_read_before_them(
