@@ -973,10 +973,10 @@ class Compactor:
         Only when ``summary_input`` takes more than one call and the one call holds it
         without its newest groups, each a call the model has answered and its results
         (no request, no earlier summary, no results it has yet to see), together at
-        most ``limit`` tokens, and while they cost the prompts less than the call they
-        save: kept whole, they go out with every model call until the next compaction
-        (as many, by this part, as the part holds), a second summarizer call at most
-        once with a call's tokens. Empty otherwise.
+        most ``limit`` tokens, and while keeping them costs no more than the second
+        call would: kept whole, they are sent with each model call until the next
+        compaction (about as many calls as the part holds), where the second call sends
+        at most one call's tokens, once. Empty otherwise.
         """
         calls = self._call_counter(
             instructions, cancelled, reply_tokens=reply_tokens, scale=scale, margin=margin
