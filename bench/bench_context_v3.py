@@ -67,13 +67,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
+import itertools
 import json
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -413,10 +415,33 @@ class PeerSession:
 # --- one cell ------------------------------------------------------------------------------
 
 
+# Every path a run shows the model (its workspace, its home) is the same string but for
+# fixed-width digits, which the tokenizer splits the same way whatever they are: with
+# mkdtemp's random names the counts of a prompt, and so where compactions fell, moved
+# from run to run (a 20 KB-files cell at 8k took 124,262 or 125,892 prompt tokens).
+RUN_NUMBER_DIGITS = 4
+PID_DIGITS = 7
+_RUN_NUMBERS = itertools.count(1)
+
+
+@contextlib.contextmanager
+def bench_dir() -> Iterator[Path]:
+    """A fresh directory for this process's runs (``agentgraph-bench-<pid>`` in the
+    temporary folder, the pid at a fixed width), removed afterwards."""
+    path = Path(tempfile.gettempdir()) / f"agentgraph-bench-{os.getpid():0{PID_DIGITS}d}"
+    shutil.rmtree(path, ignore_errors=True)  # a previous process with the same pid
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def run(cell: Cell, tmp: Path) -> dict[str, Any]:
     """Run one cell; return its measured row."""
     load = cell.load
-    run_dir = Path(tempfile.mkdtemp(prefix=f"{cell.harness}-", dir=tmp))
+    run_dir = tmp / f"run-{next(_RUN_NUMBERS):0{RUN_NUMBER_DIGITS}d}"
+    run_dir.mkdir()
     ws = run_dir / "ws"
     ws.mkdir()
     paths = make_workspace(ws, files=load.files, size=load.size, fact_at=load.fact_at)
@@ -586,7 +611,7 @@ def main(argv: list[str] | None = None) -> None:
     quiet_disconnects()
     started = time.perf_counter()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with bench_dir() as tmp:
         for i, cell in enumerate(cells, 1):
             print(
                 f"[{i}/{len(cells)}] {cell.load.name} {cell.persona} "
