@@ -450,18 +450,16 @@ def only_unseen_results_since_boundary(messages: Sequence[BaseMessage]) -> bool:
     Returns:
         Whether only unanswered results of the newest call are new since the boundary.
     """
-    recent = since_last_boundary(messages)
-    replies = [i for i, m in enumerate(recent) if isinstance(m, AIMessage)]
-    newest = replies[-1] if replies else -1
-    call = recent[newest] if replies else None
-    if not (isinstance(call, AIMessage) and call.tool_calls):
+    groups = group_messages(since_last_boundary(messages))
+    if not groups:
         return False
-    results = recent[newest + 1 :]
-    if not results or not all(isinstance(m, ToolMessage) for m in results):
+    call, *results = groups[-1]
+    if not (isinstance(call, AIMessage) and call.tool_calls and results):
         return False
     return all(
         isinstance(m, SystemMessage | HumanMessage) or m.additional_kwargs.get(SUMMARIZED_COPY_KEY)
-        for m in recent[:newest]
+        for group in groups[:-1]
+        for m in group
     )
 
 
