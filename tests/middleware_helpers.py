@@ -59,16 +59,33 @@ def history(turns: int, *, result_chars: int = 4000) -> list[BaseMessage]:
     return msgs
 
 
+def _varied_result(i: int, lines: int) -> ToolMessage:
+    """The result of reading ``f{i}.txt``: ``lines`` varied lines (a run of one
+    character, as in :func:`history`, counts as few tokens to an estimate)."""
+    body = "\n".join(f"line {j} of f{i}: value {j * i + 7} checked" for j in range(lines))
+    return ToolMessage(body, tool_call_id=f"c{i}", name="read_file", id=f"t{i}")
+
+
+def _read_call(i: int) -> dict[str, Any]:
+    return {"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}
+
+
 def varied_reads(turns: int, lines: int) -> list[BaseMessage]:
-    """``turns`` read_file calls and their results of ``lines`` varied lines each (a run
-    of one character, as in :func:`history`, counts as few tokens to an estimate)."""
+    """``turns`` read_file calls, one a reply, and their results of ``lines`` varied
+    lines each."""
     msgs: list[BaseMessage] = []
     for i in range(turns):
-        body = "\n".join(f"line {j} of f{i}: value {j * i + 7} checked" for j in range(lines))
-        call = {"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"}
-        msgs.append(AIMessage(f"reading f{i}", id=f"a{i}", tool_calls=[call]))
-        msgs.append(ToolMessage(body, tool_call_id=f"c{i}", name="read_file", id=f"t{i}"))
+        msgs.append(AIMessage(f"reading f{i}", id=f"a{i}", tool_calls=[_read_call(i)]))
+        msgs.append(_varied_result(i, lines))
     return msgs
+
+
+def parallel_reads(first: int, reads: int, lines: int) -> list[BaseMessage]:
+    """One reply calling ``read_file`` ``reads`` times from ``f{first}.txt`` on, and the
+    results of ``lines`` varied lines each, as :func:`varied_reads` words them."""
+    ids = range(first, first + reads)
+    call = AIMessage("", id=f"a{first}", tool_calls=[_read_call(i) for i in ids])
+    return [call, *(_varied_result(i, lines) for i in ids)]
 
 
 def request(messages: list[BaseMessage], **overrides: Any) -> ModelRequest:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.graph.message import add_messages
 
 from agentgraph.context.compaction import Compactor, carried_scale, marker, since_last_boundary
@@ -14,6 +14,7 @@ from tests.middleware_helpers import (
     ModelCall,
     counter_and_budget,
     history,
+    parallel_reads,
     request,
     small_settings,
     varied_reads,
@@ -161,23 +162,6 @@ def test_a_view_cut_to_fit_does_not_make_the_provider_seem_to_count_more() -> No
     assert carried_scale([head]) < 1.01
 
 
-def _parallel_reads(first: int, reads: int, lines: int) -> list[BaseMessage]:
-    """One reply calling ``read_file`` ``reads`` times, and the results of ``lines``
-    varied lines each (as :func:`tests.middleware_helpers.varied_reads`)."""
-    ids = range(first, first + reads)
-    calls = [{"name": "read_file", "args": {"path": f"f{i}.txt"}, "id": f"c{i}"} for i in ids]
-    results: list[BaseMessage] = [
-        ToolMessage(
-            "\n".join(f"line {j} of f{i}: value {j * i + 7} checked" for j in range(lines)),
-            tool_call_id=f"c{i}",
-            name="read_file",
-            id=f"t{i}",
-        )
-        for i in ids
-    ]
-    return [AIMessage("", id=f"a{first}", tool_calls=calls), *results]
-
-
 def test_results_past_the_threshold_that_fit_the_window_are_seen_whole_before_a_compaction() -> (
     None
 ):
@@ -189,7 +173,7 @@ def test_results_past_the_threshold_that_fit_the_window_are_seen_whole_before_a_
     budget = view.budget
     full: list[BaseMessage] = [
         HumanMessage("Read f0 to f7 and report each value.", id="u0"),
-        *_parallel_reads(0, 8, 145),
+        *parallel_reads(0, 8, 145),
     ]
     tokens = view.build(full, SYSTEM, []).tokens
     assert budget.compact_at <= tokens <= budget.usable
@@ -199,7 +183,7 @@ def test_results_past_the_threshold_that_fit_the_window_are_seen_whole_before_a_
     sent = call.requests[0].messages
     assert [m.content for m in sent] == [m.content for m in full]
 
-    full = [*full, *_parallel_reads(8, 1, 5)]  # the model answered: one more small read
+    full = [*full, *parallel_reads(8, 1, 5)]  # the model answered: one more small read
     assert view.build(full, SYSTEM, []).tokens <= budget.usable
     call = ModelCall(AIMessage("reported", id="reply"))
     compose([view, compaction])(request(full), call)
@@ -210,7 +194,7 @@ def test_unseen_results_that_do_not_fit_the_window_compact_at_once() -> None:
     view, compaction, events = _units()
     full: list[BaseMessage] = [
         HumanMessage("Read f0 to f7 and report each value.", id="u0"),
-        *_parallel_reads(0, 8, 170),
+        *parallel_reads(0, 8, 170),
     ]
     assert view.build(full, SYSTEM, []).overflow  # whole, past the window
     call = ModelCall(AIMessage("reported", id="reply"))
