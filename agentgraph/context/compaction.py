@@ -66,6 +66,7 @@ from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, trun
 from agentgraph.context.windows import (
     PROMPT_COUNT_MARGIN_FRACTION,
     Budget,
+    configured_output_limit,
     output_limit_for,
     output_room,
 )
@@ -79,6 +80,7 @@ from agentgraph.runtime.history import (
     extends,
     group_messages,
 )
+from agentgraph.runtime.history.calls import hit_output_limit
 
 KEEP_RECENT_BUDGET_FRACTION = 0.20
 FALLBACK_KEEP_BUDGET_FRACTION = 0.30
@@ -153,6 +155,15 @@ REINJECT_MAX_LINES = 1000
 # compaction at 90% summarizes: at a 16k window the results were cut by a few lines
 # each, at 128k with a 50k reserve by 8% each.
 SUMMARY_REPLY_HEADROOM = 1.25
+# A summarizer reply that stops at its output limit has lost its end: in a handoff
+# summary, the newest work and the data written last. Where that limit is below the
+# room a compaction plans for the reply (AGENTGRAPH_MAX_OUTPUT_TOKENS, a summary model's
+# own cap, the room a full call leaves in the window), the summarizer is told this share
+# of it (its count of its own words is rough); a reply cut anyway, at a cap nothing
+# states, is asked for once more with this share of where it stopped, and one cut again
+# is kept with a note saying so. Used as if whole, the cut replies of a summarizer that
+# writes more than its share left a 16k session 59 of 100 codes (100/100 told the limit).
+SUMMARY_OUTPUT_LIMIT_ASK_SHARE = 0.75
 # The count margin of a summarizer call (see PROMPT_COUNT_MARGIN_FRACTION) when the
 # summarizer is the main model, its tokenizer is known and the provider's reported
 # counts agree with ours: the call has no tool schemas (whose rendering by the provider
@@ -324,6 +335,12 @@ SHORTEN_PROMPT = (
     "most {limit:,} tokens: keep every heading, every fact, file path, identifier, number "
     "and the remaining work; drop repetition, prose and lists of files read or commands run "
     "(agentgraph keeps those exactly in a progress ledger). Write only the summary."
+)
+
+OUTPUT_LIMIT_PROMPT = "Your reply stops at its output limit: write at most {limit:,} tokens."
+SUMMARY_OUTPUT_CUT_NOTE = (
+    "\n[agentgraph: the summarizer's reply stopped at its output limit here, also when "
+    "told the limit; search_history finds what it left out]"
 )
 
 SUMMARY_CUT_NOTE = (
@@ -626,6 +643,21 @@ def _instructions(focus: str | None) -> str:
     return HANDOFF_PROMPT + (f"\n\nFocus especially on: {focus}" if focus else "")
 
 
+def _reply_room(reply_tokens: int, scale: float) -> int:
+    """The tokens a summarizer call leaves for its reply: the summary's share
+    (``reply_tokens``, ours) in the provider's tokens, with its headroom."""
+    return int(reply_tokens * scale * SUMMARY_REPLY_HEADROOM)
+
+
+def _with_output_limit(prompt: list[BaseMessage], limit: int) -> list[BaseMessage]:
+    """``prompt`` with its request telling the reply's limit of ``limit`` tokens."""
+    *head, request = prompt
+    return [
+        *head,
+        HumanMessage(content=f"{request.text}\n\n{OUTPUT_LIMIT_PROMPT.format(limit=limit)}"),
+    ]
+
+
 def _written_summary(msg: BaseMessage) -> bool:
     """A summary a summarizer wrote (not a failed compaction's note)."""
     return agentgraph_kind(msg) == "summary" and not (
@@ -843,7 +875,7 @@ class Compactor:
             margin: The count margin (:meth:`_count_margin`).
         """
         window = self.summary_budget.window
-        reply = int(reply_tokens * scale * SUMMARY_REPLY_HEADROOM)
+        reply = _reply_room(reply_tokens, scale)
         room = (window - reply) / (scale * (1 + margin))
         return max(int(room), SUMMARY_FRAMING_TOKENS * 2)
 
@@ -871,9 +903,10 @@ class Compactor:
                 SystemMessage(content=instructions),
                 HumanMessage(content=f"{ask}<conversation>\n{body}\n</conversation>"),
             ]
-            text = self._ask(prompt, margin).text.strip()
+            text, cut = self._ask_whole(prompt, margin, room=_reply_room(reply_tokens, scale))
             if not text:
                 raise ValueError("the summarizer returned an empty summary")
+            text += SUMMARY_OUTPUT_CUT_NOTE if cut else ""
             parts.append(f"{NEXT_PIECE_HEADING}\n{text}" if n else text)
         if not parts:
             raise ValueError("nothing to summarize")
@@ -1074,10 +1107,10 @@ class Compactor:
                 HumanMessage(content=f"{ask}\n\n<readings>\n{body}\n</readings>"),
             ]
             try:
-                reply = self._ask(prompt, margin)
+                added, cut = self._ask_whole(prompt, margin, room=_reply_room(reply_tokens, scale))
             except Exception:  # the summary without them is still a summary
                 break
-            added = reply.text.strip()
+            added += SUMMARY_OUTPUT_CUT_NOTE if cut else ""
             if not any(_names_file(added, path) for path in missing):
                 break  # it says nothing about them: more of it would only take room
             summary = f"{summary}\n\n{SUPPLEMENT_HEADING}\n{added}"
@@ -1160,6 +1193,41 @@ class Compactor:
         )
         return reply
 
+    def _output_limit(self, prompt: list[BaseMessage], margin: float) -> int:
+        """The most tokens the summarizer's reply to ``prompt`` can take: the room it
+        leaves in the window, and the ``max_tokens`` the summarizer is set to send or
+        is given (see :meth:`_ask`)."""
+        budget = self.summary_budget
+        room = output_room(budget, self.counter.count_messages(prompt), margin=margin)
+        caps = (output_limit_for(self.summarizer, budget), configured_output_limit(self.summarizer))
+        return min([room, *(cap for cap in caps if cap is not None)])
+
+    def _ask_whole(
+        self, prompt: list[BaseMessage], margin: float, *, room: int
+    ) -> tuple[str, bool]:
+        """The summarizer's reply text to ``prompt``, and whether it is still cut at the
+        reply's output limit (see :data:`SUMMARY_OUTPUT_LIMIT_ASK_SHARE`).
+
+        Args:
+            prompt: The summarizer prompt; its last message is the request.
+            margin: The count margin (:meth:`_count_margin`).
+            room: The reply tokens the compaction planned for (:func:`_reply_room`).
+        """
+        limit = self._output_limit(prompt, margin)
+        asked = prompt
+        if limit < room:
+            asked = _with_output_limit(prompt, int(limit * SUMMARY_OUTPUT_LIMIT_ASK_SHARE))
+        reply = self._ask(asked, margin)
+        if not hit_output_limit(reply):
+            return reply.text.strip(), False
+        usage: Mapping[str, Any] = reply.usage_metadata or {}
+        stopped = usage.get("output_tokens") or self.counter.count_text(reply.text) or limit
+        retry = _with_output_limit(
+            prompt, int(min(stopped, limit) * SUMMARY_OUTPUT_LIMIT_ASK_SHARE)
+        )
+        reply = self._ask(retry, margin)
+        return reply.text.strip(), hit_output_limit(reply)
+
     def _progress(self, messages: Sequence[BaseMessage]) -> Ledger | None:
         """The progress ledger of the whole history; None if it cannot be built (a
         malformed call in an imported history), which never stops the compaction."""
@@ -1210,6 +1278,8 @@ class Compactor:
             try:
                 reply = self._ask(prompt, margin)
             except Exception:  # the long summary is still a summary: keep it
+                break
+            if hit_output_limit(reply):  # its end is missing: the whole one is kept
                 break
             shorter = reply.text.strip()
             if shorter and count(shorter) < size:
@@ -1788,7 +1858,8 @@ class Compactor:
             "fallback": summary is None,
             "reason": reason,
             "summary": summary or "",
-            "summary_cut": summary_cut,
+            "summary_cut": summary_cut
+            or (summary is not None and SUMMARY_OUTPUT_CUT_NOTE.strip() in summary),
             "course_change": bool(course_change),
             "ledger": ledger,
             "summarized_messages": len(older),

@@ -403,6 +403,19 @@ def unlimited_output(model: Any) -> bool:
     return isinstance(fields, dict) and "max_tokens" in fields and model.max_tokens is None
 
 
+def configured_output_limit(model: Any) -> int | None:
+    """The ``max_tokens`` ``model`` (or a binding of it) is set to send; None if unset."""
+    from langchain_core.runnables import RunnableBinding
+
+    while isinstance(model, RunnableBinding):
+        value = model.kwargs.get("max_tokens")
+        if value is not None:
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+        model = model.bound
+    value = getattr(model, "max_tokens", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def default_max_tokens(budget: Budget, profile: Mapping[str, Any] | None) -> int | None:
     """The ``max_tokens`` to send when ``AGENTGRAPH_MAX_OUTPUT_TOKENS`` is not set.
 

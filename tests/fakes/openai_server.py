@@ -701,6 +701,8 @@ class FakeOpenAIServer:
         disabled_rules: frozenset[str] | set[str] = frozenset(),
         window: int | None = None,
         count_max_tokens: bool = False,
+        cut_at_output_limit: bool = False,
+        output_cap: int | None = None,
         overflow_style: OverflowStyle = "openai",
         require_key: str | None = None,
         known_models: set[str] | frozenset[str] | None = None,
@@ -721,6 +723,13 @@ class FakeOpenAIServer:
             window: Context window in tokens (see :func:`token_estimate`); ``None`` = none.
             count_max_tokens: Also reject when prompt + ``max_tokens`` exceeds ``window``
                 (vLLM/older OpenAI behaviour), with the "you requested" text.
+            cut_at_output_limit: Stop a text answer where a real server stops generating:
+                at the request's ``max_tokens`` (or ``max_completion_tokens``) and at the
+                room ``window`` leaves after the prompt, with ``finish_reason`` ``length``.
+                Answers with tool calls are sent whole.
+            output_cap: The most tokens a text answer takes whatever the request asks
+                for, as a provider's own output cap does (cut as ``cut_at_output_limit``
+                cuts, which it implies).
             overflow_style: The body of a prompt overflow: OpenAI's
                 ``context_length_exceeded`` or llama-server's ``exceed_context_size_error``.
             require_key: If set, ``Authorization: Bearer <key>`` is required (401 otherwise).
@@ -750,6 +759,8 @@ class FakeOpenAIServer:
         self.disabled_rules = frozenset(disabled_rules)
         self.window = window
         self.count_max_tokens = count_max_tokens
+        self.cut_at_output_limit = cut_at_output_limit or output_cap is not None
+        self.output_cap = output_cap
         if overflow_style not in OVERFLOW_STYLES:
             raise ValueError(f"unknown overflow_style {overflow_style!r}")
         self.overflow_style: OverflowStyle = overflow_style
@@ -769,6 +780,8 @@ class FakeOpenAIServer:
         self.violations: list[str] = []
         self.violation_details: list[Violation] = []
         self.overflow_count = 0
+        # The request bodies whose text answer was cut at its output limit.
+        self.cut_requests: list[Mapping[str, Any]] = []
         self.cache_min_tokens = cache_min_tokens
         self.cache_step_tokens = max(1, cache_step_tokens)
         self.models_window: ModelsWindow = models_window
@@ -989,7 +1002,32 @@ class FakeOpenAIServer:
                 }
             )
         reply["tool_calls"] = calls
+        if self.cut_at_output_limit and not calls:
+            reply = self._cut_to_output_limit(body, reply)
         return _Plan("answer", 200, reply=reply)
+
+    def _cut_to_output_limit(
+        self, body: Mapping[str, Any], reply: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``reply`` with its text cut where generation stops (see ``cut_at_output_limit``)."""
+        limits = [
+            v
+            for v in (body.get("max_completion_tokens"), body.get("max_tokens"))
+            if isinstance(v, int) and not isinstance(v, bool)
+        ]
+        if self.window is not None:
+            limits.append(max(self.window - token_estimate(body), 0))
+        if self.output_cap is not None:
+            limits.append(self.output_cap)
+        content = reply.get("content")
+        if not limits or not isinstance(content, str):
+            return reply
+        room_chars = min(limits) * CHARS_PER_TOKEN
+        if len(content) <= room_chars:
+            return reply
+        with self._lock:
+            self.cut_requests.append(body)
+        return {**reply, "content": content[:room_chars], "finish_reason": "length"}
 
     def _call_id(self, reply_n: int, k: int) -> str:
         """The id of call ``k`` of a reply under ``id_mode``."""
@@ -1531,6 +1569,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--window", type=int, default=None)
     parser.add_argument("--count-max-tokens", action="store_true")
+    parser.add_argument("--cut-at-output-limit", action="store_true")
     parser.add_argument("--overflow-style", choices=OVERFLOW_STYLES, default="openai")
     parser.add_argument("--require-key", default=None)
     parser.add_argument("--model", action="append", dest="models", default=None)
@@ -1563,6 +1602,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         disabled_rules=frozenset(args.disabled),
         window=args.window,
         count_max_tokens=args.count_max_tokens,
+        cut_at_output_limit=args.cut_at_output_limit,
         overflow_style=args.overflow_style,
         require_key=args.require_key,
         known_models=set(args.models) if args.models else None,

@@ -43,6 +43,9 @@ WINDOW_TOKENS = 16_000
 # of leading lines each in the room a compaction leaves (LangChain's summarization, which
 # keeps recent messages whole, shows 3 at its call cap).
 LEFT_OUT_CODES_MIN = 4
+# An output cap far below what the verbose summarizer writes for a 16k part (about 135
+# tokens a file), above what the faithful one does (about 15).
+SUMMARY_OUTPUT_CAP_TOKENS = 600
 
 
 def _run(
@@ -59,6 +62,7 @@ def _run(
     count_max_tokens: bool = False,
     window: int = WINDOW_TOKENS,
     batch: int = 1,
+    output_cap: int | None = None,
 ) -> tuple[Recorder, list[dict[str, Any]], FakeOpenAIServer, set[str]]:
     paths = make_workspace(workspace, files=files, size=size, fact_at=fact_at)  # type: ignore[arg-type]
     recorder = Recorder()
@@ -69,6 +73,8 @@ def _run(
         window=window,
         on_exhausted="repeat_last",
         count_max_tokens=count_max_tokens,
+        cut_at_output_limit=True,
+        output_cap=output_cap,
     ) as server:
         settings = make_settings(
             OPENAI_BASE_URL=server.url,
@@ -86,6 +92,11 @@ def _run(
     assert server.violations == []
     assert server.overflow_count == 0
     return recorder, events, server, planted_codes(paths)
+
+
+def _cut_replies(server: FakeOpenAIServer) -> int:
+    """Summarizer replies the server stopped at their output limit."""
+    return sum(1 for request in server.cut_requests if is_summary(dict(request)))
 
 
 def _main(server: FakeOpenAIServer) -> list[dict[str, Any]]:
@@ -333,6 +344,50 @@ def test_a_verbose_summarizer_never_reaches_the_prompt_cut(
     assert shortened, "the summarizer was asked again, with a limit"
     assert recorder.reread_files() == 0
     assert codes_in(recorder.reports[-1]) == planted
+
+
+def test_a_summary_longer_than_the_configured_output_limit_is_asked_for_within_it(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """``AGENTGRAPH_MAX_OUTPUT_TOKENS`` caps every reply, the summarizer's too, and a
+    server stops a reply at its cap: a summarizer that writes far more than that is told
+    the limit, so no summary loses its end (the newest files read, the data kept last)
+    and every code is in the report, with no summary call cut."""
+    recorder, events, server, planted = _run(
+        make_settings,
+        workspace,
+        files=60,
+        persona="silent",
+        summarizer="verbose",
+        env={"AGENTGRAPH_MAX_OUTPUT_TOKENS": str(SUMMARY_OUTPUT_CAP_TOKENS)},
+    )
+    compactions = [e for e in events if e["type"] == "compaction"]
+    assert compactions and not any(e["summary_cut"] for e in compactions)
+    assert _cut_replies(server) == 0
+    assert codes_in(recorder.reports[-1]) == planted
+    assert recorder.reread_files() == 0
+
+
+def test_a_summary_cut_at_an_output_cap_nothing_stated_is_asked_for_again_within_it(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """A provider may stop a reply at a cap of its own that no setting or profile
+    states: a summary cut there (``finish_reason`` ``length``) is never used as if
+    whole. The summarizer is asked again, told the limit it stopped at, and every code
+    reaches the report."""
+    recorder, events, server, planted = _run(
+        make_settings,
+        workspace,
+        files=60,
+        persona="silent",
+        summarizer="verbose",
+        output_cap=SUMMARY_OUTPUT_CAP_TOKENS,
+    )
+    compactions = [e for e in events if e["type"] == "compaction"]
+    assert compactions and not any(e["summary_cut"] for e in compactions)
+    assert _cut_replies(server) > 0, "the provider's cap cut a summary"
+    assert codes_in(recorder.reports[-1]) == planted
+    assert recorder.reread_files() == 0
 
 
 def test_a_provoked_spiral_stops_with_the_named_error(

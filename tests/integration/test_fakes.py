@@ -249,6 +249,42 @@ def test_count_max_tokens_uses_the_you_requested_text() -> None:
     )
 
 
+def test_cut_at_output_limit_stops_a_text_answer_at_max_tokens_as_a_real_server_does() -> None:
+    with FakeOpenAIServer(["a" * 400, "b" * 40], cut_at_output_limit=True) as server:
+        cut = client(server, max_tokens=25).invoke("hello")
+        whole = client(server, max_tokens=25).invoke("hello")
+    assert cut.content == "a" * 100
+    assert cut.response_metadata["finish_reason"] == "length"
+    assert whole.content == "b" * 40
+    assert whole.response_metadata["finish_reason"] == "stop"
+    assert server.cut_requests == [server.requests[0]]
+
+
+def test_cut_at_output_limit_stops_at_the_room_the_window_leaves() -> None:
+    with FakeOpenAIServer(["c" * 4000], window=300, cut_at_output_limit=True) as server:
+        out = client(server).invoke("hello")
+        room = 300 - token_estimate(server.requests[0])
+    assert out.content == "c" * (room * 4)
+    assert out.response_metadata["finish_reason"] == "length"
+
+
+def test_an_output_cap_cuts_a_text_answer_the_request_set_no_limit_for() -> None:
+    with FakeOpenAIServer(["e" * 400], output_cap=30) as server:
+        out = client(server).invoke("hello")
+    assert out.content == "e" * 120
+    assert out.response_metadata["finish_reason"] == "length"
+
+
+def test_cut_at_output_limit_leaves_tool_calls_and_servers_without_it_whole() -> None:
+    call = {"tool_calls": [{"name": "read_file", "arguments": {"path": "x" * 400}}]}
+    with FakeOpenAIServer([call], cut_at_output_limit=True) as cutting:
+        called = client(cutting, max_tokens=10).bind_tools(TOOLS).invoke("hello")
+    with FakeOpenAIServer(["d" * 400]) as plain:
+        kept = client(plain, max_tokens=10).invoke("hello")
+    assert called.tool_calls[0]["args"] == {"path": "x" * 400}
+    assert kept.content == "d" * 400
+
+
 def test_token_estimate_counts_contents_arguments_tools_and_messages() -> None:
     request = body(
         {"role": "user", "content": [{"type": "text", "text": "abcd"}]},

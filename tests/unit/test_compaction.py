@@ -33,10 +33,13 @@ from agentgraph.context.compaction import (
     LEFT_OUT_READING_MIN_TOKENS,
     NEXT_PIECE_HEADING,
     NEXT_PIECE_PROMPT,
+    OUTPUT_LIMIT_PROMPT,
     SUMMARIZED_COPY_KEY,
     SUMMARY_ENTRY_JOIN_TOKENS,
     SUMMARY_FRAMING_TOKENS,
     SUMMARY_HARD_TARGET_BUDGET_FRACTION,
+    SUMMARY_OUTPUT_CUT_NOTE,
+    SUMMARY_OUTPUT_LIMIT_ASK_SHARE,
     SUMMARY_PREFIX,
     SUMMARY_SHORTEN_ATTEMPTS,
     SUMMARY_SUPPLEMENT_ATTEMPTS,
@@ -674,6 +677,94 @@ def test_a_provider_that_counts_as_we_do_gets_each_part_in_one_summarizer_call(
     assert calls(turns, 1.0) == 1
     assert calls(turns, 1.025) == 1
     assert calls(turns, 1.10) == 2
+
+
+def _cut(text: str, output_tokens: int) -> AIMessage:
+    """A reply the provider stopped at its output limit after ``output_tokens``."""
+    return AIMessage(
+        content=text,
+        response_metadata={"finish_reason": "length"},
+        usage_metadata={"input_tokens": 1, "output_tokens": output_tokens, "total_tokens": 1},
+    )
+
+
+def test_a_summary_cut_at_its_output_limit_is_asked_for_again_with_the_limit_stated(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A summarizer reply the provider stopped at an output cap nothing stated has lost
+    its end: it is not used, and the summarizer is asked again, told a share of where it
+    stopped; its whole reply is the summary."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    whole = "Audited. f11.txt holds the code ORBIT-1111." + _naming(0, 11)
+
+    def summarize(messages: list[BaseMessage]) -> AIMessage:
+        if "at most" in messages[-1].text:
+            return AIMessage(whole)
+        return _cut("Audited. Files read: f0.txt, f1.txt, f2", 400)
+
+    summarizer = ScriptedChatModel([summarize])
+    history = [HumanMessage("Audit the files.", id="u0"), *varied_reads(12, 12)]
+    outcome = _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
+    assert outcome is not None
+    assert len(summarizer.calls) == 2
+    assert "at most" not in summarizer.calls[0][-1].text
+    limit = int(400 * SUMMARY_OUTPUT_LIMIT_ASK_SHARE)
+    assert summarizer.calls[1][-1].text.endswith(OUTPUT_LIMIT_PROMPT.format(limit=limit))
+    assert "ORBIT-1111" in outcome.record["summary"]
+    assert SUMMARY_OUTPUT_CUT_NOTE.strip() not in outcome.record["summary"]
+    assert not outcome.record["summary_cut"]
+
+
+def test_a_summary_cut_again_says_so_and_is_recorded_as_cut(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A summarizer that stops at its limit even when told it: its reply is kept (all
+    the summary there is) with a note that it stopped there and where the rest is, and
+    the compaction is recorded as cut."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    summarizer = ScriptedChatModel([_cut("Audited." + _naming(0, 11), 300)])
+    history = [HumanMessage("Audit the files.", id="u0"), *varied_reads(12, 12)]
+    outcome = _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
+    assert outcome is not None
+    assert len(summarizer.calls) == 2
+    assert SUMMARY_OUTPUT_CUT_NOTE.strip() in outcome.record["summary"]
+    assert outcome.record["summary_cut"]
+
+
+def test_a_summarizer_set_to_a_small_max_tokens_is_told_its_limit_at_once(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A summarizer that sends ``max_tokens`` below the room a compaction plans for the
+    summary (``AGENTGRAPH_MAX_OUTPUT_TOKENS``) is told a share of that limit in its first
+    request, instead of writing a summary the provider would cut; one whose limit leaves
+    the room is told nothing."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    history = [HumanMessage("Audit the files.", id="u0"), *varied_reads(12, 12)]
+    reply = "Audited." + _naming(0, 11)
+    capped = ScriptedChatModel([reply])
+    outcome = _compactor(settings, capped.bind(max_tokens=256))(  # type: ignore[arg-type]
+        history, trigger="auto", system=[], tools=[]
+    )
+    assert outcome is not None and len(capped.calls) == 1
+    limit = int(256 * SUMMARY_OUTPUT_LIMIT_ASK_SHARE)
+    assert capped.calls[0][-1].text.endswith(OUTPUT_LIMIT_PROMPT.format(limit=limit))
+    roomy = ScriptedChatModel([reply])
+    assert _compactor(settings, roomy.bind(max_tokens=int(WINDOW) // 2))(  # type: ignore[arg-type]
+        history, trigger="auto", system=[], tools=[]
+    )
+    assert "at most" not in roomy.calls[0][-1].text
+
+
+def test_a_shorter_summary_cut_at_its_output_limit_is_not_taken(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """Asked for a shorter summary, a reply the provider stopped at its limit is shorter
+    only because its end is missing: the whole summary is kept."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    summary = "Audited. " + "f1.txt holds the code ORBIT-1234. " * 60
+    summarizer = ScriptedChatModel([_cut("Audited. f1.txt holds", 10)])
+    assert _compactor(settings, summarizer)._shorten(summary, 100, None) == summary
+    assert len(summarizer.calls) == 1
 
 
 _STEPS = st.lists(

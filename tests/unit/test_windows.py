@@ -271,3 +271,17 @@ def test_a_bound_model_is_looked_through() -> None:
     model = ChatOpenAI(model="qwen2.5-coder", api_key="x")  # type: ignore[arg-type]
     assert unlimited_output(model.with_config(tags=["nostream"]))
     assert not unlimited_output(model.bind(max_tokens=5))
+
+
+def test_the_configured_output_limit_is_read_through_bindings() -> None:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_openai import ChatOpenAI
+
+    from agentgraph.context.windows import configured_output_limit
+
+    model = ChatOpenAI(model="qwen2.5-coder", api_key="x")  # type: ignore[arg-type]
+    assert configured_output_limit(model) is None
+    assert configured_output_limit(model.with_config(tags=["t"]).bind(max_tokens=7)) == 7
+    capped = ChatOpenAI(model="qwen2.5-coder", api_key="x", max_tokens=300)  # type: ignore[arg-type]
+    assert configured_output_limit(capped.with_config(tags=["t"])) == 300
+    assert configured_output_limit(FakeListChatModel(responses=["x"])) is None
