@@ -19,7 +19,9 @@ show). Summarizers: ``faithful``, ``lossy`` (every other code and file), ``verbo
 task only).
 
 Workloads, each at a 16k window (``--window`` for another) on the strict loopback server
-(real HTTP, ChatOpenAI):
+(real HTTP, ChatOpenAI), which stops a text reply where a real server stops generating:
+at the request's ``max_tokens`` and at the room the window leaves after the prompt
+(``finish_reason`` ``length``):
 
 * ``many-small``: 300 files of ~3 KB (--quick: 100), one turn; facts = codes in the
   last report.md the model wrote.
@@ -450,7 +452,9 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
     persona = persona_for(cell.persona, cell.harness, load.batch)
     model = ScriptedModel(persona, Summarizer(cell.summarizer), recorder)
     started = time.perf_counter()
-    with FakeOpenAIServer([model], window=load.window, on_exhausted="repeat_last") as server:
+    with FakeOpenAIServer(
+        [model], window=load.window, on_exhausted="repeat_last", cut_at_output_limit=True
+    ) as server:
         session: AgentgraphSession | PeerSession
         if cell.harness == "agentgraph":
             session = AgentgraphSession(
