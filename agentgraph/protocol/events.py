@@ -82,7 +82,13 @@ class Compaction(BaseEvent):
     tokens_after: int = Field(0, description="prompt tokens after")
     files: list[str] = Field(default_factory=list, description="files re-read into the prompt")
     fallback: bool = Field(False, description="the summary failed: a plain cut was made")
-    summary_cut: bool = Field(False, description="the summary was cut to fit")
+    summary_cut: bool = Field(
+        False,
+        description=(
+            "the summary was cut to fit, or stopped at the summarizer's output limit "
+            "even when told it"
+        ),
+    )
     ledger: str = Field("", description="the progress ledger's text")
     course_change: bool = Field(False, description="the spiral guard's note was added")
 
