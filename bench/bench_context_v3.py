@@ -238,11 +238,12 @@ class Cell:
     overrides: tuple[tuple[str, str], ...] = ()
 
 
-def matrix(quick: bool) -> list[Cell]:
+def matrix(quick: bool, everywhere: Sequence[SummarizerKind] = ()) -> list[Cell]:
     """Every workload × harness × persona with the faithful summarizer, plus on
     ``big-start`` the other summarizers × ``silent``/``re_reader`` (--quick: every
     persona on ``many-small``, ``silent``/``re_reader`` and only ``lossy`` besides
-    ``faithful`` on ``big-start``, ``silent`` on the others)."""
+    ``faithful`` on ``big-start``, ``silent`` on the others), plus ``everywhere``'s
+    summarizers × ``silent``/``re_reader`` on every workload that lacks them."""
     out: list[Cell] = []
     extra: tuple[SummarizerKind, ...] = ("lossy",) if quick else ("lossy", "verbose", "terse")
     for load in workloads(quick):
@@ -256,6 +257,12 @@ def matrix(quick: bool) -> list[Cell]:
             # A note per batch is one note for eight results: silent and re-reading
             # models only, with the summarizer that drops half of what it sees too.
             combos = [(p, s) for s in ("faithful", "lossy") for p in ("silent", "re_reader")]
+        combos += [
+            (p, s)
+            for s in everywhere
+            for p in ("silent", "re_reader")
+            if (p, s) not in combos and p in personas
+        ]
         out += [Cell(load, p, s, h) for p, s in combos for h in HARNESSES]
     return out
 
@@ -585,6 +592,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--persona", action="append", choices=PERSONAS, help="repeatable")
     parser.add_argument("--summarizer", action="append", choices=SUMMARIZERS, help="repeatable")
     parser.add_argument(
+        "--summarizer-everywhere",
+        action="append",
+        choices=SUMMARIZERS,
+        help="add this summarizer's cells (silent and re-reading models) to every workload; "
+        "repeatable",
+    )
+    parser.add_argument(
         "--window", type=int, default=WINDOW, help=f"context window in tokens ({WINDOW:,})"
     )
     parser.add_argument(
@@ -600,7 +614,7 @@ def main(argv: list[str] | None = None) -> None:
     overrides = _overrides(parser, args.agentgraph_setting or [])
     cells = [
         c
-        for c in matrix(args.quick)
+        for c in matrix(args.quick, args.summarizer_everywhere or ())
         if (not args.workload or c.load.name in args.workload)
         and (not args.harness or c.harness in args.harness)
         and (not args.persona or c.persona in args.persona)
@@ -629,9 +643,9 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(rows))
         return
     shown = ["--quick"] if args.quick else []
-    for flag in ("workload", "harness", "persona", "summarizer"):
+    for flag in ("workload", "harness", "persona", "summarizer", "summarizer_everywhere"):
         for value in getattr(args, flag) or ():
-            shown += [f"--{flag}", value]
+            shown += [f"--{flag.replace('_', '-')}", value]
     if args.window != WINDOW:
         shown += ["--window", str(args.window)]
     for name, value in overrides:

@@ -58,3 +58,17 @@ def test_a_setting_that_is_not_agentgraphs_or_not_valid_exits_2_with_one_error_l
         errors = [line for line in proc.stderr.splitlines() if "error:" in line]
         assert len(errors) == 1 and "--agentgraph-setting" in errors[0]
         assert "Traceback" not in proc.stderr
+
+
+def test_a_summarizer_everywhere_adds_its_cells_to_every_workload() -> None:
+    """The matrix tries the verbose summarizer on the 20 KB files only; asked for it
+    everywhere, ``small-middle`` gets a verbose cell, and its facts are all kept."""
+    args = ["--quick", "--workload", "small-middle", "--persona", "silent"]
+    args += ["--summarizer", "verbose", "--harness", "agentgraph", "--json"]
+    plain = _bench(*args)
+    assert plain.returncode == 0 and json.loads(plain.stdout) == []
+    proc = _bench(*args, "--summarizer-everywhere", "verbose")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads(proc.stdout)
+    assert row["summarizer"] == "verbose"
+    assert row["facts"] == row["facts_total"]
