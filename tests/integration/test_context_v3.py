@@ -346,46 +346,28 @@ def test_a_verbose_summarizer_never_reaches_the_prompt_cut(
     assert codes_in(recorder.reports[-1]) == planted
 
 
-def test_a_summary_longer_than_the_configured_output_limit_is_asked_for_within_it(
-    make_settings: Callable[..., Settings], workspace: Path
+@pytest.mark.parametrize("stated", [True, False], ids=["configured", "provider-cap"])
+def test_a_summary_longer_than_the_output_limit_is_asked_for_within_it(
+    make_settings: Callable[..., Settings], workspace: Path, stated: bool
 ) -> None:
-    """``AGENTGRAPH_MAX_OUTPUT_TOKENS`` caps every reply, the summarizer's too, and a
-    server stops a reply at its cap: a summarizer that writes far more than that is told
-    the limit, so no summary loses its end (the newest files read, the data kept last)
-    and every code is in the report, with no summary call cut."""
+    """A server stops a reply at its output limit, and a summarizer writing far more
+    than that would lose its summary's end (the newest files read, the data kept last).
+    A limit agentgraph knows (``AGENTGRAPH_MAX_OUTPUT_TOKENS``) is told to the
+    summarizer, so no reply is cut; one it cannot know (a provider's own cap) cuts a
+    reply (``finish_reason`` ``length``), which is never used as if whole but asked for
+    again, told where it stopped. Either way every code reaches the report."""
     recorder, events, server, planted = _run(
         make_settings,
         workspace,
         files=60,
         persona="silent",
         summarizer="verbose",
-        env={"AGENTGRAPH_MAX_OUTPUT_TOKENS": str(SUMMARY_OUTPUT_CAP_TOKENS)},
+        env={"AGENTGRAPH_MAX_OUTPUT_TOKENS": str(SUMMARY_OUTPUT_CAP_TOKENS)} if stated else None,
+        output_cap=None if stated else SUMMARY_OUTPUT_CAP_TOKENS,
     )
     compactions = [e for e in events if e["type"] == "compaction"]
     assert compactions and not any(e["summary_cut"] for e in compactions)
-    assert _cut_replies(server) == 0
-    assert codes_in(recorder.reports[-1]) == planted
-    assert recorder.reread_files() == 0
-
-
-def test_a_summary_cut_at_an_output_cap_nothing_stated_is_asked_for_again_within_it(
-    make_settings: Callable[..., Settings], workspace: Path
-) -> None:
-    """A provider may stop a reply at a cap of its own that no setting or profile
-    states: a summary cut there (``finish_reason`` ``length``) is never used as if
-    whole. The summarizer is asked again, told the limit it stopped at, and every code
-    reaches the report."""
-    recorder, events, server, planted = _run(
-        make_settings,
-        workspace,
-        files=60,
-        persona="silent",
-        summarizer="verbose",
-        output_cap=SUMMARY_OUTPUT_CAP_TOKENS,
-    )
-    compactions = [e for e in events if e["type"] == "compaction"]
-    assert compactions and not any(e["summary_cut"] for e in compactions)
-    assert _cut_replies(server) > 0, "the provider's cap cut a summary"
+    assert (_cut_replies(server) > 0) is not stated
     assert codes_in(recorder.reports[-1]) == planted
     assert recorder.reread_files() == 0
 
