@@ -160,10 +160,18 @@ SUMMARY_REPLY_HEADROOM = 1.25
 # room a compaction plans for the reply (AGENTGRAPH_MAX_OUTPUT_TOKENS, a summary model's
 # own cap, the room a full call leaves in the window), the summarizer is told this share
 # of it (its count of its own words is rough); a reply cut anyway, at a cap nothing
-# states, is asked for once more with this share of where it stopped, and one cut again
-# is kept with a note saying so. Used as if whole, the cut replies of a summarizer that
-# writes more than its share left a 16k session 59 of 100 codes (100/100 told the limit).
+# states, is asked for once more with this share of where it stopped; a part whose reply
+# is cut again is summarized in halves (each leaves its reply more room), and a single
+# entry cut again is kept with a note saying so. Used as if whole, the cut replies of a
+# summarizer that writes more than its share left a 16k session 59 of 100 codes (100/100
+# told the limit).
 SUMMARY_OUTPUT_LIMIT_ASK_SHARE = 0.75
+# How many times a compaction halves a part whose summary is cut even when told its
+# limit (a rewrite of a long stack at a small window needs more room than its call
+# leaves: 296 of 300 codes at 8k without halving). Each half is told the limit the
+# provider stopped at, so a summarizer that always runs to its limit (a local model in a
+# repetition loop) costs at most two calls and two for each halving.
+SUMMARY_CUT_SPLITS_MAX = 2
 # The count margin of a summarizer call (see PROMPT_COUNT_MARGIN_FRACTION) when the
 # summarizer is the main model, its tokenizer is known and the provider's reported
 # counts agree with ours: the call has no tool schemas (whose rendering by the provider
@@ -894,8 +902,13 @@ class Compactor:
             older, instructions, cancelled, reply_tokens=reply_tokens, scale=scale, margin=margin
         )
         parts: list[str] = []
-        for n, piece in enumerate(pieces):
+        queue = list(pieces)
+        n = splits = 0  # n: the piece asked for (0: the handoff summary; then additions)
+        cap: int | None = None  # where the provider stopped a reply of this compaction
+        while queue:
+            piece = queue.pop(0)
             if not piece:
+                n += 1
                 continue
             body = "\n\n".join(piece)
             ask = f"{NEXT_PIECE_PROMPT}\n\n" if n else ""
@@ -903,11 +916,24 @@ class Compactor:
                 SystemMessage(content=instructions),
                 HumanMessage(content=f"{ask}<conversation>\n{body}\n</conversation>"),
             ]
-            text, cut = self._ask_whole(prompt, margin, room=_reply_room(reply_tokens, scale))
+            text, cut, stopped = self._ask_whole(
+                prompt, margin, room=_reply_room(reply_tokens, scale), cap=cap
+            )
+            if stopped is not None:
+                cap = stopped if cap is None else min(cap, stopped)
+            if cut and len(piece) > 1 and splits < SUMMARY_CUT_SPLITS_MAX:
+                # Cut even when told its limit: the summary needs more room than the
+                # call leaves (a rewrite of a long stack). Half the input each leaves
+                # the reply more.
+                half = len(piece) // 2
+                queue[:0] = [piece[:half], piece[half:]]
+                splits += 1
+                continue
             if not text:
                 raise ValueError("the summarizer returned an empty summary")
             text += SUMMARY_OUTPUT_CUT_NOTE if cut else ""
             parts.append(f"{NEXT_PIECE_HEADING}\n{text}" if n else text)
+            n += 1
         if not parts:
             raise ValueError("nothing to summarize")
         return "\n\n".join(parts)
@@ -1107,7 +1133,9 @@ class Compactor:
                 HumanMessage(content=f"{ask}\n\n<readings>\n{body}\n</readings>"),
             ]
             try:
-                added, cut = self._ask_whole(prompt, margin, room=_reply_room(reply_tokens, scale))
+                added, cut, _ = self._ask_whole(
+                    prompt, margin, room=_reply_room(reply_tokens, scale)
+                )
             except Exception:  # the summary without them is still a summary
                 break
             added += SUMMARY_OUTPUT_CUT_NOTE if cut else ""
@@ -1203,30 +1231,36 @@ class Compactor:
         return min([room, *(cap for cap in caps if cap is not None)])
 
     def _ask_whole(
-        self, prompt: list[BaseMessage], margin: float, *, room: int
-    ) -> tuple[str, bool]:
-        """The summarizer's reply text to ``prompt``, and whether it is still cut at the
-        reply's output limit (see :data:`SUMMARY_OUTPUT_LIMIT_ASK_SHARE`).
+        self, prompt: list[BaseMessage], margin: float, *, room: int, cap: int | None = None
+    ) -> tuple[str, bool, int | None]:
+        """The summarizer's reply text to ``prompt``, whether it is still cut at the
+        reply's output limit, and where the provider stopped a reply (None if none was
+        stopped; see :data:`SUMMARY_OUTPUT_LIMIT_ASK_SHARE`).
 
         Args:
             prompt: The summarizer prompt; its last message is the request.
             margin: The count margin (:meth:`_count_margin`).
             room: The reply tokens the compaction planned for (:func:`_reply_room`).
+            cap: Where the provider stopped an earlier reply of this compaction: the
+                limit is told at once, no more than that.
         """
         limit = self._output_limit(prompt, margin)
-        asked = prompt
-        if limit < room:
-            asked = _with_output_limit(prompt, int(limit * SUMMARY_OUTPUT_LIMIT_ASK_SHARE))
-        reply = self._ask(asked, margin)
+        if cap is not None:
+            limit = min(limit, cap)
+        told = int(limit * SUMMARY_OUTPUT_LIMIT_ASK_SHARE)
+        stated = told if cap is not None or limit < room else None
+        reply = self._ask(
+            _with_output_limit(prompt, told) if stated is not None else prompt, margin
+        )
         if not hit_output_limit(reply):
-            return reply.text.strip(), False
+            return reply.text.strip(), False, None
         usage: Mapping[str, Any] = reply.usage_metadata or {}
         stopped = usage.get("output_tokens") or self.counter.count_text(reply.text) or limit
-        retry = _with_output_limit(
-            prompt, int(min(stopped, limit) * SUMMARY_OUTPUT_LIMIT_ASK_SHARE)
-        )
-        reply = self._ask(retry, margin)
-        return reply.text.strip(), hit_output_limit(reply)
+        retry = int(min(stopped, limit) * SUMMARY_OUTPUT_LIMIT_ASK_SHARE)
+        if stated is not None and retry >= stated:
+            return reply.text.strip(), True, stopped  # told that much already
+        reply = self._ask(_with_output_limit(prompt, retry), margin)
+        return reply.text.strip(), hit_output_limit(reply), stopped
 
     def _progress(self, messages: Sequence[BaseMessage]) -> Ledger | None:
         """The progress ledger of the whole history; None if it cannot be built (a

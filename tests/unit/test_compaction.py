@@ -35,6 +35,7 @@ from agentgraph.context.compaction import (
     NEXT_PIECE_PROMPT,
     OUTPUT_LIMIT_PROMPT,
     SUMMARIZED_COPY_KEY,
+    SUMMARY_CUT_SPLITS_MAX,
     SUMMARY_ENTRY_JOIN_TOKENS,
     SUMMARY_FRAMING_TOKENS,
     SUMMARY_HARD_TARGET_BUDGET_FRACTION,
@@ -718,17 +719,50 @@ def test_a_summary_cut_at_its_output_limit_is_asked_for_again_with_the_limit_sta
 def test_a_summary_cut_again_says_so_and_is_recorded_as_cut(
     make_settings: Callable[..., Settings],
 ) -> None:
-    """A summarizer that stops at its limit even when told it: its reply is kept (all
-    the summary there is) with a note that it stopped there and where the rest is, and
-    the compaction is recorded as cut."""
+    """A summarizer that always runs to its limit (a local model in a repetition loop):
+    its replies are kept (all the summary there is) with a note that they stopped there
+    and where the rest is, the compaction is recorded as cut, and the calls it costs are
+    bounded: two for the part, told the limit once more, and one for each half of at
+    most two halvings."""
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     summarizer = ScriptedChatModel([_cut("Audited." + _naming(0, 11), 300)])
     history = [HumanMessage("Audit the files.", id="u0"), *varied_reads(12, 12)]
     outcome = _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
     assert outcome is not None
-    assert len(summarizer.calls) == 2
+    assert len(summarizer.calls) == 2 + 2 * SUMMARY_CUT_SPLITS_MAX
     assert SUMMARY_OUTPUT_CUT_NOTE.strip() in outcome.record["summary"]
     assert outcome.record["summary_cut"]
+
+
+# More files than half a part of 11 reads: the whole part's reply is cut, a half's is not.
+PART_FILES_CUT = 8
+
+
+def test_a_part_whose_summary_is_cut_again_is_summarized_in_halves(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A summary that needs more room than its call leaves is cut even when the
+    summarizer is told the limit: the part is summarized in halves, each call's reply
+    with more room, and the summary holds both, with no note of a cut."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+
+    def summarize(messages: list[BaseMessage]) -> AIMessage:
+        seen = [i for i in range(12) if f"f{i}.txt" in messages[-1].text]
+        if len(seen) > PART_FILES_CUT:
+            return _cut("Audited. f0.txt holds", 300)
+        return AIMessage("Audited. " + " ".join(f"f{i}.txt holds CODE-{i:04d}." for i in seen))
+
+    summarizer = ScriptedChatModel([summarize])
+    history = [HumanMessage("Audit the files.", id="u0"), *varied_reads(12, 12)]
+    outcome = _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
+    assert outcome is not None
+    summary = outcome.record["summary"]
+    part = [i for i in range(12) if f"f{i}.txt" in summarizer.calls[0][-1].text]
+    assert len(part) > PART_FILES_CUT and all(f"CODE-{i:04d}" in summary for i in part)
+    assert NEXT_PIECE_HEADING in summary
+    assert SUMMARY_OUTPUT_CUT_NOTE.strip() not in summary
+    assert not outcome.record["summary_cut"]
+    assert len(summarizer.calls) == 4  # cut, cut when told, then two halves
 
 
 def test_a_summarizer_set_to_a_small_max_tokens_is_told_its_limit_at_once(
