@@ -68,6 +68,7 @@ from agentgraph.context.truncation import truncate_text
 from agentgraph.middleware.events import event_sink
 from agentgraph.persistence.index import SessionIndex, SessionInfo, shorten_title
 from agentgraph.runtime.call_records import keep_result
+from agentgraph.runtime.history.calls import hit_output_limit
 from agentgraph.runtime.history.kinds import stopped_reason
 from agentgraph.runtime.nodes.limits import STOP_BUDGET, STOP_REPEATED, STOP_STEP_LIMIT
 from agentgraph.runtime.runctx import AgentToolRuntime, RunContext, context_of, run_config
@@ -84,6 +85,11 @@ SUBAGENT_ID_HEX_CHARS = 8
 # Cap on the result handed back to the caller, so a chatty subagent cannot flood it.
 SUBAGENT_RESULT_MAX_TOKENS = 2_000
 SUBAGENT_RESULT_MARKER = " subagent result cut; the full transcript is in session {thread_id}"
+# An answer the provider stopped at the output token limit ends mid-way: the caller is
+# told, or it takes the part for the whole answer.
+SUBAGENT_ANSWER_CUT_NOTE = (
+    "\n[the subagent's answer stopped here at its output token limit; its session is {thread_id}]"
+)
 SUBAGENT_MAX_LOOPS_DEFAULT = 10
 SUBAGENT_TASK_MAX_CHARS = 20_000
 SUBAGENT_CANCEL_POLL_S = 0.2
@@ -881,6 +887,8 @@ class SubagentRunner:
             None,
         )
         answer = final.text if final is not None else ""
+        if final is not None and hit_output_limit(final):
+            answer += SUBAGENT_ANSWER_CUT_NOTE.format(thread_id=thread_id)
         # finalize marks the answer a request ended with at a limit.
         reason = stopped_reason(final) if final is not None else None
         if reason == STOP_STEP_LIMIT:

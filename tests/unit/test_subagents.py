@@ -352,3 +352,28 @@ def test_ctrl_c_cancels_running_subagents(
     child_calls = [c for c in agent.deps.model.calls if task_of(c) == "work slowly"]  # type: ignore[attr-defined]
     assert len(child_calls) == 1
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_answer_cut_at_the_output_limit_reaches_the_parent_marked_as_cut(
+    settings: Settings, opened: Store, workspace: Path
+) -> None:
+    """A subagent whose final answer stopped at its output token limit: the parent gets
+    the answer with a note that it stops there and where the subagent's session is,
+    not a short answer it would take as whole."""
+    cut = AIMessage(
+        "Found three callers: a.py, b.py and", response_metadata={"finish_reason": "length"}
+    )
+
+    def parent(messages: list[BaseMessage]) -> AIMessage | str:
+        return (
+            ai_tools((SUBAGENT_TOOL, {"task": "find the callers"}))
+            if not results(messages)
+            else "p"
+        )
+
+    agent = make_agent(settings, opened, router({"go": parent, "find": lambda _m: cut}))
+    agent.run_turn("p", "go", workspace)
+    payload = outcome_of(results(agent.messages("p"))[0])
+    (child,) = opened.index.children("p")
+    assert payload["result"].startswith("Found three callers: a.py, b.py and")
+    assert "output token limit" in payload["result"] and child.thread_id in payload["result"]
