@@ -337,6 +337,22 @@ SUPPLEMENT_PROMPT = (
     "(facts, identifiers, numbers, exactly). Write nothing else."
 )
 SUPPLEMENT_HEADING = "Also read (from the readings the summary above left out):"
+# A summary that names a constant a reading defines but not its value keeps the name of
+# a fact and loses the fact: a local 1.5B summarizer wrote "the constants LIMIT_A and
+# LIMIT_B" for two modules it had read, and the model answered their values wrong.
+VALUES_PROMPT = (
+    "A handoff summary of this conversation was written, but it names these constants "
+    "without their values: {names}. The readings that define them follow. Write only what "
+    "to add to the summary: each constant with its value, exactly, and its file. Write "
+    "nothing else."
+)
+# A constant as a reading shows it (read_file's line number and a tab first): an upper-case
+# name set to a number or a short quoted string.
+CONSTANT_RE = re2.compile(
+    r"(?m)^(?:\d+\t)?[ \t]*([A-Z][A-Z0-9_]{2,})[ \t]*(?::[^=\n]{1,40})?=[ \t]*"
+    r"(-?\d[\d_.]*|\"[^\"\n]{1,80}\"|'[^'\n]{1,80}')[ \t]*(?:#[^\n]*)?$"
+)
+WORD_RE = re2.compile(r"[A-Za-z0-9_]+")
 
 SHORTEN_PROMPT = (
     "The handoff summary below is {tokens:,} tokens, more than its room. Rewrite it in at "
@@ -676,6 +692,19 @@ def _written_summary(msg: BaseMessage) -> bool:
 def _names_file(text: str, path: str) -> bool:
     """Whether ``text`` names ``path`` (as written, or by its file name)."""
     return path in text or posixpath.basename(path) in text
+
+
+def unvalued_constants(summary: str, reading: str) -> list[tuple[str, str]]:
+    """The constants ``reading`` defines (:data:`CONSTANT_RE`) that ``summary`` names
+    without their value, as ``(name, value)``; a quoted value counts without its quotes."""
+    # re2 builds its results with the argument's own type: a message's ``.text`` is a
+    # str subclass it cannot build.
+    words = set(WORD_RE.findall(str(summary)))
+    return [
+        (name, value)
+        for name, value in CONSTANT_RE.findall(str(reading))
+        if name in words and value.strip("\"'") not in summary
+    ]
 
 
 def _is_request(msg: BaseMessage) -> bool:
@@ -1091,8 +1120,9 @@ class Compactor:
         ``history`` they named count too, asked about with their readings from
         ``history`` (the transcript keeps every one). Readings are the originals in
         ``history`` where it has them (a kept copy may be cut, masked or an excerpt).
-        Each call takes the readings that fit it whole, in order. Failures keep
-        ``summary`` as it is.
+        Each call takes the readings that fit it whole, in order. Constants the summary
+        names without their values are asked about once (:meth:`_values`). Failures
+        keep ``summary`` as it is.
         """
         reads = read_calls(summarized)
         # The transcript (it holds every reading of ``summarized``): the copy a
@@ -1142,7 +1172,48 @@ class Compactor:
             if not any(_names_file(added, path) for path in missing):
                 break  # it says nothing about them: more of it would only take room
             summary = f"{summary}\n\n{SUPPLEMENT_HEADING}\n{added}"
-        return summary
+        return self._values(summary, whole, reads, focus, piece_budget, reply_tokens, scale, margin)
+
+    def _values(
+        self,
+        summary: str,
+        whole: Mapping[str, ToolMessage],
+        reads: Mapping[str, str],
+        focus: str | None,
+        piece_budget: int,
+        reply_tokens: int,
+        scale: float,
+        margin: float,
+    ) -> str:
+        """``summary`` with the values of the constants it names without them (see
+        :data:`VALUES_PROMPT`), asked once with the readings that define them and
+        appended when the answer holds one of those values. Failures keep ``summary``."""
+        readings: list[ToolMessage] = []
+        named: list[str] = []
+        values: set[str] = set()
+        for call_id, m in whole.items():
+            found = unvalued_constants(summary, m.text)
+            if found:
+                readings.append(m)
+                named += [f"{name} ({reads[call_id]})" for name, _ in found]
+                values |= {value.strip("\"'") for _, value in found}
+        if not readings:
+            return summary
+        ask = VALUES_PROMPT.format(names=", ".join(dict.fromkeys(named)))
+        room = piece_budget - self.counter.count_text(ask)
+        body = "\n".join(self._readings_for_one_call(readings, reads, room))
+        prompt = [
+            SystemMessage(content=_instructions(focus)),
+            HumanMessage(content=f"{ask}\n\n<readings>\n{body}\n</readings>"),
+        ]
+        try:
+            added, cut, _ = self._ask_whole(prompt, margin, room=_reply_room(reply_tokens, scale))
+        except Exception:  # the summary without them is still a summary
+            return summary
+        if not any(value in added for value in values):
+            return summary  # it gave none of them: it would only take room
+        added += SUMMARY_OUTPUT_CUT_NOTE if cut else ""
+        return f"{summary}\n\n{SUPPLEMENT_HEADING}\n{added}"
 
     def _carry_over(
         self,

@@ -48,6 +48,7 @@ from agentgraph.context.compaction import (
     TARGET_AFTER_BUDGET_FRACTION,
     UNSEEN_KEPT_BUDGET_FRACTION,
     UNSEEN_OUTPUT_MIN_TOKENS,
+    VALUES_PROMPT,
     BoundaryTracker,
     Compactor,
     _instructions,
@@ -58,6 +59,7 @@ from agentgraph.context.compaction import (
     rank_touched_files,
     render_transcript,
     since_last_boundary,
+    unvalued_constants,
 )
 from agentgraph.context.tokens import anchored_prompt_tokens, get_counter
 from agentgraph.context.windows import budget_for
@@ -799,6 +801,64 @@ def test_a_shorter_summary_cut_at_its_output_limit_is_not_taken(
     summarizer = ScriptedChatModel([_cut("Audited. f1.txt holds", 10)])
     assert _compactor(settings, summarizer)._shorten(summary, 100, None) == summary
     assert len(summarizer.calls) == 1
+
+
+def test_unvalued_constants_are_the_constants_a_summary_names_without_their_value() -> None:
+    reading = (
+        "1\timport os\n"
+        "2\tLIMIT_A = 291\n"
+        '3\tNAME: str = "build-7"  # the release\n'
+        "4\tlower_case = 5\n"
+        "5\tUNNAMED = 3\n"
+        "6\tRATIO = 0.75\n"
+    )
+    summary = "mod.py sets LIMIT_A, NAME and lower_case; RATIO is 0.75."
+    assert unvalued_constants(summary, reading) == [("LIMIT_A", "291"), ("NAME", '"build-7"')]
+    assert unvalued_constants("LIMIT_A is 291, NAME build-7", reading) == []
+    assert unvalued_constants("LIMIT_AB", reading) == []  # a whole word only
+
+
+def _with_constants(history: list[BaseMessage], values: dict[int, str]) -> list[BaseMessage]:
+    """``history`` whose read of ``f{i}.txt`` also defines ``values[i]`` on a line."""
+    out: list[BaseMessage] = []
+    for m in history:
+        i = int(m.tool_call_id[1:]) if isinstance(m, ToolMessage) else -1
+        if i in values:
+            m = m.model_copy(update={"content": f"{m.text}\n99\t{values[i]}"})
+        out.append(m)
+    return out
+
+
+def test_constants_a_summary_names_without_their_values_are_asked_about_once(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A summary that names the constants two readings define but not their values is
+    followed by one question about them, with only those readings; the values it
+    answers are appended. A summary that gives the values is asked nothing more."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    history = [
+        HumanMessage("Audit the files.", id="u0"),
+        *_with_constants(varied_reads(12, 12), {0: "LIMIT_A = 291", 1: "LIMIT_B = 294"}),
+    ]
+    asked_values = VALUES_PROMPT.split("{", 1)[0]
+
+    def summarize(messages: list[BaseMessage]) -> str:
+        if messages[-1].text.startswith(asked_values):
+            return "LIMIT_A = 291 (f0.txt); LIMIT_B = 294 (f1.txt)"
+        return "Audited; f0.txt and f1.txt define LIMIT_A and LIMIT_B." + _naming(0, 11)
+
+    summarizer = ScriptedChatModel([summarize])
+    outcome = _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
+    assert outcome is not None
+    assert "291" in outcome.record["summary"] and "294" in outcome.record["summary"]
+    questions = [c[-1].text for c in summarizer.calls if c[-1].text.startswith(asked_values)]
+    assert len(questions) == 1
+    assert "LIMIT_A (f0.txt), LIMIT_B (f1.txt)" in questions[0]
+    assert "line 3 of f0" in questions[0] and "line 3 of f2" not in questions[0]
+
+    valued = ScriptedChatModel(["Audited: LIMIT_A = 291, LIMIT_B = 294." + _naming(0, 11)])
+    assert _compactor(settings, valued)(history, trigger="auto", system=[], tools=[])
+    assert len(valued.calls) == 1
 
 
 _STEPS = st.lists(
