@@ -386,6 +386,18 @@ def budget_for(
     )
 
 
+def _under_bindings(model: Any) -> tuple[Any, list[Mapping[str, Any]]]:
+    """``model`` under its bindings (``with_config(tags=…)``, ``bind(…)``), and the
+    arguments they bind, outermost first."""
+    from langchain_core.runnables import RunnableBinding
+
+    bound: list[Mapping[str, Any]] = []
+    while isinstance(model, RunnableBinding):
+        bound.append(model.kwargs)
+        model = model.bound
+    return model, bound
+
+
 def unlimited_output(model: Any) -> bool:
     """Whether ``model`` has a ``max_tokens`` field left unset (ChatOpenAI and the like).
 
@@ -393,26 +405,20 @@ def unlimited_output(model: Any) -> bool:
     name (Gemini's ``max_output_tokens``) would reject the argument, and one whose limit
     is always set (Anthropic's) needs none.
     """
-    from langchain_core.runnables import RunnableBinding
-
-    while isinstance(model, RunnableBinding):  # with_config(tags=…), bind(…): the model under
-        if "max_tokens" in model.kwargs:
-            return False
-        model = model.bound
+    model, bound = _under_bindings(model)
+    if any("max_tokens" in kwargs for kwargs in bound):
+        return False
     fields = getattr(type(model), "model_fields", None)
     return isinstance(fields, dict) and "max_tokens" in fields and model.max_tokens is None
 
 
 def configured_output_limit(model: Any) -> int | None:
     """The ``max_tokens`` ``model`` (or a binding of it) is set to send; None if unset."""
-    from langchain_core.runnables import RunnableBinding
-
-    while isinstance(model, RunnableBinding):
-        value = model.kwargs.get("max_tokens")
-        if value is not None:
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-        model = model.bound
-    value = getattr(model, "max_tokens", None)
+    model, bound = _under_bindings(model)
+    value = next(
+        (kwargs["max_tokens"] for kwargs in bound if kwargs.get("max_tokens") is not None),
+        getattr(model, "max_tokens", None),
+    )
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
