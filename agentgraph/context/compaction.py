@@ -694,16 +694,20 @@ def _names_file(text: str, path: str) -> bool:
     return path in text or posixpath.basename(path) in text
 
 
-def unvalued_constants(summary: str, reading: str) -> list[tuple[str, str]]:
-    """The constants ``reading`` defines (:data:`CONSTANT_RE`) that ``summary`` names
-    without their value, as ``(name, value)``; a quoted value counts without its quotes."""
+def unvalued_constants(summary: str, readings: Sequence[str]) -> list[list[tuple[str, str]]]:
+    """For each of ``readings``, the constants it defines (:data:`CONSTANT_RE`) that
+    ``summary`` names without their value, as ``(name, value)``; a quoted value counts
+    without its quotes."""
     # re2 builds its results with the argument's own type: a message's ``.text`` is a
     # str subclass it cannot build.
     words = set(WORD_RE.findall(str(summary)))
     return [
-        (name, value)
-        for name, value in CONSTANT_RE.findall(str(reading))
-        if name in words and value.strip("\"'") not in summary
+        [
+            (name, value)
+            for name, value in CONSTANT_RE.findall(str(reading))
+            if name in words and value.strip("\"'") not in summary
+        ]
+        for reading in readings
     ]
 
 
@@ -1157,18 +1161,18 @@ class Compactor:
                 # Readings that take several calls get the attempts of one for each.
                 calls = -(-sum(count(m.text) for m in readings) // max(room, 1))
                 attempts = min(SUMMARY_SUPPLEMENT_ATTEMPTS * calls, SUMMARY_MAX_PIECES)
-            body = "\n".join(self._readings_for_one_call(readings, reads, room))
-            prompt = [
-                SystemMessage(content=_instructions(focus)),
-                HumanMessage(content=f"{ask}\n\n<readings>\n{body}\n</readings>"),
-            ]
-            try:
-                added, cut, _ = self._ask_whole(
-                    prompt, margin, room=_reply_room(reply_tokens, scale)
-                )
-            except Exception:  # the summary without them is still a summary
+            added = self._ask_about(
+                ask,
+                readings,
+                reads,
+                focus,
+                room=room,
+                reply_tokens=reply_tokens,
+                scale=scale,
+                margin=margin,
+            )
+            if added is None:  # the summary without them is still a summary
                 break
-            added += SUMMARY_OUTPUT_CUT_NOTE if cut else ""
             if not any(_names_file(added, path) for path in missing):
                 break  # it says nothing about them: more of it would only take room
             summary = f"{summary}\n\n{SUPPLEMENT_HEADING}\n{added}"
@@ -1191,8 +1195,8 @@ class Compactor:
         readings: list[ToolMessage] = []
         named: list[str] = []
         values: set[str] = set()
-        for call_id, m in whole.items():
-            found = unvalued_constants(summary, m.text)
+        found_in = unvalued_constants(summary, [m.text for m in whole.values()])
+        for (call_id, m), found in zip(whole.items(), found_in, strict=True):
             if found:
                 readings.append(m)
                 named += [f"{name} ({reads[call_id]})" for name, _ in found]
@@ -1200,7 +1204,35 @@ class Compactor:
         if not readings:
             return summary
         ask = VALUES_PROMPT.format(names=", ".join(dict.fromkeys(named)))
-        room = piece_budget - self.counter.count_text(ask)
+        added = self._ask_about(
+            ask,
+            readings,
+            reads,
+            focus,
+            room=piece_budget - self.counter.count_text(ask),
+            reply_tokens=reply_tokens,
+            scale=scale,
+            margin=margin,
+        )
+        if added is None or not any(value in added for value in values):
+            return summary  # it failed or gave none of them: it would only take room
+        return f"{summary}\n\n{SUPPLEMENT_HEADING}\n{added}"
+
+    def _ask_about(
+        self,
+        ask: str,
+        readings: Sequence[ToolMessage],
+        reads: Mapping[str, str],
+        focus: str | None,
+        *,
+        room: int,
+        reply_tokens: int,
+        scale: float,
+        margin: float,
+    ) -> str | None:
+        """The summarizer's answer to ``ask`` about the first ``readings`` that fit
+        ``room`` (:meth:`_readings_for_one_call`), with a note where it stopped at its
+        output limit; None if the call failed."""
         body = "\n".join(self._readings_for_one_call(readings, reads, room))
         prompt = [
             SystemMessage(content=_instructions(focus)),
@@ -1208,12 +1240,9 @@ class Compactor:
         ]
         try:
             added, cut, _ = self._ask_whole(prompt, margin, room=_reply_room(reply_tokens, scale))
-        except Exception:  # the summary without them is still a summary
-            return summary
-        if not any(value in added for value in values):
-            return summary  # it gave none of them: it would only take room
-        added += SUMMARY_OUTPUT_CUT_NOTE if cut else ""
-        return f"{summary}\n\n{SUPPLEMENT_HEADING}\n{added}"
+        except Exception:
+            return None
+        return added + (SUMMARY_OUTPUT_CUT_NOTE if cut else "")
 
     def _carry_over(
         self,

@@ -813,9 +813,9 @@ def test_unvalued_constants_are_the_constants_a_summary_names_without_their_valu
         "6\tRATIO = 0.75\n"
     )
     summary = "mod.py sets LIMIT_A, NAME and lower_case; RATIO is 0.75."
-    assert unvalued_constants(summary, reading) == [("LIMIT_A", "291"), ("NAME", '"build-7"')]
-    assert unvalued_constants("LIMIT_A is 291, NAME build-7", reading) == []
-    assert unvalued_constants("LIMIT_AB", reading) == []  # a whole word only
+    assert unvalued_constants(summary, [reading]) == [[("LIMIT_A", "291"), ("NAME", '"build-7"')]]
+    assert unvalued_constants("LIMIT_A is 291, NAME build-7", [reading]) == [[]]
+    assert unvalued_constants("LIMIT_AB", [reading]) == [[]]  # a whole word only
 
 
 def _with_constants(history: list[BaseMessage], values: dict[int, str]) -> list[BaseMessage]:
