@@ -1348,16 +1348,14 @@ class Compactor:
         if cap is not None:
             limit = min(limit, cap)
         told = int(limit * SUMMARY_OUTPUT_LIMIT_ASK_SHARE)
-        stated = told if cap is not None or limit < room else None
-        reply = self._ask(
-            _with_output_limit(prompt, told) if stated is not None else prompt, margin
-        )
+        tell = cap is not None or limit < room
+        reply = self._ask(_with_output_limit(prompt, told) if tell else prompt, margin)
         if not hit_output_limit(reply):
             return reply.text.strip(), False, None
         usage: Mapping[str, Any] = reply.usage_metadata or {}
         stopped = usage.get("output_tokens") or self.counter.count_text(reply.text) or limit
         retry = int(min(stopped, limit) * SUMMARY_OUTPUT_LIMIT_ASK_SHARE)
-        if stated is not None and retry >= stated:
+        if tell and retry >= told:
             return reply.text.strip(), True, stopped  # told that much already
         reply = self._ask(_with_output_limit(prompt, retry), margin)
         return reply.text.strip(), hit_output_limit(reply), stopped
