@@ -12,11 +12,12 @@ todo list, and how often every other tool was called.
 It is compacted without loss while it fits its share of the budget: files grouped by
 folder, runs of numbered names (``part_001.txt … part_120.txt``) written as their two
 ends, ranges merged, repeated commands merged with all their exit statuses. Only a
-ledger that still does not fit folds, in this order: the costliest folders of files
-read to a count, all files read to a count per top folder and then to one line, the
-oldest commands and subagent tasks to a count, and last the files changed to a count
-with their line totals per folder. What it folded is named, and ``search_history``
-finds it.
+ledger that still does not fit folds, in this order: runs of numbered files changed
+alike to one line each (every name stays, each file's own line counts go), the
+costliest folders of files read to a count, all files read to a count per top folder
+and then to one line, the oldest commands and subagent tasks to a count, and last the
+files changed to a count with their line totals per folder. What it folded is named,
+and ``search_history`` finds it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import posixpath
 import re
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -423,16 +424,18 @@ def _undo(ledger: Ledger, note: BaseMessage) -> None:
             change.undone = True
 
 
-def _numbered_runs(names: Sequence[str], whole: Callable[[str], bool]) -> list[list[str]]:
-    """``names`` split into runs: consecutive numbered names read whole share a run."""
+def _numbered_runs(names: Sequence[str], kind: Callable[[str], Hashable | None]) -> list[list[str]]:
+    """``names`` split into runs: consecutive numbered names of one ``kind`` share a run
+    (a name whose kind is None runs with none)."""
     runs: list[list[str]] = []
     for name in names:
         found = _NUMBERED_RE.match(name)
-        if runs and found is not None and whole(name):
+        key = kind(name)
+        if runs and found is not None and key is not None:
             prev = _NUMBERED_RE.match(runs[-1][-1])
             if (
                 prev is not None
-                and whole(runs[-1][-1])
+                and kind(runs[-1][-1]) == key
                 and prev.group(1) == found.group(1)
                 and prev.group(3) == found.group(3)
                 and len(prev.group(2)) == len(found.group(2))
@@ -463,8 +466,8 @@ def _by_folder(paths: Iterable[str]) -> dict[str, list[str]]:
 def _folder_line(folder: str, names: Sequence[str], reads: Mapping[str, FileRead]) -> str:
     label = f"{folder}/" if folder else "./"
 
-    def whole(name: str) -> bool:
-        return reads[posixpath.join(folder, name)].complete
+    def whole(name: str) -> bool | None:
+        return True if reads[posixpath.join(folder, name)].complete else None
 
     items = []
     for run in _numbered_runs(sorted(names, key=_natural_key), whole):
@@ -477,6 +480,8 @@ def _folder_line(folder: str, names: Sequence[str], reads: Mapping[str, FileRead
 
 def _folded_line(folder: str, files: int, what: str = "files") -> str:
     label = f"{folder}/" if folder else "./"
+    if files == 1:
+        what = what.replace("files", "file", 1)
     return f"- {label} {files} {what} (folded: search_history({(folder or '.')!r}) finds them)"
 
 
@@ -487,7 +492,7 @@ def _natural_key(name: str) -> tuple[Any, ...]:
     return (found.group(1), int(found.group(2)), found.group(3))
 
 
-def _change_line(path: str, change: FileChange) -> str:
+def _change_how(change: FileChange) -> str:
     how = []
     if change.created:
         how.append("created")
@@ -495,8 +500,58 @@ def _change_line(path: str, change: FileChange) -> str:
         how.append("rewritten" + (f" ×{change.writes}" if change.writes > 1 else ""))
     if change.edits:
         how.append("edited" + (f" ×{change.edits}" if change.edits > 1 else ""))
-    undone = ", then put back by the user's /undo" if change.undone else ""
-    return f"- {path}: {', '.join(how)} (+{change.added} −{change.removed} lines){undone}"
+    return ", ".join(how)
+
+
+def _undone_note(change: FileChange) -> str:
+    return ", then put back by the user's /undo" if change.undone else ""
+
+
+def _change_line(path: str, change: FileChange) -> str:
+    lines = f"(+{change.added} −{change.removed} lines)"
+    return f"- {path}: {_change_how(change)} {lines}{_undone_note(change)}"
+
+
+def _changed_in_runs(changes: Mapping[str, FileChange]) -> list[tuple[str, list[str]]]:
+    """The files changed as lines, runs of numbered files changed alike written as one.
+
+    A run (consecutive numbered names of one folder, each created, rewritten or edited
+    as often as the others and put back alike) of at least ``LEDGER_RUN_MIN_FILES``
+    files becomes ``- logs/ part_001.txt … part_200.txt (200 files): edited (+200 −200
+    lines in all)``: every name stays, only each file's own line counts go.
+
+    Returns:
+        ``(line, paths it names)`` in the order the files were first changed.
+    """
+    by_path: dict[str, tuple[str, list[str]]] = {}
+    for folder, names in _by_folder(changes).items():
+        label = f"{folder}/" if folder else "./"
+
+        def alike(name: str, folder: str = folder) -> tuple[str, str]:
+            change = changes[posixpath.join(folder, name)]
+            return _change_how(change), _undone_note(change)
+
+        for run in _numbered_runs(sorted(names, key=_natural_key), alike):
+            paths = [posixpath.join(folder, n) for n in run]
+            if len(run) < LEDGER_RUN_MIN_FILES:
+                for path in paths:
+                    by_path[path] = (_change_line(path, changes[path]), [path])
+                continue
+            how, undone = alike(run[0])
+            added = sum(changes[p].added for p in paths)
+            removed = sum(changes[p].removed for p in paths)
+            line = (
+                f"- {label} {run[0]} … {run[-1]} ({len(run)} files): {how} "
+                f"(+{added} −{removed} lines in all){undone}"
+            )
+            entry = (line, paths)
+            for path in paths:
+                by_path[path] = entry
+    out: dict[str, tuple[str, list[str]]] = {}  # by line: a run's once, at its first
+    for path in changes:
+        line, paths = by_path[path]
+        out.setdefault(line, (line, paths))
+    return list(out.values())
 
 
 def _short(text: str, limit: int) -> str:
@@ -569,7 +624,8 @@ def render_ledger(
 
     Args:
         ledger: The ledger.
-        max_tokens: Its share of the budget. Past it, in this order until it fits: the
+        max_tokens: Its share of the budget. Past it, in this order until it fits: runs
+            of numbered files changed alike become one line each (names kept), the
             read folders that cost the most are folded to a count, then all files read
             to a count per top folder, then to one line; the oldest commands and
             subagent tasks to a count; the files changed to a count and their line
@@ -623,6 +679,15 @@ def _fold(
 ) -> None:
     """Fold ``sections`` (in place) by at least ``over`` tokens where they can."""
     read, changed, run, delegated = sections[:4]
+    # 0. Runs of numbered files changed alike, one line each: only the runs' files' own
+    # line counts go (a count per folder, the last step, would leave the model to find
+    # out again which files it changed).
+    if over > 0 and changed.lines and not changed.folded:
+        runs = [line for line, _paths in _changed_in_runs(ledger.changes)]
+        if len(runs) < len(changed.lines):
+            before = changed.tokens()
+            changed.lines = runs
+            over -= before - changed.tokens()
     # 1. The read folders whose lines cost the most become counts (``reads`` keeps the
     # line each folder shows; once folded to top folders, it is not used again).
     if not read.folded:
@@ -727,7 +792,7 @@ def listed_paths(ledger: Ledger, rendered: str) -> tuple[set[str], set[str]]:
 
     Returns:
         ``(read, changed)``: the files read whose folder's line is shown unfolded, and
-        the files changed whose own line is shown.
+        the files changed whose own line or run line is shown.
     """
     lines = set(rendered.splitlines())
     read = {
@@ -736,7 +801,10 @@ def listed_paths(ledger: Ledger, rendered: str) -> tuple[set[str], set[str]]:
         if _folder_line(folder, names, ledger.reads) in lines
         for name in names
     }
-    changed = {p for p, c in ledger.changes.items() if _change_line(p, c) in lines}
+    changed = {
+        path for line, paths in _changed_in_runs(ledger.changes) if line in lines for path in paths
+    }
+    changed |= {p for p, c in ledger.changes.items() if _change_line(p, c) in lines}
     return read, changed
 
 

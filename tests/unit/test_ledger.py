@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from typing import Any
 
@@ -156,6 +157,71 @@ def test_past_its_share_the_largest_read_folder_folds_and_changes_never_do() -> 
     assert "- out.txt: created" in text
 
 
+def _edit(n: int, path: str) -> list[BaseMessage]:
+    args = {"path": path, "old_string": "STATUS: open", "new_string": "STATUS: done"}
+    return _call(n, "edit_file", args, f"edited {path}: replaced 1 occurrence (first at line 2)")
+
+
+def test_past_its_share_numbered_files_changed_alike_stay_named_as_a_run() -> None:
+    # A task that edits a folder of numbered files one by one: one line a file does not
+    # fit a small window's share, and a count per folder would leave the model to edit
+    # them all again; runs of files changed alike keep every name.
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    for i in range(1, 201):
+        history += _edit(i, f"logs/part_{i:03d}.txt")
+    history += _call(300, "write_file", {"path": "logs/part_050.txt", "content": "x\n"}, "ok")
+    created = "created report.md: 2 bytes, 1 lines"
+    history += _call(301, "write_file", {"path": "report.md", "content": "a\n"}, created)
+    ledger = collect_ledger(history)
+    counter = get_counter("gpt-4o-mini")
+    text = render_ledger(ledger, max_tokens=300, count=counter.count_text)
+    assert counter.count_text(text) <= 300
+    assert "- logs/ part_001.txt … part_049.txt (49 files): edited (+49 −49 lines in all)" in text
+    assert "- logs/part_050.txt: rewritten, edited (+2 −1 lines)" in text
+    assert "- report.md: created (+1 −0 lines)" in text
+    for path in ledger.changes:
+        assert _listed(text, path), path
+    # Named as a run, the files count as listed: a summary's list of them goes.
+    assert listed_paths(ledger, text)[1] == set(ledger.changes)
+
+
+_CHANGES = st.lists(
+    st.tuples(
+        st.sampled_from(["logs", "src", ""]),
+        st.integers(1, 40),
+        st.sampled_from(["edit", "write"]),
+    ),
+    min_size=1,
+    max_size=120,
+)
+
+
+@settings(max_examples=80, deadline=None, database=None)
+@given(changes=_CHANGES, share=st.integers(60, 900))
+def test_every_file_changed_is_named_or_counted_in_its_folder(
+    changes: list[tuple[str, int, str]], share: int
+) -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    for n, (folder, number, how) in enumerate(changes):
+        path = posixpath.join(folder, f"part_{number:03d}.txt")
+        if how == "edit":
+            history += _edit(n, path)
+        else:
+            history += _call(n, "write_file", {"path": path, "content": "x\n"}, "ok")
+    ledger = collect_ledger(history)
+    counter = get_counter("gpt-4o-mini")
+    text = render_ledger(ledger, max_tokens=share, count=counter.count_text)
+    counted = re.findall(r"^- (\S*)/ (\d+) files? changed", text, re.MULTILINE)
+    folded = {"" if folder == "." else folder for folder, _n in counted}
+    named = {p for p in ledger.changes if _listed(text, p)}
+    assert named == listed_paths(ledger, text)[1]
+    for path in set(ledger.changes) - named:
+        assert posixpath.dirname(path) in folded, (path, text)
+    # Each file once: named in one line, or in its folder's count.
+    shown = len(named) + sum(int(n) for _folder, n in counted)
+    assert shown == len(ledger.changes), text
+
+
 def test_a_ledger_of_thousands_of_files_in_single_file_folders_fits_its_share() -> None:
     history: list[BaseMessage] = [HumanMessage("go", id="u")]
     for i in range(2_400):
@@ -194,7 +260,8 @@ _ACTIONS = st.lists(
 )
 
 
-_RUN_RE = re.compile(r"^(\D*)(\d+)(\D*) … \D*(\d+)\D* \(\d+ files\)$")
+# A run of files read, or of files changed alike (its kind and line totals after it).
+_RUN_RE = re.compile(r"^(\D*)(\d+)(\D*) … \D*(\d+)\D* \(\d+ files\)(?:: .*)?$")
 
 
 def _listed(text: str, path: str) -> bool:
