@@ -262,8 +262,9 @@ def in_workspace(ws: Path, path: str) -> Path:
     return target
 
 
-def workspace_tools(ws: Path) -> list[BaseTool]:
-    """``read_file`` / ``write_file`` over ``ws`` for the LangChain peers."""
+def workspace_tools(ws: Path, edits: bool = False) -> list[BaseTool]:
+    """``read_file`` / ``write_file`` (and with ``edits``, ``edit_file``) over ``ws`` for
+    the LangChain peers."""
 
     @tool
     def read_file(path: str) -> str:
@@ -278,7 +279,18 @@ def workspace_tools(ws: Path) -> list[BaseTool]:
         target.write_text(content, encoding="utf-8")
         return f"wrote {len(content)} characters to {path}"
 
-    return [read_file, write_file]
+    @tool
+    def edit_file(path: str, old_string: str, new_string: str) -> str:
+        """Replace the one occurrence of ``old_string`` in a workspace file by
+        ``new_string`` (path relative to the workspace's root)."""
+        target = in_workspace(ws, path)
+        text = target.read_text(encoding="utf-8")
+        if text.count(old_string) != 1:
+            return f"Error: old_string occurs {text.count(old_string)} times in {path}, not once"
+        target.write_text(text.replace(old_string, new_string), encoding="utf-8")
+        return f"edited {path}"
+
+    return [read_file, write_file, *([edit_file] if edits else [])]
 
 
 @dataclass(frozen=True)
@@ -302,13 +314,17 @@ def agentgraph_prefix(tmp: Path) -> Prefix:
     return Prefix(system=str(system), tools=list(body["tools"]), workspace=str(ws))
 
 
+# The arguments the working tools of same_tools take (agentgraph's schemas have more).
+_WORKING_ARGS = ("path", "content", "old_string", "new_string")
+
+
 def same_tools(ws: Path, prefix: Prefix) -> list[BaseTool]:
     """agentgraph's tool schemas and its ``read_file`` output; the others answer an error.
 
     ``read_file`` renders as agentgraph's does (numbered lines), so the tool results are
     the same bytes and only context management differs.
     """
-    working = {t.name: t for t in workspace_tools(ws)}
+    working = {t.name: t for t in workspace_tools(ws, edits=True)}
 
     def read_file(path: str) -> str:
         """agentgraph's read_file rendering of a workspace file."""
@@ -322,7 +338,7 @@ def same_tools(ws: Path, prefix: Prefix) -> list[BaseTool]:
 
         def call(_name: str = name, **kwargs: Any) -> str:
             if _name in working:
-                keep = {k: v for k, v in kwargs.items() if k in ("path", "content")}
+                keep = {k: v for k, v in kwargs.items() if k in _WORKING_ARGS}
                 return str(working[_name].invoke(keep))
             return f"Error: {_name} is not available in this benchmark"
 

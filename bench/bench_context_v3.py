@@ -38,6 +38,14 @@ at the request's ``max_tokens`` and at the room the window leaves after the prom
 * ``multi-turn+restart``: 60 small files over 3 turns of 20, the harness restarted
   (new store / new agent object on the same checkpointer) before turn 3, then the
   question turn.
+* ``edit-small``: 100 small files (--quick: 50), each with a line ``STATUS part_017:
+  open`` the task asks to edit to ``done`` before the file's code is noted: the model
+  reads a file, edits it where it sees the open line, and goes on to the first file it
+  sees no evidence of an edit of (an edit call, a ``done`` line, a summary's or a
+  ledger's line naming it as edited); a harness that loses which files it changed makes
+  it read them again (files read twice) or edit them twice. The LangChain peers get an
+  ``edit_file`` tool on this workload only (their prompts elsewhere stay as they were);
+  deepagents and agentgraph have their own.
 
 Harnesses: ``agentgraph`` (the real Agent graph, its defaults, or the settings
 ``--agentgraph-setting AGENTGRAPH_NAME=VALUE`` gives it; the peers keep its default
@@ -61,7 +69,9 @@ planted, files read twice (files with more than one read call at the same offset
 the scripted model's own calls: agentgraph's re-injected files are not counted), invalid
 requests (strict rejections), overflow 400s, agentgraph's masking events and
 compactions, cut summaries (distinct summaries reaching the main prompt with a
-truncation marker) and wall seconds.
+truncation marker) and wall seconds; a table with an editing workload adds files marked
+done at the end / planted and files edited twice (more than one edit call), after files
+read twice.
 """
 
 from __future__ import annotations
@@ -131,6 +141,7 @@ from tests.scenarios.stateless import (
     cut_summaries,
     is_summary,
     make_workspace,
+    marked_done,
     persona_for,
     planted_codes,
     task_text,
@@ -174,6 +185,7 @@ class Workload:
         restart_before: Index of the task turn before which the harness restarts.
         question: Whether a question turn ("which codes do you remember?") follows.
         batch: Reads the model asks for in one reply.
+        edits: Whether each task also asks to mark every file done (an edit a file).
     """
 
     name: str
@@ -185,10 +197,12 @@ class Workload:
     question: bool = False
     window: int = WINDOW
     batch: int = 1
+    edits: bool = False
 
     def texts(self) -> list[str]:
         """The user message of every turn, in order."""
-        return [task_text(a, b) for a, b in self.turns] + ([QUESTION] if self.question else [])
+        tasks = [task_text(a, b, self.edits) for a, b in self.turns]
+        return tasks + ([QUESTION] if self.question else [])
 
     def cap(self) -> int:
         """Model calls one turn may make."""
@@ -197,7 +211,7 @@ class Workload:
 
 
 def workloads(quick: bool) -> tuple[Workload, ...]:
-    """The six workloads (smaller with ``quick``)."""
+    """The seven workloads (smaller with ``quick``)."""
     small, middle, big, per_turn = (100, 50, 20, 10) if quick else (300, 100, 30, 20)
     return (
         Workload("many-small", small, "small", "start", ((1, small),)),
@@ -222,6 +236,7 @@ def workloads(quick: bool) -> tuple[Workload, ...]:
             restart_before=2,
             question=True,
         ),
+        Workload("edit-small", middle, "small", "start", ((1, middle),), edits=True),
     )
 
 
@@ -253,9 +268,10 @@ def matrix(quick: bool, everywhere: Sequence[SummarizerKind] = ()) -> list[Cell]
         combos: list[tuple[PersonaKind, SummarizerKind]] = [(p, "faithful") for p in personas]
         if load.name == "big-start":
             combos += [(p, s) for s in extra for p in ("silent", "re_reader")]
-        if load.name == "parallel":
-            # A note per batch is one note for eight results: silent and re-reading
-            # models only, with the summarizer that drops half of what it sees too.
+        if load.name == "parallel" or load.edits:
+            # A note per batch is one note for eight results (and editing is measured on
+            # the models that note nothing): silent and re-reading models only, with
+            # the summarizer that drops half of what it sees too.
             combos = [(p, s) for s in ("faithful", "lossy") for p in ("silent", "re_reader")]
         combos += [
             (p, s)
@@ -346,10 +362,13 @@ class AgentgraphSession:
 _PREFIX: dict[str, Prefix] = {}
 
 
-def build_peer(harness: str, server: FakeOpenAIServer, ws: Path, saver: InMemorySaver) -> Any:
-    """A peer agent object on ``saver`` (a restart is a new one on the same saver)."""
+def build_peer(
+    harness: str, server: FakeOpenAIServer, ws: Path, saver: InMemorySaver, edits: bool = False
+) -> Any:
+    """A peer agent object on ``saver`` (a restart is a new one on the same saver);
+    ``edits``: the LangChain peers get an edit tool too."""
     model = peer_model(server, server.window or WINDOW)
-    system, tools = PEER_SYSTEM_PROMPT, workspace_tools(ws)
+    system, tools = PEER_SYSTEM_PROMPT, workspace_tools(ws, edits=edits)
     if harness.endswith(SAME_TOOLS):
         if "prefix" not in _PREFIX:  # agentgraph's, read once per process
             _PREFIX["prefix"] = agentgraph_prefix(ws.parent)
@@ -382,12 +401,18 @@ class PeerSession:
     """A LangChain / deepagents peer on one checkpointed thread."""
 
     def __init__(
-        self, harness: str, server: FakeOpenAIServer, ws: Path, cap: int, calls: Callable[[], int]
+        self,
+        harness: str,
+        server: FakeOpenAIServer,
+        ws: Path,
+        cap: int,
+        calls: Callable[[], int],
+        edits: bool = False,
     ) -> None:
         self.saver = InMemorySaver()
         self.cap = cap
         self.calls = calls
-        self.build = lambda: build_peer(harness, server, ws, self.saver)
+        self.build = lambda: build_peer(harness, server, ws, self.saver, edits)
         self.agent = self.build()
 
     def restart(self) -> None:
@@ -453,7 +478,9 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
     run_dir.mkdir()
     ws = run_dir / "ws"
     ws.mkdir()
-    paths = make_workspace(ws, files=load.files, size=load.size, fact_at=load.fact_at)
+    paths = make_workspace(
+        ws, files=load.files, size=load.size, fact_at=load.fact_at, edits=load.edits
+    )
     planted = planted_codes(paths)
     recorder = Recorder()
     persona = persona_for(cell.persona, cell.harness, load.batch)
@@ -468,7 +495,9 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
                 server, ws, run_dir / "home", load.cap(), dict(cell.overrides)
             )
         else:
-            session = PeerSession(cell.harness, server, ws, load.cap(), lambda: recorder.main_calls)
+            session = PeerSession(
+                cell.harness, server, ws, load.cap(), lambda: recorder.main_calls, load.edits
+            )
         stops: list[str] = []
         answers_before_question = 0
         for k, text in enumerate(load.texts()):
@@ -510,6 +539,8 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
         "facts": len(recalled & planted),
         "facts_total": len(planted),
         "read_twice": recorder.reread_files(),
+        "marked_done": marked_done(ws, paths) if load.edits else None,
+        "edited_twice": recorder.reedited_files() if load.edits else None,
         "invalid": violations,
         "overflow_400": overflows,
         "maskings": maskings,
@@ -521,26 +552,56 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
 
 # --- report --------------------------------------------------------------------------------
 
-HEAD = (
-    "| workload | persona | summarizer | harness | finished | model calls | summary calls "
-    "| summarizer tokens | prompt tokens | billed | facts | files read twice | invalid "
-    "| overflow 400s | masking | compactions | cut summaries | wall s |\n"
-    "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-    "| ---: | ---: | ---: | ---: | ---: |"
-)
+
+def head(edits: bool = False) -> str:
+    """The table's header (``edits``: with the editing workload's two columns)."""
+    extra = ["marked done", "files edited twice"] if edits else []
+    names = [
+        "workload",
+        "persona",
+        "summarizer",
+        "harness",
+        "finished",
+        "model calls",
+        "summary calls",
+        "summarizer tokens",
+        "prompt tokens",
+        "billed",
+        "facts",
+        "files read twice",
+        *extra,
+        "invalid",
+        "overflow 400s",
+        "masking",
+        "compactions",
+        "cut summaries",
+        "wall s",
+    ]
+    aligns = ["---"] * 5 + ["---:"] * (len(names) - 5)
+    return f"| {' | '.join(names)} |\n| {' | '.join(aligns)} |"
 
 
-def fmt_row(r: dict[str, Any]) -> str:
-    """One Markdown table row."""
+def has_edits(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any row is of an editing workload (its table shows their columns)."""
+    return any(r.get("marked_done") is not None for r in rows)
+
+
+def fmt_row(r: Mapping[str, Any], edits: bool = False) -> str:
+    """One Markdown table row (``edits``: with the editing workload's two columns)."""
 
     def opt(value: int | None) -> str:
         return "—" if value is None else str(value)
 
+    extra = ""
+    if edits:
+        done = r.get("marked_done")
+        shown = "—" if done is None else f"{done}/{r['facts_total']}"
+        extra = f"| {shown} | {opt(r.get('edited_twice'))} "
     return (
         f"| {r['workload']} | {r['persona']} | {r['summarizer']} | {r['harness']} "
         f"| {r['finished']} | {r['calls']} | {r['summaries']} | {r['summary_tokens']:,} "
         f"| {r['prompt_tokens']:,} "
-        f"| {r['billed']:,.0f} | {r['facts']}/{r['facts_total']} | {r['read_twice']} "
+        f"| {r['billed']:,.0f} | {r['facts']}/{r['facts_total']} | {r['read_twice']} {extra}"
         f"| {r['invalid']} | {r['overflow_400']} | {opt(r['maskings'])} "
         f"| {opt(r['compactions'])} | {r['cut_summaries']} | {r['wall_s']:.0f} |"
     )
@@ -555,8 +616,8 @@ def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
         f"Command: `{command}` ({took} in all). See the module docstring for what each "
         "column measures.",
         "",
-        HEAD,
-        *(fmt_row(r) for r in rows),
+        head(has_edits(rows)),
+        *(fmt_row(r, has_edits(rows)) for r in rows),
     ]
     return "\n".join(lines) + "\n"
 
@@ -608,7 +669,9 @@ def main(argv: list[str] | None = None) -> None:
         help="an agentgraph setting for its runs only (the peers keep its default points); "
         "repeatable",
     )
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument(
+        "--json", action="store_true", help="print the rows as JSON (--out still gets the report)"
+    )
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     args = parser.parse_args(argv)
     overrides = _overrides(parser, args.agentgraph_setting or [])
@@ -638,10 +701,7 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
             rows.append(run(cell, Path(tmp)))
-            print(fmt_row(rows[-1]), file=sys.stderr, flush=True)
-    if args.json:
-        print(json.dumps(rows))
-        return
+            print(fmt_row(rows[-1], has_edits(rows[-1:])), file=sys.stderr, flush=True)
     shown = ["--quick"] if args.quick else []
     for flag in ("workload", "harness", "persona", "summarizer", "summarizer_everywhere"):
         for value in getattr(args, flag) or ():
@@ -654,7 +714,7 @@ def main(argv: list[str] | None = None) -> None:
         shown += ["--out", str(args.out)]
     command = shlex.join(["uv", "run", "python", "bench/bench_context_v3.py", *shown])
     text = report(rows, command, time.perf_counter() - started)
-    print(text)
+    print(json.dumps(rows) if args.json else text)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text, encoding="utf-8")

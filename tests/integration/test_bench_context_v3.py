@@ -1,4 +1,5 @@
-"""bench/bench_context_v3.py's command line: agentgraph's own settings for its runs."""
+"""bench/bench_context_v3.py's command line: agentgraph's own settings for its runs, the
+summarizers asked for everywhere, the editing workload."""
 
 from __future__ import annotations
 
@@ -72,3 +73,24 @@ def test_a_summarizer_everywhere_adds_its_cells_to_every_workload() -> None:
     (row,) = json.loads(proc.stdout)
     assert row["summarizer"] == "verbose"
     assert row["facts"] == row["facts_total"]
+
+
+def test_the_editing_workload_marks_every_file_done_and_shows_its_columns(
+    tmp_path: Path,
+) -> None:
+    """Each harness edits every file once (agentgraph's edit_file, the LangChain peer's
+    own), and the report adds the editing columns."""
+    out = tmp_path / "edits.md"
+    args = ["--quick", "--workload", "edit-small", "--persona", "silent"]
+    args += ["--summarizer", "faithful", "--harness", "agentgraph"]
+    args += ["--harness", "lc-summary-untrimmed", "--out", str(out)]
+    proc = _bench(*args, "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| files read twice | marked done | files edited twice |" in out.read_text()
+    rows = json.loads(proc.stdout)
+    assert [r["harness"] for r in rows] == ["agentgraph", "lc-summary-untrimmed"]
+    for row in rows:
+        assert row["finished"] == "yes"
+        assert row["marked_done"] == row["facts_total"] == row["facts"]
+        assert row["edited_twice"] == 0
+        assert row["compactions"] is None or row["compactions"] > 0

@@ -11,14 +11,20 @@ its code, exactly as a real model would.
 Workspace: ``logs/part_001.txt`` … (3-digit names: no basename is a substring of
 another), each with exactly one code line ``CODE part_017: ORBIT-4402`` among log lines.
 The task asks to read a range of files, note each code and write ``report.md``; a later
-question turn asks which codes the model remembers.
+question turn asks which codes the model remembers. An editing task also asks to mark
+each file done: every file has a line ``STATUS part_017: open`` to edit to ``done``,
+which the model edits only where it sees the open line (it reads the file first), so
+a harness that hides which files were changed makes it read them again or edit twice.
 
 Personas (:class:`Persona`), parameterised by tool names and argument keys so they drive
 agentgraph, LangChain ``create_agent`` peers and deepagents:
 
 * ``silent``: tool calls only. Reads the first file of the turn's range without read
   evidence (or reads on in a partly read file whose code is not visible), then writes
-  the report with the codes it sees, then answers.
+  the report with the codes it sees, then answers. On an editing task it first marks
+  each file done in order: an edit where the file's open status line is in view, else a
+  read of it (a file is done once the request shows its edit call, its ``done`` line,
+  or a summary or ledger line naming it as edited).
 * ``note_taker``: as ``silent``, with a one-line note of the codes of the latest tool
   result in every tool-calling reply.
 * ``re_reader``: as ``silent``, but a file it has read whose code it can no longer see is
@@ -28,9 +34,10 @@ Any persona may ask for several reads in one reply (``batch``), as models that c
 in parallel do: the next ones it would read one after the other.
 
 Summarizers (:class:`Summarizer`), answering the harness's summary requests:
-``faithful`` (every code and read file it sees, and the task), ``lossy`` (every other
-code and file), ``verbose`` (faithful plus ~120 tokens of filler per file, unless the
-request states a limit ``at most N tokens``) and ``terse`` (one line: the task only).
+``faithful`` (every code, read file and file marked done it sees, and the task),
+``lossy`` (every other code and file, and every other file marked done), ``verbose``
+(faithful plus ~120 tokens of filler per file, unless the request states a limit ``at
+most N tokens``) and ``terse`` (one line: the task only).
 
 Measurement lives in :class:`Recorder`, a separate object that sees each request and
 reply after the reply is made and never influences one.
@@ -41,6 +48,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,14 +79,22 @@ PERSONAS: tuple[PersonaKind, ...] = ("silent", "note_taker", "re_reader")
 SUMMARIZERS: tuple[SummarizerKind, ...] = ("faithful", "lossy", "verbose", "terse")
 
 CODE_RE = re.compile(r"CODE (part_\d{3}): ([A-Z]+-\d{4})")
+# The line an editing task changes from ``open`` to ``done`` in every file.
+STATUS_RE = re.compile(r"STATUS (part_\d{3}): (open|done)")
+EDIT_TASK_PHRASE = ", mark it done"
+# A line naming files as edited: the summarizers' ``Marked done: part_001.txt, …`` and
+# a ledger's ``- logs/part_017.txt: edited (+1 −1 lines)`` or run ``… (49 files): edited``.
+EDITED_LINE_RE = re.compile(r"Marked done|\bedited\b")
+SUMMARY_EDITED = "Marked done"
 NAME_RE = re.compile(r"(?<![\w.-])part_\d{3}\.txt(?![\w])")
 # The first user message of a task turn (its two names are not read evidence).
 TASK_MESSAGE_RE = re.compile(
     r"Read every file from \S*?part_(\d{3})\.txt to \S*?part_(\d{3})\.txt, one by one"
+    f"({re.escape(EDIT_TASK_PHRASE)})?"
 )
 QUESTION = "Which codes do you remember? List them."
 # How a summary restates the turn (no file names: they would read as evidence).
-SUMMARY_TASK_RE = re.compile(r"Task: read log files (\d+)-(\d+)\b")
+SUMMARY_TASK_RE = re.compile(r"Task: read log files (\d+)-(\d+)\b( and mark each done)?")
 SUMMARY_QUESTION = "Open question: the user asked which codes are remembered."
 SUMMARY_WRITTEN = f"{REPORT_NAME}: written"
 # A write of the report as a transcript shows it to a summarizer, in text: agentgraph's
@@ -138,13 +154,25 @@ def index_of(path: str) -> int:
     return int(name.removeprefix(NAME_PREFIX).removesuffix(NAME_SUFFIX))
 
 
+def status_line(index: int, state: str) -> str:
+    """File ``index``'s status line (``STATUS part_017: open``)."""
+    return f"STATUS {NAME_PREFIX}{index:0{NAME_DIGITS}d}: {state}"
+
+
 def make_workspace(
-    root: Path, *, files: int, size: Size = "small", fact_at: FactAt = "start"
+    root: Path,
+    *,
+    files: int,
+    size: Size = "small",
+    fact_at: FactAt = "start",
+    edits: bool = False,
 ) -> list[str]:
     """Write ``files`` log files under ``root/logs``; return their relative paths.
 
     Each holds exactly one code line (:func:`code_for`): its first line (``start``) or
-    its middle line (``middle``), among ``SMALL_LINES`` or ``BIG_LINES`` lines in all.
+    its middle line (``middle``), among ``SMALL_LINES`` or ``BIG_LINES`` lines in all;
+    with ``edits``, also an open status line (:func:`status_line`) on its second line
+    (its first when the code is mid-file).
     """
     total = SMALL_LINES if size == "small" else BIG_LINES
     at = 0 if fact_at == "start" else total // 2
@@ -155,6 +183,8 @@ def make_workspace(
             for n in range(total - 1)
         ]
         lines.insert(at, code_for(i) + "\n")
+        if edits:
+            lines.insert(1 if at == 0 else 0, status_line(i, "open") + "\n")
         path = root / rel_path(i)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(lines), encoding="utf-8")
@@ -172,11 +202,24 @@ def codes_in(text: str) -> set[str]:
     return {f"CODE {stem}: {value}" for stem, value in CODE_RE.findall(text)}
 
 
-def task_text(first: int, last: int) -> str:
-    """The user message of a task turn over files ``first``..``last``."""
+def marked_done(root: Path, paths: list[str]) -> int:
+    """How many of ``paths`` (under ``root``) have their status line edited to done."""
+    return sum(
+        status_line(index_of(p), "done") in (root / p).read_text(encoding="utf-8") for p in paths
+    )
+
+
+def task_text(first: int, last: int, edits: bool = False) -> str:
+    """The user message of a task turn over files ``first``..``last`` (with ``edits``:
+    marking each file done too)."""
+    mark = (
+        f"{EDIT_TASK_PHRASE} (edit its line `STATUS {NAME_PREFIX}NNN: open` to end in `done`)"
+        if edits
+        else ""
+    )
     return (
-        f"Read every file from {rel_path(first)} to {rel_path(last)}, one by one, note each "
-        f"file's code, then write {REPORT_NAME} listing them."
+        f"Read every file from {rel_path(first)} to {rel_path(last)}, one by one{mark}, "
+        f"note each file's code, then write {REPORT_NAME} listing them."
     )
 
 
@@ -190,6 +233,7 @@ class Turn:
     kind: Literal["task", "question"]
     first: int = 0
     last: int = 0
+    edits: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,12 +247,17 @@ class Evidence:
         turn: The latest turn marker (task message, question, or a summary's restatement).
         written: A write of the report shows after that marker (or before a restatement
             of the same task).
+        edited: Basenames shown as marked done: an edit call or ``done`` status line
+            naming them, or a line naming them as edited (a summary's, a ledger's).
+        open: Basenames whose ``open`` status line is in view.
     """
 
     codes: frozenset[str]
     read: Mapping[str, tuple[int, int] | None]
     turn: Turn | None
     written: bool
+    edited: frozenset[str] = frozenset()
+    open: frozenset[str] = frozenset()
 
     @property
     def coded(self) -> frozenset[str]:
@@ -272,7 +321,8 @@ def _text_events(text: str) -> list[tuple[int, int, str, Any]]:
     # A task message names the ends of its range: that is no evidence of a read.
     tasks = list(TASK_MESSAGE_RE.finditer(text))
     for m in tasks:
-        events.append((m.start(), 3, "turn", Turn("task", int(m.group(1)), int(m.group(2)))))
+        turn = Turn("task", int(m.group(1)), int(m.group(2)), m.group(3) is not None)
+        events.append((m.start(), 3, "turn", turn))
     if (at := text.find(QUESTION)) >= 0:
         events.append((at, 3, "turn", Turn("question")))
     for m in NAME_RE.finditer(text):
@@ -289,7 +339,8 @@ def _text_events(text: str) -> list[tuple[int, int, str, Any]]:
         total = int(m.group(3)) if m.group(3) else None
         events.append((m.start(), 2, "page", _page_state(int(m.group(2)), total, m.group(4))))
     for m in SUMMARY_TASK_RE.finditer(text):
-        events.append((m.start(), 3, "turn", Turn("task", int(m.group(1)), int(m.group(2)))))
+        turn = Turn("task", int(m.group(1)), int(m.group(2)), m.group(3) is not None)
+        events.append((m.start(), 3, "turn", turn))
     if (at := text.find(SUMMARY_QUESTION)) >= 0:
         events.append((at, 3, "turn", Turn("question")))
     if (at := text.find(SUMMARY_WRITTEN)) >= 0:
@@ -297,6 +348,17 @@ def _text_events(text: str) -> list[tuple[int, int, str, Any]]:
     for m in WRITE_CALL_TEXT_RE.finditer(text):
         events.append((m.start(), 4, "written", True))
     return sorted(events, key=lambda e: (e[0], e[1]))
+
+
+def edited_names(text: str) -> set[str]:
+    """Basenames a line of ``text`` names as edited (see ``EDITED_LINE_RE``)."""
+    out: set[str] = set()
+    for line in text.splitlines():
+        if EDITED_LINE_RE.search(line):
+            out.update(NAME_RE.findall(line))
+            for m in LEDGER_RUN_RE.finditer(line):
+                out.update(expand_run(m))
+    return out
 
 
 def scan(body: Mapping[str, Any]) -> Evidence:
@@ -308,15 +370,22 @@ def scan(body: Mapping[str, Any]) -> Evidence:
     ledger entry ``part_003.txt (lines 1-87 of 240)`` (read up to line 87); a page note
     (agentgraph's ``[showing lines 1-87 of 240; call read_file with offset=87 to
     continue]``, deepagents' ``@@ lines 1-100 of 240 | next offset 100 @@``) tells how
-    far the file last named before it was read.
+    far the file last named before it was read. Edit evidence: a ``done`` status line
+    anywhere (an edit call's argument, a file read after its edit) or a line naming the
+    file as edited (``EDITED_LINE_RE``); an ``open`` status line otherwise.
     """
     codes: set[str] = set()
     read: dict[str, tuple[int, int] | None] = {}
     turn: Turn | None = None
     written = False
     last: str | None = None
+    edited: set[str] = set()
+    opened: set[str] = set()
     for kind, text in _segments(body):
         codes |= codes_in(text)
+        edited |= edited_names(text)
+        for stem, state in STATUS_RE.findall(text):
+            (edited if state == "done" else opened).add(stem + NAME_SUFFIX)
         if kind == "call" and REPORT_NAME in text and "write" in text.split(" ", 1)[0]:
             written = True
         for _pos, _order, event, value in _text_events(text):
@@ -337,7 +406,9 @@ def scan(body: Mapping[str, Any]) -> Evidence:
                 turn = value
             elif event == "written":
                 written = True
-    return Evidence(frozenset(codes), read, turn, written)
+    return Evidence(
+        frozenset(codes), read, turn, written, frozenset(edited), frozenset(opened - edited)
+    )
 
 
 def visible_codes(body: Mapping[str, Any]) -> set[str]:
@@ -372,6 +443,8 @@ class Persona:
         read_tool: Name of the read tool.
         write_tool: Name of the write tool.
         offset_key: Argument name of the first line to read (only sent to read on).
+        edit_tool: Name of the edit tool, and its arguments' names: ``old_key`` (the
+            text replaced) and ``new_key`` (its replacement).
         batch: Reads asked for in one reply (the next ones :meth:`next_read` would
             ask for, one after the other), as models that call tools in parallel do.
     """
@@ -382,6 +455,9 @@ class Persona:
     read_tool: str = "read_file"
     write_tool: str = "write_file"
     offset_key: str = "offset"
+    edit_tool: str = "edit_file"
+    old_key: str = "old_string"
+    new_key: str = "new_string"
     batch: int = 1
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -393,6 +469,14 @@ class Persona:
             return {"content": NO_TASK_ANSWER}
         if ev.turn.kind == "question":
             return {"content": f"Codes I remember: {remembered}"}
+        if ev.turn.edits and (step := self.next_edit(ev, ev.turn)) is not None:
+            index, in_view = step
+            args = {self.path_key: self.path_prefix + rel_path(index)}
+            if not in_view:  # the open line must be seen before it is edited
+                return self._calls(body, self.read_tool, args)
+            args[self.old_key] = status_line(index, "open")
+            args[self.new_key] = status_line(index, "done")
+            return self._calls(body, self.edit_tool, args)
         steps = self.next_reads(ev, ev.turn)
         if steps:
             reads: list[dict[str, Any]] = []
@@ -407,6 +491,16 @@ class Persona:
             args = {self.path_key: self.path_prefix + REPORT_NAME, "content": report}
             return self._calls(body, self.write_tool, args)
         return {"content": f"Done: {REPORT_NAME} lists {len(ev.codes)} codes."}
+
+    @staticmethod
+    def next_edit(ev: Evidence, turn: Turn) -> tuple[int, bool] | None:
+        """(file number, whether its open status line is in view) of the first file of
+        the turn's range not shown as marked done, or None when all are."""
+        for index in range(turn.first, turn.last + 1):
+            name = basename(index)
+            if name not in ev.edited:
+                return index, name in ev.open
+        return None
 
     def next_read(self, ev: Evidence, turn: Turn) -> tuple[int, int] | None:
         """(file number, offset) of the next read of the turn's range, or None when done."""
@@ -466,32 +560,38 @@ class Summarizer:
         ev = scan(body)
         head = [SUMMARY_HEADER]
         if ev.turn is not None and ev.turn.kind == "task":
+            mark = " and mark each done" if ev.turn.edits else ""
             head.append(
-                f"Task: read log files {ev.turn.first}-{ev.turn.last} ({LOG_DIR}/"
+                f"Task: read log files {ev.turn.first}-{ev.turn.last}{mark} ({LOG_DIR}/"
                 f"{NAME_PREFIX}NNN{NAME_SUFFIX}), note each file's code, then write {REPORT_NAME}."
             )
         elif ev.turn is not None:
             head.append(SUMMARY_QUESTION)
         if self.kind == "terse":
             return {"content": " ".join(head)}
-        files = sorted(set(ev.read) | ev.coded)
+        files = sorted(set(ev.read) | ev.coded | ev.edited)
         codes = sorted(ev.codes)
+        edited = sorted(ev.edited)
         if self.kind == "lossy":
-            files, codes = files[::2], codes[::2]
+            files, codes, edited = files[::2], codes[::2], edited[::2]
         written = f" {SUMMARY_WRITTEN}." if ev.written else ""
         head.append(f"Progress: {len(files)} files read, {len(codes)} codes noted.{written}")
         limited = any(LIMIT_RE.search(content_text(m.get("content"))) for m in body["messages"])
         if self.kind == "verbose" and not limited:
             by_file = {c.split(":", 1)[0].removeprefix("CODE ") + NAME_SUFFIX: c for c in codes}
+            done = set(edited)
             lines = [
-                f"{self._entry(ev, name)}: {by_file.get(name, 'no code seen')}. {FILLER}"
+                f"{self._entry(ev, name)}: {by_file.get(name, 'no code seen')}."
+                + (f" {SUMMARY_EDITED}." if name in done else "")
+                + f" {FILLER}"
                 for name in files
             ]
             return {"content": "\n".join([*head, *lines])}
         listed = ", ".join(self._entry(ev, name) for name in files) or "none"
-        return {
-            "content": "\n".join([*head, f"Files read: {listed}", "Codes: " + "; ".join(codes)])
-        }
+        body_lines = [*head, f"Files read: {listed}", "Codes: " + "; ".join(codes)]
+        if edited:
+            body_lines.append(f"{SUMMARY_EDITED}: " + ", ".join(edited))
+        return {"content": "\n".join(body_lines)}
 
     @staticmethod
     def _entry(ev: Evidence, name: str) -> str:
@@ -513,6 +613,7 @@ class Recorder:
     main_calls: int = 0
     summary_calls: int = 0
     reads: list[tuple[str, int]] = field(default_factory=list)
+    edits: list[str] = field(default_factory=list)
     reports: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -531,6 +632,8 @@ class Recorder:
                 if "read" in call.get("name", "") and NAME_RE.search(path):
                     offset = next((int(v) for k, v in args.items() if k == "offset"), 0)
                     self.reads.append((path.rsplit("/", 1)[-1], offset))
+                elif "edit" in call.get("name", "") and NAME_RE.search(path):
+                    self.edits.append(path.rsplit("/", 1)[-1])
                 elif path.endswith(REPORT_NAME):
                     self.reports.append(str(args.get("content", "")))
             if not calls:
@@ -542,6 +645,10 @@ class Recorder:
         for key in self.reads:
             seen[key] = seen.get(key, 0) + 1
         return len({name for (name, _), n in seen.items() if n > 1})
+
+    def reedited_files(self) -> int:
+        """Files with more than one edit call."""
+        return sum(n > 1 for n in Counter(self.edits).values())
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,17 @@ from tests.scenarios.stateless import (
     Recorder,
     ScriptedModel,
     Summarizer,
+    Turn,
     code_for,
     codes_in,
     cut_summaries,
     expand_run,
     make_workspace,
+    marked_done,
     planted_codes,
     read_evidence,
     scan,
+    status_line,
     task_text,
     visible_codes,
 )
@@ -282,3 +285,113 @@ def test_recorder_counts_reads_at_the_same_offset() -> None:
         summary=False,
     )
     assert recorder.reads[-1] == ("part_002.txt", 0) and recorder.reread_files() == 1
+
+
+def edit(call_id: str, path: str, index: int, result: str) -> list[dict[str, Any]]:
+    """An assistant edit call marking file ``index`` done, and its tool result."""
+    args = {"path": path, "old_string": status_line(index, "open")}
+    args["new_string"] = status_line(index, "done")
+    call = {"id": call_id, "type": "function"}
+    call["function"] = {"name": "edit_file", "arguments": json.dumps(args)}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": result},
+    ]
+
+
+def with_status(i: int) -> str:
+    return f"1\t{code_for(i)}\n2\t{status_line(i, 'open')}\n3\tlog line 00000: subsystem 1"
+
+
+def test_an_editing_task_reads_a_file_edits_it_where_the_open_line_shows_then_moves_on() -> None:
+    task = {"role": "user", "content": task_text(1, 2, edits=True)}
+    assert scan(request(task)).turn == Turn("task", 1, 2, edits=True)
+    assert "part_001" not in task["content"].split("one by one")[1]  # no file's own line
+    body = request(task)
+    assert call_of(Persona()(body)) == ("read_file", {"path": "logs/part_001.txt"})
+    body = request(task, *read("c1", "logs/part_001.txt", with_status(1)))
+    assert call_of(Persona()(body)) == (
+        "edit_file",
+        {
+            "path": "logs/part_001.txt",
+            "old_string": status_line(1, "open"),
+            "new_string": status_line(1, "done"),
+        },
+    )
+    deep = Persona(path_key="file_path", path_prefix="/")
+    assert call_of(deep(body))[1]["file_path"] == "/logs/part_001.txt"
+    done = [
+        *read("c1", "logs/part_001.txt", with_status(1)),
+        *edit("c2", "logs/part_001.txt", 1, "ok"),
+    ]
+    assert call_of(Persona()(request(task, *done))) == ("read_file", {"path": "logs/part_002.txt"})
+    # The read result gone (its call kept): the open line must be seen again to edit.
+    hidden = copy.deepcopy(request(task, *read("c1", "logs/part_001.txt", with_status(1))))
+    hidden["messages"][3]["content"] = "[tool output masked: read_file returned 90 tokens]"
+    assert call_of(Persona()(hidden)) == ("read_file", {"path": "logs/part_001.txt"})
+
+
+@pytest.mark.parametrize(
+    ("evidence", "next_file"),
+    [
+        ("Marked done: part_001.txt, part_002.txt", 3),
+        (
+            "Files created or changed:\n- logs/part_001.txt: edited (+1 −1 lines)\n"
+            "- logs/part_002.txt: edited (+1 −1 lines)",
+            3,
+        ),
+        ("- logs/ part_001.txt … part_003.txt (3 files): edited (+3 −3 lines in all)", 4),
+        (f"2\t{status_line(1, 'done')}\n2\t{status_line(2, 'done')}", 3),
+    ],
+)
+def test_a_file_named_as_edited_is_not_edited_again(evidence: str, next_file: int) -> None:
+    body = request(
+        {"role": "user", "content": task_text(1, 4, edits=True)},
+        {"role": "user", "content": evidence},
+    )
+    assert {"part_001.txt", "part_002.txt"} <= scan(body).edited
+    path = f"logs/part_00{next_file}.txt"
+    assert call_of(Persona()(body)) == ("read_file", {"path": path})
+
+
+def test_every_file_marked_done_the_report_follows() -> None:
+    task = {"role": "user", "content": task_text(1, 1, edits=True)}
+    done = [
+        *read("c1", "logs/part_001.txt", with_status(1)),
+        *edit("c2", "logs/part_001.txt", 1, "ok"),
+    ]
+    name, args = call_of(Persona()(request(task, *done)))
+    assert name == "write_file" and args["content"] == f"{code_for(1)}\n"
+
+
+def test_summarizers_restate_an_editing_task_and_the_files_marked_done() -> None:
+    body = request(
+        {"role": "system", "content": SUMMARY_MARKER},
+        {"role": "user", "content": task_text(1, 4, edits=True)},
+        *[m for i in (1, 2) for m in read(f"r{i}", f"logs/part_00{i}.txt", with_status(i))],
+        *[m for i in (1, 2) for m in edit(f"e{i}", f"logs/part_00{i}.txt", i, "ok")],
+    )
+    faithful = Summarizer("faithful")(body)["content"]
+    assert "Marked done: part_001.txt, part_002.txt" in faithful
+    assert "Marked done: part_001.txt" in Summarizer("lossy")(body)["content"]
+    assert "part_002.txt" not in Summarizer("lossy")(body)["content"].split("Marked done")[1]
+    # The restatement alone keeps the task an editing one and names no file done.
+    restated = request({"role": "user", "content": faithful.split("\n")[1]})
+    assert scan(restated).turn == Turn("task", 1, 4, edits=True)
+    assert scan(request({"role": "user", "content": faithful})).edited == {
+        "part_001.txt",
+        "part_002.txt",
+    }
+
+
+def test_recorder_counts_files_edited_twice(tmp_path: Path) -> None:
+    recorder = Recorder()
+    for name in ("part_001.txt", "part_002.txt", "part_001.txt"):
+        args = {"path": f"logs/{name}", "old_string": "a", "new_string": "b"}
+        recorder.observe({"tool_calls": [{"name": "edit_file", "arguments": args}]}, summary=False)
+    assert recorder.reedited_files() == 1
+    paths = make_workspace(tmp_path, files=3, edits=True)
+    text = (tmp_path / paths[0]).read_text()
+    assert text.splitlines()[:2] == [code_for(1), status_line(1, "open")]
+    (tmp_path / paths[0]).write_text(text.replace(status_line(1, "open"), status_line(1, "done")))
+    assert marked_done(tmp_path, paths) == 1
