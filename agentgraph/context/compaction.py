@@ -41,6 +41,7 @@ from agentgraph.capabilities.tools.workspace import LinkCensus, resolve_in_works
 from agentgraph.context.carry_over import (
     CARRY_OVER_HEADING,
     dropped_details,
+    identifiers,
     with_dropped_details,
 )
 from agentgraph.context.ledger import (
@@ -331,10 +332,10 @@ EARLIER_REQUEST_LABEL = "[user, earlier: the request the messages below work on]
 PIECE_REQUEST_MAX_FRACTION = 0.25
 
 SUPPLEMENT_PROMPT = (
-    "A handoff summary of this conversation was written, but it does not mention these "
-    "files, which were read in it: {paths}. Their readings follow. Write only what to add "
-    "to the summary about them: for each file, what it contained that the task needs "
-    "(facts, identifiers, numbers, exactly). Write nothing else."
+    "A handoff summary of this conversation was written, but it says nothing of what "
+    "these files held, which were read in it: {paths}. Their readings follow. Write only "
+    "what to add to the summary about them: for each file, what it contained that the "
+    "task needs (facts, identifiers, numbers, exactly). Write nothing else."
 )
 SUPPLEMENT_HEADING = "Also read (from the readings the summary above left out):"
 # A summary that names a constant a reading defines but not its value keeps the name of
@@ -692,6 +693,28 @@ def _written_summary(msg: BaseMessage) -> bool:
 def _names_file(text: str, path: str) -> bool:
     """Whether ``text`` names ``path`` (as written, or by its file name)."""
     return path in text or posixpath.basename(path) in text
+
+
+def own_identifiers(readings: Mapping[str, str]) -> dict[str, set[str]]:
+    """Per path, the identifiers (:func:`~agentgraph.context.carry_over.identifiers`)
+    its readings hold that no other path's readings in ``readings`` (path -> their text)
+    hold, less the words of the path itself: what a summary that kept anything of the
+    file would name (a code, a constant, a name with digits or capitals)."""
+    found = {path: identifiers(text) for path, text in readings.items()}
+    shared = Counter(word for words in found.values() for word in words)
+    return {
+        path: {w for w in words if shared[w] == 1 and w not in path}
+        for path, words in found.items()
+    }
+
+
+def says_of(text_ids: Collection[str], text: str, path: str, own: Collection[str]) -> bool:
+    """Whether a text (its :func:`~agentgraph.context.carry_over.identifiers`
+    ``text_ids``) says anything of the file ``path``: it names it and, where its readings
+    hold identifiers of their own (``own``, :func:`own_identifiers`), one of them."""
+    if not _names_file(text, path):
+        return False
+    return not own or any(word in text_ids for word in own)
 
 
 def unvalued_constants(summary: str, readings: Sequence[str]) -> list[list[tuple[str, str]]]:
@@ -1117,12 +1140,13 @@ class Compactor:
     ) -> str:
         """``summary`` with what it left out of the files read in ``summarized``.
 
-        A file the summary does not name (by path or file name) is asked about again,
-        with only its readings, and the answer is appended: the progress ledger keeps
-        that the file was read, but not what it held. When ``summarized`` holds earlier
-        summaries (summarized again: their stack outgrew its room), the files of
-        ``history`` they named count too, asked about with their readings from
-        ``history`` (the transcript keeps every one). Readings are the originals in
+        A file the summary says nothing of (:func:`says_of`: it does not name it, by
+        path or file name, or names it with none of the identifiers only its readings
+        hold) is asked about again, with only its readings, and the answer is appended:
+        the progress ledger keeps that the file was read, but not what it held. When
+        ``summarized`` holds earlier summaries (summarized again: their stack outgrew
+        its room), the files of ``history`` they named count too, asked about with their
+        readings from ``history`` (the transcript keeps every one). Readings are the originals in
         ``history`` where it has them (a kept copy may be cut, masked or an excerpt).
         Each call takes the readings that fit it whole, in order. Constants the summary
         names without their values are asked about once (:meth:`_values`). Failures
@@ -1145,12 +1169,19 @@ class Compactor:
         # Found once: the sources may be the whole transcript, and the loop below asks
         # up to SUMMARY_MAX_PIECES times.
         whole = _whole_readings(sources, reads.keys())
+        texts: dict[str, list[str]] = {}
+        for call_id, m in whole.items():
+            texts.setdefault(reads[call_id], []).append(m.text)
+        own = own_identifiers({path: "\n".join(t) for path, t in texts.items()})
         count = self.counter.count_text
         piece_budget = self._piece_budget(reply_tokens, scale, margin) - SUMMARY_FRAMING_TOKENS
         attempts, attempt = SUMMARY_SUPPLEMENT_ATTEMPTS, 0
         while attempt < attempts:
             attempt += 1
-            missing = sorted({p for p in reads.values() if not _names_file(summary, p)})
+            words = identifiers(summary)
+            missing = sorted(
+                {p for p in reads.values() if not says_of(words, summary, p, own.get(p, ()))}
+            )
             if not missing:
                 break
             gap = set(missing)
@@ -1173,7 +1204,8 @@ class Compactor:
             )
             if added is None:  # the summary without them is still a summary
                 break
-            if not any(_names_file(added, path) for path in missing):
+            added_words = identifiers(added)
+            if not any(says_of(added_words, added, p, own.get(p, ())) for p in missing):
                 break  # it says nothing about them: more of it would only take room
             summary = f"{summary}\n\n{SUPPLEMENT_HEADING}\n{added}"
         return self._values(summary, whole, reads, focus, piece_budget, reply_tokens, scale, margin)

@@ -26,7 +26,7 @@ from langgraph.graph.message import add_messages
 from agentgraph.capabilities.tools.files import read_text_file
 from agentgraph.config import Settings
 from agentgraph.context import compaction
-from agentgraph.context.carry_over import CARRY_OVER_HEADING
+from agentgraph.context.carry_over import CARRY_OVER_HEADING, identifiers
 from agentgraph.context.compaction import (
     KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS,
     LEFT_OUT_BUDGET_FRACTION,
@@ -56,8 +56,10 @@ from agentgraph.context.compaction import (
     count_mentions,
     marker,
     only_unseen_results_since_boundary,
+    own_identifiers,
     rank_touched_files,
     render_transcript,
+    says_of,
     since_last_boundary,
     unvalued_constants,
 )
@@ -136,6 +138,13 @@ def _naming(first: int, last: int) -> str:
     """Text that names files ``f{first}.txt`` to ``f{last}.txt`` (a summary that names
     every file read is not asked about the files it left out)."""
     return " Files read: " + ", ".join(f"f{i}.txt" for i in range(first, last + 1)) + "."
+
+
+def _covering(first: int, last: int) -> str:
+    """:func:`_naming` and the code of each file (``CODE-{i}``, :func:`_numbered_reads`):
+    a summary of those reads that keeps something of every file."""
+    codes = ", ".join(f"CODE-{i}" for i in range(first, last + 1))
+    return f"{_naming(first, last)} Codes: {codes}."
 
 
 def _apply(history: list[BaseMessage], updates: list[BaseMessage]) -> list[BaseMessage]:
@@ -818,6 +827,49 @@ def test_unvalued_constants_are_the_constants_a_summary_names_without_their_valu
     assert unvalued_constants("LIMIT_AB", [reading]) == [[]]  # a whole word only
 
 
+def test_a_file_is_said_of_when_named_with_an_identifier_only_its_readings_hold() -> None:
+    readings = {
+        "logs/part_001.txt": "CODE part_001: ORBIT-8919\nSTATUS part_001: done\nlog line 00000",
+        "logs/part_002.txt": "CODE part_002: LAUNCH-7838\nSTATUS part_002: done\nlog line 00000",
+        "notes.txt": "nothing of note here",
+    }
+    own = own_identifiers(readings)
+    # Shared words (CODE, STATUS) and the path's own words are no one file's.
+    assert own == {
+        "logs/part_001.txt": {"ORBIT-8919"},
+        "logs/part_002.txt": {"LAUNCH-7838"},
+        "notes.txt": set(),
+    }
+    summary = "Read part_001.txt (ORBIT-8919), part_002.txt and notes.txt."
+    words = identifiers(summary)
+    said = {p for p in readings if says_of(words, summary, p, own.get(p, ()))}
+    assert said == {"logs/part_001.txt", "notes.txt"}
+    # A word holding the identifier is not it.
+    assert not says_of(
+        identifiers("part_001.txt ORBIT-89190"),
+        "part_001.txt ORBIT-89190",
+        "logs/part_001.txt",
+        own["logs/part_001.txt"],
+    )
+
+
+@hypothesis_settings(max_examples=60, deadline=None, database=None)
+@given(
+    texts=st.lists(
+        st.text(alphabet="abcXYZ_-019 \n", min_size=0, max_size=60), min_size=1, max_size=6
+    )
+)
+def test_a_summary_that_holds_every_reading_says_of_every_file(texts: list[str]) -> None:
+    readings = {f"src/m{i}.py": text for i, text in enumerate(texts)}
+    own = own_identifiers(readings)
+    whole = "\n".join(f"{path}: {text}" for path, text in readings.items())
+    words = identifiers(whole)
+    assert all(says_of(words, whole, p, own[p]) for p in readings)
+    names_only = " ".join(readings)
+    bare = identifiers(names_only)
+    assert all(says_of(bare, names_only, p, own[p]) == (not own[p]) for p in readings)
+
+
 def _with_constants(history: list[BaseMessage], values: dict[int, str]) -> list[BaseMessage]:
     """``history`` whose read of ``f{i}.txt`` also defines ``values[i]`` on a line."""
     out: list[BaseMessage] = []
@@ -987,6 +1039,35 @@ def test_a_supplement_that_names_none_of_the_files_is_not_kept_or_asked_again(
     summary = next(m for m in outcome.updates if agentgraph_kind(m) == "summary").text
     assert len(summarizer.calls) == 2
     assert SUPPLEMENT_HEADING not in summary
+
+
+def test_files_a_summary_names_but_keeps_nothing_of_are_asked_about_too(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A summary that lists every file read but keeps the facts of every other one: the
+    ledger keeps that the others were read, nothing keeps what they held. A file named
+    with none of the identifiers only its readings hold is asked about as a file not
+    named is (with the file check alone, a summary naming the files of one half and the
+    codes of the other lost half the codes of a task that marked files done)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+
+    def every_other_fact(messages: list[BaseMessage]) -> str:
+        text = messages[-1].text
+        facts = sorted(set(re.findall(r"FACT-\d+", text)), key=lambda f: int(f[5:]))[::2]
+        named = _files_named(text)
+        return "Handoff summary. " + " ".join(facts) + _naming(named[0], named[-1])
+
+    summarizer = ScriptedChatModel([every_other_fact])
+    history = _fact_history(12, lines=20, noted=False)
+    outcome = _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
+    assert outcome is not None and not outcome.record["fallback"]
+    summary = next(m for m in outcome.updates if agentgraph_kind(m) == "summary").text
+    assert set(re.findall(r"FACT-\d+", summary)) == {f"FACT-{i}" for i in range(12)}
+    # The first supplement is asked about the files whose facts the summary dropped,
+    # with their readings only.
+    first = summarizer.calls[1][-1].text
+    assert _files_named(first) == list(range(1, 12, 2))
+    assert all(f"FACT-{i}" not in first for i in range(0, 12, 2))
 
 
 def _fact_history(turns: int, *, lines: int, noted: bool) -> list[BaseMessage]:
@@ -1411,10 +1492,10 @@ def test_readings_kept_for_a_summary_that_left_them_out_are_not_summarized_again
 
 
 def _calls_to_summarize(settings: Settings, history: list[BaseMessage], files: int) -> int:
-    """Summarizer calls of an auto compaction of ``history``, whose summary names its
-    ``files`` files (none is asked about again)."""
+    """Summarizer calls of an auto compaction of ``history``, whose summary keeps the
+    code of each of its ``files`` files (none is asked about again)."""
     summarizer = ScriptedChatModel(
-        ["Handoff summary." + _naming(0, files - 1)], on_exhausted="repeat_last"
+        ["Handoff summary." + _covering(0, files - 1)], on_exhausted="repeat_last"
     )
     assert _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
     return len(summarizer.calls)
@@ -1445,7 +1526,7 @@ def test_a_part_one_small_read_over_a_summarizer_call_leaves_that_read_whole_for
         )
     history = part(lines)
     summarizer = ScriptedChatModel(
-        ["Handoff summary." + _naming(0, turns - 1)], on_exhausted="repeat_last"
+        ["Handoff summary." + _covering(0, turns - 1)], on_exhausted="repeat_last"
     )
     compact = _compactor(settings, summarizer)
     first = compact(history, trigger="auto", system=[], tools=[])
@@ -1486,7 +1567,7 @@ def test_a_read_that_would_cost_the_prompts_more_than_a_summarizer_call_is_summa
     turns = 12
     history = _numbered_reads(turns, lines=100, total=100)
     summarizer = ScriptedChatModel(
-        ["Handoff summary." + _naming(0, turns - 1)], on_exhausted="repeat_last"
+        ["Handoff summary." + _covering(0, turns - 1)], on_exhausted="repeat_last"
     )
     outcome = _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
     assert outcome is not None
@@ -1508,7 +1589,7 @@ def test_a_part_over_a_summarizer_call_with_unseen_results_leaves_the_read_befor
     history = _numbered_reads(turns, lines=100, total=100)
     history += _numbered_reads(1, start=turns, lines=400, total=400)
     summarizer = ScriptedChatModel(
-        ["Handoff summary." + _naming(0, turns)], on_exhausted="repeat_last"
+        ["Handoff summary." + _covering(0, turns)], on_exhausted="repeat_last"
     )
     outcome = _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
     assert outcome is not None and not outcome.record["fallback"]
@@ -1533,7 +1614,7 @@ def test_a_stack_past_its_share_is_carried_once_more_rather_than_take_a_second_c
     compactions, the stack rewritten beside each batch)."""
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     history = _numbered_reads(4, lines=100, total=100)
-    long_summary = "Handoff summary." + _naming(0, 3) + " "
+    long_summary = "Handoff summary." + _covering(0, 3) + " "
     long_summary += " ".join(f"FACT-{k}" for k in range(800))
     first = _compactor(settings, ScriptedChatModel([long_summary]))(
         history, trigger="auto", system=[], tools=[]
@@ -1542,7 +1623,7 @@ def test_a_stack_past_its_share_is_carried_once_more_rather_than_take_a_second_c
     stored = _apply(history, first.updates)
     turns = 11  # reads one call holds, but not beside the earlier summary
     more = _numbered_reads(turns, start=100, lines=100, total=100)
-    reply = "Second summary." + _naming(0, 3) + _naming(100, 100 + turns - 1)
+    reply = "Second summary." + _covering(0, 3) + _covering(100, 100 + turns - 1)
     summarizer = ScriptedChatModel([reply], on_exhausted="repeat_last")
     second = _compactor(settings, summarizer)([*stored, *more], trigger="auto", system=[], tools=[])
     assert second is not None and not second.record["summary_cut"]
