@@ -248,6 +248,11 @@ LEFT_OUT_READING_MIN_TOKENS = 500
 # again, each batch of eight parallel reads at an 8k window went to two compactions'
 # summarizers, 25 summarizer calls for 13 compactions).
 SUMMARIZED_COPY_KEY = "agentgraph_summarized_copy"
+# Also marks the copies of results the model had not seen when they were summarized: the
+# masking unit shows each whole once, until the model has answered it, and then as its
+# placeholder (the summary beside it holds it; kept whole through the cycle, one read a
+# compaction at a 16k window took 25 compactions of 300 files instead of 22).
+UNSEEN_COPY_KEY = "agentgraph_unseen_copy"
 
 # A file read may show at least this many tokens (about 300 lines of code: most source
 # files in one read), more than other tool outputs get at a small window: each further
@@ -774,13 +779,18 @@ def _in_history_order(
     return [m for g in ordered for m in g]
 
 
-def _summarized_copy(message: BaseMessage, *, masked: bool = False) -> BaseMessage:
+def _summarized_copy(
+    message: BaseMessage, *, masked: bool = False, unseen: bool = False
+) -> BaseMessage:
     """A copy of ``message`` marked as one a compaction's summarizer had whole
     (:data:`SUMMARIZED_COPY_KEY`); ``masked`` also marks it a stand-in for the original
-    (:data:`MASKED_KEY`), as a kept excerpt is."""
+    (:data:`MASKED_KEY`), as a kept excerpt is; ``unseen`` marks a result the model had
+    not seen (:data:`UNSEEN_COPY_KEY`)."""
     kwargs = {**message.additional_kwargs, SUMMARIZED_COPY_KEY: True}
     if masked:
         kwargs[MASKED_KEY] = True
+    if unseen and isinstance(message, ToolMessage):
+        kwargs[UNSEEN_COPY_KEY] = True
     return message.model_copy(update={"additional_kwargs": kwargs})
 
 
@@ -1637,18 +1647,21 @@ class Compactor:
         after: int,
         compact_point: int,
         limit: int,
+        *,
+        whole: bool = False,
     ) -> list[BaseMessage]:
         """Copies of the newest call and its unanswered results, fitted under ``limit``.
 
         ``after`` is the prompt the compaction leaves without them. Empty when the
         history does not end with results the model has yet to answer, when the kept
-        part already holds them, when they fit beside ``after`` under
-        ``compact_point`` (read again, the model would see them), or when neither the
-        room under ``limit`` nor that under the compaction point (less
+        part already holds them, when they fit beside ``after`` under ``compact_point``
+        and ``whole`` is False (they are in the summary only), or when neither the room
+        under ``limit`` nor that under the compaction point (less
         :data:`UNSEEN_COMPACT_POINT_MARGIN_FRACTION`) can give each of them
-        :data:`UNSEEN_OUTPUT_MIN_TOKENS` (they are in the summary only, as before).
-        Small results stay whole and the largest are cut to the same size (a file read
-        to its leading lines, with where to read on); all are copies, so the originals
+        :data:`UNSEEN_OUTPUT_MIN_TOKENS` (the summary only, too). With ``whole``,
+        results that fit beside ``after`` under ``compact_point`` stay whole; else
+        small results stay whole and the largest are cut to the same size (a file read
+        to its leading lines, with where to read on). All are copies, so the originals
         stay whole before the boundary.
         """
         groups = group_messages(list(recent))
@@ -1661,7 +1674,7 @@ class Compactor:
             return []
         group = self.counter.count_messages([call, *results])
         if after + group <= compact_point:
-            return []
+            return [m.model_copy() for m in [call, *results]] if whole else []
         count = self.counter.count_text
         sizes = [count(m.text) for m in results]
         least = min(UNSEEN_OUTPUT_MIN_TOKENS, max(sizes))
@@ -1700,11 +1713,20 @@ class Compactor:
         reading keeps :data:`LEFT_OUT_READING_MIN_TOKENS` (or its whole size, if
         smaller). Empty when the summary names every file read, or nothing fits.
         """
-        in_kept = {m.tool_call_id for m in kept if isinstance(m, ToolMessage)}
+        # Results an earlier compaction kept because the model had not seen them went
+        # to that compaction's summary (and its check of what it left out), not to
+        # this one's: checked again here against summaries whose file lists the ledger
+        # took, each was kept again at every later compaction.
+        skip = {
+            m.tool_call_id
+            for m in [*kept, *older]
+            if isinstance(m, ToolMessage) and m.additional_kwargs.get(UNSEEN_COPY_KEY)
+        }
+        skip |= {m.tool_call_id for m in kept if isinstance(m, ToolMessage)}
         missing = {
             call_id
             for call_id, path in read_calls(older).items()
-            if call_id not in in_kept and not _names_file(named, path)
+            if call_id not in skip and not _names_file(named, path)
         }
         if not missing or room <= 0:
             return []
@@ -1975,21 +1997,31 @@ class Compactor:
             # prompt and the latest request alone exceed the target.
             break
         # Results the model has not seen yet (the newest call's, whose arrival pushed
-        # the prompt past the compaction point) and that could never be seen whole: read
-        # again after this compaction they would pass the point again and be summarized
-        # unseen again (a summary that dropped their values had a local model read the
-        # same files compaction after compaction). They stay in view, the large ones cut
-        # to share the room under the hard target (under the compaction point when that
-        # room is too small). Results that fit beside what the compaction leaves are only
-        # summarized: kept, every batch of reads would bring the next compaction a batch
-        # sooner.
+        # the prompt past the compaction point). Those that could never be seen whole
+        # stay in view, cut to share the room under the hard target (under the
+        # compaction point when that room is too small): read again, they passed the
+        # point again and were summarized unseen again (a summary that dropped their
+        # values had a local model read the same files compaction after compaction).
+        # Those that fit beside what the compaction leaves stay whole in a session that
+        # changes files: a change needs a file's exact lines, which no summary holds
+        # (summarized only, a file read to be edited was read again: 9 of 100 files at
+        # a 16k window, 18 at 8k). A session that only reads takes what it asked for
+        # from the summary: kept, each compaction of the benchmark's reads sent a page
+        # of a 20 KB file or a batch of eight reads once more (8-35% more tokens). Kept
+        # and summarized, they are shown whole once: the masking unit masks them once
+        # the model has answered them.
         compact_point = int(self.budget.compact_at / scale)
         unseen = self._unseen_kept(
-            recent, kept, after, compact_point, int(usable * UNSEEN_KEPT_BUDGET_FRACTION)
+            recent,
+            kept,
+            after,
+            compact_point,
+            int(usable * UNSEEN_KEPT_BUDGET_FRACTION),
+            whole=progress is not None and bool(progress.changes),
         )
         if unseen:
             if summary is not None:
-                unseen = [_summarized_copy(m) for m in unseen]
+                unseen = [_summarized_copy(m, unseen=True) for m in unseen]
             kept = [*kept, *unseen]
             new_tail = self._assemble(summary, reason, files, kept, carried_heads, ledger, scale)
         settled = self._view_tokens(new_tail, fixed) if unseen else after

@@ -45,7 +45,7 @@ from langchain.agents.middleware import (
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import Command
 
-from agentgraph.context.compaction import BoundaryTracker, carried_scale
+from agentgraph.context.compaction import UNSEEN_COPY_KEY, BoundaryTracker, carried_scale
 from agentgraph.context.masking_text import (
     MASK_MIN_OUTPUT_TOKENS,
     MASKED_KEY,
@@ -533,9 +533,43 @@ class ObservationMaskingMiddleware(AgentMiddleware):
                 break
         return messages
 
+    def _answered_unseen_masked(self, messages: list[BaseMessage]) -> list[BaseMessage]:
+        """``messages`` with the results a compaction kept because the model had not
+        seen them (``UNSEEN_COPY_KEY``: its summary holds them) as their placeholders
+        once the model has answered them.
+
+        The model sees each once, whole, as a call it made must show its result; after
+        that the summary keeps what they held, and kept whole to the next compaction
+        each would take its size from every call of the cycle (a read a compaction:
+        25 compactions of 300 files at a 16k window instead of 22). Not counted as
+        masked volume: the summary already distilled them.
+        """
+        answered = max((i for i, m in enumerate(messages) if isinstance(m, AIMessage)), default=0)
+        out = messages
+        calls: dict[str, Any] = {}
+        for i, msg in enumerate(messages[:answered]):
+            if isinstance(msg, AIMessage):
+                calls.update({str(c["id"]): c for c in msg.tool_calls if c.get("id")})
+                continue
+            kwargs = msg.additional_kwargs
+            if not (
+                isinstance(msg, ToolMessage)
+                and kwargs.get(UNSEEN_COPY_KEY)
+                and not kwargs.get(MASKED_KEY)
+            ):
+                continue
+            size = self.counter.count_message(msg)
+            if not maskable(msg, size):
+                continue
+            _saving, text = self._saving(msg, calls.get(msg.tool_call_id), size)
+            if out is messages:
+                out = list(messages)
+            out[i] = self._masked_copy(msg, text)
+        return out
+
     def _apply(self, request: ModelRequest) -> tuple[ModelRequest, dict[str, int] | None]:
         history = list(request.state.get("messages") or request.messages)
-        recent = self._boundaries.since_last_boundary(history)
+        recent = self._answered_unseen_masked(self._boundaries.since_last_boundary(history))
         fixed = self.view.fixed_tokens(request.system_message, request.tools)
         masked, plan = self.mask(recent, fixed)
         marker = None

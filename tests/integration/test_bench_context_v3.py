@@ -79,7 +79,9 @@ def test_the_editing_workload_marks_every_file_done_and_shows_its_columns(
     tmp_path: Path,
 ) -> None:
     """Each harness edits every file once (agentgraph's edit_file, the LangChain peer's
-    own), and the report adds the editing columns."""
+    own), and the report adds the editing columns. agentgraph reads no file twice: a
+    compaction right after a read keeps that read in view for the model to edit from
+    (summarized only, the model read it again, its exact lines in no summary)."""
     out = tmp_path / "edits.md"
     args = ["--quick", "--workload", "edit-small", "--persona", "silent"]
     args += ["--summarizer", "faithful", "--harness", "agentgraph"]
@@ -94,3 +96,4 @@ def test_the_editing_workload_marks_every_file_done_and_shows_its_columns(
         assert row["marked_done"] == row["facts_total"] == row["facts"]
         assert row["edited_twice"] == 0
         assert row["compactions"] is None or row["compactions"] > 0
+    assert rows[0]["compactions"] > 0 and rows[0]["read_twice"] == 0

@@ -46,6 +46,7 @@ from agentgraph.context.compaction import (
     SUMMARY_SUPPLEMENT_ATTEMPTS,
     SUPPLEMENT_HEADING,
     TARGET_AFTER_BUDGET_FRACTION,
+    UNSEEN_COPY_KEY,
     UNSEEN_KEPT_BUDGET_FRACTION,
     UNSEEN_OUTPUT_MIN_TOKENS,
     VALUES_PROMPT,
@@ -1256,6 +1257,83 @@ def test_unseen_results_are_kept_cut_while_their_originals_stay_whole_before_the
     assert outcome.tokens_after <= budget_for(settings).usable * UNSEEN_KEPT_BUDGET_FRACTION
     before = stored[: stored.index(next(m for m in stored if m not in history))]
     assert all(r in before for r in results)
+
+
+def _with_an_edit(history: list[BaseMessage]) -> list[BaseMessage]:
+    """``history`` with an edit of ``notes.md`` after its first message: a session
+    that changes files."""
+    args = {"path": "notes.md", "old_string": "draft", "new_string": "final"}
+    edit = AIMessage("", id="ed", tool_calls=[{"name": "edit_file", "args": args, "id": "e0"}])
+    done = ToolMessage("edited notes.md: replaced 1 occurrence", tool_call_id="e0", id="te")
+    return [history[0], edit, done, *history[1:]]
+
+
+@pytest.mark.parametrize("edits", [True, False], ids=["changes-files", "only-reads"])
+def test_a_result_the_model_has_not_seen_that_fits_stays_whole_where_files_change(
+    make_settings: Callable[..., Settings], edits: bool
+) -> None:
+    """A compaction right after a read the model asked for, in a session that changes
+    files: the read, summarized, also stays after the boundary whole, marked unseen, so
+    the model sees what it asked for (summarized only, a file read to be edited was read
+    again: its exact lines are in no summary). A session that only reads takes it from
+    the summary."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    turns = 12  # small reads, then one larger than what a compaction keeps of them
+    history = _numbered_reads(turns - 1, lines=60, total=60)
+    history += _numbered_reads(1, start=turns - 1, lines=300, total=300)
+    if edits:
+        history = _with_an_edit(history)
+    summarizer = ScriptedChatModel(
+        ["Handoff summary." + _covering(0, turns - 1)], on_exhausted="repeat_last"
+    )
+    outcome = _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
+    assert outcome is not None and not outcome.record["fallback"]
+    summarized = "".join(call[-1].text for call in summarizer.calls)
+    assert f"\tCODE-{turns - 1}\n" in summarized  # summarized too
+    view = since_last_boundary(_apply(history, outcome.updates))
+    newest = history[-1]
+    assert isinstance(newest, ToolMessage)
+    shown = [
+        m for m in view if isinstance(m, ToolMessage) and m.tool_call_id == newest.tool_call_id
+    ]
+    assert [m.text for m in shown] == ([newest.text] if edits else [])
+    assert all(m.additional_kwargs.get(UNSEEN_COPY_KEY) for m in shown)
+    assert validate_history(view) == []
+
+
+def test_results_kept_unseen_by_earlier_compactions_are_not_kept_again(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """Each compaction of a session that changes files keeps the read the model has yet
+    to see; a later one does not keep it again. Its file is in no later summary (the
+    reading went to the summary of its own compaction, whose file list the ledger
+    took), and checked as a reading that summary left out, each was kept again by every
+    later compaction: one more read in view a compaction, on 300 files at a 16k window
+    23 compactions for 21."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+
+    def listing(messages: list[BaseMessage]) -> str:
+        text = messages[-1].text
+        files = ", ".join(sorted(set(re.findall(r"f\d+\.txt", text))))
+        codes = " ".join(sorted(set(re.findall(r"CODE-\d+", text))))
+        return f"Handoff summary.\nFiles read: {files}\nCodes: {codes}"
+
+    compact = _compactor(settings, ScriptedChatModel([listing], on_exhausted="repeat_last"))
+
+    def batch(start: int) -> list[BaseMessage]:
+        # Small reads, then one larger than what a compaction keeps of them.
+        newest = _numbered_reads(1, start=start + 11, lines=300, total=300)
+        return [*_numbered_reads(11, start=start, lines=60, total=60), *newest]
+
+    history = _with_an_edit(batch(0))
+    for k in range(1, 4):
+        outcome = compact(history, trigger="auto", system=[], tools=[])
+        assert outcome is not None and not outcome.record["fallback"]
+        history = _apply(history, outcome.updates)
+        view = since_last_boundary(history)
+        shown = [m.tool_call_id for m in view if isinstance(m, ToolMessage)]
+        assert shown == [history[-1].tool_call_id]  # the newest read alone
+        history = [*history, *batch(100 * k)]
 
 
 def test_unseen_results_kept_in_view_are_not_summarized_again(

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from agentgraph.config import Settings
-from agentgraph.context.compaction import marker
+from agentgraph.context.compaction import UNSEEN_COPY_KEY, marker
+from agentgraph.context.masking_text import MASKED_TOKENS_KEY
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.truncation import ARTIFACT_POINTER_TEMPLATE
 from agentgraph.context.windows import Budget
@@ -322,9 +323,20 @@ def _read_files(
 
 
 def _prefix_breaks(model: OutCountingModel) -> int:
-    """Calls whose prompt does not extend the previous call's."""
-    prompts = [[(m.type, m.text) for m in call] for call in model.calls]
-    return sum(1 for a, b in pairwise(prompts) if b[: len(a)] != a)
+    """Calls whose prompt does not extend the previous call's, but for the result a
+    compaction kept for the model to see, masked once answered: the previous prompt
+    ended with it, so nothing it cached is sent again."""
+    breaks = 0
+    for before, after in pairwise(model.calls):
+        a = [(m.type, m.text) for m in before]
+        b = [(m.type, m.text) for m in after]
+        if b[: len(a)] == a:
+            continue
+        k = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), len(b))
+        unseen = k < len(b) and before[k].additional_kwargs.get(UNSEEN_COPY_KEY)
+        if not (unseen and a[k + 1 :] == b[k + 1 : len(a)]):
+            breaks += 1
+    return breaks
 
 
 def test_masking_measures_in_the_providers_tokens_with_an_estimating_counter(
@@ -373,3 +385,36 @@ def test_a_ratio_that_falls_back_to_one_stops_scaling(
     _model, events, budget = _read_files(make_settings, workspace, lambda i: 1.8 if i < 3 else 1.0)
     first = next(e for e in events if e["type"] == "masking")
     assert first["tokens_before"] >= 0.95 * budget.usable * 0.6
+
+
+def test_a_result_kept_unseen_by_a_compaction_is_shown_whole_once_then_masked() -> None:
+    """A result a compaction summarized before the model saw it is kept in view for the
+    model to see (marked unseen): whole in the request that answers it, its placeholder
+    once answered (the summary holds it; kept whole, it took its size from every call of
+    the cycle). An unmarked result of the same size is not masked, and nothing of it
+    counts as masked volume for a distilling compaction."""
+    call = AIMessage(
+        "", id="a1", tool_calls=[{"name": "read_file", "args": {"path": "big.py"}, "id": "r1"}]
+    )
+    body = "\n".join(f"{n}\tline {n} of big.py" for n in range(1, 400))
+    kept = ToolMessage(
+        body,
+        tool_call_id="r1",
+        name="read_file",
+        id="t1",
+        additional_kwargs={UNSEEN_COPY_KEY: True},
+    )
+    view = [HumanMessage("Edit big.py.", id="u0"), call, kept]
+    assert _sent(_unit(), view)[-1].text == body
+    edit = AIMessage(
+        "", id="a2", tool_calls=[{"name": "edit_file", "args": {"path": "big.py"}, "id": "e1"}]
+    )
+    answered = [*view, edit, ToolMessage("edited big.py", tool_call_id="e1", id="t2")]
+    sent = _sent(_unit(), answered)
+    assert _masked(sent) == [2]
+    assert 'read_file({"path": "big.py"})' in sent[2].text and 'read_history("r1")' in sent[2].text
+    plain = [*answered[:2], kept.model_copy(update={"additional_kwargs": {}}), *answered[3:]]
+    assert _masked(_sent(_unit(), plain)) == []
+    call_ = ModelCall()
+    _unit().wrap_model_call(request(answered), call_)
+    assert not call_.requests[-1].state.get(MASKED_TOKENS_KEY)
