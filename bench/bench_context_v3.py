@@ -45,7 +45,8 @@ at the request's ``max_tokens`` and at the room the window leaves after the prom
   ledger's line naming it as edited); a harness that loses which files it changed makes
   it read them again (files read twice) or edit them twice. The LangChain peers get an
   ``edit_file`` tool on this workload only (their prompts elsewhere stay as they were);
-  deepagents and agentgraph have their own.
+  deepagents and agentgraph have their own. Run when named (``--workload edit-small``):
+  the tables without ``--workload`` are the six read workloads above.
 
 Harnesses: ``agentgraph`` (the real Agent graph, its defaults, or the settings
 ``--agentgraph-setting AGENTGRAPH_NAME=VALUE`` gives it; the peers keep its default
@@ -678,7 +679,8 @@ def main(argv: list[str] | None = None) -> None:
     cells = [
         c
         for c in matrix(args.quick, args.summarizer_everywhere or ())
-        if (not args.workload or c.load.name in args.workload)
+        # The editing workload runs when named: the default tables are the read tasks.
+        if (c.load.name in args.workload if args.workload else not c.load.edits)
         and (not args.harness or c.harness in args.harness)
         and (not args.persona or c.persona in args.persona)
         and (not args.summarizer or c.summarizer in args.summarizer)

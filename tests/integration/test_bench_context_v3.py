@@ -97,3 +97,13 @@ def test_the_editing_workload_marks_every_file_done_and_shows_its_columns(
         assert row["edited_twice"] == 0
         assert row["compactions"] is None or row["compactions"] > 0
     assert rows[0]["compactions"] > 0 and rows[0]["read_twice"] == 0
+
+
+def test_the_editing_workload_runs_only_when_named() -> None:
+    """The tables without ``--workload`` are the read workloads they were made of."""
+    args = ["--quick", "--persona", "silent", "--summarizer", "lossy"]
+    args += ["--harness", "agentgraph", "--json"]
+    proc = _bench(*args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = {row["workload"] for row in json.loads(proc.stdout)}
+    assert names and "edit-small" not in names
