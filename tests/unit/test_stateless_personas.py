@@ -49,15 +49,20 @@ def request(*messages: dict[str, Any], tools: bool = True) -> dict[str, Any]:
     return body
 
 
-def read(call_id: str, path: str, result: str, offset: int = 0) -> list[dict[str, Any]]:
-    """An assistant read call and its tool result."""
-    args: dict[str, Any] = {"path": path} | ({"offset": offset} if offset else {})
+def exchange(call_id: str, name: str, args: dict[str, Any], result: str) -> list[dict[str, Any]]:
+    """An assistant call of tool ``name`` and its tool result."""
     call = {"id": call_id, "type": "function"}
-    call["function"] = {"name": "read_file", "arguments": json.dumps(args)}
+    call["function"] = {"name": name, "arguments": json.dumps(args)}
     return [
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": call_id, "content": result},
     ]
+
+
+def read(call_id: str, path: str, result: str, offset: int = 0) -> list[dict[str, Any]]:
+    """An assistant read call and its tool result."""
+    args: dict[str, Any] = {"path": path} | ({"offset": offset} if offset else {})
+    return exchange(call_id, "read_file", args, result)
 
 
 def small(i: int) -> str:
@@ -291,12 +296,7 @@ def edit(call_id: str, path: str, index: int, result: str) -> list[dict[str, Any
     """An assistant edit call marking file ``index`` done, and its tool result."""
     args = {"path": path, "old_string": status_line(index, "open")}
     args["new_string"] = status_line(index, "done")
-    call = {"id": call_id, "type": "function"}
-    call["function"] = {"name": "edit_file", "arguments": json.dumps(args)}
-    return [
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": call_id, "content": result},
-    ]
+    return exchange(call_id, "edit_file", args, result)
 
 
 def with_status(i: int) -> str:
