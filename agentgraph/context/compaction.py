@@ -251,7 +251,7 @@ SUMMARIZED_COPY_KEY = "agentgraph_summarized_copy"
 # Also marks the copies of results the model had not seen when they were summarized: the
 # masking unit shows each whole once, until the model has answered it, and then as its
 # placeholder (the summary beside it holds it; kept whole through the cycle, one read a
-# compaction at a 16k window took 25 compactions of 300 files instead of 22).
+# compaction at a 16k window took 25 compactions of 300 files instead of 21).
 UNSEEN_COPY_KEY = "agentgraph_unseen_copy"
 
 # A file read may show at least this many tokens (about 300 lines of code: most source
@@ -1717,12 +1717,12 @@ class Compactor:
         # to that compaction's summary (and its check of what it left out), not to
         # this one's: checked again here against summaries whose file lists the ledger
         # took, each was kept again at every later compaction.
-        skip = {
+        skip = {m.tool_call_id for m in kept if isinstance(m, ToolMessage)}
+        skip |= {
             m.tool_call_id
-            for m in [*kept, *older]
+            for m in older
             if isinstance(m, ToolMessage) and m.additional_kwargs.get(UNSEEN_COPY_KEY)
         }
-        skip |= {m.tool_call_id for m in kept if isinstance(m, ToolMessage)}
         missing = {
             call_id
             for call_id, path in read_calls(older).items()

@@ -541,7 +541,7 @@ class ObservationMaskingMiddleware(AgentMiddleware):
         The model sees each once, whole, as a call it made must show its result; after
         that the summary keeps what they held, and kept whole to the next compaction
         each would take its size from every call of the cycle (a read a compaction:
-        25 compactions of 300 files at a 16k window instead of 22). Not counted as
+        25 compactions of 300 files at a 16k window instead of 21). Not counted as
         masked volume: the summary already distilled them.
         """
         answered = max((i for i, m in enumerate(messages) if isinstance(m, AIMessage)), default=0)
