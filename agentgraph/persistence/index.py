@@ -83,6 +83,7 @@ class SessionIndex(Protocol):
     """Storage-agnostic session index (SQLite and Postgres implement it)."""
 
     def upsert(self, info: SessionInfo) -> None: ...
+    def set_message_count(self, thread_id: str, count: int) -> None: ...
     def get(self, thread_id: str) -> SessionInfo | None: ...
     def delete(self, thread_id: str) -> None: ...
     def list_sessions(
@@ -150,6 +151,15 @@ class SqliteSessionIndex:
                 f"INSERT INTO agentgraph_sessions ({','.join(_COLUMNS)}) "
                 f"VALUES ({placeholders}) ON CONFLICT(thread_id) DO UPDATE SET {updates}",
                 values,
+            )
+
+    def set_message_count(self, thread_id: str, count: int) -> None:
+        """Set the stored message count of an existing row, and nothing else of it (a
+        running turn's progress: a title written meanwhile stays)."""
+        with self._lock, self._conn:
+            self._conn.execute(
+                "UPDATE agentgraph_sessions SET message_count = ? WHERE thread_id = ?",
+                (count, thread_id),
             )
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[SessionInfo]:

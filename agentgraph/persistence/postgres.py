@@ -146,6 +146,15 @@ class PostgresSessionIndex:
                 values,
             )
 
+    def set_message_count(self, thread_id: str, count: int) -> None:
+        """Set the stored message count of an existing row, and nothing else of it (a
+        running turn's progress: a title written meanwhile stays)."""
+        with self._pool.connection() as conn:
+            conn.execute(
+                "UPDATE agentgraph_sessions SET message_count = %s WHERE thread_id = %s",
+                (count, thread_id),
+            )
+
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[SessionInfo]:
         with self._pool.connection() as conn:
             cur = conn.execute(

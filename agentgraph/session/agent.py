@@ -1031,11 +1031,18 @@ class Agent:
         stream = self._cancelling_subagents(stream)
         # Background subagents of this session report to this turn while it runs.
         detach = self.background.attach(thread_id, sent)
+        stored_count = info.message_count
         try:
             for mode, payload in turn.guard(stream, self.record_interrupted):
                 yield from sent.held()  # sent while the step ran: before what it stored
                 if mode == "values":
                     final_values = payload if isinstance(payload, dict) else None
+                    # What each step stored counts at once: a run killed mid-turn is
+                    # listed with it, not with the count of its last finished turn.
+                    count = len((final_values or {}).get("messages") or [])
+                    if final_values is not None and count != stored_count:
+                        self.store.index.set_message_count(thread_id, count)
+                        stored_count = count
                 elif mode == "updates":
                     interrupted = interrupted or "__interrupt__" in (payload or {})
                     for update in (payload or {}).values():

@@ -124,6 +124,21 @@ def test_session_index_list_resolve_delete(
         resolve_session(index, "aaa1")
 
 
+def test_a_running_turns_count_changes_only_the_count(
+    backend_settings: Settings, workspace: Path, stack: ExitStack
+) -> None:
+    """Each step of a turn sets its row's message count alone: a title the background
+    titler wrote meanwhile stays, and a session with no row gets none."""
+    agent = _agent(backend_settings, ScriptedChatModel([ai_text("hi")]), stack)
+    index = agent.store.index
+    index.upsert(SessionInfo(thread_id="counted", title="titled meanwhile", message_count=1))
+    index.set_message_count("counted", 7)
+    row = index.get("counted")
+    assert row is not None and (row.message_count, row.title) == (7, "titled meanwhile")
+    index.set_message_count("no-row", 3)
+    assert index.get("no-row") is None
+
+
 def test_concurrent_writers_on_one_store(
     backend_settings: Settings, workspace: Path, stack: ExitStack
 ) -> None:

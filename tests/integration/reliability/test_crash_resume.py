@@ -9,6 +9,7 @@ from pathlib import Path
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
+from agentgraph.session.agent import Agent
 from tests.cli_helpers import run_cli
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.reliability.helpers import (
@@ -57,6 +58,14 @@ def test_sigkill_during_a_tool_call_then_resume(home: Path, workspace: Path) -> 
             wait_for(workspace / "slow_started", proc)
             sigkill(proc)
             assert server.violations == []
+        # The session list counts what the killed turn stored, not only its prompt.
+        listed = run_cli(["sessions", "list", "--json"], cwd=workspace, env=env)
+        assert listed.returncode == 0, listed.stderr
+        (row,) = [r for r in json.loads(listed.stdout) if r["thread_id"] == "crash-1"]
+        with open_store(_settings_for(home)) as store:
+            stored = Agent(_settings_for(home), store).messages("crash-1")
+        assert len(stored) >= 4  # the request, two calls, the first one's result
+        assert row["messages"] == len(stored)
         # The shell has its own process group, so the SIGKILL did not reach it ...
         shell = int((workspace / "slow.pid").read_text().split()[0])
         assert _alive(shell)
