@@ -69,7 +69,12 @@ from agentgraph.context.windows import budget_for
 from agentgraph.persistence import open_store
 from agentgraph.persistence.index import SessionInfo
 from agentgraph.runtime.deps import CompactionOutcome
-from agentgraph.runtime.history import agentgraph_kind, build_prompt_view, validate_history
+from agentgraph.runtime.history import (
+    AGENTGRAPH_KEY,
+    agentgraph_kind,
+    build_prompt_view,
+    validate_history,
+)
 from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import OutCountingModel, ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
@@ -182,6 +187,46 @@ def test_a_file_read_by_the_workspace_path_without_its_slash_is_reinjected(
     view = since_last_boundary(_apply(history, outcome.updates))
     reinjected = [str(m.content) for m in view if agentgraph_kind(m) == "reinjected_file"]
     assert any("fresh file 11" in text for text in reinjected), reinjected
+
+
+def _as_edit(call: BaseMessage, result: BaseMessage, path: str) -> list[BaseMessage]:
+    """A read exchange of ``_history`` made an edit of ``path``."""
+    assert isinstance(call, AIMessage) and isinstance(result, ToolMessage)
+    args = {"path": path, "old_string": "fresh", "new_string": "fresh"}
+    edit = {**call.tool_calls[0], "name": "edit_file", "args": args}
+    done = result.model_copy(
+        update={"name": "edit_file", "content": f"edited {path}: replaced 1 occurrence"}
+    )
+    return [call.model_copy(update={"tool_calls": [edit]}), done]
+
+
+def test_the_files_re_read_after_a_compaction_are_the_latest_changed_and_those_changed_again(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """A task that changes file after file leaves each one done: of the files changed
+    once, only the one changed last is re-read from disk after a compaction, with those
+    changed more than once (worked on again). Five files changed once each stayed in
+    view through every cycle of the editing benchmark: a tenth of its prompt tokens
+    (1.84M at 16k against deepagents' 1.72M; 1.70M re-reading these)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    _write_files(workspace, 12)
+    history = _history(12)
+    # f2 changed twice (f2 then f2 again as f3's exchange), f5 … f8 once each, f9 once
+    # and last; f10 and f11 only read after it.
+    for i, path in [(2, "f2.txt"), (3, "f2.txt"), *[(k, f"f{k}.txt") for k in range(5, 10)]]:
+        at = 1 + 2 * i
+        history[at : at + 2] = _as_edit(history[at], history[at + 1], path)
+    outcome = _compactor(settings, ScriptedChatModel(["Progress: changed files."]))(
+        history, trigger="manual", system=[], tools=[], workspace=str(workspace)
+    )
+    assert outcome is not None
+    view = since_last_boundary(_apply(history, outcome.updates))
+    reinjected = {
+        m.additional_kwargs[AGENTGRAPH_KEY]["path"]
+        for m in view
+        if agentgraph_kind(m) == "reinjected_file"
+    }
+    assert reinjected == {"f2.txt", "f9.txt"}
 
 
 def test_a_summary_within_its_room_leaves_its_list_of_files_read_to_the_ledger(
