@@ -85,6 +85,11 @@ _GIT_FLAGS = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false")
 # One apply at a time in this process: two subagents ending together merge one after
 # the other, so the second sees the first's result as the workspace's current text.
 _APPLY_LOCK = threading.Lock()
+# One ``git worktree`` command at a time in this process: git takes no lock while it
+# writes a new worktree's entry under .git/worktrees, and an add that reads a sibling's
+# half-written entry dies ("failed to read .git/worktrees/tree/commondir: Success"), so
+# one of two subagents started together failed now and then on a loaded machine.
+_WORKTREE_LOCK = threading.Lock()
 
 
 class IsolationError(Exception):
@@ -96,15 +101,17 @@ def _git(
 ) -> subprocess.CompletedProcess[bytes]:
     base = {k: v for k, v in os.environ.items() if k in _GIT_ENV_KEEP}
     full = {**base, **_GIT_ID, **(env or {})}
+    serial = _WORKTREE_LOCK if args[:1] == ["worktree"] else contextlib.nullcontext()
     try:
-        done = subprocess.run(
-            ["git", *_GIT_FLAGS, *args],
-            cwd=cwd,
-            env=full,
-            capture_output=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
+        with serial:
+            done = subprocess.run(
+                ["git", *_GIT_FLAGS, *args],
+                cwd=cwd,
+                env=full,
+                capture_output=True,
+                timeout=GIT_TIMEOUT_S,
+                check=False,
+            )
     except FileNotFoundError as exc:
         raise IsolationError("git is not installed") from exc
     except subprocess.TimeoutExpired as exc:

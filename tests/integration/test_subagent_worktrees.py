@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentgraph.capabilities import subagent_worktrees
 from agentgraph.capabilities.subagent_worktrees import (
     OWNER_FILE,
     PATCH_FILE,
@@ -317,3 +320,57 @@ def test_a_workspace_over_the_copy_limit_is_refused(
     with pytest.raises(IsolationError, match="too big to copy"):
         create(tmp_path / "h", "subagent-22222222", str(workspace), "p")
     assert list(worktrees_dir(tmp_path / "h").iterdir()) == []
+
+
+# Time each git worktree command is held open in the test below, so that commands run
+# together would overlap for certain.
+WORKTREE_HOLD_S = 0.2
+
+
+def test_subagents_started_together_make_their_trees_one_git_worktree_command_at_a_time(
+    home: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git takes no lock while it writes a new worktree's entry, and an add that reads
+    a sibling's half-written one dies ("failed to read .git/worktrees/tree/commondir:
+    Success"): two subagents started together failed now and then on a loaded machine.
+    Four made at once run their worktree commands one after the other, and all four
+    trees are made."""
+    _repo(workspace)
+    real_run = subprocess.run
+    running: list[int] = []
+    most = [0]
+    guard = threading.Lock()
+
+    def watched(cmd: list[str], *args: Any, **kwargs: Any) -> Any:
+        if "worktree" not in cmd:
+            return real_run(cmd, *args, **kwargs)
+        with guard:
+            running.append(1)
+            most[0] = max(most[0], len(running))
+        try:
+            time.sleep(WORKTREE_HOLD_S)
+            return real_run(cmd, *args, **kwargs)
+        finally:
+            with guard:
+                running.pop()
+
+    monkeypatch.setattr(subagent_worktrees.subprocess, "run", watched)
+    made: list[Any] = []
+    failed: list[BaseException] = []
+
+    def make(n: int) -> None:
+        try:
+            made.append(create(home / ".agentgraph", f"ctx-{n}", str(workspace), "parent"))
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=make, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failed == [] and len(made) == 4
+    assert most[0] == 1
+    for iso in made:
+        assert (iso.workspace / "a.txt").read_text() == ORIGINAL
+        iso.remove()
