@@ -285,8 +285,8 @@ def workspace_tools(ws: Path, edits: bool = False) -> list[BaseTool]:
         ``new_string`` (path relative to the workspace's root)."""
         target = in_workspace(ws, path)
         text = target.read_text(encoding="utf-8")
-        if text.count(old_string) != 1:
-            return f"Error: old_string occurs {text.count(old_string)} times in {path}, not once"
+        if (found := text.count(old_string)) != 1:
+            return f"Error: old_string occurs {found} times in {path}, not once"
         target.write_text(text.replace(old_string, new_string), encoding="utf-8")
         return f"edited {path}"
 

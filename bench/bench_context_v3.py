@@ -611,14 +611,15 @@ def fmt_row(r: Mapping[str, Any], edits: bool = False) -> str:
 def report(rows: list[dict[str, Any]], command: str, seconds: float) -> str:
     """The Markdown report: command, wall time, one table."""
     took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+    edits = has_edits(rows)
     lines = [
         "# Context engine v3: stateless scripted model (`bench/bench_context_v3.py`)",
         "",
         f"Command: `{command}` ({took} in all). See the module docstring for what each "
         "column measures.",
         "",
-        head(has_edits(rows)),
-        *(fmt_row(r, has_edits(rows)) for r in rows),
+        head(edits),
+        *(fmt_row(r, edits) for r in rows),
     ]
     return "\n".join(lines) + "\n"
 

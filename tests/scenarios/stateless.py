@@ -315,14 +315,19 @@ def _ledger_state(m: re.Match[str]) -> tuple[int, int] | None:
     return (end if first == 1 else 0), total
 
 
+def _task_turn(match: re.Match[str]) -> Turn:
+    """The task turn a task message or a summary's restatement names: its range, and
+    whether it asks to mark each file done."""
+    return Turn("task", int(match.group(1)), int(match.group(2)), match.group(3) is not None)
+
+
 def _text_events(text: str) -> list[tuple[int, int, str, Any]]:
     """Evidence events of one text, as (position, order, kind, value)."""
     events: list[tuple[int, int, str, Any]] = []
     # A task message names the ends of its range: that is no evidence of a read.
     tasks = list(TASK_MESSAGE_RE.finditer(text))
     for m in tasks:
-        turn = Turn("task", int(m.group(1)), int(m.group(2)), m.group(3) is not None)
-        events.append((m.start(), 3, "turn", turn))
+        events.append((m.start(), 3, "turn", _task_turn(m)))
     if (at := text.find(QUESTION)) >= 0:
         events.append((at, 3, "turn", Turn("question")))
     for m in NAME_RE.finditer(text):
@@ -339,8 +344,7 @@ def _text_events(text: str) -> list[tuple[int, int, str, Any]]:
         total = int(m.group(3)) if m.group(3) else None
         events.append((m.start(), 2, "page", _page_state(int(m.group(2)), total, m.group(4))))
     for m in SUMMARY_TASK_RE.finditer(text):
-        turn = Turn("task", int(m.group(1)), int(m.group(2)), m.group(3) is not None)
-        events.append((m.start(), 3, "turn", turn))
+        events.append((m.start(), 3, "turn", _task_turn(m)))
     if (at := text.find(SUMMARY_QUESTION)) >= 0:
         events.append((at, 3, "turn", Turn("question")))
     if (at := text.find(SUMMARY_WRITTEN)) >= 0:

@@ -114,14 +114,18 @@ def _history(turns: int, *, result_chars: int = 4000) -> list[BaseMessage]:
 def _edited_last(history: list[BaseMessage], path: str) -> list[BaseMessage]:
     """``history`` with its last call an edit of ``path``: files the session changed are
     the ones re-read after a compaction (files only read are in the ledger)."""
-    last, result = history[-2], history[-1]
-    assert isinstance(last, AIMessage) and isinstance(result, ToolMessage)
+    return [*history[:-2], *_as_edit(history[-2], history[-1], path)]
+
+
+def _as_edit(call: BaseMessage, result: BaseMessage, path: str) -> list[BaseMessage]:
+    """A read exchange of ``_history`` made an edit of ``path``."""
+    assert isinstance(call, AIMessage) and isinstance(result, ToolMessage)
     args = {"path": path, "old_string": "fresh", "new_string": "fresh"}
-    call = {**last.tool_calls[0], "name": "edit_file", "args": args}
-    edited = result.model_copy(
+    edit = {**call.tool_calls[0], "name": "edit_file", "args": args}
+    done = result.model_copy(
         update={"name": "edit_file", "content": f"edited {path}: replaced 1 occurrence"}
     )
-    return [*history[:-2], last.model_copy(update={"tool_calls": [call]}), edited]
+    return [call.model_copy(update={"tool_calls": [edit]}), done]
 
 
 def _write_files(workspace: Path, n: int) -> None:
@@ -187,17 +191,6 @@ def test_a_file_read_by_the_workspace_path_without_its_slash_is_reinjected(
     view = since_last_boundary(_apply(history, outcome.updates))
     reinjected = [str(m.content) for m in view if agentgraph_kind(m) == "reinjected_file"]
     assert any("fresh file 11" in text for text in reinjected), reinjected
-
-
-def _as_edit(call: BaseMessage, result: BaseMessage, path: str) -> list[BaseMessage]:
-    """A read exchange of ``_history`` made an edit of ``path``."""
-    assert isinstance(call, AIMessage) and isinstance(result, ToolMessage)
-    args = {"path": path, "old_string": "fresh", "new_string": "fresh"}
-    edit = {**call.tool_calls[0], "name": "edit_file", "args": args}
-    done = result.model_copy(
-        update={"name": "edit_file", "content": f"edited {path}: replaced 1 occurrence"}
-    )
-    return [call.model_copy(update={"tool_calls": [edit]}), done]
 
 
 def test_the_files_re_read_after_a_compaction_are_the_latest_changed_and_those_changed_again(
