@@ -48,6 +48,10 @@ at the request's ``max_tokens`` and at the room the window leaves after the prom
   deepagents and agentgraph have their own. Run when named (``--workload edit-small``):
   the tables without ``--workload`` are the six read workloads above.
 
+``--files N`` (repeatable) runs each single-turn workload with N files instead, its rows
+named ``WORKLOAD, N files``: a task's totals move with where its last compaction falls
+against its end, so a comparison made at one size is checked at several.
+
 Harnesses: ``agentgraph`` (the real Agent graph, its defaults, or the settings
 ``--agentgraph-setting AGENTGRAPH_NAME=VALUE`` gives it; the peers keep its default
 points); ``deepagents``
@@ -645,6 +649,19 @@ def _overrides(
     return tuple(pairs)
 
 
+def _sized(cell: Cell, sizes: Sequence[int]) -> list[Cell]:
+    """``cell`` once for each number of files in ``sizes`` when its workload is one turn
+    (a task's phase against where compactions fall moves with its length); a workload of
+    several turns as it is."""
+    load = cell.load
+    if len(load.turns) != 1:
+        return [cell]
+    return [
+        replace(cell, load=replace(load, name=f"{load.name}, {n} files", files=n, turns=((1, n),)))
+        for n in sizes
+    ]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the matrix (filtered) and print (and optionally write) the report."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -663,6 +680,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--window", type=int, default=WINDOW, help=f"context window in tokens ({WINDOW:,})"
+    )
+    parser.add_argument(
+        "--files",
+        action="append",
+        type=int,
+        metavar="N",
+        help="run each single-turn workload with N files instead (its rows named "
+        "'WORKLOAD, N files'); repeatable",
     )
     parser.add_argument(
         "--agentgraph-setting",
@@ -688,6 +713,10 @@ def main(argv: list[str] | None = None) -> None:
     ]
     if args.window != WINDOW:
         cells = [replace(c, load=replace(c.load, window=args.window)) for c in cells]
+    if args.files:
+        if min(args.files) < 1:
+            parser.error("--files: give a number of files of at least 1")
+        cells = [sized for c in cells for sized in _sized(c, args.files)]
     if overrides:
         cells = [replace(c, overrides=overrides) if c.harness == "agentgraph" else c for c in cells]
     for name in [n for n in os.environ if n.startswith(ENV_PREFIXES)]:
@@ -711,6 +740,8 @@ def main(argv: list[str] | None = None) -> None:
             shown += [f"--{flag.replace('_', '-')}", value]
     if args.window != WINDOW:
         shown += ["--window", str(args.window)]
+    for n in args.files or ():
+        shown += ["--files", str(n)]
     for name, value in overrides:
         shown += ["--agentgraph-setting", f"{name}={value}"]
     if args.out is not None:

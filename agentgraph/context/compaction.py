@@ -872,6 +872,34 @@ def render_transcript(
     return out
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """A compaction's plan (:meth:`Compactor._plan`): the history since the last
+    boundary and how it splits, measured, and the room each part of the result gets
+    (the budget's figures in our tokens, divided by ``scale``)."""
+
+    recent: list[BaseMessage]
+    fixed: int
+    before: int
+    shown_before: int
+    scale: float
+    margin: float
+    usable: int
+    target: int
+    room: int
+    keep_tokens: int
+    files_tokens: int
+    summary_max: int
+    older: list[BaseMessage]
+    kept: list[BaseMessage]
+    summary_input: list[BaseMessage]
+    cancelled: dict[int, str]
+    carried_heads: list[BaseMessage]
+    split: Callable[
+        ..., tuple[list[BaseMessage], list[BaseMessage], list[BaseMessage], dict[int, str]]
+    ]
+
+
 class Compactor:
     """LLM handoff-summary compaction with a safe fallback.
 
@@ -1014,6 +1042,7 @@ class Compactor:
         reply_tokens: int,
         scale: float = 1.0,
         margin: float = PROMPT_COUNT_MARGIN_FRACTION,
+        reserve: int = 0,
     ) -> list[list[str]]:
         """``older`` rendered as transcript entries, packed into summarizer calls.
 
@@ -1024,6 +1053,8 @@ class Compactor:
             reply_tokens: The summary's share, in our tokens.
             scale: How much more the provider counts than we do.
             margin: The count margin (:meth:`_count_margin`).
+            reserve: Tokens (ours) each call leaves unused: what packing ``older``
+                with that much more would take.
 
         Returns:
             The entries of each call, in order.
@@ -1039,7 +1070,7 @@ class Compactor:
                 HumanMessage(content=f"{NEXT_PIECE_PROMPT}\n\n<conversation>\n\n</conversation>"),
             ]
         )
-        piece_budget = self._piece_budget(reply_tokens, scale, margin) - framing
+        piece_budget = self._piece_budget(reply_tokens, scale, margin) - framing - reserve
         caps = self._tool_result_caps(older, piece_budget)
         entries = render_transcript(
             older, count, tool_result_caps=caps, cancelled=cancelled, codec=self.counter.codec
@@ -1792,34 +1823,54 @@ class Compactor:
 
     # -- entry point ----------------------------------------------------------------
 
-    def __call__(
+    def part_outgrows_one_call(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        system: Sequence[BaseMessage],
+        tools: Sequence[BaseTool],
+        measured: tuple[int, int],
+        growth: int,
+    ) -> bool:
+        """Whether an automatic compaction of ``messages`` now summarizes its part in
+        one summarizer call and one a model call later would not: its part ``growth``
+        tokens (ours) longer then, as the newest call and its results will be.
+
+        Args:
+            messages: The full history.
+            system: The live system prompt.
+            tools: The tools sent with the prompt.
+            measured: The prompt about to be sent (see :meth:`__call__`).
+            growth: What the part gains by the next model call.
+        """
+        plan = self._plan(
+            messages, trigger="auto", system=system, tools=tools, focus=None, measured=measured
+        )
+        self.last_skipped = None  # a question, not a compaction that did nothing
+        if plan is None or not plan.summary_input:
+            return False
+        calls = self._call_counter(
+            _instructions(None),
+            plan.cancelled,
+            reply_tokens=plan.summary_max,
+            scale=plan.scale,
+            margin=plan.margin,
+        )
+        return calls(plan.summary_input) == 1 and calls(plan.summary_input, growth) > 1
+
+    def _plan(
         self,
         messages: Sequence[BaseMessage],
         *,
         trigger: str,
         system: Sequence[BaseMessage],
         tools: Sequence[BaseTool],
-        focus: str | None = None,
-        workspace: str | None = None,
-        measured: tuple[int, int] | None = None,
-        course_change: str | None = None,
-    ) -> CompactionOutcome | None:
-        """Compact ``messages`` (the full state history); None when there is nothing to do.
-
-        None also when a manual compaction would not make the prompt smaller;
-        :attr:`last_skipped` then says why.
-
-        ``measured``: the prompt about to be sent, as ``(its tokens as the provider
-        counts them, our count of it)`` (the caller has it with masking applied, which the
-        reported usage describes); else both are taken from ``messages``. For an
-        estimating counter their ratio divides the budget and scales the record's
-        figures, as the status line scales them (see :func:`carried_scale`).
-
-        ``course_change``: the spiral guard found the last compaction made no progress:
-        this note heads the ledger, telling the model what it repeated (the ledger is
-        rebuilt at every compaction, so the note does not outlive the stall).
-        """
-        self.last_skipped = None
+        focus: str | None,
+        measured: tuple[int, int] | None,
+    ) -> _Plan | None:
+        """What a compaction of ``messages`` would summarize and keep, and in what room
+        (see :meth:`__call__` for the arguments); None when there is nothing to
+        summarize (:attr:`last_skipped` then says why)."""
         # The system messages alone: count_messages would add the reply priming, which
         # the view's count below already has.
         fixed = sum(map(self.counter.count_message, system)) + self.counter.count_tools(list(tools))
@@ -1855,15 +1906,14 @@ class Compactor:
             min(int(usable * SUMMARY_MAX_BUDGET_FRACTION), int(room * SUMMARY_ROOM_SHARE)),
             SUMMARY_MIN_TOKENS,
         )
-        keep_messages = self.keep_recent_messages
         split = partial(self._split, recent, between_turns=trigger == "manual")
-        older, kept, summary_input, cancelled = split(keep_tokens, keep_messages)
+        older, kept, summary_input, cancelled = split(keep_tokens, self.keep_recent_messages)
         if trigger not in ("auto", "distil") and _nothing_new(older, cancelled):
             # Asked for explicitly (or by the guard) while everything new fits the keep
             # budget: summarize all but the pending request (between turns, when the
             # last request is answered: everything).
             keep_tokens = 0
-            older, kept, summary_input, cancelled = split(keep_tokens, keep_messages)
+            older, kept, summary_input, cancelled = split(keep_tokens, self.keep_recent_messages)
         if not older or (trigger == "manual" and _nothing_new(older, cancelled)):
             self.last_skipped = "no older messages to summarize"
             return None
@@ -1881,6 +1931,68 @@ class Compactor:
         if carried_heads:
             ids = {id(m) for m in carried_heads}
             summary_input = [m for m in summary_input if id(m) not in ids]
+        return _Plan(
+            recent=recent,
+            fixed=fixed,
+            before=before,
+            shown_before=shown_before,
+            scale=scale,
+            margin=margin,
+            usable=usable,
+            target=target,
+            room=room,
+            keep_tokens=keep_tokens,
+            files_tokens=files_tokens,
+            summary_max=summary_max,
+            older=older,
+            kept=kept,
+            summary_input=summary_input,
+            cancelled=cancelled,
+            carried_heads=carried_heads,
+            split=split,
+        )
+
+    def __call__(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        trigger: str,
+        system: Sequence[BaseMessage],
+        tools: Sequence[BaseTool],
+        focus: str | None = None,
+        workspace: str | None = None,
+        measured: tuple[int, int] | None = None,
+        course_change: str | None = None,
+    ) -> CompactionOutcome | None:
+        """Compact ``messages`` (the full state history); None when there is nothing to do.
+
+        None also when a manual compaction would not make the prompt smaller;
+        :attr:`last_skipped` then says why.
+
+        ``measured``: the prompt about to be sent, as ``(its tokens as the provider
+        counts them, our count of it)`` (the caller has it with masking applied, which the
+        reported usage describes); else both are taken from ``messages``. For an
+        estimating counter their ratio divides the budget and scales the record's
+        figures, as the status line scales them (see :func:`carried_scale`).
+
+        ``course_change``: the spiral guard found the last compaction made no progress:
+        this note heads the ledger, telling the model what it repeated (the ledger is
+        rebuilt at every compaction, so the note does not outlive the stall).
+        """
+        self.last_skipped = None
+        plan = self._plan(
+            messages, trigger=trigger, system=system, tools=tools, focus=focus, measured=measured
+        )
+        if plan is None:
+            return None
+        recent, fixed, before = plan.recent, plan.fixed, plan.before
+        shown_before, scale, margin = plan.shown_before, plan.scale, plan.margin
+        usable, target, room = plan.usable, plan.target, plan.room
+        keep_tokens, files_tokens = plan.keep_tokens, plan.files_tokens
+        summary_max, cancelled, split = plan.summary_max, plan.cancelled, plan.split
+        older, kept, summary_input = plan.older, plan.kept, plan.summary_input
+        carried_heads = plan.carried_heads
+        keep_messages = self.keep_recent_messages
         # Only for the compactions a growing prompt brings: /compact and the overflow
         # guard want the prompt as small as it gets.
         spilled = (
@@ -2171,10 +2283,11 @@ class Compactor:
         reply_tokens: int,
         scale: float,
         margin: float,
-    ) -> Callable[[Sequence[BaseMessage]], int]:
-        """How many summarizer calls a part takes, packed as :meth:`_pieces` packs it."""
+    ) -> Callable[..., int]:
+        """How many summarizer calls a part takes, packed as :meth:`_pieces` packs it
+        (``reserve``: as if each call held that many tokens less)."""
 
-        def calls(part: Sequence[BaseMessage]) -> int:
+        def calls(part: Sequence[BaseMessage], reserve: int = 0) -> int:
             pieces = self._pieces(
                 part,
                 instructions,
@@ -2182,6 +2295,7 @@ class Compactor:
                 reply_tokens=reply_tokens,
                 scale=scale,
                 margin=margin,
+                reserve=reserve,
             )
             return sum(1 for piece in pieces if piece)
 

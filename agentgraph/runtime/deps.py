@@ -51,6 +51,19 @@ class Compactor(Protocol):
         course_change: str | None = None,
     ) -> CompactionOutcome | None: ...
 
+    def part_outgrows_one_call(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        system: Sequence[BaseMessage],
+        tools: Sequence[BaseTool],
+        measured: tuple[int, int],
+        growth: int,
+    ) -> bool:
+        """Whether the part an automatic compaction would summarize now fits one
+        summarizer call and would not, ``growth`` tokens longer, a model call later."""
+        ...
+
 
 @dataclass
 class AgentDeps:

@@ -107,3 +107,23 @@ def test_the_editing_workload_runs_only_when_named() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     names = {row["workload"] for row in json.loads(proc.stdout)}
     assert names and "edit-small" not in names
+
+
+def test_files_runs_each_single_turn_workload_at_each_size_and_rejects_zero() -> None:
+    """Where the compactions of a task fall against its end moves its totals: the same
+    workload at several sizes is one table."""
+    args = ["--workload", "small-middle", "--workload", "multi-turn+restart", "--quick"]
+    args += ["--persona", "silent", "--summarizer", "faithful", "--harness", "agentgraph"]
+    proc = _bench(*args, "--files", "3", "--files", "5", "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(proc.stdout)
+    names = [row["workload"] for row in rows]
+    assert names == ["small-middle, 3 files", "small-middle, 5 files", "multi-turn+restart"]
+    assert [row["facts_total"] for row in rows[:2]] == [3, 5]
+    assert all(row["facts"] == row["facts_total"] for row in rows)
+    for bad in ("0", "-2", "x"):
+        proc = _bench(*args, "--files", bad)
+        assert proc.returncode == 2
+        errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+        assert len(errors) == 1 and "--files" in errors[0]
+        assert "Traceback" not in proc.stderr

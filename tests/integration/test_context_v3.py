@@ -640,3 +640,24 @@ def test_at_8k_the_facts_of_200_files_fit_a_summary_that_leaves_the_file_list_to
     assert any("files (listed in the progress ledger)" in c["summary"] for c in compactions)
     assert codes_in(recorder.reports[-1]) == planted
     assert recorder.reread_files() == 0
+
+
+def test_each_compaction_of_a_task_reading_one_file_a_call_takes_one_summarizer_call(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """80 files of 3 KB read one a call at a 32k window: a part that would take a second
+    summarizer call for a read or two at the compaction point is compacted a call or two
+    before it, in one (the first compaction took two calls, where deepagents' one
+    summary of the same reads took one)."""
+    _recorder, events, server, _planted = _run(
+        make_settings,
+        workspace,
+        files=80,
+        persona="silent",
+        summarizer="faithful",
+        window=32_768,
+    )
+    compactions = [e for e in events if e["type"] == "compaction"]
+    summaries = [r for r in server.requests if isinstance(r, dict) and is_summary(r)]
+    assert compactions
+    assert len(summaries) == len(compactions)

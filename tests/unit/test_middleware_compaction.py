@@ -6,6 +6,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.graph.message import add_messages
 
 from agentgraph.context.compaction import Compactor, carried_scale, marker, since_last_boundary
+from agentgraph.context.windows import budget_for
 from agentgraph.middleware import CompactionMiddleware, PromptViewMiddleware, compose
 from agentgraph.runtime.history import agentgraph_kind, validate_history
 from tests.fakes.chat_model import ScriptedChatModel
@@ -200,3 +201,109 @@ def test_unseen_results_that_do_not_fit_the_window_compact_at_once() -> None:
     call = ModelCall(AIMessage("reported", id="reply"))
     compose([view, compaction])(request(full), call)
     assert [e["trigger"] for e in events] == ["auto"]
+
+
+# A summary naming every file the growing task reads (none is asked about again).
+NOTED = "values noted: " + ", ".join(f"f{i}.txt" for i in range(80))
+
+
+def _growing_task(reads: int) -> list[BaseMessage]:
+    return [HumanMessage("Read every file and note its values.", id="u0"), *varied_reads(reads, 40)]
+
+
+def test_a_part_about_to_outgrow_one_summarizer_call_compacts_before_the_threshold() -> None:
+    """A task reading one file a call: its part would take two summarizer calls at the
+    compaction point (the second for a read or two), so it compacts a call or two
+    before it, the part in one call (at a 32k window the first compaction of 100 files
+    took two calls where deepagents' took one, and its prompts held what one call could
+    not)."""
+    # Where the threshold is reached, the part takes two calls.
+    view, _compaction, _events = _units()
+    budget = view.budget
+    at_threshold = next(
+        n
+        for n in range(1, 80)
+        if view.build(_growing_task(n), SYSTEM, []).tokens >= budget.compact_at
+    )
+    threshold_summarizer = ScriptedChatModel([NOTED], on_exhausted="repeat_last")
+    compactor = Compactor(threshold_summarizer, view.counter, budget, sleep=lambda _s: None)
+    assert compactor(_growing_task(at_threshold), trigger="auto", system=[SYSTEM], tools=[])
+    assert len(threshold_summarizer.calls) == 2
+    # The task as it grows, a model call a read: it compacts first below the threshold,
+    # in one summarizer call.
+    for n in range(1, at_threshold + 1):
+        summarizer = ScriptedChatModel([NOTED], on_exhausted="repeat_last")
+        events: list[dict] = []
+        compaction = CompactionMiddleware(
+            Compactor(summarizer, view.counter, budget, sleep=lambda _s: None),
+            view,
+            emit=events.append,
+        )
+        full = _growing_task(n)
+        tokens = view.build(full, SYSTEM, []).tokens
+        compose([view, compaction])(request(full), ModelCall(AIMessage("reading on", id="r")))
+        if events:
+            break
+    assert [e["trigger"] for e in events] == ["auto"]
+    assert budget.compact_at * 0.9 <= tokens < budget.compact_at
+    assert len(summarizer.calls) == 1
+
+
+def _first_compaction(compactor: Compactor, view: PromptViewMiddleware) -> int:
+    """The prompt tokens at which a task reading one file a call first compacts."""
+    events: list[dict] = []
+    compaction = CompactionMiddleware(compactor, view, emit=events.append)
+    for n in range(1, 80):
+        full = _growing_task(n)
+        tokens = view.build(full, SYSTEM, []).tokens
+        compose([view, compaction])(request(full), ModelCall(AIMessage("reading on", id="r")))
+        if events:
+            return int(tokens)
+    raise AssertionError("no compaction")
+
+
+def test_a_summary_model_whose_calls_hold_far_less_than_the_point_compacts_at_it() -> None:
+    """A summary model with a window of half the main model's: every part outgrows one
+    of its calls long before the compaction point, which stays where it is rather than
+    compact each time a part fills a call."""
+    view, _compaction, _events = _units()
+    summarizer = ScriptedChatModel([NOTED], on_exhausted="repeat_last")
+    compactor = Compactor(
+        summarizer,
+        view.counter,
+        view.budget,
+        summarizer_budget=budget_for(small_settings(8_000)),
+        sleep=lambda _s: None,
+    )
+    assert _first_compaction(compactor, view) >= view.budget.compact_at
+    assert len(summarizer.calls) > 1
+
+
+def _batches(replies: int) -> list[BaseMessage]:
+    """A task reading eight files a reply, ``replies`` replies in."""
+    full: list[BaseMessage] = [HumanMessage("Read every file and note its values.", id="u0")]
+    for n in range(replies):
+        full += parallel_reads(8 * n, 8, 24)
+    return full
+
+
+def test_a_reply_of_reads_a_fifth_of_the_prompt_is_seen_before_its_part_compacts() -> None:
+    """Eight reads a reply near the compaction point, the part one summarizer call now
+    and two with the next reply's: compacting now would give up a fifth of the room
+    (at a 32k window a third compaction where two did, and 5% more prompt tokens), so
+    the reply's results go out and the compaction waits for the point."""
+    replies = 5
+    view, compaction, events = _units(NOTED)
+    budget = view.budget
+    tokens = view.build(_batches(replies), SYSTEM, []).tokens
+    assert budget.compact_at * 0.9 <= tokens < budget.compact_at
+    # At the threshold, a reply later, the part takes two summarizer calls.
+    summarizer = ScriptedChatModel([NOTED], on_exhausted="repeat_last")
+    compactor = Compactor(summarizer, view.counter, budget, sleep=lambda _s: None)
+    later = _batches(replies + 1)
+    assert view.build(later, SYSTEM, []).tokens >= budget.compact_at
+    assert compactor(later, trigger="auto", system=[SYSTEM], tools=[])
+    assert len(summarizer.calls) == 2
+    call = ModelCall(AIMessage("reading on", id="r"))
+    compose([view, compaction])(request(_batches(replies)), call)
+    assert events == []
