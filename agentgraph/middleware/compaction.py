@@ -1,11 +1,12 @@
 """Compaction unit: one entry point for every compaction.
 
 :meth:`CompactionMiddleware.compact` is the only way a history is compacted: by
-``wrap_model_call`` when the prompt reaches the compaction threshold (trigger
-``"auto"``) or the provider still reports an overflow after overflow recovery
-(``"guard"``), when the outputs masking hid since the last summary add up to the distil
-threshold (``"distil"``), and by ``Agent.compact`` for ``/compact`` and ``sessions compact``
-(``"manual"``). The strategy (LLM handoff summary, files re-read, fallback) lives in
+``wrap_model_call`` when the prompt reaches the compaction threshold, or nears it with
+a part about to outgrow one summarizer call (trigger ``"auto"``), or the provider still
+reports an overflow after overflow recovery (``"guard"``), when the outputs masking hid
+since the last summary add up to the distil threshold (``"distil"``), and by
+``Agent.compact`` for ``/compact`` and ``sessions compact`` (``"manual"``). The
+strategy (LLM handoff summary, files re-read, fallback) lives in
 :mod:`agentgraph.context.compaction`.
 
 Hook: ``wrap_model_call``. When it compacted, the result carries the compaction's
@@ -59,7 +60,7 @@ EARLY_COMPACTION_FLOOR_FRACTION = 0.9
 # early compaction gives up up to a call's growth of room. Eight reads a reply at a
 # 32k window (a fifth of the prompt a call) compacted a third time where two had done
 # and sent 5% more prompt tokens; one read a call (3-12% of the prompt at 8k-32k)
-# sent 2-6% fewer in as many or fewer summarizer calls.
+# sent 2-6% fewer, with the faithful summarizer in as many or fewer summarizer calls.
 EARLY_COMPACTION_MAX_STEP_FRACTION = 0.15
 
 
