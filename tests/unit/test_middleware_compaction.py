@@ -211,42 +211,14 @@ def _growing_task(reads: int) -> list[BaseMessage]:
     return [HumanMessage("Read every file and note its values.", id="u0"), *varied_reads(reads, 40)]
 
 
-def test_a_part_about_to_outgrow_one_summarizer_call_compacts_before_the_threshold() -> None:
-    """A task reading one file a call: its part would take two summarizer calls at the
-    compaction point (the second for a read or two), so it compacts a call or two
-    before it, the part in one call (at a 32k window the first compaction of 100 files
-    took two calls where deepagents' took one, and its prompts held what one call could
-    not)."""
-    # Where the threshold is reached, the part takes two calls.
-    view, _compaction, _events = _units()
-    budget = view.budget
-    at_threshold = next(
-        n
-        for n in range(1, 80)
-        if view.build(_growing_task(n), SYSTEM, []).tokens >= budget.compact_at
-    )
-    threshold_summarizer = ScriptedChatModel([NOTED], on_exhausted="repeat_last")
-    compactor = Compactor(threshold_summarizer, view.counter, budget, sleep=lambda _s: None)
-    assert compactor(_growing_task(at_threshold), trigger="auto", system=[SYSTEM], tools=[])
-    assert len(threshold_summarizer.calls) == 2
-    # The task as it grows, a model call a read: it compacts first below the threshold,
-    # in one summarizer call.
-    for n in range(1, at_threshold + 1):
-        summarizer = ScriptedChatModel([NOTED], on_exhausted="repeat_last")
-        events: list[dict] = []
-        compaction = CompactionMiddleware(
-            Compactor(summarizer, view.counter, budget, sleep=lambda _s: None),
-            view,
-            emit=events.append,
-        )
-        full = _growing_task(n)
-        tokens = view.build(full, SYSTEM, []).tokens
-        compose([view, compaction])(request(full), ModelCall(AIMessage("reading on", id="r")))
-        if events:
-            break
-    assert [e["trigger"] for e in events] == ["auto"]
-    assert budget.compact_at * 0.9 <= tokens < budget.compact_at
-    assert len(summarizer.calls) == 1
+def _calls_at(view: PromptViewMiddleware, history: list[BaseMessage]) -> int:
+    """Summarizer calls of an automatic compaction of ``history`` (which has reached the
+    compaction point)."""
+    assert view.build(history, SYSTEM, []).tokens >= view.budget.compact_at
+    summarizer = ScriptedChatModel([NOTED], on_exhausted="repeat_last")
+    compactor = Compactor(summarizer, view.counter, view.budget, sleep=lambda _s: None)
+    assert compactor(history, trigger="auto", system=[SYSTEM], tools=[])
+    return len(summarizer.calls)
 
 
 def _first_compaction(compactor: Compactor, view: PromptViewMiddleware) -> int:
@@ -260,6 +232,30 @@ def _first_compaction(compactor: Compactor, view: PromptViewMiddleware) -> int:
         if events:
             return int(tokens)
     raise AssertionError("no compaction")
+
+
+def test_a_part_about_to_outgrow_one_summarizer_call_compacts_before_the_threshold() -> None:
+    """A task reading one file a call: its part would take two summarizer calls at the
+    compaction point (the second for a read or two), so it compacts a call or two
+    before it, the part in one call (at a 32k window the first compaction of 100 files
+    took two calls where deepagents' took one, and its prompts held what one call could
+    not)."""
+    view, _compaction, _events = _units()
+    budget = view.budget
+    # Where the threshold is reached, the part takes two calls.
+    at_threshold = next(
+        n
+        for n in range(1, 80)
+        if view.build(_growing_task(n), SYSTEM, []).tokens >= budget.compact_at
+    )
+    assert _calls_at(view, _growing_task(at_threshold)) == 2
+    # The task as it grows, a model call a read: it compacts first below the threshold,
+    # in one summarizer call.
+    summarizer = ScriptedChatModel([NOTED], on_exhausted="repeat_last")
+    compactor = Compactor(summarizer, view.counter, budget, sleep=lambda _s: None)
+    tokens = _first_compaction(compactor, view)
+    assert budget.compact_at * 0.9 <= tokens < budget.compact_at
+    assert len(summarizer.calls) == 1
 
 
 def test_a_summary_model_whose_calls_hold_far_less_than_the_point_compacts_at_it() -> None:
@@ -298,12 +294,7 @@ def test_a_reply_of_reads_a_fifth_of_the_prompt_is_seen_before_its_part_compacts
     tokens = view.build(_batches(replies), SYSTEM, []).tokens
     assert budget.compact_at * 0.9 <= tokens < budget.compact_at
     # At the threshold, a reply later, the part takes two summarizer calls.
-    summarizer = ScriptedChatModel([NOTED], on_exhausted="repeat_last")
-    compactor = Compactor(summarizer, view.counter, budget, sleep=lambda _s: None)
-    later = _batches(replies + 1)
-    assert view.build(later, SYSTEM, []).tokens >= budget.compact_at
-    assert compactor(later, trigger="auto", system=[SYSTEM], tools=[])
-    assert len(summarizer.calls) == 2
+    assert _calls_at(view, _batches(replies + 1)) == 2
     call = ModelCall(AIMessage("reading on", id="r"))
     compose([view, compaction])(request(_batches(replies)), call)
     assert events == []
