@@ -45,8 +45,18 @@ at the request's ``max_tokens`` and at the room the window leaves after the prom
   ledger's line naming it as edited); a harness that loses which files it changed makes
   it read them again (files read twice) or edit them twice. The LangChain peers get an
   ``edit_file`` tool on this workload only (their prompts elsewhere stay as they were);
-  deepagents and agentgraph have their own. Run when named (``--workload edit-small``):
-  the tables without ``--workload`` are the six read workloads above.
+  deepagents and agentgraph have their own.
+* ``edit-lag``: the same files and task, each file marked ``started`` first and ``done``
+  only once the next file is started (its read, its start, the next file's read and
+  start, then its second edit): one file always waits for its second edit, as a module
+  a model edits, tests and edits again does. A file shows as started by its
+  ``started`` line, a summary's ``Marked started`` or a ledger line naming it edited
+  once, and as done by ``done``, ``Marked done`` or ``edited ×2``; the model reads a
+  file again when the line it must change is not in view. A compaction that drops the
+  waiting file's started line makes it read that file twice.
+
+The editing workloads run when named (``--workload edit-small``): the tables without
+``--workload`` are the six read workloads above.
 
 ``--files N`` (repeatable) runs each single-turn workload with N files instead, its rows
 named ``WORKLOAD, N files``: a task's totals move with where its last compaction falls
@@ -63,7 +73,7 @@ point, in tokens, as in bench_context_v2, and the default ``trim_tokens_to_summa
 ``lc-edit+summary (same tools)`` (the same with agentgraph's system prompt and tool
 schemas, bench_context_v2.same_tools: about 2,300 tokens where the others send about 200,
 so only context management differs). Peers keep their thread in a LangGraph ``InMemorySaver``. Every turn may make at most
-``min(3 × files of the turn + 20, 500)`` model calls (agentgraph: ``MAX_LOOPS``; peers:
+``min(3 × files of the turn + 20, 500)`` model calls (4 × with a lag; agentgraph: ``MAX_LOOPS``; peers:
 the bench stops the turn after its tool step once the cap is passed), so only a real
 spiral reaches it.
 
@@ -75,8 +85,8 @@ the scripted model's own calls: agentgraph's re-injected files are not counted),
 requests (strict rejections), overflow 400s, agentgraph's masking events and
 compactions, cut summaries (distinct summaries reaching the main prompt with a
 truncation marker) and wall seconds; a table with an editing workload adds files marked
-done at the end / planted and files edited twice (more than one edit call), after files
-read twice.
+done at the end / planted and files edited twice (an edit call made twice, the same
+replacement text), after files read twice.
 """
 
 from __future__ import annotations
@@ -168,6 +178,8 @@ WINDOW = 16_000
 THREAD = "bench"
 # The loop cap of a turn: three calls a file (a read, a page, a re-read) and some slack.
 CALLS_PER_FILE = 3
+# A task with a lag edits each file twice: one call a file more.
+LAG_CALLS_PER_FILE = CALLS_PER_FILE + 1
 # Reads per reply on the ``parallel`` workload: a batch of small files is about a third
 # of a 16k window, so a batch's arrival is what crosses the compaction point.
 PARALLEL_BATCH = 8
@@ -191,6 +203,8 @@ class Workload:
         question: Whether a question turn ("which codes do you remember?") follows.
         batch: Reads the model asks for in one reply.
         edits: Whether each task also asks to mark every file done (an edit a file).
+        lag: With ``edits``, whether each file is marked started first and done once
+            the next is started (two edits a file, one file always waiting).
     """
 
     name: str
@@ -203,20 +217,22 @@ class Workload:
     window: int = WINDOW
     batch: int = 1
     edits: bool = False
+    lag: bool = False
 
     def texts(self) -> list[str]:
         """The user message of every turn, in order."""
-        tasks = [task_text(a, b, self.edits) for a, b in self.turns]
+        tasks = [task_text(a, b, self.edits, self.lag) for a, b in self.turns]
         return tasks + ([QUESTION] if self.question else [])
 
     def cap(self) -> int:
         """Model calls one turn may make."""
         widest = max(b - a + 1 for a, b in self.turns)
-        return min(CALLS_PER_FILE * widest + CALL_SLACK, MAX_LOOPS_MAX)
+        per_file = LAG_CALLS_PER_FILE if self.lag else CALLS_PER_FILE
+        return min(per_file * widest + CALL_SLACK, MAX_LOOPS_MAX)
 
 
 def workloads(quick: bool) -> tuple[Workload, ...]:
-    """The seven workloads (smaller with ``quick``)."""
+    """The eight workloads (smaller with ``quick``)."""
     small, middle, big, per_turn = (100, 50, 20, 10) if quick else (300, 100, 30, 20)
     return (
         Workload("many-small", small, "small", "start", ((1, small),)),
@@ -242,6 +258,7 @@ def workloads(quick: bool) -> tuple[Workload, ...]:
             question=True,
         ),
         Workload("edit-small", middle, "small", "start", ((1, middle),), edits=True),
+        Workload("edit-lag", middle, "small", "start", ((1, middle),), edits=True, lag=True),
     )
 
 

@@ -147,8 +147,22 @@ UNSEEN_KEPT_BUDGET_FRACTION = 0.65
 # The progress ledger's share of the usable budget: past it, its longest folders of
 # files read are folded to a count (see agentgraph/context/ledger.py).
 LEDGER_MAX_BUDGET_FRACTION = 0.10
-REINJECT_MAX_FILES = 5
+# A file re-read after a compaction takes at most 1/N of the room for re-read files
+# (and at least REINJECT_MIN_TOKENS), the rest of it shown as cut.
+REINJECT_SHARES = 5
+REINJECT_MIN_TOKENS = 200
 REINJECT_MAX_LINES = 1000
+# The files changed last, newest first, re-read from disk after a compaction: the
+# lines around each one's last edit, or the whole file when it was written whole. A
+# file waiting for its next edit is among them (on a task marking each file started,
+# then done once the next is started, the waiting one is the third changed last: 8 of
+# 100 files were read twice at 16k when only files changed twice were re-read), and a
+# few lines of each cost a model that changes each file once and leaves it little
+# (whole files cost it a tenth of its prompt tokens).
+REINJECT_RECENT_FILES = 3
+# Lines shown above and below an edit's new text: enough to place a next edit's
+# ``old_string`` without reading the file again.
+REINJECT_EXCERPT_CONTEXT_LINES = 3
 # What one summarizer call holds is its window less the room its reply needs (the
 # summary's share of the budget, with this much headroom for a summary that runs over
 # before it is asked for a shorter one) and less the count margin the reply's room is
@@ -263,12 +277,6 @@ UNSEEN_COPY_KEY = "agentgraph_unseen_copy"
 # passes through the prompt (4,000 took 10 compactions where 3,000 took 7 and 1,480
 # took 4 when the code was on each file's first line).
 READ_PAGE_MIN_TOKENS = 3_000
-
-# RE2 memory for the alternation of touched file names (thousands fit).
-MENTIONS_RE2_MAX_MEM_BYTES = 64 * 1024 * 1024
-# Names shorter than this, or without a letter or digit ("." , "a"), would match at
-# almost every character (microseconds per match in the binding): str.count them.
-MENTIONS_RE2_MIN_NAME_CHARS = 3
 
 
 def read_page_max_tokens(budget: Budget, output_cap: int, scale: float = 1.0) -> int:
@@ -414,17 +422,26 @@ SUMMARY_BOILERPLATE = (
 REINJECTED_FILE_TEMPLATE = (
     "[File re-read from disk after compaction: {path} — lines 1-{shown} of {total}]\n{body}"
 )
+REINJECTED_EXCERPT_TEMPLATE = (
+    "[Lines around the last edit of {path}, re-read from disk after compaction — lines "
+    "{first}-{last} of {total}; read_file shows the rest]\n{body}"
+)
 
 
 @dataclass(frozen=True)
-class TouchedFile:
-    """A file the conversation touched, with the facts used to rank it."""
+class ChangedFile:
+    """A file the conversation wrote or edited.
+
+    Attributes:
+        path: Its path as the model wrote it.
+        last_index: Index of the last message with a call reading or changing it.
+        last_edit: The new text of its last change when that was an edit; None when
+            it was written whole.
+    """
 
     path: str
-    modified: bool
-    mentions: int
     last_index: int
-    changes: int = 0  # calls that wrote or edited it
+    last_edit: str | None
 
 
 def marker(kind: str, **extra: Any) -> dict[str, Any]:
@@ -553,102 +570,32 @@ class BoundaryTracker:
         return result
 
 
-def count_mentions(texts: Sequence[str], paths: Sequence[str]) -> Counter[str]:
-    """Per path, the sum over ``texts`` of its occurrences there, else its name's.
-
-    One RE2 pass per text finds the file names (an alternation RE2 matches in linear
-    time); a path counts where its name's match is the end of the whole path. Counting
-    each path and name with ``str.count`` read every text twice per path: 240 ms for
-    176 paths over 2.6 MB of history, against 19 ms this way. Names are matched
-    leftmost-first, longest first: where two touched names overlap (``a.py`` ending
-    ``data.py``) the occurrence is the longer one's. Short or punctuation-only names
-    are counted with ``str.count``, as before.
-
-    Args:
-        texts: The conversation's texts.
-        paths: The touched paths.
-
-    Returns:
-        Occurrences per path (paths never mentioned count 0).
-    """
-    by_name: dict[str, list[str]] = {}
-    for path in paths:
-        by_name.setdefault(Path(path).name or path, []).append(path)
-    scanned = [
-        n for n in by_name if len(n) >= MENTIONS_RE2_MIN_NAME_CHARS and any(c.isalnum() for c in n)
-    ]
-    scanned_names = frozenset(scanned)
-    plain = [n for n in by_name if n not in scanned_names]  # counted with str.count
-    mentions: Counter[str] = Counter()
-
-    def count_plainly(text: str, names: Sequence[str]) -> None:
-        for name in names:
-            for path in by_name[name]:
-                mentions[path] += text.count(path) or text.count(name)
-
-    options = re2.Options()
-    options.log_errors = False
-    options.max_mem = MENTIONS_RE2_MAX_MEM_BYTES
-    pattern: Any = None
-    if scanned:
-        try:
-            pattern = re2.compile(
-                "|".join(re2.escape(n) for n in sorted(scanned, key=len, reverse=True)), options
-            )
-        except (re2.error, UnicodeEncodeError):  # over the memory bound, a lone surrogate
-            plain = list(by_name)
-    for text in texts:
-        count_plainly(text, plain)
-        if pattern is None:  # every name was counted plainly
-            continue
-        try:
-            matches = [(m.group(0), m.end()) for m in pattern.finditer(text)]
-        except UnicodeEncodeError:  # a lone surrogate in the text
-            count_plainly(text, scanned)
-            continue
-        name_hits: Counter[str] = Counter()
-        path_hits: Counter[str] = Counter()
-        for name, end in matches:
-            name_hits[name] += 1
-            for path in by_name[name]:
-                if end >= len(path) and text.startswith(path, end - len(path)):
-                    path_hits[path] += 1
-        for name, count in name_hits.items():
-            for path in by_name[name]:
-                mentions[path] += path_hits[path] or count
-    return mentions
-
-
-def rank_touched_files(messages: Sequence[BaseMessage]) -> list[TouchedFile]:
-    """Files the conversation touched: modified first, then most mentioned, then newest."""
-    modified: Counter[str] = Counter()
+def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
+    """Files the conversation wrote or edited, the one touched last (read or changed)
+    first."""
     last: dict[str, int] = {}
+    edits: dict[str, str | None] = {}
     for i, msg in enumerate(messages):
         if isinstance(msg, AIMessage):
             for call in msg.tool_calls:
                 spec = tool_spec(call["name"])
                 if spec.files_role is None or spec.path_arg is None:
                     continue
-                path = (call.get("args") or {}).get(spec.path_arg)
+                args = call.get("args") or {}
+                path = args.get(spec.path_arg)
                 if not isinstance(path, str) or not path:
                     continue
                 if spec.files_role == "writes":
-                    modified[path] += 1
+                    new = args.get("new_string") if spec.ledger == "edit" else None
+                    edits[path] = new if isinstance(new, str) and new.strip() else None
                 last[path] = i
-    if not last:
-        return []
-    # Re-injected copies name their file in a header; counting them would make the
-    # files of the previous compaction win every later one.
-    texts = [m.text for m in messages if agentgraph_kind(m) not in CONTEXT_KINDS]
-    mentions = count_mentions(texts, list(last))
-    files = [TouchedFile(p, p in modified, mentions[p], last[p], modified[p]) for p in last]
-    return sorted(files, key=lambda f: (not f.modified, -f.mentions, -f.last_index))
+    files = [ChangedFile(path, last[path], new) for path, new in edits.items()]
+    return sorted(files, key=lambda f: -f.last_index)
 
 
-def _read_fresh(
-    workspace: Path, rel: str, max_tokens: int, count: Callable[[str], int]
-) -> str | None:
-    """Read up to REINJECT_MAX_LINES of a workspace file; None when unreadable or outside."""
+def _fresh_lines(workspace: Path, rel: str) -> list[str] | None:
+    """A workspace file's lines as they are on disk; None when unreadable, binary or
+    outside the workspace."""
     try:
         # As the tools resolved it when the model wrote it (its spelling of the path).
         path = resolve_in_workspace(workspace, rel)
@@ -662,11 +609,48 @@ def _read_fresh(
             raw = fh.read()
     except (OSError, ToolError):
         return None
-    lines = raw.decode("utf-8", errors="replace").splitlines()
+    return raw.decode("utf-8", errors="replace").splitlines()
+
+
+def _numbered(lines: Sequence[str], first: int) -> str:
+    """``lines`` numbered as read_file numbers them, the first as line ``first``."""
+    return "\n".join(f"{first + n:6}\t{line}" for n, line in enumerate(lines))
+
+
+def _read_fresh(
+    workspace: Path, rel: str, max_tokens: int, count: Callable[[str], int]
+) -> str | None:
+    """Read up to REINJECT_MAX_LINES of a workspace file; None when unreadable or outside."""
+    lines = _fresh_lines(workspace, rel)
+    if lines is None:
+        return None
     shown = lines[:REINJECT_MAX_LINES]
-    body = "\n".join(f"{n + 1:6}\t{line}" for n, line in enumerate(shown))
-    body = truncate_text(body, max_tokens, count=count).text
+    body = truncate_text(_numbered(shown, 1), max_tokens, count=count).text
     return REINJECTED_FILE_TEMPLATE.format(path=rel, shown=len(shown), total=len(lines), body=body)
+
+
+def _read_around_edit(
+    workspace: Path, rel: str, new_text: str, max_tokens: int, count: Callable[[str], int]
+) -> str | None:
+    """The lines of a workspace file around the first place ``new_text`` (an edit's new
+    text) is, ``REINJECT_EXCERPT_CONTEXT_LINES`` either side; None when the file is
+    unreadable or outside the workspace, or no longer holds that text."""
+    lines = _fresh_lines(workspace, rel)
+    if lines is None:
+        return None
+    text, new = "\n".join(lines), new_text.strip("\n")
+    at = text.find(new)
+    if at < 0:
+        return None  # changed since: the ledger says it was edited, read_file shows how
+    start = text.count("\n", 0, at)
+    end = start + new.count("\n")
+    first = max(start - REINJECT_EXCERPT_CONTEXT_LINES, 0)
+    last = min(end + REINJECT_EXCERPT_CONTEXT_LINES, len(lines) - 1)
+    body = _numbered(lines[first : last + 1], first + 1)
+    body = truncate_text(body, max_tokens, count=count).text
+    return REINJECTED_EXCERPT_TEMPLATE.format(
+        path=rel, first=first + 1, last=last + 1, total=len(lines), body=body
+    )
 
 
 def _instructions(focus: str | None) -> str:
@@ -1632,24 +1616,27 @@ class Compactor:
     ) -> list[tuple[str, HumanMessage]]:
         if not workspace or total <= 0:
             return []
-        each = max(total // REINJECT_MAX_FILES, 200)
+        each = max(total // REINJECT_SHARES, REINJECT_MIN_TOKENS)
         out: list[tuple[str, HumanMessage]] = []
         # Files only read are in the ledger (with their ranges) and the summary, one
         # read_file away: re-reading them took the room the compaction freed (on a long
         # read-only task 12 summaries instead of 10, and 10% more prompt tokens, in
-        # bench_context_v3). Of the files changed, those being worked on: the one
-        # touched last, and those changed more than once; a file changed once and left
-        # is done, in the ledger as changed (re-read, five such files stayed in view
-        # through every cycle of the editing benchmark: 1.84M prompt tokens at 16k
-        # where deepagents sent 1.72M; 1.70M now).
-        changed = [t for t in rank_touched_files(messages) if t.modified]
-        latest = max(changed, key=lambda t: t.last_index, default=None)
-        for touched in changed:
-            if touched is not latest and touched.changes < 2:
-                continue
-            if len(out) >= REINJECT_MAX_FILES:
-                break
-            text = _read_fresh(Path(workspace), touched.path, each, self.counter.count_text)
+        # bench_context_v3). Of the files changed, those being worked on: the few
+        # touched last, each as the lines around its last edit (what a next edit of it
+        # replaces), whole when it was written whole. Older changes are done, in the
+        # ledger as changed: five files re-read whole stayed in view through every
+        # cycle of the editing benchmark (1.84M prompt tokens at 16k where deepagents
+        # sent 1.72M), and re-reading the files changed more than once re-read
+        # finished files on a task that changes each file twice, while the one
+        # waiting for its second change was read again by the model.
+        recent = changed_files(messages)
+        workdir = Path(workspace)
+        for touched in recent[:REINJECT_RECENT_FILES]:
+            count = self.counter.count_text
+            if touched.last_edit is None:
+                text = _read_fresh(workdir, touched.path, each, count)
+            else:
+                text = _read_around_edit(workdir, touched.path, touched.last_edit, each, count)
             if text is None:
                 continue
             out.append(

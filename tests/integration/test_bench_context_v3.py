@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_TIMEOUT_S = 300
 CELL = ["--quick", "--workload", "small-middle", "--persona", "silent"]
@@ -75,15 +77,18 @@ def test_a_summarizer_everywhere_adds_its_cells_to_every_workload() -> None:
     assert row["facts"] == row["facts_total"]
 
 
-def test_the_editing_workload_marks_every_file_done_and_shows_its_columns(
-    tmp_path: Path,
+@pytest.mark.parametrize("workload", ["edit-small", "edit-lag"])
+def test_the_editing_workloads_mark_every_file_done_and_show_their_columns(
+    tmp_path: Path, workload: str
 ) -> None:
-    """Each harness edits every file once (agentgraph's edit_file, the LangChain peer's
-    own), and the report adds the editing columns. agentgraph reads no file twice: a
-    compaction right after a read keeps that read in view for the model to edit from
-    (summarized only, the model read it again, its exact lines in no summary)."""
+    """Each harness edits every file (agentgraph's edit_file, the LangChain peer's own;
+    with a lag twice, started then done), and the report adds the editing columns.
+    agentgraph reads no file twice: a compaction right after a read keeps that read in
+    view for the model to edit from (summarized only, the model read it again, its exact
+    lines in no summary), and one while a file waits for its second edit shows the lines
+    around its first."""
     out = tmp_path / "edits.md"
-    args = ["--quick", "--workload", "edit-small", "--persona", "silent"]
+    args = ["--quick", "--workload", workload, "--persona", "silent"]
     args += ["--summarizer", "faithful", "--harness", "agentgraph"]
     args += ["--harness", "lc-summary-untrimmed", "--out", str(out)]
     proc = _bench(*args, "--json")
@@ -106,7 +111,7 @@ def test_the_editing_workload_runs_only_when_named() -> None:
     proc = _bench(*args)
     assert proc.returncode == 0, proc.stderr[-2000:]
     names = {row["workload"] for row in json.loads(proc.stdout)}
-    assert names and "edit-small" not in names
+    assert names and not names & {"edit-small", "edit-lag"}
 
 
 def test_files_runs_each_single_turn_workload_at_each_size_and_rejects_zero() -> None:

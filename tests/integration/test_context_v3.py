@@ -34,7 +34,9 @@ from tests.scenarios.stateless import (
     cut_summaries,
     is_summary,
     make_workspace,
+    marked_done,
     planted_codes,
+    rel_path,
     task_text,
 )
 
@@ -63,8 +65,10 @@ def _run(
     window: int = WINDOW_TOKENS,
     batch: int = 1,
     output_cap: int | None = None,
+    edits: bool = False,
+    lag: bool = False,
 ) -> tuple[Recorder, list[dict[str, Any]], FakeOpenAIServer, set[str]]:
-    paths = make_workspace(workspace, files=files, size=size, fact_at=fact_at)  # type: ignore[arg-type]
+    paths = make_workspace(workspace, files=files, size=size, fact_at=fact_at, edits=edits)  # type: ignore[arg-type]
     recorder = Recorder()
     model = ScriptedModel(Persona(persona, batch=batch), Summarizer(summarizer), recorder)
     events: list[dict[str, Any]] = []
@@ -81,12 +85,12 @@ def _run(
             OPENAI_API_KEY="sk-test",
             AGENTGRAPH_CONTEXT_WINDOW=str(window),
             AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-            MAX_LOOPS=str(3 * files + 20),
+            MAX_LOOPS=str((4 if lag else 3) * files + 20),
             **(env or {}),
         )
         with open_store(settings) as store:
             agent = Agent(settings, store, sleep=lambda _s: None)
-            agent.run_turn("v3", task_text(1, files), workspace, events.append)
+            agent.run_turn("v3", task_text(1, files, edits, lag), workspace, events.append)
             if question:
                 agent.run_turn("v3", QUESTION, workspace, events.append)
     assert server.violations == []
@@ -115,6 +119,31 @@ def test_a_stateless_model_reading_far_more_than_the_window_reads_each_file_once
     assert any(e["type"] == "compaction" for e in events)
     assert recorder.reports and codes_in(recorder.reports[-1]) == planted
     assert recorder.answers, "the task ended with an answer"
+
+
+@pytest.mark.parametrize("persona", ["silent", "re_reader"])
+def test_a_file_waiting_for_its_second_edit_is_not_read_again_after_a_compaction(
+    make_settings: Callable[..., Settings], workspace: Path, persona: PersonaKind
+) -> None:
+    """Each of 40 files marked started, then done once the next is started: at every
+    compaction one file waits for its second edit. The lines around its last change are
+    re-read into the view, so the model edits it on without reading it again (files
+    changed twice and left were re-read whole instead, and 8 of 100 files read twice)."""
+    files = 40
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=files,
+        persona=persona,
+        summarizer="faithful",
+        edits=True,
+        lag=True,
+    )
+    assert sum(e["type"] == "compaction" for e in events) >= 2
+    assert recorder.reread_files() == 0
+    assert recorder.reedited_files() == 0 and len(recorder.edits) == 2 * files
+    assert marked_done(workspace, [rel_path(i) for i in range(1, files + 1)]) == files
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
 
 
 @pytest.mark.parametrize(("persona", "tier"), [("silent", "compaction"), ("note_taker", "masking")])

@@ -15,6 +15,9 @@ question turn asks which codes the model remembers. An editing task also asks to
 each file done: every file has a line ``STATUS part_017: open`` to edit to ``done``,
 which the model edits only where it sees the open line (it reads the file first), so
 a harness that hides which files were changed makes it read them again or edit twice.
+An editing task with a lag marks each file ``started`` first and ``done`` only after the
+next file is started, so one file always waits for its second edit: the work a model
+comes back to, as it comes back to a module it edits, tests and edits again.
 
 Personas (:class:`Persona`), parameterised by tool names and argument keys so they drive
 agentgraph, LangChain ``create_agent`` peers and deepagents:
@@ -24,7 +27,12 @@ agentgraph, LangChain ``create_agent`` peers and deepagents:
   the report with the codes it sees, then answers. On an editing task it first marks
   each file done in order: an edit where the file's open status line is in view, else a
   read of it (a file is done once the request shows its edit call, its ``done`` line,
-  or a summary or ledger line naming it as edited).
+  or a summary or ledger line naming it as edited). With a lag: the first file not done
+  is started where its open line is in view; once it is, the next file is started, then
+  it is marked done where its started line is in view (a file shows as started by a
+  ``started`` line, a summary's ``Marked started`` line or a ledger line naming it
+  edited once; as done by a ``done`` line, ``Marked done`` or a ledger's ``edited ×2``);
+  a file whose line it must see but cannot is read first.
 * ``note_taker``: as ``silent``, with a one-line note of the codes of the latest tool
   result in every tool-calling reply.
 * ``re_reader``: as ``silent``, but a file it has read whose code it can no longer see is
@@ -79,22 +87,32 @@ PERSONAS: tuple[PersonaKind, ...] = ("silent", "note_taker", "re_reader")
 SUMMARIZERS: tuple[SummarizerKind, ...] = ("faithful", "lossy", "verbose", "terse")
 
 CODE_RE = re.compile(r"CODE (part_\d{3}): ([A-Z]+-\d{4})")
-# The line an editing task changes from ``open`` to ``done`` in every file.
-STATUS_RE = re.compile(r"STATUS (part_\d{3}): (open|done)")
+# The line an editing task changes from ``open`` to ``done`` in every file (with a lag:
+# to ``started``, then to ``done``).
+STATUS_RE = re.compile(r"STATUS (part_\d{3}): (open|started|done)")
 EDIT_TASK_PHRASE = ", mark it done"
+LAG_TASK_PHRASE = ", mark it started, then done once the next file is started"
 # A line naming files as edited: the summarizers' ``Marked done: part_001.txt, …`` and
 # a ledger's ``- logs/part_017.txt: edited (+1 −1 lines)`` or run ``… (49 files): edited``.
 EDITED_LINE_RE = re.compile(r"Marked done|\bedited\b")
 SUMMARY_EDITED = "Marked done"
+SUMMARY_STARTED = "Marked started"
+# With a lag, a file changed twice is done (the ledger's ``edited ×2``) and a file
+# changed once is started (``edited`` alone), as the summarizers' lines say.
+LAG_DONE_LINE_RE = re.compile(r"Marked done|\bedited ×\d")
+LAG_STARTED_LINE_RE = re.compile(r"Marked started|\bedited\b(?! ×)")
 NAME_RE = re.compile(r"(?<![\w.-])part_\d{3}\.txt(?![\w])")
 # The first user message of a task turn (its two names are not read evidence).
 TASK_MESSAGE_RE = re.compile(
     r"Read every file from \S*?part_(\d{3})\.txt to \S*?part_(\d{3})\.txt, one by one"
-    f"({re.escape(EDIT_TASK_PHRASE)})?"
+    f"({re.escape(EDIT_TASK_PHRASE)}|{re.escape(LAG_TASK_PHRASE)})?"
 )
 QUESTION = "Which codes do you remember? List them."
 # How a summary restates the turn (no file names: they would read as evidence).
-SUMMARY_TASK_RE = re.compile(r"Task: read log files (\d+)-(\d+)\b( and mark each done)?")
+SUMMARY_TASK_RE = re.compile(
+    r"Task: read log files (\d+)-(\d+)\b( and mark each done| and mark each started, then done)?"
+)
+SUMMARY_LAG_MARK = " and mark each started, then done"
 SUMMARY_QUESTION = "Open question: the user asked which codes are remembered."
 SUMMARY_WRITTEN = f"{REPORT_NAME}: written"
 # A write of the report as a transcript shows it to a summarizer, in text: agentgraph's
@@ -209,14 +227,16 @@ def marked_done(root: Path, paths: list[str]) -> int:
     )
 
 
-def task_text(first: int, last: int, edits: bool = False) -> str:
+def task_text(first: int, last: int, edits: bool = False, lag: bool = False) -> str:
     """The user message of a task turn over files ``first``..``last`` (with ``edits``:
-    marking each file done too)."""
-    mark = (
-        f"{EDIT_TASK_PHRASE} (edit its line `STATUS {NAME_PREFIX}NNN: open` to end in `done`)"
-        if edits
-        else ""
-    )
+    marking each file done too; with ``lag`` as well, started first and done once the
+    next file is started)."""
+    line = f"`STATUS {NAME_PREFIX}NNN: open`"
+    mark = ""
+    if edits and lag:
+        mark = f"{LAG_TASK_PHRASE} (edit its line {line} to end in `started`, later `done`)"
+    elif edits:
+        mark = f"{EDIT_TASK_PHRASE} (edit its line {line} to end in `done`)"
     return (
         f"Read every file from {rel_path(first)} to {rel_path(last)}, one by one{mark}, "
         f"note each file's code, then write {REPORT_NAME} listing them."
@@ -234,6 +254,7 @@ class Turn:
     first: int = 0
     last: int = 0
     edits: bool = False
+    lag: bool = False
 
 
 @dataclass(frozen=True)
@@ -250,6 +271,11 @@ class Evidence:
         edited: Basenames shown as marked done: an edit call or ``done`` status line
             naming them, or a line naming them as edited (a summary's, a ledger's).
         open: Basenames whose ``open`` status line is in view.
+        done: With a lag, basenames shown as marked done: a ``done`` status line, or a
+            line naming them ``Marked done`` or ``edited ×N``.
+        started: With a lag, basenames shown as started and not done: a ``started``
+            status line, or a line naming them ``Marked started`` or ``edited`` once.
+        started_view: Basenames whose ``started`` status line is in view, not done.
     """
 
     codes: frozenset[str]
@@ -258,6 +284,9 @@ class Evidence:
     written: bool
     edited: frozenset[str] = frozenset()
     open: frozenset[str] = frozenset()
+    done: frozenset[str] = frozenset()
+    started: frozenset[str] = frozenset()
+    started_view: frozenset[str] = frozenset()
 
     @property
     def coded(self) -> frozenset[str]:
@@ -317,8 +346,10 @@ def _ledger_state(m: re.Match[str]) -> tuple[int, int] | None:
 
 def _task_turn(match: re.Match[str]) -> Turn:
     """The task turn a task message or a summary's restatement names: its range, and
-    whether it asks to mark each file done."""
-    return Turn("task", int(match.group(1)), int(match.group(2)), match.group(3) is not None)
+    whether it asks to mark each file done (and with a lag)."""
+    mark = match.group(3)
+    lag = mark is not None and "started" in mark
+    return Turn("task", int(match.group(1)), int(match.group(2)), mark is not None, lag)
 
 
 def _text_events(text: str) -> list[tuple[int, int, str, Any]]:
@@ -354,11 +385,11 @@ def _text_events(text: str) -> list[tuple[int, int, str, Any]]:
     return sorted(events, key=lambda e: (e[0], e[1]))
 
 
-def edited_names(text: str) -> set[str]:
-    """Basenames a line of ``text`` names as edited (see ``EDITED_LINE_RE``)."""
+def edited_names(text: str, pattern: re.Pattern[str] = EDITED_LINE_RE) -> set[str]:
+    """Basenames a line of ``text`` matching ``pattern`` names (as edited by default)."""
     out: set[str] = set()
     for line in text.splitlines():
-        if EDITED_LINE_RE.search(line):
+        if pattern.search(line):
             out.update(NAME_RE.findall(line))
             for m in LEDGER_RUN_RE.finditer(line):
                 out.update(expand_run(m))
@@ -384,12 +415,16 @@ def scan(body: Mapping[str, Any]) -> Evidence:
     written = False
     last: str | None = None
     edited: set[str] = set()
-    opened: set[str] = set()
+    status: dict[str, set[str]] = {"open": set(), "started": set(), "done": set()}
+    done: set[str] = set()
+    started: set[str] = set()
     for kind, text in _segments(body):
         codes |= codes_in(text)
         edited |= edited_names(text)
+        done |= edited_names(text, LAG_DONE_LINE_RE)
+        started |= edited_names(text, LAG_STARTED_LINE_RE)
         for stem, state in STATUS_RE.findall(text):
-            (edited if state == "done" else opened).add(stem + NAME_SUFFIX)
+            status[state].add(stem + NAME_SUFFIX)
         if kind == "call" and REPORT_NAME in text and "write" in text.split(" ", 1)[0]:
             written = True
         for _pos, _order, event, value in _text_events(text):
@@ -410,8 +445,19 @@ def scan(body: Mapping[str, Any]) -> Evidence:
                 turn = value
             elif event == "written":
                 written = True
+    edited |= status["done"]
+    done |= status["done"]
+    opened = status["open"] - edited - status["started"]
     return Evidence(
-        frozenset(codes), read, turn, written, frozenset(edited), frozenset(opened - edited)
+        frozenset(codes),
+        read,
+        turn,
+        written,
+        frozenset(edited),
+        frozenset(opened),
+        frozenset(done),
+        frozenset((started | status["started"]) - done),
+        frozenset(status["started"] - done),
     )
 
 
@@ -473,13 +519,17 @@ class Persona:
             return {"content": NO_TASK_ANSWER}
         if ev.turn.kind == "question":
             return {"content": f"Codes I remember: {remembered}"}
-        if ev.turn.edits and (step := self.next_edit(ev, ev.turn)) is not None:
-            index, in_view = step
+        step = None
+        if ev.turn.edits:
+            step = self.next_lag_edit(ev, ev.turn) if ev.turn.lag else self.next_edit(ev, ev.turn)
+        if step is not None:
+            index, in_view, *states = step
+            old, new = states or ("open", "done")
             args = {self.path_key: self.path_prefix + rel_path(index)}
-            if not in_view:  # the open line must be seen before it is edited
+            if not in_view:  # the line must be seen before it is edited
                 return self._calls(body, self.read_tool, args)
-            args[self.old_key] = status_line(index, "open")
-            args[self.new_key] = status_line(index, "done")
+            args[self.old_key] = status_line(index, old)
+            args[self.new_key] = status_line(index, new)
             return self._calls(body, self.edit_tool, args)
         steps = self.next_reads(ev, ev.turn)
         if steps:
@@ -504,6 +554,26 @@ class Persona:
             name = basename(index)
             if name not in ev.edited:
                 return index, name in ev.open
+        return None
+
+    @staticmethod
+    def next_lag_edit(ev: Evidence, turn: Turn) -> tuple[int, bool, str, str] | None:
+        """The next edit of a task with a lag: (file number, whether the line it changes
+        is in view, the state it changes from, to), or None when every file is done.
+
+        The first file not done is started; once it is, the next file is started first
+        (when the range has one not yet started), then the file is marked done.
+        """
+        for index in range(turn.first, turn.last + 1):
+            name = basename(index)
+            if name in ev.done:
+                continue
+            if name not in ev.started:
+                return index, name in ev.open, "open", "started"
+            after = basename(index + 1)
+            if index < turn.last and after not in ev.started and after not in ev.done:
+                return index + 1, after in ev.open, "open", "started"
+            return index, name in ev.started_view, "started", "done"
         return None
 
     def next_read(self, ev: Evidence, turn: Turn) -> tuple[int, int] | None:
@@ -565,6 +635,7 @@ class Summarizer:
         head = [SUMMARY_HEADER]
         if ev.turn is not None and ev.turn.kind == "task":
             mark = " and mark each done" if ev.turn.edits else ""
+            mark = SUMMARY_LAG_MARK if ev.turn.lag else mark
             head.append(
                 f"Task: read log files {ev.turn.first}-{ev.turn.last}{mark} ({LOG_DIR}/"
                 f"{NAME_PREFIX}NNN{NAME_SUFFIX}), note each file's code, then write {REPORT_NAME}."
@@ -573,20 +644,23 @@ class Summarizer:
             head.append(SUMMARY_QUESTION)
         if self.kind == "terse":
             return {"content": " ".join(head)}
-        files = sorted(set(ev.read) | ev.coded | ev.edited)
+        lag = ev.turn is not None and ev.turn.lag
+        files = sorted(set(ev.read) | ev.coded | ev.edited | ev.started)
         codes = sorted(ev.codes)
-        edited = sorted(ev.edited)
+        edited = sorted(ev.done if lag else ev.edited)
+        started = sorted(ev.started) if lag else []
         if self.kind == "lossy":
-            files, codes, edited = files[::2], codes[::2], edited[::2]
+            files, codes, edited, started = files[::2], codes[::2], edited[::2], started[::2]
         written = f" {SUMMARY_WRITTEN}." if ev.written else ""
         head.append(f"Progress: {len(files)} files read, {len(codes)} codes noted.{written}")
         limited = any(LIMIT_RE.search(content_text(m.get("content"))) for m in body["messages"])
         if self.kind == "verbose" and not limited:
             by_file = {c.split(":", 1)[0].removeprefix("CODE ") + NAME_SUFFIX: c for c in codes}
-            done = set(edited)
+            done, begun = set(edited), set(started)
             lines = [
                 f"{self._entry(ev, name)}: {by_file.get(name, 'no code seen')}."
                 + (f" {SUMMARY_EDITED}." if name in done else "")
+                + (f" {SUMMARY_STARTED}." if name in begun else "")
                 + f" {FILLER}"
                 for name in files
             ]
@@ -595,6 +669,8 @@ class Summarizer:
         body_lines = [*head, f"Files read: {listed}", "Codes: " + "; ".join(codes)]
         if edited:
             body_lines.append(f"{SUMMARY_EDITED}: " + ", ".join(edited))
+        if started:
+            body_lines.append(f"{SUMMARY_STARTED}: " + ", ".join(started))
         return {"content": "\n".join(body_lines)}
 
     @staticmethod
@@ -617,7 +693,7 @@ class Recorder:
     main_calls: int = 0
     summary_calls: int = 0
     reads: list[tuple[str, int]] = field(default_factory=list)
-    edits: list[str] = field(default_factory=list)
+    edits: list[tuple[str, str]] = field(default_factory=list)
     reports: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -637,7 +713,8 @@ class Recorder:
                     offset = next((int(v) for k, v in args.items() if k == "offset"), 0)
                     self.reads.append((path.rsplit("/", 1)[-1], offset))
                 elif "edit" in call.get("name", "") and NAME_RE.search(path):
-                    self.edits.append(path.rsplit("/", 1)[-1])
+                    new = next((str(v) for k, v in args.items() if k.startswith("new")), "")
+                    self.edits.append((path.rsplit("/", 1)[-1], new))
                 elif path.endswith(REPORT_NAME):
                     self.reports.append(str(args.get("content", "")))
             if not calls:
@@ -651,8 +728,9 @@ class Recorder:
         return len({name for (name, _), n in seen.items() if n > 1})
 
     def reedited_files(self) -> int:
-        """Files with more than one edit call."""
-        return sum(n > 1 for n in Counter(self.edits).values())
+        """Files with an edit call made twice (the same replacement text): a change
+        made again because the request no longer showed it."""
+        return len({name for (name, _), n in Counter(self.edits).items() if n > 1})
 
 
 @dataclass(frozen=True)

@@ -54,11 +54,10 @@ from agentgraph.context.compaction import (
     Compactor,
     _instructions,
     carried_scale,
-    count_mentions,
+    changed_files,
     marker,
     only_unseen_results_since_boundary,
     own_identifiers,
-    rank_touched_files,
     render_transcript,
     says_of,
     since_last_boundary,
@@ -117,10 +116,12 @@ def _edited_last(history: list[BaseMessage], path: str) -> list[BaseMessage]:
     return [*history[:-2], *_as_edit(history[-2], history[-1], path)]
 
 
-def _as_edit(call: BaseMessage, result: BaseMessage, path: str) -> list[BaseMessage]:
-    """A read exchange of ``_history`` made an edit of ``path``."""
+def _as_edit(
+    call: BaseMessage, result: BaseMessage, path: str, new: str = "fresh"
+) -> list[BaseMessage]:
+    """A read exchange of ``_history`` made an edit of ``path`` (to ``new``)."""
     assert isinstance(call, AIMessage) and isinstance(result, ToolMessage)
-    args = {"path": path, "old_string": "fresh", "new_string": "fresh"}
+    args = {"path": path, "old_string": "fresh", "new_string": new}
     edit = {**call.tool_calls[0], "name": "edit_file", "args": args}
     done = result.model_copy(
         update={"name": "edit_file", "content": f"edited {path}: replaced 1 occurrence"}
@@ -193,14 +194,29 @@ def test_a_file_read_by_the_workspace_path_without_its_slash_is_reinjected(
     assert any("fresh file 11" in text for text in reinjected), reinjected
 
 
-def test_the_files_re_read_after_a_compaction_are_the_latest_changed_and_those_changed_again(
+def _reinjected(settings: Settings, workspace: Path, history: list[BaseMessage]) -> dict[str, str]:
+    """The files a manual compaction of ``history`` re-reads from disk: path -> text."""
+    outcome = _compactor(settings, ScriptedChatModel(["Progress: changed files."]))(
+        history, trigger="manual", system=[], tools=[], workspace=str(workspace)
+    )
+    assert outcome is not None
+    view = since_last_boundary(_apply(history, outcome.updates))
+    return {
+        m.additional_kwargs[AGENTGRAPH_KEY]["path"]: m.text
+        for m in view
+        if agentgraph_kind(m) == "reinjected_file"
+    }
+
+
+def test_the_files_re_read_after_a_compaction_are_the_last_edits_of_the_three_changed_last(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
-    """A task that changes file after file leaves each one done: of the files changed
-    once, only the one changed last is re-read from disk after a compaction, with those
-    changed more than once (worked on again). Five files changed once each stayed in
-    view through every cycle of the editing benchmark: a tenth of its prompt tokens
-    (1.84M at 16k against deepagents' 1.72M; 1.70M re-reading these)."""
+    """Each of the three files changed last shows the lines around its last edit (one
+    may wait for its next edit). Older changes are done: five files changed once each,
+    re-read whole, stayed in view through every cycle of the editing benchmark (1.84M
+    prompt tokens at 16k against deepagents' 1.72M), and a file changed twice long ago
+    is no more being worked on (re-read whole, finished files took the room on a task
+    changing each file twice)."""
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     _write_files(workspace, 12)
     history = _history(12)
@@ -209,17 +225,51 @@ def test_the_files_re_read_after_a_compaction_are_the_latest_changed_and_those_c
     for i, path in [(2, "f2.txt"), (3, "f2.txt"), *[(k, f"f{k}.txt") for k in range(5, 10)]]:
         at = 1 + 2 * i
         history[at : at + 2] = _as_edit(history[at], history[at + 1], path)
-    outcome = _compactor(settings, ScriptedChatModel(["Progress: changed files."]))(
-        history, trigger="manual", system=[], tools=[], workspace=str(workspace)
+    reinjected = _reinjected(settings, workspace, history)
+    assert set(reinjected) == {"f9.txt", "f8.txt", "f7.txt"}
+    for name in ("f9.txt", "f8.txt", "f7.txt"):
+        assert reinjected[name].startswith(f"[Lines around the last edit of {name}")
+        assert (
+            f"lines 1-1 of 1; read_file shows the rest]\n     1\tfresh file {name[1]}"
+            in (reinjected[name])
+        )
+
+
+@pytest.mark.parametrize("older", ["edited since", "written whole"])
+def test_the_lines_around_an_edit_are_its_new_text_and_three_lines_either_side(
+    make_settings: Callable[..., Settings], workspace: Path, older: str
+) -> None:
+    """Numbered as read_file numbers them. A file whose last edit's text it no longer
+    holds (changed since) shows nothing (the ledger names it); a file written whole is
+    re-read whole."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    _write_files(workspace, 12)
+    body = [f"line {n}" for n in range(1, 31)]
+    body[14:16] = ["STATUS part_015: started", "second new line"]
+    (workspace / "mod.py").write_text("\n".join(body) + "\n")
+    (workspace / "gone.py").write_text("nothing of the edit\n")
+    history = _history(12)
+    edits = [
+        (5, "gone.py", "was here"),
+        (6, "mod.py", "STATUS part_015: started\nsecond new line\n"),
+    ]
+    for i, path, new in edits:
+        at = 1 + 2 * i
+        history[at : at + 2] = _as_edit(history[at], history[at + 1], path, new)
+    if older == "written whole":
+        write = {**history[11].tool_calls[0], "name": "write_file"}  # type: ignore[attr-defined]
+        write["args"] = {"path": "gone.py", "content": "nothing of the edit\n"}
+        history[11] = history[11].model_copy(update={"tool_calls": [write]})
+    history[-2:] = _as_edit(history[-2], history[-1], "f11.txt")
+    reinjected = _reinjected(settings, workspace, history)
+    assert set(reinjected) == {"f11.txt", "mod.py"} | (
+        {"gone.py"} if older != "edited since" else set()
     )
-    assert outcome is not None
-    view = since_last_boundary(_apply(history, outcome.updates))
-    reinjected = {
-        m.additional_kwargs[AGENTGRAPH_KEY]["path"]
-        for m in view
-        if agentgraph_kind(m) == "reinjected_file"
-    }
-    assert reinjected == {"f2.txt", "f9.txt"}
+    if older == "written whole":
+        assert reinjected["gone.py"].startswith("[File re-read from disk after compaction: gone.py")
+    header, *lines = reinjected["mod.py"].split("\n")
+    assert header.endswith("— lines 12-19 of 30; read_file shows the rest]")
+    assert lines == [f"{n:6}\t{body[n - 1]}" for n in range(12, 20)]
 
 
 def test_a_summary_within_its_room_leaves_its_list_of_files_read_to_the_ledger(
@@ -316,57 +366,28 @@ def test_newest_turn_alone_over_budget_is_compacted_harder_without_looping(
     )
 
 
-def test_rank_touched_files_modified_then_mentions_then_recency() -> None:
-    def call(name: str, path: str, cid: str) -> AIMessage:
-        return AIMessage(content="", tool_calls=[{"name": name, "args": {"path": path}, "id": cid}])
+def test_changed_files_are_the_files_written_or_edited_the_one_touched_last_first() -> None:
+    """A read of a changed file touches it; a file only read is not changed; the last
+    change's new text is kept when it was an edit (an empty one shows nothing)."""
+
+    def call(name: str, cid: str, **args: str) -> AIMessage:
+        return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": cid}])
 
     msgs: list[BaseMessage] = [
-        HumanMessage("look at b.py and b.py and c.py"),
-        call("read_file", "a.py", "1"),
-        call("read_file", "b.py", "2"),
-        call("edit_file", "z.py", "3"),
-        call("read_file", "c.py", "4"),
+        call("edit_file", "1", path="a.py", old_string="x", new_string="y = 1"),
+        call("write_file", "2", path="b.py", content="all of b"),
+        call("edit_file", "3", path="c.py", old_string="x", new_string="\n"),
+        call("read_file", "4", path="only_read.py"),
+        call("read_file", "5", path="a.py"),
+        call("edit_file", "6", path="b.py", old_string="all", new_string="most"),
+        call("write_file", "7", path="d.py", content="d"),
     ]
-    ranked = [f.path for f in rank_touched_files(msgs)]
-    assert ranked == ["z.py", "b.py", "c.py", "a.py"]
-
-
-# Paths whose names are no substring of one another ("f1_x.py" is not in "f11_x.py"),
-# and filler that cannot form a name: there the one-pass count equals str.count's.
-_PATHS = [f"{d}/f{j}_x.py" for d in ("src", "lib/sub", "") for j in range(1, 13)]
-_PIECES = st.one_of(
-    st.sampled_from([p.lstrip("/") for p in _PATHS]),
-    st.sampled_from([Path(p).name for p in _PATHS]),
-    st.text(alphabet="abcde :\n", max_size=12),
-)
-
-
-@given(
-    texts=st.lists(st.lists(_PIECES, max_size=12).map("".join), max_size=6),
-    paths=st.lists(st.sampled_from([p.lstrip("/") for p in _PATHS]), min_size=1, unique=True),
-)
-def test_mentions_count_as_str_count_does(texts: list[str], paths: list[str]) -> None:
-    expected = {
-        path: sum(t.count(path) or t.count(Path(path).name) for t in texts) for path in paths
-    }
-    counted = count_mentions(texts, paths)
-    assert {path: counted[path] for path in paths} == expected
-
-
-def test_a_touched_name_inside_a_longer_touched_name_is_not_its_mention() -> None:
-    counted = count_mentions(["edit data.py, then a.py"], ["a.py", "src/data.py"])
-    assert counted["a.py"] == 1 and counted["src/data.py"] == 1
-
-
-def test_short_and_punctuation_names_are_counted_too() -> None:
-    texts = ["cd . && ls ./a", "see a and b.c"]
-    counted = count_mentions(texts, [".", "x/a", "b.c"])
-    assert counted == {".": 3, "x/a": 3, "b.c": 1}  # as str.count: "a" in "and" too
-
-
-def test_mentions_survive_lone_surrogates() -> None:
-    counted = count_mentions(["see a/b.py\ud800 and b.py"], ["a/b.py", "c/\ud800.py"])
-    assert counted["a/b.py"] == 1 and counted["c/\ud800.py"] == 0
+    assert [(f.path, f.last_index, f.last_edit) for f in changed_files(msgs)] == [
+        ("d.py", 6, None),
+        ("b.py", 5, "most"),
+        ("a.py", 4, "y = 1"),
+        ("c.py", 2, None),
+    ]
 
 
 def test_guard_recovers_from_a_provider_overflow_by_compacting(

@@ -292,10 +292,13 @@ def test_recorder_counts_reads_at_the_same_offset() -> None:
     assert recorder.reads[-1] == ("part_002.txt", 0) and recorder.reread_files() == 1
 
 
-def edit(call_id: str, path: str, index: int, result: str) -> list[dict[str, Any]]:
-    """An assistant edit call marking file ``index`` done, and its tool result."""
-    args = {"path": path, "old_string": status_line(index, "open")}
-    args["new_string"] = status_line(index, "done")
+def edit(
+    call_id: str, path: str, index: int, result: str, old: str = "open", new: str = "done"
+) -> list[dict[str, Any]]:
+    """An assistant edit call marking file ``index`` done (``old`` to ``new``), and its
+    tool result."""
+    args = {"path": path, "old_string": status_line(index, old)}
+    args["new_string"] = status_line(index, new)
     return exchange(call_id, "edit_file", args, result)
 
 
@@ -395,3 +398,104 @@ def test_recorder_counts_files_edited_twice(tmp_path: Path) -> None:
     assert text.splitlines()[:2] == [code_for(1), status_line(1, "open")]
     (tmp_path / paths[0]).write_text(text.replace(status_line(1, "open"), status_line(1, "done")))
     assert marked_done(tmp_path, paths) == 1
+
+
+def lag_step(*messages: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The call a persona makes on a task over files 1-3 with a lag, after ``messages``."""
+    task = {"role": "user", "content": task_text(1, 3, edits=True, lag=True)}
+    return call_of(Persona()(request(task, *messages)))
+
+
+def status_edit(index: int, old: str, new: str) -> tuple[str, dict[str, Any]]:
+    path = f"logs/part_00{index}.txt"
+    args = {"path": path, "old_string": status_line(index, old)}
+    return "edit_file", {**args, "new_string": status_line(index, new)}
+
+
+def test_a_task_with_a_lag_starts_the_next_file_before_marking_one_done() -> None:
+    task = {"role": "user", "content": task_text(1, 3, edits=True, lag=True)}
+    assert scan(request(task)).turn == Turn("task", 1, 3, edits=True, lag=True)
+    one = read("r1", "logs/part_001.txt", with_status(1))
+    start_one = edit("e1", "logs/part_001.txt", 1, "ok", "open", "started")
+    two = read("r2", "logs/part_002.txt", with_status(2))
+    start_two = edit("e2", "logs/part_002.txt", 2, "ok", "open", "started")
+    assert lag_step() == ("read_file", {"path": "logs/part_001.txt"})
+    assert lag_step(*one) == status_edit(1, "open", "started")
+    assert lag_step(*one, *start_one) == ("read_file", {"path": "logs/part_002.txt"})
+    assert lag_step(*one, *start_one, *two) == status_edit(2, "open", "started")
+    assert lag_step(*one, *start_one, *two, *start_two) == status_edit(1, "started", "done")
+    # File 1's started line no longer in view (its edit summarized): it is read again.
+    summary = {"role": "user", "content": "Marked started: part_001.txt"}
+    assert lag_step(summary, *two, *start_two) == ("read_file", {"path": "logs/part_001.txt"})
+    # The lines around its edit, re-read after a compaction, are enough to edit it.
+    around = {"role": "user", "content": f"2\t{status_line(1, 'started')}"}
+    assert lag_step(summary, around, *two, *start_two) == status_edit(1, "started", "done")
+    done_one = edit("e3", "logs/part_001.txt", 1, "ok", "started", "done")
+    after = (*one, *start_one, *two, *start_two, *done_one)
+    assert lag_step(*after) == ("read_file", {"path": "logs/part_003.txt"})
+    three = (*read("r3", "logs/part_003.txt", with_status(3)),)
+    start_three = edit("e4", "logs/part_003.txt", 3, "ok", "open", "started")
+    # The last file has no next one: it is marked done once it is started.
+    assert lag_step(*after, *three, *start_three) == status_edit(2, "started", "done")
+
+
+@pytest.mark.parametrize(
+    ("evidence", "done", "started"),
+    [
+        ("Marked done: part_001.txt\nMarked started: part_002.txt", {1}, {2}),
+        (
+            "- logs/part_001.txt: edited ×2 (+2 −2 lines)\n"
+            "- logs/part_002.txt: edited (+1 −1 lines)",
+            {1},
+            {2},
+        ),
+        (
+            "- logs/ part_001.txt … part_003.txt (3 files): edited ×2 (+6 −6 lines in all)",
+            {1, 2, 3},
+            set(),
+        ),
+        (
+            "- logs/ part_001.txt … part_003.txt (3 files): edited (+3 −3 lines in all)",
+            set(),
+            {1, 2, 3},
+        ),
+    ],
+)
+def test_with_a_lag_a_file_edited_once_is_started_and_twice_done(
+    evidence: str, done: set[int], started: set[int]
+) -> None:
+    task = {"role": "user", "content": task_text(1, 4, edits=True, lag=True)}
+    ev = scan(request(task, {"role": "user", "content": evidence}))
+    assert ev.done == {f"part_00{i}.txt" for i in done}
+    assert ev.started == {f"part_00{i}.txt" for i in started}
+    assert ev.started_view == set()
+
+
+def test_summarizers_restate_a_task_with_a_lag_and_the_files_started_and_done() -> None:
+    body = request(
+        {"role": "system", "content": SUMMARY_MARKER},
+        {"role": "user", "content": task_text(1, 4, edits=True, lag=True)},
+        *read("r1", "logs/part_001.txt", with_status(1)),
+        *edit("e1", "logs/part_001.txt", 1, "ok", "open", "started"),
+        *read("r2", "logs/part_002.txt", with_status(2)),
+        *edit("e2", "logs/part_002.txt", 2, "ok", "open", "started"),
+        *edit("e3", "logs/part_001.txt", 1, "ok", "started", "done"),
+    )
+    faithful = Summarizer("faithful")(body)["content"]
+    assert "Marked done: part_001.txt\nMarked started: part_002.txt" in faithful
+    restated = scan(request({"role": "user", "content": faithful}))
+    assert restated.turn == Turn("task", 1, 4, edits=True, lag=True)
+    assert (restated.done, restated.started) == ({"part_001.txt"}, {"part_002.txt"})
+    verbose = Summarizer("verbose")(body)["content"]
+    assert "Marked started." in verbose and "Marked done." in verbose
+    assert scan(request({"role": "user", "content": verbose})).started == {"part_002.txt"}
+
+
+def test_recorder_counts_an_edit_made_again_not_a_file_edited_twice() -> None:
+    recorder = Recorder()
+    for new in ("started", "done", "done"):
+        args = {"path": "logs/part_001.txt", "old_string": "a", "new_string": new}
+        recorder.observe({"tool_calls": [{"name": "edit_file", "arguments": args}]}, summary=False)
+        if new == "done" and recorder.reedited_files() == 0:
+            assert len(recorder.edits) == 2  # started, then done: two edits, none again
+    assert recorder.reedited_files() == 1

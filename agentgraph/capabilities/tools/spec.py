@@ -38,7 +38,8 @@ file change (``AGENTGRAPH_EDITS``, asked in ``ask`` mode) or a memory change
 
 FilesRole = Literal["reads", "writes"]
 """How a tool touches the file its path argument names: after a compaction the files
-the conversation touched are re-read into the prompt, those it wrote first."""
+the conversation wrote or edited and touched last (a read touches too) are re-read into
+the prompt."""
 
 LedgerKind = Literal["read", "write", "edit", "command", "subagent", "todos"]
 """The line a call adds to the ledger a compaction keeps (``agentgraph/context/ledger.py``);
