@@ -435,8 +435,8 @@ class ChangedFile:
     Attributes:
         path: Its path as the model wrote it.
         last_index: Index of the last message with a call reading or changing it.
-        last_edit: The new text of its last change when that was an edit; None when
-            it was written whole.
+        last_edit: The new text of its last change when that was an edit ("" for an
+            edit that only deleted); None when it was written whole.
     """
 
     path: str
@@ -585,9 +585,11 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
                 path = args.get(spec.path_arg)
                 if not isinstance(path, str) or not path:
                     continue
-                if spec.files_role == "writes":
-                    new = args.get("new_string") if spec.ledger == "edit" else None
-                    edits[path] = new if isinstance(new, str) and new.strip() else None
+                if spec.files_role == "writes" and spec.ledger == "edit":
+                    new = args.get("new_string")
+                    edits[path] = new if isinstance(new, str) else ""
+                elif spec.files_role == "writes":
+                    edits[path] = None
                 last[path] = i
     files = [ChangedFile(path, last[path], new) for path, new in edits.items()]
     return sorted(files, key=lambda f: -f.last_index)
@@ -633,12 +635,14 @@ def _read_around_edit(
     workspace: Path, rel: str, new_text: str, max_tokens: int, count: Callable[[str], int]
 ) -> str | None:
     """The lines of a workspace file around the first place ``new_text`` (an edit's new
-    text) is, ``REINJECT_EXCERPT_CONTEXT_LINES`` either side; None when the file is
-    unreadable or outside the workspace, or no longer holds that text."""
-    lines = _fresh_lines(workspace, rel)
+    text) is, ``REINJECT_EXCERPT_CONTEXT_LINES`` either side; None when the edit only
+    deleted (no text to place), the file is unreadable or outside the workspace, or it
+    no longer holds that text."""
+    new = new_text.strip("\n")
+    lines = _fresh_lines(workspace, rel) if new.strip() else None
     if lines is None:
         return None
-    text, new = "\n".join(lines), new_text.strip("\n")
+    text = "\n".join(lines)
     at = text.find(new)
     if at < 0:
         return None  # changed since: the ledger says it was edited, read_file shows how
@@ -1629,10 +1633,8 @@ class Compactor:
         # sent 1.72M), and re-reading the files changed more than once re-read
         # finished files on a task that changes each file twice, while the one
         # waiting for its second change was read again by the model.
-        recent = changed_files(messages)
-        workdir = Path(workspace)
-        for touched in recent[:REINJECT_RECENT_FILES]:
-            count = self.counter.count_text
+        workdir, count = Path(workspace), self.counter.count_text
+        for touched in changed_files(messages)[:REINJECT_RECENT_FILES]:
             if touched.last_edit is None:
                 text = _read_fresh(workdir, touched.path, each, count)
             else:

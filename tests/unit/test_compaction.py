@@ -235,13 +235,13 @@ def test_the_files_re_read_after_a_compaction_are_the_last_edits_of_the_three_ch
         )
 
 
-@pytest.mark.parametrize("older", ["edited since", "written whole"])
+@pytest.mark.parametrize("older", ["edited since", "only deleted", "written whole"])
 def test_the_lines_around_an_edit_are_its_new_text_and_three_lines_either_side(
     make_settings: Callable[..., Settings], workspace: Path, older: str
 ) -> None:
     """Numbered as read_file numbers them. A file whose last edit's text it no longer
-    holds (changed since) shows nothing (the ledger names it); a file written whole is
-    re-read whole."""
+    holds (changed since) or whose last edit only deleted shows nothing (the ledger names
+    it); a file written whole is re-read whole."""
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     _write_files(workspace, 12)
     body = [f"line {n}" for n in range(1, 31)]
@@ -250,7 +250,7 @@ def test_the_lines_around_an_edit_are_its_new_text_and_three_lines_either_side(
     (workspace / "gone.py").write_text("nothing of the edit\n")
     history = _history(12)
     edits = [
-        (5, "gone.py", "was here"),
+        (5, "gone.py", "" if older == "only deleted" else "was here"),
         (6, "mod.py", "STATUS part_015: started\nsecond new line\n"),
     ]
     for i, path, new in edits:
@@ -262,9 +262,8 @@ def test_the_lines_around_an_edit_are_its_new_text_and_three_lines_either_side(
         history[11] = history[11].model_copy(update={"tool_calls": [write]})
     history[-2:] = _as_edit(history[-2], history[-1], "f11.txt")
     reinjected = _reinjected(settings, workspace, history)
-    assert set(reinjected) == {"f11.txt", "mod.py"} | (
-        {"gone.py"} if older != "edited since" else set()
-    )
+    whole = {"gone.py"} if older == "written whole" else set()
+    assert set(reinjected) == {"f11.txt", "mod.py"} | whole
     if older == "written whole":
         assert reinjected["gone.py"].startswith("[File re-read from disk after compaction: gone.py")
     header, *lines = reinjected["mod.py"].split("\n")
@@ -368,7 +367,7 @@ def test_newest_turn_alone_over_budget_is_compacted_harder_without_looping(
 
 def test_changed_files_are_the_files_written_or_edited_the_one_touched_last_first() -> None:
     """A read of a changed file touches it; a file only read is not changed; the last
-    change's new text is kept when it was an edit (an empty one shows nothing)."""
+    change's new text is kept when it was an edit, None when it was a write."""
 
     def call(name: str, cid: str, **args: str) -> AIMessage:
         return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": cid}])
@@ -386,7 +385,7 @@ def test_changed_files_are_the_files_written_or_edited_the_one_touched_last_firs
         ("d.py", 6, None),
         ("b.py", 5, "most"),
         ("a.py", 4, "y = 1"),
-        ("c.py", 2, None),
+        ("c.py", 2, "\n"),
     ]
 
 
