@@ -131,6 +131,12 @@ SUMMARY_SHORTEN_ATTEMPTS = 1
 # halves the files left each time: four attempts cover the 15 files a compaction at a
 # 64k window summarizes (two left 4 of 30 codes to be read again there).
 SUMMARY_SUPPLEMENT_ATTEMPTS = 4
+# A text names a file by its name without the extension too (``part_017`` in a code
+# line ``CODE part_017: ORBIT-4402``), as a word of its own: a summary that kept the codes
+# of some files and the names of others said nothing of any of them by name alone, so
+# the supplement asked about every file of the part again. Shorter names are too common
+# a word to count.
+FILE_STEM_MIN_CHARS = 3
 # A summary over its share takes the room of the re-read files and of long kept outputs,
 # and then the room up to this share of the usable budget (the next compaction comes
 # sooner: a long task's facts may need it, and a summarizer asked to shorten them drops
@@ -685,8 +691,9 @@ def _written_summary(msg: BaseMessage) -> bool:
 
 
 def _names_file(text: str, path: str) -> bool:
-    """Whether ``text`` names ``path`` (as written, or by its file name)."""
-    return path in text or posixpath.basename(path) in text
+    """Whether ``text`` names ``path``: as written, by its file name, or by its file name
+    without the extension as a word of its own (:func:`_names_stem`)."""
+    return path in text or posixpath.basename(path) in text or _names_stem(text, path)
 
 
 def own_identifiers(readings: Mapping[str, str]) -> dict[str, set[str]]:
@@ -700,6 +707,23 @@ def own_identifiers(readings: Mapping[str, str]) -> dict[str, set[str]]:
         path: {w for w in words if shared[w] == 1 and w not in path}
         for path, words in found.items()
     }
+
+
+def _names_stem(text: str, path: str) -> bool:
+    """Whether ``text`` holds the file name of ``path`` without its extension as a word
+    of its own (``part_017`` in ``CODE part_017: ORBIT-4402``)."""
+    stem, extension = posixpath.splitext(posixpath.basename(path))
+    if not extension or len(stem) < FILE_STEM_MIN_CHARS:
+        return False
+    at = text.find(stem)
+    while at >= 0:
+        end = at + len(stem)
+        before = text[at - 1] if at else " "
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return True
+        at = text.find(stem, at + 1)
+    return False
 
 
 def says_of(text_ids: Collection[str], text: str, path: str, own: Collection[str]) -> bool:

@@ -356,6 +356,31 @@ def test_a_lossy_summarizer_at_a_64k_window_makes_no_file_read_twice(
     assert len(codes_in(recorder.answers[-1]) & planted) >= 20
 
 
+def test_a_lossy_summarizer_at_8k_leaves_an_editing_task_no_file_to_read_twice(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """At 8k a summarizer that keeps every other file's name and every other code names
+    the files of the coded half only in their code lines (``CODE part_017: …``): each
+    file a summary keeps something of counts as named, so the follow-up questions go to
+    the files it kept nothing of. Asked about every file of the part again, the files
+    left unsaid were re-read after each compaction until the spiral guard stopped the
+    re-reading model."""
+    files = 100
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=files,
+        persona="re_reader",
+        summarizer="lossy",
+        window=8192,
+        edits=True,
+    )
+    assert sum(e["type"] == "compaction" for e in events) >= 5
+    assert recorder.reread_files() == 0
+    assert marked_done(workspace, [rel_path(i) for i in range(1, files + 1)]) == files
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
+
+
 def test_a_verbose_summarizer_never_reaches_the_prompt_cut(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

@@ -1129,6 +1129,67 @@ def test_files_a_summary_names_but_keeps_nothing_of_are_asked_about_too(
     assert all(f"FACT-{i}" not in first for i in range(0, 12, 2))
 
 
+def _renamed(history: list[BaseMessage], name: str) -> list[BaseMessage]:
+    """``history`` with each ``f{i}.txt`` read and named as ``name.format(i)``."""
+
+    def rename(text: str) -> str:
+        return re.sub(r"\bf(\d+)\.txt", lambda m: name.format(int(m.group(1))), text)
+
+    out: list[BaseMessage] = []
+    for m in history:
+        if isinstance(m, AIMessage) and m.tool_calls:
+            calls = [{**c, "args": {"path": rename(c["args"]["path"])}} for c in m.tool_calls]
+            m = m.model_copy(update={"tool_calls": calls})
+        elif isinstance(m, ToolMessage):
+            m = m.model_copy(update={"content": rename(m.text)})
+        out.append(m)
+    return out
+
+
+def test_a_file_a_summary_names_without_its_extension_beside_its_fact_is_not_asked_about(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A summary that keeps the facts of every other file in lines naming each file
+    without its extension (``mod_02: FACT-2``, as a code line names its file) and names
+    the rest by file name without their facts: only the rest are asked about (by file
+    name alone every file of the part was asked about again, and a summarizer that halves
+    what it is asked about left two codes of 100 unsaid at 32k)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+
+    def facts_by_stem(messages: list[BaseMessage]) -> str:
+        found = sorted({int(n) for n in re.findall(r"FACT-(\d+)", messages[-1].text)})
+        kept = " ".join(f"mod_{i:02}: FACT-{i}." for i in found[::2])
+        return f"Handoff summary. {kept} Also read: " + ", ".join(
+            f"mod_{i:02}.py" for i in found[1::2]
+        )
+
+    summarizer = ScriptedChatModel([facts_by_stem])
+    history = _renamed(_fact_history(12, lines=20, noted=False), "mod_{:02}.py")
+    outcome = _compactor(settings, summarizer)(history, trigger="auto", system=[], tools=[])
+    assert outcome is not None and not outcome.record["fallback"]
+    first = summarizer.calls[1][-1].text
+    asked = sorted({int(n) for n in re.findall(r"\bmod_(\d+)\.py", first)})
+    assert asked == list(range(1, 12, 2))
+    summary = next(m for m in outcome.updates if agentgraph_kind(m) == "summary").text
+    assert set(re.findall(r"FACT-\d+", summary)) == {f"FACT-{i}" for i in range(12)}
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("CODE part_017: ORBIT-4402", True),
+        ("see logs/part_017 for it", True),
+        ("part_0170 and xpart_017 and part_017x", False),
+        ("a is a letter", False),  # a.py: too short a name to count without its extension
+    ],
+)
+def test_a_file_is_named_by_its_name_without_the_extension_as_a_word(
+    text: str, named: bool
+) -> None:
+    path = "a.py" if text.startswith("a ") else "logs/part_017.txt"
+    assert says_of(identifiers(text), text, path, ()) is named
+
+
 def _fact_history(turns: int, *, lines: int, noted: bool) -> list[BaseMessage]:
     """Reads of ``f{i}.txt`` whose one fact ``FACT-{i}`` is on the middle line; with
     ``noted`` each next call's message restates the fact of the read before it (the
