@@ -35,7 +35,7 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool
 
 from agentgraph.capabilities.tools.base import ToolError
-from agentgraph.capabilities.tools.files import excerpt_of_read, page_of_read
+from agentgraph.capabilities.tools.files import edit_report_line, excerpt_of_read, page_of_read
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import LinkCensus, resolve_in_workspace
 from agentgraph.context.carry_over import (
@@ -443,11 +443,13 @@ class ChangedFile:
         last_index: Index of the last message with a call reading or changing it.
         last_edit: The new text of its last change when that was an edit ("" for an
             edit that only deleted); None when it was written whole.
+        edit_line: The line edit_file's report put that new text at, if it said.
     """
 
     path: str
     last_index: int
     last_edit: str | None
+    edit_line: int | None = None
 
 
 def marker(kind: str, **extra: Any) -> dict[str, Any]:
@@ -581,6 +583,7 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
     first."""
     last: dict[str, int] = {}
     edits: dict[str, str | None] = {}
+    edit_calls: dict[str, str] = {}  # path -> the id of its last change, if an edit
     for i, msg in enumerate(messages):
         if isinstance(msg, AIMessage):
             for call in msg.tool_calls:
@@ -594,10 +597,21 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
                 if spec.files_role == "writes" and spec.ledger == "edit":
                     new = args.get("new_string")
                     edits[path] = new if isinstance(new, str) else ""
+                    edit_calls[path] = str(call.get("id") or "")
                 elif spec.files_role == "writes":
                     edits[path] = None
+                    edit_calls.pop(path, None)
                 last[path] = i
-    files = [ChangedFile(path, last[path], new) for path, new in edits.items()]
+    wanted = set(edit_calls.values())
+    lines = {
+        m.tool_call_id: edit_report_line(m.text)
+        for m in messages
+        if isinstance(m, ToolMessage) and m.tool_call_id in wanted
+    }
+    files = [
+        ChangedFile(path, last[path], new, lines.get(edit_calls.get(path, "")))
+        for path, new in edits.items()
+    ]
     return sorted(files, key=lambda f: -f.last_index)
 
 
@@ -638,18 +652,32 @@ def _read_fresh(
 
 
 def _read_around_edit(
-    workspace: Path, rel: str, new_text: str, max_tokens: int, count: Callable[[str], int]
+    workspace: Path,
+    rel: str,
+    edit: ChangedFile,
+    max_tokens: int,
+    count: Callable[[str], int],
 ) -> str | None:
-    """The lines of a workspace file around the first place ``new_text`` (an edit's new
-    text) is, ``REINJECT_EXCERPT_CONTEXT_LINES`` either side; None when the edit only
-    deleted (no text to place), the file is unreadable or outside the workspace, or it
-    no longer holds that text."""
-    new = new_text.strip("\n")
+    """The lines of a workspace file around its last edit's new text,
+    ``REINJECT_EXCERPT_CONTEXT_LINES`` either side: where the edit's report put it when
+    the file holds it there, else the first place it is. None when the edit only deleted
+    (no text to place), the file is unreadable or outside the workspace, or it no longer
+    holds that text."""
+    new = (edit.last_edit or "").strip("\n")
     lines = _fresh_lines(workspace, rel) if new.strip() else None
     if lines is None:
         return None
     text = "\n".join(lines)
-    at = text.find(new)
+    at = -1
+    if edit.edit_line is not None and 1 <= edit.edit_line <= len(lines):
+        # The same text may be earlier in the file too (a common line): the report's
+        # line is the place this edit changed.
+        line_start = sum(len(line) + 1 for line in lines[: edit.edit_line - 1])
+        found = text.find(new, line_start)
+        if 0 <= found <= line_start + len(lines[edit.edit_line - 1]):
+            at = found
+    if at < 0:
+        at = text.find(new)
     if at < 0:
         return None  # changed since: the ledger says it was edited, read_file shows how
     start = text.count("\n", 0, at)
@@ -1662,7 +1690,7 @@ class Compactor:
             if touched.last_edit is None:
                 text = _read_fresh(workdir, touched.path, each, count)
             else:
-                text = _read_around_edit(workdir, touched.path, touched.last_edit, each, count)
+                text = _read_around_edit(workdir, touched.path, touched, each, count)
             if text is None:
                 continue
             out.append(

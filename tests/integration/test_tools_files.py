@@ -31,6 +31,7 @@ from agentgraph.capabilities.tools.files import (
     READ_FILE_MAX_LINE_CHARS,
     READ_FILE_MAX_LINES,
     compile_glob,
+    edit_report_line,
     human_size,
 )
 from agentgraph.capabilities.tools.search import (
@@ -412,6 +413,8 @@ def test_edit_file_replaces_a_unique_string(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text("a = 1\nb = 2\nc = 3\n")
     result = call(tmp_path, "edit_file", path="m.py", old_string="b = 2", new_string="b = 20")
     assert text(result) == "edited m.py: replaced 1 occurrence (first at line 2)"
+    assert edit_report_line(text(result)) == 2
+    assert edit_report_line("error: `b = 2` not found in m.py (first at line 2) or so") is None
     assert (tmp_path / "m.py").read_text() == "a = 1\nb = 20\nc = 3\n"
 
 

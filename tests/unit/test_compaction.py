@@ -271,6 +271,30 @@ def test_the_lines_around_an_edit_are_its_new_text_and_three_lines_either_side(
     assert lines == [f"{n:6}\t{body[n - 1]}" for n in range(12, 20)]
 
 
+@pytest.mark.parametrize(("reported", "shown"), [(20, (17, 23)), (9, (2, 8)), (None, (2, 8))])
+def test_the_lines_around_an_edit_are_where_its_report_put_them(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    reported: int | None,
+    shown: tuple[int, int],
+) -> None:
+    """New text that is earlier in the file too (a common line) is shown where the
+    edit's report says it went; a report that names a line without it, or none, falls
+    back to the first place it is."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    _write_files(workspace, 12)
+    body = [f"line {n}" for n in range(1, 31)]
+    body[4] = body[19] = "    return None"
+    (workspace / "mod.py").write_text("\n".join(body) + "\n")
+    history = _history(12)
+    call, result = _as_edit(history[13], history[14], "mod.py", "    return None")
+    report = f"edited mod.py: replaced 1 occurrence (first at line {reported})"
+    history[13:15] = [call, result.model_copy(update={"content": report if reported else "ok"})]
+    history[-2:] = _as_edit(history[-2], history[-1], "f11.txt")
+    header = _reinjected(settings, workspace, history)["mod.py"].split("\n")[0]
+    assert header.endswith(f"— lines {shown[0]}-{shown[1]} of 30; read_file shows the rest]")
+
+
 def test_a_summary_within_its_room_leaves_its_list_of_files_read_to_the_ledger(
     make_settings: Callable[..., Settings],
 ) -> None:

@@ -731,6 +731,18 @@ def edit_text_file(
     return f"edited {plan.shown}: replaced {plan.count} {noun} (first at line {plan.first_line})"
 
 
+# The line edit_file's report names, where the new text starts (the text before it is as
+# it was): what a compaction shows of a file changed last (agentgraph/context/compaction.py).
+_EDIT_FIRST_LINE_RE = re.compile(r"\(first at line (\d+)\)\Z")
+
+
+def edit_report_line(report: str) -> int | None:
+    """The line edit_file's ``report`` says its first replacement is at, or None for
+    any other text (a failed edit's error, a result cut or masked since)."""
+    found = _EDIT_FIRST_LINE_RE.search(report.strip())
+    return int(found.group(1)) if found else None
+
+
 # --------------------------------------------------------------------------- list_dir
 
 
