@@ -635,7 +635,8 @@ def _fresh_lines(workspace: Path, rel: str) -> list[str] | None:
 
 
 def _numbered(lines: Sequence[str], first: int) -> str:
-    """``lines`` numbered as read_file numbers them, the first as line ``first``."""
+    """``lines`` with their line numbers in six columns and a tab (as ``cat -n``), the
+    first as line ``first``."""
     return "\n".join(f"{first + n:6}\t{line}" for n, line in enumerate(lines))
 
 
@@ -652,19 +653,15 @@ def _read_fresh(
 
 
 def _read_around_edit(
-    workspace: Path,
-    rel: str,
-    edit: ChangedFile,
-    max_tokens: int,
-    count: Callable[[str], int],
+    workspace: Path, edit: ChangedFile, max_tokens: int, count: Callable[[str], int]
 ) -> str | None:
-    """The lines of a workspace file around its last edit's new text,
+    """The lines of the workspace file ``edit`` names around its last edit's new text,
     ``REINJECT_EXCERPT_CONTEXT_LINES`` either side: where the edit's report put it when
     the file holds it there, else the first place it is. None when the edit only deleted
     (no text to place), the file is unreadable or outside the workspace, or it no longer
     holds that text."""
     new = (edit.last_edit or "").strip("\n")
-    lines = _fresh_lines(workspace, rel) if new.strip() else None
+    lines = _fresh_lines(workspace, edit.path) if new.strip() else None
     if lines is None:
         return None
     text = "\n".join(lines)
@@ -687,7 +684,7 @@ def _read_around_edit(
     body = _numbered(lines[first : last + 1], first + 1)
     body = truncate_text(body, max_tokens, count=count).text
     return REINJECTED_EXCERPT_TEMPLATE.format(
-        path=rel, first=first + 1, last=last + 1, total=len(lines), body=body
+        path=edit.path, first=first + 1, last=last + 1, total=len(lines), body=body
     )
 
 
@@ -1690,7 +1687,7 @@ class Compactor:
             if touched.last_edit is None:
                 text = _read_fresh(workdir, touched.path, each, count)
             else:
-                text = _read_around_edit(workdir, touched.path, touched, each, count)
+                text = _read_around_edit(workdir, touched, each, count)
             if text is None:
                 continue
             out.append(

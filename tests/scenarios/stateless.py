@@ -109,10 +109,12 @@ TASK_MESSAGE_RE = re.compile(
 )
 QUESTION = "Which codes do you remember? List them."
 # How a summary restates the turn (no file names: they would read as evidence).
-SUMMARY_TASK_RE = re.compile(
-    r"Task: read log files (\d+)-(\d+)\b( and mark each done| and mark each started, then done)?"
-)
+SUMMARY_EDIT_MARK = " and mark each done"
 SUMMARY_LAG_MARK = " and mark each started, then done"
+SUMMARY_TASK_RE = re.compile(
+    r"Task: read log files (\d+)-(\d+)\b"
+    f"({re.escape(SUMMARY_EDIT_MARK)}|{re.escape(SUMMARY_LAG_MARK)})?"
+)
 SUMMARY_QUESTION = "Open question: the user asked which codes are remembered."
 SUMMARY_WRITTEN = f"{REPORT_NAME}: written"
 # A write of the report as a transcript shows it to a summarizer, in text: agentgraph's
@@ -348,7 +350,7 @@ def _task_turn(match: re.Match[str]) -> Turn:
     """The task turn a task message or a summary's restatement names: its range, and
     whether it asks to mark each file done (and with a lag)."""
     mark = match.group(3)
-    lag = mark is not None and "started" in mark
+    lag = mark in (LAG_TASK_PHRASE, SUMMARY_LAG_MARK)
     return Turn("task", int(match.group(1)), int(match.group(2)), mark is not None, lag)
 
 
@@ -523,8 +525,7 @@ class Persona:
         if ev.turn.edits:
             step = self.next_lag_edit(ev, ev.turn) if ev.turn.lag else self.next_edit(ev, ev.turn)
         if step is not None:
-            index, in_view, *states = step
-            old, new = states or ("open", "done")
+            index, in_view, old, new = step
             args = {self.path_key: self.path_prefix + rel_path(index)}
             if not in_view:  # the line must be seen before it is edited
                 return self._calls(body, self.read_tool, args)
@@ -547,13 +548,14 @@ class Persona:
         return {"content": f"Done: {REPORT_NAME} lists {len(ev.codes)} codes."}
 
     @staticmethod
-    def next_edit(ev: Evidence, turn: Turn) -> tuple[int, bool] | None:
-        """(file number, whether its open status line is in view) of the first file of
-        the turn's range not shown as marked done, or None when all are."""
+    def next_edit(ev: Evidence, turn: Turn) -> tuple[int, bool, str, str] | None:
+        """(file number, whether its open status line is in view, the state it changes
+        from, to) of the first file of the turn's range not shown as marked done, or None
+        when all are."""
         for index in range(turn.first, turn.last + 1):
             name = basename(index)
             if name not in ev.edited:
-                return index, name in ev.open
+                return index, name in ev.open, "open", "done"
         return None
 
     @staticmethod
@@ -634,8 +636,7 @@ class Summarizer:
         ev = scan(body)
         head = [SUMMARY_HEADER]
         if ev.turn is not None and ev.turn.kind == "task":
-            mark = " and mark each done" if ev.turn.edits else ""
-            mark = SUMMARY_LAG_MARK if ev.turn.lag else mark
+            mark = SUMMARY_LAG_MARK if ev.turn.lag else SUMMARY_EDIT_MARK if ev.turn.edits else ""
             head.append(
                 f"Task: read log files {ev.turn.first}-{ev.turn.last}{mark} ({LOG_DIR}/"
                 f"{NAME_PREFIX}NNN{NAME_SUFFIX}), note each file's code, then write {REPORT_NAME}."

@@ -239,7 +239,7 @@ def test_the_files_re_read_after_a_compaction_are_the_last_edits_of_the_three_ch
 def test_the_lines_around_an_edit_are_its_new_text_and_three_lines_either_side(
     make_settings: Callable[..., Settings], workspace: Path, older: str
 ) -> None:
-    """Numbered as read_file numbers them. A file whose last edit's text it no longer
+    """With their line numbers. A file whose last edit's text it no longer
     holds (changed since) or whose last edit only deleted shows nothing (the ledger names
     it); a file written whole is re-read whole."""
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
