@@ -47,6 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -318,13 +319,15 @@ def agentgraph_prefix(tmp: Path) -> Prefix:
 _WORKING_ARGS = ("path", "content", "old_string", "new_string")
 
 
-def same_tools(ws: Path, prefix: Prefix) -> list[BaseTool]:
+def same_tools(ws: Path, prefix: Prefix, extra: Sequence[BaseTool] = ()) -> list[BaseTool]:
     """agentgraph's tool schemas and its ``read_file`` output; the others answer an error.
 
     ``read_file`` renders as agentgraph's does (numbered lines), so the tool results are
-    the same bytes and only context management differs.
+    the same bytes and only context management differs. ``extra`` tools answer under
+    their names too, with the arguments they declare.
     """
-    working = {t.name: t for t in workspace_tools(ws, edits=True)}
+    working = {t.name: t for t in [*workspace_tools(ws, edits=True), *extra]}
+    taken = {t.name: tuple(t.args) for t in extra}
 
     def read_file(path: str) -> str:
         """agentgraph's read_file rendering of a workspace file."""
@@ -338,7 +341,8 @@ def same_tools(ws: Path, prefix: Prefix) -> list[BaseTool]:
 
         def call(_name: str = name, **kwargs: Any) -> str:
             if _name in working:
-                keep = {k: v for k, v in kwargs.items() if k in _WORKING_ARGS}
+                names = taken.get(_name, _WORKING_ARGS)
+                keep = {k: v for k, v in kwargs.items() if k in names}
                 return str(working[_name].invoke(keep))
             return f"Error: {_name} is not available in this benchmark"
 

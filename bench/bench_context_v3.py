@@ -62,6 +62,12 @@ The editing workloads run when named (``--workload edit-small``): the tables wit
 named ``WORKLOAD, N files``: a task's totals move with where its last compaction falls
 against its end, so a comparison made at one size is checked at several.
 
+``--shell`` makes the model read through ``run_bash`` (``cat F``; ``tail -n +K F`` to
+read on), as models trained on a shell do, its rows named ``WORKLOAD (shell)``; small-file
+workloads only (a persona reading through the shell sees no page note). The peers get a
+``run_bash`` answering those two commands as agentgraph's prints them (deepagents' own
+tools have no shell without a sandbox backend).
+
 Harnesses: ``agentgraph`` (the real Agent graph, its defaults, or the settings
 ``--agentgraph-setting AGENTGRAPH_NAME=VALUE`` gives it; the peers keep its default
 points); ``deepagents``
@@ -116,6 +122,7 @@ from langchain.agents.middleware import (
     SummarizationMiddleware,
 )
 from langchain_core.messages import AIMessage
+from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 from pydantic import ValidationError
@@ -134,6 +141,7 @@ from bench.bench_context_v2 import (
     agentgraph_prefix,
     agentgraph_triggers,
     billed_input,
+    in_workspace,
     peer_model,
     same_tools,
     summary_middleware,
@@ -144,6 +152,8 @@ from tests.scenarios.stateless import (
     NO_TASK_ANSWER,
     PERSONAS,
     QUESTION,
+    SHELL_READ_RE,
+    SHELL_TOOL,
     SUMMARIZERS,
     FactAt,
     PersonaKind,
@@ -205,6 +215,8 @@ class Workload:
         edits: Whether each task also asks to mark every file done (an edit a file).
         lag: With ``edits``, whether each file is marked started first and done once
             the next is started (two edits a file, one file always waiting).
+        shell: Whether the model reads through ``run_bash`` (``cat F``; ``tail -n +K
+            F`` to read on), as models trained on a shell do.
     """
 
     name: str
@@ -218,6 +230,7 @@ class Workload:
     batch: int = 1
     edits: bool = False
     lag: bool = False
+    shell: bool = False
 
     def texts(self) -> list[str]:
         """The user message of every turn, in order."""
@@ -384,19 +397,51 @@ class AgentgraphSession:
 _PREFIX: dict[str, Prefix] = {}
 
 
+def shell_tool(ws: Path) -> BaseTool:
+    """A ``run_bash`` for the peers that answers the shell-reading model's reads (``cat
+    F``, ``tail -n +K F``) as agentgraph's run_bash prints them: the lines, then ``[exit
+    code 0]``. Anything else exits 2: the persona sends nothing else."""
+
+    @tool(SHELL_TOOL)
+    def run_bash(command: str) -> str:
+        """Run a bash command in the workspace: stdout+stderr, then the exit code."""
+        found = SHELL_READ_RE.fullmatch(command.strip())
+        try:
+            if found is None:
+                raise ValueError(f"not supported in this benchmark: {command}")
+            # deepagents' paths are rooted at the workspace (its virtual mode).
+            target = in_workspace(ws, found.group(2).lstrip("/"))
+            lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
+        except (OSError, ValueError) as exc:
+            return f"{exc}\n[exit code 2]"
+        shown = "".join(lines[int(found.group(1) or 1) - 1 :])
+        if shown and not shown.endswith("\n"):
+            shown += "\n"
+        return f"{shown}[exit code 0]"
+
+    return run_bash
+
+
 def build_peer(
-    harness: str, server: FakeOpenAIServer, ws: Path, saver: InMemorySaver, edits: bool = False
+    harness: str,
+    server: FakeOpenAIServer,
+    ws: Path,
+    saver: InMemorySaver,
+    edits: bool = False,
+    shell: bool = False,
 ) -> Any:
     """A peer agent object on ``saver`` (a restart is a new one on the same saver);
-    ``edits``: the LangChain peers get an edit tool too."""
+    ``edits``: the LangChain peers get an edit tool too; ``shell``: every peer gets
+    :func:`shell_tool`."""
     model = peer_model(server, server.window or WINDOW)
-    system, tools = PEER_SYSTEM_PROMPT, workspace_tools(ws, edits=edits)
+    extra = [shell_tool(ws)] if shell else []
+    system, tools = PEER_SYSTEM_PROMPT, [*workspace_tools(ws, edits=edits), *extra]
     if harness.endswith(SAME_TOOLS):
         if "prefix" not in _PREFIX:  # agentgraph's, read once per process
             _PREFIX["prefix"] = agentgraph_prefix(ws.parent)
         prefix = _PREFIX["prefix"]
         system = prefix.system.replace(prefix.workspace, str(ws))
-        tools = same_tools(ws, prefix)
+        tools = same_tools(ws, prefix, extra)
         harness = harness.removesuffix(SAME_TOOLS)
     if harness == "deepagents":
         from deepagents import create_deep_agent
@@ -404,7 +449,11 @@ def build_peer(
 
         backend = FilesystemBackend(root_dir=ws, virtual_mode=True)
         return create_deep_agent(
-            model=model, system_prompt=PEER_SYSTEM_PROMPT, backend=backend, checkpointer=saver
+            model=model,
+            tools=extra,
+            system_prompt=PEER_SYSTEM_PROMPT,
+            backend=backend,
+            checkpointer=saver,
         )
     summary = summary_middleware(model)  # untrimmed: trim_tokens_to_summarize=None
     if harness == "lc-summary":
@@ -430,11 +479,12 @@ class PeerSession:
         cap: int,
         calls: Callable[[], int],
         edits: bool = False,
+        shell: bool = False,
     ) -> None:
         self.saver = InMemorySaver()
         self.cap = cap
         self.calls = calls
-        self.build = lambda: build_peer(harness, server, ws, self.saver, edits)
+        self.build = lambda: build_peer(harness, server, ws, self.saver, edits, shell)
         self.agent = self.build()
 
     def restart(self) -> None:
@@ -505,7 +555,7 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
     )
     planted = planted_codes(paths)
     recorder = Recorder()
-    persona = persona_for(cell.persona, cell.harness, load.batch)
+    persona = persona_for(cell.persona, cell.harness, load.batch, load.shell)
     model = ScriptedModel(persona, Summarizer(cell.summarizer), recorder)
     started = time.perf_counter()
     with FakeOpenAIServer(
@@ -518,7 +568,13 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
             )
         else:
             session = PeerSession(
-                cell.harness, server, ws, load.cap(), lambda: recorder.main_calls, load.edits
+                cell.harness,
+                server,
+                ws,
+                load.cap(),
+                lambda: recorder.main_calls,
+                load.edits,
+                load.shell,
             )
         stops: list[str] = []
         answers_before_question = 0
@@ -707,6 +763,12 @@ def main(argv: list[str] | None = None) -> None:
         "'WORKLOAD, N files'); repeatable",
     )
     parser.add_argument(
+        "--shell",
+        action="store_true",
+        help="the model reads through run_bash (cat) instead of read_file, its rows named "
+        "'WORKLOAD (shell)'; small-file workloads only",
+    )
+    parser.add_argument(
         "--agentgraph-setting",
         action="append",
         metavar="AGENTGRAPH_NAME=VALUE",
@@ -730,6 +792,15 @@ def main(argv: list[str] | None = None) -> None:
     ]
     if args.window != WINDOW:
         cells = [replace(c, load=replace(c.load, window=args.window)) for c in cells]
+    if args.shell:
+        if any(c.load.size != "small" for c in cells):
+            parser.error(
+                "--shell: the model pages no file through the shell; pick small-file workloads"
+            )
+        cells = [
+            replace(c, load=replace(c.load, name=f"{c.load.name} (shell)", shell=True))
+            for c in cells
+        ]
     if args.files:
         if min(args.files) < 1:
             parser.error("--files: give a number of files of at least 1")
@@ -757,6 +828,8 @@ def main(argv: list[str] | None = None) -> None:
             shown += [f"--{flag.replace('_', '-')}", value]
     if args.window != WINDOW:
         shown += ["--window", str(args.window)]
+    if args.shell:
+        shown += ["--shell"]
     for n in args.files or ():
         shown += ["--files", str(n)]
     for name, value in overrides:

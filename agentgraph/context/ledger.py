@@ -35,6 +35,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from agentgraph.capabilities.tools.files import read_span
 from agentgraph.capabilities.tools.spec import tool_spec
+from agentgraph.context.shell_reads import parse_shell_read, shell_read_lines
 from agentgraph.context.spiral import output_hash
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
@@ -75,6 +76,8 @@ LEDGER_FOLD_PASSES = 3
 _EXIT_RE = re.compile(r"\[exit code (-?\d+)[^\]]*\]\s*$")
 _TIMEOUT_RE = re.compile(r"\[timed out after [^\]]*\]\s*$")
 _NUMBERED_RE = re.compile(r"^(.*?)(\d+)(\D*)$")
+# Tools whose calls may read a file: read_file, and a shell command that is a plain read.
+_READ_KINDS = frozenset({"read", "command"})
 _TODO_MARK = {"done": "[x]", "in_progress": "[~]", "pending": "[ ]"}
 
 
@@ -246,6 +249,12 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             return None
+        # A plain read through the shell (``cat F``, ``sed -n '1,80p' F``) is a file
+        # read: the files read are what a summary's file list is checked against.
+        shown = parse_shell_read(command)
+        lines = None if shown is None else shell_read_lines(shown, result.text)
+        if shown is not None and lines is not None and (path := _norm_path(shown.path)):
+            return ("read", path, *lines)
         return ("command", command.strip(), _command_status(result))
     if kind == "subagent":
         return ("subagent", str(args.get("task") or "").strip(), _subagent_outcome(result))
@@ -273,7 +282,9 @@ def _first_results(messages: Sequence[BaseMessage]) -> dict[str, ToolMessage]:
 
 
 def read_calls(messages: Iterable[BaseMessage]) -> dict[str, str]:
-    """The id of every successful ``read_file`` call in ``messages`` and the path it read.
+    """The id of every successful file read in ``messages`` (a ``read_file`` call, or a
+    shell command that is a plain read, :mod:`agentgraph.context.shell_reads`) and the
+    path it read.
 
     Args:
         messages: Messages in history order (a call without its result is left out).
@@ -290,10 +301,10 @@ def read_calls(messages: Iterable[BaseMessage]) -> dict[str, str]:
         for call in msg.tool_calls:
             call_id = str(call.get("id") or "")
             result = results.get(call_id)
-            if result is None or tool_spec(str(call.get("name") or "")).ledger != "read":
+            if result is None or tool_spec(str(call.get("name") or "")).ledger not in _READ_KINDS:
                 continue
             entry = _entry(call, result)
-            if entry is not None:
+            if entry is not None and entry[0] == "read":
                 out[call_id] = str(entry[1])
     return out
 

@@ -24,6 +24,7 @@ from tests.cli_helpers import cli_env, run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.stateless import (
     QUESTION,
+    SHELL_TOOL,
     Persona,
     PersonaKind,
     Recorder,
@@ -67,10 +68,12 @@ def _run(
     output_cap: int | None = None,
     edits: bool = False,
     lag: bool = False,
+    shell: bool = False,
 ) -> tuple[Recorder, list[dict[str, Any]], FakeOpenAIServer, set[str]]:
     paths = make_workspace(workspace, files=files, size=size, fact_at=fact_at, edits=edits)  # type: ignore[arg-type]
     recorder = Recorder()
-    model = ScriptedModel(Persona(persona, batch=batch), Summarizer(summarizer), recorder)
+    persona_model = Persona(persona, batch=batch, shell_tool=SHELL_TOOL if shell else "")
+    model = ScriptedModel(persona_model, Summarizer(summarizer), recorder)
     events: list[dict[str, Any]] = []
     with FakeOpenAIServer(
         [model],
@@ -379,6 +382,33 @@ def test_a_lossy_summarizer_at_8k_leaves_an_editing_task_no_file_to_read_twice(
     assert recorder.reread_files() == 0
     assert marked_done(workspace, [rel_path(i) for i in range(1, files + 1)]) == files
     assert recorder.reports and codes_in(recorder.reports[-1]) == planted
+
+
+@pytest.mark.parametrize("edits", [False, True])
+def test_files_read_through_the_shell_are_not_read_twice_with_a_lossy_summarizer(
+    make_settings: Callable[..., Settings], workspace: Path, edits: bool
+) -> None:
+    """A model that reads with ``cat`` in run_bash, as models trained on a shell do, and
+    a summarizer that drops half of every list: the files the summary leaves unsaid are
+    asked about as files read with read_file are. Counted as commands, they were never
+    asked about, and the re-reading model read 49 of 100 files twice."""
+    files = 60
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=files,
+        persona="re_reader",
+        summarizer="lossy",
+        fact_at="middle",
+        edits=edits,
+        shell=True,
+    )
+    assert sum(e["type"] == "compaction" for e in events) >= 2
+    assert len(recorder.reads) >= files, "every file was read through the shell"
+    assert recorder.reread_files() == 0
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
+    if edits:
+        assert marked_done(workspace, [rel_path(i) for i in range(1, files + 1)]) == files
 
 
 def test_a_verbose_summarizer_never_reaches_the_prompt_cut(

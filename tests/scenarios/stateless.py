@@ -39,7 +39,10 @@ agentgraph, LangChain ``create_agent`` peers and deepagents:
   read again (the earliest first) before any new one: spirals show.
 
 Any persona may ask for several reads in one reply (``batch``), as models that call tools
-in parallel do: the next ones it would read one after the other.
+in parallel do: the next ones it would read one after the other. Any persona may read
+through a shell tool instead (``shell_tool``: ``cat logs/part_017.txt``, ``tail -n +88
+…`` to read on), as models trained on a shell do; it sees no page note then, so it is
+for files a read shows whole.
 
 Summarizers (:class:`Summarizer`), answering the harness's summary requests:
 ``faithful`` (every code, read file and file marked done it sees, and the task),
@@ -74,6 +77,7 @@ NAME_PREFIX = "part_"
 NAME_SUFFIX = ".txt"
 NAME_DIGITS = 3
 REPORT_NAME = "report.md"
+SHELL_TOOL = "run_bash"
 # Every summary marker the harnesses use: agentgraph's, then LangChain's/deepagents'.
 SUMMARY_MARKERS = (SUMMARY_MARKER, LANGCHAIN_SUMMARY_MARKER)
 SMALL_LINES = 36  # ~3 KB of log text
@@ -137,6 +141,8 @@ LEDGER_RUN_RE = re.compile(
 LEDGER_PARTIAL_RE = re.compile(
     r"(?<![\w.-])(part_\d{3}\.txt) \(lines (\d+)-(\d+)((?:, \d+-\d+)*)(?: of (\d+))?\)"
 )
+# A shell persona's read command: ``cat logs/part_017.txt``, ``tail -n +88 logs/…``.
+SHELL_READ_RE = re.compile(r"(?:cat|tail -n \+(\d+)) (\S*part_\d{3}\.txt)")
 LIMIT_RE = re.compile(r"at most ([\d,]+) tokens", re.IGNORECASE)
 TRUNCATION_RE = re.compile(r"…\d[\d,]* tokens truncated…|tokens truncated")
 # ~120 tokens (the server counts 4 characters a token) of prose per file mentioned.
@@ -499,6 +505,8 @@ class Persona:
             text replaced) and ``new_key`` (its replacement).
         batch: Reads asked for in one reply (the next ones :meth:`next_read` would
             ask for, one after the other), as models that call tools in parallel do.
+        shell_tool: When set, the name of a shell tool every read goes through, as a
+            ``command`` argument: ``cat PATH``, or ``tail -n +K PATH`` to read on.
     """
 
     kind: PersonaKind = "silent"
@@ -511,6 +519,7 @@ class Persona:
     old_key: str = "old_string"
     new_key: str = "new_string"
     batch: int = 1
+    shell_tool: str = ""
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         ev = scan(body)
@@ -607,6 +616,8 @@ class Persona:
         return out
 
     def _calls(self, body: Mapping[str, Any], name: str, *calls: dict[str, Any]) -> dict[str, Any]:
+        if self.shell_tool and name == self.read_tool:
+            name, calls = self.shell_tool, tuple(self._shell(c) for c in calls)
         reply: dict[str, Any] = {
             "tool_calls": [{"name": name, "arguments": args} for args in calls]
         }
@@ -615,12 +626,22 @@ class Persona:
             reply["content"] = "noted: " + ("; ".join(found) or "no code in the last result")
         return reply
 
+    def _shell(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        path = args[self.path_key]
+        offset = args.get(self.offset_key)
+        command = f"tail -n +{offset + 1} {path}" if offset else f"cat {path}"
+        return {"command": command}
 
-def persona_for(kind: PersonaKind, harness: str, batch: int = 1) -> Persona:
-    """The persona speaking ``harness``'s tool names and arguments."""
+
+def persona_for(kind: PersonaKind, harness: str, batch: int = 1, shell: bool = False) -> Persona:
+    """The persona speaking ``harness``'s tool names and arguments (``shell``: reading
+    through ``run_bash``)."""
+    shell_tool = SHELL_TOOL if shell else ""
     if harness == "deepagents":
-        return Persona(kind, path_key="file_path", path_prefix="/", batch=batch)
-    return Persona(kind, batch=batch)
+        return Persona(
+            kind, path_key="file_path", path_prefix="/", batch=batch, shell_tool=shell_tool
+        )
+    return Persona(kind, batch=batch, shell_tool=shell_tool)
 
 
 # --- summarizers ------------------------------------------------------------------------
@@ -710,7 +731,11 @@ class Recorder:
             for call in calls:
                 args = call.get("arguments") or {}
                 path = next((str(v) for k, v in args.items() if "path" in k), "")
-                if "read" in call.get("name", "") and NAME_RE.search(path):
+                shell = SHELL_READ_RE.fullmatch(str(args.get("command", "")))
+                if shell is not None:
+                    offset = int(shell.group(1)) - 1 if shell.group(1) else 0
+                    self.reads.append((shell.group(2).rsplit("/", 1)[-1], offset))
+                elif "read" in call.get("name", "") and NAME_RE.search(path):
                     offset = next((int(v) for k, v in args.items() if k == "offset"), 0)
                     self.reads.append((path.rsplit("/", 1)[-1], offset))
                 elif "edit" in call.get("name", "") and NAME_RE.search(path):

@@ -387,6 +387,35 @@ def test_read_calls_names_each_successful_read_by_its_call() -> None:
     assert read_calls([*history, pending]) == {"c1": "logs/a.txt", "c4": "src/app.py"}
 
 
+def _bash(n: int, command: str, result: str) -> list[BaseMessage]:
+    return _call(n, "run_bash", {"command": command}, result)
+
+
+def test_files_read_through_the_shell_are_files_read_and_nothing_else_is() -> None:
+    """``cat``, ``sed -n`` and ``tail -n +K`` read files as read_file does: they are listed
+    (and summaries checked against them) as files read, not as commands run."""
+    lines = "".join(f"line {i}\n" for i in range(1, 37))
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    for i in range(1, 6):
+        history += _bash(i, f"cat logs/part_{i:03d}.txt", f"{lines}[exit code 0]")
+    history += _bash(10, "sed -n '1,80p' src/app.py", f"{lines * 3}[exit code 0]")
+    history += _bash(11, "tail -n +201 src/app.py", f"{lines}[exit code 0]")
+    history += _bash(12, "cat gone.txt", "cat: gone.txt: No such file or directory\n[exit code 1]")
+    history += _bash(13, "cat notes.md | head", f"{lines}[exit code 0]")
+    text = render_ledger(collect_ledger(history))
+    assert "- logs/ part_001.txt … part_005.txt (5 files)" in text
+    assert "- src/ app.py (lines 1-80, 201-236 of 236)" in text
+    assert "$ cat logs/" not in text and "sed -n" not in text
+    assert "- $ cat gone.txt → exit 1" in text
+    assert "- $ cat notes.md | head → exit 0" in text
+    assert "notes.md (" not in text.split("Commands run")[0]
+    assert read_calls(history) == {
+        **{f"c{i}": f"logs/part_{i:03d}.txt" for i in range(1, 6)},
+        "c10": "src/app.py",
+        "c11": "src/app.py",
+    }
+
+
 def test_a_memo_shared_by_sessions_never_gives_one_call_the_entry_of_anothers_arguments() -> None:
     """Local servers number their call ids (``call_1``) in every session; two calls with
     the same id, tool and output but other arguments are two entries."""

@@ -16,6 +16,7 @@ from tests.scenarios.stateless import (
     LEDGER_RUN_RE,
     PERSONAS,
     QUESTION,
+    SHELL_TOOL,
     SMALL_LINES,
     SUMMARY_HEADER,
     SUMMARY_WRITTEN,
@@ -290,6 +291,31 @@ def test_recorder_counts_reads_at_the_same_offset() -> None:
         summary=False,
     )
     assert recorder.reads[-1] == ("part_002.txt", 0) and recorder.reread_files() == 1
+
+
+def test_a_shell_reader_reads_with_cat_and_reads_on_with_tail() -> None:
+    shell = Persona("re_reader", shell_tool=SHELL_TOOL)
+    body = two_files_read()
+    body["messages"][1]["content"] = task_text(1, 3)
+    assert call_of(shell(body)) == (SHELL_TOOL, {"command": "cat logs/part_003.txt"})
+    page = "1\tlog\n[showing lines 1-62 of 240; call read_file with offset=62 to continue]"
+    paged = request(
+        {"role": "user", "content": task_text(1, 2)}, *read("c1", "logs/part_001.txt", page)
+    )
+    assert call_of(shell(paged)) == (SHELL_TOOL, {"command": "tail -n +63 logs/part_001.txt"})
+    # A file read through the shell whose code is gone from view is read again.
+    gone = request(
+        {"role": "user", "content": task_text(1, 2)},
+        *exchange("c1", SHELL_TOOL, {"command": "cat logs/part_001.txt"}, "[masked]"),
+    )
+    assert call_of(shell(gone)) == (SHELL_TOOL, {"command": "cat logs/part_001.txt"})
+    recorder = Recorder()
+    for command in ("cat logs/part_001.txt", "tail -n +63 logs/part_001.txt", "ls logs"):
+        call = {"name": SHELL_TOOL, "arguments": {"command": command}}
+        recorder.observe({"tool_calls": [call]}, summary=False)
+    recorder.observe({"tool_calls": [shell(gone)["tool_calls"][0]]}, summary=False)
+    assert recorder.reads == [("part_001.txt", 0), ("part_001.txt", 62), ("part_001.txt", 0)]
+    assert recorder.reread_files() == 1
 
 
 def edit(

@@ -1,0 +1,165 @@
+"""Which lines of which file a shell command read: ``cat``, ``head``, ``sed -n``, ``tail``.
+
+Models trained on a shell read files with ``cat src/app.py`` or ``sed -n '40,80p'
+src/app.py`` as often as with read_file. Counted only as commands, those reads were
+missing from the progress ledger's files read, and so from everything keyed on it: a
+summary that left such a file unsaid was not asked about it, the ledger could not
+stand in for a summary's list of files, and a model that re-reads what it knows it
+read but can no longer see read half the files again behind a summarizer that drops
+half of what it sees.
+
+Only a command whose meaning is certain counts: one program of :data:`READ_PROGRAMS`
+on one file, with options that do not change which lines are shown, nothing the shell
+would expand (variables, globs, ``~``, substitutions) and no pipe, list, redirection or
+subshell. Anything else stays a command, as before. Which lines were read comes from the
+command and from how many lines it printed (a file shorter than the range asked ends
+sooner); a failed command, or an output cut anywhere, read nothing certain.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+__all__ = ["READ_PROGRAMS", "ShellRead", "parse_shell_read", "shell_read_lines"]
+
+# The programs whose one-file invocations count as reads.
+READ_PROGRAMS = ("cat", "nl", "head", "sed", "tail")
+# Lines ``head`` prints when it is not told how many.
+HEAD_DEFAULT_LINES = 10
+# ``cat``/``nl`` options that number or mark lines but show every one of them, one an
+# output line (``-s`` squeezes blank lines: the count would not be the file's).
+_WHOLE_OPTIONS = frozenset(
+    {"-n", "-b", "-A", "-E", "-T", "-v", "-e", "-t", "-ba", "--number", "--show-all"}
+)
+# Characters after which the shell would not pass the text as it stands: expansions,
+# globs, redirections, pipes, lists, subshells, comments, escapes, line breaks.
+_SHELL_SPECIAL_RE = re.compile(r"[$`*?\[\]{}~|&;<>()#\\\n\r!]")
+# The one ``$`` a sed range may hold, single-quoted: ``'40,$p'`` (the last line).
+_SED_TO_END_RE = re.compile(r"'(\d+),\$p'")
+_SED_SCRIPT_RE = re.compile(r"(\d+)(?:,(\d+|\$))?p")
+_COUNT_RE = re.compile(r"\d+")
+# How a run_bash result ends: its status line, on a line of its own.
+_STATUS_RE = re.compile(r"(?:(?<=\n)|\A)\[exit code (-?\d+)[^\]\n]*\]\s*\Z")
+# A cut made by the command's output buffer or by the tool output cap.
+_CUT_RE = re.compile(r"…\d[\d,]* (?:bytes|tokens) truncated…")
+
+
+@dataclass(frozen=True)
+class ShellRead:
+    """The lines a command asked to see of one file.
+
+    Attributes:
+        path: The file, as the command names it.
+        first: The first line shown (1-based).
+        last: The last line asked for; None for every line to the end of the file.
+    """
+
+    path: str
+    first: int
+    last: int | None
+
+
+def parse_shell_read(command: str) -> ShellRead | None:
+    """The file lines ``command`` shows, or None when it is not certainly a plain read.
+
+    Args:
+        command: A ``run_bash`` command line.
+
+    Returns:
+        ``cat F`` / ``nl F`` (with line-numbering options): every line; ``head -n N F``
+        (``-N``, ``-nN``, ``--lines=N``; 10 when not told): lines 1-N; ``sed -n 'A,Bp'
+        F`` (``Ap``, ``A,$p``): lines A-B; ``tail -n +K F`` (``-n+K``, ``--lines=+K``):
+        line K to the end. None for anything else.
+    """
+    if _SHELL_SPECIAL_RE.search(_SED_TO_END_RE.sub("", command)):
+        return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if len(words) < 2 or words[0] not in READ_PROGRAMS:
+        return None
+    program, args, path = words[0], words[1:-1], words[-1]
+    if path.startswith("-") or not path:
+        return None
+    if program in ("cat", "nl"):
+        return ShellRead(path, 1, None) if set(args) <= _WHOLE_OPTIONS else None
+    if program == "head":
+        count = _count_option(args, allow_plus=False)
+        if count is None:
+            return None
+        return ShellRead(path, 1, HEAD_DEFAULT_LINES if count == 0 else count)
+    if program == "tail":
+        count = _count_option(args, allow_plus=True)
+        if count is None or count <= 0:
+            return None
+        return ShellRead(path, count, None)
+    return _sed_read(args, path)
+
+
+def _count_option(args: list[str], *, allow_plus: bool) -> int | None:
+    """The line count of ``head``'s or ``tail``'s options: ``head`` returns the count (0:
+    none given), ``tail`` (``allow_plus``) the first line of a ``+K`` count; None when
+    the options say anything else (bytes, lines from the end, several files)."""
+    if not args:
+        return 0 if not allow_plus else None
+    if len(args) == 2 and args[0] == "-n":
+        value = args[1]
+    elif len(args) == 1 and args[0].startswith("--lines="):
+        value = args[0].removeprefix("--lines=")
+    elif len(args) == 1 and args[0].startswith("-n"):
+        value = args[0].removeprefix("-n")
+    elif len(args) == 1 and not allow_plus and args[0].startswith("-"):
+        value = args[0].removeprefix("-")
+    else:
+        return None
+    if allow_plus:
+        if not value.startswith("+"):
+            return None  # the last K lines: which they are depends on the file's length
+        value = value.removeprefix("+")
+    if _COUNT_RE.fullmatch(value) is None:
+        return None
+    count = int(value)
+    return count if count > 0 or allow_plus else None
+
+
+def _sed_read(args: list[str], path: str) -> ShellRead | None:
+    if len(args) != 2 or args[0] != "-n":
+        return None
+    found = _SED_SCRIPT_RE.fullmatch(args[1])
+    if found is None:
+        return None
+    first = int(found.group(1))
+    end = found.group(2)
+    last = first if end is None else None if end == "$" else int(end)
+    if first < 1 or (last is not None and last < first):
+        return None
+    return ShellRead(path, first, last)
+
+
+def shell_read_lines(read: ShellRead, result: str) -> tuple[int, int, int | None] | None:
+    """The lines a run_bash ``result`` of ``read`` showed: (first, last, file length
+    when the output shows it), or None when it showed nothing certain (a failed
+    command, an output cut, no status line).
+
+    Args:
+        read: What the command asked for (:func:`parse_shell_read`).
+        result: The tool's answer: the output, then ``[exit code N]``.
+    """
+    status = _STATUS_RE.search(result)
+    if status is None or status.group(1) != "0" or _CUT_RE.search(result):
+        return None
+    output = result[: status.start()]
+    printed = output.count("\n") + (0 if not output or output.endswith("\n") else 1)
+    if read.last is None:
+        # To the end: the file is as long as the lines before ``first`` and those printed.
+        total = read.first - 1 + printed
+        return (read.first, total, total) if printed else None
+    asked = read.last - read.first + 1
+    if printed < asked:
+        # The file ended first (sed prints nothing past it, head stops at its end).
+        total = read.first - 1 + printed
+        return (read.first, total, total) if printed else None
+    return read.first, read.last, None

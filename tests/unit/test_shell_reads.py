@@ -1,0 +1,149 @@
+"""Which file lines a shell command reads: only commands whose meaning is certain."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentgraph.context.shell_reads import (
+    HEAD_DEFAULT_LINES,
+    ShellRead,
+    parse_shell_read,
+    shell_read_lines,
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("cat src/app.py", ShellRead("src/app.py", 1, None)),
+        ("cat -n src/app.py", ShellRead("src/app.py", 1, None)),
+        ("nl -ba src/app.py", ShellRead("src/app.py", 1, None)),
+        ("cat 'my file.py'", ShellRead("my file.py", 1, None)),
+        ("  cat   a.py  ", ShellRead("a.py", 1, None)),
+        ("head src/app.py", ShellRead("src/app.py", 1, HEAD_DEFAULT_LINES)),
+        ("head -n 40 src/app.py", ShellRead("src/app.py", 1, 40)),
+        ("head -n40 src/app.py", ShellRead("src/app.py", 1, 40)),
+        ("head -40 src/app.py", ShellRead("src/app.py", 1, 40)),
+        ("head --lines=40 src/app.py", ShellRead("src/app.py", 1, 40)),
+        ("sed -n '40,80p' src/app.py", ShellRead("src/app.py", 40, 80)),
+        ("sed -n 40,80p src/app.py", ShellRead("src/app.py", 40, 80)),
+        ("sed -n '7p' src/app.py", ShellRead("src/app.py", 7, 7)),
+        ("sed -n '40,$p' src/app.py", ShellRead("src/app.py", 40, None)),
+        ("tail -n +88 src/app.py", ShellRead("src/app.py", 88, None)),
+        ("tail -n+88 src/app.py", ShellRead("src/app.py", 88, None)),
+        ("tail --lines=+88 src/app.py", ShellRead("src/app.py", 88, None)),
+    ],
+)
+def test_plain_reads_name_their_file_and_lines(command: str, expected: ShellRead) -> None:
+    assert parse_shell_read(command) == expected
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat",  # stdin
+        "cat -",
+        "cat a.py b.py",  # two files in one output
+        "cat -s a.py",  # squeezed blank lines: the count is not the file's
+        "cat *.py",
+        "cat $FILE",
+        "cat ~/notes.txt",
+        "cat a.py | head",
+        "cat a.py > b.py",
+        "cat a.py; rm b.py",
+        "cat a.py && echo ok",
+        "cat $(ls)",
+        "cat `ls`",
+        "cd src && cat app.py",
+        "LC_ALL=C cat a.py",
+        "head -c 100 a.py",
+        "head -n -5 a.py",  # all but the last five lines
+        "head -n 0 a.py",
+        "tail a.py",  # the last lines: which ones depends on the length
+        "tail -n 20 a.py",
+        "tail -n +0 a.py",
+        'sed -n "40,$p" a.py',  # $p in double quotes is a variable
+        "sed -n '40,80p;90p' a.py",
+        "sed -i 's/a/b/' a.py",
+        "sed -n '80,40p' a.py",
+        "sed -n '0p' a.py",
+        "sed '1,5p' a.py",  # without -n every line prints, some twice
+        "cat 'unterminated",
+        "grep -n x a.py",
+        "python a.py",
+    ],
+)
+def test_anything_else_is_not_a_read(command: str) -> None:
+    assert parse_shell_read(command) is None
+
+
+def _result(lines: int, exit_code: int = 0) -> str:
+    return "".join(f"line {i}\n" for i in range(1, lines + 1)) + f"[exit code {exit_code}]"
+
+
+def test_the_lines_shown_come_from_the_command_and_what_it_printed() -> None:
+    whole = ShellRead("a.py", 1, None)
+    assert shell_read_lines(whole, _result(36)) == (1, 36, 36)
+    # head of a longer file: its length is unknown; of a shorter one: it ended first.
+    assert shell_read_lines(ShellRead("a.py", 1, 40), _result(40)) == (1, 40, None)
+    assert shell_read_lines(ShellRead("a.py", 1, 40), _result(12)) == (1, 12, 12)
+    assert shell_read_lines(ShellRead("a.py", 30, 80), _result(20)) == (30, 49, 49)
+    assert shell_read_lines(ShellRead("a.py", 88, None), _result(10)) == (88, 97, 97)
+    # The status is a line of its own (run_bash ends the output's last line first).
+    assert shell_read_lines(whole, "a\nb[exit code 0]") is None
+    assert shell_read_lines(whole, "a\nb\n[exit code 0]\n") == (1, 2, 2)
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        _result(5, exit_code=1),
+        "cat: a.py: No such file or directory\n[exit code 1]",
+        "line 1\n[timed out after 30s; process group killed]",
+        "line 1\nline 2\n",  # no status line
+        "[exit code 0]",  # nothing printed
+        "line 1\n…4,096 bytes truncated…\nline 900\n[exit code 0]",
+        "line 1\n…1200 tokens truncated…\nline 900\n[exit code 0]",
+    ],
+)
+def test_a_failed_empty_or_cut_output_shows_nothing_certain(result: str) -> None:
+    assert shell_read_lines(ShellRead("a.py", 1, None), result) is None
+
+
+_NAMES = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_./-]{0,20}", fullmatch=True).filter(
+    lambda name: not name.startswith("-")
+)
+
+
+@given(_NAMES, st.integers(1, 10_000), st.integers(0, 10_000))
+def test_any_sed_range_of_any_quoted_path_is_read_as_written(
+    path: str, first: int, more: int
+) -> None:
+    command = f"sed -n '{first},{first + more}p' {shlex.quote(path)}"
+    assert parse_shell_read(command) == ShellRead(path, first, first + more)
+
+
+@given(st.text(max_size=40), st.sampled_from(["|", ";", "&&", ">", "<", "$(x)", "`x`", "*"]))
+def test_a_command_with_any_shell_construct_is_never_a_read(text: str, construct: str) -> None:
+    assert parse_shell_read(f"cat a.py {construct}{text}") is None
+    assert parse_shell_read(f"cat {construct}{text} a.py") is None
+
+
+@given(st.integers(1, 500), st.integers(0, 500), st.integers(0, 500))
+def test_the_span_never_exceeds_what_was_asked_or_printed(
+    first: int, more: int, printed: int
+) -> None:
+    read = ShellRead("a.py", first, first + more)
+    lines = shell_read_lines(read, _result(printed))
+    if printed == 0:
+        assert lines is None
+        return
+    assert lines is not None
+    start, last, total = lines
+    assert start == first
+    assert last == first + min(more + 1, printed) - 1
+    assert total is None or total == last
