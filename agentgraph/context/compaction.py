@@ -13,6 +13,7 @@ import json
 import math
 import os
 import posixpath
+import re
 import time
 import uuid
 from collections import Counter
@@ -740,15 +741,8 @@ def _names_stem(text: str, path: str) -> bool:
     stem, extension = posixpath.splitext(posixpath.basename(path))
     if not extension or len(stem) < FILE_STEM_MIN_CHARS:
         return False
-    at = text.find(stem)
-    while at >= 0:
-        end = at + len(stem)
-        before = text[at - 1] if at else " "
-        after = text[end] if end < len(text) else " "
-        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
-            return True
-        at = text.find(stem, at + 1)
-    return False
+    # ``\w`` is what str.isalnum() accepts and the underscore.
+    return re.search(rf"(?<!\w){re.escape(stem)}(?!\w)", text) is not None
 
 
 def says_of(text_ids: Collection[str], text: str, path: str, own: Collection[str]) -> bool:
@@ -1231,7 +1225,7 @@ class Compactor:
         names without their values are asked about once (:meth:`_values`). Failures
         keep ``summary`` as it is.
         """
-        reads = read_calls(summarized)
+        reads = read_calls(summarized, memo=self.ledger_memo)
         # The transcript (it holds every reading of ``summarized``): the copy a
         # compaction kept may be cut, masked or an excerpt, and its original before
         # that boundary is the whole reading.
@@ -1241,7 +1235,7 @@ class Compactor:
             fresh = set(reads.values())
             before = {
                 call_id: path
-                for call_id, path in read_calls(history).items()
+                for call_id, path in read_calls(history, memo=self.ledger_memo).items()
                 if path not in fresh and any(_names_file(m.text, path) for m in earlier)
             }
             reads = {**before, **reads}
@@ -1801,7 +1795,7 @@ class Compactor:
         }
         missing = {
             call_id
-            for call_id, path in read_calls(older).items()
+            for call_id, path in read_calls(older, memo=self.ledger_memo).items()
             if call_id not in skip and not _names_file(named, path)
         }
         if not missing or room <= 0:

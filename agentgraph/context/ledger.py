@@ -281,13 +281,17 @@ def _first_results(messages: Sequence[BaseMessage]) -> dict[str, ToolMessage]:
     return results
 
 
-def read_calls(messages: Iterable[BaseMessage]) -> dict[str, str]:
+def read_calls(
+    messages: Iterable[BaseMessage], *, memo: LedgerMemo | None = None
+) -> dict[str, str]:
     """The id of every successful file read in ``messages`` (a ``read_file`` call, or a
     shell command that is a plain read, :mod:`agentgraph.context.shell_reads`) and the
     path it read.
 
     Args:
         messages: Messages in history order (a call without its result is left out).
+        memo: Entries parsed by earlier calls (the ledger's), reused: a compaction asks
+            this of the whole transcript, every shell command of it included.
 
     Returns:
         Call id → normalized path, in call order.
@@ -303,7 +307,7 @@ def read_calls(messages: Iterable[BaseMessage]) -> dict[str, str]:
             result = results.get(call_id)
             if result is None or tool_spec(str(call.get("name") or "")).ledger not in _READ_KINDS:
                 continue
-            entry = _entry(call, result)
+            entry = memo.entry(call_id, call, result) if memo else _entry(call, result)
             if entry is not None and entry[0] == "read":
                 out[call_id] = str(entry[1])
     return out
