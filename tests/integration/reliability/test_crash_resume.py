@@ -21,9 +21,11 @@ from tests.integration.reliability.helpers import (
     wait_for,
 )
 
-# The killed command must still run when the test looks, however busy the machine: 30 s
-# ran out once while two benchmark runs shared its two CPUs with the suite. The test
-# never waits for it; the next agentgraph start stops it, and the cleanup kills it.
+# The killed command must still run when the test looks, however busy the machine. The
+# test never waits for it; the next agentgraph start stops it, and the cleanup kills it.
+# Any agentgraph start on the machine stops it (orphans are reaped for every home), so an
+# `agentgraph run` of a test in another worker between the SIGKILL and the liveness check
+# makes that check fail (seen in a full run with this 600 s sleep, so not its running out).
 SLOW_SLEEP_S = 600
 
 
