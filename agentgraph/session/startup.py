@@ -502,7 +502,7 @@ def start_session(
         ConfigError: The settings name no usable model endpoint.
     """
     from agentgraph.capabilities.mcp import MCP_WAIT_SLACK_S
-    from agentgraph.capabilities.tools.bash import kill_orphaned_commands
+    from agentgraph.capabilities.tools.bash import home_scope, kill_orphaned_commands
     from agentgraph.persistence import open_store
     from agentgraph.providers.model import check_model_config
     from agentgraph.session.agent import Agent
@@ -511,7 +511,8 @@ def start_session(
     check_model_config(settings)
     servers = open_mcp or (lambda: open_mcp_servers(settings, workspace, base_env))
     with open_store(settings) as store, servers() as mcp:
-        kill_orphaned_commands()  # left by an agentgraph that was killed mid-command
+        # Left by an agentgraph of this home that was killed mid-command.
+        kill_orphaned_commands(home_scope(settings.home))
         with building():
             titler = build_titler(settings, interactive=interactive)
             agent = Agent(settings, store, base_env=base_env, titler=titler, mcp=mcp)

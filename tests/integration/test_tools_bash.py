@@ -3,6 +3,8 @@
 import os
 import re
 import secrets
+import signal
+import subprocess
 import threading
 import tracemalloc
 from pathlib import Path
@@ -19,7 +21,10 @@ from agentgraph.capabilities.tools.bash import (
     BASH_KILL_GRACE_S,
     BASH_OUTPUT_MAX_BYTES,
     BASH_TIMEOUT_MAX_S,
+    COMMAND_MARKER_ENV,
     HeadTailBuffer,
+    home_scope,
+    kill_orphaned_commands,
     tool_environment,
 )
 from agentgraph.capabilities.tools.sandbox import SANDBOX_CACHE_DIR
@@ -193,6 +198,32 @@ def test_background_job_output_within_the_drain_window_is_kept(
 
 def test_kill_grace_constant_is_bounded() -> None:
     assert 0 < BASH_KILL_GRACE_S <= 10
+
+
+# --------------------------------------------------------------------------- orphans
+
+
+def test_an_orphan_is_stopped_only_by_a_start_of_its_own_home(tmp_path: Path) -> None:
+    """A command whose agentgraph died is reaped by its home's next start, not another's."""
+    mine, other = tmp_path / "home", tmp_path / "other"
+    mine.mkdir()
+    (tmp_path / "link").symlink_to(mine)
+    assert home_scope(tmp_path / "link") == home_scope(mine) != home_scope(other)
+    dead_owner = subprocess.Popen(["true"])
+    dead_owner.wait()
+    orphan = subprocess.Popen(
+        ["sleep", _marker()],
+        env={**os.environ, COMMAND_MARKER_ENV: f"{dead_owner.pid}-{home_scope(mine)}-0"},
+        start_new_session=True,
+    )
+    try:
+        assert kill_orphaned_commands(home_scope(other)) == 0
+        assert orphan.poll() is None
+        assert kill_orphaned_commands(home_scope(mine)) == 1
+        assert orphan.wait(timeout=HANG_GUARD_S) == -signal.SIGKILL
+    finally:
+        orphan.kill()
+        orphan.wait()
 
 
 # --------------------------------------------------------------------------- output size

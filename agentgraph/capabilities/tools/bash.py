@@ -16,6 +16,7 @@ is drained for at most :data:`BASH_DRAIN_S`, then the group is killed.
 
 import codecs
 import contextlib
+import hashlib
 import os
 import secrets
 import selectors
@@ -25,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from langchain_core.tools import BaseTool, tool
 
@@ -55,6 +57,8 @@ UTF8_MAX_CONTINUATION_BYTES = 3
 # Every command's processes inherit this variable, so the ones that left the process
 # group (setsid, daemonizing tools) are still found in /proc and killed.
 COMMAND_MARKER_ENV = "AGENTGRAPH_COMMAND_ID"
+MARKER_RANDOM_BYTES = 8
+HOME_SCOPE_HEX_DIGITS = 16
 PROC_DIR = "/proc"
 
 # The variables a command inherits from the agent's environment: what a shell and
@@ -242,18 +246,42 @@ def _marked_processes() -> Iterator[tuple[int, str]]:
                 break
 
 
-def kill_orphaned_commands() -> int:
-    """SIGKILL commands left running by an agentgraph process that no longer exists.
+def home_scope(home: Path) -> str:
+    """The tag that ties a command's marker to one ``AGENTGRAPH_HOME``.
+
+    Args:
+        home: The home whose sessions start the commands.
+
+    Returns:
+        Hex digits derived from the home's absolute path (no path is put into a
+        command's environment).
+    """
+    # realpath: two spellings of one home are one scope; it never raises on a loop.
+    absolute = os.path.realpath(home.expanduser())
+    digest = hashlib.sha256(absolute.encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()[:HOME_SCOPE_HEX_DIGITS]
+
+
+def kill_orphaned_commands(scope: str) -> int:
+    """SIGKILL commands of one home left running by an agentgraph that no longer exists.
 
     A SIGKILLed CLI cannot stop the command it was running (it has its own process
-    group, so the kill does not reach it); the next agentgraph start does.
+    group, so the kill does not reach it); the next agentgraph start of the same home
+    does. Other homes' commands are theirs to clean up: a start never reaches past its
+    own home (a second installation, or a test's CLI beside another's).
+
+    Args:
+        scope: :func:`home_scope` of the starting agentgraph's home.
 
     Returns:
         How many processes were signalled.
     """
     killed = 0
     for pid, marker in _marked_processes():
-        owner, _, _ = marker.partition("-")
+        owner, _, rest = marker.partition("-")
+        owner_scope, _, _ = rest.partition("-")
+        if owner_scope != scope:
+            continue
         if owner.isdigit() and int(owner) != os.getpid() and not pid_alive(int(owner)):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
@@ -320,6 +348,7 @@ def run_command(
     timeout_s: float,
     max_output_bytes: int = BASH_OUTPUT_MAX_BYTES,
     sandbox: Sequence[str] = (),
+    scope: str = "",
 ) -> BashResult:
     """Run ``bash -c command`` and collect its bounded output.
 
@@ -333,6 +362,8 @@ def run_command(
             from :func:`agentgraph.capabilities.tools.sandbox.sandbox_args`); empty: run directly.
             The launcher stays in the command's process group and takes its
             children down with it, so the group kill below works the same.
+        scope: :func:`home_scope` of the session's home: a later start of that home
+            stops the command if this process is killed before it can.
 
     Returns:
         The result; a non-zero exit or a timeout is data, not an exception.
@@ -341,9 +372,9 @@ def run_command(
         ToolError: The shell could not be started.
     """
     sink = HeadTailBuffer(max_output_bytes)
-    # "<our pid>-<random>": a later agentgraph can tell a command whose agentgraph
-    # was killed (SIGKILL leaves no chance to clean up) and stop it.
-    marker = f"{os.getpid()}-{secrets.token_hex(8)}"
+    # "<our pid>-<home scope>-<random>": a later agentgraph of the same home can tell a
+    # command whose agentgraph was killed (SIGKILL leaves no chance to clean up) and stop it.
+    marker = f"{os.getpid()}-{scope}-{secrets.token_hex(MARKER_RANDOM_BYTES)}"
     try:
         proc = subprocess.Popen(
             [*sandbox, BASH_EXECUTABLE, "-c", command],
@@ -466,6 +497,7 @@ def make_bash_tool(
     )
     plan = sandbox if sandbox is not None else sandbox_plan_for(settings, base_env)
     default_timeout_s = min(settings.bash_timeout_s, BASH_TIMEOUT_MAX_S)
+    scope = home_scope(settings.home)
 
     @tool("run_bash", parse_docstring=True)
     def run_bash(command: str, runtime: AgentToolRuntime, timeout_s: int | None = None) -> str:
@@ -492,7 +524,9 @@ def make_bash_tool(
             launcher = sandbox_args(plan.bwrap, workspace, network=plan.network)
             env["TMPDIR"] = SANDBOX_TMP_DIR  # the only writable temp dir in there
             env["XDG_CACHE_HOME"] = SANDBOX_CACHE_DIR  # ~/.cache is read-only in there
-        result = run_command(command, cwd=workspace, env=env, timeout_s=timeout, sandbox=launcher)
+        result = run_command(
+            command, cwd=workspace, env=env, timeout_s=timeout, sandbox=launcher, scope=scope
+        )
         return format_bash_result(result)
 
     run_bash.description += f" Timeout {default_timeout_s}s."

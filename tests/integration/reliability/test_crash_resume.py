@@ -22,11 +22,8 @@ from tests.integration.reliability.helpers import (
 )
 
 # The killed command must still run when the test looks, however busy the machine. The
-# test never waits for it; the next agentgraph start stops it, and the cleanup kills it.
-# Any agentgraph start on the machine stops it (orphans are reaped for every home): an
-# `agentgraph run` of a test in another worker between the SIGKILL and the liveness check
-# failed that check twice in full runs with this 600 s sleep, when the check came after a
-# `sessions list` start; it now comes right after the SIGKILL, a window of milliseconds.
+# test never waits for it; the next agentgraph start of the same home stops it, and the
+# cleanup kills it. Starts of other homes (other tests' CLIs, in other workers) leave it.
 SLOW_SLEEP_S = 600
 
 
@@ -63,11 +60,17 @@ def test_sigkill_during_a_tool_call_then_resume(home: Path, workspace: Path) -> 
             proc = spawn_cli(["run", "do both", "--thread", "crash-1"], cwd=workspace, env=env)
             wait_for(workspace / "slow_started", proc)
             sigkill(proc)
-            # The shell has its own process group, so the SIGKILL did not reach it. Looked
-            # at at once: any agentgraph start on the machine may stop it from now on.
+            # The shell has its own process group, so the SIGKILL did not reach it.
             shell = int((workspace / "slow.pid").read_text().split()[0])
             assert _alive(shell)
             assert server.violations == []
+        # A start of another home leaves this home's orphan alone.
+        other_home = home.parent / "other-home"
+        other_home.mkdir()
+        with FakeOpenAIServer([{"content": "elsewhere"}]) as server:
+            other = run_cli(["run", "hi"], cwd=workspace, env=agent_env(other_home, server))
+        assert other.returncode == 0, other.stderr
+        assert _alive(shell)
         # The session list counts what the killed turn stored, not only its prompt.
         listed = run_cli(["sessions", "list", "--json"], cwd=workspace, env=env)
         assert listed.returncode == 0, listed.stderr
