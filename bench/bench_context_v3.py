@@ -63,10 +63,12 @@ named ``WORKLOAD, N files``: a task's totals move with where its last compaction
 against its end, so a comparison made at one size is checked at several.
 
 ``--shell`` makes the model read through ``run_bash`` (``cat F``; ``tail -n +K F`` to
-read on), as models trained on a shell do, its rows named ``WORKLOAD (shell)``; small-file
-workloads only (a persona reading through the shell sees no page note). The peers get a
-``run_bash`` answering those two commands as agentgraph's prints them (deepagents' own
-tools have no shell without a sandbox backend).
+read on), as models trained on a shell do, its rows named ``WORKLOAD (shell)``;
+``--shell nl`` in numbered pages (``nl -ba F | sed -n '1,200p'``), as Codex's models
+read, its rows named ``WORKLOAD (shell, nl)``. Small-file workloads only (a persona
+reading through the shell sees no page note). The peers get a ``run_bash`` answering
+those commands as agentgraph's prints them (deepagents' own tools have no shell without
+a sandbox backend).
 
 Harnesses: ``agentgraph`` (the real Agent graph, its defaults, or the settings
 ``--agentgraph-setting AGENTGRAPH_NAME=VALUE`` gives it; the peers keep its default
@@ -152,13 +154,14 @@ from tests.scenarios.stateless import (
     NO_TASK_ANSWER,
     PERSONAS,
     QUESTION,
-    SHELL_READ_RE,
+    SHELL_STYLES,
     SHELL_TOOL,
     SUMMARIZERS,
     FactAt,
     PersonaKind,
     Recorder,
     ScriptedModel,
+    ShellStyle,
     Size,
     Summarizer,
     SummarizerKind,
@@ -169,6 +172,7 @@ from tests.scenarios.stateless import (
     marked_done,
     persona_for,
     planted_codes,
+    shell_read,
     task_text,
 )
 
@@ -217,6 +221,8 @@ class Workload:
             the next is started (two edits a file, one file always waiting).
         shell: Whether the model reads through ``run_bash`` (``cat F``; ``tail -n +K
             F`` to read on), as models trained on a shell do.
+        shell_style: How it reads there: ``cat`` (above) or ``nl`` (``nl -ba F | sed
+            -n 'K,Lp'``, numbered pages, as Codex's models do).
     """
 
     name: str
@@ -231,6 +237,7 @@ class Workload:
     edits: bool = False
     lag: bool = False
     shell: bool = False
+    shell_style: ShellStyle = "cat"
 
     def texts(self) -> list[str]:
         """The user message of every turn, in order."""
@@ -399,22 +406,27 @@ _PREFIX: dict[str, Prefix] = {}
 
 def shell_tool(ws: Path) -> BaseTool:
     """A ``run_bash`` for the peers that answers the shell-reading model's reads (``cat
-    F``, ``tail -n +K F``) as agentgraph's run_bash prints them: the lines, then ``[exit
-    code 0]``. Anything else exits 2: the persona sends nothing else."""
+    F``, ``tail -n +K F``, ``nl -ba F | sed -n 'K,Lp'``) as agentgraph's run_bash prints
+    them: the lines (numbered as ``nl -ba`` numbers them), then ``[exit code 0]``.
+    Anything else exits 2: the persona sends nothing else."""
 
     @tool(SHELL_TOOL)
     def run_bash(command: str) -> str:
         """Run a bash command in the workspace: stdout+stderr, then the exit code."""
-        found = SHELL_READ_RE.fullmatch(command.strip())
+        found = shell_read(command)
         try:
             if found is None:
                 raise ValueError(f"not supported in this benchmark: {command}")
+            path, first, last, numbered = found
             # deepagents' paths are rooted at the workspace (its virtual mode).
-            target = in_workspace(ws, found.group(2).lstrip("/"))
+            target = in_workspace(ws, path.lstrip("/"))
             lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
         except (OSError, ValueError) as exc:
             return f"{exc}\n[exit code 2]"
-        shown = "".join(lines[int(found.group(1) or 1) - 1 :])
+        picked = lines[first - 1 : last]
+        if numbered:
+            picked = [f"{first + i:6d}\t{line}" for i, line in enumerate(picked)]
+        shown = "".join(picked)
         if shown and not shown.endswith("\n"):
             shown += "\n"
         return f"{shown}[exit code 0]"
@@ -555,7 +567,7 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
     )
     planted = planted_codes(paths)
     recorder = Recorder()
-    persona = persona_for(cell.persona, cell.harness, load.batch, load.shell)
+    persona = persona_for(cell.persona, cell.harness, load.batch, load.shell, load.shell_style)
     model = ScriptedModel(persona, Summarizer(cell.summarizer), recorder)
     started = time.perf_counter()
     with FakeOpenAIServer(
@@ -764,9 +776,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--shell",
-        action="store_true",
-        help="the model reads through run_bash (cat) instead of read_file, its rows named "
-        "'WORKLOAD (shell)'; small-file workloads only",
+        nargs="?",
+        const="cat",
+        choices=SHELL_STYLES,
+        help="the model reads through run_bash instead of read_file: with cat (the default) "
+        "or nl (numbered pages: nl -ba F | sed -n 'K,Lp'), its rows named 'WORKLOAD "
+        "(shell)' or 'WORKLOAD (shell, nl)'; small-file workloads only",
     )
     parser.add_argument(
         "--agentgraph-setting",
@@ -797,8 +812,12 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(
                 "--shell: the model pages no file through the shell; pick small-file workloads"
             )
+        suffix = " (shell)" if args.shell == "cat" else f" (shell, {args.shell})"
         cells = [
-            replace(c, load=replace(c.load, name=f"{c.load.name} (shell)", shell=True))
+            replace(
+                c,
+                load=replace(c.load, name=c.load.name + suffix, shell=True, shell_style=args.shell),
+            )
             for c in cells
         ]
     if args.files:
@@ -829,7 +848,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.window != WINDOW:
         shown += ["--window", str(args.window)]
     if args.shell:
-        shown += ["--shell"]
+        shown += ["--shell"] if args.shell == "cat" else ["--shell", args.shell]
     for n in args.files or ():
         shown += ["--files", str(n)]
     for name, value in overrides:

@@ -1,4 +1,5 @@
-"""Which lines of which file a shell command read: ``cat``, ``head``, ``sed -n``, ``tail``.
+"""Which lines of which file a shell command read: ``cat``, ``head``, ``sed -n``, ``tail``,
+and numbered pages (``nl -ba F | sed -n 'A,Bp'``).
 
 Models trained on a shell read files with ``cat src/app.py`` or ``sed -n '40,80p'
 src/app.py`` as often as with read_file. Counted only as commands, those reads were
@@ -14,6 +15,12 @@ would expand (variables, globs, ``~``, substitutions) and no pipe, list, redirec
 subshell. Anything else stays a command, as before. Which lines were read comes from the
 command and from how many lines it printed (a file shorter than the range asked ends
 sooner); a failed command, or an output cut anywhere, read nothing certain.
+
+One pipe is read too: a program that numbers every line of one file (``nl -ba F``,
+``cat -n F``) into one that picks lines (``sed -n 'A,Bp'``, ``head -n N``, ``tail -n
++K``), the way Codex's models page through a file. A pipeline's status is its last
+program's, so a missing file exits 0 with the first one's complaint as its output; the
+numbers vouch for it instead: every line printed must carry the next number from ``A``.
 """
 
 from __future__ import annotations
@@ -26,6 +33,11 @@ __all__ = ["READ_PROGRAMS", "ShellRead", "parse_shell_read", "shell_read_lines"]
 
 # The programs whose one-file invocations count as reads.
 READ_PROGRAMS = ("cat", "nl", "head", "sed", "tail")
+# The options of a pipe's first program that number every line (``nl`` numbers only
+# non-blank lines unless told ``-ba``), in the default format ``%6d<TAB>``.
+_NUMBERING = {"cat": (("-n",), ("--number",)), "nl": (("-ba",), ("-b", "a"))}
+# A numbered output line: its number, right-aligned, then a tab.
+_NUMBERED_LINE_RE = re.compile(r" *(\d+)\t")
 # Lines ``head`` prints when it is not told how many.
 HEAD_DEFAULT_LINES = 10
 # ``cat``/``nl`` options that number or mark lines but show every one of them, one an
@@ -54,11 +66,14 @@ class ShellRead:
         path: The file, as the command names it.
         first: The first line shown (1-based).
         last: The last line asked for; None for every line to the end of the file.
+        numbered: The lines come numbered through a pipe, and only the numbers vouch
+            for them (see the module docstring).
     """
 
     path: str
     first: int
     last: int | None
+    numbered: bool = False
 
 
 def parse_shell_read(command: str) -> ShellRead | None:
@@ -71,15 +86,14 @@ def parse_shell_read(command: str) -> ShellRead | None:
         ``cat F`` / ``nl F`` (with line-numbering options): every line; ``head -n N F``
         (``-N``, ``-nN``, ``--lines=N``; 10 when not told): lines 1-N; ``sed -n 'A,Bp'
         F`` (``Ap``, ``A,$p``): lines A-B; ``tail -n +K F`` (``-n+K``, ``--lines=+K``):
-        line K to the end. None for anything else.
+        line K to the end; ``nl -ba F`` or ``cat -n F`` piped into ``sed -n``, ``head``
+        or ``tail -n +K``: the lines those pick, numbered. None for anything else.
     """
-    if _SHELL_SPECIAL_RE.search(_SED_TO_END_RE.sub("", command)):
-        return None
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    if len(words) < 2 or words[0] not in READ_PROGRAMS:
+    producer, bar, picker = command.partition("|")
+    if bar:
+        return _numbered_read(producer, picker)
+    words = _words(command)
+    if words is None or len(words) < 2 or words[0] not in READ_PROGRAMS:
         return None
     program, args, path = words[0], words[1:-1], words[-1]
     if path.startswith("-") or not path:
@@ -97,6 +111,32 @@ def parse_shell_read(command: str) -> ShellRead | None:
             return None
         return ShellRead(path, count, None)
     return _sed_read(args, path)
+
+
+def _words(command: str) -> list[str] | None:
+    """The words of a command the shell passes as written, or None when it would expand,
+    redirect, chain or quote anything in a way that leaves its meaning uncertain."""
+    if _SHELL_SPECIAL_RE.search(_SED_TO_END_RE.sub("", command)):
+        return None
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return None
+
+
+def _numbered_read(producer: str, picker: str) -> ShellRead | None:
+    """``nl -ba F | sed -n 'A,Bp'`` and its kin (see :func:`parse_shell_read`)."""
+    numbering = _words(producer)
+    picking = _words(picker)
+    if not numbering or not picking or len(numbering) < 3:
+        return None
+    program, options, path = numbering[0], tuple(numbering[1:-1]), numbering[-1]
+    if options not in _NUMBERING.get(program, ()) or not path or path.startswith("-"):
+        return None
+    shown = parse_shell_read(shlex.join([*picking, path]))
+    if shown is None or picking[0] not in ("sed", "head", "tail"):
+        return None
+    return ShellRead(path, shown.first, shown.last, numbered=True)
 
 
 def _count_option(args: list[str], *, allow_plus: bool) -> int | None:
@@ -153,6 +193,8 @@ def shell_read_lines(read: ShellRead, result: str) -> tuple[int, int, int | None
         return None
     output = result[: status.start()]
     printed = output.count("\n") + (0 if not output or output.endswith("\n") else 1)
+    if read.numbered and not _numbered_from(output, read.first):
+        return None
     if read.last is None:
         # To the end: the file is as long as the lines before ``first`` and those printed.
         total = read.first - 1 + printed
@@ -163,3 +205,15 @@ def shell_read_lines(read: ShellRead, result: str) -> tuple[int, int, int | None
         total = read.first - 1 + printed
         return (read.first, total, total) if printed else None
     return read.first, read.last, None
+
+
+def _numbered_from(output: str, first: int) -> bool:
+    """Whether every line of ``output`` starts with the next number from ``first``."""
+    # Split at newlines only: a form feed or a vertical tab inside a line (common in
+    # old sources) does not start an output line.
+    lines = output.removesuffix("\n").split("\n") if output else []
+    for expected, line in enumerate(lines, start=first):
+        found = _NUMBERED_LINE_RE.match(line)
+        if found is None or int(found.group(1)) != expected:
+            return False
+    return True

@@ -29,6 +29,7 @@ from tests.scenarios.stateless import (
     PersonaKind,
     Recorder,
     ScriptedModel,
+    ShellStyle,
     Summarizer,
     SummarizerKind,
     codes_in,
@@ -69,10 +70,13 @@ def _run(
     edits: bool = False,
     lag: bool = False,
     shell: bool = False,
+    shell_style: ShellStyle = "cat",
 ) -> tuple[Recorder, list[dict[str, Any]], FakeOpenAIServer, set[str]]:
     paths = make_workspace(workspace, files=files, size=size, fact_at=fact_at, edits=edits)  # type: ignore[arg-type]
     recorder = Recorder()
-    persona_model = Persona(persona, batch=batch, shell_tool=SHELL_TOOL if shell else "")
+    persona_model = Persona(
+        persona, batch=batch, shell_tool=SHELL_TOOL if shell else "", shell_style=shell_style
+    )
     model = ScriptedModel(persona_model, Summarizer(summarizer), recorder)
     events: list[dict[str, Any]] = []
     with FakeOpenAIServer(
@@ -384,12 +388,13 @@ def test_a_lossy_summarizer_at_8k_leaves_an_editing_task_no_file_to_read_twice(
     assert recorder.reports and codes_in(recorder.reports[-1]) == planted
 
 
-@pytest.mark.parametrize("edits", [False, True])
+@pytest.mark.parametrize(("edits", "style"), [(False, "cat"), (True, "cat"), (False, "nl")])
 def test_files_read_through_the_shell_are_not_read_twice_with_a_lossy_summarizer(
-    make_settings: Callable[..., Settings], workspace: Path, edits: bool
+    make_settings: Callable[..., Settings], workspace: Path, edits: bool, style: ShellStyle
 ) -> None:
-    """A model that reads with ``cat`` in run_bash, as models trained on a shell do, and
-    a summarizer that drops half of every list: the files the summary leaves unsaid are
+    """A model that reads with ``cat`` in run_bash, as models trained on a shell do, or
+    in numbered pages (``nl -ba F | sed -n '1,200p'``, as Codex's models do), and a
+    summarizer that drops half of every list: the files the summary leaves unsaid are
     asked about as files read with read_file are. Counted as commands, they were never
     asked about, and the re-reading model read 49 of 100 files twice."""
     files = 60
@@ -402,6 +407,7 @@ def test_files_read_through_the_shell_are_not_read_twice_with_a_lossy_summarizer
         fact_at="middle",
         edits=edits,
         shell=True,
+        shell_style=style,
     )
     assert sum(e["type"] == "compaction" for e in events) >= 2
     assert len(recorder.reads) >= files, "every file was read through the shell"

@@ -41,8 +41,9 @@ agentgraph, LangChain ``create_agent`` peers and deepagents:
 Any persona may ask for several reads in one reply (``batch``), as models that call tools
 in parallel do: the next ones it would read one after the other. Any persona may read
 through a shell tool instead (``shell_tool``: ``cat logs/part_017.txt``, ``tail -n +88
-…`` to read on), as models trained on a shell do; it sees no page note then, so it is
-for files a read shows whole.
+…`` to read on), as models trained on a shell do, or with numbered lines a page at a
+time (``shell_style="nl"``: ``nl -ba logs/part_017.txt | sed -n '1,200p'``), as Codex's
+models do; it sees no page note then, so it is for files a read shows whole.
 
 Summarizers (:class:`Summarizer`), answering the harness's summary requests:
 ``faithful`` (every code, read file and file marked done it sees, and the task),
@@ -141,8 +142,16 @@ LEDGER_RUN_RE = re.compile(
 LEDGER_PARTIAL_RE = re.compile(
     r"(?<![\w.-])(part_\d{3}\.txt) \(lines (\d+)-(\d+)((?:, \d+-\d+)*)(?: of (\d+))?\)"
 )
-# A shell persona's read command: ``cat logs/part_017.txt``, ``tail -n +88 logs/…``.
-SHELL_READ_RE = re.compile(r"(?:cat|tail -n \+(\d+)) (\S*part_\d{3}\.txt)")
+# A shell persona's read command: ``cat logs/part_017.txt``, ``tail -n +88 logs/…``; in
+# the numbered style ``nl -ba logs/part_017.txt | sed -n '1,200p'``.
+SHELL_READ_RE = re.compile(
+    r"(?:cat|tail -n \+(?P<from>\d+)) (?P<path>\S*part_\d{3}\.txt)"
+    r"|nl -ba (?P<nl_path>\S*part_\d{3}\.txt) \| sed -n '(?P<first>\d+),(?P<last>\d+)p'"
+)
+ShellStyle = Literal["cat", "nl"]
+SHELL_STYLES: tuple[ShellStyle, ...] = ("cat", "nl")
+# Lines a numbered-style shell read asks for at a time.
+NL_PAGE_LINES = 200
 LIMIT_RE = re.compile(r"at most ([\d,]+) tokens", re.IGNORECASE)
 TRUNCATION_RE = re.compile(r"…\d[\d,]* tokens truncated…|tokens truncated")
 # ~120 tokens (the server counts 4 characters a token) of prose per file mentioned.
@@ -507,6 +516,8 @@ class Persona:
             ask for, one after the other), as models that call tools in parallel do.
         shell_tool: When set, the name of a shell tool every read goes through, as a
             ``command`` argument: ``cat PATH``, or ``tail -n +K PATH`` to read on.
+        shell_style: ``cat`` (above) or ``nl``: ``nl -ba PATH | sed -n 'K,Lp'``, a page
+            of :data:`NL_PAGE_LINES` numbered lines from line K.
     """
 
     kind: PersonaKind = "silent"
@@ -520,6 +531,7 @@ class Persona:
     new_key: str = "new_string"
     batch: int = 1
     shell_tool: str = ""
+    shell_style: ShellStyle = "cat"
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         ev = scan(body)
@@ -628,20 +640,46 @@ class Persona:
 
     def _shell(self, args: Mapping[str, Any]) -> dict[str, Any]:
         path = args[self.path_key]
-        offset = args.get(self.offset_key)
-        command = f"tail -n +{offset + 1} {path}" if offset else f"cat {path}"
+        offset = args.get(self.offset_key) or 0
+        if self.shell_style == "nl":
+            first = offset + 1
+            command = f"nl -ba {path} | sed -n '{first},{first + NL_PAGE_LINES - 1}p'"
+        else:
+            command = f"tail -n +{offset + 1} {path}" if offset else f"cat {path}"
         return {"command": command}
 
 
-def persona_for(kind: PersonaKind, harness: str, batch: int = 1, shell: bool = False) -> Persona:
+def shell_read(command: str) -> tuple[str, int, int | None, bool] | None:
+    """What a shell persona's read command asks for: (path, first line, last line or
+    None for the end, whether the lines come numbered), or None for any other command."""
+    found = SHELL_READ_RE.fullmatch(command.strip())
+    if found is None:
+        return None
+    if found["nl_path"] is not None:
+        return found["nl_path"], int(found["first"]), int(found["last"]), True
+    return found["path"], int(found["from"] or 1), None, False
+
+
+def persona_for(
+    kind: PersonaKind,
+    harness: str,
+    batch: int = 1,
+    shell: bool = False,
+    shell_style: ShellStyle = "cat",
+) -> Persona:
     """The persona speaking ``harness``'s tool names and arguments (``shell``: reading
-    through ``run_bash``)."""
+    through ``run_bash`` in ``shell_style``)."""
     shell_tool = SHELL_TOOL if shell else ""
     if harness == "deepagents":
         return Persona(
-            kind, path_key="file_path", path_prefix="/", batch=batch, shell_tool=shell_tool
+            kind,
+            path_key="file_path",
+            path_prefix="/",
+            batch=batch,
+            shell_tool=shell_tool,
+            shell_style=shell_style,
         )
-    return Persona(kind, batch=batch, shell_tool=shell_tool)
+    return Persona(kind, batch=batch, shell_tool=shell_tool, shell_style=shell_style)
 
 
 # --- summarizers ------------------------------------------------------------------------
@@ -731,10 +769,9 @@ class Recorder:
             for call in calls:
                 args = call.get("arguments") or {}
                 path = next((str(v) for k, v in args.items() if "path" in k), "")
-                shell = SHELL_READ_RE.fullmatch(str(args.get("command", "")))
+                shell = shell_read(str(args.get("command", "")))
                 if shell is not None:
-                    offset = int(shell.group(1)) - 1 if shell.group(1) else 0
-                    self.reads.append((shell.group(2).rsplit("/", 1)[-1], offset))
+                    self.reads.append((shell[0].rsplit("/", 1)[-1], shell[1] - 1))
                 elif "read" in call.get("name", "") and NAME_RE.search(path):
                     offset = next((int(v) for k, v in args.items() if k == "offset"), 0)
                     self.reads.append((path.rsplit("/", 1)[-1], offset))

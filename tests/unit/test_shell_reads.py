@@ -43,6 +43,46 @@ def test_plain_reads_name_their_file_and_lines(command: str, expected: ShellRead
 
 
 @pytest.mark.parametrize(
+    ("command", "first", "last"),
+    [
+        ("nl -ba src/app.py | sed -n '1,200p'", 1, 200),
+        ("nl -b a src/app.py | sed -n '40,80p'", 40, 80),
+        ("cat -n src/app.py | sed -n 7p", 7, 7),
+        ("nl -ba src/app.py | sed -n '40,$p'", 40, None),
+        ("cat -n src/app.py | head -n 40", 1, 40),
+        ("cat --number src/app.py | head", 1, HEAD_DEFAULT_LINES),
+        ("nl -ba src/app.py|tail -n +88", 88, None),
+    ],
+)
+def test_numbered_pages_through_one_pipe_are_reads(
+    command: str, first: int, last: int | None
+) -> None:
+    assert parse_shell_read(command) == ShellRead("src/app.py", first, last, numbered=True)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "nl a.py | sed -n '1,5p'",  # blank lines unnumbered: numbers are not line numbers
+        "nl -ba -w3 a.py | head",  # another number format
+        "cat a.py | head",  # unnumbered: a missing file's complaint would pass as line 1
+        "nl -ba a.py | grep x",
+        "nl -ba a.py | cat",
+        "nl -ba a.py | sed -n '1,5p' | head",
+        "nl -ba a.py || sed -n '1,5p'",
+        "nl -ba a.py | sed -n '1,5p' b.py",
+        "nl -ba a.py | head -n 5 b.py",
+        "nl -ba a.py | tail -n 5",
+        "nl -ba | sed -n '1,5p'",
+        "nl -ba $F | sed -n '1,5p'",
+        "nl -ba a.py | sed -n '1,5p' > out",
+    ],
+)
+def test_any_other_pipe_is_not_a_read(command: str) -> None:
+    assert parse_shell_read(command) is None
+
+
+@pytest.mark.parametrize(
     "command",
     [
         "cat",  # stdin
@@ -98,6 +138,23 @@ def test_the_lines_shown_come_from_the_command_and_what_it_printed() -> None:
     assert shell_read_lines(whole, "a\nb\n[exit code 0]\n") == (1, 2, 2)
 
 
+def _numbered(first: int, count: int) -> str:
+    return "".join(f"{n:6d}\tline {n}\n" for n in range(first, first + count)) + "[exit code 0]"
+
+
+def test_numbered_lines_vouch_for_what_a_pipe_showed() -> None:
+    page = ShellRead("a.py", 40, 80, numbered=True)
+    assert shell_read_lines(page, _numbered(40, 41)) == (40, 80, None)
+    assert shell_read_lines(page, _numbered(40, 12)) == (40, 51, 51)
+    # A form feed inside a line does not start another line.
+    assert shell_read_lines(page, "    40\tx\x0cy\n    41\tz\n[exit code 0]") == (40, 41, 41)
+    # The pipe's status is sed's: a missing file exits 0 with nl's complaint.
+    assert shell_read_lines(page, "nl: a.py: No such file or directory\n[exit code 0]") is None
+    assert shell_read_lines(page, _numbered(41, 5)) is None  # not from the line asked
+    assert shell_read_lines(page, "    40\ta\n    42\tb\n[exit code 0]") is None  # a gap
+    assert shell_read_lines(page, "line 40\n[exit code 0]") is None  # unnumbered
+
+
 @pytest.mark.parametrize(
     "result",
     [
@@ -147,3 +204,18 @@ def test_the_span_never_exceeds_what_was_asked_or_printed(
     assert start == first
     assert last == first + min(more + 1, printed) - 1
     assert total is None or total == last
+
+
+@given(st.integers(1, 500), st.integers(0, 500), st.integers(0, 500), st.integers(0, 3))
+def test_a_numbered_span_is_what_the_numbers_show(
+    first: int, more: int, printed: int, skip: int
+) -> None:
+    """Numbered from the line asked, the span is what was printed; from any other, nothing."""
+    read = ShellRead("a.py", first, first + more, numbered=True)
+    shown = min(more + 1, printed)
+    lines = shell_read_lines(read, _numbered(first + skip, shown))
+    if shown == 0 or skip:
+        assert lines is None
+        return
+    assert lines is not None
+    assert lines[:2] == (first, first + shown - 1)

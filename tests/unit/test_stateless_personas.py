@@ -318,6 +318,32 @@ def test_a_shell_reader_reads_with_cat_and_reads_on_with_tail() -> None:
     assert recorder.reread_files() == 1
 
 
+def test_a_numbered_shell_reader_reads_pages_with_nl_and_sed() -> None:
+    shell = Persona("re_reader", shell_tool=SHELL_TOOL, shell_style="nl")
+    body = two_files_read()
+    body["messages"][1]["content"] = task_text(1, 3)
+    first_page = "nl -ba logs/part_003.txt | sed -n '1,200p'"
+    assert call_of(shell(body)) == (SHELL_TOOL, {"command": first_page})
+    page = "1\tlog\n[showing lines 1-62 of 240; call read_file with offset=62 to continue]"
+    paged = request(
+        {"role": "user", "content": task_text(1, 2)}, *read("c1", "logs/part_001.txt", page)
+    )
+    on = "nl -ba logs/part_001.txt | sed -n '63,262p'"
+    assert call_of(shell(paged)) == (SHELL_TOOL, {"command": on})
+    again = "nl -ba logs/part_001.txt | sed -n '1,200p'"
+    gone = request(
+        {"role": "user", "content": task_text(1, 2)},
+        *exchange("c1", SHELL_TOOL, {"command": again}, "[masked]"),
+    )
+    assert call_of(shell(gone)) == (SHELL_TOOL, {"command": again})
+    recorder = Recorder()
+    for command in (first_page, on, "nl -ba logs/part_003.txt | grep CODE"):
+        recorder.observe(
+            {"tool_calls": [{"name": SHELL_TOOL, "arguments": {"command": command}}]}, summary=False
+        )
+    assert recorder.reads == [("part_003.txt", 0), ("part_001.txt", 62)]
+
+
 def edit(
     call_id: str, path: str, index: int, result: str, old: str = "open", new: str = "done"
 ) -> list[dict[str, Any]]:
