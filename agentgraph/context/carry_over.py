@@ -4,11 +4,14 @@ Once the summaries of earlier compactions outgrow their room they are summarized
 with the new part. That rewrite is one more lossy pass over every fact the task has
 gathered: a summarizer that keeps half of each list halves the facts at every rewrite,
 and the next summary is written from the thinned one (the "context collapse" of
-iterative rewriting). A file it stops naming is asked about again with its readings
-(``Compactor._supplement``); a fact it drops from a file it still names is not a file
-the check can see. This module finds those: the lines (and ``; ``-separated items) of
-the earlier summaries holding an identifier — a code, a name with digits, underscores or
-capitals — that the rewrite no longer has, so they are kept as they were written.
+iterative rewriting). This module finds what it dropped: the lines (and ``; ``-separated
+items) of the earlier summaries holding an identifier — a code, a name with digits,
+underscores or capitals — that the rewrite no longer has, so they are kept as they were
+written. They are carried before the file check (``Compactor._supplement``) asks about
+the files no summary describes: asked about again instead, a summarizer that keeps half
+of each list halved every answer, and the follow-ups a compaction may make ran out on
+the oldest files (21 summarizer calls a compaction, 164 of 300 codes kept at an 8k
+window).
 
 Pure functions over text; no model call.
 """

@@ -1219,7 +1219,8 @@ class Compactor:
         the progress ledger keeps that the file was read, but not what it held. When
         ``summarized`` holds earlier summaries (summarized again: their stack outgrew
         its room), the files of ``history`` they named count too, asked about with their
-        readings from ``history`` (the transcript keeps every one). Readings are the originals in
+        readings from ``history`` (the transcript keeps every one) unless what they said
+        of them was carried over (:meth:`_carry_over`, called first). Readings are the originals in
         ``history`` where it has them (a kept copy may be cut, masked or an excerpt).
         Each call takes the readings that fit it whole, in order. Constants the summary
         names without their values are asked about once (:meth:`_values`). Failures
@@ -1363,7 +1364,9 @@ class Compactor:
         lacks are appended as written (see agentgraph/context/carry_over.py), while the
         summary stays within ``max_tokens``. Identifiers naming a file the ledger
         (``progress``, None when it could not be built: every identifier counts) keeps
-        are left to it and to the file check of :meth:`_supplement`.
+        are left to it. Called before the file check of :meth:`_supplement`, so a file
+        an earlier summary described is described again by its own words, not asked
+        about again.
         """
         earlier = [m.text for m in summarized if _written_summary(m)]
         if not earlier:
@@ -2052,6 +2055,9 @@ class Compactor:
         # The ledger is computed from the whole history: every compaction's summarized
         # part is still in the state, so no progress is lost with the summaries.
         progress = self._progress(messages)
+        ledger = self._ledger(progress, int(usable * LEDGER_MAX_BUDGET_FRACTION))
+        if course_change:
+            ledger = f"{course_change}\n\n{ledger}" if ledger else course_change
         try:
             summary = self._summarize(
                 summary_input,
@@ -2063,7 +2069,18 @@ class Compactor:
             )
         except Exception as exc:  # any failure → the fallback keeps the session going
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        hard_target = int(usable * SUMMARY_HARD_TARGET_BUDGET_FRACTION)
         if summary is not None:
+            # What the rewrite of earlier summaries dropped is carried first, word for
+            # word, so the follow-ups below ask only about files no summary described:
+            # asked again about the dropped ones, a summarizer that keeps half of each
+            # list spent every follow-up on the oldest files and never reached the
+            # newest. The carried details may take the room the summary has under the
+            # hard target: they are what the earlier summaries already took.
+            beside = sum(map(self.counter.count_message, carried_heads))
+            beside += self.counter.count_text(ledger)
+            carry_max = max(summary_max, hard_target - fixed - beside)
+            summary = self._carry_over(summary, summary_input, progress, carry_max)
             summary = self._supplement(
                 summary,
                 summary_input,
@@ -2073,7 +2090,6 @@ class Compactor:
                 history=messages,
                 margin=margin,
             )
-            summary = self._carry_over(summary, summary_input, progress, summary_max)
         if summary is None:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
             older, kept, _, _ = split(fallback_keep, keep_messages)
@@ -2088,9 +2104,6 @@ class Compactor:
             if summary is not None and trigger != "distil"
             else []
         )
-        ledger = self._ledger(progress, int(usable * LEDGER_MAX_BUDGET_FRACTION))
-        if course_change:
-            ledger = f"{course_change}\n\n{ledger}" if ledger else course_change
         # What the summary names before its lists of files the ledger shows are left to
         # the ledger (they name the files as much as before) and before the loop below
         # shortens it.
@@ -2098,7 +2111,6 @@ class Compactor:
         if summary is not None and progress is not None:
             summary = without_listed_files(summary, progress, ledger)
         summary_cut = shortened = False
-        hard_target = int(usable * SUMMARY_HARD_TARGET_BUDGET_FRACTION)
         while True:
             new_tail = self._assemble(summary, reason, files, kept, carried_heads, ledger, scale)
             after = self._view_tokens(new_tail, fixed)

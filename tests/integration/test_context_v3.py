@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agentgraph.config import Settings
+from agentgraph.context.carry_over import CARRY_OVER_HEADING
 from agentgraph.context.spiral import CompactionSpiralError
 from agentgraph.context.windows import SMALL_WINDOW_REPLY_CAP_FRACTION
 from agentgraph.persistence import open_store
@@ -729,6 +730,36 @@ def test_at_8k_the_facts_of_200_files_fit_a_summary_that_leaves_the_file_list_to
     assert not any(c["summary_cut"] for c in compactions)
     assert any("files (listed in the progress ledger)" in c["summary"] for c in compactions)
     assert codes_in(recorder.reports[-1]) == planted
+    assert recorder.reread_files() == 0
+
+
+# Summarizer calls a compaction may take on average with the lossy summarizer: the
+# handoff summary, its split when cut, and follow-ups about the files of the new part.
+LOSSY_CALLS_PER_COMPACTION_MAX = 4
+
+
+def test_a_lossy_rewrite_of_earlier_summaries_is_carried_over_not_asked_about_again(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """100 small files through an 8,192-token window and a summarizer that drops half of
+    every list: the stack of summaries outgrows its room and is summarized again, and
+    the rewrite drops half of what the earlier summaries said. Asked about again, the
+    dropped files took every follow-up a compaction may make, each answer halved again
+    (135 summarizer calls for 15 compactions; 164 of 300 codes kept with 300 files).
+    Carried over word for word first, the follow-ups ask only about the files no
+    summary described."""
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=100,
+        persona="silent",
+        summarizer="lossy",
+        window=SMALL_WINDOW_TOKENS,
+    )
+    compactions = [e for e in events if e["type"] == "compaction"]
+    assert recorder.summary_calls <= LOSSY_CALLS_PER_COMPACTION_MAX * len(compactions)
+    assert any(CARRY_OVER_HEADING in c["summary"] for c in compactions)
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
     assert recorder.reread_files() == 0
 
 
