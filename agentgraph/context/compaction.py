@@ -44,6 +44,7 @@ from agentgraph.context.carry_over import (
     dropped_details,
     identifiers,
     with_dropped_details,
+    without_oldest_details,
 )
 from agentgraph.context.ledger import (
     LEDGER_KIND,
@@ -2138,6 +2139,14 @@ class Compactor:
                 kept = [m if id(m) in spilled else next(fitted) for m in kept]
                 continue
             if summary is not None and not shortened and after > hard_target:
+                # The details carried over from earlier summaries give the room back
+                # first: asked for again, the summary would lose half of them anyway.
+                trimmed = without_oldest_details(
+                    summary, after - hard_target, count=self.counter.count_text
+                )
+                if trimmed != summary:
+                    summary = trimmed
+                    continue
                 # Longer than all the room it can take: asked for again, in its share.
                 shortened = True
                 summary = self._shorten(

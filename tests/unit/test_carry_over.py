@@ -10,6 +10,7 @@ from agentgraph.context.carry_over import (
     dropped_details,
     identifiers,
     with_dropped_details,
+    without_oldest_details,
 )
 
 
@@ -101,3 +102,38 @@ def test_with_room_every_distinctive_word_of_the_earlier_summaries_survives(
     # Nothing the rewrite already holds is carried again.
     for item in details:
         assert any(w not in rewrite for w in identifiers(item) - names)
+
+
+def test_carried_details_give_room_back_oldest_first_and_keep_what_follows() -> None:
+    details = ["CODE a_1: X-1", "CODE a_2: X-2", "CODE a_3: X-3"]
+    carried = with_dropped_details("rewrite", details, max_tokens=100, count=_words)
+    tail = "\n\nAlso read (from the readings the summary above left out):\nCODE b_9: Y-9"
+    summary = carried + tail
+    # Each item is 3 words and a line break here: 4 tokens frees the oldest one.
+    trimmed = without_oldest_details(summary, 4, count=_words)
+    assert trimmed == f"rewrite\n\n{CARRY_OVER_HEADING}\nCODE a_2: X-2\nCODE a_3: X-3{tail}"
+    # Past every detail the section goes, heading included; what follows stays.
+    assert without_oldest_details(summary, 100, count=_words) == "rewrite" + tail
+    assert without_oldest_details("rewrite" + tail, 4, count=_words) == "rewrite" + tail
+    assert without_oldest_details(summary, 0, count=_words) == summary
+
+
+@given(
+    items=st.lists(_LINE, min_size=1, max_size=8),
+    excess=st.integers(1, 60),
+)
+def test_trimming_carried_details_frees_at_least_what_was_asked_or_all_of_them(
+    items: list[str], excess: int
+) -> None:
+    summary = with_dropped_details("rewrite", items, max_tokens=10_000, count=_words)
+    trimmed = without_oldest_details(summary, excess, count=_words)
+    assert trimmed.startswith("rewrite")
+    kept = (
+        trimmed.split(f"{CARRY_OVER_HEADING}\n", 1)[1].split("\n")
+        if CARRY_OVER_HEADING in trimmed
+        else []
+    )
+    # The newest stay, in order: what is left is a tail of the carried items.
+    assert kept == items[len(items) - len(kept) :]
+    freed = sum(_words(i) + 1 for i in items[: len(items) - len(kept)])
+    assert freed >= excess or not kept
