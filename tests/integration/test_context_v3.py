@@ -745,7 +745,7 @@ def test_a_lossy_rewrite_of_earlier_summaries_is_carried_over_not_asked_about_ag
     every list: the stack of summaries outgrows its room and is summarized again, and
     the rewrite drops half of what the earlier summaries said. Asked about again, the
     dropped files took every follow-up a compaction may make, each answer halved again
-    (135 summarizer calls for 15 compactions; 164 of 300 codes kept with 300 files).
+    (135 summarizer calls for 15 compactions; 165 of 300 codes kept with 300 files).
     Carried over word for word first, the follow-ups ask only about the files no
     summary described."""
     recorder, events, _server, planted = _run(
