@@ -741,6 +741,41 @@ def test_what_a_rewrite_of_the_summaries_drops_is_carried_over_word_for_word(
     assert not outcome.record["summary_cut"]
 
 
+# A rewrite with facts of its own beside the first summary's: together with what the
+# compaction keeps, more than the room under the hard target.
+REWRITE_OWN_FACTS = 800
+
+
+def test_carried_details_give_room_back_before_the_summary_is_asked_for_again(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """The carried details fill the summary's room under the hard target; what the
+    compaction keeps beside it then passes the target. The oldest details give that
+    room back; asked for a shorter summary instead, the summarizer rewrote it all (a
+    lossy one halved it: 152/300 codes at 8k where 299 stay now)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    facts = "; ".join(f"fact_{n}={n * 7}" for n in range(SHARE_OVER_FACTS + 300))
+    first = f"first: code word TULIP.{_naming(0, 11)}\nFacts: {facts}"
+    own = "; ".join(f"more_{n}={n * 3}" for n in range(REWRITE_OWN_FACTS))
+    merged = f"merged: TULIP and files 12-23.{_naming(0, 23)}\nMore: {own}"
+    summarizer = ScriptedChatModel([first, merged, "shortened"])
+    compactor = _compactor(settings, summarizer)
+    state = _apply(
+        _history(12), compactor(_history(12), trigger="auto", system=[], tools=[]).updates
+    )  # type: ignore[union-attr]
+    state = _more_turns(state, 12, 12)
+    outcome = compactor(state, trigger="auto", system=[], tools=[])
+    assert outcome is not None and not outcome.record["summary_cut"]
+    assert len(summarizer.calls) == 2  # no third call to shorten it
+    text = since_last_boundary(_apply(state, outcome.updates))[0].text
+    assert merged in text and "shortened" not in text
+    carried = text.split(CARRY_OVER_HEADING, 1)[1].split()
+    expected = [f"fact_{n}={n * 7}" for n in range(SHARE_OVER_FACTS + 300)]
+    # The newest that fit, in their order; the oldest gave their room back.
+    assert "fact_0=0" not in carried and carried == expected[-len(carried) :]
+    assert len(carried) > SHARE_OVER_FACTS // 2
+
+
 def test_a_provider_that_counts_as_we_do_gets_each_part_in_one_summarizer_call(
     make_settings: Callable[..., Settings],
 ) -> None:
