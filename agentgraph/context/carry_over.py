@@ -36,6 +36,8 @@ CARRY_OVER_HEADING = (
     "Kept word for word from the earlier summaries (details the rewrite above left out; "
     "where they disagree, the rewrite and the ledger are newer):"
 )
+# How the carried details open, after the summary: written and found by this module.
+_OPENING = f"\n\n{CARRY_OVER_HEADING}\n"
 # List items inside one line of a summary ("CODE a: X; CODE b: Y"): each is carried on
 # its own, so a rewrite that kept most of a long list brings back only what it dropped.
 ITEM_SEPARATOR = "; "
@@ -130,7 +132,7 @@ def with_dropped_details(
     if not chosen:
         return summary
     body = "\n".join(reversed(chosen))
-    return f"{summary}\n\n{CARRY_OVER_HEADING}\n{body}"
+    return f"{summary}{_OPENING}{body}"
 
 
 def without_oldest_details(summary: str, excess: int, *, count: Callable[[str], int]) -> str:
@@ -151,10 +153,10 @@ def without_oldest_details(summary: str, excess: int, *, count: Callable[[str], 
         ``summary`` unchanged when it carries nothing; without the whole section when
         every detail goes.
     """
-    start = summary.find(f"\n\n{CARRY_OVER_HEADING}\n")
+    start = summary.find(_OPENING)
     if start < 0 or excess <= 0:
         return summary
-    body_start = start + len(CARRY_OVER_HEADING) + 3
+    body_start = start + len(_OPENING)
     end = summary.find("\n\n", body_start)
     end = len(summary) if end < 0 else end
     items = summary[body_start:end].split("\n")

@@ -2052,7 +2052,8 @@ class Compactor:
             kept = [m for m in recent if id(m) in kept_ids]
         summary: str | None = None
         reason = ""
-        summary_room = summary_max - sum(map(self.counter.count_message, carried_heads))
+        heads_tokens = sum(map(self.counter.count_message, carried_heads))
+        summary_room = summary_max - heads_tokens
         # The ledger is computed from the whole history: every compaction's summarized
         # part is still in the state, so no progress is lost with the summaries.
         progress = self._progress(messages)
@@ -2078,8 +2079,7 @@ class Compactor:
             # list spent every follow-up on the oldest files and never reached the
             # newest. The carried details may take the room the summary has under the
             # hard target: they are what the earlier summaries already took.
-            beside = sum(map(self.counter.count_message, carried_heads))
-            beside += self.counter.count_text(ledger)
+            beside = heads_tokens + self.counter.count_text(ledger)
             carry_max = max(summary_max, hard_target - fixed - beside)
             summary = self._carry_over(summary, summary_input, progress, carry_max)
             summary = self._supplement(

@@ -36,6 +36,8 @@ READ_PROGRAMS = ("cat", "nl", "head", "sed", "tail")
 # The options of a pipe's first program that number every line (``nl`` numbers only
 # non-blank lines unless told ``-ba``), in the default format ``%6d<TAB>``.
 _NUMBERING = {"cat": (("-n",), ("--number",)), "nl": (("-ba",), ("-b", "a"))}
+# The programs a numbered stream may be piped into: each picks lines by their place.
+_PICKERS = ("sed", "head", "tail")
 # A numbered output line: its number, right-aligned, then a tab.
 _NUMBERED_LINE_RE = re.compile(r" *(\d+)\t")
 # Lines ``head`` prints when it is not told how many.
@@ -93,7 +95,12 @@ def parse_shell_read(command: str) -> ShellRead | None:
     if bar:
         return _numbered_read(producer, picker)
     words = _words(command)
-    if words is None or len(words) < 2 or words[0] not in READ_PROGRAMS:
+    return None if words is None else _read_of(words)
+
+
+def _read_of(words: list[str]) -> ShellRead | None:
+    """:func:`parse_shell_read` of a command's words."""
+    if len(words) < 2 or words[0] not in READ_PROGRAMS:
         return None
     program, args, path = words[0], words[1:-1], words[-1]
     if path.startswith("-") or not path:
@@ -133,10 +140,10 @@ def _numbered_read(producer: str, picker: str) -> ShellRead | None:
     program, options, path = numbering[0], tuple(numbering[1:-1]), numbering[-1]
     if options not in _NUMBERING.get(program, ()) or not path or path.startswith("-"):
         return None
-    shown = parse_shell_read(shlex.join([*picking, path]))
-    if shown is None or picking[0] not in ("sed", "head", "tail"):
+    if picking[0] not in _PICKERS:
         return None
-    return ShellRead(path, shown.first, shown.last, numbered=True)
+    shown = _read_of([*picking, path])
+    return None if shown is None else ShellRead(path, shown.first, shown.last, numbered=True)
 
 
 def _count_option(args: list[str], *, allow_plus: bool) -> int | None:
