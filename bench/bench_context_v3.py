@@ -219,10 +219,9 @@ class Workload:
         edits: Whether each task also asks to mark every file done (an edit a file).
         lag: With ``edits``, whether each file is marked started first and done once
             the next is started (two edits a file, one file always waiting).
-        shell: Whether the model reads through ``run_bash`` (``cat F``; ``tail -n +K
-            F`` to read on), as models trained on a shell do.
-        shell_style: How it reads there: ``cat`` (above) or ``nl`` (``nl -ba F | sed
-            -n 'K,Lp'``, numbered pages, as Codex's models do).
+        shell: How the model reads through ``run_bash``, as models trained on a shell
+            do: ``cat`` (``cat F``; ``tail -n +K F`` to read on) or ``nl`` (``nl -ba F |
+            sed -n 'K,Lp'``, numbered pages, as Codex's models do); None: with read_file.
     """
 
     name: str
@@ -236,8 +235,7 @@ class Workload:
     batch: int = 1
     edits: bool = False
     lag: bool = False
-    shell: bool = False
-    shell_style: ShellStyle = "cat"
+    shell: ShellStyle | None = None
 
     def texts(self) -> list[str]:
         """The user message of every turn, in order."""
@@ -567,7 +565,7 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
     )
     planted = planted_codes(paths)
     recorder = Recorder()
-    persona = persona_for(cell.persona, cell.harness, load.batch, load.shell, load.shell_style)
+    persona = persona_for(cell.persona, cell.harness, load.batch, load.shell)
     model = ScriptedModel(persona, Summarizer(cell.summarizer), recorder)
     started = time.perf_counter()
     with FakeOpenAIServer(
@@ -586,7 +584,7 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
                 load.cap(),
                 lambda: recorder.main_calls,
                 load.edits,
-                load.shell,
+                load.shell is not None,
             )
         stops: list[str] = []
         answers_before_question = 0
@@ -816,7 +814,7 @@ def main(argv: list[str] | None = None) -> None:
         cells = [
             replace(
                 c,
-                load=replace(c.load, name=c.load.name + suffix, shell=True, shell_style=args.shell),
+                load=replace(c.load, name=c.load.name + suffix, shell=args.shell),
             )
             for c in cells
         ]

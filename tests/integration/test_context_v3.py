@@ -25,7 +25,6 @@ from tests.cli_helpers import cli_env, run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.stateless import (
     QUESTION,
-    SHELL_TOOL,
     Persona,
     PersonaKind,
     Recorder,
@@ -38,6 +37,7 @@ from tests.scenarios.stateless import (
     is_summary,
     make_workspace,
     marked_done,
+    persona_for,
     planted_codes,
     rel_path,
     task_text,
@@ -70,14 +70,11 @@ def _run(
     output_cap: int | None = None,
     edits: bool = False,
     lag: bool = False,
-    shell: bool = False,
-    shell_style: ShellStyle = "cat",
+    shell: ShellStyle | None = None,
 ) -> tuple[Recorder, list[dict[str, Any]], FakeOpenAIServer, set[str]]:
     paths = make_workspace(workspace, files=files, size=size, fact_at=fact_at, edits=edits)  # type: ignore[arg-type]
     recorder = Recorder()
-    persona_model = Persona(
-        persona, batch=batch, shell_tool=SHELL_TOOL if shell else "", shell_style=shell_style
-    )
+    persona_model = persona_for(persona, "agentgraph", batch, shell)
     model = ScriptedModel(persona_model, Summarizer(summarizer), recorder)
     events: list[dict[str, Any]] = []
     with FakeOpenAIServer(
@@ -407,8 +404,7 @@ def test_files_read_through_the_shell_are_not_read_twice_with_a_lossy_summarizer
         summarizer="lossy",
         fact_at="middle",
         edits=edits,
-        shell=True,
-        shell_style=style,
+        shell=style,
     )
     assert sum(e["type"] == "compaction" for e in events) >= 2
     assert len(recorder.reads) >= files, "every file was read through the shell"

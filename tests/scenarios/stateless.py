@@ -664,22 +664,14 @@ def persona_for(
     kind: PersonaKind,
     harness: str,
     batch: int = 1,
-    shell: bool = False,
-    shell_style: ShellStyle = "cat",
+    shell: ShellStyle | None = None,
 ) -> Persona:
     """The persona speaking ``harness``'s tool names and arguments (``shell``: reading
-    through ``run_bash`` in ``shell_style``)."""
-    shell_tool = SHELL_TOOL if shell else ""
+    through ``run_bash`` in that style)."""
+    style: dict[str, Any] = {"shell_tool": SHELL_TOOL, "shell_style": shell} if shell else {}
     if harness == "deepagents":
-        return Persona(
-            kind,
-            path_key="file_path",
-            path_prefix="/",
-            batch=batch,
-            shell_tool=shell_tool,
-            shell_style=shell_style,
-        )
-    return Persona(kind, batch=batch, shell_tool=shell_tool, shell_style=shell_style)
+        return Persona(kind, path_key="file_path", path_prefix="/", batch=batch, **style)
+    return Persona(kind, batch=batch, **style)
 
 
 # --- summarizers ------------------------------------------------------------------------

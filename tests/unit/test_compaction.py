@@ -661,6 +661,20 @@ def _more_turns(history: list[BaseMessage], start: int, turns: int) -> list[Base
     return [*history, *[m.model_copy(update={"id": f"{m.id}-b"}) for m in more]]
 
 
+def _second_compaction(
+    settings: Settings, summarizer: ScriptedChatModel
+) -> tuple[CompactionOutcome, list[BaseMessage]]:
+    """Two auto compactions, of 12 reads and of 12 more after the first's summary: the
+    second's outcome and the view after it."""
+    compactor = _compactor(settings, summarizer)
+    first = compactor(_history(12), trigger="auto", system=[], tools=[])
+    assert first is not None
+    state = _more_turns(_apply(_history(12), first.updates), 12, 12)
+    outcome = compactor(state, trigger="auto", system=[], tools=[])
+    assert outcome is not None
+    return outcome, since_last_boundary(_apply(state, outcome.updates))
+
+
 def test_an_earlier_summary_is_carried_verbatim_not_summarized_again(
     make_settings: Callable[..., Settings],
 ) -> None:
@@ -696,14 +710,7 @@ def test_summaries_that_outgrow_their_share_are_summarized_together(
         + " ".join(f" fact{n}={n * 7}" for n in range(SHARE_OVER_FACTS))
     )
     summarizer = ScriptedChatModel([long_first, "merged: TULIP and files 12-23." + _naming(0, 23)])
-    compactor = _compactor(settings, summarizer)
-    state = _apply(
-        _history(12), compactor(_history(12), trigger="auto", system=[], tools=[]).updates
-    )  # type: ignore[union-attr]
-    state = _more_turns(state, 12, 12)
-    outcome = compactor(state, trigger="auto", system=[], tools=[])
-    assert outcome is not None
-    view = since_last_boundary(_apply(state, outcome.updates))
+    outcome, view = _second_compaction(settings, summarizer)
     assert [agentgraph_kind(m) for m in view].count("summary") == 1
     assert "merged" in view[0].text
     assert "first: code word" in str(summarizer.calls[1])
@@ -720,14 +727,9 @@ def test_what_a_rewrite_of_the_summaries_drops_is_carried_over_word_for_word(
     merged = "merged: TULIP and files 12-23." + _naming(0, 23)
     if keeps_all:
         merged += f"\nFacts: {facts}"
-    compactor = _compactor(settings, ScriptedChatModel([first, merged, "stray"]))
-    state = _apply(
-        _history(12), compactor(_history(12), trigger="auto", system=[], tools=[]).updates
-    )  # type: ignore[union-attr]
-    state = _more_turns(state, 12, 12)
-    outcome = compactor(state, trigger="auto", system=[], tools=[])
-    assert outcome is not None and outcome.record["carried_summaries"] == 0
-    text = since_last_boundary(_apply(state, outcome.updates))[0].text
+    outcome, view = _second_compaction(settings, ScriptedChatModel([first, merged, "stray"]))
+    assert outcome.record["carried_summaries"] == 0
+    text = view[0].text
     if keeps_all:
         # A rewrite that dropped nothing is the summary as written, byte for byte.
         assert CARRY_OVER_HEADING not in text and text.endswith(merged)
@@ -759,15 +761,10 @@ def test_carried_details_give_room_back_before_the_summary_is_asked_for_again(
     own = "; ".join(f"more_{n}={n * 3}" for n in range(REWRITE_OWN_FACTS))
     merged = f"merged: TULIP and files 12-23.{_naming(0, 23)}\nMore: {own}"
     summarizer = ScriptedChatModel([first, merged, "shortened"])
-    compactor = _compactor(settings, summarizer)
-    state = _apply(
-        _history(12), compactor(_history(12), trigger="auto", system=[], tools=[]).updates
-    )  # type: ignore[union-attr]
-    state = _more_turns(state, 12, 12)
-    outcome = compactor(state, trigger="auto", system=[], tools=[])
-    assert outcome is not None and not outcome.record["summary_cut"]
+    outcome, view = _second_compaction(settings, summarizer)
+    assert not outcome.record["summary_cut"]
     assert len(summarizer.calls) == 2  # no third call to shorten it
-    text = since_last_boundary(_apply(state, outcome.updates))[0].text
+    text = view[0].text
     assert merged in text and "shortened" not in text
     carried = text.split(CARRY_OVER_HEADING, 1)[1].split()
     expected = [f"fact_{n}={n * 7}" for n in range(SHARE_OVER_FACTS + 300)]
