@@ -17,6 +17,9 @@ from agentgraph.session.agent import Agent
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools
 
+# Hang guard only: how long the model's second step waits for the callback to fail.
+FAILURE_WAIT_S = 30.0
+
 
 def test_every_event_reaches_on_event_in_the_callers_thread_in_order(
     make_settings: Callable[..., Settings], workspace: Path
@@ -49,12 +52,22 @@ def test_every_event_reaches_on_event_in_the_callers_thread_in_order(
 def test_a_failing_on_event_is_raised_to_the_caller_and_cancels_the_turn(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
+    failed = threading.Event()
+
+    def after_the_failure(_messages: Any) -> AIMessage:
+        # The turn is still running when the callback fails: ended already, it has
+        # nothing left to cancel (under load the worker could finish the whole turn
+        # before this thread handled its first token).
+        failed.wait(FAILURE_WAIT_S)
+        return ai_tools(("list_dir", {}))
+
     model = ScriptedChatModel(
-        [ai_tools(("list_dir", {})), ai_tools(("list_dir", {})), ai_text("never")]
+        [ai_tools(("list_dir", {}), content="looking"), after_the_failure, ai_text("never")]
     )
 
     def broken(event: dict[str, Any]) -> None:
         if event["type"] == "token":  # sent while the model streams, not after its step
+            failed.set()
             raise ValueError("the screen is gone")
 
     settings = make_settings()
