@@ -50,6 +50,31 @@ def _items(text: str) -> list[str]:
     return out
 
 
+def _carried_section(summary: str) -> tuple[int, int, int] | None:
+    """(where the carried details open, where their items start, where they end) in
+    ``summary``, or None when it carries none."""
+    start = summary.find(_OPENING)
+    if start < 0:
+        return None
+    body_start = start + len(_OPENING)
+    end = summary.find("\n\n", body_start)
+    return start, body_start, len(summary) if end < 0 else end
+
+
+def _oldest_first(summary: str) -> str:
+    """``summary`` with its carried details moved before the rest.
+
+    They were carried from the summaries before it, so they are older than anything
+    its rewrite says: in the order written, the details a later rewrite drops from it
+    would come before them, and the newest would be the first to give room back.
+    """
+    section = _carried_section(summary)
+    if section is None:
+        return summary
+    start, body_start, end = section
+    return f"{summary[body_start:end]}\n{summary[:start]}{summary[end:]}"
+
+
 def identifiers(text: str) -> set[str]:
     """The identifiers of ``text``: its distinctive words (``note_words``) with a letter.
 
@@ -79,8 +104,9 @@ def dropped_details(
             headings): removed from ``earlier`` first, as the rewrite never has it.
 
     Returns:
-        Each such item once, in the order the earlier summaries hold them. An item is
-        a line of a summary, or a ``; ``-separated part of one.
+        Each such item once, oldest first: in the order the earlier summaries hold
+        them, with the details each one carried ahead of the rest of it. An item is a
+        line of a summary, or a ``; ``-separated part of one.
     """
     names = set()
     for path in known_paths:
@@ -90,6 +116,7 @@ def dropped_details(
     out: list[str] = []
     seen: set[str] = set()
     for text in earlier:
+        text = _oldest_first(text)
         for piece in strip:
             text = text.replace(piece, "")
         for item in _items(text):
@@ -153,12 +180,10 @@ def without_oldest_details(summary: str, excess: int, *, count: Callable[[str], 
         ``summary`` unchanged when it carries nothing; without the whole section when
         every detail goes.
     """
-    start = summary.find(_OPENING)
-    if start < 0 or excess <= 0:
+    section = _carried_section(summary)
+    if section is None or excess <= 0:
         return summary
-    body_start = start + len(_OPENING)
-    end = summary.find("\n\n", body_start)
-    end = len(summary) if end < 0 else end
+    start, body_start, end = section
     items = summary[body_start:end].split("\n")
     freed = 0
     while items and freed < excess:

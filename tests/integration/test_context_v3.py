@@ -759,6 +759,36 @@ def test_a_lossy_rewrite_of_earlier_summaries_is_carried_over_not_asked_about_ag
     assert recorder.reread_files() == 0
 
 
+# Just under 8k: 300 codes fill the summary's room under the hard target, so details a
+# rewrite carried over must give room back at every compaction.
+CARRY_CAPACITY_WINDOW_TOKENS = 7_900
+# Files the re-reading model may read twice there: a detail that gave its room back is
+# out of its sight until read again.
+CARRY_CAPACITY_REREADS_MAX = 5
+
+
+def test_the_details_carried_longest_give_room_back_first(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """300 small files just under an 8k window, a summarizer that drops half of every
+    list and a model that reads again what it read but cannot see. Each rewrite of the
+    summaries carries what it dropped ahead of what the earlier rewrites had carried, so
+    the newest detail was the first to give room back: the model read it again, the
+    next rewrite dropped it again, and the spiral guard stopped the run (0/300 codes,
+    11 files read twice; at 8,000 tokens too, where the re-reader now keeps 300/300)."""
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=300,
+        persona="re_reader",
+        summarizer="lossy",
+        window=CARRY_CAPACITY_WINDOW_TOKENS,
+    )
+    assert any(CARRY_OVER_HEADING in e["summary"] for e in events if e["type"] == "compaction")
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
+    assert recorder.reread_files() <= CARRY_CAPACITY_REREADS_MAX
+
+
 def test_each_compaction_of_a_task_reading_one_file_a_call_takes_one_summarizer_call(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

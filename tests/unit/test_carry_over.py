@@ -118,6 +118,27 @@ def test_carried_details_give_room_back_oldest_first_and_keep_what_follows() -> 
     assert without_oldest_details(summary, 0, count=_words) == summary
 
 
+def test_details_carried_at_an_earlier_rewrite_are_older_than_its_summary() -> None:
+    # The first rewrite dropped part_001's code and carried it; the second rewrite, of
+    # that summary, drops part_004's, the newest fact. A summary's carried section holds
+    # what came before it: ordered as written, the newest detail came first and was the
+    # first to give its room back, compaction after compaction.
+    first = with_dropped_details(
+        "Codes: CODE part_002: Y-2; CODE part_004: Y-4",
+        ["Codes: CODE part_001: Y-1"],
+        max_tokens=100,
+        count=_words,
+    )
+    rewrite = "Codes: CODE part_002: Y-2"
+    details = dropped_details([first], rewrite, boilerplate=[CARRY_OVER_HEADING])
+    assert details == ["Codes: CODE part_001: Y-1", "CODE part_004: Y-4"]
+    second = with_dropped_details(rewrite, details, max_tokens=100, count=_words)
+    # Room for one detail less: the oldest gives it back, the newest stays.
+    assert without_oldest_details(second, 1, count=_words).endswith(
+        f"{CARRY_OVER_HEADING}\nCODE part_004: Y-4"
+    )
+
+
 @given(
     items=st.lists(_LINE, min_size=1, max_size=8),
     excess=st.integers(1, 60),
