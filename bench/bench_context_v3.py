@@ -70,6 +70,11 @@ reading through the shell sees no page note). The peers get a ``run_bash`` answe
 those commands as agentgraph's prints them (deepagents' own tools have no shell without
 a sandbox backend).
 
+``--persona searcher`` (run only when named) adds the model that asks the history search
+(``search_history``) for a code it knows it read but cannot see before reading the file
+again, as agentgraph's system prompt tells a model to; against a harness without such a
+search it is the re-reader. ``--json`` rows count its searches (``history_searches``).
+
 Harnesses: ``agentgraph`` (the real Agent graph, its defaults, or the settings
 ``--agentgraph-setting AGENTGRAPH_NAME=VALUE`` gives it; the peers keep its default
 points); ``deepagents``
@@ -151,6 +156,7 @@ from bench.bench_context_v2 import (
 )
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scenarios.stateless import (
+    EXTRA_PERSONAS,
     NO_TASK_ANSWER,
     PERSONAS,
     QUESTION,
@@ -293,21 +299,26 @@ class Cell:
     overrides: tuple[tuple[str, str], ...] = ()
 
 
-def matrix(quick: bool, everywhere: Sequence[SummarizerKind] = ()) -> list[Cell]:
+def matrix(
+    quick: bool,
+    everywhere: Sequence[SummarizerKind] = (),
+    extra: Sequence[PersonaKind] = (),
+) -> list[Cell]:
     """Every workload × harness × persona with the faithful summarizer, plus on
     ``big-start`` the other summarizers × ``silent``/``re_reader`` (--quick: every
     persona on ``many-small``, ``silent``/``re_reader`` and only ``lossy`` besides
     ``faithful`` on ``big-start``, ``silent`` on the others), plus ``everywhere``'s
-    summarizers × ``silent``/``re_reader`` on every workload that lacks them."""
+    summarizers × ``silent``/``re_reader`` on every workload that lacks them, plus the
+    ``extra`` personas (:data:`EXTRA_PERSONAS`) wherever ``re_reader`` runs."""
     out: list[Cell] = []
-    extra: tuple[SummarizerKind, ...] = ("lossy",) if quick else ("lossy", "verbose", "terse")
+    others: tuple[SummarizerKind, ...] = ("lossy",) if quick else ("lossy", "verbose", "terse")
     for load in workloads(quick):
         personas: tuple[PersonaKind, ...] = PERSONAS
         if quick and load.name != "many-small":
             personas = ("silent", "re_reader") if load.name == "big-start" else ("silent",)
         combos: list[tuple[PersonaKind, SummarizerKind]] = [(p, "faithful") for p in personas]
         if load.name == "big-start":
-            combos += [(p, s) for s in extra for p in ("silent", "re_reader")]
+            combos += [(p, s) for s in others for p in ("silent", "re_reader")]
         if load.name == "parallel" or load.edits:
             # A note per batch is one note for eight results (and editing is measured on
             # the models that note nothing): silent and re-reading models only, with
@@ -319,6 +330,7 @@ def matrix(quick: bool, everywhere: Sequence[SummarizerKind] = ()) -> list[Cell]
             for p in ("silent", "re_reader")
             if (p, s) not in combos and p in personas
         ]
+        combos += [(p, s) for r, s in list(combos) if r == "re_reader" for p in extra]
         out += [Cell(load, p, s, h) for p, s in combos for h in HARNESSES]
     return out
 
@@ -627,6 +639,7 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
         "facts": len(recalled & planted),
         "facts_total": len(planted),
         "read_twice": recorder.reread_files(),
+        "history_searches": recorder.searches,
         "marked_done": marked_done(ws, paths) if load.edits else None,
         "edited_twice": recorder.reedited_files() if load.edits else None,
         "invalid": violations,
@@ -752,7 +765,12 @@ def main(argv: list[str] | None = None) -> None:
     names = [w.name for w in workloads(False)]
     parser.add_argument("--workload", action="append", choices=names, help="repeatable")
     parser.add_argument("--harness", action="append", choices=HARNESSES, help="repeatable")
-    parser.add_argument("--persona", action="append", choices=PERSONAS, help="repeatable")
+    parser.add_argument(
+        "--persona",
+        action="append",
+        choices=(*PERSONAS, *EXTRA_PERSONAS),
+        help="repeatable; 'searcher' only when named",
+    )
     parser.add_argument("--summarizer", action="append", choices=SUMMARIZERS, help="repeatable")
     parser.add_argument(
         "--summarizer-everywhere",
@@ -796,7 +814,11 @@ def main(argv: list[str] | None = None) -> None:
     overrides = _overrides(parser, args.agentgraph_setting or [])
     cells = [
         c
-        for c in matrix(args.quick, args.summarizer_everywhere or ())
+        for c in matrix(
+            args.quick,
+            args.summarizer_everywhere or (),
+            [p for p in EXTRA_PERSONAS if p in (args.persona or ())],
+        )
         # The editing workload runs when named: the default tables are the read tasks.
         if (c.load.name in args.workload if args.workload else not c.load.edits)
         and (not args.harness or c.harness in args.harness)

@@ -789,6 +789,32 @@ def test_the_details_carried_longest_give_room_back_first(
     assert recorder.reread_files() <= CARRY_CAPACITY_REREADS_MAX
 
 
+# Under the window where the re-reading model finishes: 300 codes no longer fit the
+# prompt beside the work, and those left out must be found again.
+SEARCH_CAPACITY_WINDOW_TOKENS = 7_600
+
+
+def test_a_model_that_searches_its_history_finds_what_no_summary_can_hold(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """300 small files at a window too small to show every code at once beside the
+    work, and the summarizer that drops half of every list. A model that reads again
+    what it cannot see reads a file, loses another and is stopped by the spiral guard
+    here; one that asks search_history first, as the system prompt tells it to, finds
+    each code in the transcript and reads no file twice."""
+    recorder, _events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=300,
+        persona="searcher",
+        summarizer="lossy",
+        window=SEARCH_CAPACITY_WINDOW_TOKENS,
+    )
+    assert recorder.searches > 0
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
+    assert recorder.reread_files() == 0
+
+
 def test_each_compaction_of_a_task_reading_one_file_a_call_takes_one_summarizer_call(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

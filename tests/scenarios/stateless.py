@@ -37,6 +37,11 @@ agentgraph, LangChain ``create_agent`` peers and deepagents:
   result in every tool-calling reply.
 * ``re_reader``: as ``silent``, but a file it has read whose code it can no longer see is
   read again (the earliest first) before any new one: spirals show.
+* ``searcher``: as ``re_reader``, but it first asks the harness's history search
+  (``search_history``, the file's stem as the query) for a code it knows it read but
+  cannot see, as agentgraph's system prompt tells a model to; it reads the file again
+  only when the request's latest call is that search and the code is still not in view,
+  or when the harness has no such tool.
 
 Any persona may ask for several reads in one reply (``batch``), as models that call tools
 in parallel do: the next ones it would read one after the other. Any persona may read
@@ -61,7 +66,7 @@ import json
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -86,9 +91,14 @@ BIG_LINES = 240  # ~20 KB: more than one read page of agentgraph or deepagents
 CODE_WORDS = ("ORBIT", "LAUNCH", "VECTOR", "APOGEE", "BURN", "DOCK", "GIMBAL", "HATCH")
 Size = Literal["small", "big"]
 FactAt = Literal["start", "middle"]
-PersonaKind = Literal["silent", "note_taker", "re_reader"]
+PersonaKind = Literal["silent", "note_taker", "re_reader", "searcher"]
 SummarizerKind = Literal["faithful", "lossy", "verbose", "terse"]
 PERSONAS: tuple[PersonaKind, ...] = ("silent", "note_taker", "re_reader")
+# Not in the default runs: against a harness without a history search it is the
+# re-reader, and against agentgraph it differs only where a code left the prompt.
+EXTRA_PERSONAS: tuple[PersonaKind, ...] = ("searcher",)
+# agentgraph's search over the whole transcript, which the searcher asks first.
+SEARCH_TOOL = "search_history"
 SUMMARIZERS: tuple[SummarizerKind, ...] = ("faithful", "lossy", "verbose", "terse")
 
 CODE_RE = re.compile(r"CODE (part_\d{3}): ([A-Z]+-\d{4})")
@@ -554,6 +564,9 @@ class Persona:
             args[self.new_key] = status_line(index, new)
             return self._calls(body, self.edit_tool, args)
         steps = self.next_reads(ev, ev.turn)
+        search = self._search_first(body, ev, steps)
+        if search is not None:
+            return self._calls(body, SEARCH_TOOL, {"query": search})
         if steps:
             reads: list[dict[str, Any]] = []
             for index, offset in steps:
@@ -623,9 +636,25 @@ class Persona:
             state = ev.read[name]
             if state is not None:
                 out.append((index, state[0]))  # read on in a partly read file
-            elif self.kind == "re_reader":
+            elif self.kind in ("re_reader", "searcher"):
                 out.append((index, 0))  # read, but its code is out of sight: read it again
         return out
+
+    def _search_first(
+        self, body: Mapping[str, Any], ev: Evidence, steps: Sequence[tuple[int, int]]
+    ) -> str | None:
+        """The searcher's query before it reads a file again (see the module docstring),
+        or None: not a searcher, no search tool, not a re-read, or just searched."""
+        if self.kind != "searcher" or not steps or steps[0][1]:
+            return None
+        name = basename(steps[0][0])
+        if name not in ev.read or not _offers_tool(body, SEARCH_TOOL):
+            return None
+        query = name.rsplit(".", 1)[0]
+        last = _last_call(body)
+        if last is not None and last[0] == SEARCH_TOOL and last[1].get("query") == query:
+            return None
+        return query
 
     def _calls(self, body: Mapping[str, Any], name: str, *calls: dict[str, Any]) -> dict[str, Any]:
         if self.shell_tool and name == self.read_tool:
@@ -647,6 +676,28 @@ class Persona:
         else:
             command = f"tail -n +{offset + 1} {path}" if offset else f"cat {path}"
         return {"command": command}
+
+
+def _offers_tool(body: Mapping[str, Any], name: str) -> bool:
+    for spec in body.get("tools") or []:
+        function = spec.get("function") if isinstance(spec, Mapping) else None
+        if isinstance(function, Mapping) and function.get("name") == name:
+            return True
+    return False
+
+
+def _last_call(body: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """(name, arguments) of the request's latest tool call, or None."""
+    for message in reversed(body.get("messages") or []):
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if calls:
+            function = calls[-1].get("function") or {}
+            try:
+                args = json.loads(function.get("arguments") or "{}")
+            except ValueError:
+                args = {}
+            return str(function.get("name")), args if isinstance(args, dict) else {}
+    return None
 
 
 def shell_read(command: str) -> tuple[str, int, int | None, bool] | None:
@@ -748,6 +799,7 @@ class Recorder:
     edits: list[tuple[str, str]] = field(default_factory=list)
     reports: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
+    searches: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def observe(self, reply: Mapping[str, Any], *, summary: bool) -> None:
@@ -760,6 +812,9 @@ class Recorder:
             calls = reply.get("tool_calls") or []
             for call in calls:
                 args = call.get("arguments") or {}
+                if call.get("name") == SEARCH_TOOL:
+                    self.searches += 1
+                    continue
                 path = next((str(v) for k, v in args.items() if "path" in k), "")
                 shell = shell_read(str(args.get("command", "")))
                 if shell is not None:

@@ -13,6 +13,7 @@ from tests.scenarios.long_task import LANGCHAIN_SUMMARY_MARKER, SUMMARY_MARKER
 from tests.scenarios.stateless import (
     BIG_LINES,
     CODE_RE,
+    EXTRA_PERSONAS,
     LEDGER_RUN_RE,
     PERSONAS,
     QUESTION,
@@ -83,7 +84,7 @@ def call_of(reply: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return call["name"], call["arguments"]
 
 
-@pytest.mark.parametrize("kind", PERSONAS)
+@pytest.mark.parametrize("kind", (*PERSONAS, *EXTRA_PERSONAS))
 def test_replies_are_a_function_of_the_request_alone(kind: str) -> None:
     bodies = [
         request({"role": "user", "content": task_text(1, 3)}),
@@ -123,6 +124,42 @@ def test_a_batch_asks_for_the_next_reads_in_one_reply() -> None:
     # The end of the range: fewer than a batch, then the report.
     body["messages"][1]["content"] = task_text(1, 3)
     assert call_of(Persona(batch=3)(body)) == ("read_file", {"path": "logs/part_003.txt"})
+
+
+SEARCH_TOOLS = [
+    *TOOLS,
+    {"type": "function", "function": {"name": "search_history", "parameters": {}}},
+]
+
+
+def test_the_searcher_searches_its_history_before_it_reads_a_file_again() -> None:
+    hidden = two_files_read()
+    hidden["messages"][3]["content"] = "[tool output masked: read_file returned 900 tokens]"
+    # Without a history search it is the re-reader.
+    assert call_of(Persona("searcher")(hidden)) == ("read_file", {"path": "logs/part_001.txt"})
+    hidden["tools"] = SEARCH_TOOLS
+    asked = call_of(Persona("searcher")(hidden))
+    assert asked == ("search_history", {"query": "part_001"})
+    # A search that shows the code: it goes on (here, to the report).
+    found = copy.deepcopy(hidden)
+    found["messages"] += exchange("c3", *asked, f"msg:4 [tool read_file] {code_for(1)}")
+    name, args = call_of(Persona("searcher")(found))
+    assert name == "write_file" and args["content"] == f"{code_for(1)}\n{code_for(2)}\n"
+    # A search that does not: it reads the file again, once.
+    missed = copy.deepcopy(hidden)
+    missed["messages"] += exchange("c3", *asked, "no matches for 'part_001'")
+    assert call_of(Persona("searcher")(missed)) == ("read_file", {"path": "logs/part_001.txt"})
+    # A first read is never searched for.
+    fresh = request({"role": "user", "content": task_text(1, 3)})
+    fresh["tools"] = SEARCH_TOOLS
+    assert call_of(Persona("searcher")(fresh)) == ("read_file", {"path": "logs/part_001.txt"})
+
+
+def test_a_search_is_not_a_read() -> None:
+    recorder = Recorder()
+    search = {"name": "search_history", "arguments": {"query": "part_001"}}
+    recorder.observe({"tool_calls": [search, search]}, summary=False)
+    assert recorder.searches == 2 and recorder.reads == []
 
 
 def test_the_re_reader_re_reads_what_it_can_no_longer_see() -> None:
