@@ -33,6 +33,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import read_span
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.context.shell_reads import parse_shell_read, shell_read_lines
@@ -73,8 +74,6 @@ LEDGER_MEMO_MAX_CALLS = 100_000
 LEDGER_FOLD_PASSES = 3
 
 
-_EXIT_RE = re.compile(r"\[exit code (-?\d+)[^\]]*\]\s*$")
-_TIMEOUT_RE = re.compile(r"\[timed out after [^\]]*\]\s*$")
 _NUMBERED_RE = re.compile(r"^(.*?)(\d+)(\D*)$")
 # Tools whose calls may read a file: read_file, and a shell command that is a plain read.
 _READ_KINDS = frozenset({"read", "command"})
@@ -190,11 +189,9 @@ def _int(value: Any, default: int) -> int:
 
 
 def _command_status(result: ToolMessage) -> str:
-    text = result.text.rstrip()
-    if (found := _EXIT_RE.search(text)) is not None:
-        return f"exit {found.group(1)}"
-    if _TIMEOUT_RE.search(text):
-        return "timed out"
+    status = bash_status(result.text)
+    if status is not None:
+        return "timed out" if status.exit_code is None else f"exit {status.exit_code}"
     return "error" if result.status == "error" else "done"
 
 

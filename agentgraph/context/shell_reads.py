@@ -29,6 +29,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from agentgraph.capabilities.tools.bash import bash_status
+
 __all__ = ["READ_PROGRAMS", "ShellRead", "parse_shell_read", "shell_read_lines"]
 
 # The programs whose one-file invocations count as reads.
@@ -54,8 +56,6 @@ _SHELL_SPECIAL_RE = re.compile(r"[$`*?\[\]{}~|&;<>()#\\\n\r!]")
 _SED_TO_END_RE = re.compile(r"'(\d+),\$p'")
 _SED_SCRIPT_RE = re.compile(r"(\d+)(?:,(\d+|\$))?p")
 _COUNT_RE = re.compile(r"\d+")
-# How a run_bash result ends: its status line, on a line of its own.
-_STATUS_RE = re.compile(r"(?:(?<=\n)|\A)\[exit code (-?\d+)[^\]\n]*\]\s*\Z")
 # A cut made by the command's output buffer or by the tool output cap.
 _CUT_RE = re.compile(r"…\d[\d,]* (?:bytes|tokens) truncated…")
 
@@ -195,10 +195,10 @@ def shell_read_lines(read: ShellRead, result: str) -> tuple[int, int, int | None
         read: What the command asked for (:func:`parse_shell_read`).
         result: The tool's answer: the output, then ``[exit code N]``.
     """
-    status = _STATUS_RE.search(result)
-    if status is None or status.group(1) != "0" or _CUT_RE.search(result):
+    status = bash_status(result)
+    if status is None or status.exit_code != 0 or _CUT_RE.search(result):
         return None
-    output = result[: status.start()]
+    output = result[: status.start]
     printed = output.count("\n") + (0 if not output or output.endswith("\n") else 1)
     if read.numbered and not _numbered_from(output, read.first):
         return None

@@ -18,6 +18,7 @@ import codecs
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 import selectors
 import signal
@@ -443,6 +444,37 @@ def run_command(
         timeout_s=timeout_s,
         dropped_bytes=dropped,
     )
+
+
+# The status line :func:`format_bash_result` ends every answer with, on a line of its own.
+_STATUS_LINE_RE = re.compile(
+    r"(?:(?<=\n)|\A)\[(?:exit code (?P<code>-?\d+)[^\]\n]*|timed out after [^\]\n]*)\]\s*\Z"
+)
+
+
+@dataclass(frozen=True)
+class BashStatus:
+    """How a command ended, as the status line of its answer says.
+
+    Attributes:
+        exit_code: Its exit code (negative: killed by that signal); None when it
+            timed out.
+        start: Where the status line begins in the answer: the output is what comes
+            before it.
+    """
+
+    exit_code: int | None
+    start: int
+
+
+def bash_status(answer: str) -> BashStatus | None:
+    """The status line of a run_bash ``answer`` (:func:`format_bash_result`), or None
+    when it has none (the tool failed before running, or the text is not its answer)."""
+    found = _STATUS_LINE_RE.search(answer)
+    if found is None:
+        return None
+    code = found.group("code")
+    return BashStatus(None if code is None else int(code), found.start())
 
 
 def format_bash_result(result: BashResult) -> str:
