@@ -1469,11 +1469,14 @@ class Compactor:
         reply = self._ask(_with_output_limit(prompt, retry), margin)
         return reply.text.strip(), hit_output_limit(reply), stopped
 
-    def _progress(self, messages: Sequence[BaseMessage]) -> Ledger | None:
-        """The progress ledger of the whole history; None if it cannot be built (a
-        malformed call in an imported history), which never stops the compaction."""
+    def _progress(
+        self, messages: Sequence[BaseMessage], workspace: str | None = None
+    ) -> Ledger | None:
+        """The progress ledger of the whole history, its paths relative to ``workspace``;
+        None if it cannot be built (a malformed call in an imported history), which
+        never stops the compaction."""
         try:
-            return collect_ledger(messages, memo=self.ledger_memo)
+            return collect_ledger(messages, memo=self.ledger_memo, workspace=workspace)
         except Exception:
             return None
 
@@ -2056,7 +2059,7 @@ class Compactor:
         summary_room = summary_max - heads_tokens
         # The ledger is computed from the whole history: every compaction's summarized
         # part is still in the state, so no progress is lost with the summaries.
-        progress = self._progress(messages)
+        progress = self._progress(messages, workspace)
         ledger = self._ledger(progress, int(usable * LEDGER_MAX_BUDGET_FRACTION))
         if course_change:
             ledger = f"{course_change}\n\n{ledger}" if ledger else course_change

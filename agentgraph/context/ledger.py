@@ -23,6 +23,7 @@ and ``search_history`` finds it.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import re
 import threading
@@ -388,7 +389,36 @@ class LedgerMemo:
         return parsed
 
 
-def collect_ledger(messages: Iterable[BaseMessage], *, memo: LedgerMemo | None = None) -> Ledger:
+def _workspace_roots(workspace: str | None) -> tuple[str, ...]:
+    """The absolute prefixes a path under ``workspace`` may be written with: as given
+    and with its links resolved."""
+    if not workspace or not posixpath.isabs(workspace):
+        return ()
+    roots = {posixpath.normpath(workspace), posixpath.normpath(os.path.realpath(workspace))}
+    return tuple(r for r in roots if r != "/")
+
+
+def _within(path: str, roots: Sequence[str]) -> str:
+    """``path`` relative to the workspace when it names a file under one of its
+    ``roots``; else as it is."""
+    for root in roots:
+        if path.startswith(root + "/"):
+            return path[len(root) + 1 :]
+    return path
+
+
+def _in_workspace(entry: _Entry, roots: Sequence[str]) -> _Entry:
+    if entry[0] in ("read", "write", "edit") and isinstance(entry[1], str):
+        return (entry[0], _within(entry[1], roots), *entry[2:])
+    return entry
+
+
+def collect_ledger(
+    messages: Iterable[BaseMessage],
+    *,
+    memo: LedgerMemo | None = None,
+    workspace: str | None = None,
+) -> Ledger:
     """The ledger of ``messages`` (a whole history).
 
     Each tool call counts once, by id, with the first result recorded for it: a
@@ -399,17 +429,21 @@ def collect_ledger(messages: Iterable[BaseMessage], *, memo: LedgerMemo | None =
     Args:
         messages: Messages in history order; internal records are ignored.
         memo: Entries parsed by earlier calls, reused.
+        workspace: The workspace's absolute path: a file under it named by its
+            absolute path is the entry of its path relative to it, as the tools take
+            both and models trained on tools that require absolute paths mix them.
 
     Returns:
         The ledger.
     """
+    roots = _workspace_roots(workspace)
     out = Ledger()
     counted: set[str] = set()
     listed = list(messages)
     results = _first_results(listed)
     for msg in listed:
         if agentgraph_kind(msg) == UNDO_NOTE_KIND:
-            _undo(out, msg)
+            _undo(out, msg, roots)
         if not isinstance(msg, AIMessage):
             continue
         for call in msg.tool_calls:
@@ -422,16 +456,16 @@ def collect_ledger(messages: Iterable[BaseMessage], *, memo: LedgerMemo | None =
             counted.add(call_id)
             entry = memo.entry(call_id, call, result) if memo else _entry(call, result)
             if entry is not None:
-                _apply(out, entry)
+                _apply(out, _in_workspace(entry, roots) if roots else entry)
     return out
 
 
-def _undo(ledger: Ledger, note: BaseMessage) -> None:
+def _undo(ledger: Ledger, note: BaseMessage, roots: Sequence[str] = ()) -> None:
     """Mark the files an /undo note names as put back (agentgraph/session/undo.py)."""
     meta = note.additional_kwargs.get(AGENTGRAPH_KEY)
     paths = meta.get("undone") if isinstance(meta, Mapping) else None
     for path in paths if isinstance(paths, list) else []:
-        change = ledger.changes.get(_norm_path(path) or "")
+        change = ledger.changes.get(_within(_norm_path(path) or "", roots))
         if change is not None:
             change.undone = True
 

@@ -515,3 +515,44 @@ def test_only_lines_of_files_the_ledger_shows_change(
             ("files (listed in the progress ledger)", "1 file (listed in the progress ledger)")
         )
     assert lean[-1] == lines[-1]
+
+
+def test_a_file_named_by_its_absolute_path_is_the_entry_of_its_workspace_path() -> None:
+    # Models trained on tools that take absolute paths name workspace files that way,
+    # and mix both: one file, one entry, named as the workspace names it.
+    ws = "/home/dev/repo"
+    history: list[BaseMessage] = [HumanMessage("go", id="h")]
+    history += _read(1, f"{ws}/src/app.py", 1, 40, 90)
+    history += _read(2, "src/app.py", 41, 90, 90)
+    history += _call(3, "edit_file", {"path": f"{ws}/./src/app.py"}, "edited src/app.py")
+    history += _bash(4, f"cat {ws}/README.md", "hello\n[exit code 0]")
+    history += _read(5, "/etc/hosts", 1, 2, 2)
+    history += _read(6, f"{ws}-old/src/app.py", 1, 2, 2)
+    ledger = collect_ledger(history, workspace=ws)
+    assert set(ledger.reads) == {"src/app.py", "README.md", "/etc/hosts", f"{ws}-old/src/app.py"}
+    assert ledger.reads["src/app.py"].complete
+    assert set(ledger.changes) == {"src/app.py"}
+    # Without the workspace a path stays as written.
+    assert f"{ws}/src/app.py" in collect_ledger(history).reads
+
+
+def test_a_compaction_lists_workspace_files_by_their_workspace_path(
+    tmp_path_factory: Any,
+) -> None:
+    settings_ = _settings(str(tmp_path_factory.mktemp("home")))
+    ws = str(tmp_path_factory.mktemp("ws"))
+    compactor = Compactor(
+        ScriptedChatModel(["progress"], on_exhausted="repeat_last"),
+        get_counter(settings_.model),
+        budget_for(settings_),
+        sleep=lambda _s: None,
+    )
+    state: list[BaseMessage] = [HumanMessage("read the app", id="u")]
+    state += _read(1, f"{ws}/src/app.py", 1, 40, 90)
+    state += _read(2, "src/app.py", 41, 90, 90)
+    outcome = compactor(state, trigger="manual", system=[], tools=[], workspace=ws)
+    assert outcome is not None
+    view = since_last_boundary(list(add_messages(state, outcome.updates)))  # type: ignore[arg-type]
+    (ledger,) = [m for m in view if agentgraph_kind(m) == LEDGER_KIND]
+    # One entry, read whole from its two halves.
+    assert ledger.text.endswith("\n- src/ app.py") and ws not in ledger.text
