@@ -17,10 +17,12 @@ import agentgraph.frontends.cli.slash_recall  # noqa: F401  (registers /search)
 from agentgraph.capabilities.recall.search import (
     SEARCH_QUERY_MAX_CHARS,
     SearchError,
+    format_results,
     read_message,
     search_transcript,
 )
 from agentgraph.config import Settings
+from agentgraph.context.ledger import ledger_message
 from agentgraph.frontends.cli.slash import dispatch
 from agentgraph.persistence import Store, open_store
 from agentgraph.session.agent import Agent
@@ -181,6 +183,37 @@ def test_huge_query_and_bad_limit_are_refused_with_the_limit_named(backend_store
         read_message(_transcript(), "msg:99")
     # A masked output's placeholder names its tool call id: that reads it too.
     assert read_message(_transcript(), "c1").startswith("msg:2 [tool read_file]\nHe said")
+
+
+def _compacted_reads(compactions: int) -> list[Any]:
+    """Three files read, then ``compactions`` compactions' summaries and ledgers."""
+    messages: list[Any] = [HumanMessage("Fix the timeout in the app", id="u1")]
+    for i, path in enumerate(["src/app.py", "src/config.py", "src/util.py"]):
+        call = {"name": "read_file", "args": {"path": path}, "id": f"c{i}"}
+        messages.append(AIMessage("", tool_calls=[call], id=f"a{i}"))
+        body = f"1\timport os\n2\tTIMEOUT_{i} = {17 + i}"
+        messages.append(ToolMessage(body, tool_call_id=f"c{i}", name="read_file", id=f"t{i}"))
+    for k in range(compactions):
+        kind = {"agentgraph": {"kind": "summary"}}
+        messages.append(HumanMessage(f"Summary {k}: fixing the timeout.", id=f"s{k}"))
+        messages[-1].additional_kwargs.update(kind)
+        ledger = "[Progress ledger]\nFiles read:\n- src/ app.py, config.py, util.py"
+        messages.append(ledger_message(ledger, f"l{k}"))
+        messages.append(AIMessage(f"step {k}", id=f"x{k}"))
+    return messages
+
+
+def test_a_file_name_finds_the_call_that_read_it_and_where_its_result_is(
+    backend_store: Store,
+) -> None:
+    """Every compaction writes the progress ledger anew, listing every file read: its
+    copies took four of a file name's five hits after eight compactions, and the call
+    that read the file named it while its result, which does not, was not found."""
+    messages = _compacted_reads(8)
+    result = search_transcript(backend_store.history, "f", messages, "config.py", 5)
+    assert [(h.position, h.results) for h in result.hits] == [(3, (4,))]
+    assert format_results(result).endswith('read_file {"path": "src/config.py"} → result msg:4')
+    assert "TIMEOUT_1 = 18" in read_message(messages, "msg:4")
 
 
 def test_index_follows_compaction_moves_and_deletes(backend_store: Store) -> None:

@@ -21,6 +21,7 @@ transcript; positions before a compaction boundary never change.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -64,6 +65,11 @@ SEARCH_HISTORY_TOOL = "search_history"
 READ_HISTORY_TOOL = "read_history"
 # Their own calls and results are not indexed: a search would find earlier searches.
 HISTORY_TOOLS = frozenset({SEARCH_HISTORY_TOOL, READ_HISTORY_TOOL})
+# Messages rebuilt from the conversation at every compaction, not indexed: the progress
+# ledger is derived from the calls, which are indexed themselves, and the newest one is
+# in the prompt; its copies, one a compaction, took four of a file name's five hits
+# after eight compactions, ahead of the calls that read the file.
+DERIVED_KINDS = frozenset({"ledger"})
 READ_HISTORY_MAX_CHARS = 50_000
 
 
@@ -86,7 +92,6 @@ _TERM_RE = re.compile(r'"([^"]+)"|(\S+)')
 _KIND_ROLES = {
     "summary": "summary",
     "reinjected_file": "file",
-    "ledger": "ledger",
     "resume": "resume note",
     "undo_note": "undo note",
     "hook_context": "hook output",
@@ -116,11 +121,23 @@ class SearchHit:
     role: str
     snippet: str
     matched_terms: int
+    # Positions of the results of a hit's tool calls: a file's name is in the call that
+    # read it, rarely in what it returned.
+    results: tuple[int, ...] = ()
 
     @property
     def ref(self) -> str:
         """The reference ``read_history`` expands (``msg:N``)."""
         return f"{REF_PREFIX}{self.position}"
+
+    @property
+    def line(self) -> str:
+        """The hit as the tool and ``/search`` show it."""
+        shown = f"{self.ref} [{self.role}] {self.snippet}"
+        if self.results:
+            refs = ", ".join(f"{REF_PREFIX}{p}" for p in self.results)
+            shown += f" → {'result' if len(self.results) == 1 else 'results'} {refs}"
+        return shown
 
 
 class HistoryIndex(Protocol):
@@ -162,10 +179,12 @@ def message_body(msg: BaseMessage) -> str:
 
 
 def searchable(msg: BaseMessage) -> bool:
-    """Whether a stored message is part of the conversation (not a system/internal record)."""
+    """Whether a stored message is part of the conversation (not a system/internal record
+    or a copy derived from the conversation)."""
     if isinstance(msg, ToolMessage) and msg.name in HISTORY_TOOLS:
         return False
-    return not isinstance(msg, SystemMessage) and agentgraph_kind(msg) not in INTERNAL_KINDS
+    kind = agentgraph_kind(msg)
+    return not isinstance(msg, SystemMessage) and kind not in INTERNAL_KINDS | DERIVED_KINDS
 
 
 def history_docs(messages: Sequence[BaseMessage], start: int = 0) -> list[HistoryDoc]:
@@ -716,10 +735,30 @@ def search_transcript(
     terms = query_terms(query)
     limit = check_limit(limit)
     if index is None:
-        return SearchResult(query, scan(history_docs(messages), terms, limit))
+        hits = scan(history_docs(messages), terms, limit)
+        return SearchResult(query, [_with_results(h, messages) for h in hits])
     before = index.rebuilt
     hits = index.search(thread_id, messages, terms, limit)
-    return SearchResult(query, hits, rebuilt=index.rebuilt != before)
+    return SearchResult(
+        query, [_with_results(h, messages) for h in hits], rebuilt=index.rebuilt != before
+    )
+
+
+def _with_results(hit: SearchHit, messages: Sequence[BaseMessage]) -> SearchHit:
+    """``hit`` with the positions of its tool calls' results, when it is a call."""
+    msg = messages[hit.position] if 0 <= hit.position < len(messages) else None
+    if not isinstance(msg, AIMessage):
+        return hit
+    ids = {c.get("id") for c in msg.tool_calls if c["name"] not in HISTORY_TOOLS}
+    found: list[int] = []
+    # The results follow their calls, before the next model reply.
+    for position in range(hit.position + 1, len(messages)):
+        later = messages[position]
+        if isinstance(later, AIMessage) or len(found) == len(ids):
+            break
+        if isinstance(later, ToolMessage) and later.tool_call_id in ids:
+            found.append(position)
+    return dataclasses.replace(hit, results=tuple(found)) if found else hit
 
 
 def format_results(result: SearchResult) -> str:
@@ -732,7 +771,7 @@ def format_results(result: SearchResult) -> str:
     lines = [
         f"{len(result.hits)} matches for {result.query!r}, best first "
         "(read one in full with read_history(ref)):",
-        *(f"{h.ref} [{h.role}] {h.snippet}" for h in result.hits),
+        *(h.line for h in result.hits),
         *notes,
     ]
     return "\n".join(lines)

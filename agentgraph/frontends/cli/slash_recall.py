@@ -35,7 +35,7 @@ def _search(ctx: ReplContext, rest: str) -> None:
         ctx.console.print(f"no messages match {rest!r}", markup=False)
         return
     for hit in result.hits:
-        ctx.console.print(f"{hit.ref:>8} [{hit.role}] {hit.snippet}", markup=False)
+        ctx.console.print(f"{' ' * max(0, 8 - len(hit.ref))}{hit.line}", markup=False)
 
 
 @command("memory", "/memory [forget ID]", "long-term memories of this workspace; forget one")
