@@ -52,8 +52,12 @@ def _items(text: str) -> list[str]:
 
 def _carried_section(summary: str) -> tuple[int, int, int] | None:
     """(where the carried details open, where their items start, where they end) in
-    ``summary``, or None when it carries none."""
-    start = summary.find(_OPENING)
+    ``summary``, or None when it carries none.
+
+    The last such section: :func:`with_dropped_details` appends it after the rewrite,
+    which may have copied the heading from the summaries it was written from.
+    """
+    start = summary.rfind(_OPENING)
     if start < 0:
         return None
     body_start = start + len(_OPENING)

@@ -1211,6 +1211,7 @@ class Compactor:
         scale: float = 1.0,
         history: Sequence[BaseMessage] = (),
         margin: float = PROMPT_COUNT_MARGIN_FRACTION,
+        workspace: str | None = None,
     ) -> str:
         """``summary`` with what it left out of the files read in ``summarized``.
 
@@ -1227,7 +1228,7 @@ class Compactor:
         names without their values are asked about once (:meth:`_values`). Failures
         keep ``summary`` as it is.
         """
-        reads = read_calls(summarized, memo=self.ledger_memo)
+        reads = read_calls(summarized, memo=self.ledger_memo, workspace=workspace)
         # The transcript (it holds every reading of ``summarized``): the copy a
         # compaction kept may be cut, masked or an excerpt, and its original before
         # that boundary is the whole reading.
@@ -1237,7 +1238,9 @@ class Compactor:
             fresh = set(reads.values())
             before = {
                 call_id: path
-                for call_id, path in read_calls(history, memo=self.ledger_memo).items()
+                for call_id, path in read_calls(
+                    history, memo=self.ledger_memo, workspace=workspace
+                ).items()
                 if path not in fresh and any(_names_file(m.text, path) for m in earlier)
             }
             reads = {**before, **reads}
@@ -1778,6 +1781,7 @@ class Compactor:
         history: Sequence[BaseMessage],
         kept: Sequence[BaseMessage],
         room: int,
+        workspace: str | None = None,
     ) -> list[list[BaseMessage]]:
         """Copies of the newest read calls of ``older`` whose readings ``named`` (the
         summaries shown after the compaction) leaves out, fitted in ``room``.
@@ -1802,7 +1806,9 @@ class Compactor:
         }
         missing = {
             call_id
-            for call_id, path in read_calls(older, memo=self.ledger_memo).items()
+            for call_id, path in read_calls(
+                older, memo=self.ledger_memo, workspace=workspace
+            ).items()
             if call_id not in skip and not _names_file(named, path)
         }
         if not missing or room <= 0:
@@ -2093,6 +2099,7 @@ class Compactor:
                 scale=scale,
                 history=messages,
                 margin=margin,
+                workspace=workspace,
             )
         if summary is None:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))
@@ -2204,7 +2211,7 @@ class Compactor:
             # Not for /compact: asked for to make the prompt smaller, it would fill
             # the room again.
             room = min(target - settled, int(usable * LEFT_OUT_BUDGET_FRACTION))
-            left_out = self._left_out_kept(named, older, messages, kept, room)
+            left_out = self._left_out_kept(named, older, messages, kept, room, workspace)
             if left_out:
                 kept = _in_history_order(recent, [*left_out, *group_messages(kept)])
                 new_tail = self._assemble(

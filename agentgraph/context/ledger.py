@@ -280,7 +280,10 @@ def _first_results(messages: Sequence[BaseMessage]) -> dict[str, ToolMessage]:
 
 
 def read_calls(
-    messages: Iterable[BaseMessage], *, memo: LedgerMemo | None = None
+    messages: Iterable[BaseMessage],
+    *,
+    memo: LedgerMemo | None = None,
+    workspace: str | None = None,
 ) -> dict[str, str]:
     """The id of every successful file read in ``messages`` (a ``read_file`` call, or a
     shell command that is a plain read, :mod:`agentgraph.context.shell_reads`) and the
@@ -290,10 +293,13 @@ def read_calls(
         messages: Messages in history order (a call without its result is left out).
         memo: Entries parsed by earlier calls (the ledger's), reused: a compaction asks
             this of the whole transcript, every shell command of it included.
+        workspace: The workspace's absolute path: a file under it named by its
+            absolute path is named by its path in it, as :func:`collect_ledger` does.
 
     Returns:
         Call id → normalized path, in call order.
     """
+    roots = _workspace_roots(workspace)
     listed = list(messages)
     results = _first_results(listed)
     out: dict[str, str] = {}
@@ -307,7 +313,7 @@ def read_calls(
                 continue
             entry = memo.entry(call_id, call, result) if memo else _entry(call, result)
             if entry is not None and entry[0] == "read":
-                out[call_id] = str(entry[1])
+                out[call_id] = _within(str(entry[1]), roots)
     return out
 
 
@@ -395,7 +401,9 @@ def _workspace_roots(workspace: str | None) -> tuple[str, ...]:
     if not workspace or not posixpath.isabs(workspace):
         return ()
     roots = {posixpath.normpath(workspace), posixpath.normpath(os.path.realpath(workspace))}
-    return tuple(r for r in roots if r != "/")
+    # The longer first: when one is inside the other (a link to its own ancestor), a
+    # path under the inner one is named from there.
+    return tuple(sorted((r for r in roots if r != "/"), key=len, reverse=True))
 
 
 def _within(path: str, roots: Sequence[str]) -> str:

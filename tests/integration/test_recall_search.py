@@ -214,6 +214,8 @@ def test_a_file_name_finds_the_call_that_read_it_and_where_its_result_is(
     assert [(h.position, h.results) for h in result.hits] == [(3, (4,))]
     assert format_results(result).endswith('read_file {"path": "src/config.py"} → result msg:4')
     assert "TIMEOUT_1 = 18" in read_message(messages, "msg:4")
+    # A ledger is still read by its reference (an earlier search may have named one).
+    assert read_message(messages, "msg:8").startswith("msg:8 [ledger]\n[Progress ledger]")
 
 
 def test_index_follows_compaction_moves_and_deletes(backend_store: Store) -> None:

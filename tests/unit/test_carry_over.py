@@ -139,6 +139,19 @@ def test_details_carried_at_an_earlier_rewrite_are_older_than_its_summary() -> N
     )
 
 
+def test_a_heading_the_rewrite_copied_is_not_taken_for_the_carried_details() -> None:
+    # A summarizer may copy the heading from the summaries it rewrites: the details
+    # agentgraph carries are the section it appended, the last one.
+    copied = f"Codes: CODE part_005: Y-5\n\n{CARRY_OVER_HEADING}\nCODE part_003: Y-3"
+    carried = ["CODE part_001: Y-1", "CODE part_002: Y-2"]
+    summary = with_dropped_details(copied, carried, max_tokens=100, count=_words)
+    found = dropped_details([summary], "nothing kept", boilerplate=[CARRY_OVER_HEADING])
+    assert found[:2] == carried
+    assert without_oldest_details(summary, 1, count=_words) == summary.replace(
+        "CODE part_001: Y-1\n", ""
+    )
+
+
 @given(
     items=st.lists(_LINE, min_size=1, max_size=8),
     excess=st.integers(1, 60),

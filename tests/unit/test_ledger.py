@@ -530,6 +530,9 @@ def test_a_file_named_by_its_absolute_path_is_the_entry_of_its_workspace_path() 
     history += _read(6, f"{ws}-old/src/app.py", 1, 2, 2)
     ledger = collect_ledger(history, workspace=ws)
     assert set(ledger.reads) == {"src/app.py", "README.md", "/etc/hosts", f"{ws}-old/src/app.py"}
+    # The file check names them as the ledger does.
+    assert read_calls(history, workspace=ws)["c1"] == "src/app.py"
+    assert read_calls(history, workspace=ws)["c4"] == "README.md"
     assert ledger.reads["src/app.py"].complete
     assert set(ledger.changes) == {"src/app.py"}
     # Without the workspace a path stays as written.
@@ -556,3 +559,17 @@ def test_a_compaction_lists_workspace_files_by_their_workspace_path(
     (ledger,) = [m for m in view if agentgraph_kind(m) == LEDGER_KIND]
     # One entry, read whole from its two halves.
     assert ledger.text.endswith("\n- src/ app.py") and ws not in ledger.text
+
+
+def test_a_workspace_linked_to_its_own_ancestor_names_files_from_the_workspace(
+    tmp_path: Any,
+) -> None:
+    # Its own path and its resolved one are both prefixes of a path under it: the
+    # longer one names it from the workspace.
+    (tmp_path / "a").mkdir()
+    ws = tmp_path / "a" / "w"
+    ws.symlink_to(tmp_path / "a")
+    history: list[BaseMessage] = [HumanMessage("go", id="h")]
+    history += _read(1, f"{ws}/x.py", 1, 2, 2)
+    # The two prefixes were a set, tried in an order the process's hash seed decided.
+    assert set(collect_ledger(history, workspace=str(ws)).reads) == {"x.py"}

@@ -92,6 +92,7 @@ _TERM_RE = re.compile(r'"([^"]+)"|(\S+)')
 _KIND_ROLES = {
     "summary": "summary",
     "reinjected_file": "file",
+    "ledger": "ledger",
     "resume": "resume note",
     "undo_note": "undo note",
     "hook_context": "hook output",
@@ -751,12 +752,13 @@ def _with_results(hit: SearchHit, messages: Sequence[BaseMessage]) -> SearchHit:
         return hit
     ids = {c.get("id") for c in msg.tool_calls if c["name"] not in HISTORY_TOOLS}
     found: list[int] = []
-    # The results follow their calls, before the next model reply.
+    # The results follow their calls, before the next model reply; the first of each.
     for position in range(hit.position + 1, len(messages)):
         later = messages[position]
-        if isinstance(later, AIMessage) or len(found) == len(ids):
+        if isinstance(later, AIMessage) or not ids:
             break
         if isinstance(later, ToolMessage) and later.tool_call_id in ids:
+            ids.discard(later.tool_call_id)
             found.append(position)
     return dataclasses.replace(hit, results=tuple(found)) if found else hit
 
@@ -817,7 +819,11 @@ def read_message(messages: Sequence[BaseMessage], ref: str) -> str:
     """
     by_id = _position_of_id(messages, ref) if not _REF_RE.match(str(ref or "")) else None
     position = by_id if by_id is not None else parse_ref(ref)
-    if position >= len(messages) or not searchable(messages[position]):
+    # A derived message is not searched but is still read: a search made before it
+    # left the index may have named it.
+    if position >= len(messages) or not (
+        searchable(messages[position]) or agentgraph_kind(messages[position]) in DERIVED_KINDS
+    ):
         raise SearchError(
             f"there is no message {REF_PREFIX}{position} in this session "
             f"({len(messages)} stored messages); use a reference search_history returned"
