@@ -179,13 +179,18 @@ def message_body(msg: BaseMessage) -> str:
     return text
 
 
-def searchable(msg: BaseMessage) -> bool:
-    """Whether a stored message is part of the conversation (not a system/internal record
-    or a copy derived from the conversation)."""
+def _readable(msg: BaseMessage) -> bool:
+    """Whether ``read_history`` shows a stored message: not a system or internal record,
+    nor a history tool's own result."""
     if isinstance(msg, ToolMessage) and msg.name in HISTORY_TOOLS:
         return False
-    kind = agentgraph_kind(msg)
-    return not isinstance(msg, SystemMessage) and kind not in INTERNAL_KINDS | DERIVED_KINDS
+    return not isinstance(msg, SystemMessage) and agentgraph_kind(msg) not in INTERNAL_KINDS
+
+
+def searchable(msg: BaseMessage) -> bool:
+    """Whether a stored message is part of the conversation (readable, and not a copy
+    derived from the conversation)."""
+    return _readable(msg) and agentgraph_kind(msg) not in DERIVED_KINDS
 
 
 def history_docs(messages: Sequence[BaseMessage], start: int = 0) -> list[HistoryDoc]:
@@ -821,9 +826,7 @@ def read_message(messages: Sequence[BaseMessage], ref: str) -> str:
     position = by_id if by_id is not None else parse_ref(ref)
     # A derived message is not searched but is still read: a search made before it
     # left the index may have named it.
-    if position >= len(messages) or not (
-        searchable(messages[position]) or agentgraph_kind(messages[position]) in DERIVED_KINDS
-    ):
+    if position >= len(messages) or not _readable(messages[position]):
         raise SearchError(
             f"there is no message {REF_PREFIX}{position} in this session "
             f"({len(messages)} stored messages); use a reference search_history returned"
