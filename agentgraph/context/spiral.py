@@ -5,7 +5,10 @@ summary loses what was done, the model redoes it, the prompt fills again, the ne
 summary loses it again, and the run burns its budget going round. Seen from the
 history, the work between two compactions then holds no request from the user, no
 answer in words and no tool call that was not already made before the earlier one with
-the same output, or no model call at all.
+the same output, or no model call at all. A call that searches or reads the session's
+own history is never new work: it brings back what was done (a search's output changes
+as the transcript grows, so a model searching again for what each compaction summarized
+away looked busy until its loop cap).
 
 :func:`stalled_compactions` counts such compactions in a row, ending with the one about
 to happen. Derived from the stored history (the boundaries and the calls between them),
@@ -18,10 +21,11 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from agentgraph.capabilities.tools.spec import tools_where
 from agentgraph.errors import AgentGraphError
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind, is_user_request
 
@@ -30,6 +34,7 @@ __all__ = [
     "SPIRAL_MIN_CALLS_BETWEEN",
     "SPIRAL_NOTE",
     "CompactionSpiralError",
+    "Stalls",
     "repeat_streak",
     "spiral_note",
     "stalled_compactions",
@@ -50,10 +55,14 @@ SPIRAL_NOTE = (
 )
 
 
-def spiral_note(repeated: int, calls: int) -> str:
-    """The note that tells the model what the stalled stretch did."""
+def spiral_note(repeated: int, calls: int, recalled: int = 0) -> str:
+    """The note that tells the model what the stalled stretch did: of ``calls`` tool
+    calls, ``repeated`` repeated earlier ones and ``recalled`` searched or read the
+    history."""
     if calls:
         what = f"{repeated} of {calls} tool calls repeated calls already made, with the same output"
+        if recalled:
+            what += f", and {recalled} brought back the session's history"
     else:
         what = "no tool call was made"
     return SPIRAL_NOTE.format(what=what)
@@ -67,6 +76,10 @@ class CompactionSpiralError(AgentGraphError):
 # ``<original id>~<8 hex>`` (context/compaction.py): their calls were made before it.
 _MOVED_ID_RE = re.compile(r"~[0-9a-f]{8}$")
 
+# Tools whose results are the session's history brought back (search_history,
+# read_history).
+_RECALL_TOOLS = tools_where(lambda spec: spec.recall)
+
 
 @dataclass
 class _Stretch:
@@ -77,7 +90,12 @@ class _Stretch:
     progress: bool = False  # a user request, or an answer in words
 
 
-_Call = tuple[str, ToolMessage | None]
+class _Call(NamedTuple):
+    """One tool call as the guards compare it."""
+
+    key: str  # the tool and its arguments
+    result: ToolMessage | None
+    recall: bool  # it brings back the session's history: never new work
 
 
 def _signature(call: Any, results: dict[str, ToolMessage]) -> _Call:
@@ -89,7 +107,8 @@ def _signature(call: Any, results: dict[str, ToolMessage]) -> _Call:
         args = json.dumps(call.get("args") or {}, sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError):
         args = str(call.get("args"))
-    return f"{call.get('name')}({args})", results.get(str(call.get("id")))
+    name = call.get("name")
+    return _Call(f"{name}({args})", results.get(str(call.get("id"))), str(name) in _RECALL_TOOLS)
 
 
 def output_hash(result: ToolMessage) -> int:
@@ -122,7 +141,7 @@ def repeat_streak(messages: Sequence[BaseMessage], reply: AIMessage) -> int:
     """
     if not reply.tool_calls:
         return 0
-    wanted = sorted(_signature(call, {})[0] for call in reply.tool_calls)
+    wanted = sorted(_signature(call, {}).key for call in reply.tool_calls)
     results: dict[str, ToolMessage] = {}
     streak = 0
     previous: list[tuple[str, int]] | None = None
@@ -138,9 +157,9 @@ def repeat_streak(messages: Sequence[BaseMessage], reply: AIMessage) -> int:
         if not msg.tool_calls:
             break  # an answer in words
         calls = [_signature(call, results) for call in msg.tool_calls]
-        if sorted(name for name, _ in calls) != wanted or any(r is None for _, r in calls):
+        if sorted(c.key for c in calls) != wanted or any(c.result is None for c in calls):
             break
-        made = sorted((name, output_hash(r)) for name, r in calls if r is not None)
+        made = sorted((c.key, output_hash(c.result)) for c in calls if c.result is not None)
         if previous is not None and made != previous:
             break
         previous = made
@@ -180,24 +199,34 @@ def _stretches(messages: Sequence[BaseMessage]) -> list[_Stretch]:
     return stretches
 
 
-def stalled_compactions(messages: Sequence[BaseMessage]) -> tuple[int, int, int]:
+class Stalls(NamedTuple):
+    """Stalled compactions in a row, and what the newest stretch of work did."""
+
+    stalls: int
+    repeated: int  # calls that repeated one made before, with the same output
+    recalled: int  # calls that brought back the session's history
+    calls: int
+
+
+def stalled_compactions(messages: Sequence[BaseMessage]) -> Stalls:
     """Stalled compactions in a row, counting the one about to compact ``messages``.
 
     A compaction is stalled when an automatic compaction came before it and, since
     then, the user asked nothing, the model answered nothing in words, and its tool
     calls were fewer than :data:`SPIRAL_MIN_CALLS_BETWEEN` or all repeated a call made
-    before that compaction with the same output (same tool, arguments and result).
+    before that compaction with the same output (same tool, arguments and result) or
+    brought back the session's history.
 
     Args:
         messages: The whole stored history.
 
     Returns:
-        ``(stalls in a row, repeated calls, calls)``, the last two of the stretch since
-        the last boundary.
+        The stalls in a row; the repeated calls, the calls bringing back the history
+        and all calls of the stretch since the last boundary.
     """
     stretches = _stretches(messages)
     if len(stretches) < 2:
-        return 0, 0, 0
+        return Stalls(0, 0, 0, 0)
     outputs: dict[int, int] = {}  # id of a result message -> hash of its text, once
 
     def output(result: ToolMessage | None) -> int:
@@ -212,29 +241,30 @@ def stalled_compactions(messages: Sequence[BaseMessage]) -> tuple[int, int, int]
     # copy's call counts as made before its stretch).
     made_in: dict[str, list[tuple[float, ToolMessage | None]]] = {}
     for k, stretch in enumerate(stretches):
-        for name, result in stretch.moved:
-            made_in.setdefault(name, []).append((k - 0.5, result))
+        for call in stretch.moved:
+            made_in.setdefault(call.key, []).append((k - 0.5, call.result))
         for reply in stretch.replies:
-            for name, result in reply:
-                made_in.setdefault(name, []).append((k, result))
+            for call in reply:
+                made_in.setdefault(call.key, []).append((k, call.result))
 
     def made_before(call: _Call, k: int) -> bool:
-        earlier = [result for at, result in made_in.get(call[0], ()) if at < k]
+        earlier = [result for at, result in made_in.get(call.key, ()) if at < k]
         if not earlier:
             return False
-        text = output(call[1])
+        text = output(call.result)
         return any(output(result) == text for result in earlier)
 
-    stalls = repeated = calls = 0
+    stalls = repeated = recalled = calls = 0
     for k in range(len(stretches) - 1, 0, -1):
         stretch = stretches[k]
         made = [sig for reply in stretch.replies for sig in reply]
-        again = sum(made_before(sig, k) for sig in made)
+        recalls = sum(sig.recall for sig in made)
+        again = sum(made_before(sig, k) for sig in made if not sig.recall)
         if k == len(stretches) - 1:
-            repeated, calls = again, len(made)
+            repeated, recalled, calls = again, recalls, len(made)
         idle = len(stretch.replies) < SPIRAL_MIN_CALLS_BETWEEN
-        if not stretch.progress and (idle or again == len(made)):
+        if not stretch.progress and (idle or again + recalls == len(made)):
             stalls += 1
         else:
             break
-    return stalls, repeated, calls
+    return Stalls(stalls, repeated, recalled, calls)

@@ -470,6 +470,27 @@ def test_a_provoked_spiral_stops_with_the_named_error(
         _run(make_settings, workspace, files=60, persona="re_reader", summarizer="terse")
 
 
+def test_a_spiral_of_history_searches_stops_with_the_named_error(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """The same summarizer, 30 files of 20 KB at an 8k window, and a model that
+    searches its history for what it cannot see before it reads it again: each search
+    brings a code back, the next compaction summarizes it away, and the model searches
+    again. A search's output changes as the transcript grows, so such calls looked new
+    and the run went round until its loop cap; searching the history brings back what
+    was done, it does none, and the run stops with the named error."""
+    with pytest.raises(CompactionSpiralError, match="compaction is making no progress"):
+        _run(
+            make_settings,
+            workspace,
+            files=30,
+            size="big",
+            persona="searcher",
+            summarizer="terse",
+            window=8_192,
+        )
+
+
 def test_a_provoked_spiral_ends_the_cli_run_with_one_line_and_exit_1(
     home: Path, workspace: Path
 ) -> None:

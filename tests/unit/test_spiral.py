@@ -47,7 +47,7 @@ def test_compactions_followed_only_by_rereads_are_stalls_in_a_row() -> None:
         history += [_boundary(), *_read("a"), *_read("b")]
         counts.append(stalled_compactions(history)[0])
     assert counts == [1, 2, 3]
-    assert stalled_compactions(history)[1:] == (2, 2)
+    assert stalled_compactions(history)[1:] == (2, 0, 2)
 
 
 def test_new_work_ends_the_stall() -> None:
@@ -93,11 +93,31 @@ def test_copies_a_compaction_moved_count_as_made_before_it() -> None:
     assert stalled_compactions(history)[0] == 1
 
 
+def test_searching_the_history_is_never_new_work() -> None:
+    """A search's output grows with the transcript (it finds the earlier searches too),
+    so a model searching again for what each compaction summarized away made calls
+    that looked new every time."""
+    history: list[BaseMessage] = [HumanMessage("collect the codes", id="u"), *_read("a")]
+    counts = []
+    for n in range(3):
+        history += [
+            _boundary(),
+            *_call("search_history", {"query": "a"}, f"{n + 1} hits for a"),
+            *_call("read_history", {"ref": f"msg:{n}"}, f"message {n}"),
+        ]
+        counts.append(stalled_compactions(history)[0])
+    assert counts == [1, 2, 3]
+    assert stalled_compactions(history)[1:] == (0, 2, 2)
+    assert "and 2 brought back the session's history" in spiral_note(0, 2, 2)
+    assert stalled_compactions([*history, *_read("b")])[0] == 0
+
+
 def test_no_call_at_all_between_compactions_is_a_stall() -> None:
     history: list[BaseMessage] = [HumanMessage("go", id="u"), *_read("a"), _boundary(), _boundary()]
     assert stalled_compactions(history)[0] == 2  # the one between, and the next one
     assert "no tool call was made" in spiral_note(0, 0)
     assert "2 of 3 tool calls" in spiral_note(2, 3)
+    assert "history" not in spiral_note(2, 3)
 
 
 @settings(max_examples=200, deadline=None, database=None)

@@ -67,6 +67,8 @@ class ToolSpec:
         core: It stays in the core tool set a small window gets: files, search, shell,
             the session's history and plan mode's question
             (``agentgraph/capabilities/tools/tool_set.py``).
+        recall: Its result is the session's own history brought back: the spiral
+            guard never counts a call of it as new work (``agentgraph/context/spiral.py``).
     """
 
     name: str
@@ -79,6 +81,7 @@ class ToolSpec:
     ledger: LedgerKind | None = None
     mask_exempt: bool = False
     core: bool = False
+    recall: bool = False
 
 
 # In the order the agent binds them (agentgraph/session/agent.py).
@@ -125,8 +128,8 @@ _SPECS = (
     ToolSpec("todo_write", ledger="todos"),
     ToolSpec("todo_read", read_only=True),
     ToolSpec("now", read_only=True),
-    ToolSpec("search_history", read_only=True, core=True),
-    ToolSpec("read_history", read_only=True, core=True),
+    ToolSpec("search_history", read_only=True, core=True, recall=True),
+    ToolSpec("read_history", read_only=True, core=True, recall=True),
     ToolSpec("memory_save", approval="memory", plan_blocked=True),
     ToolSpec("memory_search", read_only=True),
     ToolSpec("memory_delete", approval="memory", plan_blocked=True),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
 
 from agentgraph.config import Settings
 from agentgraph.persistence import open_store
@@ -14,11 +16,23 @@ from tests.cli_helpers import run_cli
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.reliability.helpers import (
     KEY,
+    WAIT_FOR_FILE_S,
     agent_env,
     kill_pid_file,
     sigkill,
     spawn_cli,
     wait_for,
+)
+from tests.scenarios.stateless import (
+    Recorder,
+    ScriptedModel,
+    Summarizer,
+    codes_in,
+    is_summary,
+    make_workspace,
+    persona_for,
+    planted_codes,
+    task_text,
 )
 
 # The killed command must still run when the test looks, however busy the machine. The
@@ -197,3 +211,85 @@ def test_dangling_calls_in_stored_history_are_answered_before_the_next_call(
     assert sorted(answered) == ["c1", "c2", "c3"]
     assert any(m["role"] == "assistant" and m.get("content") == "checking two things" for m in sent)
     assert KEY not in json.dumps(sent)
+
+
+# The summary request during which the agent is killed: one after the first compaction,
+# whose summary is stored, so the resumed run has one of each (stored, lost).
+KILLED_SUMMARY_CALL = 2
+# A window the 60 files outgrow two or three times over.
+COMPACTION_WINDOW_TOKENS = 16_000
+COMPACTION_FILES = 60
+
+
+class _HangsOnSummary:
+    """The scripted model, except that summary request :data:`KILLED_SUMMARY_CALL` marks
+    ``flag`` and waits (for the test to kill the agent) before it is answered."""
+
+    def __init__(self, model: ScriptedModel, flag: Path) -> None:
+        self.model, self.flag = model, flag
+        self.summaries = 0
+        self.release = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        if is_summary(body):
+            self.summaries += 1
+            if self.summaries == KILLED_SUMMARY_CALL:
+                self.flag.write_text("summarizing\n")
+                self.release.wait(timeout=WAIT_FOR_FILE_S)
+        return self.model(body)
+
+
+def test_sigkill_during_a_compaction_then_resume_loses_no_progress(
+    home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    """Killed while a compaction waits for its summary: the compaction is lost, the work
+    before it is not. Resumed with a new request, the agent compacts again and finishes
+    with every code, reading no file twice (the stateless model re-reads whatever it
+    knows it read but cannot see), and the provider saw only valid requests."""
+    paths = make_workspace(workspace, files=COMPACTION_FILES, size="small")
+    recorder = Recorder()
+    flag = tmp_path / "summarizing"
+    hang = _HangsOnSummary(
+        ScriptedModel(
+            persona_for("re_reader", "agentgraph", 1, None), Summarizer("faithful"), recorder
+        ),
+        flag,
+    )
+    settings = {
+        "AGENTGRAPH_CONTEXT_WINDOW": str(COMPACTION_WINDOW_TOKENS),
+        "MAX_LOOPS": str(3 * COMPACTION_FILES + 20),
+    }
+    try:
+        with FakeOpenAIServer(
+            [hang], window=COMPACTION_WINDOW_TOKENS, on_exhausted="repeat_last"
+        ) as server:
+            env = agent_env(home, server, **settings)
+            proc = spawn_cli(
+                ["run", task_text(1, COMPACTION_FILES), "--thread", "crash-compact"],
+                cwd=workspace,
+                env=env,
+            )
+            wait_for(flag, proc)
+            sigkill(proc)
+            hang.release.set()
+            assert server.violations == []
+    finally:
+        hang.release.set()
+    read_before = len(recorder.reads)
+    assert 0 < read_before < COMPACTION_FILES and not recorder.reports
+
+    model = ScriptedModel(
+        persona_for("re_reader", "agentgraph", 1, None), Summarizer("faithful"), recorder
+    )
+    with FakeOpenAIServer(
+        [model], window=COMPACTION_WINDOW_TOKENS, on_exhausted="repeat_last"
+    ) as server:
+        env = agent_env(home, server, **settings)
+        result = run_cli(
+            ["run", "carry on", "--thread", "crash-compact", "--json"], cwd=workspace, env=env
+        )
+    assert result.returncode == 0, result.stderr
+    assert server.violations == [] and server.overflow_count == 0
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted_codes(paths)
+    assert recorder.reread_files() == 0
+    assert len(recorder.reads) == COMPACTION_FILES
