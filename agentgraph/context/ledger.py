@@ -76,6 +76,9 @@ LEDGER_FOLD_PASSES = 3
 
 
 _NUMBERED_RE = re.compile(r"^(.*?)(\d+)(\D*)$")
+# A command's word naming a numbered file (``logs/part_017.txt``, ``tests/test_3.py``):
+# the word a run of one command over many files varies.
+_NUMBERED_FILE_WORD_RE = re.compile(r"[^\s'\"]*?\d+\.[A-Za-z][A-Za-z0-9]*")
 # Tools whose calls may read a file: read_file, and a shell command that is a plain read.
 _READ_KINDS = frozenset({"read", "command"})
 _TODO_MARK = {"done": "[x]", "in_progress": "[~]", "pending": "[ ]"}
@@ -614,8 +617,7 @@ def _short(text: str, limit: int) -> str:
     return first[: limit - 1] + "…" if more else first
 
 
-def _command_line(command: str, statuses: Sequence[str]) -> str:
-    shown = _short(command, LEDGER_COMMAND_MAX_CHARS)
+def _merged_statuses(statuses: Sequence[str]) -> str:
     merged: list[str] = []
     for status in statuses:  # runs of the same status: "exit 0 ×3"
         if merged and merged[-1].split(" ×")[0] == status:
@@ -623,7 +625,67 @@ def _command_line(command: str, statuses: Sequence[str]) -> str:
             merged[-1] = f"{head} ×{int(times or 1) + 1}"
         else:
             merged.append(status)
-    return f"- $ {shown} → {', then '.join(merged)}"
+    return ", then ".join(merged)
+
+
+def _command_line(command: str, statuses: Sequence[str]) -> str:
+    shown = _short(command, LEDGER_COMMAND_MAX_CHARS)
+    return f"- $ {shown} → {_merged_statuses(statuses)}"
+
+
+_Shape = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+"""A command with its numbered file taken out: the words before and after it, and the
+exit statuses of its runs."""
+
+
+def _command_shape(command: str, statuses: Sequence[str]) -> tuple[_Shape, str] | None:
+    """``(shape, word)``: a one-line command with exactly one word naming a numbered file
+    is that word in a shape; else None."""
+    if "\n" in command or len(command) > LEDGER_COMMAND_MAX_CHARS:
+        return None
+    words = command.split(" ")
+    named = [i for i, w in enumerate(words) if _NUMBERED_FILE_WORD_RE.fullmatch(w)]
+    if len(named) != 1:
+        return None
+    at = named[0]
+    return (tuple(words[:at]), tuple(words[at + 1 :]), tuple(statuses)), words[at]
+
+
+def _command_lines(commands: Mapping[str, Sequence[str]]) -> list[str]:
+    """The commands as lines, in the order they were first run; a run of one command
+    over numbered files written as one.
+
+    Commands that differ only in the one word naming a numbered file, over consecutive
+    numbers, and ended alike, form a run (``grep -n def logs/part_001.txt``, ``…
+    part_002.txt``, …, each ``exit 0``). A run of at least ``LEDGER_RUN_MIN_FILES``
+    becomes ``- $ grep -n def logs/part_001.txt … logs/part_300.txt → exit 0 each (300
+    commands, one a file)``: what ran on which files stays, in one line where the
+    commands took one each, so a ledger past its share drops none of them.
+    """
+    by_shape: dict[_Shape, list[str]] = {}
+    for command, statuses in commands.items():
+        shaped = _command_shape(command, statuses)
+        if shaped is not None:
+            by_shape.setdefault(shaped[0], []).append(shaped[1])
+    order = {command: n for n, command in enumerate(commands)}
+    runs: dict[str, tuple[int, str]] = {}  # command -> (its line's place, the line)
+    for (before, after, statuses), words in by_shape.items():
+        for run in _numbered_runs(sorted(set(words), key=_natural_key), lambda _w: True):
+            if len(run) < LEDGER_RUN_MIN_FILES:
+                continue
+            shown = " ".join([*before, f"{run[0]} … {run[-1]}", *after])
+            line = (
+                f"- $ {shown} → {_merged_statuses(statuses)} each ({len(run)} commands, one a file)"
+            )
+            ran = [" ".join([*before, word, *after]) for word in run]
+            place = min(order[c] for c in ran)
+            for command in ran:
+                runs[command] = (place, line)
+    places: dict[str, int] = {}
+    for command, statuses in commands.items():
+        place, line = runs.get(command) or (order[command], _command_line(command, statuses))
+        places.setdefault(line, place)
+    return sorted(places, key=places.__getitem__)
 
 
 class _Section:
@@ -694,7 +756,7 @@ def render_ledger(
     folders = _by_folder(ledger.reads)
     reads = {f: _folder_line(f, names, ledger.reads) for f, names in folders.items()}
     changes = [_change_line(p, c) for p, c in ledger.changes.items()]
-    commands = [_command_line(c, st) for c, st in ledger.commands.items()]
+    commands = _command_lines(ledger.commands)
     subagents = [
         f"- {json.dumps(_short(t, LEDGER_TASK_MAX_CHARS), ensure_ascii=False)} → {o}"
         for t, o in ledger.subagents

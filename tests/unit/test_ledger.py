@@ -236,6 +236,36 @@ def test_a_ledger_of_thousands_of_files_in_single_file_folders_fits_its_share() 
     assert "earlier commands (folded" in text and "$ make target299 → exit 0" in text
 
 
+def test_one_command_over_numbered_files_is_one_line_that_no_share_drops() -> None:
+    """A model reading through a command the ledger does not take for a read (``grep -v
+    '^#' F``) runs one command a file: 300 lines that a ledger past its share dropped,
+    oldest first, to a count, and with them which files the model had been through."""
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    for i in range(1, 301):
+        status = 2 if i == 150 else 0
+        command = f"grep -v '^#' logs/part_{i:03d}.txt"
+        history += _call(i, "run_bash", {"command": command}, f"x\n[exit code {status}]")
+    history += _call(400, "run_bash", {"command": "cat a_1.py b_2.py"}, "[exit code 0]")
+    for i in (5, 6):
+        history += _call(500 + i, "run_bash", {"command": f"head src/m{i}.py"}, "[exit code 0]")
+    counter = get_counter("gpt-4o-mini")
+    text = render_ledger(collect_ledger(history), max_tokens=300, count=counter.count_text)
+    assert counter.count_text(text) <= 300
+    run = "logs/part_001.txt … logs/part_149.txt → exit 0 each (149 commands, one a file)"
+    assert text.splitlines()[-6:] == [
+        f"- $ grep -v '^#' {run}",
+        "- $ grep -v '^#' logs/part_150.txt → exit 2",
+        "- $ grep -v '^#' logs/part_151.txt … logs/part_300.txt → exit 0 each "
+        "(150 commands, one a file)",
+        "- $ cat a_1.py b_2.py → exit 0",  # two numbered files: no run
+        "- $ head src/m5.py → exit 0",  # a run of two stays two lines
+        "- $ head src/m6.py → exit 0",
+    ], text
+    assert "folded" not in text
+    for i in range(1, 301):
+        assert _command_shown(text, f"grep -v '^#' logs/part_{i:03d}.txt"), i
+
+
 def test_a_numeric_string_offset_is_a_partial_read() -> None:
     history: list[BaseMessage] = [HumanMessage("go", id="u")]
     body = (
@@ -252,7 +282,11 @@ _ACTIONS = st.lists(
     st.one_of(
         st.tuples(st.just("read"), st.sampled_from(_PATHS), st.integers(0, 2)),
         st.tuples(st.just("write"), st.sampled_from(_PATHS), st.integers(1, 5)),
-        st.tuples(st.just("bash"), st.sampled_from(["make", "pytest", "ls"]), st.integers(0, 2)),
+        st.tuples(
+            st.just("bash"),
+            st.sampled_from(["make", "pytest", "ls", *(f"wc -l src/m{i}.py" for i in range(1, 5))]),
+            st.integers(0, 2),
+        ),
         st.tuples(st.just("compact"), st.just(""), st.integers(0, 1)),
     ),
     min_size=1,
@@ -262,6 +296,26 @@ _ACTIONS = st.lists(
 
 # A run of files read, or of files changed alike (its kind and line totals after it).
 _RUN_RE = re.compile(r"^(\D*)(\d+)(\D*) … \D*(\d+)\D* \(\d+ files\)(?:: .*)?$")
+
+
+# A run of one command over numbered files: its words before the file, the two ends'
+# numbers, its words after.
+_COMMAND_RUN_RE = re.compile(r"^- \$ (.*?)(\S*?)(\d+)(\.\w+) … \S*?(\d+)\.\w+(.*?) → .* each \(")
+
+
+def _command_shown(text: str, command: str) -> bool:
+    """Whether ``text`` shows ``command``: its own line, or a run holding it."""
+    if f"$ {command} →" in text:
+        return True
+    for line in text.splitlines():
+        run = _COMMAND_RUN_RE.match(line)
+        if run is None:
+            continue
+        before, stem, low, suffix, high, after = run.groups()
+        for n in range(int(low), int(high) + 1):
+            if command == f"{before}{stem}{n:0{len(low)}d}{suffix}{after}":
+                return True
+    return False
 
 
 def _listed(text: str, path: str) -> bool:
@@ -335,7 +389,7 @@ def test_every_path_and_command_the_ledger_held_survives_every_compaction(
                 for path in held_paths:
                     assert _listed(shown[0].text, path), (path, shown[0].text)
                 for command in held_commands:
-                    assert f"$ {command} →" in shown[0].text
+                    assert _command_shown(shown[0].text, command), (command, shown[0].text)
 
 
 def test_the_ledger_is_redacted_and_carries_the_spiral_note_not_the_summary(
