@@ -65,7 +65,9 @@ against its end, so a comparison made at one size is checked at several.
 ``--shell`` makes the model read through ``run_bash`` (``cat F``; ``tail -n +K F`` to
 read on), as models trained on a shell do, its rows named ``WORKLOAD (shell)``;
 ``--shell nl`` in numbered pages (``nl -ba F | sed -n '1,200p'``), as Codex's models
-read, its rows named ``WORKLOAD (shell, nl)``. Small-file workloads only (a persona
+read, its rows named ``WORKLOAD (shell, nl)``; ``--shell grep`` through a command that
+prints a file but is no plain read (``grep -v '^#' F``), its rows ``WORKLOAD (shell,
+grep)``. Small-file workloads only (a persona
 reading through the shell sees no page note). The peers get a ``run_bash`` answering
 those commands as agentgraph's prints them (deepagents' own tools have no shell without
 a sandbox backend).
@@ -416,8 +418,9 @@ _PREFIX: dict[str, Prefix] = {}
 
 def shell_tool(ws: Path) -> BaseTool:
     """A ``run_bash`` for the peers that answers the shell-reading model's reads (``cat
-    F``, ``tail -n +K F``, ``nl -ba F | sed -n 'K,Lp'``) as agentgraph's run_bash prints
-    them: the lines (numbered as ``nl -ba`` numbers them), then ``[exit code 0]``.
+    F``, ``tail -n +K F``, ``nl -ba F | sed -n 'K,Lp'``, ``grep -v '^#' F``: the files
+    have no comment line) as agentgraph's run_bash prints them: the lines (numbered as
+    ``nl -ba`` numbers them), then ``[exit code 0]``.
     Anything else exits 2: the persona sends nothing else."""
 
     @tool(SHELL_TOOL)
@@ -795,9 +798,10 @@ def main(argv: list[str] | None = None) -> None:
         nargs="?",
         const="cat",
         choices=SHELL_STYLES,
-        help="the model reads through run_bash instead of read_file: with cat (the default) "
-        "or nl (numbered pages: nl -ba F | sed -n 'K,Lp'), its rows named 'WORKLOAD "
-        "(shell)' or 'WORKLOAD (shell, nl)'; small-file workloads only",
+        help="the model reads through run_bash instead of read_file: with cat (the default), "
+        "nl (numbered pages: nl -ba F | sed -n 'K,Lp') or grep (grep -v '^#' F, no plain "
+        "read), its rows named 'WORKLOAD (shell)' or 'WORKLOAD (shell, STYLE)'; small-file "
+        "workloads only",
     )
     parser.add_argument(
         "--agentgraph-setting",

@@ -37,7 +37,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import read_span
 from agentgraph.capabilities.tools.spec import tool_spec
-from agentgraph.context.shell_reads import parse_shell_read, shell_read_lines
+from agentgraph.context.shell_reads import named_file, parse_shell_read, shell_read_lines
 from agentgraph.context.spiral import output_hash
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
@@ -287,6 +287,7 @@ def read_calls(
     *,
     memo: LedgerMemo | None = None,
     workspace: str | None = None,
+    commands: bool = False,
 ) -> dict[str, str]:
     """The id of every successful file read in ``messages`` (a ``read_file`` call, or a
     shell command that is a plain read, :mod:`agentgraph.context.shell_reads`) and the
@@ -298,6 +299,12 @@ def read_calls(
             this of the whole transcript, every shell command of it included.
         workspace: The workspace's absolute path: a file under it named by its
             absolute path is named by its path in it, as :func:`collect_ledger` does.
+        commands: Count too the commands that name one file
+            (:func:`~agentgraph.context.shell_reads.named_file`), exited 0 and printed
+            something: readings of that file for a summary's sake, though the ledger
+            lists them as commands (a model reading with ``grep -v '^#' F`` had none of
+            its readings asked about or kept in view, and read half of them again
+            behind a summarizer that drops half of what it sees).
 
     Returns:
         Call id → normalized path, in call order.
@@ -315,9 +322,21 @@ def read_calls(
             if result is None or tool_spec(str(call.get("name") or "")).ledger not in _READ_KINDS:
                 continue
             entry = memo.entry(call_id, call, result) if memo else _entry(call, result)
-            if entry is not None and entry[0] == "read":
+            if entry is None:
+                continue
+            if entry[0] == "read":
                 out[call_id] = _within(str(entry[1]), roots)
+            elif commands and entry[0] == "command" and (path := _command_reading(entry, result)):
+                out[call_id] = _within(path, roots)
     return out
+
+
+def _command_reading(entry: _Entry, result: ToolMessage) -> str | None:
+    """The file a command's ``entry`` is a reading of (see :func:`read_calls`), or None."""
+    status = bash_status(result.text)
+    if status is None or status.exit_code != 0 or not result.text[: status.start].strip():
+        return None
+    return _norm_path(named_file(str(entry[1])))
 
 
 def _apply(ledger: Ledger, entry: _Entry) -> None:
@@ -653,7 +672,17 @@ def _command_shape(command: str, statuses: Sequence[str]) -> tuple[_Shape, str] 
 
 def _command_lines(commands: Mapping[str, Sequence[str]]) -> list[str]:
     """The commands as lines, in the order they were first run; a run of one command
-    over numbered files written as one.
+    over numbered files written as one (see :func:`_command_line_of`)."""
+    line_of = _command_line_of(commands)
+    places: dict[str, int] = {}
+    for n, command in enumerate(commands):
+        place = places.get(line_of[command], n)
+        places[line_of[command]] = min(place, n)
+    return sorted(places, key=places.__getitem__)
+
+
+def _command_line_of(commands: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """Each command's line in the ledger.
 
     Commands that differ only in the one word naming a numbered file, over consecutive
     numbers, and ended alike, form a run (``grep -n def logs/part_001.txt``, ``…
@@ -667,8 +696,7 @@ def _command_lines(commands: Mapping[str, Sequence[str]]) -> list[str]:
         shaped = _command_shape(command, statuses)
         if shaped is not None:
             by_shape.setdefault(shaped[0], []).append(shaped[1])
-    order = {command: n for n, command in enumerate(commands)}
-    runs: dict[str, tuple[int, str]] = {}  # command -> (its line's place, the line)
+    line_of: dict[str, str] = {}
     for (before, after, statuses), words in by_shape.items():
         for run in _numbered_runs(sorted(set(words), key=_natural_key), lambda _w: True):
             if len(run) < LEDGER_RUN_MIN_FILES:
@@ -677,15 +705,9 @@ def _command_lines(commands: Mapping[str, Sequence[str]]) -> list[str]:
             line = (
                 f"- $ {shown} → {_merged_statuses(statuses)} each ({len(run)} commands, one a file)"
             )
-            ran = [" ".join([*before, word, *after]) for word in run]
-            place = min(order[c] for c in ran)
-            for command in ran:
-                runs[command] = (place, line)
-    places: dict[str, int] = {}
-    for command, statuses in commands.items():
-        place, line = runs.get(command) or (order[command], _command_line(command, statuses))
-        places.setdefault(line, place)
-    return sorted(places, key=places.__getitem__)
+            for word in run:
+                line_of[" ".join([*before, word, *after])] = line
+    return {c: line_of.get(c) or _command_line(c, st) for c, st in commands.items()}
 
 
 class _Section:
@@ -907,8 +929,9 @@ def listed_paths(ledger: Ledger, rendered: str) -> tuple[set[str], set[str]]:
         rendered: :func:`render_ledger`'s text as it went into the prompt.
 
     Returns:
-        ``(read, changed)``: the files read whose folder's line is shown unfolded, and
-        the files changed whose own line or run line is shown.
+        ``(read, changed)``: the files read whose folder's line is shown unfolded, with
+        the one file each command shown names (its output is a reading of that file,
+        :func:`read_calls`), and the files changed whose own line or run line is shown.
     """
     lines = set(rendered.splitlines())
     read = {
@@ -917,6 +940,10 @@ def listed_paths(ledger: Ledger, rendered: str) -> tuple[set[str], set[str]]:
         if _folder_line(folder, names, ledger.reads) in lines
         for name in names
     }
+    for command, line in _command_line_of(ledger.commands).items():
+        path = _norm_path(named_file(command)) if line in lines else None
+        if path is not None:
+            read.add(path)
     changed = {
         path for line, paths in _changed_in_runs(ledger.changes) if line in lines for path in paths
     }
@@ -979,7 +1006,7 @@ def without_listed_files(summary: str, ledger: Ledger, rendered: str) -> str:
     read, changed = listed_paths(ledger, rendered)
     if not read and not changed:
         return summary
-    taken = Counter(posixpath.basename(p) for p in ledger.paths())
+    taken = Counter(posixpath.basename(p) for p in ledger.paths() | read)
     any_names = _path_names(read | changed, taken)
     changed_names = _path_names(changed, taken)
     out: list[str] = []

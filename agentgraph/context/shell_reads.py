@@ -21,6 +21,10 @@ One pipe is read too: a program that numbers every line of one file (``nl -ba F`
 +K``), the way Codex's models page through a file. A pipeline's status is its last
 program's, so a missing file exits 0 with the first one's complaint as its output; the
 numbers vouch for it instead: every line printed must carry the next number from ``A``.
+
+Any other command that names one file (:func:`named_file`: ``grep -n def src/app.py``,
+``pytest tests/test_app.py``) stays a command, but what it printed is a reading of that
+file to the summary's check of what it left out.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from dataclasses import dataclass
 
 from agentgraph.capabilities.tools.bash import bash_status
 
-__all__ = ["READ_PROGRAMS", "ShellRead", "parse_shell_read", "shell_read_lines"]
+__all__ = ["READ_PROGRAMS", "ShellRead", "named_file", "parse_shell_read", "shell_read_lines"]
 
 # The programs whose one-file invocations count as reads.
 READ_PROGRAMS = ("cat", "nl", "head", "sed", "tail")
@@ -56,6 +60,11 @@ _SHELL_SPECIAL_RE = re.compile(r"[$`*?\[\]{}~|&;<>()#\\\n\r!]")
 _SED_TO_END_RE = re.compile(r"'(\d+),\$p'")
 _SED_SCRIPT_RE = re.compile(r"(\d+)(?:,(\d+|\$))?p")
 _COUNT_RE = re.compile(r"\d+")
+# A word naming a file: a path whose last part has an extension.
+_FILE_WORD_RE = re.compile(r"[\w./-]*\w\.[A-Za-z0-9]+")
+# Shell operators outside quotes that make a line more than one command or pipeline
+# (lists, redirections, background jobs, subshells); a pipe is allowed.
+_NOT_ONE_PIPELINE = frozenset(";&<>()")
 # A cut made by the command's output buffer or by the tool output cap.
 _CUT_RE = re.compile(r"…\d[\d,]* (?:bytes|tokens) truncated…")
 
@@ -96,6 +105,40 @@ def parse_shell_read(command: str) -> ShellRead | None:
         return _numbered_read(producer, picker)
     words = _words(command)
     return None if words is None else _read_of(words)
+
+
+def named_file(command: str) -> str | None:
+    """The one file a one-line command names (``grep -n def src/app.py``, ``pytest
+    tests/test_app.py -q``, ``cat f.log | head -n 400``), or None: none, several, or a
+    line the shell would run as more than one pipeline (a list, a redirection, a
+    subshell).
+
+    What such a command printed is a reading of that file for a summary's sake, whatever
+    the program made of it: a summary that says nothing of the file is asked about it
+    as about a file read, and the reading may stay in view (agentgraph/context/
+    compaction.py). The program's own name (``./run.sh``) and options are not files.
+    """
+    if "\n" in command or "\r" in command:
+        return None
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return None
+    files: list[str] = []
+    program = True  # the next word runs a program
+    for token in tokens:
+        if token and set(token) <= set(lexer.punctuation_chars):
+            if token != "|" or set(token) & _NOT_ONE_PIPELINE:
+                return None
+            program = True
+            continue
+        if program:
+            program = False
+        elif not token.startswith("-") and _FILE_WORD_RE.fullmatch(token):
+            files.append(token)
+    return files[0] if len(set(files)) == 1 else None
 
 
 def _read_of(words: list[str]) -> ShellRead | None:

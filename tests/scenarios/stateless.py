@@ -48,7 +48,9 @@ in parallel do: the next ones it would read one after the other. Any persona may
 through a shell tool instead (``shell_tool``: ``cat logs/part_017.txt``, ``tail -n +88
 …`` to read on), as models trained on a shell do, or with numbered lines a page at a
 time (``shell_style="nl"``: ``nl -ba logs/part_017.txt | sed -n '1,200p'``), as Codex's
-models do; it sees no page note then, so it is for files a read shows whole.
+models do, or through a command that prints a file but is no plain read
+(``shell_style="grep"``: ``grep -v '^#' logs/part_017.txt``, the file without comment
+lines: all of it here); it sees no page note then, so it is for files a read shows whole.
 
 Summarizers (:class:`Summarizer`), answering the harness's summary requests:
 ``faithful`` (every code, read file and file marked done it sees, and the task),
@@ -153,13 +155,15 @@ LEDGER_PARTIAL_RE = re.compile(
     r"(?<![\w.-])(part_\d{3}\.txt) \(lines (\d+)-(\d+)((?:, \d+-\d+)*)(?: of (\d+))?\)"
 )
 # A shell persona's read command: ``cat logs/part_017.txt``, ``tail -n +88 logs/…``; in
-# the numbered style ``nl -ba logs/part_017.txt | sed -n '1,200p'``.
+# the numbered style ``nl -ba logs/part_017.txt | sed -n '1,200p'``; in the grep style
+# ``grep -v '^#' logs/part_017.txt``.
 SHELL_READ_RE = re.compile(
     r"(?:cat|tail -n \+(?P<from>\d+)) (?P<path>\S*part_\d{3}\.txt)"
     r"|nl -ba (?P<nl_path>\S*part_\d{3}\.txt) \| sed -n '(?P<first>\d+),(?P<last>\d+)p'"
+    r"|grep -v '\^#' (?P<grep_path>\S*part_\d{3}\.txt)"
 )
-ShellStyle = Literal["cat", "nl"]
-SHELL_STYLES: tuple[ShellStyle, ...] = ("cat", "nl")
+ShellStyle = Literal["cat", "nl", "grep"]
+SHELL_STYLES: tuple[ShellStyle, ...] = ("cat", "nl", "grep")
 # Lines a numbered-style shell read asks for at a time.
 NL_PAGE_LINES = 200
 LIMIT_RE = re.compile(r"at most ([\d,]+) tokens", re.IGNORECASE)
@@ -673,6 +677,8 @@ class Persona:
         if self.shell_style == "nl":
             first = offset + 1
             command = f"nl -ba {path} | sed -n '{first},{first + NL_PAGE_LINES - 1}p'"
+        elif self.shell_style == "grep":
+            command = f"grep -v '^#' {path}"
         else:
             command = f"tail -n +{offset + 1} {path}" if offset else f"cat {path}"
         return {"command": command}
@@ -708,6 +714,8 @@ def shell_read(command: str) -> tuple[str, int, int | None, bool] | None:
         return None
     if found["nl_path"] is not None:
         return found["nl_path"], int(found["first"]), int(found["last"]), True
+    if found["grep_path"] is not None:
+        return found["grep_path"], 1, None, False
     return found["path"], int(found["from"] or 1), None, False
 
 

@@ -266,6 +266,26 @@ def test_one_command_over_numbered_files_is_one_line_that_no_share_drops() -> No
         assert _command_shown(text, f"grep -v '^#' logs/part_{i:03d}.txt"), i
 
 
+def test_a_command_naming_one_file_is_a_reading_of_it_only_where_asked() -> None:
+    """The summary's check of what it left out and the readings kept in view take a
+    command that names one file, exited 0 and printed something, as a reading of that
+    file; the ledger still lists it as a command."""
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _call(1, "run_bash", {"command": "grep -v '^#' logs/a.txt"}, "x\n[exit code 0]")
+    history += _call(2, "run_bash", {"command": "grep -v '^#' logs/b.txt"}, "[exit code 1]")
+    history += _call(3, "run_bash", {"command": "grep -n x logs/c.txt"}, "\n[exit code 0]")
+    history += _call(4, "run_bash", {"command": "diff a.txt b.txt"}, "< a\n[exit code 0]")
+    history += _call(5, "run_bash", {"command": "cat logs/d.txt"}, "d\n[exit code 0]")
+    history += _call(6, "read_file", {"path": "/ws/src/e.py"}, "1\te")
+    assert read_calls(history, workspace="/ws") == {"c5": "logs/d.txt", "c6": "src/e.py"}
+    assert read_calls(history, workspace="/ws", commands=True) == {
+        "c1": "logs/a.txt",
+        "c5": "logs/d.txt",
+        "c6": "src/e.py",
+    }
+    assert "$ grep -v '^#' logs/a.txt → exit 0" in render_ledger(collect_ledger(history))
+
+
 def test_a_numeric_string_offset_is_a_partial_read() -> None:
     history: list[BaseMessage] = [HumanMessage("go", id="u")]
     body = (
@@ -511,6 +531,32 @@ def test_a_summary_line_that_only_lists_files_the_ledger_shows_becomes_a_count()
         "Codes: CODE part_001: ORBIT-1; CODE part_002: DOCK-2",
     ]
     assert without_listed_files(lean, ledger, rendered) == lean
+
+
+def test_files_commands_the_ledger_shows_named_are_left_to_it_too() -> None:
+    """A model that printed each file with a command that is no plain read: the ledger
+    shows the commands (one line for the run), so a summary's list of those files
+    repeats it as a list of files read does."""
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    for i in range(1, 41):
+        command = f"grep -v '^#' logs/part_{i:03d}.txt"
+        history += _call(i, "run_bash", {"command": command}, f"line {i}\n[exit code 0]")
+    history += _call(50, "run_bash", {"command": "pytest tests/test_app.py"}, "ok\n[exit code 0]")
+    history += _call(51, "run_bash", {"command": "diff a.txt b.txt"}, "< a\n[exit code 1]")
+    ledger = collect_ledger(history)
+    rendered = render_ledger(ledger)
+    assert "logs/part_001.txt … logs/part_040.txt → exit 0 each (40 commands" in rendered
+    summary = "\n".join(
+        [
+            "Files read: " + ", ".join(f"part_{i:03d}.txt" for i in range(1, 41)),
+            "- tests/test_app.py",
+            "- a.txt",
+        ]
+    )
+    assert without_listed_files(summary, ledger, rendered).splitlines() == [
+        "Files read: 40 files (listed in the progress ledger)",
+        "- a.txt",  # its command names two files: a reading of neither
+    ]
 
 
 def test_files_the_ledger_folded_or_never_recorded_stay_in_the_summary() -> None:

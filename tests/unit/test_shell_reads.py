@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from agentgraph.context.shell_reads import (
     HEAD_DEFAULT_LINES,
     ShellRead,
+    named_file,
     parse_shell_read,
     shell_read_lines,
 )
@@ -219,3 +220,32 @@ def test_a_numbered_span_is_what_the_numbers_show(
         return
     assert lines is not None
     assert lines[:2] == (first, first + shown - 1)
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("grep -v '^#' logs/part_017.txt", "logs/part_017.txt"),
+        ("grep 'a|b' src/app.py", "src/app.py"),  # a quoted bar is no pipe
+        ("pytest tests/test_app.py -q", "tests/test_app.py"),
+        ("cat build.log | tail -n 40", "build.log"),
+        ("cat app.py | grep app.py", "app.py"),  # named twice, one file
+        ("./run.sh data.csv", "data.csv"),  # the program is no file it reads
+        ("./run.sh", None),
+        ("ls", None),
+        ("python a.py b.py", None),  # two files: a reading of neither
+        ("grep -rn foo src/", None),  # a folder
+        ("cat $F.py", None),
+        ("curl https://example.com/a.json", None),
+        ("cat a.py > b.py", None),
+        ("cat a.py 2>&1", None),
+        ("make && cat x.py", None),
+        ("cd src; cat a.py", None),
+        ("(cat a.py)", None),
+        ("echo hi # x.py", None),  # a comment
+        ("cat a.py\ncat b.py", None),
+        ("grep 'unclosed a.py", None),
+    ],
+)
+def test_a_command_names_one_file_or_none(command: str, expected: str | None) -> None:
+    assert named_file(command) == expected

@@ -381,6 +381,26 @@ def test_a_numbered_shell_reader_reads_pages_with_nl_and_sed() -> None:
     assert recorder.reads == [("part_003.txt", 0), ("part_001.txt", 62)]
 
 
+def test_a_grep_shell_reader_prints_each_file_through_grep() -> None:
+    shell = Persona("re_reader", shell_tool=SHELL_TOOL, shell_style="grep")
+    body = two_files_read()
+    body["messages"][1]["content"] = task_text(1, 3)
+    command = "grep -v '^#' logs/part_003.txt"
+    assert call_of(shell(body)) == (SHELL_TOOL, {"command": command})
+    gone = request(
+        {"role": "user", "content": task_text(1, 2)},
+        *exchange("c1", SHELL_TOOL, {"command": "grep -v '^#' logs/part_001.txt"}, "[masked]"),
+    )
+    assert call_of(shell(gone)) == (SHELL_TOOL, {"command": "grep -v '^#' logs/part_001.txt"})
+    recorder = Recorder()
+    for sent in (command, "grep -v '^#' logs/part_003.txt", "grep -v x logs/part_001.txt"):
+        recorder.observe(
+            {"tool_calls": [{"name": SHELL_TOOL, "arguments": {"command": sent}}]}, summary=False
+        )
+    assert recorder.reads == [("part_003.txt", 0), ("part_003.txt", 0)]
+    assert recorder.reread_files() == 1
+
+
 def edit(
     call_id: str, path: str, index: int, result: str, old: str = "open", new: str = "done"
 ) -> list[dict[str, Any]]:
