@@ -1228,7 +1228,7 @@ class Compactor:
         names without their values are asked about once (:meth:`_values`). Failures
         keep ``summary`` as it is.
         """
-        reads = read_calls(summarized, memo=self.ledger_memo, workspace=workspace, commands=True)
+        reads = read_calls(summarized, memo=self.ledger_memo, workspace=workspace)
         # The transcript (it holds every reading of ``summarized``): the copy a
         # compaction kept may be cut, masked or an excerpt, and its original before
         # that boundary is the whole reading.
@@ -1239,7 +1239,7 @@ class Compactor:
             before = {
                 call_id: path
                 for call_id, path in read_calls(
-                    history, memo=self.ledger_memo, workspace=workspace, commands=True
+                    history, memo=self.ledger_memo, workspace=workspace
                 ).items()
                 if path not in fresh and any(_names_file(m.text, path) for m in earlier)
             }
@@ -1807,7 +1807,7 @@ class Compactor:
         missing = {
             call_id
             for call_id, path in read_calls(
-                older, memo=self.ledger_memo, workspace=workspace, commands=True
+                older, memo=self.ledger_memo, workspace=workspace
             ).items()
             if call_id not in skip and not _names_file(named, path)
         }

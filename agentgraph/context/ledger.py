@@ -77,8 +77,10 @@ LEDGER_FOLD_PASSES = 3
 
 _NUMBERED_RE = re.compile(r"^(.*?)(\d+)(\D*)$")
 # A command's word naming a numbered file (``logs/part_017.txt``, ``tests/test_3.py``):
-# the word a run of one command over many files varies.
-_NUMBERED_FILE_WORD_RE = re.compile(r"[^\s'\"]*?\d+\.[A-Za-z][A-Za-z0-9]*")
+# the word a run of one command over many files varies. A file word of
+# :data:`~agentgraph.context.shell_reads.FILE_WORD_RE` with a number before its
+# extension.
+_NUMBERED_FILE_WORD_RE = re.compile(r"[\w./-]*\d\.[A-Za-z0-9]+")
 # Tools whose calls may read a file: read_file, and a shell command that is a plain read.
 _READ_KINDS = frozenset({"read", "command"})
 _TODO_MARK = {"done": "[x]", "in_progress": "[~]", "pending": "[ ]"}
@@ -140,6 +142,9 @@ class Ledger:
         reads: Path -> what of it was read, in first-read order.
         changes: Path -> how it was written or edited, in first-change order.
         commands: Command -> its exit statuses in order (``"exit 0"``, ``"timed out"``…).
+        command_reads: Command -> the one file it names, where a run of it exited 0 and
+            printed something: its output was a reading of that file
+            (:func:`~agentgraph.context.shell_reads.named_file`).
         subagents: ``(task, outcome)`` per subagent call.
         todos: The latest todo list written.
         other: Tool name -> calls of every other tool.
@@ -148,6 +153,7 @@ class Ledger:
     reads: dict[str, FileRead] = field(default_factory=dict)
     changes: dict[str, FileChange] = field(default_factory=dict)
     commands: dict[str, list[str]] = field(default_factory=dict)
+    command_reads: dict[str, str] = field(default_factory=dict)
     subagents: list[tuple[str, str]] = field(default_factory=list)
     todos: list[tuple[str, str]] | None = None
     other: dict[str, int] = field(default_factory=dict)
@@ -256,7 +262,12 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         lines = None if shown is None else shell_read_lines(shown, result.text)
         if shown is not None and lines is not None and (path := _norm_path(shown.path)):
             return ("read", path, *lines)
-        return ("command", command.strip(), _command_status(result))
+        return (
+            "command",
+            command.strip(),
+            _command_status(result),
+            _command_reading(command, result),
+        )
     if kind == "subagent":
         return ("subagent", str(args.get("task") or "").strip(), _subagent_outcome(result))
     if kind == "todos":
@@ -287,11 +298,14 @@ def read_calls(
     *,
     memo: LedgerMemo | None = None,
     workspace: str | None = None,
-    commands: bool = False,
 ) -> dict[str, str]:
     """The id of every successful file read in ``messages`` (a ``read_file`` call, or a
     shell command that is a plain read, :mod:`agentgraph.context.shell_reads`) and the
-    path it read.
+    path it read, and of every reading of a file by another command: one that names
+    one file, exited 0 and printed something is a reading of that file for a summary's
+    sake, though the ledger lists it as a command (a model reading with ``grep -v '^#'
+    F`` had none of its readings asked about or kept in view, and read half of them
+    again behind a summarizer that drops half of what it sees).
 
     Args:
         messages: Messages in history order (a call without its result is left out).
@@ -299,12 +313,6 @@ def read_calls(
             this of the whole transcript, every shell command of it included.
         workspace: The workspace's absolute path: a file under it named by its
             absolute path is named by its path in it, as :func:`collect_ledger` does.
-        commands: Count too the commands that name one file
-            (:func:`~agentgraph.context.shell_reads.named_file`), exited 0 and printed
-            something: readings of that file for a summary's sake, though the ledger
-            lists them as commands (a model reading with ``grep -v '^#' F`` had none of
-            its readings asked about or kept in view, and read half of them again
-            behind a summarizer that drops half of what it sees).
 
     Returns:
         Call id → normalized path, in call order.
@@ -326,17 +334,21 @@ def read_calls(
                 continue
             if entry[0] == "read":
                 out[call_id] = _within(str(entry[1]), roots)
-            elif commands and entry[0] == "command" and (path := _command_reading(entry, result)):
-                out[call_id] = _within(path, roots)
+            elif entry[0] == "command" and entry[3]:
+                out[call_id] = _within(entry[3], roots)
     return out
 
 
-def _command_reading(entry: _Entry, result: ToolMessage) -> str | None:
-    """The file a command's ``entry`` is a reading of (see :func:`read_calls`), or None."""
+def _command_reading(command: str, result: ToolMessage) -> str | None:
+    """The file ``command``'s output is a reading of (see :func:`read_calls`), or None:
+    it names no one file, did not exit 0, printed nothing, or is too long for the ledger
+    to show whole (a file the model cannot see there is not left to it)."""
+    if len(command.strip()) > LEDGER_COMMAND_MAX_CHARS:
+        return None
     status = bash_status(result.text)
     if status is None or status.exit_code != 0 or not result.text[: status.start].strip():
         return None
-    return _norm_path(named_file(str(entry[1])))
+    return _norm_path(named_file(command.strip()))
 
 
 def _apply(ledger: Ledger, entry: _Entry) -> None:
@@ -362,6 +374,8 @@ def _apply(ledger: Ledger, entry: _Entry) -> None:
             change.removed += entry[3]
     elif kind == "command":
         ledger.commands.setdefault(entry[1], []).append(entry[2])
+        if entry[3]:
+            ledger.command_reads[entry[1]] = entry[3]
     elif kind == "subagent":
         ledger.subagents.append((entry[1], entry[2]))
     elif kind == "todos":
@@ -440,6 +454,8 @@ def _within(path: str, roots: Sequence[str]) -> str:
 def _in_workspace(entry: _Entry, roots: Sequence[str]) -> _Entry:
     if entry[0] in ("read", "write", "edit") and isinstance(entry[1], str):
         return (entry[0], _within(entry[1], roots), *entry[2:])
+    if entry[0] == "command" and entry[3]:
+        return (*entry[:3], _within(entry[3], roots))
     return entry
 
 
@@ -670,15 +686,18 @@ def _command_shape(command: str, statuses: Sequence[str]) -> tuple[_Shape, str] 
     return (tuple(words[:at]), tuple(words[at + 1 :]), tuple(statuses)), words[at]
 
 
-def _command_lines(commands: Mapping[str, Sequence[str]]) -> list[str]:
-    """The commands as lines, in the order they were first run; a run of one command
-    over numbered files written as one (see :func:`_command_line_of`)."""
+def _command_lines(commands: Mapping[str, Sequence[str]]) -> list[tuple[str, int]]:
+    """The commands as lines, each with how many commands it stands for, in the order
+    they ran; a run of one command over numbered files is one line, where its last
+    command ran (see :func:`_command_line_of`): the oldest lines drop first past the
+    ledger's share, and a run is as old as its newest command."""
     line_of = _command_line_of(commands)
     places: dict[str, int] = {}
+    weights: Counter[str] = Counter()
     for n, command in enumerate(commands):
-        place = places.get(line_of[command], n)
-        places[line_of[command]] = min(place, n)
-    return sorted(places, key=places.__getitem__)
+        places[line_of[command]] = n
+        weights[line_of[command]] += 1
+    return [(line, weights[line]) for line in sorted(places, key=places.__getitem__)]
 
 
 def _command_line_of(commands: Mapping[str, Sequence[str]]) -> dict[str, str]:
@@ -689,7 +708,7 @@ def _command_line_of(commands: Mapping[str, Sequence[str]]) -> dict[str, str]:
     part_002.txt``, …, each ``exit 0``). A run of at least ``LEDGER_RUN_MIN_FILES``
     becomes ``- $ grep -n def logs/part_001.txt … logs/part_300.txt → exit 0 each (300
     commands, one a file)``: what ran on which files stays, in one line where the
-    commands took one each, so a ledger past its share drops none of them.
+    commands took one each and a ledger past its share dropped the oldest to a count.
     """
     by_shape: dict[_Shape, list[str]] = {}
     for command, statuses in commands.items():
@@ -718,7 +737,9 @@ class _Section:
         lines: Its lines as shown (folded ones included).
         count: Token count of a text, when the ledger has a share to fit.
         what: What its oldest lines are, in the note that counts them when dropped.
-        dropped: Oldest lines dropped, counted in a note before the rest.
+        weights: How many of them each line stands for (a run of commands is one line).
+        dropped: How many of them the oldest lines dropped stood for, counted in a note
+            before the rest.
         folded: Whether its lines were replaced by counts.
     """
 
@@ -728,13 +749,20 @@ class _Section:
         lines: list[str],
         count: Callable[[str], int] | None,
         what: str = "",
+        weights: list[int] | None = None,
     ) -> None:
         self.title = title
         self.lines = lines
         self.count = count
         self.what = what
+        self.weights = weights if weights is not None else [1] * len(lines)
         self.dropped = 0
         self.folded = False
+
+    def drop_oldest(self) -> str:
+        """Drop the oldest line, counted in the note; returns it."""
+        self.dropped += self.weights.pop(0)
+        return self.lines.pop(0)
 
     def shown(self) -> list[str]:
         """Its lines, after the note counting those dropped."""
@@ -779,6 +807,7 @@ def render_ledger(
     reads = {f: _folder_line(f, names, ledger.reads) for f, names in folders.items()}
     changes = [_change_line(p, c) for p, c in ledger.changes.items()]
     commands = _command_lines(ledger.commands)
+    command_weights = [n for _line, n in commands]
     subagents = [
         f"- {json.dumps(_short(t, LEDGER_TASK_MAX_CHARS), ensure_ascii=False)} → {o}"
         for t, o in ledger.subagents
@@ -787,7 +816,13 @@ def render_ledger(
     sections = [
         _Section("Files read (whole unless lines are given):", list(reads.values()), count),
         _Section("Files created or changed:", changes, count),
-        _Section("Commands run (with their exit status, in order):", commands, count, "commands"),
+        _Section(
+            "Commands run (with their exit status, in order):",
+            [line for line, _n in commands],
+            count,
+            "commands",
+            command_weights,
+        ),
         _Section("Subagent tasks:", subagents, count, "subagent tasks"),
         _Section("", tail, count),
     ]
@@ -863,8 +898,7 @@ def _fold(
             0 if section.dropped else count(_dropped_note(len(section.lines), section.what)) + 1
         )
         while over + note_cost > 0 and len(section.lines) > 1:
-            over -= count(section.lines.pop(0)) + 1
-            section.dropped += 1
+            over -= count(section.drop_oldest()) + 1
         if section.dropped:
             over += note_cost
     # 5. The files changed, a count and their line totals per folder.
@@ -930,8 +964,8 @@ def listed_paths(ledger: Ledger, rendered: str) -> tuple[set[str], set[str]]:
 
     Returns:
         ``(read, changed)``: the files read whose folder's line is shown unfolded, with
-        the one file each command shown names (its output is a reading of that file,
-        :func:`read_calls`), and the files changed whose own line or run line is shown.
+        the files the commands shown read (``Ledger.command_reads``), and the files
+        changed whose own line or run line is shown.
     """
     lines = set(rendered.splitlines())
     read = {
@@ -941,8 +975,8 @@ def listed_paths(ledger: Ledger, rendered: str) -> tuple[set[str], set[str]]:
         for name in names
     }
     for command, line in _command_line_of(ledger.commands).items():
-        path = _norm_path(named_file(command)) if line in lines else None
-        if path is not None:
+        path = ledger.command_reads.get(command)
+        if path is not None and line in lines:
             read.add(path)
     changed = {
         path for line, paths in _changed_in_runs(ledger.changes) if line in lines for path in paths
@@ -980,9 +1014,10 @@ def _listed_item(item: str, names: set[str]) -> bool:
     found = _LIST_ITEM_RE.match(item.strip().rstrip("."))
     if found is None:
         return False
-    # Whole, relative, or under the workspace's absolute path.
+    # Whole, relative, or under the workspace's absolute path; a file name alone only
+    # as written alone (``aa/a_0.py`` is not the ledger's ``a/a_0.py``).
     parts = found.group("path").removeprefix("./").split("/")
-    return any("/".join(parts[i:]) in names for i in range(len(parts)))
+    return any("/".join(parts[i:]) in names for i in range(max(1, len(parts) - 1)))
 
 
 def without_listed_files(summary: str, ledger: Ledger, rendered: str) -> str:

@@ -35,7 +35,14 @@ from dataclasses import dataclass
 
 from agentgraph.capabilities.tools.bash import bash_status
 
-__all__ = ["READ_PROGRAMS", "ShellRead", "named_file", "parse_shell_read", "shell_read_lines"]
+__all__ = [
+    "FILE_WORD_RE",
+    "READ_PROGRAMS",
+    "ShellRead",
+    "named_file",
+    "parse_shell_read",
+    "shell_read_lines",
+]
 
 # The programs whose one-file invocations count as reads.
 READ_PROGRAMS = ("cat", "nl", "head", "sed", "tail")
@@ -61,10 +68,7 @@ _SED_TO_END_RE = re.compile(r"'(\d+),\$p'")
 _SED_SCRIPT_RE = re.compile(r"(\d+)(?:,(\d+|\$))?p")
 _COUNT_RE = re.compile(r"\d+")
 # A word naming a file: a path whose last part has an extension.
-_FILE_WORD_RE = re.compile(r"[\w./-]*\w\.[A-Za-z0-9]+")
-# Shell operators outside quotes that make a line more than one command or pipeline
-# (lists, redirections, background jobs, subshells); a pipe is allowed.
-_NOT_ONE_PIPELINE = frozenset(";&<>()")
+FILE_WORD_RE = re.compile(r"[\w./-]*\w\.[A-Za-z0-9]+")
 # A cut made by the command's output buffer or by the tool output cap.
 _CUT_RE = re.compile(r"…\d[\d,]* (?:bytes|tokens) truncated…")
 
@@ -111,34 +115,40 @@ def named_file(command: str) -> str | None:
     """The one file a one-line command names (``grep -n def src/app.py``, ``pytest
     tests/test_app.py -q``, ``cat f.log | head -n 400``), or None: none, several, or a
     line the shell would run as more than one pipeline (a list, a redirection, a
-    subshell).
+    subshell) or that holds a backslash (an escape whose meaning is not certain).
 
     What such a command printed is a reading of that file for a summary's sake, whatever
     the program made of it: a summary that says nothing of the file is asked about it
     as about a file read, and the reading may stay in view (agentgraph/context/
     compaction.py). The program's own name (``./run.sh``) and options are not files.
     """
-    if "\n" in command or "\r" in command:
+    if "\\" in command or "\n" in command or "\r" in command:
         return None
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    # Not posix: the quotes stay on the words, so a quoted ``'|'`` is no pipe; no
+    # comment characters: bash starts a comment only at a word's start (below).
+    lexer = shlex.shlex(command, posix=False, punctuation_chars=True)
+    lexer.commenters = ""
     lexer.whitespace_split = True
     try:
         tokens = list(lexer)
     except ValueError:
         return None
-    files: list[str] = []
+    files: set[str] = set()
     program = True  # the next word runs a program
     for token in tokens:
-        if token and set(token) <= set(lexer.punctuation_chars):
-            if token != "|" or set(token) & _NOT_ONE_PIPELINE:
+        if set(token) <= set(lexer.punctuation_chars):
+            if token != "|":
                 return None
             program = True
             continue
+        if token.startswith("#"):
+            break
+        word = token.replace("'", "").replace('"', "")
         if program:
             program = False
-        elif not token.startswith("-") and _FILE_WORD_RE.fullmatch(token):
-            files.append(token)
-    return files[0] if len(set(files)) == 1 else None
+        elif not word.startswith("-") and FILE_WORD_RE.fullmatch(word):
+            files.add(word)
+    return files.pop() if len(files) == 1 else None
 
 
 def _read_of(words: list[str]) -> ShellRead | None:

@@ -6,9 +6,9 @@ summary loses it again, and the run burns its budget going round. Seen from the
 history, the work between two compactions then holds no request from the user, no
 answer in words and no tool call that was not already made before the earlier one with
 the same output, or no model call at all. A call that searches or reads the session's
-own history is never new work: it brings back what was done (a search's output changes
-as the transcript grows, so a model searching again for what each compaction summarized
-away looked busy until its loop cap).
+own history again (the same query, the same reference) is no new work whatever its
+output: a search's output grows with the transcript, so a model searching again for
+what each compaction summarized away looked busy until its loop cap.
 
 :func:`stalled_compactions` counts such compactions in a row, ending with the one about
 to happen. Derived from the stored history (the boundaries and the calls between them),
@@ -55,14 +55,14 @@ SPIRAL_NOTE = (
 )
 
 
-def spiral_note(repeated: int, calls: int, recalled: int = 0) -> str:
+def spiral_note(repeated: int, calls: int, *, recalled: int = 0) -> str:
     """The note that tells the model what the stalled stretch did: of ``calls`` tool
-    calls, ``repeated`` repeated earlier ones and ``recalled`` searched or read the
-    history."""
+    calls, ``repeated`` repeated earlier ones with the same output and ``recalled``
+    searched or read the history again."""
     if calls:
         what = f"{repeated} of {calls} tool calls repeated calls already made, with the same output"
         if recalled:
-            what += f", and {recalled} brought back the session's history"
+            what += f", and {recalled} searched or read the session's history again"
     else:
         what = "no tool call was made"
     return SPIRAL_NOTE.format(what=what)
@@ -204,7 +204,7 @@ class Stalls(NamedTuple):
 
     stalls: int
     repeated: int  # calls that repeated one made before, with the same output
-    recalled: int  # calls that brought back the session's history
+    recalled: int  # searches or reads of the session's history made before
     calls: int
 
 
@@ -214,15 +214,16 @@ def stalled_compactions(messages: Sequence[BaseMessage]) -> Stalls:
     A compaction is stalled when an automatic compaction came before it and, since
     then, the user asked nothing, the model answered nothing in words, and its tool
     calls were fewer than :data:`SPIRAL_MIN_CALLS_BETWEEN` or all repeated a call made
-    before that compaction with the same output (same tool, arguments and result) or
-    brought back the session's history.
+    before that compaction: with the same output (same tool, arguments and result), or
+    a search or read of the session's history with the same arguments.
 
     Args:
         messages: The whole stored history.
 
     Returns:
-        The stalls in a row; the repeated calls, the calls bringing back the history
-        and all calls of the stretch since the last boundary.
+        The stalls in a row; the calls repeated with the same output, the searches or
+        reads of the history repeated, and all calls of the stretch since the last
+        boundary.
     """
     stretches = _stretches(messages)
     if len(stretches) < 2:
@@ -251,6 +252,8 @@ def stalled_compactions(messages: Sequence[BaseMessage]) -> Stalls:
         earlier = [result for at, result in made_in.get(call.key, ()) if at < k]
         if not earlier:
             return False
+        if call.recall:
+            return True  # brought back again: its output only grew with the transcript
         text = output(call.result)
         return any(output(result) == text for result in earlier)
 
@@ -258,8 +261,9 @@ def stalled_compactions(messages: Sequence[BaseMessage]) -> Stalls:
     for k in range(len(stretches) - 1, 0, -1):
         stretch = stretches[k]
         made = [sig for reply in stretch.replies for sig in reply]
-        recalls = sum(sig.recall for sig in made)
-        again = sum(made_before(sig, k) for sig in made if not sig.recall)
+        repeats = [sig for sig in made if made_before(sig, k)]
+        recalls = sum(sig.recall for sig in repeats)
+        again = len(repeats) - recalls
         if k == len(stretches) - 1:
             repeated, recalled, calls = again, recalls, len(made)
         idle = len(stretch.replies) < SPIRAL_MIN_CALLS_BETWEEN

@@ -266,11 +266,15 @@ class CompactionMiddleware(AgentMiddleware):
             raise CompactionSpiralError(
                 f"stopped: compaction is making no progress ({stalls} compactions in a row "
                 "after work that only repeated calls already made, with the same output, or "
-                "brought back the history); "
+                "searched the history again); "
                 "the session is saved — continue it with a focused /compact, a narrower "
                 "request or a larger context window (AGENTGRAPH_CONTEXT_WINDOW)"
             )
-        note = spiral_note(stalled.repeated, stalled.calls, stalled.recalled) if stalls else None
+        note = (
+            spiral_note(stalled.repeated, stalled.calls, recalled=stalled.recalled)
+            if stalls
+            else None
+        )
         # A view cut to fit the budget holds less than the prompt the last reported
         # usage describes: against our count of it, a provider counting as we do looked
         # like one counting 15-70% more, and an estimating counter's budget was divided

@@ -482,7 +482,7 @@ def test_a_spiral_of_history_searches_stops_with_the_named_error(
     searches its history for what it cannot see before it reads it again: each search
     brings a code back, the next compaction summarizes it away, and the model searches
     again. A search's output changes as the transcript grows, so such calls looked new
-    and the run went round until its loop cap; searching the history brings back what
+    and the run went round until its loop cap; the same search again brings back what
     was done, it does none, and the run stops with the named error."""
     with pytest.raises(CompactionSpiralError, match="compaction is making no progress"):
         _run(

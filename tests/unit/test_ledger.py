@@ -266,7 +266,7 @@ def test_one_command_over_numbered_files_is_one_line_that_no_share_drops() -> No
         assert _command_shown(text, f"grep -v '^#' logs/part_{i:03d}.txt"), i
 
 
-def test_a_command_naming_one_file_is_a_reading_of_it_only_where_asked() -> None:
+def test_a_command_naming_one_file_is_a_reading_of_it_though_the_ledger_lists_a_command() -> None:
     """The summary's check of what it left out and the readings kept in view take a
     command that names one file, exited 0 and printed something, as a reading of that
     file; the ledger still lists it as a command."""
@@ -277,13 +277,43 @@ def test_a_command_naming_one_file_is_a_reading_of_it_only_where_asked() -> None
     history += _call(4, "run_bash", {"command": "diff a.txt b.txt"}, "< a\n[exit code 0]")
     history += _call(5, "run_bash", {"command": "cat logs/d.txt"}, "d\n[exit code 0]")
     history += _call(6, "read_file", {"path": "/ws/src/e.py"}, "1\te")
-    assert read_calls(history, workspace="/ws") == {"c5": "logs/d.txt", "c6": "src/e.py"}
-    assert read_calls(history, workspace="/ws", commands=True) == {
+    history += _call(7, "run_bash", {"command": "grep -n def /ws/src/f.py"}, "1:def\n[exit code 0]")
+    assert read_calls(history, workspace="/ws") == {
         "c1": "logs/a.txt",
         "c5": "logs/d.txt",
         "c6": "src/e.py",
+        "c7": "src/f.py",
     }
-    assert "$ grep -v '^#' logs/a.txt → exit 0" in render_ledger(collect_ledger(history))
+    ledger = collect_ledger(history, workspace="/ws")
+    assert "$ grep -v '^#' logs/a.txt → exit 0" in render_ledger(ledger)
+    assert ledger.command_reads == {
+        "grep -v '^#' logs/a.txt": "logs/a.txt",
+        "grep -n def /ws/src/f.py": "src/f.py",
+    }
+
+
+def test_a_run_of_commands_is_as_old_as_its_newest_and_counts_them_all_when_dropped() -> None:
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    for i in range(1, 301):
+        command = f"grep -v '^#' logs/part_{i:03d}.txt"
+        history += _call(i, "run_bash", {"command": command}, "x\n[exit code 0]")
+    for i in range(60):
+        history += _call(1_000 + i, "run_bash", {"command": f"make target{i}"}, "[exit code 0]")
+    history += _call(
+        2_000, "run_bash", {"command": "grep -v '^#' logs/part_301.txt"}, "[exit code 0]"
+    )
+    counter = get_counter("gpt-4o-mini")
+    text = render_ledger(collect_ledger(history), max_tokens=300, count=counter.count_text)
+    assert counter.count_text(text) <= 300
+    # The run's newest command ran last: the make commands drop first, each one command.
+    assert "logs/part_001.txt … logs/part_301.txt → exit 0 each (301 commands" in text
+    dropped = re.search(r"- (\d+) earlier commands \(folded", text)
+    assert dropped is not None
+    shown = text.count("$ make target")
+    assert int(dropped.group(1)) + shown == 60
+    text = render_ledger(collect_ledger(history), max_tokens=60, count=counter.count_text)
+    dropped = re.search(r"- (\d+) earlier commands \(folded", text)
+    assert dropped is not None and int(dropped.group(1)) + text.count("$ make target") + 301 >= 361
 
 
 def test_a_numeric_string_offset_is_a_partial_read() -> None:
@@ -487,6 +517,7 @@ def test_files_read_through_the_shell_are_files_read_and_nothing_else_is() -> No
         **{f"c{i}": f"logs/part_{i:03d}.txt" for i in range(1, 6)},
         "c10": "src/app.py",
         "c11": "src/app.py",
+        "c13": "notes.md",  # a command naming one file: a reading of it to the summary
     }
 
 
@@ -543,6 +574,10 @@ def test_files_commands_the_ledger_shows_named_are_left_to_it_too() -> None:
         history += _call(i, "run_bash", {"command": command}, f"line {i}\n[exit code 0]")
     history += _call(50, "run_bash", {"command": "pytest tests/test_app.py"}, "ok\n[exit code 0]")
     history += _call(51, "run_bash", {"command": "diff a.txt b.txt"}, "< a\n[exit code 1]")
+    history += _call(52, "run_bash", {"command": "python setup_db.py"}, "boom\n[exit code 1]")
+    history += _call(53, "run_bash", {"command": "touch notes.md"}, "[exit code 0]")
+    long = "grep -E '" + "x|" * 80 + "y' src/app.py"  # shown cut: the file is not in view
+    history += _call(54, "run_bash", {"command": long}, "1:y\n[exit code 0]")
     ledger = collect_ledger(history)
     rendered = render_ledger(ledger)
     assert "logs/part_001.txt … logs/part_040.txt → exit 0 each (40 commands" in rendered
@@ -551,11 +586,15 @@ def test_files_commands_the_ledger_shows_named_are_left_to_it_too() -> None:
             "Files read: " + ", ".join(f"part_{i:03d}.txt" for i in range(1, 41)),
             "- tests/test_app.py",
             "- a.txt",
+            "Still to fix: setup_db.py, notes.md",
+            "- src/app.py",
         ]
     )
     assert without_listed_files(summary, ledger, rendered).splitlines() == [
         "Files read: 40 files (listed in the progress ledger)",
         "- a.txt",  # its command names two files: a reading of neither
+        "Still to fix: setup_db.py, notes.md",  # failed, or printed nothing
+        "- src/app.py",
     ]
 
 
@@ -578,6 +617,20 @@ def test_files_the_ledger_folded_or_never_recorded_stay_in_the_summary() -> None
     lean = without_listed_files(summary, ledger, rendered)
     assert lean.splitlines()[:3] == summary.splitlines()[:3]
     assert lean.splitlines()[3] == "Files read: 1 file (listed in the progress ledger)"
+
+
+def test_a_file_of_the_same_name_in_another_folder_is_not_the_ledgers() -> None:
+    """A written path ending in a file name the ledger holds once is that file only
+    when written alone or under a prefix of the ledger's own path (hypothesis found
+    ``aa/a_0.py`` taken for the ledger's ``a/a_0.py`` now and then)."""
+    ledger = collect_ledger(_reads_and_a_write(["a/a_0.py", "src/app.py"]))
+    rendered = render_ledger(ledger)
+    summary = "Files read: aa/a_0.py\nFiles read: /ws/src/app.py, a_0.py\nprose"
+    assert without_listed_files(summary, ledger, rendered).splitlines() == [
+        "Files read: aa/a_0.py",
+        "Files read: 2 files (listed in the progress ledger)",
+        "prose",
+    ]
 
 
 _PATHS = st.lists(

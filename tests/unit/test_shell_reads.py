@@ -245,6 +245,12 @@ def test_a_numbered_span_is_what_the_numbers_show(
         ("echo hi # x.py", None),  # a comment
         ("cat a.py\ncat b.py", None),
         ("grep 'unclosed a.py", None),
+        ("grep '|' a.py b.py", None),  # a quoted bar is a word: two files
+        ("grep \\| a.py b.py", None),  # an escape: not certain
+        ("grep ';' a.py", "a.py"),
+        ("echo '&' a.py", "a.py"),
+        ("grep -n foo#bar a.py", "a.py"),  # a # inside a word starts no comment
+        ("cat a.py |& tee log", None),
     ],
 )
 def test_a_command_names_one_file_or_none(command: str, expected: str | None) -> None:

@@ -93,23 +93,30 @@ def test_copies_a_compaction_moved_count_as_made_before_it() -> None:
     assert stalled_compactions(history)[0] == 1
 
 
-def test_searching_the_history_is_never_new_work() -> None:
+def test_searching_the_history_again_is_no_new_work_whatever_its_output() -> None:
     """A search's output grows with the transcript (it finds the earlier searches too),
     so a model searching again for what each compaction summarized away made calls
-    that looked new every time."""
+    that looked new every time. A search or a reference read for the first time is."""
     history: list[BaseMessage] = [HumanMessage("collect the codes", id="u"), *_read("a")]
+    history += _call("search_history", {"query": "a"}, "1 hit for a")
+    history += _call("read_history", {"ref": "msg:1"}, "message 1")
     counts = []
     for n in range(3):
         history += [
             _boundary(),
-            *_call("search_history", {"query": "a"}, f"{n + 1} hits for a"),
-            *_call("read_history", {"ref": f"msg:{n}"}, f"message {n}"),
+            *_call("search_history", {"query": "a"}, f"{n + 2} hits for a"),
+            *_call("read_history", {"ref": "msg:1"}, "message 1"),
         ]
         counts.append(stalled_compactions(history)[0])
     assert counts == [1, 2, 3]
     assert stalled_compactions(history)[1:] == (0, 2, 2)
-    assert "and 2 brought back the session's history" in spiral_note(0, 2, 2)
-    assert stalled_compactions([*history, *_read("b")])[0] == 0
+    assert "and 2 searched or read the session's history again" in spiral_note(0, 2, recalled=2)
+    for fresh in (
+        _read("b"),
+        _call("search_history", {"query": "b"}, "1 hit for b"),
+        _call("read_history", {"ref": "msg:9"}, "message 9"),
+    ):
+        assert stalled_compactions([*history, _boundary(), *fresh])[0] == 0
 
 
 def test_no_call_at_all_between_compactions_is_a_stall() -> None:

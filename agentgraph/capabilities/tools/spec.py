@@ -68,7 +68,8 @@ class ToolSpec:
             the session's history and plan mode's question
             (``agentgraph/capabilities/tools/tool_set.py``).
         recall: Its result is the session's own history brought back: the spiral
-            guard never counts a call of it as new work (``agentgraph/context/spiral.py``).
+            guard counts a call of it made again (the same arguments) as no new work,
+            whatever its output (``agentgraph/context/spiral.py``).
     """
 
     name: str
