@@ -24,6 +24,7 @@ from tests.scenarios.stateless import (
     Persona,
     Recorder,
     ScriptedModel,
+    ShellStyle,
     Summarizer,
     Turn,
     code_for,
@@ -355,10 +356,26 @@ def test_a_shell_reader_reads_with_cat_and_reads_on_with_tail() -> None:
     assert recorder.reread_files() == 1
 
 
-def test_a_numbered_shell_reader_reads_pages_with_nl_and_sed() -> None:
-    shell = Persona("re_reader", shell_tool=SHELL_TOOL, shell_style="nl")
+def _shell_reader(style: ShellStyle) -> tuple[Persona, dict[str, Any]]:
+    """A re-reading persona reading through the shell in ``style``, and a request whose
+    task is three files, two of them read."""
     body = two_files_read()
     body["messages"][1]["content"] = task_text(1, 3)
+    return Persona("re_reader", shell_tool=SHELL_TOOL, shell_style=style), body
+
+
+def _observed(*commands: str) -> Recorder:
+    """A recorder that saw one reply per shell command."""
+    recorder = Recorder()
+    for command in commands:
+        recorder.observe(
+            {"tool_calls": [{"name": SHELL_TOOL, "arguments": {"command": command}}]}, summary=False
+        )
+    return recorder
+
+
+def test_a_numbered_shell_reader_reads_pages_with_nl_and_sed() -> None:
+    shell, body = _shell_reader("nl")
     first_page = "nl -ba logs/part_003.txt | sed -n '1,200p'"
     assert call_of(shell(body)) == (SHELL_TOOL, {"command": first_page})
     page = "1\tlog\n[showing lines 1-62 of 240; call read_file with offset=62 to continue]"
@@ -373,18 +390,12 @@ def test_a_numbered_shell_reader_reads_pages_with_nl_and_sed() -> None:
         *exchange("c1", SHELL_TOOL, {"command": again}, "[masked]"),
     )
     assert call_of(shell(gone)) == (SHELL_TOOL, {"command": again})
-    recorder = Recorder()
-    for command in (first_page, on, "nl -ba logs/part_003.txt | grep CODE"):
-        recorder.observe(
-            {"tool_calls": [{"name": SHELL_TOOL, "arguments": {"command": command}}]}, summary=False
-        )
+    recorder = _observed(first_page, on, "nl -ba logs/part_003.txt | grep CODE")
     assert recorder.reads == [("part_003.txt", 0), ("part_001.txt", 62)]
 
 
 def test_a_grep_shell_reader_prints_each_file_through_grep() -> None:
-    shell = Persona("re_reader", shell_tool=SHELL_TOOL, shell_style="grep")
-    body = two_files_read()
-    body["messages"][1]["content"] = task_text(1, 3)
+    shell, body = _shell_reader("grep")
     command = "grep -v '^#' logs/part_003.txt"
     assert call_of(shell(body)) == (SHELL_TOOL, {"command": command})
     gone = request(
@@ -392,11 +403,7 @@ def test_a_grep_shell_reader_prints_each_file_through_grep() -> None:
         *exchange("c1", SHELL_TOOL, {"command": "grep -v '^#' logs/part_001.txt"}, "[masked]"),
     )
     assert call_of(shell(gone)) == (SHELL_TOOL, {"command": "grep -v '^#' logs/part_001.txt"})
-    recorder = Recorder()
-    for sent in (command, "grep -v '^#' logs/part_003.txt", "grep -v x logs/part_001.txt"):
-        recorder.observe(
-            {"tool_calls": [{"name": SHELL_TOOL, "arguments": {"command": sent}}]}, summary=False
-        )
+    recorder = _observed(command, command, "grep -v x logs/part_001.txt")
     assert recorder.reads == [("part_003.txt", 0), ("part_003.txt", 0)]
     assert recorder.reread_files() == 1
 
