@@ -80,7 +80,7 @@ _NUMBERED_RE = re.compile(r"^(.*?)(\d+)(\D*)$")
 # the word a run of one command over many files varies. A file word of
 # :data:`~agentgraph.context.shell_reads.FILE_WORD_RE` with a number before its
 # extension.
-_NUMBERED_FILE_WORD_RE = re.compile(r"[\w./-]*\d\.[A-Za-z0-9]+")
+_NUMBERED_FILE_WORD_RE = re.compile(r"[\w./-]*\d\.[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*")
 # Tools whose calls may read a file: read_file, and a shell command that is a plain read.
 _READ_KINDS = frozenset({"read", "command"})
 _TODO_MARK = {"done": "[x]", "in_progress": "[~]", "pending": "[ ]"}
@@ -341,10 +341,7 @@ def read_calls(
 
 def _command_reading(command: str, result: ToolMessage) -> str | None:
     """The file ``command``'s output is a reading of (see :func:`read_calls`), or None:
-    it names no one file, did not exit 0, printed nothing, or is too long for the ledger
-    to show whole (a file the model cannot see there is not left to it)."""
-    if len(command.strip()) > LEDGER_COMMAND_MAX_CHARS:
-        return None
+    it names no one file, did not exit 0 or printed nothing."""
     status = bash_status(result.text)
     if status is None or status.exit_code != 0 or not result.text[: status.start].strip():
         return None
@@ -688,9 +685,9 @@ def _command_shape(command: str, statuses: Sequence[str]) -> tuple[_Shape, str] 
 
 def _command_lines(commands: Mapping[str, Sequence[str]]) -> list[tuple[str, int]]:
     """The commands as lines, each with how many commands it stands for, in the order
-    they ran; a run of one command over numbered files is one line, where its last
-    command ran (see :func:`_command_line_of`): the oldest lines drop first past the
-    ledger's share, and a run is as old as its newest command."""
+    each first ran; a run of one command over numbered files is one line, where its
+    newest command first ran (see :func:`_command_line_of`): the oldest lines drop first
+    past the ledger's share, and a run drops once its newest command is among them."""
     line_of = _command_line_of(commands)
     places: dict[str, int] = {}
     weights: Counter[str] = Counter()
@@ -895,7 +892,7 @@ def _fold(
             break
         # The note is there once anything is dropped: its cost is reserved up front.
         note_cost = (
-            0 if section.dropped else count(_dropped_note(len(section.lines), section.what)) + 1
+            0 if section.dropped else count(_dropped_note(sum(section.weights), section.what)) + 1
         )
         while over + note_cost > 0 and len(section.lines) > 1:
             over -= count(section.drop_oldest()) + 1
@@ -976,7 +973,8 @@ def listed_paths(ledger: Ledger, rendered: str) -> tuple[set[str], set[str]]:
     }
     for command, line in _command_line_of(ledger.commands).items():
         path = ledger.command_reads.get(command)
-        if path is not None and line in lines:
+        # A command cut to fit its line may not show its file: not left to the ledger.
+        if path is not None and line in lines and len(command) <= LEDGER_COMMAND_MAX_CHARS:
             read.add(path)
     changed = {
         path for line, paths in _changed_in_runs(ledger.changes) if line in lines for path in paths
@@ -1010,14 +1008,18 @@ def _path_names(paths: Iterable[str], taken: Mapping[str, int]) -> set[str]:
     return names
 
 
-def _listed_item(item: str, names: set[str]) -> bool:
+def _listed_item(item: str, names: set[str], paths: set[str]) -> bool:
+    """Whether ``item`` names one of ``paths``: whole (``./`` or not), by a file name no
+    other path has written alone (``names``), or under an absolute prefix (the
+    workspace's). ``aa/a_0.py`` is not the ledger's ``a/a_0.py``."""
     found = _LIST_ITEM_RE.match(item.strip().rstrip("."))
     if found is None:
         return False
-    # Whole, relative, or under the workspace's absolute path; a file name alone only
-    # as written alone (``aa/a_0.py`` is not the ledger's ``a/a_0.py``).
-    parts = found.group("path").removeprefix("./").split("/")
-    return any("/".join(parts[i:]) in names for i in range(max(1, len(parts) - 1)))
+    path = found.group("path").removeprefix("./")
+    if path.startswith("/"):
+        parts = path.split("/")
+        return any("/".join(parts[i:]) in paths for i in range(1, len(parts)))
+    return path in names
 
 
 def without_listed_files(summary: str, ledger: Ledger, rendered: str) -> str:
@@ -1051,9 +1053,11 @@ def without_listed_files(summary: str, ledger: Ledger, rendered: str) -> str:
         body = line[len(lead) :].strip()
         labelled = _LIST_LABEL_RE.match(body)
         label, items_text = (labelled.group(1), labelled.group(2)) if labelled else ("", body)
-        names = changed_names if _CHANGE_LABEL_RE.search(label) else any_names
+        changes_only = _CHANGE_LABEL_RE.search(label)
+        names = changed_names if changes_only else any_names
+        paths = changed if changes_only else read | changed
         items = [i for i in _LIST_SPLIT_RE.split(items_text.strip()) if i]
-        if not items or not all(_listed_item(i, names) for i in items):
+        if not items or not all(_listed_item(i, names, paths) for i in items):
             out.append(line)
         elif label:
             files = "1 file" if len(items) == 1 else f"{len(items)} files"

@@ -67,8 +67,9 @@ _SHELL_SPECIAL_RE = re.compile(r"[$`*?\[\]{}~|&;<>()#\\\n\r!]")
 _SED_TO_END_RE = re.compile(r"'(\d+),\$p'")
 _SED_SCRIPT_RE = re.compile(r"(\d+)(?:,(\d+|\$))?p")
 _COUNT_RE = re.compile(r"\d+")
-# A word naming a file: a path whose last part has an extension.
-FILE_WORD_RE = re.compile(r"[\w./-]*\w\.[A-Za-z0-9]+")
+# A word naming a file: a path whose last part has an extension with a letter (``3.12``
+# is a version, not a file).
+FILE_WORD_RE = re.compile(r"[\w./-]*\w\.[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*")
 # A cut made by the command's output buffer or by the tool output cap.
 _CUT_RE = re.compile(r"…\d[\d,]* (?:bytes|tokens) truncated…")
 
@@ -113,42 +114,64 @@ def parse_shell_read(command: str) -> ShellRead | None:
 
 def named_file(command: str) -> str | None:
     """The one file a one-line command names (``grep -n def src/app.py``, ``pytest
-    tests/test_app.py -q``, ``cat f.log | head -n 400``), or None: none, several, or a
-    line the shell would run as more than one pipeline (a list, a redirection, a
-    subshell) or that holds a backslash (an escape whose meaning is not certain).
+    tests/test_app.py -q``, ``cat f.log | head -n 400``, ``cut -d'|' -f2 data.csv``), or
+    None: none, several, or a line the shell would run as more than one pipeline (a
+    list, a redirection, a subshell) or that holds a backslash (an escape whose meaning
+    is not certain).
 
     What such a command printed is a reading of that file for a summary's sake, whatever
     the program made of it: a summary that says nothing of the file is asked about it
     as about a file read, and the reading may stay in view (agentgraph/context/
-    compaction.py). The program's own name (``./run.sh``) and options are not files.
+    compaction.py). The programs' own names (``./run.sh``) and options are not files.
     """
-    if "\\" in command or "\n" in command or "\r" in command:
-        return None
-    # Not posix: the quotes stay on the words, so a quoted ``'|'`` is no pipe; no
-    # comment characters: bash starts a comment only at a word's start (below).
-    lexer = shlex.shlex(command, posix=False, punctuation_chars=True)
-    lexer.commenters = ""
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:
+    parts = _pipeline(command)
+    if parts is None:
         return None
     files: set[str] = set()
-    program = True  # the next word runs a program
-    for token in tokens:
-        if set(token) <= set(lexer.punctuation_chars):
-            if token != "|":
-                return None
-            program = True
-            continue
-        if token.startswith("#"):
-            break
-        word = token.replace("'", "").replace('"', "")
-        if program:
-            program = False
-        elif not word.startswith("-") and FILE_WORD_RE.fullmatch(word):
-            files.add(word)
+    for part in parts:
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            return None
+        if not words:
+            return None  # an empty stage: ``| cat``
+        files.update(w for w in words[1:] if not w.startswith("-") and FILE_WORD_RE.fullmatch(w))
     return files.pop() if len(files) == 1 else None
+
+
+def _pipeline(command: str) -> list[str] | None:
+    """The stages of ``command`` split at its unquoted ``|``, cut at an unquoted comment;
+    None for anything else outside quotes that makes it more than one pipeline (``;``,
+    ``&``, ``||``, ``|&``, redirections, subshells), a backslash, a line break or an
+    unclosed quote."""
+    parts: list[str] = []
+    current: list[str] = []
+    quote = ""
+    word_start = True
+    for at, char in enumerate(command):
+        if quote:
+            current.append(char)
+            quote = "" if char == quote else quote
+            continue
+        if char in "\\\n\r":
+            return None
+        if char == "#" and word_start:
+            break  # bash starts a comment only at a word's start
+        if char == "|":
+            if command[at + 1 : at + 2] in ("|", "&"):
+                return None
+            parts.append("".join(current))
+            current = []
+        elif char in ";&<>()":
+            return None
+        else:
+            current.append(char)
+            quote = char if char in "'\"" else ""
+        word_start = char.isspace() or char == "|"
+    if quote:
+        return None
+    parts.append("".join(current))
+    return parts
 
 
 def _read_of(words: list[str]) -> ShellRead | None:

@@ -95,7 +95,7 @@ class _Call(NamedTuple):
 
     key: str  # the tool and its arguments
     result: ToolMessage | None
-    recall: bool  # it brings back the session's history: never new work
+    recall: bool  # it brings back the session's history: made again, no new work
 
 
 def _signature(call: Any, results: dict[str, ToolMessage]) -> _Call:

@@ -251,6 +251,14 @@ def test_a_numbered_span_is_what_the_numbers_show(
         ("echo '&' a.py", "a.py"),
         ("grep -n foo#bar a.py", "a.py"),  # a # inside a word starts no comment
         ("cat a.py |& tee log", None),
+        ("cut -d'|' -f2 data.csv", "data.csv"),  # a quote inside a word
+        ("sort -t'|' -k2 a.csv | head", "a.csv"),
+        ("grep -e'a;b' f.py", "f.py"),
+        ("awk -F'|' '{print $2}' data.csv", "data.csv"),
+        ("echo foo'bar baz.txt'", None),  # one word with a space: no file
+        ("uv python install 3.12", None),  # a version, not a file
+        ("cat a.py || true", None),
+        ("| cat a.py", None),
     ],
 )
 def test_a_command_names_one_file_or_none(command: str, expected: str | None) -> None:
