@@ -34,7 +34,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agentgraph.capabilities.tools.bash import bash_status
+from agentgraph.capabilities.tools.bash import BashStatus, bash_status
 from agentgraph.capabilities.tools.files import read_span
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.context.shell_reads import named_file, parse_shell_read, shell_read_lines
@@ -198,8 +198,8 @@ def _int(value: Any, default: int) -> int:
     return value
 
 
-def _command_status(result: ToolMessage) -> str:
-    status = bash_status(result.text)
+def _command_status(result: ToolMessage, status: BashStatus | None) -> str:
+    """How a command ended, from its answer's status line (``status``, parsed once)."""
     if status is not None:
         return "timed out" if status.exit_code is None else f"exit {status.exit_code}"
     return "error" if result.status == "error" else "done"
@@ -262,11 +262,12 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         lines = None if shown is None else shell_read_lines(shown, result.text)
         if shown is not None and lines is not None and (path := _norm_path(shown.path)):
             return ("read", path, *lines)
+        status = bash_status(result.text)
         return (
             "command",
             command.strip(),
-            _command_status(result),
-            _command_reading(command, result),
+            _command_status(result, status),
+            _command_reading(command, result, status),
         )
     if kind == "subagent":
         return ("subagent", str(args.get("task") or "").strip(), _subagent_outcome(result))
@@ -339,10 +340,10 @@ def read_calls(
     return out
 
 
-def _command_reading(command: str, result: ToolMessage) -> str | None:
+def _command_reading(command: str, result: ToolMessage, status: BashStatus | None) -> str | None:
     """The file ``command``'s output is a reading of (see :func:`read_calls`), or None:
-    it names no one file, did not exit 0 or printed nothing."""
-    status = bash_status(result.text)
+    it names no one file, did not exit 0 or printed nothing (``status``: its answer's
+    status line, parsed once)."""
     if status is None or status.exit_code != 0 or not result.text[: status.start].strip():
         return None
     return _norm_path(named_file(command.strip()))
