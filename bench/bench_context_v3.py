@@ -67,7 +67,9 @@ read on), as models trained on a shell do, its rows named ``WORKLOAD (shell)``;
 ``--shell nl`` in numbered pages (``nl -ba F | sed -n '1,200p'``), as Codex's models
 read, its rows named ``WORKLOAD (shell, nl)``; ``--shell grep`` through a command that
 prints a file but is no plain read (``grep -v '^#' F``), its rows ``WORKLOAD (shell,
-grep)``. Small-file workloads only (a persona
+grep)``; ``--shell multi`` several whole files in one command (``cat A B C D``: the
+reads of one reply, at least four), as a model skimming a folder does, its rows
+``WORKLOAD (shell, multi)``. Small-file workloads only (a persona
 reading through the shell sees no page note). The peers get a ``run_bash`` answering
 those commands as agentgraph's prints them (deepagents' own tools have no shell without
 a sandbox backend).
@@ -180,7 +182,7 @@ from tests.scenarios.stateless import (
     marked_done,
     persona_for,
     planted_codes,
-    shell_read,
+    shell_reads,
     task_text,
 )
 
@@ -202,6 +204,9 @@ THREAD = "bench"
 CALLS_PER_FILE = 3
 # A task with a lag edits each file twice: one call a file more.
 LAG_CALLS_PER_FILE = CALLS_PER_FILE + 1
+# Files a several-file shell read (``--shell multi``) asks for in one ``cat`` at least:
+# about 3k tokens of small files, a fifth of a 16k window.
+MULTI_SHELL_BATCH = 4
 # Reads per reply on the ``parallel`` workload: a batch of small files is about a third
 # of a 16k window, so a batch's arrival is what crosses the compaction point.
 PARALLEL_BATCH = 8
@@ -419,29 +424,30 @@ _PREFIX: dict[str, Prefix] = {}
 def shell_tool(ws: Path) -> BaseTool:
     """A ``run_bash`` for the peers that answers the shell-reading model's reads (``cat
     F``, ``tail -n +K F``, ``nl -ba F | sed -n 'K,Lp'``, ``grep -v '^#' F``: the files
-    have no comment line) as agentgraph's run_bash prints them: the lines (numbered as
+    have no comment line; ``cat A B …``) as agentgraph's run_bash prints them: the lines (numbered as
     ``nl -ba`` numbers them), then ``[exit code 0]``.
     Anything else exits 2: the persona sends nothing else."""
 
     @tool(SHELL_TOOL)
     def run_bash(command: str) -> str:
         """Run a bash command in the workspace: stdout+stderr, then the exit code."""
-        found = shell_read(command)
+        found = shell_reads(command)
+        shown = ""
         try:
-            if found is None:
+            if not found:
                 raise ValueError(f"not supported in this benchmark: {command}")
-            path, first, last, numbered = found
-            # deepagents' paths are rooted at the workspace (its virtual mode).
-            target = in_workspace(ws, path.lstrip("/"))
-            lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
+            for path, first, last, numbered in found:
+                # deepagents' paths are rooted at the workspace (its virtual mode).
+                target = in_workspace(ws, path.lstrip("/"))
+                lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
+                picked = lines[first - 1 : last]
+                if numbered:
+                    picked = [f"{first + i:6d}\t{line}" for i, line in enumerate(picked)]
+                shown += "".join(picked)
+                if shown and not shown.endswith("\n"):
+                    shown += "\n"
         except (OSError, ValueError) as exc:
             return f"{exc}\n[exit code 2]"
-        picked = lines[first - 1 : last]
-        if numbered:
-            picked = [f"{first + i:6d}\t{line}" for i, line in enumerate(picked)]
-        shown = "".join(picked)
-        if shown and not shown.endswith("\n"):
-            shown += "\n"
         return f"{shown}[exit code 0]"
 
     return run_bash
@@ -800,7 +806,9 @@ def main(argv: list[str] | None = None) -> None:
         choices=SHELL_STYLES,
         help="the model reads through run_bash instead of read_file: with cat (the default), "
         "nl (numbered pages: nl -ba F | sed -n 'K,Lp') or grep (grep -v '^#' F, no plain "
-        "read), its rows named 'WORKLOAD (shell)' or 'WORKLOAD (shell, STYLE)'; small-file "
+        "read) or multi (several whole files in one cat, at least "
+        f"{MULTI_SHELL_BATCH} a reply), its rows named 'WORKLOAD (shell)' or "
+        "'WORKLOAD (shell, STYLE)'; small-file "
         "workloads only",
     )
     parser.add_argument(
@@ -840,7 +848,14 @@ def main(argv: list[str] | None = None) -> None:
         cells = [
             replace(
                 c,
-                load=replace(c.load, name=c.load.name + suffix, shell=args.shell),
+                load=replace(
+                    c.load,
+                    name=c.load.name + suffix,
+                    shell=args.shell,
+                    batch=max(c.load.batch, MULTI_SHELL_BATCH)
+                    if args.shell == "multi"
+                    else c.load.batch,
+                ),
             )
             for c in cells
         ]

@@ -16,7 +16,6 @@ import posixpath
 import re
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -39,6 +38,7 @@ from agentgraph.capabilities.tools.base import ToolError
 from agentgraph.capabilities.tools.files import edit_report_line, excerpt_of_read, page_of_read
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import LinkCensus, resolve_in_workspace
+from agentgraph.context.artifacts import with_originals
 from agentgraph.context.carry_over import (
     CARRY_OVER_HEADING,
     dropped_details,
@@ -236,6 +236,11 @@ SUMMARY_ENTRY_FRAMING_TOKENS = 10
 # make): at 32k three reads waited through 35 calls, 1.558M prompt tokens for 100 small
 # files where a second call a compaction sends 1.479M; reads of one size never wait.
 SUMMARY_SPILL_KEPT_BUDGET_FRACTION = 0.125
+# The most of one summarizer call a cut output's saved whole copy may take in its
+# place (cut head and tail past it): a 1 MiB log would otherwise take calls of its own.
+# Half a call at 8k cut eight small files printed by one command as the history had
+# (64/100 codes kept, 100 with a whole call).
+ORIGINAL_MAX_CALL_FRACTION = 1.0
 # A part larger than this many calls hold (an imported history far beyond the window)
 # has all its results cut evenly to fit them.
 SUMMARY_MAX_PIECES = 20
@@ -728,12 +733,44 @@ def own_identifiers(readings: Mapping[str, str]) -> dict[str, set[str]]:
     its readings hold that no other path's readings in ``readings`` (path -> their text)
     hold, less the words of the path itself: what a summary that kept anything of the
     file would name (a code, a constant, a name with digits or capitals)."""
-    found = {path: identifiers(text) for path, text in readings.items()}
-    shared = Counter(word for words in found.values() for word in words)
-    return {
-        path: {w for w in words if shared[w] == 1 and w not in path}
-        for path, words in found.items()
-    }
+    return reading_identifiers([((path,), text) for path, text in readings.items()])[0]
+
+
+def reading_identifiers(
+    readings: Sequence[tuple[Sequence[str], str]],
+) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """``(own, shared)`` identifiers per path, from readings given as (the paths each
+    is a reading of, its text).
+
+    A word belongs to a path when only readings of that path hold it. ``own``: those
+    words of the readings of that path alone (:func:`own_identifiers`). ``shared``
+    (only paths that have some): those of the readings it shares with other files (one
+    ``cat A B`` printed both), whose lines the output does not tell apart, so a summary
+    says of the file only on a line naming it with one of them (:func:`says_of`). The
+    names of a reading's files are left out of its words.
+    """
+    found = [identifiers(text) for _, text in readings]
+    holders: dict[str, set[int]] = {}
+    for i, words in enumerate(found):
+        for word in words:
+            holders.setdefault(word, set()).add(i)
+    of_path: dict[str, set[int]] = {}
+    for i, (paths, _) in enumerate(readings):
+        for path in paths:
+            of_path.setdefault(path, set()).add(i)
+    own: dict[str, set[str]] = {}
+    shared: dict[str, set[str]] = {}
+    for path, mine in of_path.items():
+        alone: set[str] = set()
+        with_others: set[str] = set()
+        for i in mine:
+            paths = readings[i][0]
+            words = {w for w in found[i] if holders[w] <= mine and not any(w in p for p in paths)}
+            (alone if len(paths) == 1 else with_others).update(words)
+        own[path] = alone
+        if with_others:
+            shared[path] = with_others
+    return own, shared
 
 
 def _names_stem(text: str, path: str) -> bool:
@@ -746,13 +783,26 @@ def _names_stem(text: str, path: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(stem)}(?!\w)", text) is not None
 
 
-def says_of(text_ids: Collection[str], text: str, path: str, own: Collection[str]) -> bool:
+def says_of(
+    text_ids: Collection[str],
+    text: str,
+    path: str,
+    own: Collection[str],
+    shared: Collection[str] = (),
+) -> bool:
     """Whether a text (its :func:`~agentgraph.context.carry_over.identifiers`
     ``text_ids``) says anything of the file ``path``: it names it and, where its readings
-    hold identifiers of their own (``own``, :func:`own_identifiers`), one of them."""
+    hold identifiers of their own (``own``, :func:`reading_identifiers`), one of them;
+    where they hold none but share a reading with other files (``shared``), a line of it
+    names the file with one of those."""
     if not _names_file(text, path):
         return False
-    return not own or any(word in text_ids for word in own)
+    if own or not shared:
+        return not own or any(word in text_ids for word in own)
+    return any(
+        _names_file(line, path) and not identifiers(line).isdisjoint(shared)
+        for line in text.splitlines()
+    )
 
 
 def unvalued_constants(summary: str, readings: Sequence[str]) -> list[list[tuple[str, str]]]:
@@ -1212,6 +1262,7 @@ class Compactor:
         history: Sequence[BaseMessage] = (),
         margin: float = PROMPT_COUNT_MARGIN_FRACTION,
         workspace: str | None = None,
+        artifacts: str | None = None,
     ) -> str:
         """``summary`` with what it left out of the files read in ``summarized``.
 
@@ -1223,7 +1274,8 @@ class Compactor:
         its room), the files of ``history`` they named count too, asked about with their
         readings from ``history`` (the transcript keeps every one) unless what they said
         of them was carried over (:meth:`_carry_over`, called first). Readings are the originals in
-        ``history`` where it has them (a kept copy may be cut, masked or an excerpt).
+        ``history`` where it has them (a kept copy may be cut, masked or an excerpt), and
+        the saved whole copy of one the history holds cut (``artifacts``).
         Each call takes the readings that fit it whole, in order. Constants the summary
         names without their values are asked about once (:meth:`_values`). Failures
         keep ``summary`` as it is.
@@ -1235,22 +1287,36 @@ class Compactor:
         sources: Sequence[BaseMessage] = history or summarized
         earlier = [m for m in summarized if agentgraph_kind(m) == "summary"]
         if earlier:
-            fresh = set(reads.values())
-            before = {
-                call_id: path
-                for call_id, path in read_calls(
-                    history, memo=self.ledger_memo, workspace=workspace
-                ).items()
-                if path not in fresh and any(_names_file(m.text, path) for m in earlier)
-            }
+            fresh = {path for paths in reads.values() for path in paths}
+            before: dict[str, tuple[str, ...]] = {}
+            for call_id, paths in read_calls(
+                history, memo=self.ledger_memo, workspace=workspace
+            ).items():
+                # Only the files an earlier summary named: the reading's others are
+                # not this check's.
+                named = tuple(
+                    p
+                    for p in paths
+                    if p not in fresh and any(_names_file(m.text, p) for m in earlier)
+                )
+                if named:
+                    before[call_id] = named
             reads = {**before, **reads}
         # Found once: the sources may be the whole transcript, and the loop below asks
         # up to SUMMARY_MAX_PIECES times.
         whole = _whole_readings(sources, reads.keys())
-        texts: dict[str, list[str]] = {}
-        for call_id, m in whole.items():
-            texts.setdefault(reads[call_id], []).append(m.text)
-        own = own_identifiers({path: "\n".join(t) for path, t in texts.items()})
+        # A reading cut for the history is asked about whole (agentgraph/context/
+        # artifacts.py).
+        limit = int(self._piece_budget(reply_tokens, scale, margin) * ORIGINAL_MAX_CALL_FRACTION)
+        originals = self._with_originals(list(whole.values()), artifacts, limit)
+        whole = {
+            call_id: m
+            for call_id, m in zip(whole, originals, strict=True)
+            if isinstance(m, ToolMessage)
+        }
+        own, shared = reading_identifiers(
+            [(reads[call_id], m.text) for call_id, m in whole.items()]
+        )
         count = self.counter.count_text
         piece_budget = self._piece_budget(reply_tokens, scale, margin) - SUMMARY_FRAMING_TOKENS
         attempts, attempt = SUMMARY_SUPPLEMENT_ATTEMPTS, 0
@@ -1258,12 +1324,17 @@ class Compactor:
             attempt += 1
             words = identifiers(summary)
             missing = sorted(
-                {p for p in reads.values() if not says_of(words, summary, p, own.get(p, ()))}
+                {
+                    p
+                    for paths in reads.values()
+                    for p in paths
+                    if not says_of(words, summary, p, own.get(p, ()), shared.get(p, ()))
+                }
             )
             if not missing:
                 break
             gap = set(missing)
-            readings = [m for call_id, m in whole.items() if reads[call_id] in gap]
+            readings = [m for call_id, m in whole.items() if gap.intersection(reads[call_id])]
             ask = SUPPLEMENT_PROMPT.format(paths=", ".join(missing))
             room = piece_budget - count(ask)
             if attempt == 1:
@@ -1283,7 +1354,9 @@ class Compactor:
             if added is None:  # the summary without them is still a summary
                 break
             added_words = identifiers(added)
-            if not any(says_of(added_words, added, p, own.get(p, ())) for p in missing):
+            if not any(
+                says_of(added_words, added, p, own.get(p, ()), shared.get(p, ())) for p in missing
+            ):
                 break  # it says nothing about them: more of it would only take room
             summary = f"{summary}\n\n{SUPPLEMENT_HEADING}\n{added}"
         return self._values(summary, whole, reads, focus, piece_budget, reply_tokens, scale, margin)
@@ -1292,7 +1365,7 @@ class Compactor:
         self,
         summary: str,
         whole: Mapping[str, ToolMessage],
-        reads: Mapping[str, str],
+        reads: Mapping[str, tuple[str, ...]],
         focus: str | None,
         piece_budget: int,
         reply_tokens: int,
@@ -1309,7 +1382,7 @@ class Compactor:
         for (call_id, m), found in zip(whole.items(), found_in, strict=True):
             if found:
                 readings.append(m)
-                named += [f"{name} ({reads[call_id]})" for name, _ in found]
+                named += [f"{name} ({', '.join(reads[call_id])})" for name, _ in found]
                 values |= {value.strip("\"'") for _, value in found}
         if not readings:
             return summary
@@ -1332,7 +1405,7 @@ class Compactor:
         self,
         ask: str,
         readings: Sequence[ToolMessage],
-        reads: Mapping[str, str],
+        reads: Mapping[str, tuple[str, ...]],
         focus: str | None,
         *,
         room: int,
@@ -1386,7 +1459,7 @@ class Compactor:
         )
 
     def _readings_for_one_call(
-        self, readings: Sequence[ToolMessage], reads: Mapping[str, str], room: int
+        self, readings: Sequence[ToolMessage], reads: Mapping[str, tuple[str, ...]], room: int
     ) -> list[str]:
         """The first ``readings`` that fit ``room`` whole, labelled with their paths.
 
@@ -1398,7 +1471,7 @@ class Compactor:
         entries: list[str] = []
         used = 0
         for m in readings:
-            entry = f"[{m.name or 'read_file'} {reads[m.tool_call_id]}]\n{m.text}\n"
+            entry = f"[{m.name or 'read_file'} {', '.join(reads[m.tool_call_id])}]\n{m.text}\n"
             size = count(entry) + SUMMARY_ENTRY_FRAMING_TOKENS
             if entries and used + size > room:
                 break
@@ -1806,10 +1879,10 @@ class Compactor:
         }
         missing = {
             call_id
-            for call_id, path in read_calls(
+            for call_id, paths in read_calls(
                 older, memo=self.ledger_memo, workspace=workspace
             ).items()
-            if call_id not in skip and not _names_file(named, path)
+            if call_id not in skip and not all(_names_file(named, path) for path in paths)
         }
         if not missing or room <= 0:
             return []
@@ -1859,6 +1932,22 @@ class Compactor:
             # Marked: a later compaction does not summarize them again, and keeps the
             # original before this boundary again (as a stand-in, never the excerpt).
             out.append([_summarized_copy(m, masked=isinstance(m, ToolMessage)) for m in fitted])
+        return out
+
+    def _with_originals(
+        self, messages: Sequence[BaseMessage], artifacts: str | None, limit: int
+    ) -> list[BaseMessage]:
+        """``messages`` with each cut output's saved whole copy in place of the cut
+        (:func:`~agentgraph.context.artifacts.with_originals`), each at most ``limit``
+        tokens (ours; head and tail past it)."""
+        out: list[BaseMessage] = []
+        for m, whole in zip(messages, with_originals(messages, artifacts), strict=True):
+            if whole is not m and self.counter.count_text(whole.text) > limit:
+                text = truncate_text(
+                    whole.text, limit, count=self.counter.count_text, codec=self.counter.codec
+                ).text
+                whole = m.model_copy(update={"content": text})
+            out.append(whole)
         return out
 
     def _view_tokens(self, messages: Sequence[BaseMessage], fixed: int) -> int:
@@ -2008,6 +2097,7 @@ class Compactor:
         workspace: str | None = None,
         measured: tuple[int, int] | None = None,
         course_change: str | None = None,
+        artifacts: str | None = None,
     ) -> CompactionOutcome | None:
         """Compact ``messages`` (the full state history); None when there is nothing to do.
 
@@ -2023,6 +2113,9 @@ class Compactor:
         ``course_change``: the spiral guard found the last compaction made no progress:
         this note heads the ledger, telling the model what it repeated (the ledger is
         rebuilt at every compaction, so the note does not outlive the stall).
+
+        ``artifacts``: the session's folder of whole outputs the history holds cut; the
+        summarizer reads those instead of the cuts (agentgraph/context/artifacts.py).
         """
         self.last_skipped = None
         plan = self._plan(
@@ -2069,6 +2162,11 @@ class Compactor:
         ledger = self._ledger(progress, int(usable * LEDGER_MAX_BUDGET_FRACTION))
         if course_change:
             ledger = f"{course_change}\n\n{ledger}" if ledger else course_change
+        # What a cut took reaches the summary, as what masking hid does.
+        original_limit = int(
+            self._piece_budget(summary_max, scale, margin) * ORIGINAL_MAX_CALL_FRACTION
+        )
+        summary_input = self._with_originals(summary_input, artifacts, original_limit)
         try:
             summary = self._summarize(
                 summary_input,
@@ -2100,6 +2198,7 @@ class Compactor:
                 history=messages,
                 margin=margin,
                 workspace=workspace,
+                artifacts=artifacts,
             )
         if summary is None:
             fallback_keep = min(int(usable * FALLBACK_KEEP_BUDGET_FRACTION), max(room, keep_tokens))

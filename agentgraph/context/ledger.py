@@ -37,7 +37,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from agentgraph.capabilities.tools.bash import BashStatus, bash_status
 from agentgraph.capabilities.tools.files import read_span
 from agentgraph.capabilities.tools.spec import tool_spec
-from agentgraph.context.shell_reads import named_file, parse_shell_read, shell_read_lines
+from agentgraph.context.shell_reads import (
+    named_files,
+    parse_shell_read,
+    printed_whole,
+    shell_read_lines,
+    whole_file_reads,
+)
 from agentgraph.context.spiral import output_hash
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
@@ -142,9 +148,9 @@ class Ledger:
         reads: Path -> what of it was read, in first-read order.
         changes: Path -> how it was written or edited, in first-change order.
         commands: Command -> its exit statuses in order (``"exit 0"``, ``"timed out"``…).
-        command_reads: Command -> the one file it names, where a run of it exited 0 and
-            printed something: its output was a reading of that file
-            (:func:`~agentgraph.context.shell_reads.named_file`).
+        command_reads: Command -> the files it names, where a run of it exited 0 and
+            printed something: its output was a reading of those files
+            (:func:`~agentgraph.context.shell_reads.named_files`).
         subagents: ``(task, outcome)`` per subagent call.
         todos: The latest todo list written.
         other: Tool name -> calls of every other tool.
@@ -153,7 +159,7 @@ class Ledger:
     reads: dict[str, FileRead] = field(default_factory=dict)
     changes: dict[str, FileChange] = field(default_factory=dict)
     commands: dict[str, list[str]] = field(default_factory=dict)
-    command_reads: dict[str, str] = field(default_factory=dict)
+    command_reads: dict[str, tuple[str, ...]] = field(default_factory=dict)
     subagents: list[tuple[str, str]] = field(default_factory=list)
     todos: list[tuple[str, str]] | None = None
     other: dict[str, int] = field(default_factory=dict)
@@ -262,6 +268,10 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         lines = None if shown is None else shell_read_lines(shown, result.text)
         if shown is not None and lines is not None and (path := _norm_path(shown.path)):
             return ("read", path, *lines)
+        # ``cat A B``: each file printed whole (its lines are not told apart).
+        several = [p for p in map(_norm_path, whole_file_reads(command)) if p is not None]
+        if several and printed_whole(result.text):
+            return ("reads", tuple(("read", p, 1, None, None) for p in dict.fromkeys(several)))
         status = bash_status(result.text)
         return (
             "command",
@@ -299,14 +309,15 @@ def read_calls(
     *,
     memo: LedgerMemo | None = None,
     workspace: str | None = None,
-) -> dict[str, str]:
+) -> dict[str, tuple[str, ...]]:
     """The id of every successful file read in ``messages`` (a ``read_file`` call, or a
-    shell command that is a plain read, :mod:`agentgraph.context.shell_reads`) and the
-    path it read, and of every reading of a file by another command: one that names
-    one file, exited 0 and printed something is a reading of that file for a summary's
-    sake, though the ledger lists it as a command (a model reading with ``grep -v '^#'
-    F`` had none of its readings asked about or kept in view, and read half of them
-    again behind a summarizer that drops half of what it sees).
+    shell command that is a plain read or a ``cat`` of several files,
+    :mod:`agentgraph.context.shell_reads`) and the paths it read, and of every reading of
+    files by another command: one that names files, exited 0 and printed something is a
+    reading of those files for a summary's sake, though the ledger lists it as a command
+    (a model reading with ``grep -v '^#' F`` had none of its readings asked about or kept
+    in view, and read half of them again behind a summarizer that drops half of what it
+    sees).
 
     Args:
         messages: Messages in history order (a call without its result is left out).
@@ -316,12 +327,12 @@ def read_calls(
             absolute path is named by its path in it, as :func:`collect_ledger` does.
 
     Returns:
-        Call id → normalized path, in call order.
+        Call id → normalized paths, in call order.
     """
     roots = _workspace_roots(workspace)
     listed = list(messages)
     results = _first_results(listed)
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, ...]] = {}
     for msg in listed:
         if not isinstance(msg, AIMessage):
             continue
@@ -334,25 +345,33 @@ def read_calls(
             if entry is None:
                 continue
             if entry[0] == "read":
-                out[call_id] = _within(str(entry[1]), roots)
+                out[call_id] = (_within(str(entry[1]), roots),)
+            elif entry[0] == "reads":
+                out[call_id] = tuple(_within(str(read[1]), roots) for read in entry[1])
             elif entry[0] == "command" and entry[3]:
-                out[call_id] = _within(entry[3], roots)
+                out[call_id] = tuple(_within(path, roots) for path in entry[3])
     return out
 
 
-def _command_reading(command: str, result: ToolMessage, status: BashStatus | None) -> str | None:
-    """The file ``command``'s output is a reading of (see :func:`read_calls`), or None:
-    it names no one file, did not exit 0 or printed nothing (``status``: its answer's
+def _command_reading(
+    command: str, result: ToolMessage, status: BashStatus | None
+) -> tuple[str, ...]:
+    """The files ``command``'s output is a reading of (see :func:`read_calls`); empty
+    when it names none, did not exit 0 or printed nothing (``status``: its answer's
     status line, parsed once)."""
     if status is None or status.exit_code != 0 or not result.text[: status.start].strip():
-        return None
-    return _norm_path(named_file(command.strip()))
+        return ()
+    paths = (_norm_path(path) for path in named_files(command.strip()))
+    return tuple(dict.fromkeys(p for p in paths if p is not None))
 
 
 def _apply(ledger: Ledger, entry: _Entry) -> None:
     """Add one call's :func:`_entry` to ``ledger``."""
     kind = entry[0]
-    if kind == "read":
+    if kind == "reads":
+        for read in entry[1]:
+            _apply(ledger, read)
+    elif kind == "read":
         _, path, first, last, total = entry
         read = ledger.reads.setdefault(path, FileRead())
         if last is None:
@@ -452,8 +471,10 @@ def _within(path: str, roots: Sequence[str]) -> str:
 def _in_workspace(entry: _Entry, roots: Sequence[str]) -> _Entry:
     if entry[0] in ("read", "write", "edit") and isinstance(entry[1], str):
         return (entry[0], _within(entry[1], roots), *entry[2:])
+    if entry[0] == "reads":
+        return ("reads", tuple(_in_workspace(read, roots) for read in entry[1]))
     if entry[0] == "command" and entry[3]:
-        return (*entry[:3], _within(entry[3], roots))
+        return (*entry[:3], tuple(_within(path, roots) for path in entry[3]))
     return entry
 
 
@@ -973,10 +994,10 @@ def listed_paths(ledger: Ledger, rendered: str) -> tuple[set[str], set[str]]:
         for name in names
     }
     for command, line in _command_line_of(ledger.commands).items():
-        path = ledger.command_reads.get(command)
-        # A command cut to fit its line may not show its file: not left to the ledger.
-        if path is not None and line in lines and len(command) <= LEDGER_COMMAND_MAX_CHARS:
-            read.add(path)
+        paths = ledger.command_reads.get(command, ())
+        # A command cut to fit its line may not show its files: not left to the ledger.
+        if line in lines and len(command) <= LEDGER_COMMAND_MAX_CHARS:
+            read.update(paths)
     changed = {
         path for line, paths in _changed_in_runs(ledger.changes) if line in lines for path in paths
     }

@@ -22,9 +22,12 @@ One pipe is read too: a program that numbers every line of one file (``nl -ba F`
 program's, so a missing file exits 0 with the first one's complaint as its output; the
 numbers vouch for it instead: every line printed must carry the next number from ``A``.
 
-Any other command that names one file (:func:`named_file`: ``grep -n def src/app.py``,
-``pytest tests/test_app.py``) stays a command, but what it printed is a reading of that
-file to the summary's check of what it left out.
+``cat`` (or ``nl``) of several files printed each of them whole when it exited 0 with
+an output nothing cut (:func:`whole_file_reads`), as models skimming a folder read.
+
+Any other command that names files (:func:`named_files`: ``grep -n def src/app.py``,
+``pytest tests/test_app.py``, ``diff a.py b.py``) stays a command, but what it printed is
+a reading of those files to the summary's check of what it left out.
 """
 
 from __future__ import annotations
@@ -38,10 +41,14 @@ from agentgraph.capabilities.tools.bash import bash_status
 __all__ = [
     "FILE_WORD_RE",
     "READ_PROGRAMS",
+    "SHOWING_PROGRAMS",
     "ShellRead",
-    "named_file",
+    "named_files",
     "parse_shell_read",
+    "printed_whole",
+    "reads_files",
     "shell_read_lines",
+    "whole_file_reads",
 ]
 
 # The programs whose one-file invocations count as reads.
@@ -70,6 +77,23 @@ _COUNT_RE = re.compile(r"\d+")
 # A word naming a file: a path whose last part has an extension with a letter (``3.12``
 # is a version, not a file).
 FILE_WORD_RE = re.compile(r"[\w./-]*\w\.[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*")
+# Programs that print what they read of a file (lines, fields, matches, a diff): a
+# pipeline of them over files shows the files.
+SHOWING_PROGRAMS = frozenset(
+    {
+        *READ_PROGRAMS,
+        *("grep", "egrep", "fgrep", "rg", "ag", "awk", "gawk", "cut", "sort", "uniq"),
+        *("diff", "tac", "rev", "column", "jq", "bat", "less", "more", "xxd", "od"),
+    }
+)
+# Programs whose first operand is a pattern or a script, not a file; the options that
+# give it instead, with its value as the next word or in the same word.
+_PATTERN_PROGRAMS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "sed", "awk", "gawk"})
+_PATTERN_OPTIONS = frozenset({"-e", "-f", "--regexp", "--file", "--expression"})
+_PATTERN_OPTION_PREFIXES = ("--regexp=", "--file=", "--expression=")
+# Files a command may name and still be a reading of each: more is a sweep (a grep over
+# a tree's files), whose output says little of any one file.
+COMMAND_READING_MAX_FILES = 8
 # A cut made by the command's output buffer or by the tool output cap.
 _CUT_RE = re.compile(r"…\d[\d,]* (?:bytes|tokens) truncated…")
 
@@ -112,31 +136,111 @@ def parse_shell_read(command: str) -> ShellRead | None:
     return None if words is None else _read_of(words)
 
 
-def named_file(command: str) -> str | None:
-    """The one file a one-line command names (``grep -n def src/app.py``, ``pytest
-    tests/test_app.py -q``, ``cat f.log | head -n 400``, ``cut -d'|' -f2 data.csv``), or
-    None: none, several, or a line the shell would run as more than one pipeline (a
-    list, a redirection, a subshell) or that holds a backslash (an escape whose meaning
-    is not certain).
+def named_files(command: str) -> tuple[str, ...]:
+    """The files a one-line command names, in order (``grep -n def src/app.py``, ``pytest
+    tests/test_app.py -q``, ``cat f.log | head -n 400``, ``cut -d'|' -f2 data.csv``,
+    ``diff a.py b.py``); empty for none, more than :data:`COMMAND_READING_MAX_FILES`, or a
+    line the shell would run as more than one pipeline (a list, a redirection, a
+    subshell) or that holds a backslash (an escape whose meaning is not certain).
 
-    What such a command printed is a reading of that file for a summary's sake, whatever
-    the program made of it: a summary that says nothing of the file is asked about it
-    as about a file read, and the reading may stay in view (agentgraph/context/
+    What such a command printed is a reading of those files for a summary's sake,
+    whatever the program made of them: a summary that says nothing of one is asked about
+    it as about a file read, and the reading may stay in view (agentgraph/context/
     compaction.py). The programs' own names (``./run.sh``) and options are not files.
     """
     parts = _pipeline(command)
     if parts is None:
-        return None
-    files: set[str] = set()
+        return ()
+    files: dict[str, None] = {}
     for part in parts:
         try:
             words = shlex.split(part)
         except ValueError:
-            return None
+            return ()
         if not words:
-            return None  # an empty stage: ``| cat``
-        files.update(w for w in words[1:] if not w.startswith("-") and FILE_WORD_RE.fullmatch(w))
-    return files.pop() if len(files) == 1 else None
+            return ()  # an empty stage: ``| cat``
+        files.update(dict.fromkeys(w for w in _operands(words) if FILE_WORD_RE.fullmatch(w)))
+    return tuple(files) if len(files) <= COMMAND_READING_MAX_FILES else ()
+
+
+def _operands(words: list[str]) -> list[str]:
+    """The words of one program's invocation that may name files: not its name, no
+    option, and for a program whose first operand is a pattern or a script (``grep
+    os.path a.py``, ``sed -n '1p' a.py``) not that one, nor the value of its ``-e``/``-f``
+    (the pattern then, or a file of them it does not print)."""
+    program = words[0].rsplit("/", 1)[-1]
+    if program not in _PATTERN_PROGRAMS:
+        return [w for w in words[1:] if not w.startswith("-")]
+    out: list[str] = []
+    given = False  # the pattern came with -e/-f
+    skip = False
+    for word in words[1:]:
+        if skip:
+            skip = False
+        elif word in _PATTERN_OPTIONS:
+            given = skip = True
+        elif word.startswith(_PATTERN_OPTION_PREFIXES):
+            given = True
+        elif word.startswith("-") and not word.startswith("--"):
+            # A cluster of short options: ``-e`` or ``-f`` in it takes the rest of the
+            # word (``-e'a;b'``), or the next word when it ends the cluster (``-ve x``).
+            at = next((i for i, c in enumerate(word[1:]) if c in "ef"), None)
+            if at is not None:
+                given = True
+                skip = at == len(word) - 2
+        elif not word.startswith("-"):
+            out.append(word)
+    return out if given else out[1:]
+
+
+def whole_file_reads(command: str) -> tuple[str, ...]:
+    """The files ``cat A B …`` (or ``nl -ba``) prints whole, when it names two or more
+    (each once in the result); empty for anything else (one file is
+    :func:`parse_shell_read`'s).
+    Which lines are each file's the output does not tell, so it counts as read whole
+    only when the command exited 0 and nothing was cut (:func:`printed_whole`)."""
+    words = _words(command)
+    if not words or words[0] not in ("cat", "nl"):
+        return ()
+    options = [w for w in words[1:] if w.startswith("-")]
+    paths = [w for w in words[1:] if not w.startswith("-")]
+    # ``nl``'s other options take a value (``-b a``, ``-v 1``): the next word is none of
+    # the files.
+    allowed = _WHOLE_OPTIONS if words[0] == "cat" else frozenset({"-ba"})
+    if len(paths) < 2 or not set(options) <= allowed:
+        return ()
+    if words[1 : 1 + len(options)] != options:
+        return ()  # an option after a file name: GNU takes it, others a file
+    return tuple(dict.fromkeys(paths))
+
+
+def reads_files(command: str) -> bool:
+    """Whether ``command`` shows files the model asked to see: a plain read, ``cat`` of
+    several files, or a pipeline of programs that print what they read
+    (:data:`SHOWING_PROGRAMS`: ``grep -v '^#' F``, ``cat F | tail -n 40``) naming files.
+    Its output is a page of them, not a log (``pytest F`` is not)."""
+    if parse_shell_read(command) is not None or whole_file_reads(command):
+        return True
+    parts = _pipeline(command)
+    if not parts or not named_files(command):
+        return False
+    try:
+        programs = [shlex.split(part)[0].rsplit("/", 1)[-1] for part in parts]
+    except (ValueError, IndexError):
+        return False
+    return all(program in SHOWING_PROGRAMS for program in programs)
+
+
+def printed_whole(result: str) -> bool:
+    """Whether a run_bash ``result`` is a whole output: the command exited 0, printed
+    something and nothing cut it."""
+    status = bash_status(result)
+    return (
+        status is not None
+        and status.exit_code == 0
+        and bool(result[: status.start].strip())
+        and _CUT_RE.search(result) is None
+    )
 
 
 def _pipeline(command: str) -> list[str] | None:

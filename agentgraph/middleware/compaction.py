@@ -85,6 +85,9 @@ class CompactionMiddleware(AgentMiddleware):
         view: The prompt-view unit: its budget and counter decide the threshold, and
             it rebuilds the view of a compacted history.
         emit: Told ``{"type": "compaction", **record}`` after each compaction.
+        artifacts_of: The folder the run's tools save the whole copies of the outputs
+            they cut in (agentgraph/context/artifacts.py), for a request; None (or no
+            such callable): the summarizer reads the cuts as the history holds them.
     """
 
     def __init__(
@@ -94,12 +97,14 @@ class CompactionMiddleware(AgentMiddleware):
         *,
         distil_threshold: float = DISTIL_THRESHOLD_DEFAULT,
         emit: Emit = emit,
+        artifacts_of: Callable[[ModelRequest], str | None] | None = None,
     ) -> None:
         super().__init__()
         self.compactor = compactor
         self.view = view
         self.distil_threshold = distil_threshold
         self.emit = emit
+        self.artifacts_of = artifacts_of
 
     def compact(
         self,
@@ -112,6 +117,7 @@ class CompactionMiddleware(AgentMiddleware):
         workspace: str | None = None,
         measured: tuple[int, int] | None = None,
         course_change: str | None = None,
+        artifacts: str | None = None,
     ) -> CompactionOutcome | None:
         """Compact ``messages`` (a full history); None when there is nothing to compact.
 
@@ -125,6 +131,7 @@ class CompactionMiddleware(AgentMiddleware):
             measured: The prompt about to be sent, as ``(its tokens as the provider
                 counts them, our count)``; taken from ``messages`` when not given.
             course_change: The spiral guard's note (see :meth:`_compacted`).
+            artifacts: The session's folder of whole outputs the history holds cut.
 
         Returns:
             The state update and new history, or None (a manual compaction that
@@ -140,6 +147,7 @@ class CompactionMiddleware(AgentMiddleware):
             workspace=workspace,
             measured=measured,
             course_change=course_change,
+            artifacts=artifacts,
         )
         if outcome is not None:
             self.emit({"type": "compaction", **outcome.record})
@@ -286,6 +294,7 @@ class CompactionMiddleware(AgentMiddleware):
             system=[request.system_message] if request.system_message is not None else [],
             tools=request.tools,
             workspace=_workspace(request),
+            artifacts=self.artifacts_of(request) if self.artifacts_of else None,
             measured=None if cut else measured,
             course_change=note,
         )

@@ -29,6 +29,8 @@ from langchain.agents.middleware import (
 )
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
 
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor
@@ -290,6 +292,25 @@ def _window_adopted(deps: AgentDeps) -> Callable[[int], None]:
     return follow
 
 
+def _artifacts_of(deps: AgentDeps) -> Callable[[ModelRequest], str | None]:
+    """The folder the tools node saves whole copies of cut outputs in, for a request: the
+    run's completed context's, as the tools node takes it (on the LangGraph server it
+    follows the thread id whatever a client sent)."""
+
+    def artifacts(request: ModelRequest) -> str | None:
+        try:
+            config: RunnableConfig | None = get_config()
+        except RuntimeError:  # called outside a run
+            config = None
+        try:
+            ctx = deps.run_context(getattr(request.runtime, "context", None), config)
+        except RuntimeError:  # no workspace: no tools ran, none cut
+            return None
+        return ctx.artifacts_dir
+
+    return artifacts
+
+
 def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
     """The pipeline for agentgraph's graph (``deps`` supplies settings and strategies)."""
     settings = deps.settings
@@ -300,7 +321,11 @@ def context_pipeline(deps: AgentDeps, *, emit: Emit = emit) -> ContextPipeline:
         view=view,
         compaction=(
             CompactionMiddleware(
-                deps.compactor, view, distil_threshold=settings.distil_threshold, emit=emit
+                deps.compactor,
+                view,
+                distil_threshold=settings.distil_threshold,
+                emit=emit,
+                artifacts_of=_artifacts_of(deps),
             )
             if deps.compactor is not None
             else None

@@ -49,6 +49,7 @@ class Compactor(Protocol):
         workspace: str | None = None,
         measured: tuple[int, int] | None = None,
         course_change: str | None = None,
+        artifacts: str | None = None,
     ) -> CompactionOutcome | None: ...
 
     def part_outgrows_one_call(

@@ -1316,6 +1316,7 @@ class Agent:
                 tools=allowed_tools(state, self.deps),  # type: ignore[arg-type]
                 focus=focus,
                 workspace=workspace,
+                artifacts=str(self.deps.artifacts_dir(thread_id)),
             )
         finally:
             COMPACTING_SESSION.reset(token)
@@ -1462,6 +1463,7 @@ class HookedCompactor(Compactor):
         workspace: str | None = None,
         measured: tuple[int, int] | None = None,
         course_change: str | None = None,
+        artifacts: str | None = None,
     ) -> CompactionOutcome | None:
         """Run the ``PreCompact`` hooks (what they say is shown), then compact."""
         run_pre_compact(self.hooks, emit, trigger=trigger, focus=focus, workspace=workspace)
@@ -1473,6 +1475,7 @@ class HookedCompactor(Compactor):
             focus=focus,
             workspace=workspace,
             measured=measured,
+            artifacts=artifacts,
             course_change=course_change,
         )
 

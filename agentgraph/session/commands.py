@@ -29,11 +29,11 @@ from agentgraph.capabilities.recall.search import (
     parse_ref,
 )
 from agentgraph.capabilities.subagents import SubagentRecord
+from agentgraph.context.artifacts import output_artifact_path
 from agentgraph.context.report import render_context
 from agentgraph.errors import AgentGraphError
 from agentgraph.persistence import Store
 from agentgraph.providers.model import check_model_available, local_server_url
-from agentgraph.runtime.nodes.tools import output_artifact_path
 from agentgraph.session.agent import Agent
 from agentgraph.session.undo import UndoResult
 

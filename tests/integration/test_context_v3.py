@@ -419,6 +419,67 @@ def test_files_read_through_the_shell_are_not_read_twice_with_a_lossy_summarizer
         assert marked_done(workspace, [rel_path(i) for i in range(1, files + 1)]) == files
 
 
+@pytest.mark.parametrize(
+    ("persona", "summarizer"),
+    [("silent", "faithful"), ("re_reader", "faithful"), ("re_reader", "lossy")],
+)
+def test_files_read_several_in_one_command_are_each_kept(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    persona: PersonaKind,
+    summarizer: SummarizerKind,
+) -> None:
+    """A model that prints four files in one ``cat A B C D``, as models skimming a folder
+    do: the 2.9k-token output was cut to a tenth of a 16k window, so the middle files'
+    codes reached neither the model nor a summary (the silent model kept half the codes,
+    the re-reader read half the files twice), and the command was a reading of no file
+    to the summary's check of what it left out. Now it is a page, as a read_file page
+    is, and each file it printed whole is a file read."""
+    files = 40
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=files,
+        persona=persona,
+        summarizer=summarizer,
+        fact_at="middle",
+        batch=4,
+        shell="multi",
+    )
+    assert recorder.reread_files() == 0
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
+    assert len(recorder.reads) >= files
+    assert sum(e["type"] == "compaction" for e in events) >= 2
+
+
+def test_what_a_cut_took_from_an_output_reaches_the_summary(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """Eight files printed by one ``cat`` at a 16k window: the output is more than a
+    page, so the history keeps its head and tail and the whole of it goes to the
+    session's artifacts. The summarizer was given the cut, so the middle files' codes
+    were in no summary and a model that does not page through the saved copy answered
+    with 64 of 100 (deepagents, which cuts nothing there, with all). The summarizer now
+    reads the saved copy. (The last commands' cuts reach no summary before the answer:
+    no compaction comes after them.)"""
+    files, batch = 96, 8
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=files,
+        persona="silent",
+        summarizer="faithful",
+        fact_at="middle",
+        batch=batch,
+        shell="multi",
+        question=True,
+    )
+    summarized = {c for c in planted if int(c.split("part_")[1][:3]) <= files - 2 * batch}
+    assert recorder.answers and summarized <= codes_in(recorder.answers[-1])
+    assert sum(e["type"] == "compaction" for e in events) >= 2
+    assert recorder.reread_files() == 0
+
+
 def test_a_verbose_summarizer_never_reaches_the_prompt_cut(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

@@ -50,13 +50,18 @@ through a shell tool instead (``shell_tool``: ``cat logs/part_017.txt``, ``tail 
 time (``shell_style="nl"``: ``nl -ba logs/part_017.txt | sed -n '1,200p'``), as Codex's
 models do, or through a command that prints a file but is no plain read
 (``shell_style="grep"``: ``grep -v '^#' logs/part_017.txt``, the file without comment
-lines: all of it here); it sees no page note then, so it is for files a read shows whole.
+lines: all of it here), or several whole files in one command (``shell_style="multi"``:
+``cat logs/part_001.txt logs/part_002.txt …``, a reply's reads in one, as models skimming
+a folder do); the last two see no page note, so they are for files a read shows whole.
 
 Summarizers (:class:`Summarizer`), answering the harness's summary requests:
 ``faithful`` (every code, read file and file marked done it sees, and the task),
 ``lossy`` (every other code and file, and every other file marked done), ``verbose``
 (faithful plus ~120 tokens of filler per file, unless the request states a limit ``at
-most N tokens``) and ``terse`` (one line: the task only).
+most N tokens``) and ``terse`` (one line: the task only). Asked about named files
+(agentgraph's question about the files a summary left unsaid), each answers about those
+files only, as a model answers the question it is asked: a reading of several files
+shows the others too.
 
 Measurement lives in :class:`Recorder`, a separate object that sees each request and
 reply after the reply is made and never influences one.
@@ -162,11 +167,16 @@ SHELL_READ_RE = re.compile(
     r"|nl -ba (?P<nl_path>\S*part_\d{3}\.txt) \| sed -n '(?P<first>\d+),(?P<last>\d+)p'"
     r"|grep -v '\^#' (?P<grep_path>\S*part_\d{3}\.txt)"
 )
-ShellStyle = Literal["cat", "nl", "grep"]
-SHELL_STYLES: tuple[ShellStyle, ...] = ("cat", "nl", "grep")
+# The several-file style's command: ``cat logs/part_001.txt logs/part_002.txt …``.
+SHELL_MULTI_RE = re.compile(r"cat (\S*part_\d{3}\.txt(?: \S*part_\d{3}\.txt)+)")
+ShellStyle = Literal["cat", "nl", "grep", "multi"]
+SHELL_STYLES: tuple[ShellStyle, ...] = ("cat", "nl", "grep", "multi")
 # Lines a numbered-style shell read asks for at a time.
 NL_PAGE_LINES = 200
 LIMIT_RE = re.compile(r"at most ([\d,]+) tokens", re.IGNORECASE)
+# agentgraph's follow-up question about the files a summary left unsaid, which names
+# them: a summarizer answers about those (a reading of several files shows others too).
+ASKED_FILES_RE = re.compile(r"which were read in it: ([^\n]*?)\. Their readings follow")
 TRUNCATION_RE = re.compile(r"…\d[\d,]* tokens truncated…|tokens truncated")
 # ~120 tokens (the server counts 4 characters a token) of prose per file mentioned.
 FILLER = (
@@ -244,6 +254,12 @@ def make_workspace(
 def planted_codes(paths: list[str]) -> set[str]:
     """The code lines :func:`make_workspace` planted in ``paths``."""
     return {code_for(index_of(p)) for p in paths}
+
+
+def _code_file(code: str) -> str:
+    """``part_017.txt`` for the code line ``CODE part_017: ORBIT-4402``."""
+    found = CODE_RE.match(code)
+    return f"{found.group(1)}{NAME_SUFFIX}" if found else ""
 
 
 def codes_in(text: str) -> set[str]:
@@ -530,8 +546,9 @@ class Persona:
             ask for, one after the other), as models that call tools in parallel do.
         shell_tool: When set, the name of a shell tool every read goes through, as a
             ``command`` argument: ``cat PATH``, or ``tail -n +K PATH`` to read on.
-        shell_style: ``cat`` (above) or ``nl``: ``nl -ba PATH | sed -n 'K,Lp'``, a page
-            of :data:`NL_PAGE_LINES` numbered lines from line K.
+        shell_style: ``cat`` (above); ``nl``: ``nl -ba PATH | sed -n 'K,Lp'``, a page
+            of :data:`NL_PAGE_LINES` numbered lines from line K; ``grep``: ``grep -v
+            '^#' PATH``; ``multi``: a reply's whole-file reads in one ``cat A B …``.
     """
 
     kind: PersonaKind = "silent"
@@ -662,7 +679,7 @@ class Persona:
 
     def _calls(self, body: Mapping[str, Any], name: str, *calls: dict[str, Any]) -> dict[str, Any]:
         if self.shell_tool and name == self.read_tool:
-            name, calls = self.shell_tool, tuple(self._shell(c) for c in calls)
+            name, calls = self.shell_tool, self._shell_calls(calls)
         reply: dict[str, Any] = {
             "tool_calls": [{"name": name, "arguments": args} for args in calls]
         }
@@ -670,6 +687,17 @@ class Persona:
             found = sorted(codes_in(last_tool_result(body)))
             reply["content"] = "noted: " + ("; ".join(found) or "no code in the last result")
         return reply
+
+    def _shell_calls(self, calls: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+        """The shell commands of a reply's reads: one each, but in the several-file style
+        the whole files of the reply in one ``cat`` (a file read on gets its own)."""
+        if self.shell_style != "multi":
+            return tuple(self._shell(c) for c in calls)
+        whole = [str(c[self.path_key]) for c in calls if not c.get(self.offset_key)]
+        out = [self._shell(c) for c in calls if c.get(self.offset_key)]
+        if whole:
+            out.insert(0, {"command": "cat " + " ".join(whole)})
+        return tuple(out)
 
     def _shell(self, args: Mapping[str, Any]) -> dict[str, Any]:
         path = args[self.path_key]
@@ -704,6 +732,16 @@ def _last_call(body: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
                 args = {}
             return str(function.get("name")), args if isinstance(args, dict) else {}
     return None
+
+
+def shell_reads(command: str) -> list[tuple[str, int, int | None, bool]]:
+    """Every read a shell persona's command asks for (:func:`shell_read`'s tuples): one,
+    several for the several-file style's ``cat A B …``, none for any other command."""
+    several = SHELL_MULTI_RE.fullmatch(command.strip())
+    if several is not None:
+        return [(path, 1, None, False) for path in several.group(1).split(" ")]
+    one = shell_read(command)
+    return [] if one is None else [one]
 
 
 def shell_read(command: str) -> tuple[str, int, int | None, bool] | None:
@@ -758,6 +796,10 @@ class Summarizer:
         lag = ev.turn is not None and ev.turn.lag
         files = sorted(set(ev.read) | ev.coded | ev.edited | ev.started)
         codes = sorted(ev.codes)
+        asked = self._asked(body)
+        if asked:
+            files = [f for f in files if f in asked]
+            codes = [c for c in codes if _code_file(c) in asked]
         edited = sorted(ev.done if lag else ev.edited)
         started = sorted(ev.started) if lag else []
         if self.kind == "lossy":
@@ -783,6 +825,15 @@ class Summarizer:
         if started:
             body_lines.append(f"{SUMMARY_STARTED}: " + ", ".join(started))
         return {"content": "\n".join(body_lines)}
+
+    @staticmethod
+    def _asked(body: Mapping[str, Any]) -> set[str]:
+        """The files a follow-up question names (:data:`ASKED_FILES_RE`), or none."""
+        for message in body.get("messages") or []:
+            found = ASKED_FILES_RE.search(content_text(message.get("content")))
+            if found is not None:
+                return set(NAME_RE.findall(found.group(1)))
+        return set()
 
     @staticmethod
     def _entry(ev: Evidence, name: str) -> str:
@@ -824,9 +875,9 @@ class Recorder:
                     self.searches += 1
                     continue
                 path = next((str(v) for k, v in args.items() if "path" in k), "")
-                shell = shell_read(str(args.get("command", "")))
-                if shell is not None:
-                    self.reads.append((shell[0].rsplit("/", 1)[-1], shell[1] - 1))
+                shell = shell_reads(str(args.get("command", "")))
+                if shell:
+                    self.reads += [(r[0].rsplit("/", 1)[-1], r[1] - 1) for r in shell]
                 elif "read" in call.get("name", "") and NAME_RE.search(path):
                     offset = next((int(v) for k, v in args.items() if k == "offset"), 0)
                     self.reads.append((path.rsplit("/", 1)[-1], offset))

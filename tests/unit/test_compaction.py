@@ -58,6 +58,7 @@ from agentgraph.context.compaction import (
     marker,
     only_unseen_results_since_boundary,
     own_identifiers,
+    reading_identifiers,
     render_transcript,
     says_of,
     since_last_boundary,
@@ -964,6 +965,39 @@ def test_a_file_is_said_of_when_named_with_an_identifier_only_its_readings_hold(
         "logs/part_001.txt",
         own["logs/part_001.txt"],
     )
+
+
+def test_a_file_printed_with_others_is_said_of_on_a_line_naming_it_with_what_they_held() -> None:
+    """``cat part_001.txt part_002.txt``: one reading of both, so neither has an
+    identifier of its own; a summary says of one only on a line naming it with an
+    identifier of that reading (a list of the files read names both and says nothing).
+    A file also read alone has its own identifiers from that reading."""
+    both = "CODE part_001: ORBIT-8919\nCODE part_002: LAUNCH-7838\n"
+    alone = "CODE part_003: VECTOR-6757\n"
+    readings = [
+        (("logs/part_001.txt", "logs/part_002.txt"), both),
+        (("logs/part_003.txt", "logs/part_004.txt"), alone + "CODE part_004: APOGEE-5676\n"),
+        (("logs/part_003.txt",), alone),
+        (("c.txt",), "CODE c: XRAY-1234"),
+    ]
+    own, shared = reading_identifiers(readings)
+    assert own["logs/part_001.txt"] == own["logs/part_002.txt"] == set()
+    assert (
+        shared["logs/part_001.txt"]
+        == shared["logs/part_002.txt"]
+        == {
+            "ORBIT-8919",
+            "LAUNCH-7838",
+        }
+    )
+    # VECTOR-6757 is held by readings of part_003 only; APOGEE-5676 by one it shares.
+    assert own["logs/part_003.txt"] == {"VECTOR-6757"}
+    assert shared["logs/part_004.txt"] == {"APOGEE-5676"}
+    assert own["c.txt"] == {"XRAY-1234"} and "c.txt" not in shared
+    summary = "Files read: part_001.txt, part_002.txt, part_004.txt\nCODE part_001: ORBIT-8919"
+    words = identifiers(summary)
+    said = {p for p in own if says_of(words, summary, p, own[p], shared.get(p, ()))}
+    assert said == {"logs/part_001.txt"}
 
 
 @hypothesis_settings(max_examples=60, deadline=None, database=None)

@@ -279,16 +279,18 @@ def test_a_command_naming_one_file_is_a_reading_of_it_though_the_ledger_lists_a_
     history += _call(6, "read_file", {"path": "/ws/src/e.py"}, "1\te")
     history += _call(7, "run_bash", {"command": "grep -n def /ws/src/f.py"}, "1:def\n[exit code 0]")
     assert read_calls(history, workspace="/ws") == {
-        "c1": "logs/a.txt",
-        "c5": "logs/d.txt",
-        "c6": "src/e.py",
-        "c7": "src/f.py",
+        "c1": ("logs/a.txt",),
+        "c4": ("a.txt", "b.txt"),  # a command naming two files: a reading of both
+        "c5": ("logs/d.txt",),
+        "c6": ("src/e.py",),
+        "c7": ("src/f.py",),
     }
     ledger = collect_ledger(history, workspace="/ws")
     assert "$ grep -v '^#' logs/a.txt → exit 0" in render_ledger(ledger)
     assert ledger.command_reads == {
-        "grep -v '^#' logs/a.txt": "logs/a.txt",
-        "grep -n def /ws/src/f.py": "src/f.py",
+        "grep -v '^#' logs/a.txt": ("logs/a.txt",),
+        "diff a.txt b.txt": ("a.txt", "b.txt"),
+        "grep -n def /ws/src/f.py": ("src/f.py",),
     }
 
 
@@ -492,7 +494,7 @@ def test_read_calls_names_each_successful_read_by_its_call() -> None:
     pending = AIMessage(
         "", id="a5", tool_calls=[{"name": "read_file", "args": {"path": "c.txt"}, "id": "c5"}]
     )
-    assert read_calls([*history, pending]) == {"c1": "logs/a.txt", "c4": "src/app.py"}
+    assert read_calls([*history, pending]) == {"c1": ("logs/a.txt",), "c4": ("src/app.py",)}
 
 
 def _bash(n: int, command: str, result: str) -> list[BaseMessage]:
@@ -518,10 +520,33 @@ def test_files_read_through_the_shell_are_files_read_and_nothing_else_is() -> No
     assert "- $ cat notes.md | head → exit 0" in text
     assert "notes.md (" not in text.split("Commands run")[0]
     assert read_calls(history) == {
-        **{f"c{i}": f"logs/part_{i:03d}.txt" for i in range(1, 6)},
-        "c10": "src/app.py",
-        "c11": "src/app.py",
-        "c13": "notes.md",  # a command naming one file: a reading of it to the summary
+        **{f"c{i}": (f"logs/part_{i:03d}.txt",) for i in range(1, 6)},
+        "c10": ("src/app.py",),
+        "c11": ("src/app.py",),
+        "c13": ("notes.md",),  # a command naming one file: a reading of it to the summary
+    }
+
+
+def test_cat_of_several_files_reads_each_whole_when_nothing_was_cut() -> None:
+    """``cat A B C D``, as models skimming a folder read: each file printed whole is a
+    file read (listed as such, and a summary checked against each); a failed or cut one
+    stays a command, whose output is still a reading of every file it names."""
+    lines = "".join(f"line {i}\n" for i in range(1, 37))
+    four = " ".join(f"logs/part_{i:03d}.txt" for i in range(1, 5))
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _bash(1, f"cat {four}", f"{lines * 4}[exit code 0]")
+    cut = f"{lines}\n…1,200 tokens truncated… full output: /tmp/x.txt\n{lines}[exit code 0]"
+    history += _bash(2, "cat src/a.py src/b.py", cut)
+    history += _bash(3, "cat src/c.py gone.py", f"{lines}cat: gone.py: No such file\n[exit code 1]")
+    ledger = collect_ledger(history, workspace="/ws")
+    text = render_ledger(ledger)
+    assert "- logs/ part_001.txt … part_004.txt (4 files)" in text
+    assert all(ledger.reads[f"logs/part_{i:03d}.txt"].complete for i in range(1, 5))
+    assert "- $ cat src/a.py src/b.py → exit 0" in text and "src/a.py" not in ledger.reads
+    assert "- $ cat src/c.py gone.py → exit 1" in text
+    assert read_calls(history) == {
+        "c1": tuple(f"logs/part_{i:03d}.txt" for i in range(1, 5)),
+        "c2": ("src/a.py", "src/b.py"),
     }
 
 
@@ -582,7 +607,7 @@ def test_files_commands_the_ledger_shows_named_are_left_to_it_too() -> None:
     history += _call(53, "run_bash", {"command": "touch notes.md"}, "[exit code 0]")
     long = "grep -E '" + "x|" * 80 + "y' src/app.py"  # shown cut: the file is not in view
     history += _call(54, "run_bash", {"command": long}, "1:y\n[exit code 0]")
-    assert read_calls(history)["c54"] == "src/app.py"  # still a reading to the summary
+    assert read_calls(history)["c54"] == ("src/app.py",)  # still a reading to the summary
     ledger = collect_ledger(history)
     rendered = render_ledger(ledger)
     assert "logs/part_001.txt … logs/part_040.txt → exit 0 each (40 commands" in rendered
@@ -597,7 +622,7 @@ def test_files_commands_the_ledger_shows_named_are_left_to_it_too() -> None:
     )
     assert without_listed_files(summary, ledger, rendered).splitlines() == [
         "Files read: 40 files (listed in the progress ledger)",
-        "- a.txt",  # its command names two files: a reading of neither
+        "- a.txt",  # its command failed
         "Still to fix: setup_db.py, notes.md",  # failed, or printed nothing
         "- src/app.py",
     ]
@@ -699,8 +724,8 @@ def test_a_file_named_by_its_absolute_path_is_the_entry_of_its_workspace_path() 
     ledger = collect_ledger(history, workspace=ws)
     assert set(ledger.reads) == {"src/app.py", "README.md", "/etc/hosts", f"{ws}-old/src/app.py"}
     # The file check names them as the ledger does.
-    assert read_calls(history, workspace=ws)["c1"] == "src/app.py"
-    assert read_calls(history, workspace=ws)["c4"] == "README.md"
+    assert read_calls(history, workspace=ws)["c1"] == ("src/app.py",)
+    assert read_calls(history, workspace=ws)["c4"] == ("README.md",)
     assert ledger.reads["src/app.py"].complete
     assert set(ledger.changes) == {"src/app.py"}
     # Without the workspace a path stays as written.

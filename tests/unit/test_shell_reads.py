@@ -11,9 +11,12 @@ from hypothesis import strategies as st
 from agentgraph.context.shell_reads import (
     HEAD_DEFAULT_LINES,
     ShellRead,
-    named_file,
+    named_files,
     parse_shell_read,
+    printed_whole,
+    reads_files,
     shell_read_lines,
+    whole_file_reads,
 )
 
 
@@ -225,41 +228,106 @@ def test_a_numbered_span_is_what_the_numbers_show(
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
-        ("grep -v '^#' logs/part_017.txt", "logs/part_017.txt"),
-        ("grep 'a|b' src/app.py", "src/app.py"),  # a quoted bar is no pipe
-        ("pytest tests/test_app.py -q", "tests/test_app.py"),
-        ("cat build.log | tail -n 40", "build.log"),
-        ("cat app.py | grep app.py", "app.py"),  # named twice, one file
-        ("./run.sh data.csv", "data.csv"),  # the program is no file it reads
-        ("./run.sh", None),
-        ("ls", None),
-        ("python a.py b.py", None),  # two files: a reading of neither
-        ("grep -rn foo src/", None),  # a folder
-        ("cat $F.py", None),
-        ("curl https://example.com/a.json", None),
-        ("cat a.py > b.py", None),
-        ("cat a.py 2>&1", None),
-        ("make && cat x.py", None),
-        ("cd src; cat a.py", None),
-        ("(cat a.py)", None),
-        ("echo hi # x.py", None),  # a comment
-        ("cat a.py\ncat b.py", None),
-        ("grep 'unclosed a.py", None),
-        ("grep '|' a.py b.py", None),  # a quoted bar is a word: two files
-        ("grep \\| a.py b.py", None),  # an escape: not certain
-        ("grep ';' a.py", "a.py"),
-        ("echo '&' a.py", "a.py"),
-        ("grep -n foo#bar a.py", "a.py"),  # a # inside a word starts no comment
-        ("cat a.py |& tee log", None),
-        ("cut -d'|' -f2 data.csv", "data.csv"),  # a quote inside a word
-        ("sort -t'|' -k2 a.csv | head", "a.csv"),
-        ("grep -e'a;b' f.py", "f.py"),
-        ("awk -F'|' '{print $2}' data.csv", "data.csv"),
-        ("echo foo'bar baz.txt'", None),  # one word with a space: no file
-        ("uv python install 3.12", None),  # a version, not a file
-        ("cat a.py || true", None),
-        ("| cat a.py", None),
+        ("grep -v '^#' logs/part_017.txt", ("logs/part_017.txt",)),
+        ("grep 'a|b' src/app.py", ("src/app.py",)),  # a quoted bar is no pipe
+        ("pytest tests/test_app.py -q", ("tests/test_app.py",)),
+        ("cat build.log | tail -n 40", ("build.log",)),
+        ("cat app.py | grep app.py", ("app.py",)),  # named twice, one file
+        ("./run.sh data.csv", ("data.csv",)),  # the program is no file it reads
+        ("./run.sh", ()),
+        ("ls", ()),
+        ("python a.py b.py", ("a.py", "b.py")),  # a reading of both
+        ("diff a.py b.py | head", ("a.py", "b.py")),
+        ("cat a.py a.py", ("a.py",)),
+        ("grep -l x " + " ".join(f"f{i}.py" for i in range(9)), ()),  # a sweep: no reading
+        ("grep -rn 'os.path' src/a.py", ("src/a.py",)),  # the pattern is no file
+        ("grep -n foo.bar x.py y.py", ("x.py", "y.py")),
+        ("rg foo.bar", ()),
+        ("cat a.py | grep os.path", ("a.py",)),
+        ("grep -e os.path -e re.sub a.py", ("a.py",)),
+        ("grep -ve os.path a.py", ("a.py",)),
+        ("grep --regexp=os.path a.py", ("a.py",)),
+        ("grep -f pats.txt a.py", ("a.py",)),  # patterns from a file it does not print
+        ("sed -n '1,80p' src/app.py", ("src/app.py",)),
+        ("/usr/bin/grep x.y a.py", ("a.py",)),
+        ("grep -rn foo src/", ()),  # a folder
+        ("cat $F.py", ()),
+        ("curl https://example.com/a.json", ()),
+        ("cat a.py > b.py", ()),
+        ("cat a.py 2>&1", ()),
+        ("make && cat x.py", ()),
+        ("cd src; cat a.py", ()),
+        ("(cat a.py)", ()),
+        ("echo hi # x.py", ()),  # a comment
+        ("cat a.py\ncat b.py", ()),
+        ("grep 'unclosed a.py", ()),
+        ("grep '|' a.py b.py", ("a.py", "b.py")),  # a quoted bar is a word
+        ("grep \\| a.py b.py", ()),  # an escape: not certain
+        ("grep ';' a.py", ("a.py",)),
+        ("echo '&' a.py", ("a.py",)),
+        ("grep -n foo#bar a.py", ("a.py",)),  # a # inside a word starts no comment
+        ("cat a.py |& tee log", ()),
+        ("cut -d'|' -f2 data.csv", ("data.csv",)),  # a quote inside a word
+        ("sort -t'|' -k2 a.csv | head", ("a.csv",)),
+        ("grep -e'a;b' f.py", ("f.py",)),
+        ("awk -F'|' '{print $2}' data.csv", ("data.csv",)),
+        ("echo foo'bar baz.txt'", ()),  # one word with a space: no file
+        ("uv python install 3.12", ()),  # a version, not a file
+        ("cat a.py || true", ()),
+        ("| cat a.py", ()),
     ],
 )
-def test_a_command_names_one_file_or_none(command: str, expected: str | None) -> None:
-    assert named_file(command) == expected
+def test_a_command_names_its_files_or_none(command: str, expected: tuple[str, ...]) -> None:
+    assert named_files(command) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("cat logs/part_001.txt logs/part_002.txt", ("logs/part_001.txt", "logs/part_002.txt")),
+        ("cat -n a.py b.py c.py", ("a.py", "b.py", "c.py")),
+        ("nl -ba a.py b.py", ("a.py", "b.py")),
+        ("nl -b a x.py y.py", ()),  # ``-b`` takes a value: ``a`` is no file
+        ("nl -v 1 x.py y.py", ()),
+        ("cat a.py a.py b.py", ("a.py", "b.py")),
+        ("cat a.py", ()),  # one file: a plain read (parse_shell_read)
+        ("cat a.py -n b.py", ()),  # an option after a file
+        ("cat -s a.py b.py", ()),  # squeezed: not every line
+        ("cat a.py b.py | head", ()),
+        ("cat *.py", ()),
+        ("head a.py b.py", ()),  # the first lines of each only
+        ("tac a.py b.py", ()),
+    ],
+)
+def test_cat_of_several_files_shows_each_whole(command: str, expected: tuple[str, ...]) -> None:
+    assert whole_file_reads(command) == expected
+
+
+@pytest.mark.parametrize(
+    ("result", "whole"),
+    [
+        ("a\nb\n[exit code 0]", True),
+        ("[exit code 0]", False),  # printed nothing
+        ("cat: b.py: No such file or directory\n[exit code 1]", False),
+        ("a\n…1,200 tokens truncated… full output: x\nb\n[exit code 0]", False),
+        ("a\n…4096 bytes truncated…\nb\n[exit code 0]", False),
+        ("a\nb", False),  # no status line
+    ],
+)
+def test_an_output_is_whole_when_it_exited_0_uncut(result: str, whole: bool) -> None:
+    assert printed_whole(result) is whole
+
+
+def test_commands_that_show_files_are_pages_and_others_are_not() -> None:
+    assert reads_files("cat a.py b.py")
+    assert reads_files("cat Makefile Dockerfile")  # no extension: still a cat of both
+    assert reads_files("cat " + " ".join(f"f{i}.py" for i in range(12)))
+    assert reads_files("sed -n '1,80p' src/app.py")
+    assert reads_files("grep -v '^#' logs/part_017.txt")
+    assert reads_files("cat build.log | tail -n 40")
+    assert reads_files("/usr/bin/diff a.py b.py")
+    assert not reads_files("pytest tests/test_app.py")  # a log, not the file
+    assert not reads_files("python build.py")
+    assert not reads_files("cat a.py | python -")
+    assert not reads_files("make test")
+    assert not reads_files("ls -la src/")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -21,17 +20,20 @@ from agentgraph.capabilities.hooks import POST_TOOL_USE, PRE_TOOL_USE, Hooks, ho
 from agentgraph.capabilities.tools.base import format_tool_error
 from agentgraph.capabilities.tools.files import READ_FILE_TOOL_NAME, fit_read_page, read_span
 from agentgraph.capabilities.tools.injected import exclude_injected_from_dump
+from agentgraph.capabilities.tools.spec import tool_spec
+from agentgraph.context.artifacts import cut_marker, output_artifact_path
 from agentgraph.context.compaction import (
     carried_scale,
     read_page_max_tokens,
     since_last_boundary,
 )
+from agentgraph.context.shell_reads import reads_files
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.middleware.events import emit
 from agentgraph.private_api import InlineToolNode
 from agentgraph.runtime.call_records import needs_record, record_end, record_start
 from agentgraph.runtime.deps import AgentDeps
-from agentgraph.runtime.history.kinds import stamped
+from agentgraph.runtime.history.kinds import stamped, with_marker
 from agentgraph.runtime.nodes.common import CUT_ARGS_KEY, INVALID_ARGS_KEY
 from agentgraph.runtime.runctx import RunContext
 from agentgraph.runtime.state import AppState
@@ -76,11 +78,15 @@ def read_page_cap_tokens(deps: AgentDeps, messages: Sequence[BaseMessage], cap: 
     return read_page_max_tokens(deps.budget, cap, scale)
 
 
-def output_artifact_path(folder: Path, tool_call_id: str) -> Path:
-    """Where the full output of a call cut for the history is saved (in ``folder``, the
-    session's artifacts)."""
-    safe = hashlib.sha1(tool_call_id.encode()).hexdigest()[:16]
-    return folder / f"tool-{safe}.txt"
+def _shows_files(call: ToolCall) -> bool:
+    """Whether ``call`` is a shell command that shows files
+    (:func:`~agentgraph.context.shell_reads.reads_files`)."""
+    command = call["args"].get("command") if isinstance(call.get("args"), Mapping) else None
+    return (
+        tool_spec(call["name"]).ledger == "command"
+        and isinstance(command, str)
+        and reads_files(command)
+    )
 
 
 def _map_results(output: Any, change: Callable[[ToolMessage], ToolMessage]) -> Any:
@@ -334,7 +340,11 @@ def make_tools_node(
         cap = tool_output_cap_tokens(deps)
         is_read = call["name"] == READ_FILE_TOOL_NAME and result.status != "error"
         history = state.get("messages") if isinstance(state, dict) else None
-        page_cap = read_page_cap_tokens(deps, history or [], cap) if is_read else cap
+        page_cap = cap
+        if is_read or _shows_files(call):
+            # A page of files the model asked to see, as read_file's: cut to the tenth of
+            # other outputs, ``cat`` of four 3 KB files kept two of them at a 16k window.
+            page_cap = read_page_cap_tokens(deps, history or [], cap)
         fits = deps.counter.fits(content, page_cap)
         if fits and redacted == raw:
             return result
@@ -361,7 +371,9 @@ def make_tools_node(
             return result
         folder.mkdir(parents=True, exist_ok=True)
         artifact.write_text(content, encoding="utf-8")
-        return result.model_copy(update={"content": cut.text})
+        # The copy's digest: a compaction's summarizer reads that copy, and no other, in
+        # place of the cut (agentgraph/context/artifacts.py).
+        return with_marker(result.model_copy(update={"content": cut.text}), **cut_marker(content))
 
     # Rebuilt when deps.tools changes: MCP tools join between turns (Agent.sync_mcp_tools).
     built: dict[tuple[int, ...], InlineToolNode] = {}
