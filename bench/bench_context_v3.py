@@ -69,7 +69,9 @@ read, its rows named ``WORKLOAD (shell, nl)``; ``--shell grep`` through a comman
 prints a file but is no plain read (``grep -v '^#' F``), its rows ``WORKLOAD (shell,
 grep)``; ``--shell multi`` several whole files in one command (``cat A B C D``: the
 reads of one reply, at least four), as a model skimming a folder does, its rows
-``WORKLOAD (shell, multi)``. Small-file workloads only (a persona
+``WORKLOAD (shell, multi)``; ``--shell sed`` reads with ``cat`` and changes lines through
+the shell too (``sed -i 's/…: open/…: done/' F``, the editing workloads), its rows
+``WORKLOAD (shell, sed)``. Small-file workloads only (a persona
 reading through the shell sees no page note). The peers get a ``run_bash`` answering
 those commands as agentgraph's prints them (deepagents' own tools have no shell without
 a sandbox backend).
@@ -164,6 +166,7 @@ from tests.scenarios.stateless import (
     NO_TASK_ANSWER,
     PERSONAS,
     QUESTION,
+    SHELL_EDIT_RE,
     SHELL_STYLES,
     SHELL_TOOL,
     SUMMARIZERS,
@@ -432,6 +435,18 @@ def shell_tool(ws: Path) -> BaseTool:
     def run_bash(command: str) -> str:
         """Run a bash command in the workspace: stdout+stderr, then the exit code."""
         found = shell_reads(command)
+        edit = SHELL_EDIT_RE.fullmatch(command.strip())
+        if edit is not None:  # ``sed -i 's/OLD/NEW/' F``: the first match on each line
+            try:
+                target = in_workspace(ws, edit["path"].lstrip("/"))
+                text = target.read_text(encoding="utf-8")
+                lines = [
+                    line.replace(edit["old"], edit["new"], 1) for line in text.splitlines(True)
+                ]
+                target.write_text("".join(lines), encoding="utf-8")
+            except (OSError, ValueError) as exc:
+                return f"{exc}\n[exit code 2]"
+            return "[exit code 0]"
         shown = ""
         try:
             if not found:
@@ -805,9 +820,10 @@ def main(argv: list[str] | None = None) -> None:
         const="cat",
         choices=SHELL_STYLES,
         help="the model reads through run_bash instead of read_file: with cat (the default), "
-        "nl (numbered pages: nl -ba F | sed -n 'K,Lp') or grep (grep -v '^#' F, no plain "
-        "read) or multi (several whole files in one cat, at least "
-        f"{MULTI_SHELL_BATCH} a reply), its rows named 'WORKLOAD (shell)' or "
+        "nl (numbered pages: nl -ba F | sed -n 'K,Lp'), grep (grep -v '^#' F, no plain "
+        "read), multi (several whole files in one cat, at least "
+        f"{MULTI_SHELL_BATCH} a reply) or sed (cat, and sed -i for edits), its rows named "
+        "'WORKLOAD (shell)' or "
         "'WORKLOAD (shell, STYLE)'; small-file "
         "workloads only",
     )

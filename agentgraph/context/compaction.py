@@ -64,6 +64,7 @@ from agentgraph.context.masking_text import (
     note_words,
     restates,
 )
+from agentgraph.context.shell_reads import in_place_edits, sed_replacement
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
 from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, truncate_text
 from agentgraph.context.windows import (
@@ -595,9 +596,19 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
         if isinstance(msg, AIMessage):
             for call in msg.tool_calls:
                 spec = tool_spec(call["name"])
+                args = call.get("args") or {}
+                command = args.get("command") if spec.ledger == "command" else None
+                if isinstance(command, str):
+                    # ``sed -i 's/a/b/' F``: F was edited, around the text it wrote when
+                    # the replacement is literal (as an edit_file call's new text); else
+                    # it is re-read as a file written whole is.
+                    written = sed_replacement(command)
+                    for edited in in_place_edits(command):
+                        edits[edited] = written
+                        edit_calls.pop(edited, None)
+                        last[edited] = i
                 if spec.files_role is None or spec.path_arg is None:
                     continue
-                args = call.get("args") or {}
                 path = args.get(spec.path_arg)
                 if not isinstance(path, str) or not path:
                     continue

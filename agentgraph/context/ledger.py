@@ -38,6 +38,7 @@ from agentgraph.capabilities.tools.bash import BashStatus, bash_status
 from agentgraph.capabilities.tools.files import read_span
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.context.shell_reads import (
+    in_place_edits,
     named_files,
     parse_shell_read,
     printed_whole,
@@ -138,6 +139,8 @@ class FileChange:
     added: int = 0
     removed: int = 0
     undone: bool = False  # the user's /undo put the file back since its last change
+    # Edits made by a shell command (``sed -i``): their lines are not known.
+    command_edits: int = 0
 
 
 @dataclass
@@ -268,11 +271,17 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         lines = None if shown is None else shell_read_lines(shown, result.text)
         if shown is not None and lines is not None and (path := _norm_path(shown.path)):
             return ("read", path, *lines)
+        # ``sed -i … F`` that exited 0 changed F: a change, as an edit_file call is (a
+        # model editing through the shell otherwise had no file changed in the ledger,
+        # and a summary's list of them was taken for the ledger's files read).
+        edited = [p for p in map(_norm_path, in_place_edits(command)) if p is not None]
+        status = bash_status(result.text)
+        if edited and status is not None and status.exit_code == 0:
+            return ("command_edits", tuple(dict.fromkeys(edited)))
         # ``cat A B``: each file printed whole (its lines are not told apart).
         several = [p for p in map(_norm_path, whole_file_reads(command)) if p is not None]
         if several and printed_whole(result.text):
             return ("reads", tuple(("read", p, 1, None, None) for p in dict.fromkeys(several)))
-        status = bash_status(result.text)
         return (
             "command",
             command.strip(),
@@ -389,6 +398,11 @@ def _apply(ledger: Ledger, entry: _Entry) -> None:
             change.edits += 1
             change.added += entry[2]
             change.removed += entry[3]
+    elif kind == "command_edits":
+        for path in entry[1]:
+            change = ledger.changes.setdefault(path, FileChange())
+            change.undone = False
+            change.command_edits += 1
     elif kind == "command":
         ledger.commands.setdefault(entry[1], []).append(entry[2])
         if entry[3]:
@@ -473,6 +487,8 @@ def _in_workspace(entry: _Entry, roots: Sequence[str]) -> _Entry:
         return (entry[0], _within(entry[1], roots), *entry[2:])
     if entry[0] == "reads":
         return ("reads", tuple(_in_workspace(read, roots) for read in entry[1]))
+    if entry[0] == "command_edits":
+        return ("command_edits", tuple(_within(path, roots) for path in entry[1]))
     if entry[0] == "command" and entry[3]:
         return (*entry[:3], tuple(_within(path, roots) for path in entry[3]))
     return entry
@@ -609,8 +625,12 @@ def _change_how(change: FileChange) -> str:
         how.append("created")
     elif change.writes:
         how.append("rewritten" + (f" ×{change.writes}" if change.writes > 1 else ""))
-    if change.edits:
-        how.append("edited" + (f" ×{change.edits}" if change.edits > 1 else ""))
+    edits = change.edits + change.command_edits
+    if edits:
+        by = ""
+        if change.command_edits:
+            by = " by a command" if change.command_edits == edits else " (some by a command)"
+        how.append("edited" + (f" ×{edits}" if edits > 1 else "") + by)
     return ", ".join(how)
 
 
@@ -619,8 +639,16 @@ def _undone_note(change: FileChange) -> str:
 
 
 def _change_line(path: str, change: FileChange) -> str:
-    lines = f"(+{change.added} −{change.removed} lines)"
-    return f"- {path}: {_change_how(change)} {lines}{_undone_note(change)}"
+    counts = _line_counts(change.added, change.removed, change)
+    return f"- {path}: {_change_how(change)}{counts}{_undone_note(change)}"
+
+
+def _line_counts(added: int, removed: int, change: FileChange, suffix: str = "") -> str:
+    """`` (+a −r lines)``, or nothing for a file only commands changed (their lines are
+    not known: ``+0 −0`` would say nothing changed)."""
+    if change.command_edits and not (change.writes or change.edits or change.created):
+        return ""
+    return f" (+{added} −{removed} lines{suffix})"
 
 
 def _changed_in_runs(changes: Mapping[str, FileChange]) -> list[tuple[str, list[str]]]:
@@ -651,10 +679,8 @@ def _changed_in_runs(changes: Mapping[str, FileChange]) -> list[tuple[str, list[
             how, undone = alike(run[0])
             added = sum(changes[p].added for p in paths)
             removed = sum(changes[p].removed for p in paths)
-            line = (
-                f"- {label} {run[0]} … {run[-1]} ({len(run)} files): {how} "
-                f"(+{added} −{removed} lines in all){undone}"
-            )
+            counts = _line_counts(added, removed, changes[paths[0]], " in all")
+            line = f"- {label} {run[0]} … {run[-1]} ({len(run)} files): {how}{counts}{undone}"
             entry = (line, paths)
             for path in paths:
                 by_path[path] = entry
@@ -964,13 +990,17 @@ def _top_folder_lines(reads: Mapping[str, FileRead]) -> list[str]:
 def _changed_by_folder(changes: Mapping[str, FileChange]) -> list[str]:
     totals: dict[str, list[int]] = {}
     for path, change in changes.items():
-        entry = totals.setdefault(posixpath.dirname(path), [0, 0, 0])
+        entry = totals.setdefault(posixpath.dirname(path), [0, 0, 0, 0])
         entry[0] += 1
         entry[1] += change.added
         entry[2] += change.removed
+        # Files only commands changed: their lines are not known.
+        entry[3] += bool(_line_counts(0, 0, change))
     return [
-        _folded_line(folder, n, f"files changed, +{added} −{removed} lines,")
-        for folder, (n, added, removed) in totals.items()
+        _folded_line(
+            folder, n, f"files changed, +{added} −{removed} lines," if counted else "files changed,"
+        )
+        for folder, (n, added, removed, counted) in totals.items()
     ]
 
 

@@ -43,10 +43,12 @@ __all__ = [
     "READ_PROGRAMS",
     "SHOWING_PROGRAMS",
     "ShellRead",
+    "in_place_edits",
     "named_files",
     "parse_shell_read",
     "printed_whole",
     "reads_files",
+    "sed_replacement",
     "shell_read_lines",
     "whole_file_reads",
 ]
@@ -91,6 +93,14 @@ SHOWING_PROGRAMS = frozenset(
 _PATTERN_PROGRAMS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "sed", "awk", "gawk"})
 _PATTERN_OPTIONS = frozenset({"-e", "-f", "--regexp", "--file", "--expression"})
 _PATTERN_OPTION_PREFIXES = ("--regexp=", "--file=", "--expression=")
+# A file name the shell would expand (a glob, a variable, ``~``): which files it names
+# is not certain.
+_EXPANDING_RE = re.compile(r"[*?\[\]{}$~`]")
+# A sed ``s`` command: any delimiter, then the pattern, the replacement and the flags
+# (``s/open/done/``, ``s|a|b|g``); neither part holds the delimiter unescaped.
+_SED_SUBSTITUTION_RE = re.compile(
+    r"s(?P<d>[^\w\s\\])(?P<old>(?:(?!(?P=d)).)*)(?P=d)(?P<new>(?:(?!(?P=d)).)*)(?P=d)[gpIi0-9]*"
+)
 # Files a command may name and still be a reading of each: more is a sweep (a grep over
 # a tree's files), whose output says little of any one file.
 COMMAND_READING_MAX_FILES = 8
@@ -212,6 +222,109 @@ def whole_file_reads(command: str) -> tuple[str, ...]:
     if words[1 : 1 + len(options)] != options:
         return ()  # an option after a file name: GNU takes it, others a file
     return tuple(dict.fromkeys(paths))
+
+
+def in_place_edits(command: str) -> tuple[str, ...]:
+    """The files ``sed -i`` (``-i.bak``, ``-ri``, ``--in-place``) edits in place, as
+    models trained on a shell change a line (``sed -i 's/open/done/' src/app.py``); empty
+    for anything else: another program, a list, pipe, redirection or subshell, an empty
+    word (``sed -i '' …``: BSD and GNU read it apart), or a file name the shell would
+    expand. The script may hold anything inside its quotes. Which lines changed the
+    command does not tell (see :func:`sed_replacement`); that it exited 0 says the files
+    were written, perhaps unchanged (a pattern that matched nothing)."""
+    parsed = _sed_in_place(command)
+    if parsed is None:
+        return ()
+    given = parsed.scripts or parsed.script_file
+    files = parsed.operands if given else parsed.operands[1:]
+    if not files or any(_EXPANDING_RE.search(f) for f in files):
+        return ()
+    return tuple(dict.fromkeys(files))
+
+
+def sed_replacement(command: str) -> str | None:
+    """The text an in-place ``sed`` writes: the replacement of its one ``s`` command when
+    it is literal (``sed -i 's/open/done/' F`` writes ``done``), else None (several
+    scripts, a script file, another command, ``-n`` (the file keeps only what is
+    printed), or ``&``, a backslash, ``$`` or a backtick in the replacement)."""
+    parsed = _sed_in_place(command)
+    if parsed is None or parsed.quiet or parsed.script_file:
+        return None
+    scripts = parsed.scripts or parsed.operands[:1]
+    if len(scripts) != 1:
+        return None
+    found = _SED_SUBSTITUTION_RE.fullmatch(scripts[0].strip())
+    if found is None or any(c in found["new"] for c in "&\\$`"):
+        return None
+    return found["new"] or None
+
+
+@dataclass(frozen=True)
+class _SedCall:
+    """A one-stage in-place ``sed``: its ``-e`` scripts, whether a ``-f`` file gives one,
+    whether it prints only what it is told (``-n``), and its operands (the script first
+    when no ``-e``/``-f`` gave it, then the files)."""
+
+    scripts: tuple[str, ...]
+    script_file: bool
+    quiet: bool
+    operands: tuple[str, ...]
+
+
+# GNU sed's short options that take the next word (or the rest of theirs), and long ones.
+_SED_VALUE_SHORT = frozenset("efl")
+_SED_VALUE_LONG = frozenset({"--expression", "--file", "--line-length"})
+# Short flags that may come before ``i`` in one word (``-ri``, ``-Ei``, ``-ni``).
+_SED_FLAGS = frozenset("nrsuzE")
+
+
+def _sed_in_place(command: str) -> _SedCall | None:
+    """A one-stage ``sed`` (or ``gsed``) command that edits in place, parsed; else None."""
+    parts = _pipeline(command)
+    if parts is None or len(parts) != 1:
+        return None
+    try:
+        words = shlex.split(parts[0])
+    except ValueError:
+        return None
+    if not words or words[0].rsplit("/", 1)[-1] not in ("sed", "gsed") or "" in words:
+        return None
+    scripts: list[str] = []
+    operands: list[str] = []
+    in_place = quiet = script_file = False
+    rest = iter(words[1:])
+    for word in rest:
+        if word == "--":
+            operands += rest
+            break
+        if word.startswith("--"):
+            name, eq, value = word.partition("=")
+            in_place = in_place or name == "--in-place"
+            quiet = quiet or name in ("--quiet", "--silent")
+            if name in _SED_VALUE_LONG:
+                value = value if eq else next(rest, "")
+                script_file = script_file or name == "--file"
+                if name == "--expression":
+                    scripts.append(value)
+        elif word.startswith("-") and len(word) > 1:
+            for at, flag in enumerate(word[1:], start=1):
+                if flag == "i":
+                    in_place = True
+                    break  # the rest of the word is the backup suffix
+                if flag in _SED_VALUE_SHORT:
+                    value = word[at + 1 :] or next(rest, "")
+                    script_file = script_file or flag == "f"
+                    if flag == "e":
+                        scripts.append(value)
+                    break
+                if flag not in _SED_FLAGS:
+                    return None  # an option this parser does not know: not certain
+                quiet = quiet or flag == "n"
+        else:
+            operands.append(word)
+    if not in_place:
+        return None
+    return _SedCall(tuple(scripts), script_file, quiet, tuple(operands))
 
 
 def reads_files(command: str) -> bool:

@@ -452,6 +452,45 @@ def test_files_read_several_in_one_command_are_each_kept(
     assert sum(e["type"] == "compaction" for e in events) >= 2
 
 
+@pytest.mark.parametrize(
+    ("summarizer", "lag", "window"),
+    [("faithful", False, WINDOW_TOKENS), ("lossy", False, WINDOW_TOKENS), ("faithful", True, 8192)],
+)
+def test_files_edited_through_the_shell_are_not_edited_or_read_twice(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    summarizer: SummarizerKind,
+    lag: bool,
+    window: int,
+) -> None:
+    """A model that marks each file done with ``sed -i 's/…open/…done/' F``, as models
+    trained on a shell edit: each such command was a command in the ledger (one line
+    each, the oldest dropped past its share) and no file changed, and a summary's list of
+    the files marked done was folded into a count as if the ledger listed them. The model
+    read the files it could no longer see done again until the spiral guard stopped it
+    (55 of 100 marked at 16k with the faithful summarizer). Now ``sed -i`` that exited 0
+    changed its files, in the ledger as an edit does. With a lag (each file marked
+    started, then done once the next is started) at 8k the file waiting for its second
+    change was not among the files re-read after a compaction (a command's change was
+    none), and the model read it again; now it is, around the text the command wrote."""
+    files = 60
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=files,
+        persona="re_reader",
+        summarizer=summarizer,
+        edits=True,
+        lag=lag,
+        window=window,
+        shell="sed",
+    )
+    assert marked_done(workspace, [rel_path(i) for i in range(1, files + 1)]) == files
+    assert recorder.reread_files() == 0 and recorder.reedited_files() == 0
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
+    assert sum(e["type"] == "compaction" for e in events) >= 2
+
+
 def test_what_a_cut_took_from_an_output_reaches_the_summary(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

@@ -53,6 +53,9 @@ models do, or through a command that prints a file but is no plain read
 lines: all of it here), or several whole files in one command (``shell_style="multi"``:
 ``cat logs/part_001.txt logs/part_002.txt …``, a reply's reads in one, as models skimming
 a folder do); the last two see no page note, so they are for files a read shows whole.
+With ``shell_style="sed"`` it reads as ``cat`` does and changes a line through the shell too
+(``sed -i 's/STATUS part_017: open/STATUS part_017: done/' logs/part_017.txt``), as models
+trained on a shell edit.
 
 Summarizers (:class:`Summarizer`), answering the harness's summary requests:
 ``faithful`` (every code, read file and file marked done it sees, and the task),
@@ -169,8 +172,13 @@ SHELL_READ_RE = re.compile(
 )
 # The several-file style's command: ``cat logs/part_001.txt logs/part_002.txt …``.
 SHELL_MULTI_RE = re.compile(r"cat (\S*part_\d{3}\.txt(?: \S*part_\d{3}\.txt)+)")
-ShellStyle = Literal["cat", "nl", "grep", "multi"]
-SHELL_STYLES: tuple[ShellStyle, ...] = ("cat", "nl", "grep", "multi")
+# The shell-editing style's change of one line: ``sed -i 's/OLD/NEW/' logs/part_017.txt``
+# (the status lines hold no character sed would read as special).
+SHELL_EDIT_RE = re.compile(
+    r"sed -i 's/(?P<old>[^/']+)/(?P<new>[^/']+)/' (?P<path>\S*part_\d{3}\.txt)"
+)
+ShellStyle = Literal["cat", "nl", "grep", "multi", "sed"]
+SHELL_STYLES: tuple[ShellStyle, ...] = ("cat", "nl", "grep", "multi", "sed")
 # Lines a numbered-style shell read asks for at a time.
 NL_PAGE_LINES = 200
 LIMIT_RE = re.compile(r"at most ([\d,]+) tokens", re.IGNORECASE)
@@ -680,6 +688,8 @@ class Persona:
     def _calls(self, body: Mapping[str, Any], name: str, *calls: dict[str, Any]) -> dict[str, Any]:
         if self.shell_tool and name == self.read_tool:
             name, calls = self.shell_tool, self._shell_calls(calls)
+        elif self.shell_tool and self.shell_style == "sed" and name == self.edit_tool:
+            name, calls = self.shell_tool, tuple(self._shell_edit(c) for c in calls)
         reply: dict[str, Any] = {
             "tool_calls": [{"name": name, "arguments": args} for args in calls]
         }
@@ -698,6 +708,11 @@ class Persona:
         if whole:
             out.insert(0, {"command": "cat " + " ".join(whole)})
         return tuple(out)
+
+    def _shell_edit(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The shell-editing style's command for an edit call's arguments."""
+        old, new, path = args[self.old_key], args[self.new_key], args[self.path_key]
+        return {"command": f"sed -i 's/{old}/{new}/' {path}"}
 
     def _shell(self, args: Mapping[str, Any]) -> dict[str, Any]:
         path = args[self.path_key]
@@ -876,8 +891,11 @@ class Recorder:
                     continue
                 path = next((str(v) for k, v in args.items() if "path" in k), "")
                 shell = shell_reads(str(args.get("command", "")))
+                edit = SHELL_EDIT_RE.fullmatch(str(args.get("command", "")).strip())
                 if shell:
                     self.reads += [(r[0].rsplit("/", 1)[-1], r[1] - 1) for r in shell]
+                elif edit is not None:
+                    self.edits.append((edit["path"].rsplit("/", 1)[-1], edit["new"]))
                 elif "read" in call.get("name", "") and NAME_RE.search(path):
                     offset = next((int(v) for k, v in args.items() if k == "offset"), 0)
                     self.reads.append((path.rsplit("/", 1)[-1], offset))

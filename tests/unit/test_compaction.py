@@ -414,6 +414,38 @@ def test_changed_files_are_the_files_written_or_edited_the_one_touched_last_firs
     ]
 
 
+def test_a_file_sed_edited_in_place_is_a_changed_file() -> None:
+    """``sed -i 's/a/b/'`` edited its files: re-read around the literal text it wrote, as
+    an edit_file call's files are; with a replacement that is no literal text, whole, as
+    files written whole are. A command that changes nothing is no change."""
+
+    def bash(cid: str, command: str) -> AIMessage:
+        return AIMessage(
+            content="", tool_calls=[{"name": "run_bash", "args": {"command": command}, "id": cid}]
+        )
+
+    msgs: list[BaseMessage] = [
+        AIMessage(
+            content="",
+            tool_calls=[
+                {
+                    "name": "edit_file",
+                    "args": {"path": "a.py", "old_string": "x", "new_string": "y"},
+                    "id": "1",
+                }
+            ],
+        ),
+        bash("2", "sed -i 's/y/z = 2/' a.py b.py"),
+        bash("3", "sed -n '1,5p' c.py"),
+        bash("4", "sed -i 's/q/&&/g' d.py"),  # not a literal replacement
+    ]
+    assert [(f.path, f.last_index, f.last_edit) for f in changed_files(msgs)] == [
+        ("d.py", 3, None),
+        ("a.py", 1, "z = 2"),
+        ("b.py", 1, "z = 2"),
+    ]
+
+
 def test_guard_recovers_from_a_provider_overflow_by_compacting(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

@@ -550,6 +550,41 @@ def test_cat_of_several_files_reads_each_whole_when_nothing_was_cut() -> None:
     }
 
 
+def test_files_edited_through_the_shell_are_files_changed() -> None:
+    """``sed -i`` that exited 0 changed its files: the ledger lists them as changed (runs
+    of numbered files as one line), not as commands whose lines drop past its share; a
+    failed one stays a command."""
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    for i in range(1, 41):
+        name = f"logs/part_{i:03d}.txt"
+        command = f"sed -i 's/STATUS part_{i:03d}: open/STATUS part_{i:03d}: done/' {name}"
+        history += _bash(i, command, "[exit code 0]")
+    history += _bash(50, "sed -i 's/a/b/' src/app.py", "[exit code 0]")
+    history += _bash(51, "sed -i 's/a/b/' src/app.py", "[exit code 0]")
+    history += _call(
+        52, "edit_file", {"path": "src/app.py", "old_string": "b", "new_string": "c"}, "ok"
+    )
+    history += _bash(53, "sed -i 's/a/b/' gone.py", "sed: can't read gone.py\n[exit code 2]")
+    history += _bash(54, "sed -i 's/a/b/' /ws/src/b.py", "[exit code 0]")
+    ledger = collect_ledger(history, workspace="/ws")
+    text = render_ledger(ledger)
+    assert "- logs/part_017.txt: edited by a command\n" in text
+    assert "- src/app.py: edited ×3 (some by a command) (+1 −1 lines)" in text
+    assert "- src/b.py: edited by a command\n" in text + "\n"
+    assert "$ sed -i 's/a/b/' gone.py → exit 2" in text
+    assert "sed -i 's/STATUS" not in text
+    assert set(ledger.changes) == {
+        *(f"logs/part_{i:03d}.txt" for i in range(1, 41)),
+        "src/app.py",
+        "src/b.py",
+    }
+    counter = get_counter("gpt-4o-mini")
+    folded = render_ledger(ledger, max_tokens=150, count=counter.count_text)
+    assert "- logs/ part_001.txt … part_040.txt (40 files): edited by a command" in folded
+    tight = render_ledger(ledger, max_tokens=60, count=counter.count_text)
+    assert "+0 −0" not in tight and "logs/ 40 files changed" in tight
+
+
 def test_a_memo_shared_by_sessions_never_gives_one_call_the_entry_of_anothers_arguments() -> None:
     """Local servers number their call ids (``call_1``) in every session; two calls with
     the same id, tool and output but other arguments are two entries."""

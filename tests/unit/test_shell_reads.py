@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 from agentgraph.context.shell_reads import (
     HEAD_DEFAULT_LINES,
     ShellRead,
+    in_place_edits,
     named_files,
     parse_shell_read,
     printed_whole,
     reads_files,
+    sed_replacement,
     shell_read_lines,
     whole_file_reads,
 )
@@ -331,3 +333,60 @@ def test_commands_that_show_files_are_pages_and_others_are_not() -> None:
     assert not reads_files("cat a.py | python -")
     assert not reads_files("make test")
     assert not reads_files("ls -la src/")
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("sed -i 's/open/done/' src/app.py", ("src/app.py",)),
+        ("sed -i.bak 's/a/b/g' a.py b.py", ("a.py", "b.py")),
+        ("sed --in-place -e 's/a/b/' Makefile", ("Makefile",)),  # no extension: still a file
+        ("sed -i -e 's/a/b/' -e 's/c/d/' a.py", ("a.py",)),
+        ("/usr/bin/sed -i 's/a/b/' a.py", ("a.py",)),
+        ("sed 's/a/b/' a.py", ()),  # prints, changes nothing
+        ("sed -n '1,80p' a.py", ()),
+        ("sed -i 's/a/b/' *.py", ()),  # the shell would expand it
+        ("sed -i 's/foo.*$/bar/' a.py", ("a.py",)),  # the script may hold anything quoted
+        ("sed -i 's/a/b/' a.py > log", ()),
+        ("perl -pi -e 's/a/b/' a.py", ()),
+        ("sed -i.before 's/a/b/' f.py", ("f.py",)),  # a suffix with an e: no -e
+        ("sed -i.ref 's/a/b/' f.py", ("f.py",)),
+        ("sed -i '' 's/a/b/' f.py", ()),  # BSD and GNU read the empty word apart
+        ("sed -i -l 5 's/a/b/' f.py", ("f.py",)),  # -l takes a value
+        ("sed --line-length 5 -i 's/a/b/' f.py", ("f.py",)),
+        ("sed -i 's/a/b/' -- -f.py", ("-f.py",)),
+        ("sed -ri 's/a+/b/' f.py", ("f.py",)),
+        ("sed -Ei 's/a+/b/' f.py", ("f.py",)),
+        ("sed -ni '1,5p' f.py", ("f.py",)),  # cut to what it prints: still written
+        ("sed -in 's/a/b/' f.py", ("f.py",)),  # GNU: -i with the suffix n
+        ("sed -i -f fix.sed f.py", ("f.py",)),
+        ("sed -i --expression='s/a/b/' f.py g.py", ("f.py", "g.py")),
+        ("sed -i -x 's/a/b/' f.py", ()),  # an option it does not know
+    ],
+)
+def test_sed_in_place_edits_its_files(command: str, expected: tuple[str, ...]) -> None:
+    assert in_place_edits(command) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("sed -i 's/STATUS a: open/STATUS a: done/' a.txt", "STATUS a: done"),
+        ("sed -i 's|x|y z|g' a.py", "y z"),
+        ("sed -i -e 's/a/b/' a.py", "b"),
+        ("sed -i 's/a/b&c/' a.py", None),  # & is the matched text
+        ("sed -i 's/a/b\\nc/' a.py", None),
+        ("sed -i -e 's/a/b/' -e 's/c/d/' a.py", None),
+        ("sed -i '3d' a.py", None),
+        ("sed 's/a/b/' a.py", None),  # prints, writes nothing
+        ("sed -i -f script.sed a.py", None),
+        ("sed -ni 's/a/b/p' a.py", None),  # the file keeps only what it prints
+        ('sed -i "s/a/$X/" a.py', None),  # the shell's value, not the text
+        ("sed -ri 's/a+/b/' a.py", "b"),
+        ("sed -i.before 's/a/b/' f.py", "b"),
+    ],
+)
+def test_an_in_place_substitution_writes_its_literal_replacement(
+    command: str, expected: str | None
+) -> None:
+    assert sed_replacement(command) == expected
