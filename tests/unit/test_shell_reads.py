@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agentgraph.context.shell_reads import (
@@ -390,3 +390,60 @@ def test_an_in_place_substitution_writes_its_literal_replacement(
     command: str, expected: str | None
 ) -> None:
     assert sed_replacement(command) == expected
+
+
+# Text a model may send as a command: shell words, quotes, operators and names mixed.
+_COMMAND_TEXT = st.lists(
+    st.sampled_from(
+        [
+            "sed",
+            "-i",
+            "-i.bak",
+            "-n",
+            "-e",
+            "-ri",
+            "--",
+            "cat",
+            "nl",
+            "-ba",
+            "grep",
+            "'s/a/b/'",
+            '"s/x/$Y/"',
+            "a.py",
+            "b.txt",
+            "src/c.md",
+            "|",
+            ";",
+            ">",
+            "''",
+            "*.py",
+            "'unclosed",
+            "\\",
+            "-l",
+            "5",
+            "--in-place",
+            "--expression=s/a/b/",
+        ]
+    ),
+    max_size=8,
+).map(" ".join)
+
+
+@given(st.one_of(_COMMAND_TEXT, st.text(max_size=60)))
+@example("cat 'a'.py b.py")  # quotes joined to a word: the shell passes a.py
+@example("sed -i -e")
+def test_no_command_text_breaks_the_readers_and_each_names_only_its_own_words(
+    command: str,
+) -> None:
+    """Whatever a model sends, the parsers answer (never raise), and every file they name
+    is written in the command as it stands but for its quotes (no expansion, no escape)."""
+    unquoted = command.replace("'", "").replace('"', "")
+    for found in (
+        named_files(command),
+        whole_file_reads(command),
+        in_place_edits(command),
+    ):
+        assert all(path and path in unquoted for path in found)
+    reads_files(command)
+    replacement = sed_replacement(command)
+    assert replacement is None or replacement in unquoted
