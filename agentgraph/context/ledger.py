@@ -1045,8 +1045,18 @@ _LIST_ITEM_RE = re.compile(
     r"(?:\s+\((?:lines?\s+)?\d+(?:\s*[-–]\s*\d+)?(?:\s+of\s+\d+)?\))?$"
 )
 _LIST_SPLIT_RE = re.compile(r"\s*[,;]\s+")
-# A label that says the files were changed: only files the ledger lists as changed count.
-_CHANGE_LABEL_RE = re.compile(r"creat|chang|edit|modif|writ|wrote|updat|delet", re.IGNORECASE)
+# A label that says the files were changed (or marked: ``Marked done``): only files the
+# ledger lists as changed count.
+_CHANGE_LABEL_RE = re.compile(r"creat|chang|edit|modif|writ|wrote|updat|delet|mark", re.IGNORECASE)
+# A label that says no more of the files than that they were read (or names none of what
+# was done: ``Files``, ``Paths``): the ledger's files read and changed count. Any other
+# label says something of the files the ledger does not hold (``Failing tests: a.py``),
+# and its line stays as written.
+_READ_LABEL_RE = re.compile(
+    r"^(?:(?:files?|paths?|sources?)\s*)?(?:(?:were\s+)?(?:read|opened|viewed|inspected|"
+    r"examined|looked\s+at|scanned|reviewed|seen)(?:\s+files?)?)?$",
+    re.IGNORECASE,
+)
 
 
 def _path_names(paths: Iterable[str], taken: Mapping[str, int]) -> set[str]:
@@ -1106,6 +1116,9 @@ def without_listed_files(summary: str, ledger: Ledger, rendered: str) -> str:
         labelled = _LIST_LABEL_RE.match(body)
         label, items_text = (labelled.group(1), labelled.group(2)) if labelled else ("", body)
         changes_only = _CHANGE_LABEL_RE.search(label)
+        if label and not changes_only and not _READ_LABEL_RE.match(label.strip()):
+            out.append(line)  # it says something of the files the ledger does not hold
+            continue
         names = changed_names if changes_only else any_names
         paths = changed if changes_only else read | changed
         items = [i for i in _LIST_SPLIT_RE.split(items_text.strip()) if i]

@@ -663,6 +663,34 @@ def test_files_commands_the_ledger_shows_named_are_left_to_it_too() -> None:
     ]
 
 
+def test_a_list_whose_label_says_what_the_ledger_does_not_hold_stays() -> None:
+    """``Failing tests: tests/test_a.py`` or ``Marked done: a.txt`` (a file only read)
+    says something of the files the ledger beside it does not: folded into a count, which
+    files fail, or which were marked, was gone (a model marking files done with ``sed -i``
+    read the files again until the spiral guard stopped it)."""
+    names = ["tests/test_a.py", "tests/test_b.py", "a.txt", "src/app.py"]
+    history = _reads_and_a_write(names)
+    history += _call(901, "edit_file", {"path": "src/app.py", "old_string": "a"}, "ok")
+    ledger = collect_ledger(history)
+    rendered = render_ledger(ledger)
+    summary = "\n".join(
+        [
+            "Failing tests: tests/test_a.py, tests/test_b.py",
+            "Marked done: a.txt",
+            "Files read: tests/test_a.py, a.txt",
+            "Marked done: src/app.py",
+            "Key files: src/app.py",
+        ]
+    )
+    assert without_listed_files(summary, ledger, rendered).splitlines() == [
+        "Failing tests: tests/test_a.py, tests/test_b.py",
+        "Marked done: a.txt",
+        "Files read: 2 files (listed in the progress ledger)",
+        "Marked done: 1 file (listed in the progress ledger)",
+        "Key files: src/app.py",
+    ]
+
+
 def test_files_the_ledger_folded_or_never_recorded_stay_in_the_summary() -> None:
     names = [f"vendor/{chr(97 + i % 26)}{i}.js" for i in range(60)] + ["src/app.py"]
     ledger = collect_ledger(_reads_and_a_write(names))
