@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from langchain_core.messages import BaseMessage, ToolMessage
@@ -137,13 +137,20 @@ def _read_regular(path: Path) -> bytes | None:
     return b"".join(chunks) if size <= ORIGINAL_MAX_BYTES else None
 
 
-def with_originals(messages: Sequence[BaseMessage], folder: str | None) -> list[BaseMessage]:
+def with_originals(
+    messages: Sequence[BaseMessage],
+    folder: str | None,
+    *,
+    shorten: Callable[[str], str] | None = None,
+) -> list[BaseMessage]:
     """``messages`` with each cut tool result replaced by a copy holding its saved whole
     output (:func:`cut_original`); every other message is itself.
 
     Args:
         messages: Messages to summarize.
         folder: The session's artifacts folder.
+        shorten: Applied to each saved output before it takes the cut's place (a
+            summarizer call's bound).
 
     Returns:
         The messages, in order.
@@ -153,5 +160,8 @@ def with_originals(messages: Sequence[BaseMessage], folder: str | None) -> list[
     out: list[BaseMessage] = []
     for m in messages:
         original = cut_original(m, folder) if isinstance(m, ToolMessage) else None
-        out.append(m if original is None else m.model_copy(update={"content": original}))
+        if original is not None:
+            text = shorten(original) if shorten is not None else original
+            m = m.model_copy(update={"content": text})
+        out.append(m)
     return out

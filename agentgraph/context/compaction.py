@@ -602,8 +602,9 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
                     # ``sed -i 's/a/b/' F``: F was edited, around the text it wrote when
                     # the replacement is literal (as an edit_file call's new text); else
                     # it is re-read as a file written whole is.
-                    written = sed_replacement(command)
-                    for edited in in_place_edits(command):
+                    in_place = in_place_edits(command)
+                    written = sed_replacement(command) if in_place else None
+                    for edited in in_place:
                         edits[edited] = written
                         edit_calls.pop(edited, None)
                         last[edited] = i
@@ -1951,15 +1952,14 @@ class Compactor:
         """``messages`` with each cut output's saved whole copy in place of the cut
         (:func:`~agentgraph.context.artifacts.with_originals`), each at most ``limit``
         tokens (ours; head and tail past it)."""
-        out: list[BaseMessage] = []
-        for m, whole in zip(messages, with_originals(messages, artifacts), strict=True):
-            if whole is not m and self.counter.count_text(whole.text) > limit:
-                text = truncate_text(
-                    whole.text, limit, count=self.counter.count_text, codec=self.counter.codec
-                ).text
-                whole = m.model_copy(update={"content": text})
-            out.append(whole)
-        return out
+        count = self.counter.count_text
+
+        def fitted(text: str) -> str:
+            if count(text) <= limit:
+                return text
+            return truncate_text(text, limit, count=count, codec=self.counter.codec).text
+
+        return with_originals(messages, artifacts, shorten=fitted)
 
     def _view_tokens(self, messages: Sequence[BaseMessage], fixed: int) -> int:
         return fixed + self.counter.count_messages(

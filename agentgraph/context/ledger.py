@@ -41,6 +41,7 @@ from agentgraph.context.shell_reads import (
     in_place_edits,
     named_files,
     parse_shell_read,
+    printed,
     printed_whole,
     shell_read_lines,
     whole_file_reads,
@@ -274,14 +275,14 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         # ``sed -i … F`` that exited 0 changed F: a change, as an edit_file call is (a
         # model editing through the shell otherwise had no file changed in the ledger,
         # and a summary's list of them was taken for the ledger's files read).
-        edited = [p for p in map(_norm_path, in_place_edits(command)) if p is not None]
+        edited = _norm_paths(in_place_edits(command))
         status = bash_status(result.text)
         if edited and status is not None and status.exit_code == 0:
-            return ("command_edits", tuple(dict.fromkeys(edited)))
+            return ("command_edits", edited)
         # ``cat A B``: each file printed whole (its lines are not told apart).
-        several = [p for p in map(_norm_path, whole_file_reads(command)) if p is not None]
-        if several and printed_whole(result.text):
-            return ("reads", tuple(("read", p, 1, None, None) for p in dict.fromkeys(several)))
+        several = _norm_paths(whole_file_reads(command))
+        if several and printed_whole(result.text, status):
+            return ("reads", tuple(("read", p, 1, None, None) for p in several))
         return (
             "command",
             command.strip(),
@@ -368,10 +369,12 @@ def _command_reading(
     """The files ``command``'s output is a reading of (see :func:`read_calls`); empty
     when it names none, did not exit 0 or printed nothing (``status``: its answer's
     status line, parsed once)."""
-    if status is None or status.exit_code != 0 or not result.text[: status.start].strip():
-        return ()
-    paths = (_norm_path(path) for path in named_files(command.strip()))
-    return tuple(dict.fromkeys(p for p in paths if p is not None))
+    return _norm_paths(named_files(command.strip())) if printed(result.text, status) else ()
+
+
+def _norm_paths(paths: Iterable[str]) -> tuple[str, ...]:
+    """``paths`` normalized (:func:`_norm_path`), each once, in order."""
+    return tuple(dict.fromkeys(p for p in map(_norm_path, paths) if p is not None))
 
 
 def _apply(ledger: Ledger, entry: _Entry) -> None:
@@ -646,9 +649,13 @@ def _change_line(path: str, change: FileChange) -> str:
 def _line_counts(added: int, removed: int, change: FileChange, suffix: str = "") -> str:
     """`` (+a −r lines)``, or nothing for a file only commands changed (their lines are
     not known: ``+0 −0`` would say nothing changed)."""
-    if change.command_edits and not (change.writes or change.edits or change.created):
-        return ""
-    return f" (+{added} −{removed} lines{suffix})"
+    return f" (+{added} −{removed} lines{suffix})" if _lines_known(change) else ""
+
+
+def _lines_known(change: FileChange) -> bool:
+    """Whether a tool, not only commands, changed the file: its line counts mean
+    something."""
+    return not change.command_edits or bool(change.writes or change.edits or change.created)
 
 
 def _changed_in_runs(changes: Mapping[str, FileChange]) -> list[tuple[str, list[str]]]:
@@ -994,8 +1001,7 @@ def _changed_by_folder(changes: Mapping[str, FileChange]) -> list[str]:
         entry[0] += 1
         entry[1] += change.added
         entry[2] += change.removed
-        # Files only commands changed: their lines are not known.
-        entry[3] += bool(_line_counts(0, 0, change))
+        entry[3] += _lines_known(change)
     return [
         _folded_line(
             folder, n, f"files changed, +{added} −{removed} lines," if counted else "files changed,"

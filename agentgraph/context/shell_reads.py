@@ -36,7 +36,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from agentgraph.capabilities.tools.bash import bash_status
+from agentgraph.capabilities.tools.bash import BashStatus, bash_status
 
 __all__ = [
     "FILE_WORD_RE",
@@ -46,6 +46,7 @@ __all__ = [
     "in_place_edits",
     "named_files",
     "parse_shell_read",
+    "printed",
     "printed_whole",
     "reads_files",
     "sed_replacement",
@@ -158,17 +159,14 @@ def named_files(command: str) -> tuple[str, ...]:
     it as about a file read, and the reading may stay in view (agentgraph/context/
     compaction.py). The programs' own names (``./run.sh``) and options are not files.
     """
-    parts = _pipeline(command)
-    if parts is None:
-        return ()
+    stages = _stages(command)
+    return () if stages is None else _named_in(stages)
+
+
+def _named_in(stages: list[list[str]]) -> tuple[str, ...]:
+    """:func:`named_files` of a pipeline's stages (:func:`_stages`)."""
     files: dict[str, None] = {}
-    for part in parts:
-        try:
-            words = shlex.split(part)
-        except ValueError:
-            return ()
-        if not words:
-            return ()  # an empty stage: ``| cat``
+    for words in stages:
         files.update(dict.fromkeys(w for w in _operands(words) if FILE_WORD_RE.fullmatch(w)))
     return tuple(files) if len(files) <= COMMAND_READING_MAX_FILES else ()
 
@@ -178,8 +176,7 @@ def _operands(words: list[str]) -> list[str]:
     option, and for a program whose first operand is a pattern or a script (``grep
     os.path a.py``, ``sed -n '1p' a.py``) not that one, nor the value of its ``-e``/``-f``
     (the pattern then, or a file of them it does not print)."""
-    program = words[0].rsplit("/", 1)[-1]
-    if program not in _PATTERN_PROGRAMS:
+    if _program(words) not in _PATTERN_PROGRAMS:
         return [w for w in words[1:] if not w.startswith("-")]
     out: list[str] = []
     given = False  # the pattern came with -e/-f
@@ -280,14 +277,11 @@ _SED_FLAGS = frozenset("nrsuzE")
 
 def _sed_in_place(command: str) -> _SedCall | None:
     """A one-stage ``sed`` (or ``gsed``) command that edits in place, parsed; else None."""
-    parts = _pipeline(command)
-    if parts is None or len(parts) != 1:
+    stages = _stages(command)
+    if stages is None or len(stages) != 1:
         return None
-    try:
-        words = shlex.split(parts[0])
-    except ValueError:
-        return None
-    if not words or words[0].rsplit("/", 1)[-1] not in ("sed", "gsed") or "" in words:
+    words = stages[0]
+    if _program(words) not in ("sed", "gsed") or "" in words:
         return None
     scripts: list[str] = []
     operands: list[str] = []
@@ -334,26 +328,40 @@ def reads_files(command: str) -> bool:
     Its output is a page of them, not a log (``pytest F`` is not)."""
     if parse_shell_read(command) is not None or whole_file_reads(command):
         return True
+    stages = _stages(command)
+    if stages is None or not _named_in(stages):
+        return False
+    return all(_program(words) in SHOWING_PROGRAMS for words in stages)
+
+
+def printed(result: str, status: BashStatus | None) -> bool:
+    """Whether a run_bash ``result`` (its status line parsed: ``status``) says the
+    command exited 0 and printed something."""
+    return status is not None and status.exit_code == 0 and bool(result[: status.start].strip())
+
+
+def printed_whole(result: str, status: BashStatus | None) -> bool:
+    """Whether a run_bash ``result`` is a whole output: :func:`printed`, and nothing cut
+    it."""
+    return printed(result, status) and _CUT_RE.search(result) is None
+
+
+def _stages(command: str) -> list[list[str]] | None:
+    """The words of each stage of ``command``'s one pipeline (:func:`_pipeline`), or
+    None: not one pipeline, a quote shlex cannot close, or an empty stage (``| cat``)."""
     parts = _pipeline(command)
-    if not parts or not named_files(command):
-        return False
+    if parts is None:
+        return None
     try:
-        programs = [shlex.split(part)[0].rsplit("/", 1)[-1] for part in parts]
-    except (ValueError, IndexError):
-        return False
-    return all(program in SHOWING_PROGRAMS for program in programs)
+        stages = [shlex.split(part) for part in parts]
+    except ValueError:
+        return None
+    return None if any(not words for words in stages) else stages
 
 
-def printed_whole(result: str) -> bool:
-    """Whether a run_bash ``result`` is a whole output: the command exited 0, printed
-    something and nothing cut it."""
-    status = bash_status(result)
-    return (
-        status is not None
-        and status.exit_code == 0
-        and bool(result[: status.start].strip())
-        and _CUT_RE.search(result) is None
-    )
+def _program(words: list[str]) -> str:
+    """The program a stage runs, without its folder (``/usr/bin/sed`` is ``sed``)."""
+    return words[0].rsplit("/", 1)[-1]
 
 
 def _pipeline(command: str) -> list[str] | None:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.context.shell_reads import (
     HEAD_DEFAULT_LINES,
     ShellRead,
@@ -317,7 +318,7 @@ def test_cat_of_several_files_shows_each_whole(command: str, expected: tuple[str
     ],
 )
 def test_an_output_is_whole_when_it_exited_0_uncut(result: str, whole: bool) -> None:
-    assert printed_whole(result) is whole
+    assert printed_whole(result, bash_status(result)) is whole
 
 
 def test_commands_that_show_files_are_pages_and_others_are_not() -> None:
