@@ -315,6 +315,30 @@ def read_page_max_tokens(budget: Budget, output_cap: int, scale: float = 1.0) ->
     return max(output_cap, min(READ_PAGE_MIN_TOKENS, int(room / max(scale, 1.0))))
 
 
+def shown_files_max_tokens(budget: Budget, page: int, files: int, scale: float = 1.0) -> int:
+    """The most one command's output that shows ``files`` files may hold: a ``page``
+    (:func:`read_page_max_tokens`) for each, as that many read_file calls of one reply
+    get, up to the share of the budget a compaction keeps for results the model has not
+    seen (:data:`UNSEEN_KEPT_BUDGET_FRACTION`), and never less than one page.
+
+    Cut to one page, ``cat`` of eight small files hid the middle ones from the model
+    before it saw them, and a model that re-reads what it cannot see read them again
+    (39 of 100 files at a 16k window) where eight read_file calls kept each whole.
+
+    Args:
+        budget: The main model's budget (the provider's tokens).
+        page: One read page, in our tokens.
+        files: How many files the command shows.
+        scale: How many of the provider's tokens one of ours is (see
+            :func:`read_page_max_tokens`).
+
+    Returns:
+        Our tokens.
+    """
+    share = int(budget.usable * UNSEEN_KEPT_BUDGET_FRACTION / max(scale, 1.0))
+    return max(page, min(page * max(files, 1), share))
+
+
 SUMMARY_PREFIX = (
     "Another language model started to solve this problem and produced a summary of its "
     "thinking process. You also have access to the state of the tools that were used by "

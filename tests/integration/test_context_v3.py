@@ -452,6 +452,32 @@ def test_files_read_several_in_one_command_are_each_kept(
     assert sum(e["type"] == "compaction" for e in events) >= 2
 
 
+@pytest.mark.parametrize("summarizer", ["faithful", "lossy"])
+def test_eight_files_printed_by_one_command_are_each_shown_whole(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    summarizer: SummarizerKind,
+) -> None:
+    """A model that prints eight small files in one ``cat`` (5.8k tokens at 16k): the
+    output was cut to one read page, its middle files hidden before the model saw them,
+    and a model that re-reads what it cannot see read them again (39 of 100 files).
+    Eight read_file calls of one reply each get a page; so does each file the command
+    shows, within the share a compaction keeps for results not yet seen."""
+    files = 40
+    recorder, _events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=files,
+        persona="re_reader",
+        summarizer=summarizer,
+        batch=8,
+        shell="multi",
+    )
+    assert recorder.reread_files() == 0
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
+    assert len(recorder.reads) == files
+
+
 @pytest.mark.parametrize(
     ("summarizer", "lag", "window"),
     [("faithful", False, WINDOW_TOKENS), ("lossy", False, WINDOW_TOKENS), ("faithful", True, 8192)],

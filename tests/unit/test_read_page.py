@@ -17,7 +17,9 @@ from agentgraph.capabilities.tools.files import (
 from agentgraph.context.compaction import (
     READ_PAGE_MIN_TOKENS,
     TARGET_AFTER_BUDGET_FRACTION,
+    UNSEEN_KEPT_BUDGET_FRACTION,
     read_page_max_tokens,
+    shown_files_max_tokens,
 )
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
@@ -174,6 +176,21 @@ def test_a_read_page_is_bounded_by_the_room_a_compaction_leaves_and_never_below_
     room = small.compact_at - small.usable // 2
     assert read_page_max_tokens(small, 1_000, scale=1.5) == int(room / 1.5)
     assert read_page_max_tokens(small, 1_000, scale=0.5) == room  # never more than the room
+
+
+def test_a_command_showing_several_files_gets_a_page_each_within_the_unseen_share() -> None:
+    """``cat`` of eight small files at 16k: eight pages would be more than a compaction
+    keeps of results the model has not seen, so that share bounds it; two files get two
+    pages; one file (or none counted) a page; a share under one page leaves one page."""
+    budget = _budget(16_000)
+    share = int(budget.usable * UNSEEN_KEPT_BUDGET_FRACTION)
+    page = read_page_max_tokens(budget, default_tool_output_max_tokens(budget.usable))
+    assert shown_files_max_tokens(budget, page, 8) == share < 8 * page
+    assert shown_files_max_tokens(budget, page, 2) == 2 * page < share
+    assert shown_files_max_tokens(budget, page, 1) == page
+    assert shown_files_max_tokens(budget, page, 0) == page
+    assert shown_files_max_tokens(budget, page, 8, scale=2.0) == share // 2
+    assert shown_files_max_tokens(budget, share + 1, 8) == share + 1
 
 
 class _Read:

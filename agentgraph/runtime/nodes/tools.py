@@ -25,9 +25,10 @@ from agentgraph.context.artifacts import cut_marker, output_artifact_path
 from agentgraph.context.compaction import (
     carried_scale,
     read_page_max_tokens,
+    shown_files_max_tokens,
     since_last_boundary,
 )
-from agentgraph.context.shell_reads import reads_files
+from agentgraph.context.shell_reads import named_files, reads_files, whole_file_reads
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.middleware.events import emit
 from agentgraph.private_api import InlineToolNode
@@ -65,28 +66,36 @@ def tool_output_cap_tokens(deps: AgentDeps) -> int:
     return default_tool_output_max_tokens(deps.budget.usable)
 
 
-def read_page_cap_tokens(deps: AgentDeps, messages: Sequence[BaseMessage], cap: int) -> int:
+def read_page_cap_tokens(
+    deps: AgentDeps, messages: Sequence[BaseMessage], cap: int, files: int = 1
+) -> int:
     """The most one ``read_file`` page holds, given ``cap`` (:func:`tool_output_cap_tokens`):
     ``TOOL_OUTPUT_MAX_TOKENS`` when set (the user's cap bounds every output), else
     :func:`read_page_max_tokens`, with the provider/estimate ratio the last compaction of
-    ``messages`` recorded (the room it bounds the page by is the provider's)."""
+    ``messages`` recorded (the room it bounds the page by is the provider's). A command
+    that shows several ``files`` gets a page for each, within a share of the budget
+    (:func:`shown_files_max_tokens`)."""
     if deps.settings.tool_output_max_tokens is not None:
         return cap
     scale = 1.0
     if deps.counter.source == "estimate":
         scale = carried_scale(since_last_boundary(messages))
-    return read_page_max_tokens(deps.budget, cap, scale)
+    page = read_page_max_tokens(deps.budget, cap, scale)
+    return page if files <= 1 else shown_files_max_tokens(deps.budget, page, files, scale)
 
 
-def _shows_files(call: ToolCall) -> bool:
-    """Whether ``call`` is a shell command that shows files
-    (:func:`~agentgraph.context.shell_reads.reads_files`)."""
+def _files_shown(call: ToolCall) -> int:
+    """How many files ``call`` shows when it is a shell command that shows files
+    (:func:`~agentgraph.context.shell_reads.reads_files`: ``cat A B`` two, ``grep -v '^#'
+    F`` one); 0 for any other call."""
     command = call["args"].get("command") if isinstance(call.get("args"), Mapping) else None
-    return (
+    if not (
         tool_spec(call["name"]).ledger == "command"
         and isinstance(command, str)
         and reads_files(command)
-    )
+    ):
+        return 0
+    return max(len(whole_file_reads(command)), len(named_files(command)), 1)
 
 
 def _map_results(output: Any, change: Callable[[ToolMessage], ToolMessage]) -> Any:
@@ -341,10 +350,11 @@ def make_tools_node(
         is_read = call["name"] == READ_FILE_TOOL_NAME and result.status != "error"
         history = state.get("messages") if isinstance(state, dict) else None
         page_cap = cap
-        if is_read or _shows_files(call):
+        shown = _files_shown(call)
+        if is_read or shown:
             # A page of files the model asked to see, as read_file's: cut to the tenth of
             # other outputs, ``cat`` of four 3 KB files kept two of them at a 16k window.
-            page_cap = read_page_cap_tokens(deps, history or [], cap)
+            page_cap = read_page_cap_tokens(deps, history or [], cap, shown)
         fits = deps.counter.fits(content, page_cap)
         if fits and redacted == raw:
             return result
