@@ -1216,7 +1216,7 @@ class Agent:
         if self.store.history is None:
             return
         with contextlib.suppress(*index_errors()):
-            self.store.history.sync(thread_id, history)
+            self.store.history.sync(thread_id, history, self._artifacts(thread_id))
 
     def search_history(
         self, thread_id: str, query: str, limit: int = SEARCH_LIMIT_DEFAULT
@@ -1227,7 +1227,12 @@ class Agent:
             SearchError: empty or over-long query, bad limit.
         """
         return search_transcript(
-            self.store.history, thread_id, self.messages(thread_id), query, limit
+            self.store.history,
+            thread_id,
+            self.messages(thread_id),
+            query,
+            limit,
+            self._artifacts(thread_id),
         )
 
     def read_history(self, thread_id: str, ref: str) -> str:
@@ -1236,7 +1241,12 @@ class Agent:
         Raises:
             SearchError: not a reference, or no such message.
         """
-        return read_message(self.messages(thread_id), ref)
+        return read_message(self.messages(thread_id), ref, self._artifacts(thread_id))
+
+    def _artifacts(self, thread_id: str) -> str:
+        """The session's artifacts folder, where the tools node saved the whole copies of
+        outputs it cut (searched and read by reference in place of the cut)."""
+        return str(self.deps.artifacts_dir(thread_id))
 
     def memories(self, workspace: Path) -> list[Memory]:
         """This user's long-term memories for ``workspace``, oldest first (``/memory``)."""

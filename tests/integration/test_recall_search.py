@@ -474,3 +474,49 @@ def test_database_with_the_trigram_index_is_migrated(
     left = tables()
     assert not {"agentgraph_history", "agentgraph_history_fts"} & left
     assert {"agentgraph_search_texts", "agentgraph_search_fts"} <= left
+
+
+def _cut_output_driver(request: dict[str, Any]) -> dict[str, Any]:
+    """A stateless model: print the log; not seeing the codename, search for it; answer
+    with what the search showed."""
+    tools = _tool_texts(request)
+    if not tools:
+        return {"tool_calls": [{"name": "run_bash", "arguments": {"command": "cat big.log"}}]}
+    if "search_history" not in json.dumps(request["messages"][-2:]):
+        return {"tool_calls": [{"name": "search_history", "arguments": {"query": "codename"}}]}
+    found = re.search(r"codename: (\S+)", tools[-1])
+    return {"content": f"The codename is {found.group(1)}." if found else "Not found."}
+
+
+def test_what_a_cut_took_from_an_output_is_found_and_read_by_reference(
+    make_backend_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """A command's output over its cap keeps its head and tail in the history and goes
+    whole to the session's artifacts; the index held the cut, so what the cut took (here
+    the codename, mid-log) was found by no search and shown by no ``read_history``, though
+    the product says everything elided stays searchable. Both now use the saved copy (its
+    digest checked), through the tool the model calls and the API behind ``/search``."""
+    lines = [FILLER_LINE.format(n=n) for n in range(1_000)]
+    lines.insert(500, f"project codename: {FACT}\n")
+    (workspace / "big.log").write_text("".join(lines))
+    with FakeOpenAIServer(
+        [_cut_output_driver], on_exhausted="repeat_last", window=MASK_WINDOW_TOKENS
+    ) as server:
+        settings = make_backend_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            AGENTGRAPH_CONTEXT_WINDOW=str(MASK_WINDOW_TOKENS),
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            result = agent.run_turn("cut1", "What is the project codename?", workspace)
+            stored = agent.messages("cut1")
+            api = agent.search_history("cut1", FACT)
+            cut = next(m for m in stored if isinstance(m, ToolMessage) and m.name == "run_bash")
+            shown = agent.read_history("cut1", f"msg:{stored.index(cut)}")
+    assert server.violations == []
+    assert "truncated" in str(cut.content) and FACT not in str(cut.content)
+    assert result.answer == f"The codename is {FACT}."
+    assert stored.index(cut) in [h.position for h in api.hits]
+    assert FACT in shown

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from agentgraph.capabilities.recall.search import history_docs, read_message
 from agentgraph.context.artifacts import (
     ORIGINAL_MAX_BYTES,
     cut_marker,
@@ -100,3 +101,22 @@ def test_a_copy_replaced_by_a_link_or_too_large_or_gone_is_not_read(tmp_path: Pa
     assert cut_original(gone, str(folder)) is None
     reply = AIMessage("x")
     assert with_originals([reply], str(folder)) == [reply]
+
+
+def test_the_transcript_index_and_read_history_take_the_copy_in_place_of_the_cut(
+    tmp_path: Path,
+) -> None:
+    """What a cut took is searched and read by reference as the copy; without the
+    session's folder, or with another call's copy under the id, as the cut."""
+    cut = _cut(tmp_path, "call_1")
+    ask = HumanMessage("go", id="h0")
+    call = AIMessage("", tool_calls=[{"name": "run_bash", "args": {}, "id": "call_1"}], id="a1")
+    cut = cut.model_copy(update={"id": "t2"})
+    docs = history_docs([ask, call, cut], folder=str(tmp_path))
+    assert [d.position for d in docs] == [0, 1, 2]
+    assert "CODE part_100" in docs[2].body
+    assert "CODE part_100" in read_message([ask, call, cut], "msg:2", str(tmp_path))
+    assert "CODE part_100" not in history_docs([ask, call, cut])[2].body
+    assert "CODE part_100" not in read_message([ask, call, cut], "msg:2")
+    output_artifact_path(tmp_path, "call_1").write_text("another output", encoding="utf-8")
+    assert history_docs([cut], folder=str(tmp_path))[0].body == cut.text

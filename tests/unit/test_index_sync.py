@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -248,3 +249,22 @@ _CJK_CHAR = re.compile(
 @given(st.text(alphabet=st.sampled_from([*"aAbBzZ09_ .\n", "é", "É", "中", "フ", "설"])))
 def test_index_text_splits_as_the_lookaround_definition_does(text: str) -> None:
     assert index_text(text) == _CAMEL_BOUNDARY.sub(" ", _CJK_CHAR.sub(r" \1 ", text))
+
+
+def test_a_syncs_own_document_reader_serves_the_full_and_the_tail_plan() -> None:
+    """A sync given its own reader of documents (a session's cut outputs read from its
+    folder) uses it for the first, full comparison and for the tail after it."""
+    seen: list[tuple[int, int]] = []
+
+    def reader(messages: Sequence[BaseMessage], start: int) -> list[HistoryDoc]:
+        seen.append((start, len(messages)))
+        return history_docs(messages, start)
+
+    mirror: IndexMirror[HistoryDoc] = IndexMirror(history_docs)
+    first = [HumanMessage("a", id="m0"), AIMessage("b", id="m1")]
+    plan, synced = mirror.plan("t", first, dict, reader)
+    mirror.commit("t", synced)
+    more = [*first, HumanMessage("c", id="m2")]
+    tail, _ = mirror.plan("t", more, dict, reader)
+    assert seen == [(0, 2), (2, 1)]
+    assert [d.msg_id for d in plan.new] == ["m0", "m1"] and [d.msg_id for d in tail.new] == ["m2"]

@@ -123,6 +123,7 @@ class IndexMirror(Generic[D]):
         thread_id: str,
         messages: Sequence[BaseMessage],
         read_stored: Callable[[], dict[str, int]],
+        docs_of: DocsOf[D] | None = None,
     ) -> tuple[SyncPlan[D], _Synced | None]:
         """The change that makes the thread's rows match ``messages``.
 
@@ -131,18 +132,21 @@ class IndexMirror(Generic[D]):
             messages: Its whole stored transcript.
             read_stored: Reads the thread's rows (``msg_id`` → position); called only
                 when nothing usable is remembered.
+            docs_of: The documents of the thread's messages, when not the mirror's own
+                (a thread's documents may read files of that thread).
 
         Returns:
             The plan, and the state to pass to :meth:`commit` after writing it.
         """
+        docs_of = docs_of or self._docs_of
         with self._lock:
             synced = self._threads.get(thread_id)
         if synced is not None:
-            incremental = self._tail_plan(synced, messages)
+            incremental = self._tail_plan(synced, messages, docs_of)
             if incremental is not None:
                 return incremental
         self.full_syncs += 1
-        all_docs = self._docs_of(messages, 0)
+        all_docs = docs_of(messages, 0)
         docs = {d.msg_id: d for d in all_docs}
         plan = full_plan(docs, read_stored())
         if len(docs) != len(all_docs):
@@ -153,13 +157,14 @@ class IndexMirror(Generic[D]):
         stored = {msg_id: d.position for msg_id, d in docs.items()}
         return plan, _Synced(list(messages), doc_ids, stored)
 
+    @staticmethod
     def _tail_plan(
-        self, synced: _Synced, messages: Sequence[BaseMessage]
+        synced: _Synced, messages: Sequence[BaseMessage], docs_of: DocsOf[D]
     ) -> tuple[SyncPlan[D], _Synced] | None:
         """The plan from the first message that differs on, or None to compare in full."""
         k = common_prefix(messages, synced.messages)
         old_tail = {i for i in synced.doc_ids[k:] if i is not None}
-        tail_docs = self._docs_of(messages[k:], k)
+        tail_docs = docs_of(messages[k:], k)
         tail = {d.msg_id: d for d in tail_docs}
         if len(tail) != len(tail_docs):
             return None
@@ -195,6 +200,7 @@ class IndexMirror(Generic[D]):
         messages: Sequence[BaseMessage],
         read_stored: Callable[[], dict[str, int]],
         write: Callable[[SyncPlan[D]], None],
+        docs_of: DocsOf[D] | None = None,
     ) -> None:
         """Plan the change for ``messages``, ``write`` it when not empty, remember it.
 
@@ -204,9 +210,10 @@ class IndexMirror(Generic[D]):
             read_stored: Reads the thread's rows (``msg_id`` → position); called only
                 when nothing usable is remembered.
             write: Applies a non-empty plan to the index (in one transaction).
+            docs_of: See :meth:`plan`.
         """
         try:
-            plan, synced = self.plan(thread_id, messages, read_stored)
+            plan, synced = self.plan(thread_id, messages, read_stored, docs_of)
             if plan:
                 write(plan)
         except BaseException:

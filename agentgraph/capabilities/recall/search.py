@@ -30,13 +30,15 @@ import sys
 import threading
 import unicodedata
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from agentgraph.capabilities.recall.index_sync import IndexMirror, SyncPlan
+from agentgraph.context.artifacts import cut_original
 from agentgraph.lazy_re import LazyPattern
 from agentgraph.persistence.migrations import (
     SQLITE_SEARCH_FTS,
@@ -147,9 +149,16 @@ class HistoryIndex(Protocol):
     rebuilt: int
 
     def search(
-        self, thread_id: str, messages: Sequence[BaseMessage], terms: Sequence[str], limit: int
+        self,
+        thread_id: str,
+        messages: Sequence[BaseMessage],
+        terms: Sequence[str],
+        limit: int,
+        folder: str | None = None,
     ) -> list[SearchHit]: ...
-    def sync(self, thread_id: str, messages: Sequence[BaseMessage]) -> None: ...
+    def sync(
+        self, thread_id: str, messages: Sequence[BaseMessage], folder: str | None = None
+    ) -> None: ...
     def delete_thread(self, thread_id: str) -> None: ...
 
 
@@ -193,18 +202,34 @@ def searchable(msg: BaseMessage) -> bool:
     return _readable(msg) and agentgraph_kind(msg) not in DERIVED_KINDS
 
 
-def history_docs(messages: Sequence[BaseMessage], start: int = 0) -> list[HistoryDoc]:
+def whole_body(msg: BaseMessage, folder: str | None) -> str:
+    """:func:`message_body`, but a tool output the history holds cut is its saved whole
+    copy (:func:`~agentgraph.context.artifacts.cut_original`) when ``folder``, the
+    session's artifacts folder, holds it: what the cut took from the model stays
+    searchable and readable by reference."""
+    if isinstance(msg, ToolMessage):
+        original = cut_original(msg, folder)
+        if original is not None:
+            return original
+    return message_body(msg)
+
+
+def history_docs(
+    messages: Sequence[BaseMessage], start: int = 0, folder: str | None = None
+) -> list[HistoryDoc]:
     """The searchable documents of a transcript, with their positions in it.
 
     Args:
         messages: The transcript, or its part from position ``start`` on.
         start: Position of ``messages[0]`` in the whole transcript.
+        folder: The session's artifacts folder: a cut output is its saved whole copy
+            (:func:`whole_body`).
     """
     docs: list[HistoryDoc] = []
     for position, msg in enumerate(messages, start):
         if not searchable(msg):
             continue
-        body = message_body(msg)
+        body = whole_body(msg, folder)
         if not body.strip():
             continue
         docs.append(
@@ -216,6 +241,14 @@ def history_docs(messages: Sequence[BaseMessage], start: int = 0) -> list[Histor
             )
         )
     return docs
+
+
+def docs_reading(
+    folder: str | None,
+) -> Callable[[Sequence[BaseMessage], int], list[HistoryDoc]] | None:
+    """:func:`history_docs` reading cut outputs' copies from ``folder``; None without one
+    (an index's mirror then uses its own, which reads none)."""
+    return None if folder is None else partial(history_docs, folder=folder)
 
 
 # ---------------------------------------------------------------- queries and ranking
@@ -547,13 +580,14 @@ class SqliteHistoryIndex:
             )
         }
 
-    def _sync(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:
+    def _sync(self, thread_id: str, messages: Sequence[BaseMessage], folder: str | None) -> None:
         # Only what changed since this process last synced the thread is looked at.
         self._mirror.sync(
             thread_id,
             messages,
             lambda: self._stored(thread_id),
             lambda plan: self._write(thread_id, plan),
+            docs_reading(folder),
         )
 
     def _text_id(self, body: str) -> int:
@@ -669,12 +703,14 @@ class SqliteHistoryIndex:
                         break
         return rank(list(rows.values()), terms, limit)
 
-    def _guarded(self, thread_id: str, messages: Sequence[BaseMessage], work: Any) -> Any:
+    def _guarded(
+        self, thread_id: str, messages: Sequence[BaseMessage], work: Any, folder: str | None
+    ) -> Any:
         """Sync, then ``work()``; a damaged index is rebuilt once and the work retried."""
         with self._lock:
             for attempt in (1, 2):
                 try:
-                    self._sync(thread_id, messages)
+                    self._sync(thread_id, messages, folder)
                     return work()
                 except sqlite3.DatabaseError as exc:
                     if attempt == 2 or (isinstance(exc, sqlite3.OperationalError) and _busy(exc)):
@@ -682,19 +718,27 @@ class SqliteHistoryIndex:
                     self._rebuild()
         return None  # pragma: no cover - the loop returns or raises
 
-    def sync(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:
-        """Bring the thread's rows in step with ``messages`` (the whole stored transcript)."""
-        self._guarded(thread_id, messages, lambda: None)
+    def sync(
+        self, thread_id: str, messages: Sequence[BaseMessage], folder: str | None = None
+    ) -> None:
+        """Bring the thread's rows in step with ``messages`` (the whole stored transcript;
+        ``folder``: the session's artifacts folder, see :func:`history_docs`)."""
+        self._guarded(thread_id, messages, lambda: None, folder)
 
     def search(
-        self, thread_id: str, messages: Sequence[BaseMessage], terms: Sequence[str], limit: int
+        self,
+        thread_id: str,
+        messages: Sequence[BaseMessage],
+        terms: Sequence[str],
+        limit: int,
+        folder: str | None = None,
     ) -> list[SearchHit]:
         """Sync the thread, then return its best ``limit`` hits for ``terms``."""
         # A search compares with the stored rows in full (the turns' syncs trust what
         # this process wrote): whatever another process did to them is repaired first.
         self._mirror.forget(thread_id)
         result: list[SearchHit] = self._guarded(
-            thread_id, messages, lambda: self._query(thread_id, terms, limit)
+            thread_id, messages, lambda: self._query(thread_id, terms, limit), folder
         )
         return result
 
@@ -725,6 +769,7 @@ def search_transcript(
     messages: Sequence[BaseMessage],
     query: str,
     limit: int = SEARCH_LIMIT_DEFAULT,
+    folder: str | None = None,
 ) -> SearchResult:
     """Search a session's whole stored transcript.
 
@@ -734,6 +779,8 @@ def search_transcript(
         messages: Its whole stored transcript (kept in step with the index first).
         query: The user's or model's words (never parsed as query syntax).
         limit: Most hits to return.
+        folder: The session's artifacts folder: a cut output is searched as its saved
+            whole copy (:func:`history_docs`).
 
     Raises:
         SearchError: empty or over-long query, bad limit.
@@ -741,10 +788,10 @@ def search_transcript(
     terms = query_terms(query)
     limit = check_limit(limit)
     if index is None:
-        hits = scan(history_docs(messages), terms, limit)
+        hits = scan(history_docs(messages, folder=folder), terms, limit)
         return SearchResult(query, [_with_results(h, messages) for h in hits])
     before = index.rebuilt
-    hits = index.search(thread_id, messages, terms, limit)
+    hits = index.search(thread_id, messages, terms, limit, folder)
     return SearchResult(
         query, [_with_results(h, messages) for h in hits], rebuilt=index.rebuilt != before
     )
@@ -813,11 +860,12 @@ def _position_of_id(messages: Sequence[BaseMessage], ref: str) -> int | None:
     return None
 
 
-def read_message(messages: Sequence[BaseMessage], ref: str) -> str:
+def read_message(messages: Sequence[BaseMessage], ref: str, folder: str | None = None) -> str:
     """The message at reference ``ref`` in full, with its role (bounded).
 
     ``ref`` is ``msg:N`` (from ``search_history``) or a tool call id (from a masked
-    output's placeholder).
+    output's placeholder). A tool output the history holds cut is its saved whole copy
+    when ``folder`` (the session's artifacts folder) holds it (:func:`whole_body`).
 
     Raises:
         SearchError: not a reference, or no such message.
@@ -832,7 +880,7 @@ def read_message(messages: Sequence[BaseMessage], ref: str) -> str:
             f"({len(messages)} stored messages); use a reference search_history returned"
         )
     msg = messages[position]
-    body = message_body(msg)
+    body = whole_body(msg, folder)
     if len(body) > READ_HISTORY_MAX_CHARS:
         body = (
             body[:READ_HISTORY_MAX_CHARS]

@@ -21,6 +21,7 @@ from agentgraph.capabilities.recall.search import (
     SEARCH_CANDIDATES_MAX,
     HistoryDoc,
     SearchHit,
+    docs_reading,
     history_docs,
     rank,
 )
@@ -45,8 +46,11 @@ class PostgresHistoryIndex:
         self._mirror: IndexMirror[HistoryDoc] = IndexMirror(history_docs)
         self.rebuilt = 0
 
-    def sync(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:
-        """Bring the thread's rows in step with ``messages`` (the whole stored transcript)."""
+    def sync(
+        self, thread_id: str, messages: Sequence[BaseMessage], folder: str | None = None
+    ) -> None:
+        """Bring the thread's rows in step with ``messages`` (the whole stored transcript;
+        ``folder``: the session's artifacts folder, see :func:`history_docs`)."""
         with self._lock, self._pool.connection() as conn:
             # Only what changed since this process last synced the thread is looked at.
             self._mirror.sync(
@@ -54,6 +58,7 @@ class PostgresHistoryIndex:
                 messages,
                 lambda: self._stored(conn, thread_id),
                 lambda plan: self._write(conn, thread_id, plan),
+                docs_reading(folder),
             )
 
     @staticmethod
@@ -95,13 +100,18 @@ class PostgresHistoryIndex:
                     )
 
     def search(
-        self, thread_id: str, messages: Sequence[BaseMessage], terms: Sequence[str], limit: int
+        self,
+        thread_id: str,
+        messages: Sequence[BaseMessage],
+        terms: Sequence[str],
+        limit: int,
+        folder: str | None = None,
     ) -> list[SearchHit]:
         """Sync the thread, then return its best ``limit`` hits for ``terms``."""
         # A search compares with the stored rows in full (the turns' syncs trust what
         # this process wrote): whatever another process did to them is repaired first.
         self._mirror.forget(thread_id)
-        self.sync(thread_id, messages)
+        self.sync(thread_id, messages, folder)
         clean = [t.replace("\0", "") for t in terms]
         tsquery = " || ".join("plainto_tsquery('simple', %s)" for _ in clean)
         with self._pool.connection() as conn:

@@ -23,7 +23,7 @@ from agentgraph.capabilities.recall.search import (
     search_transcript,
 )
 from agentgraph.capabilities.tools.base import ToolError
-from agentgraph.runtime.runctx import AgentToolRuntime
+from agentgraph.runtime.runctx import AgentToolRuntime, RunContext
 
 
 def thread_id_of(runtime: AgentToolRuntime) -> str:
@@ -33,6 +33,13 @@ def thread_id_of(runtime: AgentToolRuntime) -> str:
     if not thread_id and isinstance(runtime.state, dict):
         thread_id = runtime.state.get("thread_id")
     return str(thread_id or "")
+
+
+def _artifacts(runtime: AgentToolRuntime) -> str | None:
+    """The run's artifacts folder (whole copies of the outputs the tools node cut), or
+    None: a run without agentgraph's context (the tools in another graph) has none."""
+    ctx = getattr(runtime, "context", None)
+    return (ctx.artifacts_dir or None) if isinstance(ctx, RunContext) else None
 
 
 def _messages(runtime: AgentToolRuntime) -> list[Any]:
@@ -64,7 +71,12 @@ def make_history_tools(index: Callable[[], HistoryIndex | None]) -> list[BaseToo
         """
         try:
             result = search_transcript(
-                index(), thread_id_of(runtime), _messages(runtime), query, limit
+                index(),
+                thread_id_of(runtime),
+                _messages(runtime),
+                query,
+                limit,
+                _artifacts(runtime),
             )
         except SearchError as exc:
             raise ToolError(str(exc)) from None
@@ -78,7 +90,7 @@ def make_history_tools(index: Callable[[], HistoryIndex | None]) -> list[BaseToo
             ref: A search_history reference like msg:42, or a masked output's call id.
         """
         try:
-            return read_message(_messages(runtime), ref)
+            return read_message(_messages(runtime), ref, _artifacts(runtime))
         except SearchError as exc:
             raise ToolError(str(exc)) from None
 
