@@ -71,7 +71,9 @@ grep)``; ``--shell multi`` several whole files in one command (``cat A B C D``: 
 reads of one reply, at least four), as a model skimming a folder does, its rows
 ``WORKLOAD (shell, multi)``; ``--shell sed`` reads with ``cat`` and changes lines through
 the shell too (``sed -i 's/…: open/…: done/' F``, the editing workloads), its rows
-``WORKLOAD (shell, sed)``. Small-file workloads only (a persona
+``WORKLOAD (shell, sed)``; ``--shell heredoc`` reads with ``cat`` and changes a file by
+writing it whole through a here-document (``cat > F <<'EOF'`` … ``EOF``, the file as last
+seen with its line changed), its rows ``WORKLOAD (shell, heredoc)``. Small-file workloads only (a persona
 reading through the shell sees no page note). The peers get a ``run_bash`` answering
 those commands as agentgraph's prints them (deepagents' own tools have no shell without
 a sandbox backend).
@@ -167,6 +169,7 @@ from tests.scenarios.stateless import (
     PERSONAS,
     QUESTION,
     SHELL_EDIT_RE,
+    SHELL_HEREDOC_RE,
     SHELL_STYLES,
     SHELL_TOOL,
     SUMMARIZERS,
@@ -428,7 +431,8 @@ def shell_tool(ws: Path) -> BaseTool:
     """A ``run_bash`` for the peers that answers the shell-reading model's reads (``cat
     F``, ``tail -n +K F``, ``nl -ba F | sed -n 'K,Lp'``, ``grep -v '^#' F``: the files
     have no comment line; ``cat A B …``) as agentgraph's run_bash prints them: the lines (numbered as
-    ``nl -ba`` numbers them), then ``[exit code 0]``.
+    ``nl -ba`` numbers them), then ``[exit code 0]``; and its edits (``sed -i 's/A/B/'
+    F``, ``cat > F <<'EOF'`` … ``EOF``), answered ``[exit code 0]``.
     Anything else exits 2: the persona sends nothing else."""
 
     @tool(SHELL_TOOL)
@@ -436,6 +440,14 @@ def shell_tool(ws: Path) -> BaseTool:
         """Run a bash command in the workspace: stdout+stderr, then the exit code."""
         found = shell_reads(command)
         edit = SHELL_EDIT_RE.fullmatch(command.strip())
+        written = SHELL_HEREDOC_RE.fullmatch(command.strip())
+        if written is not None:  # ``cat > F <<'EOF'``: the document, whole
+            try:
+                target = in_workspace(ws, written["path"].lstrip("/"))
+                target.write_text(written["body"], encoding="utf-8")
+            except (OSError, ValueError) as exc:
+                return f"{exc}\n[exit code 2]"
+            return "[exit code 0]"
         if edit is not None:  # ``sed -i 's/OLD/NEW/' F``: the first match on each line
             try:
                 target = in_workspace(ws, edit["path"].lstrip("/"))
@@ -822,7 +834,8 @@ def main(argv: list[str] | None = None) -> None:
         help="the model reads through run_bash instead of read_file: with cat (the default), "
         "nl (numbered pages: nl -ba F | sed -n 'K,Lp'), grep (grep -v '^#' F, no plain "
         "read), multi (several whole files in one cat, at least "
-        f"{MULTI_SHELL_BATCH} a reply) or sed (cat, and sed -i for edits), its rows named "
+        f"{MULTI_SHELL_BATCH} a reply), sed (cat, and sed -i for edits) or heredoc (cat, and "
+        "cat > F <<'EOF' for edits), its rows named "
         "'WORKLOAD (shell)' or "
         "'WORKLOAD (shell, STYLE)'; small-file "
         "workloads only",

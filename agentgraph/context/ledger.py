@@ -46,6 +46,7 @@ from agentgraph.context.shell_reads import (
     shell_read_lines,
     whole_file_reads,
 )
+from agentgraph.context.shell_writes import heredoc_writes
 from agentgraph.context.spiral import output_hash
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
@@ -142,6 +143,10 @@ class FileChange:
     undone: bool = False  # the user's /undo put the file back since its last change
     # Edits made by a shell command (``sed -i``): their lines are not known.
     command_edits: int = 0
+    # Of ``writes``, those a here-document command made (``cat > F <<'EOF'``).
+    command_writes: int = 0
+    # Lines appended by a here-document command (``cat >> F <<'EOF'``).
+    command_appends: int = 0
 
 
 @dataclass
@@ -279,6 +284,15 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         status = bash_status(result.text)
         if edited and status is not None and status.exit_code == 0:
             return ("command_edits", edited)
+        # ``cat > F <<'EOF'`` that exited 0 wrote F (``>>``: appended to it), as a
+        # write_file call does: the ledger's files changed list it.
+        written = tuple(
+            (path, w.lines, w.append)
+            for w in heredoc_writes(command)
+            if (path := _norm_path(w.path)) is not None
+        )
+        if written and status is not None and status.exit_code == 0:
+            return ("command_writes", written)
         # ``cat A B``: each file printed whole (its lines are not told apart).
         several = _norm_paths(whole_file_reads(command))
         if several and printed_whole(result.text, status):
@@ -406,6 +420,16 @@ def _apply(ledger: Ledger, entry: _Entry) -> None:
             change = ledger.changes.setdefault(path, FileChange())
             change.undone = False
             change.command_edits += 1
+    elif kind == "command_writes":
+        for path, lines, append in entry[1]:
+            change = ledger.changes.setdefault(path, FileChange())
+            change.undone = False
+            change.added += lines
+            if append:
+                change.command_appends += 1
+            else:
+                change.writes += 1
+                change.command_writes += 1
     elif kind == "command":
         ledger.commands.setdefault(entry[1], []).append(entry[2])
         if entry[3]:
@@ -492,6 +516,9 @@ def _in_workspace(entry: _Entry, roots: Sequence[str]) -> _Entry:
         return ("reads", tuple(_in_workspace(read, roots) for read in entry[1]))
     if entry[0] == "command_edits":
         return ("command_edits", tuple(_within(path, roots) for path in entry[1]))
+    if entry[0] == "command_writes":
+        written = tuple((_within(path, roots), *rest) for path, *rest in entry[1])
+        return ("command_writes", written)
     if entry[0] == "command" and entry[3]:
         return (*entry[:3], tuple(_within(path, roots) for path in entry[3]))
     return entry
@@ -627,13 +654,22 @@ def _change_how(change: FileChange) -> str:
     if change.created:
         how.append("created")
     elif change.writes:
-        how.append("rewritten" + (f" ×{change.writes}" if change.writes > 1 else ""))
+        times = f" ×{change.writes}" if change.writes > 1 else ""
+        if change.command_writes == change.writes:
+            # Whether the file was there before, the command does not tell.
+            how.append(f"written{times} by a command")
+        else:
+            some = " (some by a command)" if change.command_writes else ""
+            how.append(f"rewritten{times}{some}")
     edits = change.edits + change.command_edits
     if edits:
         by = ""
         if change.command_edits:
             by = " by a command" if change.command_edits == edits else " (some by a command)"
         how.append("edited" + (f" ×{edits}" if edits > 1 else "") + by)
+    if change.command_appends:
+        times = f" ×{change.command_appends}" if change.command_appends > 1 else ""
+        how.append(f"appended to{times} by a command")
     return ", ".join(how)
 
 
@@ -653,9 +689,11 @@ def _line_counts(added: int, removed: int, change: FileChange, suffix: str = "")
 
 
 def _lines_known(change: FileChange) -> bool:
-    """Whether a tool, not only commands, changed the file: its line counts mean
-    something."""
-    return not change.command_edits or bool(change.writes or change.edits or change.created)
+    """Whether the file's line counts mean something: not only ``sed -i`` changed it (a
+    tool or a here-document, whose lines are known, did too)."""
+    return not change.command_edits or bool(
+        change.writes or change.edits or change.created or change.command_appends
+    )
 
 
 def _changed_in_runs(changes: Mapping[str, FileChange]) -> list[tuple[str, list[str]]]:

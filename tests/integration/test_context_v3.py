@@ -517,6 +517,37 @@ def test_files_edited_through_the_shell_are_not_edited_or_read_twice(
     assert sum(e["type"] == "compaction" for e in events) >= 2
 
 
+@pytest.mark.parametrize(("summarizer", "lag"), [("faithful", True), ("lossy", False)])
+def test_files_written_through_a_here_document_are_not_written_or_read_twice(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    summarizer: SummarizerKind,
+    lag: bool,
+) -> None:
+    """A model that marks each file by writing it whole with ``cat > F <<'EOF'``, as
+    models that rewrite a file to change it do: each such command was a command in the
+    ledger, named by its first line, and no file changed, so a compaction neither listed
+    the file as changed nor showed it again. The model read again the file waiting for
+    its second change (with a lag), or lost which files it had marked and ran to its
+    loop cap (the lossy summarizer). Now such a command that exited 0 wrote its file, in
+    the ledger as a write_file call does, and the file is shown again whole."""
+    files = 60
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=files,
+        persona="re_reader",
+        summarizer=summarizer,
+        edits=True,
+        lag=lag,
+        shell="heredoc",
+    )
+    assert marked_done(workspace, [rel_path(i) for i in range(1, files + 1)]) == files
+    assert recorder.reread_files() == 0 and recorder.reedited_files() == 0
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
+    assert sum(e["type"] == "compaction" for e in events) >= 2
+
+
 def test_what_a_cut_took_from_an_output_reaches_the_summary(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

@@ -55,7 +55,10 @@ lines: all of it here), or several whole files in one command (``shell_style="mu
 a folder do); the last two see no page note, so they are for files a read shows whole.
 With ``shell_style="sed"`` it reads as ``cat`` does and changes a line through the shell too
 (``sed -i 's/STATUS part_017: open/STATUS part_017: done/' logs/part_017.txt``), as models
-trained on a shell edit.
+trained on a shell edit; with ``shell_style="heredoc"`` it writes the file whole instead,
+as the latest text of it in view shows it with the line changed (``cat >
+logs/part_017.txt <<'EOF'`` … ``EOF``), as models that rewrite a file to change it do, and
+reads it again first when no text of it with that line is in view.
 
 Summarizers (:class:`Summarizer`), answering the harness's summary requests:
 ``faithful`` (every code, read file and file marked done it sees, and the task),
@@ -119,13 +122,14 @@ EDIT_TASK_PHRASE = ", mark it done"
 LAG_TASK_PHRASE = ", mark it started, then done once the next file is started"
 # A line naming files as edited: the summarizers' ``Marked done: part_001.txt, …`` and
 # a ledger's ``- logs/part_017.txt: edited (+1 −1 lines)`` or run ``… (49 files): edited``.
-EDITED_LINE_RE = re.compile(r"Marked done|\bedited\b")
+# (agentgraph's ledger says a file a here-document wrote was ``written by a command``.)
+EDITED_LINE_RE = re.compile(r"Marked done|\bedited\b|\bwritten(?: ×\d+)? by a command")
 SUMMARY_EDITED = "Marked done"
 SUMMARY_STARTED = "Marked started"
 # With a lag, a file changed twice is done (the ledger's ``edited ×2``) and a file
 # changed once is started (``edited`` alone), as the summarizers' lines say.
-LAG_DONE_LINE_RE = re.compile(r"Marked done|\bedited ×\d")
-LAG_STARTED_LINE_RE = re.compile(r"Marked started|\bedited\b(?! ×)")
+LAG_DONE_LINE_RE = re.compile(r"Marked done|\bedited ×\d|\bwritten ×\d+ by a command")
+LAG_STARTED_LINE_RE = re.compile(r"Marked started|\bedited\b(?! ×)|\bwritten by a command")
 NAME_RE = re.compile(r"(?<![\w.-])part_\d{3}\.txt(?![\w])")
 # The first user message of a task turn (its two names are not read evidence).
 TASK_MESSAGE_RE = re.compile(
@@ -177,8 +181,20 @@ SHELL_MULTI_RE = re.compile(r"cat (\S*part_\d{3}\.txt(?: \S*part_\d{3}\.txt)+)")
 SHELL_EDIT_RE = re.compile(
     r"sed -i 's/(?P<old>[^/']+)/(?P<new>[^/']+)/' (?P<path>\S*part_\d{3}\.txt)"
 )
-ShellStyle = Literal["cat", "nl", "grep", "multi", "sed"]
-SHELL_STYLES: tuple[ShellStyle, ...] = ("cat", "nl", "grep", "multi", "sed")
+# The here-document style's write of a whole file (its text as the model last saw it).
+SHELL_HEREDOC_RE = re.compile(
+    r"cat > (?P<path>\S*part_\d{3}\.txt) <<'EOF'\n(?P<body>.*?)EOF", re.DOTALL
+)
+# agentgraph's whole file shown again after a compaction, its lines numbered (a model
+# reads the text without the numbers).
+REREAD_FILE_RE = re.compile(
+    r"\[File re-read from disk after compaction: \S+ — lines 1-(\d+) of (\d+)\]\n"
+    r"(?P<lines>(?: *\d+\t[^\n]*(?:\n|$))*)"
+)
+# A run_bash answer's status line (the text before it is the command's output).
+BASH_STATUS_RE = re.compile(r"\n?\[exit code -?\d+[^\]]*\]\s*$")
+ShellStyle = Literal["cat", "nl", "grep", "multi", "sed", "heredoc"]
+SHELL_STYLES: tuple[ShellStyle, ...] = ("cat", "nl", "grep", "multi", "sed", "heredoc")
 # Lines a numbered-style shell read asks for at a time.
 NL_PAGE_LINES = 200
 LIMIT_RE = re.compile(r"at most ([\d,]+) tokens", re.IGNORECASE)
@@ -556,7 +572,9 @@ class Persona:
             ``command`` argument: ``cat PATH``, or ``tail -n +K PATH`` to read on.
         shell_style: ``cat`` (above); ``nl``: ``nl -ba PATH | sed -n 'K,Lp'``, a page
             of :data:`NL_PAGE_LINES` numbered lines from line K; ``grep``: ``grep -v
-            '^#' PATH``; ``multi``: a reply's whole-file reads in one ``cat A B …``.
+            '^#' PATH``; ``multi``: a reply's whole-file reads in one ``cat A B …``;
+            ``sed``: edits with ``sed -i``; ``heredoc``: edits by writing the file whole
+            with ``cat > PATH <<'EOF'`` (see the module docstring).
     """
 
     kind: PersonaKind = "silent"
@@ -690,6 +708,8 @@ class Persona:
             name, calls = self.shell_tool, self._shell_calls(calls)
         elif self.shell_tool and self.shell_style == "sed" and name == self.edit_tool:
             name, calls = self.shell_tool, tuple(self._shell_edit(c) for c in calls)
+        elif self.shell_tool and self.shell_style == "heredoc" and name == self.edit_tool:
+            name, calls = self.shell_tool, tuple(self._heredoc_edit(body, c) for c in calls)
         reply: dict[str, Any] = {
             "tool_calls": [{"name": name, "arguments": args} for args in calls]
         }
@@ -714,6 +734,16 @@ class Persona:
         old, new, path = args[self.old_key], args[self.new_key], args[self.path_key]
         return {"command": f"sed -i 's/{old}/{new}/' {path}"}
 
+    def _heredoc_edit(self, body: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
+        """The here-document style's command for an edit call's arguments: the file as
+        the latest text of it in view shows it (a read's output, or an earlier write of
+        it) with the line changed; a read of the file when no such text is in view."""
+        old, new, path = args[self.old_key], args[self.new_key], args[self.path_key]
+        text = _latest_text_with(body, str(old))
+        if text is None:
+            return self._shell({self.path_key: path})
+        return {"command": f"cat > {path} <<'EOF'\n{text.replace(old, new, 1)}EOF"}
+
     def _shell(self, args: Mapping[str, Any]) -> dict[str, Any]:
         path = args[self.path_key]
         offset = args.get(self.offset_key) or 0
@@ -725,6 +755,32 @@ class Persona:
         else:
             command = f"tail -n +{offset + 1} {path}" if offset else f"cat {path}"
         return {"command": command}
+
+
+def _latest_text_with(body: Mapping[str, Any], line: str) -> str | None:
+    """The newest whole text of a file holding ``line`` in the request: a run_bash
+    output (without its status line), the text of a here-document write, or a whole file
+    shown again after a compaction (without its line numbers); None."""
+    for message in reversed(body.get("messages") or []):
+        texts: list[str] = []
+        if message.get("role") == "tool":
+            texts.append(BASH_STATUS_RE.sub("", content_text(message.get("content"))))
+        for shown in REREAD_FILE_RE.finditer(content_text(message.get("content"))):
+            if shown[1] == shown[2]:
+                numbered = shown["lines"].splitlines()
+                texts.append("".join(f"{n.split(chr(9), 1)[1]}\n" for n in numbered))
+        for call in message.get("tool_calls") or []:
+            try:
+                args = json.loads((call.get("function") or {}).get("arguments") or "{}")
+            except ValueError:
+                continue
+            written = SHELL_HEREDOC_RE.fullmatch(str(args.get("command", "")).strip())
+            if written is not None:
+                texts.append(written["body"])
+        for text in texts:
+            if line in text.splitlines() and not TRUNCATION_RE.search(text):
+                return text if text.endswith("\n") else text + "\n"
+    return None
 
 
 def _offers_tool(body: Mapping[str, Any], name: str) -> bool:
@@ -892,10 +948,14 @@ class Recorder:
                 path = next((str(v) for k, v in args.items() if "path" in k), "")
                 shell = shell_reads(str(args.get("command", "")))
                 edit = SHELL_EDIT_RE.fullmatch(str(args.get("command", "")).strip())
+                written = SHELL_HEREDOC_RE.fullmatch(str(args.get("command", "")).strip())
                 if shell:
                     self.reads += [(r[0].rsplit("/", 1)[-1], r[1] - 1) for r in shell]
                 elif edit is not None:
                     self.edits.append((edit["path"].rsplit("/", 1)[-1], edit["new"]))
+                elif written is not None:
+                    states = " ".join(s for _, s in STATUS_RE.findall(written["body"]))
+                    self.edits.append((written["path"].rsplit("/", 1)[-1], states))
                 elif "read" in call.get("name", "") and NAME_RE.search(path):
                     offset = next((int(v) for k, v in args.items() if k == "offset"), 0)
                     self.reads.append((path.rsplit("/", 1)[-1], offset))

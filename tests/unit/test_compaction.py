@@ -446,6 +446,29 @@ def test_a_file_sed_edited_in_place_is_a_changed_file() -> None:
     ]
 
 
+def test_a_file_written_through_a_here_document_is_a_changed_file() -> None:
+    """``cat > F <<'EOF'`` wrote F whole: re-read whole, as write_file's files are;
+    ``cat >> F`` appended its lines: re-read around them (whole when the shell expanded
+    them)."""
+
+    def bash(cid: str, command: str) -> AIMessage:
+        return AIMessage(
+            content="", tool_calls=[{"name": "run_bash", "args": {"command": command}, "id": cid}]
+        )
+
+    msgs: list[BaseMessage] = [
+        bash("1", "cat > a.py <<'EOF'\nx = 1\nEOF"),
+        bash("2", "cat >> notes.md <<'EOF'\n- done\nEOF"),
+        bash("3", "cat >> log.md <<EOF\nat $HOME\nEOF"),
+        bash("4", "cat > b.py <<'EOF'\nx\nEOF\npython b.py"),  # not certain
+    ]
+    assert [(f.path, f.last_index, f.last_edit) for f in changed_files(msgs)] == [
+        ("log.md", 2, None),
+        ("notes.md", 1, "- done\n"),
+        ("a.py", 0, None),
+    ]
+
+
 def test_guard_recovers_from_a_provider_overflow_by_compacting(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:

@@ -585,6 +585,29 @@ def test_files_edited_through_the_shell_are_files_changed() -> None:
     assert "+0 −0" not in tight and "logs/ 40 files changed" in tight
 
 
+def test_files_written_through_a_here_document_are_files_changed() -> None:
+    """``cat > F <<'EOF'`` that exited 0 wrote F and ``cat >> F`` appended to it: the
+    ledger lists them as changed with the lines written, not as a command named by its
+    first line; a failed one, or one followed by another command, stays a command."""
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _bash(1, "cat > src/app.py <<'EOF'\nimport os\nprint(os.sep)\nEOF", "[exit code 0]")
+    history += _bash(2, "cat >> notes.md <<'EOF'\n- done\nEOF", "[exit code 0]")
+    history += _bash(3, "cat >> notes.md <<'EOF'\n- again\nEOF", "[exit code 0]")
+    history += _call(4, "write_file", {"path": "b.py", "content": "x = 1\n"}, "created b.py")
+    history += _bash(5, "cat > /ws/b.py <<'EOF'\nx = 2\nEOF", "[exit code 0]")
+    history += _bash(6, "cat > gone/c.py <<'EOF'\nx\nEOF", "No such file\n[exit code 1]")
+    history += _bash(7, "cat > d.py <<'EOF'\nx\nEOF\npython d.py", "[exit code 0]")
+    ledger = collect_ledger(history, workspace="/ws")
+    text = render_ledger(ledger)
+    assert "- src/app.py: written by a command (+2 −0 lines)" in text
+    assert "- notes.md: appended to ×2 by a command (+2 −0 lines)" in text
+    assert "- b.py: created (+2 −0 lines)" in text
+    assert set(ledger.changes) == {"src/app.py", "notes.md", "b.py"}
+    assert "$ cat > gone/c.py <<'EOF'… → exit 1" in text
+    assert "$ cat > d.py <<'EOF'… → exit 0" in text
+    assert "cat > src/app.py" not in text
+
+
 def test_a_memo_shared_by_sessions_never_gives_one_call_the_entry_of_anothers_arguments() -> None:
     """Local servers number their call ids (``call_1``) in every session; two calls with
     the same id, tool and output but other arguments are two entries."""

@@ -615,3 +615,40 @@ def test_recorder_counts_an_edit_made_again_not_a_file_edited_twice() -> None:
         if new == "done" and recorder.reedited_files() == 0:
             assert len(recorder.edits) == 2  # started, then done: two edits, none again
     assert recorder.reedited_files() == 1
+
+
+def test_a_here_document_editor_writes_the_file_as_it_last_saw_it() -> None:
+    """It writes the file whole from the newest text of it in view (a ``cat`` output, or
+    a whole file shown again after a compaction, its numbers taken off), the line
+    changed; with none in view it reads the file first. A ledger line naming a file
+    ``written by a command`` marks it; a line saying a summary was written does not."""
+    shell = Persona("re_reader", shell_tool=SHELL_TOOL, shell_style="heredoc")
+    task = {"role": "user", "content": task_text(1, 2, edits=True)}
+    text = f"{code_for(1)}\n{status_line(1, 'open')}\nlog line 00000\n"
+    cat = {"command": "cat logs/part_001.txt"}
+    body = request(task, *exchange("c1", SHELL_TOOL, cat, f"{text}[exit code 0]"))
+    done = text.replace("open", "done")
+    write = f"cat > logs/part_001.txt <<'EOF'\n{done}EOF"
+    assert call_of(shell(body)) == (SHELL_TOOL, {"command": write})
+    numbered = "".join(f"{n:6}\t{line}\n" for n, line in enumerate(text.splitlines(), 1))
+    shown = "[File re-read from disk after compaction: logs/part_001.txt — lines 1-3 of 3]\n"
+    reread = request(
+        task,
+        {"role": "user", "content": shown + numbered},
+        *exchange("c1", SHELL_TOOL, cat, "[tool output masked: run_bash returned 40 tokens]"),
+    )
+    assert call_of(shell(reread)) == (SHELL_TOOL, {"command": write})
+    masked = request(task, *exchange("c1", SHELL_TOOL, cat, f"{status_line(1, 'open')} [cut]"))
+    assert call_of(shell(masked)) == (SHELL_TOOL, cat)
+    ledger = {"role": "user", "content": "- logs/part_001.txt: written by a command (+3 −0 lines)"}
+    assert call_of(shell(request(task, ledger))) == (
+        SHELL_TOOL,
+        {"command": "cat logs/part_002.txt"},
+    )
+    asked = (
+        "A handoff summary of this conversation was written, but it says nothing of part_001.txt"
+    )
+    assert "part_001.txt" not in scan(request(task, {"role": "user", "content": asked})).edited
+    recorder = _observed(write, write)
+    assert recorder.edits == [("part_001.txt", "done"), ("part_001.txt", "done")]
+    assert recorder.reedited_files() == 1

@@ -1,0 +1,137 @@
+"""Which file a shell command wrote through a here-document: ``cat > src/app.py <<'EOF'``
+(written whole), ``cat >> notes.md <<'EOF'`` (appended to), ``tee F <<'EOF'``.
+
+Models trained on a shell write files that way as often as with write_file. Counted only
+as commands, those writes were missing from the progress ledger's files changed (its
+line named the command's first line), so a compaction neither listed the file as
+changed nor showed it again, and a model that rewrites a file to change it saw no sign
+of the change once the call left its view.
+
+Only a command whose meaning is certain counts: one here-document fed to ``cat`` (one
+redirection of its output to a file) or ``tee`` (its files, ``-a`` to append; its own
+output to ``/dev/null`` or a file), on the command's first line, followed by the
+document's lines and its delimiter alone on a line, then nothing but blank lines. No
+list, pipe, other redirection, subshell or word the shell would expand on that first
+line. The lines written are the document's, unless its delimiter is unquoted and the
+text holds what the shell would expand there (``$``, a backtick, a backslash): then
+only their number is known.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+__all__ = ["ShellWrite", "heredoc_writes"]
+
+# ``<<EOF``, ``<< 'EOF'``, ``<<"EOF"``, ``<<-EOF`` (leading tabs stripped), ``<<\EOF``.
+_HEREDOC_RE = re.compile(
+    r"<<(?P<tabs>-?)[ \t]*(?:'(?P<single>[^'\n]+)'|\"(?P<double>[^\"\n]+)\""
+    r"|(?P<escaped>\\?)(?P<bare>[A-Za-z_][\w.-]*))"
+)
+# What the shell would expand or treat as more than one command on the first line (a
+# ``2>`` redirection too: its file is no output of the program's; ``>|`` is ``>``).
+_UNCERTAIN_RE = re.compile(r"[$`*?\[\]{}~;&()<\\!#]|(?<!>)\||\d>")
+# Characters an unquoted here-document expands.
+_EXPANDED_IN_BODY = ("$", "`", "\\")
+# Output redirections of a program: truncate (``>``, ``>|``) or append (``>>``).
+_REDIRECTIONS = {">": False, ">|": False, ">>": True}
+_DEV_NULL = "/dev/null"
+
+
+@dataclass(frozen=True)
+class ShellWrite:
+    """One file a here-document command wrote.
+
+    Attributes:
+        path: The file, as the command names it.
+        text: The lines written (each ending in a newline); None when the shell would
+            expand what they hold.
+        lines: How many lines were written.
+        append: Appended to the file (``>>``, ``tee -a``) rather than written whole.
+    """
+
+    path: str
+    text: str | None
+    lines: int
+    append: bool
+
+
+def heredoc_writes(command: str) -> tuple[ShellWrite, ...]:
+    """The files a here-document command writes (see the module docstring); empty for any
+    other command. That it exited 0 says they were written.
+
+    Args:
+        command: A run_bash command.
+
+    Returns:
+        One :class:`ShellWrite` per file, in the order the command names them.
+    """
+    head, newline, rest = command.lstrip("\n").partition("\n")
+    if not newline:
+        return ()
+    operators = list(_HEREDOC_RE.finditer(head))
+    if len(operators) != 1:
+        return ()
+    found = operators[0]
+    delimiter = found["single"] or found["double"] or found["bare"]
+    targets = _targets(head[: found.start()] + " " + head[found.end() :])
+    if not targets:
+        return ()
+    body: list[str] = []
+    lines = rest.split("\n")
+    for at, line in enumerate(lines):
+        if (line.lstrip("\t") if found["tabs"] else line) == delimiter:
+            if any(after.strip() for after in lines[at + 1 :]):
+                return ()  # more commands after the document: its status is theirs
+            break
+        body.append(line.lstrip("\t") if found["tabs"] else line)
+    else:
+        return ()  # no delimiter: bash writes to the end, with a warning; not certain
+    text: str | None = "".join(f"{line}\n" for line in body)
+    quoted = found["bare"] is None or bool(found["escaped"])
+    if not quoted and any(c in (text or "") for c in _EXPANDED_IN_BODY):
+        text = None
+    return tuple(ShellWrite(path, text, len(body), append) for path, append in targets)
+
+
+def _targets(line: str) -> list[tuple[str, bool]]:
+    """``(path, append)`` of each file the first line of a here-document command writes
+    (without its ``<<`` operator); empty when it is not ``cat`` or ``tee`` writing files
+    certainly."""
+    if _UNCERTAIN_RE.search(line):
+        return []
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=">|")
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:
+        return []
+    if not words or words[0].rsplit("/", 1)[-1] not in ("cat", "tee"):
+        return []
+    tee = words[0].rsplit("/", 1)[-1] == "tee"
+    out: list[tuple[str, bool]] = []
+    operands: list[str] = []
+    append = False
+    rest = iter(words[1:])
+    for word in rest:
+        if word in _REDIRECTIONS:
+            path = next(rest, "")
+            if not path or path in _REDIRECTIONS:
+                return []
+            if path != _DEV_NULL:
+                out.append((path, _REDIRECTIONS[word]))
+        elif tee and word in ("-a", "--append"):
+            append = True
+        elif word == "-" and not tee:
+            continue  # cat's standard input: the document
+        elif word.startswith("-") or not word or not tee:
+            return []  # an option not known here, or a file cat would print instead
+        else:
+            operands.append(word)
+    targets = [(path, append) for path in operands] + out
+    paths = [path for path, _ in targets]
+    if len(set(paths)) != len(paths) or (not tee and len(out) != 1):
+        return []
+    return targets

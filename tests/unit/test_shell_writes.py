@@ -1,0 +1,111 @@
+"""Which file a here-document command wrote (context/shell_writes.py)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from agentgraph.context.shell_writes import ShellWrite, heredoc_writes
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (
+            "cat > src/app.py <<'EOF'\nprint(1)\nx = 2\nEOF",
+            (ShellWrite("src/app.py", "print(1)\nx = 2\n", 2, False),),
+        ),
+        ("cat <<'EOF' > a.txt\nhello\nEOF\n\n", (ShellWrite("a.txt", "hello\n", 1, False),)),
+        ('cat >>notes.md << "END"\n$x\nEND', (ShellWrite("notes.md", "$x\n", 1, True),)),
+        ("cat >| a.txt <<\\EOF\n`x`\nEOF", (ShellWrite("a.txt", "`x`\n", 1, False),)),
+        # Unquoted: the shell expands the text; only how many lines is known.
+        ("cat >> log.md <<EOF\nat $HOME\nEOF", (ShellWrite("log.md", None, 1, True),)),
+        ("cat > a.txt <<EOF\nplain\nEOF", (ShellWrite("a.txt", "plain\n", 1, False),)),
+        ("cat <<-EOF > t.txt\n\tindented\n\tEOF", (ShellWrite("t.txt", "indented\n", 1, False),)),
+        ("cat - > a.txt <<'EOF'\n\nEOF", (ShellWrite("a.txt", "\n", 1, False),)),
+        (
+            "tee a.txt b.txt > /dev/null <<'EOF'\nx\nEOF",
+            (ShellWrite("a.txt", "x\n", 1, False), ShellWrite("b.txt", "x\n", 1, False)),
+        ),
+        (
+            "tee -a log.txt > copy.txt <<'EOF'\nx\nEOF",
+            (ShellWrite("log.txt", "x\n", 1, True), ShellWrite("copy.txt", "x\n", 1, False)),
+        ),
+        ("cat > 'my file.txt' <<'EOF'\nx\nEOF", (ShellWrite("my file.txt", "x\n", 1, False),)),
+    ],
+)
+def test_a_here_document_writes_its_files(command: str, expected: tuple[ShellWrite, ...]) -> None:
+    assert heredoc_writes(command) == expected
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo hi > a.txt",  # no here-document
+        "cat > a.txt <<'EOF'\nx\nEOF\npython a.txt",  # its status is the next command's
+        "cat > a.txt <<'EOF'\nx\nEOF \n",  # a delimiter with a space after it ends nothing
+        "cat > a.txt <<'EOF'\nx\n",  # no delimiter
+        "cat a.txt > b.txt <<'EOF'\nx\nEOF",  # cat prints a.txt, not the document
+        "cat > $F <<'EOF'\nx\nEOF",
+        "cat > ~/a.txt <<'EOF'\nx\nEOF",
+        "cat > a.txt 2>err.txt <<'EOF'\nx\nEOF",
+        "cat > a.txt > b.txt <<'EOF'\nx\nEOF",  # a.txt emptied, b.txt written
+        "cat <<'EOF'\nx\nEOF",  # printed, not written
+        "cat > a.txt <<'EOF' && make\nx\nEOF",
+        "cat > a.txt <<'A' <<'B'\nx\nA\ny\nB",
+        "tee < in.txt a.txt <<'EOF'\nx\nEOF",
+        "tee -p a.txt <<'EOF'\nx\nEOF",  # an option not known here
+        "tee a.txt a.txt <<'EOF'\nx\nEOF",
+        "sudo tee a.txt <<'EOF'\nx\nEOF",
+        "cat > 'unclosed <<'EOF'\nx\nEOF",
+        "python - <<'EOF'\nopen('a.txt', 'w')\nEOF",
+    ],
+)
+def test_anything_else_writes_nothing_certain(command: str) -> None:
+    assert heredoc_writes(command) == ()
+
+
+_WORDS = st.sampled_from(
+    [
+        "cat",
+        "tee",
+        "-a",
+        ">",
+        ">>",
+        ">|",
+        "<<",
+        "<<-",
+        "'EOF'",
+        "EOF",
+        "a.txt",
+        "b.py",
+        "-",
+        "/dev/null",
+        "2>",
+        "$x",
+        "&&",
+        ";",
+        "|",
+        "'",
+        '"',
+        "\\",
+        "\n",
+        "\t",
+        "x",
+    ]
+)
+
+
+@given(st.one_of(st.lists(_WORDS, max_size=10).map(" ".join), st.text(max_size=80)))
+@example("cat > a.txt <<'EOF'\nx\nEOF")
+@example("tee 'a' b <<E\nE")
+def test_no_command_text_breaks_the_parser_and_each_file_is_written_in_it(command: str) -> None:
+    """Whatever a model sends, the parser answers (never raises), every file it names is
+    written on the command's first line as it stands but for its quotes, and the lines
+    written are lines of the command."""
+    first = command.lstrip("\n").partition("\n")[0].replace("'", "").replace('"', "")
+    for write in heredoc_writes(command):
+        assert write.path and write.path in first
+        assert write.text is None or write.text.count("\n") == write.lines
+        assert write.text is None or write.text.rstrip("\n") in command
