@@ -35,6 +35,7 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool
 
 from agentgraph.capabilities.tools.base import ToolError
+from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import edit_report_line, excerpt_of_read, page_of_read
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import LinkCensus, resolve_in_workspace
@@ -58,6 +59,7 @@ from agentgraph.context.ledger import (
 )
 from agentgraph.context.masking_text import (
     MASKED_KEY,
+    SUMMARIZED_COPY_KEY,
     mask_output,
     mask_outputs_before,
     maskable,
@@ -271,12 +273,6 @@ KEEP_LESS_TOOL_OUTPUT_MAX_TOKENS = 500
 # 30 files of 20 KB answerable at a 16k window; with them, four.
 LEFT_OUT_BUDGET_FRACTION = 0.20
 LEFT_OUT_READING_MIN_TOKENS = 500
-# Marks the copies a compaction keeps in view of messages its summarizer had whole (the
-# readings a summary left out, the results the model had not seen): a later compaction
-# does not summarize them again (the summary carried beside them holds them; summarized
-# again, each batch of eight parallel reads at an 8k window went to two compactions'
-# summarizers, 25 summarizer calls for 13 compactions).
-SUMMARIZED_COPY_KEY = "agentgraph_summarized_copy"
 # Also marks the copies of results the model had not seen when they were summarized: the
 # masking unit shows each whole once, until the model has answered it, and then as its
 # placeholder (the summary beside it holds it; kept whole through the cycle, one read a
@@ -477,12 +473,15 @@ class ChangedFile:
         last_edit: The new text of its last change when that was an edit ("" for an
             edit that only deleted); None when it was written whole.
         edit_line: The line edit_file's report put that new text at, if it said.
+        appended: The last change appended ``last_edit`` to the file (it is its last
+            place there, not its first).
     """
 
     path: str
     last_index: int
     last_edit: str | None
     edit_line: int | None = None
+    appended: bool = False
 
 
 def marker(kind: str, **extra: Any) -> dict[str, Any]:
@@ -617,13 +616,22 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
     last: dict[str, int] = {}
     edits: dict[str, str | None] = {}
     edit_calls: dict[str, str] = {}  # path -> the id of its last change, if an edit
+    appended: set[str] = set()  # paths whose last change appended lines
+    # A command changed files only if it ran and exited 0 (a refused or failed one did not).
+    exited_0 = {
+        m.tool_call_id
+        for m in messages
+        if isinstance(m, ToolMessage)
+        and (status := bash_status(m.text)) is not None
+        and status.exit_code == 0
+    }
     for i, msg in enumerate(messages):
         if isinstance(msg, AIMessage):
             for call in msg.tool_calls:
                 spec = tool_spec(call["name"])
                 args = call.get("args") or {}
                 command = args.get("command") if spec.ledger == "command" else None
-                if isinstance(command, str):
+                if isinstance(command, str) and call.get("id") in exited_0:
                     # ``sed -i 's/a/b/' F``: F was edited, around the text it wrote when
                     # the replacement is literal (as an edit_file call's new text); else
                     # it is re-read as a file written whole is.
@@ -632,12 +640,17 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
                     for edited in in_place:
                         edits[edited] = written
                         edit_calls.pop(edited, None)
+                        appended.discard(edited)
                         last[edited] = i
                     # ``cat > F <<'EOF'`` wrote F whole: re-read as write_file's file
                     # is; ``>>`` appended its lines: re-read around them.
                     for write in heredoc_writes(command):
                         edits[write.path] = write.text if write.append else None
                         edit_calls.pop(write.path, None)
+                        if write.append:
+                            appended.add(write.path)
+                        else:
+                            appended.discard(write.path)
                         last[write.path] = i
                 if spec.files_role is None or spec.path_arg is None:
                     continue
@@ -651,6 +664,7 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
                 elif spec.files_role == "writes":
                     edits[path] = None
                     edit_calls.pop(path, None)
+                appended.discard(path)
                 last[path] = i
     wanted = set(edit_calls.values())
     lines = {
@@ -659,7 +673,7 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
         if isinstance(m, ToolMessage) and m.tool_call_id in wanted
     }
     files = [
-        ChangedFile(path, last[path], new, lines.get(edit_calls.get(path, "")))
+        ChangedFile(path, last[path], new, lines.get(edit_calls.get(path, "")), path in appended)
         for path, new in edits.items()
     ]
     return sorted(files, key=lambda f: -f.last_index)
@@ -724,7 +738,7 @@ def _read_around_edit(
         if 0 <= found <= line_start + len(lines[edit.edit_line - 1]):
             at = found
     if at < 0:
-        at = text.find(new)
+        at = text.rfind(new) if edit.appended else text.find(new)
     if at < 0:
         return None  # changed since: the ledger says it was edited, read_file shows how
     start = text.count("\n", 0, at)

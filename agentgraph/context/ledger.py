@@ -286,11 +286,11 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
             return ("command_edits", edited)
         # ``cat > F <<'EOF'`` that exited 0 wrote F (``>>``: appended to it), as a
         # write_file call does: the ledger's files changed list it.
-        written = tuple(
-            (path, w.lines, w.append)
-            for w in heredoc_writes(command)
-            if (path := _norm_path(w.path)) is not None
-        )
+        by_path: dict[str, tuple[str, int, bool]] = {}
+        for w in heredoc_writes(command):
+            if (path := _norm_path(w.path)) is not None:
+                by_path.setdefault(path, (path, w.lines, w.append))  # ``tee ./a a``: one
+        written = tuple(by_path.values())
         if written and status is not None and status.exit_code == 0:
             return ("command_writes", written)
         # ``cat A B``: each file printed whole (its lines are not told apart).

@@ -23,6 +23,7 @@ __all__ = [
     "MASK_ARGS_MAX_CHARS",
     "MASK_EXEMPT_TOOLS",
     "MASK_MIN_OUTPUT_TOKENS",
+    "SUMMARIZED_COPY_KEY",
     "mask_output",
     "mask_outputs_before",
     "maskable",
@@ -40,6 +41,12 @@ MASK_EXEMPT_TOOLS = tools_where(lambda spec: spec.mask_exempt)
 MASK_ARGS_MAX_CHARS = 120
 # ``additional_kwargs`` key marking a masked copy.
 MASKED_KEY = "agentgraph_masked"
+# Marks the copies a compaction keeps in view of messages its summarizer had whole (the
+# readings a summary left out, the results the model had not seen): a later compaction
+# does not summarize them again (the summary carried beside them holds them; summarized
+# again, each batch of eight parallel reads at an 8k window went to two compactions'
+# summarizers, 25 summarizer calls for 13 compactions).
+SUMMARIZED_COPY_KEY = "agentgraph_summarized_copy"
 # Key of a model request's state (that request only, never stored) with the tokens of the
 # outputs masked in its view since the last summary, in the provider's tokens.
 MASKED_TOKENS_KEY = "agentgraph_masked_tokens"

@@ -9,7 +9,8 @@ of the change once the call left its view.
 
 Only a command whose meaning is certain counts: one here-document fed to ``cat`` (one
 redirection of its output to a file) or ``tee`` (its files, ``-a`` to append; its own
-output to ``/dev/null`` or a file), on the command's first line, followed by the
+output to ``/dev/null`` or a file; a device is no file of the work), on the command's
+first line, followed by the
 document's lines and its delimiter alone on a line, then nothing but blank lines. No
 list, pipe, other redirection, subshell or word the shell would expand on that first
 line. The lines written are the document's, unless its delimiter is unquoted and the
@@ -25,10 +26,11 @@ from dataclasses import dataclass
 
 __all__ = ["ShellWrite", "heredoc_writes"]
 
-# ``<<EOF``, ``<< 'EOF'``, ``<<"EOF"``, ``<<-EOF`` (leading tabs stripped), ``<<\EOF``.
+# ``<<EOF``, ``<< 'EOF'``, ``<<"EOF"``, ``<<-EOF`` (leading tabs stripped), ``<<\EOF``; the
+# delimiter word ends there (``<<EOF'x'`` is the delimiter ``EOFx``: not certain).
 _HEREDOC_RE = re.compile(
     r"<<(?P<tabs>-?)[ \t]*(?:'(?P<single>[^'\n]+)'|\"(?P<double>[^\"\n]+)\""
-    r"|(?P<escaped>\\?)(?P<bare>[A-Za-z_][\w.-]*))"
+    r"|(?P<escaped>\\?)(?P<bare>[A-Za-z_][\w.-]*))(?=[ \t<>|]|$)"
 )
 # What the shell would expand or treat as more than one command on the first line (a
 # ``2>`` redirection too: its file is no output of the program's; ``>|`` is ``>``).
@@ -37,7 +39,8 @@ _UNCERTAIN_RE = re.compile(r"[$`*?\[\]{}~;&()<\\!#]|(?<!>)\||\d>")
 _EXPANDED_IN_BODY = ("$", "`", "\\")
 # Output redirections of a program: truncate (``>``, ``>|``) or append (``>>``).
 _REDIRECTIONS = {">": False, ">|": False, ">>": True}
-_DEV_NULL = "/dev/null"
+# Device files (``/dev/null``, ``/dev/stdout``…) are written to, not files of the work.
+_DEVICES = "/dev/"
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ def heredoc_writes(command: str) -> tuple[ShellWrite, ...]:
     if len(operators) != 1:
         return ()
     found = operators[0]
+    if _quoted_at(head, found.start()):
+        return ()  # the ``<<`` is text inside a quoted word
     delimiter = found["single"] or found["double"] or found["bare"]
     targets = _targets(head[: found.start()] + " " + head[found.end() :])
     if not targets:
@@ -96,6 +101,16 @@ def heredoc_writes(command: str) -> tuple[ShellWrite, ...]:
     return tuple(ShellWrite(path, text, len(body), append) for path, append in targets)
 
 
+def _quoted_at(line: str, at: int) -> bool:
+    """Whether position ``at`` of ``line`` is inside a quoted word (the quotes before it
+    do not close)."""
+    try:
+        shlex.split(line[:at])
+    except ValueError:
+        return True
+    return False
+
+
 def _targets(line: str) -> list[tuple[str, bool]]:
     """``(path, append)`` of each file the first line of a here-document command writes
     (without its ``<<`` operator); empty when it is not ``cat`` or ``tee`` writing files
@@ -115,13 +130,14 @@ def _targets(line: str) -> list[tuple[str, bool]]:
     operands: list[str] = []
     append = False
     rest = iter(words[1:])
+    redirections = 0
     for word in rest:
         if word in _REDIRECTIONS:
             path = next(rest, "")
+            redirections += 1
             if not path or path in _REDIRECTIONS:
                 return []
-            if path != _DEV_NULL:
-                out.append((path, _REDIRECTIONS[word]))
+            out.append((path, _REDIRECTIONS[word]))
         elif tee and word in ("-a", "--append"):
             append = True
         elif word == "-" and not tee:
@@ -130,8 +146,11 @@ def _targets(line: str) -> list[tuple[str, bool]]:
             return []  # an option not known here, or a file cat would print instead
         else:
             operands.append(word)
+    # Two redirections of one output: the first file is only emptied, not written.
+    if redirections != 1 and not (tee and redirections == 0):
+        return []
     targets = [(path, append) for path in operands] + out
     paths = [path for path, _ in targets]
-    if len(set(paths)) != len(paths) or (not tee and len(out) != 1):
+    if len(set(paths)) != len(paths):
         return []
-    return targets
+    return [(path, append) for path, append in targets if not path.startswith(_DEVICES)]

@@ -16,6 +16,7 @@ from agentgraph.context.artifacts import (
     output_artifact_path,
     with_originals,
 )
+from agentgraph.context.masking_text import MASKED_KEY, SUMMARIZED_COPY_KEY
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.truncation import truncate_tool_output
 from agentgraph.runtime.history.kinds import with_marker
@@ -118,5 +119,12 @@ def test_the_transcript_index_and_read_history_take_the_copy_in_place_of_the_cut
     assert "CODE part_100" in read_message([ask, call, cut], "msg:2", str(tmp_path))
     assert "CODE part_100" not in history_docs([ask, call, cut])[2].body
     assert "CODE part_100" not in read_message([ask, call, cut], "msg:2")
+    # A compaction's copy of the cut (masked, or kept for its summarizer) is indexed as
+    # its own text: what the cut took is found once, at the original.
+    for key in (MASKED_KEY, SUMMARIZED_COPY_KEY):
+        copy = cut.model_copy(
+            update={"id": "t2~k", "additional_kwargs": {**cut.additional_kwargs, key: True}}
+        )
+        assert history_docs([copy], folder=str(tmp_path))[0].body == cut.text
     output_artifact_path(tmp_path, "call_1").write_text("another output", encoding="utf-8")
     assert history_docs([cut], folder=str(tmp_path))[0].body == cut.text

@@ -236,6 +236,29 @@ def test_the_files_re_read_after_a_compaction_are_the_last_edits_of_the_three_ch
         )
 
 
+def test_lines_appended_through_a_here_document_are_shown_where_they_were_appended(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """``cat >> notes.md <<'EOF'`` put its line at the file's end: the lines shown again
+    after a compaction are those, not an earlier line with the same text."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    _write_files(workspace, 12)
+    lines = ["- done", *(f"note {n}" for n in range(20)), "- done"]
+    (workspace / "notes.md").write_text("\n".join(lines) + "\n")
+    history = _history(12)
+    command = "cat >> notes.md <<'EOF'\n- done\nEOF"
+    call = {"name": "run_bash", "args": {"command": command}, "id": "c11"}
+    history[-2:] = [
+        AIMessage(content="", id="a11", tool_calls=[call]),
+        ToolMessage("[exit code 0]", tool_call_id="c11", name="run_bash", id="t11"),
+    ]
+    reinjected = _reinjected(settings, workspace, history)
+    assert reinjected["notes.md"].startswith(
+        "[Lines around the last edit of notes.md, re-read from disk after compaction — "
+        "lines 19-22 of 22"
+    )
+
+
 @pytest.mark.parametrize("older", ["edited since", "only deleted", "written whole"])
 def test_the_lines_around_an_edit_are_its_new_text_and_three_lines_either_side(
     make_settings: Callable[..., Settings], workspace: Path, older: str
@@ -438,7 +461,15 @@ def test_a_file_sed_edited_in_place_is_a_changed_file() -> None:
         bash("2", "sed -i 's/y/z = 2/' a.py b.py"),
         bash("3", "sed -n '1,5p' c.py"),
         bash("4", "sed -i 's/q/&&/g' d.py"),  # not a literal replacement
+        bash("5", "sed -i 's/a/b/' e.py"),  # failed: no change
+        bash("6", "sed -i 's/a/b/' f.py"),  # refused: no change
     ]
+    results = {"2": 0, "3": 0, "4": 0, "5": 2}
+    msgs += [
+        ToolMessage(f"[exit code {code}]", tool_call_id=cid, name="run_bash")
+        for cid, code in results.items()
+    ]
+    msgs.append(ToolMessage("refused", tool_call_id="6", name="run_bash", status="error"))
     assert [(f.path, f.last_index, f.last_edit) for f in changed_files(msgs)] == [
         ("d.py", 3, None),
         ("a.py", 1, "z = 2"),
@@ -461,11 +492,17 @@ def test_a_file_written_through_a_here_document_is_a_changed_file() -> None:
         bash("2", "cat >> notes.md <<'EOF'\n- done\nEOF"),
         bash("3", "cat >> log.md <<EOF\nat $HOME\nEOF"),
         bash("4", "cat > b.py <<'EOF'\nx\nEOF\npython b.py"),  # not certain
+        bash("5", "cat > gone/c.py <<'EOF'\nx\nEOF"),  # failed: no change
     ]
-    assert [(f.path, f.last_index, f.last_edit) for f in changed_files(msgs)] == [
-        ("log.md", 2, None),
-        ("notes.md", 1, "- done\n"),
-        ("a.py", 0, None),
+    msgs += [
+        ToolMessage(f"[exit code {1 if cid == '5' else 0}]", tool_call_id=cid, name="run_bash")
+        for cid in "12345"
+    ]
+    files = changed_files(msgs)
+    assert [(f.path, f.last_index, f.last_edit, f.appended) for f in files] == [
+        ("log.md", 2, None, True),
+        ("notes.md", 1, "- done\n", True),
+        ("a.py", 0, None, False),
     ]
 
 

@@ -597,12 +597,14 @@ def test_files_written_through_a_here_document_are_files_changed() -> None:
     history += _bash(5, "cat > /ws/b.py <<'EOF'\nx = 2\nEOF", "[exit code 0]")
     history += _bash(6, "cat > gone/c.py <<'EOF'\nx\nEOF", "No such file\n[exit code 1]")
     history += _bash(7, "cat > d.py <<'EOF'\nx\nEOF\npython d.py", "[exit code 0]")
+    history += _bash(8, "tee ./e.md e.md <<'EOF'\nx\nEOF", "x\n[exit code 0]")
     ledger = collect_ledger(history, workspace="/ws")
     text = render_ledger(ledger)
     assert "- src/app.py: written by a command (+2 −0 lines)" in text
     assert "- notes.md: appended to ×2 by a command (+2 −0 lines)" in text
     assert "- b.py: created (+2 −0 lines)" in text
-    assert set(ledger.changes) == {"src/app.py", "notes.md", "b.py"}
+    assert "- e.md: written by a command (+1 −0 lines)" in text
+    assert set(ledger.changes) == {"src/app.py", "notes.md", "b.py", "e.md"}
     assert "$ cat > gone/c.py <<'EOF'… → exit 1" in text
     assert "$ cat > d.py <<'EOF'… → exit 0" in text
     assert "cat > src/app.py" not in text

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from langchain_core.messages import ToolCall
 
 from agentgraph.capabilities.tools.files import (
     excerpt_of_read,
@@ -24,6 +25,7 @@ from agentgraph.context.compaction import (
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.context.windows import Budget
+from agentgraph.runtime.nodes.tools import files_shown
 
 COUNTER = get_counter("gpt-4o-mini")
 # A model without an offline tokenizer: its counts are estimates.
@@ -238,3 +240,19 @@ def test_an_excerpt_is_only_made_of_a_numbered_read() -> None:
     other.name = "grep"
     assert excerpt_of_read(other, 100, COUNTER) is None
     assert excerpt_of_read(_Read("plain text\nmore"), 100, COUNTER) is None
+
+
+def test_a_page_each_is_for_the_files_cat_prints_whole() -> None:
+    """``cat``/``nl -ba`` of several files prints each whole: a page each. Any other
+    command that shows files (matches of a grep over several) one page, as before; a
+    command that shows no file, or another tool, none."""
+
+    def bash(command: str) -> ToolCall:
+        return {"name": "run_bash", "args": {"command": command}, "id": "c1", "type": "tool_call"}
+
+    assert files_shown(bash("cat a.py b.py c.py")) == 3
+    assert files_shown(bash("nl -ba a.py b.py")) == 2
+    assert files_shown(bash("cat a.py")) == 1
+    assert files_shown(bash("grep -n def a.py b.py c.py")) == 1
+    assert files_shown(bash("pytest tests/test_a.py")) == 0
+    assert files_shown({"name": "read_file", "args": {"path": "a.py"}, "id": "c2"}) == 0

@@ -60,6 +60,11 @@ def test_a_here_document_writes_its_files(command: str, expected: tuple[ShellWri
         "sudo tee a.txt <<'EOF'\nx\nEOF",
         "cat > 'unclosed <<'EOF'\nx\nEOF",
         "python - <<'EOF'\nopen('a.txt', 'w')\nEOF",
+        'cat > "a<<EOF" \nx\nEOF',  # the operator is text in a quoted word
+        "tee f.txt <<EOF'x'\nx\nEOF",  # the delimiter is EOFx
+        "tee a.txt > b.txt >> c.txt <<'EOF'\nx\nEOF",  # b.txt only emptied
+        "cat > /dev/null <<'EOF'\nx\nEOF",
+        "tee /dev/stderr <<'EOF'\nx\nEOF",  # a device, not a file of the work
     ],
 )
 def test_anything_else_writes_nothing_certain(command: str) -> None:

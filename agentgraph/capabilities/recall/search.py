@@ -31,7 +31,7 @@ import threading
 import unicodedata
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
@@ -39,6 +39,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolM
 
 from agentgraph.capabilities.recall.index_sync import IndexMirror, SyncPlan
 from agentgraph.context.artifacts import cut_original
+from agentgraph.context.masking_text import MASKED_KEY, SUMMARIZED_COPY_KEY
 from agentgraph.lazy_re import LazyPattern
 from agentgraph.persistence.migrations import (
     SQLITE_SEARCH_FTS,
@@ -108,12 +109,30 @@ class SearchError(ValueError):
 
 @dataclass(frozen=True)
 class HistoryDoc:
-    """One searchable message of a transcript."""
+    """One searchable message of a transcript.
+
+    Attributes:
+        msg_id: The message's id (its position's when it has none).
+        position: Where it is in the transcript.
+        role: Its label (:func:`message_role`).
+        text: Its text as indexed (:func:`message_body`, cut to
+            :data:`INDEXED_BODY_MAX_CHARS`).
+        whole: Reads the saved whole copy of a cut output in its place, None if none:
+            only a document the index adds reads it (a search compares every message's
+            id and position with the stored rows, and most are there already).
+    """
 
     msg_id: str
     position: int
     role: str
-    body: str
+    text: str
+    whole: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def body(self) -> str:
+        """The text indexed: the saved whole copy when :attr:`whole` reads one."""
+        original = self.whole() if self.whole is not None else None
+        return self.text if original is None else _indexed_text(original)
 
 
 @dataclass(frozen=True)
@@ -214,6 +233,20 @@ def whole_body(msg: BaseMessage, folder: str | None) -> str:
     return message_body(msg)
 
 
+def _indexed_text(text: str) -> str:
+    """``text`` as a row holds it: cut to :data:`INDEXED_BODY_MAX_CHARS`, no NUL."""
+    return text[:INDEXED_BODY_MAX_CHARS].replace("\0", " ")
+
+
+def _copies_original(msg: BaseMessage) -> bool:
+    """Whether ``msg`` is a copy a compaction keeps in view of a message before its
+    boundary (masked, or one its summarizer had): indexed as the copy's own text, so a
+    search finds what a cut took once, at the original."""
+    return bool(
+        msg.additional_kwargs.get(MASKED_KEY) or msg.additional_kwargs.get(SUMMARIZED_COPY_KEY)
+    )
+
+
 def history_docs(
     messages: Sequence[BaseMessage], start: int = 0, folder: str | None = None
 ) -> list[HistoryDoc]:
@@ -223,21 +256,26 @@ def history_docs(
         messages: The transcript, or its part from position ``start`` on.
         start: Position of ``messages[0]`` in the whole transcript.
         folder: The session's artifacts folder: a cut output is its saved whole copy
-            (:func:`whole_body`).
+            (:func:`whole_body`; not a compaction's copy of it, see
+            :func:`_copies_original`).
     """
     docs: list[HistoryDoc] = []
     for position, msg in enumerate(messages, start):
         if not searchable(msg):
             continue
-        body = whole_body(msg, folder)
+        body = message_body(msg)
         if not body.strip():
             continue
+        whole = None
+        if folder and isinstance(msg, ToolMessage) and not _copies_original(msg):
+            whole = partial(cut_original, msg, folder)
         docs.append(
             HistoryDoc(
                 msg_id=msg.id or f"pos-{position}",
                 position=position,
                 role=message_role(msg),
-                body=body[:INDEXED_BODY_MAX_CHARS].replace("\0", " "),
+                text=_indexed_text(body),
+                whole=whole,
             )
         )
     return docs
@@ -791,7 +829,7 @@ def search_transcript(
         hits = scan(history_docs(messages, folder=folder), terms, limit)
         return SearchResult(query, [_with_results(h, messages) for h in hits])
     before = index.rebuilt
-    hits = index.search(thread_id, messages, terms, limit, folder)
+    hits = index.search(thread_id, messages, terms, limit, folder=folder)
     return SearchResult(
         query, [_with_results(h, messages) for h in hits], rebuilt=index.rebuilt != before
     )

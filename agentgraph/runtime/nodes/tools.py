@@ -28,7 +28,7 @@ from agentgraph.context.compaction import (
     shown_files_max_tokens,
     since_last_boundary,
 )
-from agentgraph.context.shell_reads import named_files, reads_files, whole_file_reads
+from agentgraph.context.shell_reads import reads_files, whole_file_reads
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.middleware.events import emit
 from agentgraph.private_api import InlineToolNode
@@ -73,7 +73,7 @@ def read_page_cap_tokens(
     ``TOOL_OUTPUT_MAX_TOKENS`` when set (the user's cap bounds every output), else
     :func:`read_page_max_tokens`, with the provider/estimate ratio the last compaction of
     ``messages`` recorded (the room it bounds the page by is the provider's). A command
-    that shows several ``files`` gets a page for each, within a share of the budget
+    that prints several ``files`` whole gets a page for each, within a share of the budget
     (:func:`shown_files_max_tokens`)."""
     if deps.settings.tool_output_max_tokens is not None:
         return cap
@@ -84,10 +84,11 @@ def read_page_cap_tokens(
     return page if files <= 1 else shown_files_max_tokens(deps.budget, page, files, scale)
 
 
-def _files_shown(call: ToolCall) -> int:
-    """How many files ``call`` shows when it is a shell command that shows files
-    (:func:`~agentgraph.context.shell_reads.reads_files`: ``cat A B`` two, ``grep -v '^#'
-    F`` one); 0 for any other call."""
+def files_shown(call: ToolCall) -> int:
+    """How many read pages ``call`` may fill when it is a shell command that shows files
+    (:func:`~agentgraph.context.shell_reads.reads_files`): one per file ``cat A B``
+    prints whole, one for any other (``grep -v '^#' A B`` prints what matched, a page at
+    most as before); 0 for any other call."""
     command = call["args"].get("command") if isinstance(call.get("args"), Mapping) else None
     if not (
         tool_spec(call["name"]).ledger == "command"
@@ -95,7 +96,7 @@ def _files_shown(call: ToolCall) -> int:
         and reads_files(command)
     ):
         return 0
-    return max(len(whole_file_reads(command)), len(named_files(command)), 1)
+    return max(len(whole_file_reads(command)), 1)
 
 
 def _map_results(output: Any, change: Callable[[ToolMessage], ToolMessage]) -> Any:
@@ -350,7 +351,7 @@ def make_tools_node(
         is_read = call["name"] == READ_FILE_TOOL_NAME and result.status != "error"
         history = state.get("messages") if isinstance(state, dict) else None
         page_cap = cap
-        shown = _files_shown(call)
+        shown = files_shown(call)
         if is_read or shown:
             # A page of files the model asked to see, as read_file's: cut to the tenth of
             # other outputs, ``cat`` of four 3 KB files kept two of them at a 16k window.
