@@ -619,7 +619,7 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
     appended: set[str] = set()  # paths whose last change appended lines
     # A command changed files only if it ran and exited 0 (a refused or failed one did not).
     exited_0 = {
-        m.tool_call_id
+        m.tool_call_id: m.text
         for m in messages
         if isinstance(m, ToolMessage)
         and (status := bash_status(m.text)) is not None
@@ -644,7 +644,7 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
                         last[edited] = i
                     # ``cat > F <<'EOF'`` wrote F whole: re-read as write_file's file
                     # is; ``>>`` appended its lines: re-read around them.
-                    for write in heredoc_writes(command):
+                    for write in heredoc_writes(command, exited_0[str(call.get("id"))]):
                         edits[write.path] = write.text if write.append else None
                         edit_calls.pop(write.path, None)
                         if write.append:

@@ -287,7 +287,7 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         # ``cat > F <<'EOF'`` that exited 0 wrote F (``>>``: appended to it), as a
         # write_file call does: the ledger's files changed list it.
         by_path: dict[str, tuple[str, int, bool]] = {}
-        for w in heredoc_writes(command):
+        for w in heredoc_writes(command, result.text):
             if (path := _norm_path(w.path)) is not None:
                 by_path.setdefault(path, (path, w.lines, w.append))  # ``tee ./a a``: one
         written = tuple(by_path.values())

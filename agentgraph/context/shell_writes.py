@@ -10,9 +10,10 @@ of the change once the call left its view.
 Only a command whose meaning is certain counts: one here-document fed to ``cat`` (one
 redirection of its output to a file) or ``tee`` (its files, ``-a`` to append; its own
 output to ``/dev/null`` or a file; a device is no file of the work), on the command's
-first line, followed by the
-document's lines and its delimiter alone on a line, then nothing but blank lines. No
-list, pipe, other redirection, subshell or word the shell would expand on that first
+first line, followed by the document's lines and its delimiter alone on a line, then
+nothing but blank lines — or, when bash's output says it found no delimiter and took
+every line left as the document (small models write `` EOF`` or ``EOF'``), those lines.
+No list, pipe, other redirection, subshell or word the shell would expand on that first
 line. The lines written are the document's, unless its delimiter is unquoted and the
 text holds what the shell would expand there (``$``, a backtick, a backslash): then
 only their number is known.
@@ -39,6 +40,11 @@ _UNCERTAIN_RE = re.compile(r"[$`*?\[\]{}~;&()<\\!#]|(?<!>)\||\d>")
 _EXPANDED_IN_BODY = ("$", "`", "\\")
 # Output redirections of a program: truncate (``>``, ``>|``) or append (``>>``).
 _REDIRECTIONS = {">": False, ">|": False, ">>": True}
+# bash's warning for a document that ran to the end of the command (the delimiter it
+# wanted quoted in a backtick and a quote).
+_UNTERMINATED_RE = re.compile(
+    r"warning: here-document at line 1 delimited by end-of-file \(wanted `([^\n]*)'\)"
+)
 # Device files (``/dev/null``, ``/dev/stdout``…) are written to, not files of the work.
 _DEVICES = "/dev/"
 
@@ -61,12 +67,17 @@ class ShellWrite:
     append: bool
 
 
-def heredoc_writes(command: str) -> tuple[ShellWrite, ...]:
+def heredoc_writes(command: str, output: str | None = None) -> tuple[ShellWrite, ...]:
     """The files a here-document command writes (see the module docstring); empty for any
     other command. That it exited 0 says they were written.
 
+    A document whose delimiter line never comes (a small model wrote `` EOF`` or
+    ``EOF'``) runs to the command's end: bash writes every line left, warns, and exits 0.
+    Only ``output`` holding that warning for this delimiter makes it certain.
+
     Args:
         command: A run_bash command.
+        output: What the command printed, if known.
 
     Returns:
         One :class:`ShellWrite` per file, in the order the command names them.
@@ -93,12 +104,22 @@ def heredoc_writes(command: str) -> tuple[ShellWrite, ...]:
             break
         body.append(line.lstrip("\t") if found["tabs"] else line)
     else:
-        return ()  # no delimiter: bash writes to the end, with a warning; not certain
+        if output is None or _unterminated(output) != delimiter:
+            return ()  # no delimiter, and no sign that bash took the rest as the document
+        if body and body[-1] == "":
+            body.pop()  # the command's final line break ends the last line
     text: str | None = "".join(f"{line}\n" for line in body)
     quoted = found["bare"] is None or bool(found["escaped"])
     if not quoted and any(c in (text or "") for c in _EXPANDED_IN_BODY):
         text = None
     return tuple(ShellWrite(path, text, len(body), append) for path, append in targets)
+
+
+def _unterminated(output: str) -> str | None:
+    """The delimiter bash's warning in ``output`` says a document on the command's first
+    line wanted and never found, else None."""
+    found = _UNTERMINATED_RE.search(output)
+    return found[1] if found else None
 
 
 def _quoted_at(line: str, at: int) -> bool:

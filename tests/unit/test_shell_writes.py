@@ -110,7 +110,39 @@ def test_no_command_text_breaks_the_parser_and_each_file_is_written_in_it(comman
     written on the command's first line as it stands but for its quotes, and the lines
     written are lines of the command."""
     first = command.lstrip("\n").partition("\n")[0].replace("'", "").replace('"', "")
-    for write in heredoc_writes(command):
+    writes = heredoc_writes(command) + heredoc_writes(command, _WANTED_EOF)
+    for write in writes:
         assert write.path and write.path in first
         assert write.text is None or write.text.count("\n") == write.lines
         assert write.text is None or write.text.rstrip("\n") in command
+
+
+_WANTED_EOF = (
+    "bash: line 4: warning: here-document at line 1 delimited by end-of-file "
+    "(wanted `EOF')\n[exit code 0]"
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "output", "expected"),
+    [
+        # Qwen2.5-Coder 1.5B wrote both of these: bash took every line left as the text.
+        (
+            "cat > todo.md <<'EOF'\n- ship v2\n- write docs\nEOF'",
+            _WANTED_EOF,
+            (ShellWrite("todo.md", "- ship v2\n- write docs\nEOF'\n", 3, False),),
+        ),
+        (
+            "cat > notes.md <<'EOF'\n alpha: 1 \n EOF\n",
+            _WANTED_EOF,
+            (ShellWrite("notes.md", " alpha: 1 \n EOF\n", 2, False),),
+        ),
+        # No warning, or one for another delimiter: not certain.
+        ("cat > todo.md <<'EOF'\n- ship v2\n", "[exit code 0]", ()),
+        ("cat > todo.md <<'END'\n- ship v2\n", _WANTED_EOF, ()),
+    ],
+)
+def test_a_document_bash_ran_to_the_end_wrote_every_line_left(
+    command: str, output: str, expected: tuple[ShellWrite, ...]
+) -> None:
+    assert heredoc_writes(command, output) == expected
