@@ -67,7 +67,7 @@ from agentgraph.context.masking_text import (
     restates,
 )
 from agentgraph.context.shell_reads import in_place_edits, sed_replacement
-from agentgraph.context.shell_writes import heredoc_writes
+from agentgraph.context.shell_writes import written_files
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
 from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, truncate_text
 from agentgraph.context.windows import (
@@ -644,7 +644,7 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
                         last[edited] = i
                     # ``cat > F <<'EOF'`` wrote F whole: re-read as write_file's file
                     # is; ``>>`` appended its lines: re-read around them.
-                    for write in heredoc_writes(command, exited_0[str(call.get("id"))]):
+                    for write in written_files(command, exited_0[str(call.get("id"))]):
                         edits[write.path] = write.text if write.append else None
                         edit_calls.pop(write.path, None)
                         if write.append:

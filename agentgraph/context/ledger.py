@@ -46,7 +46,7 @@ from agentgraph.context.shell_reads import (
     shell_read_lines,
     whole_file_reads,
 )
-from agentgraph.context.shell_writes import heredoc_writes
+from agentgraph.context.shell_writes import written_files
 from agentgraph.context.spiral import output_hash
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
@@ -287,7 +287,7 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         # ``cat > F <<'EOF'`` that exited 0 wrote F (``>>``: appended to it), as a
         # write_file call does: the ledger's files changed list it.
         by_path: dict[str, tuple[str, int, bool]] = {}
-        for w in heredoc_writes(command, result.text):
+        for w in written_files(command, result.text):
             if (path := _norm_path(w.path)) is not None:
                 by_path.setdefault(path, (path, w.lines, w.append))  # ``tee ./a a``: one
         written = tuple(by_path.values())

@@ -1,5 +1,6 @@
 """Which file a shell command wrote through a here-document: ``cat > src/app.py <<'EOF'``
-(written whole), ``cat >> notes.md <<'EOF'`` (appended to), ``tee F <<'EOF'``.
+(written whole), ``cat >> notes.md <<'EOF'`` (appended to), ``tee F <<'EOF'``; or with
+``echo WORDS > F`` (one line).
 
 Models trained on a shell write files that way as often as with write_file. Counted only
 as commands, those writes were missing from the progress ledger's files changed (its
@@ -25,7 +26,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-__all__ = ["ShellWrite", "heredoc_writes"]
+__all__ = ["ShellWrite", "echo_writes", "heredoc_writes", "written_files"]
 
 # ``<<EOF``, ``<< 'EOF'``, ``<<"EOF"``, ``<<-EOF`` (leading tabs stripped), ``<<\EOF``; the
 # delimiter word ends there (``<<EOF'x'`` is the delimiter ``EOFx``: not certain).
@@ -45,6 +46,8 @@ _REDIRECTIONS = {">": False, ">|": False, ">>": True}
 _UNTERMINATED_RE = re.compile(
     r"warning: here-document at line 1 delimited by end-of-file \(wanted `([^\n]*)'\)"
 )
+# What echo takes for its options (any other word, ``- done`` too, it prints).
+_ECHO_OPTION_RE = re.compile(r"-[neE]+")
 # Device files (``/dev/null``, ``/dev/stdout``…) are written to, not files of the work.
 _DEVICES = "/dev/"
 
@@ -115,6 +118,58 @@ def heredoc_writes(command: str, output: str | None = None) -> tuple[ShellWrite,
     return tuple(ShellWrite(path, text, len(body), append) for path, append in targets)
 
 
+def echo_writes(command: str) -> tuple[ShellWrite, ...]:
+    """The file ``echo WORDS > F`` (``>> F``: appended to) writes, one line: the words
+    and a line break; empty for anything else (another program, an option of echo's, more
+    than one line or redirection, or what :func:`heredoc_writes`' first line may not
+    hold: an expansion, a list, a pipe, an escape).
+
+    Args:
+        command: A run_bash command.
+
+    Returns:
+        The :class:`ShellWrite`, or nothing.
+    """
+    line = command.strip()
+    if "\n" in line or _UNCERTAIN_RE.search(line):
+        return ()
+    words = _words(line)
+    if not words or words[0].rsplit("/", 1)[-1] != "echo":
+        return ()
+    said: list[str] = []
+    target: tuple[str, bool] | None = None
+    rest = iter(words[1:])
+    for word in rest:
+        if word in _REDIRECTIONS:
+            path = next(rest, "")
+            if target is not None or not path or path in _REDIRECTIONS:
+                return ()
+            target = (path, _REDIRECTIONS[word])
+        elif not said and _ECHO_OPTION_RE.fullmatch(word):
+            return ()  # -n, -e: the text is not the words and a line break
+        else:
+            said.append(word)
+    if target is None or target[0].startswith(_DEVICES):
+        return ()
+    return (ShellWrite(target[0], " ".join(said) + "\n", 1, target[1]),)
+
+
+def written_files(command: str, output: str | None = None) -> tuple[ShellWrite, ...]:
+    """What a command wrote: :func:`heredoc_writes`, else :func:`echo_writes`."""
+    return heredoc_writes(command, output) or echo_writes(command)
+
+
+def _words(line: str) -> list[str] | None:
+    """The words of ``line``, ``>``, ``>>`` and ``>|`` apart; None for a quote that
+    does not close."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=">|")
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:
+        return None
+
+
 def _unterminated(output: str) -> str | None:
     """The delimiter bash's warning in ``output`` says a document on the command's first
     line wanted and never found, else None."""
@@ -138,12 +193,7 @@ def _targets(line: str) -> list[tuple[str, bool]]:
     certainly."""
     if _UNCERTAIN_RE.search(line):
         return []
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=">|")
-    lexer.whitespace_split = True
-    try:
-        words = list(lexer)
-    except ValueError:
-        return []
+    words = _words(line)
     if not words or words[0].rsplit("/", 1)[-1] not in ("cat", "tee"):
         return []
     tee = words[0].rsplit("/", 1)[-1] == "tee"

@@ -600,13 +600,14 @@ def test_files_written_through_a_here_document_are_files_changed() -> None:
     history += _bash(8, "tee ./e.md e.md <<'EOF'\nx\nEOF", "x\n[exit code 0]")
     warned = "warning: here-document at line 1 delimited by end-of-file (wanted `EOF')"
     history += _bash(9, "cat > f.md <<'EOF'\n- a\nEOF'", f"bash: line 3: {warned}\n[exit code 0]")
+    history += _bash(10, "echo '- b' >> f.md", "[exit code 0]")
     ledger = collect_ledger(history, workspace="/ws")
     text = render_ledger(ledger)
     assert "- src/app.py: written by a command (+2 −0 lines)" in text
     assert "- notes.md: appended to ×2 by a command (+2 −0 lines)" in text
     assert "- b.py: created (+2 −0 lines)" in text
     assert "- e.md: written by a command (+1 −0 lines)" in text
-    assert "- f.md: written by a command (+2 −0 lines)" in text
+    assert "- f.md: written by a command, appended to by a command (+3 −0 lines)" in text
     assert set(ledger.changes) == {"src/app.py", "notes.md", "b.py", "e.md", "f.md"}
     assert "$ cat > gone/c.py <<'EOF'… → exit 1" in text
     assert "$ cat > d.py <<'EOF'… → exit 0" in text

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from agentgraph.context.shell_writes import ShellWrite, heredoc_writes
+from agentgraph.context.shell_writes import ShellWrite, echo_writes, heredoc_writes, written_files
 
 
 @pytest.mark.parametrize(
@@ -110,7 +110,7 @@ def test_no_command_text_breaks_the_parser_and_each_file_is_written_in_it(comman
     written on the command's first line as it stands but for its quotes, and the lines
     written are lines of the command."""
     first = command.lstrip("\n").partition("\n")[0].replace("'", "").replace('"', "")
-    writes = heredoc_writes(command) + heredoc_writes(command, _WANTED_EOF)
+    writes = written_files(command) + heredoc_writes(command, _WANTED_EOF)
     for write in writes:
         assert write.path and write.path in first
         assert write.text is None or write.text.count("\n") == write.lines
@@ -146,3 +146,27 @@ def test_a_document_bash_ran_to_the_end_wrote_every_line_left(
     command: str, output: str, expected: tuple[ShellWrite, ...]
 ) -> None:
     assert heredoc_writes(command, output) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("echo '- done' >> notes.md", (ShellWrite("notes.md", "- done\n", 1, True),)),
+        ('echo "a  b" c > x.txt', (ShellWrite("x.txt", "a  b c\n", 1, False),)),
+        ("echo > empty.txt", (ShellWrite("empty.txt", "\n", 1, False),)),
+        ("echo -n a > x.txt", ()),  # no line break: not the words and a line break
+        ("echo -e 'a\\tb' > x.txt", ()),
+        ("echo a > x.txt > y.txt", ()),
+        ("echo $HOME > x.txt", ()),
+        ("echo a | tee x.txt", ()),
+        ("echo a > /dev/stderr", ()),
+        ("echo a; echo b > x.txt", ()),
+        ("printf 'a\\n' > x.txt", ()),
+        ("echo a\n> x.txt", ()),
+    ],
+)
+def test_an_echo_into_a_file_writes_one_line(
+    command: str, expected: tuple[ShellWrite, ...]
+) -> None:
+    assert echo_writes(command) == expected
+    assert written_files(command) == expected
