@@ -67,7 +67,7 @@ from agentgraph.context.masking_text import (
     restates,
 )
 from agentgraph.context.shell_reads import in_place_edits, sed_replacement
-from agentgraph.context.shell_writes import written_files
+from agentgraph.context.shell_writes import removed_files, written_files
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
 from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, truncate_text
 from agentgraph.context.windows import (
@@ -652,6 +652,11 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
                         else:
                             appended.discard(write.path)
                         last[write.path] = i
+                    # ``rm F``: gone, nothing to show again.
+                    for removed in removed_files(command):
+                        edits.pop(removed, None)
+                        edit_calls.pop(removed, None)
+                        last.pop(removed, None)
                 if spec.files_role is None or spec.path_arg is None:
                     continue
                 path = args.get(spec.path_arg)

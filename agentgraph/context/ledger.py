@@ -46,7 +46,7 @@ from agentgraph.context.shell_reads import (
     shell_read_lines,
     whole_file_reads,
 )
-from agentgraph.context.shell_writes import written_files
+from agentgraph.context.shell_writes import removed_files, written_files
 from agentgraph.context.spiral import output_hash
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
@@ -147,6 +147,8 @@ class FileChange:
     command_writes: int = 0
     # Lines appended by a here-document command (``cat >> F <<'EOF'``).
     command_appends: int = 0
+    # Removed by a command (``rm F``) since its last change.
+    deleted: bool = False
 
 
 @dataclass
@@ -293,6 +295,11 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         written = tuple(by_path.values())
         if written and status is not None and status.exit_code == 0:
             return ("command_writes", written)
+        # ``rm F`` that exited 0 removed F: a change the ledger keeps (a command's line
+        # drops to a count with the oldest past the ledger's share).
+        removed = _norm_paths(removed_files(command))
+        if removed and status is not None and status.exit_code == 0:
+            return ("command_removes", removed)
         # ``cat A B``: each file printed whole (its lines are not told apart).
         several = _norm_paths(whole_file_reads(command))
         if several and printed_whole(result.text, status):
@@ -407,6 +414,7 @@ def _apply(ledger: Ledger, entry: _Entry) -> None:
     elif kind in ("write", "edit"):
         change = ledger.changes.setdefault(entry[1], FileChange())
         change.undone = False
+        change.deleted = False
         if kind == "write":
             change.writes += 1
             change.created = change.created or entry[2]
@@ -420,10 +428,16 @@ def _apply(ledger: Ledger, entry: _Entry) -> None:
             change = ledger.changes.setdefault(path, FileChange())
             change.undone = False
             change.command_edits += 1
+    elif kind == "command_removes":
+        for path in entry[1]:
+            change = ledger.changes.setdefault(path, FileChange())
+            change.undone = False
+            change.deleted = True
     elif kind == "command_writes":
         for path, lines, append in entry[1]:
             change = ledger.changes.setdefault(path, FileChange())
             change.undone = False
+            change.deleted = False
             change.added += lines
             if append:
                 change.command_appends += 1
@@ -514,8 +528,8 @@ def _in_workspace(entry: _Entry, roots: Sequence[str]) -> _Entry:
         return (entry[0], _within(entry[1], roots), *entry[2:])
     if entry[0] == "reads":
         return ("reads", tuple(_in_workspace(read, roots) for read in entry[1]))
-    if entry[0] == "command_edits":
-        return ("command_edits", tuple(_within(path, roots) for path in entry[1]))
+    if entry[0] in ("command_edits", "command_removes"):
+        return (entry[0], tuple(_within(path, roots) for path in entry[1]))
     if entry[0] == "command_writes":
         written = tuple((_within(path, roots), *rest) for path, *rest in entry[1])
         return ("command_writes", written)
@@ -670,6 +684,8 @@ def _change_how(change: FileChange) -> str:
     if change.command_appends:
         times = f" ×{change.command_appends}" if change.command_appends > 1 else ""
         how.append(f"appended to{times} by a command")
+    if change.deleted:
+        how.append("deleted by a command")
     return ", ".join(how)
 
 
@@ -689,11 +705,11 @@ def _line_counts(added: int, removed: int, change: FileChange, suffix: str = "")
 
 
 def _lines_known(change: FileChange) -> bool:
-    """Whether the file's line counts mean something: not only ``sed -i`` changed it (a
-    tool or a here-document, whose lines are known, did too)."""
-    return not change.command_edits or bool(
-        change.writes or change.edits or change.created or change.command_appends
-    )
+    """Whether the file's line counts mean something: not only ``sed -i`` or ``rm``
+    changed it (a tool or a here-document, whose lines are known, did too)."""
+    if change.writes or change.edits or change.created or change.command_appends:
+        return True
+    return not (change.command_edits or change.deleted)
 
 
 def _changed_in_runs(changes: Mapping[str, FileChange]) -> list[tuple[str, list[str]]]:

@@ -1,6 +1,6 @@
 """Which file a shell command wrote through a here-document: ``cat > src/app.py <<'EOF'``
 (written whole), ``cat >> notes.md <<'EOF'`` (appended to), ``tee F <<'EOF'``; or with
-``echo WORDS > F`` (one line).
+``echo WORDS > F`` (one line); and which files ``rm`` removed.
 
 Models trained on a shell write files that way as often as with write_file. Counted only
 as commands, those writes were missing from the progress ledger's files changed (its
@@ -26,7 +26,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-__all__ = ["ShellWrite", "echo_writes", "heredoc_writes", "written_files"]
+__all__ = ["ShellWrite", "echo_writes", "heredoc_writes", "removed_files", "written_files"]
 
 # ``<<EOF``, ``<< 'EOF'``, ``<<"EOF"``, ``<<-EOF`` (leading tabs stripped), ``<<\EOF``; the
 # delimiter word ends there (``<<EOF'x'`` is the delimiter ``EOFx``: not certain).
@@ -46,6 +46,9 @@ _REDIRECTIONS = {">": False, ">|": False, ">>": True}
 _UNTERMINATED_RE = re.compile(
     r"warning: here-document at line 1 delimited by end-of-file \(wanted `([^\n]*)'\)"
 )
+# rm's options that change what it removes or says, not whether it asks (``-i`` asks).
+_RM_OPTION_RE = re.compile(r"-[frRvd]+")
+_RM_LONG_OPTIONS = frozenset({"--force", "--recursive", "--verbose", "--dir"})
 # What echo takes for its options (any other word, ``- done`` too, it prints).
 _ECHO_OPTION_RE = re.compile(r"-[neE]+")
 # Device files (``/dev/null``, ``/dev/stdout``…) are written to, not files of the work.
@@ -152,6 +155,39 @@ def echo_writes(command: str) -> tuple[ShellWrite, ...]:
     if target is None or target[0].startswith(_DEVICES):
         return ()
     return (ShellWrite(target[0], " ".join(said) + "\n", 1, target[1]),)
+
+
+def removed_files(command: str) -> tuple[str, ...]:
+    """The files (or folders) ``rm [-f] [-r] PATH…`` removes, one line; empty for anything
+    else (another program, an option not known here such as ``-i``, which asks first, a
+    redirection, or what :func:`heredoc_writes`' first line may not hold: a glob, an
+    expansion, a list, a pipe, an escape). That it exited 0 says they are gone.
+
+    Args:
+        command: A run_bash command.
+
+    Returns:
+        The paths, each once, in the order the command names them.
+    """
+    line = command.strip()
+    if "\n" in line or _UNCERTAIN_RE.search(line):
+        return ()
+    words = _words(line)
+    if not words or words[0].rsplit("/", 1)[-1] != "rm":
+        return ()
+    paths: list[str] = []
+    options = True
+    for word in words[1:]:
+        if options and word == "--":
+            options = False
+        elif options and word.startswith("-"):
+            if not (_RM_OPTION_RE.fullmatch(word) or word in _RM_LONG_OPTIONS):
+                return ()
+        elif word in _REDIRECTIONS or not word:
+            return ()
+        else:
+            paths.append(word)
+    return tuple(dict.fromkeys(p for p in paths if not p.startswith(_DEVICES)))
 
 
 def written_files(command: str, output: str | None = None) -> tuple[ShellWrite, ...]:

@@ -480,7 +480,7 @@ def test_a_file_sed_edited_in_place_is_a_changed_file() -> None:
 def test_a_file_written_through_a_here_document_is_a_changed_file() -> None:
     """``cat > F <<'EOF'`` wrote F whole: re-read whole, as write_file's files are;
     ``cat >> F`` appended its lines: re-read around them (whole when the shell expanded
-    them)."""
+    them); ``rm F`` left nothing to re-read."""
 
     def bash(cid: str, command: str) -> AIMessage:
         return AIMessage(
@@ -493,10 +493,12 @@ def test_a_file_written_through_a_here_document_is_a_changed_file() -> None:
         bash("3", "cat >> log.md <<EOF\nat $HOME\nEOF"),
         bash("4", "cat > b.py <<'EOF'\nx\nEOF\npython b.py"),  # not certain
         bash("5", "cat > gone/c.py <<'EOF'\nx\nEOF"),  # failed: no change
+        bash("6", "cat > d.py <<'EOF'\nx\nEOF"),
+        bash("7", "rm -f d.py"),  # gone: nothing to show again
     ]
     msgs += [
         ToolMessage(f"[exit code {1 if cid == '5' else 0}]", tool_call_id=cid, name="run_bash")
-        for cid in "12345"
+        for cid in "1234567"
     ]
     files = changed_files(msgs)
     assert [(f.path, f.last_index, f.last_edit, f.appended) for f in files] == [

@@ -601,14 +601,23 @@ def test_files_written_through_a_here_document_are_files_changed() -> None:
     warned = "warning: here-document at line 1 delimited by end-of-file (wanted `EOF')"
     history += _bash(9, "cat > f.md <<'EOF'\n- a\nEOF'", f"bash: line 3: {warned}\n[exit code 0]")
     history += _bash(10, "echo '- b' >> f.md", "[exit code 0]")
+    history += _bash(11, "rm -f old.py src/app.py", "[exit code 0]")
+    history += _bash(12, "rm gone.py", "rm: cannot remove 'gone.py'\n[exit code 1]")
+    history += _bash(13, "rm -rf build", "[exit code 0]")
+    history += _bash(14, "cat > build <<'EOF'\nx\nEOF", "[exit code 0]")
     ledger = collect_ledger(history, workspace="/ws")
     text = render_ledger(ledger)
-    assert "- src/app.py: written by a command (+2 −0 lines)" in text
+    assert "- src/app.py: written by a command, deleted by a command (+2 −0 lines)" in text
+    assert "- old.py: deleted by a command\n" in text
+    assert "- build: written by a command (+1 −0 lines)" in text
+    assert "$ rm gone.py → exit 1" in text
     assert "- notes.md: appended to ×2 by a command (+2 −0 lines)" in text
     assert "- b.py: created (+2 −0 lines)" in text
     assert "- e.md: written by a command (+1 −0 lines)" in text
     assert "- f.md: written by a command, appended to by a command (+3 −0 lines)" in text
-    assert set(ledger.changes) == {"src/app.py", "notes.md", "b.py", "e.md", "f.md"}
+    assert set(ledger.changes) == {
+        *("src/app.py", "notes.md", "b.py", "e.md", "f.md", "old.py", "build")
+    }
     assert "$ cat > gone/c.py <<'EOF'… → exit 1" in text
     assert "$ cat > d.py <<'EOF'… → exit 0" in text
     assert "cat > src/app.py" not in text

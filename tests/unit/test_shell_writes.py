@@ -6,7 +6,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from agentgraph.context.shell_writes import ShellWrite, echo_writes, heredoc_writes, written_files
+from agentgraph.context.shell_writes import (
+    ShellWrite,
+    echo_writes,
+    heredoc_writes,
+    removed_files,
+    written_files,
+)
 
 
 @pytest.mark.parametrize(
@@ -110,6 +116,7 @@ def test_no_command_text_breaks_the_parser_and_each_file_is_written_in_it(comman
     written on the command's first line as it stands but for its quotes, and the lines
     written are lines of the command."""
     first = command.lstrip("\n").partition("\n")[0].replace("'", "").replace('"', "")
+    assert all(path and path in first for path in removed_files(command))
     writes = written_files(command) + heredoc_writes(command, _WANTED_EOF)
     for write in writes:
         assert write.path and write.path in first
@@ -170,3 +177,25 @@ def test_an_echo_into_a_file_writes_one_line(
 ) -> None:
     assert echo_writes(command) == expected
     assert written_files(command) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("rm a.py", ("a.py",)),
+        ("rm -rf build dist/", ("build", "dist/")),
+        ("rm -f a.py a.py", ("a.py",)),
+        ("rm -- -weird.txt", ("-weird.txt",)),
+        ("/bin/rm --force old.log", ("old.log",)),
+        ("rm -i a.py", ()),  # it asks first
+        ("rm *.pyc", ()),
+        ("rm ~/x.txt", ()),
+        ("rm a.py; ls", ()),
+        ("rm a.py > log.txt", ()),
+        ("rm /dev/null", ()),
+        ("sudo rm a.py", ()),
+        ("rm", ()),
+    ],
+)
+def test_rm_removes_the_files_it_names(command: str, expected: tuple[str, ...]) -> None:
+    assert removed_files(command) == expected
