@@ -46,7 +46,7 @@ from agentgraph.context.shell_reads import (
     shell_read_lines,
     whole_file_reads,
 )
-from agentgraph.context.shell_writes import removed_files, written_files
+from agentgraph.context.shell_writes import forced_removal, removed_files, written_files
 from agentgraph.context.spiral import output_hash
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
@@ -299,7 +299,7 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         # drops to a count with the oldest past the ledger's share).
         removed = _norm_paths(removed_files(command))
         if removed and status is not None and status.exit_code == 0:
-            return ("command_removes", removed)
+            return ("command_removes", removed, forced_removal(command))
         # ``cat A B``: each file printed whole (its lines are not told apart).
         several = _norm_paths(whole_file_reads(command))
         if several and printed_whole(result.text, status):
@@ -427,9 +427,12 @@ def _apply(ledger: Ledger, entry: _Entry) -> None:
         for path in entry[1]:
             change = ledger.changes.setdefault(path, FileChange())
             change.undone = False
+            change.deleted = False
             change.command_edits += 1
     elif kind == "command_removes":
         for path in entry[1]:
+            if entry[2] and path not in ledger.changes and path not in ledger.reads:
+                continue  # ``rm -f`` of a path the session never saw: perhaps never there
             change = ledger.changes.setdefault(path, FileChange())
             change.undone = False
             change.deleted = True
@@ -529,7 +532,7 @@ def _in_workspace(entry: _Entry, roots: Sequence[str]) -> _Entry:
     if entry[0] == "reads":
         return ("reads", tuple(_in_workspace(read, roots) for read in entry[1]))
     if entry[0] in ("command_edits", "command_removes"):
-        return (entry[0], tuple(_within(path, roots) for path in entry[1]))
+        return (entry[0], tuple(_within(path, roots) for path in entry[1]), *entry[2:])
     if entry[0] == "command_writes":
         written = tuple((_within(path, roots), *rest) for path, *rest in entry[1])
         return ("command_writes", written)

@@ -26,7 +26,14 @@ import re
 import shlex
 from dataclasses import dataclass
 
-__all__ = ["ShellWrite", "echo_writes", "heredoc_writes", "removed_files", "written_files"]
+__all__ = [
+    "ShellWrite",
+    "echo_writes",
+    "forced_removal",
+    "heredoc_writes",
+    "removed_files",
+    "written_files",
+]
 
 # ``<<EOF``, ``<< 'EOF'``, ``<<"EOF"``, ``<<-EOF`` (leading tabs stripped), ``<<\EOF``; the
 # delimiter word ends there (``<<EOF'x'`` is the delimiter ``EOFx``: not certain).
@@ -49,6 +56,17 @@ _UNTERMINATED_RE = re.compile(
 # rm's options that change what it removes or says, not whether it asks (``-i`` asks).
 _RM_OPTION_RE = re.compile(r"-[frRvd]+")
 _RM_LONG_OPTIONS = frozenset({"--force", "--recursive", "--verbose", "--dir"})
+# The spellings of the programs read here: their names, or the system's own copies (a
+# ``./rm`` is a script of the workspace).
+_PROGRAMS = {
+    name: frozenset({name, f"/bin/{name}", f"/usr/bin/{name}"}) for name in ("cat", "tee", "rm")
+}
+# Blanks a command may start or end with; any other space (a carriage return, a no-break
+# space) bash keeps in a word where shlex splits there.
+_BLANKS = " \t\n"
+_ODD_SPACE_RE = re.compile(r"[^\S \t\n]")
+# A redirection operator outside quotes.
+_UNQUOTED_REDIRECTION_RE = re.compile(r">[>|]?")
 # What echo takes for its options (any other word, ``- done`` too, it prints).
 _ECHO_OPTION_RE = re.compile(r"-[neE]+")
 # Device files (``/dev/null``, ``/dev/stdout``…) are written to, not files of the work.
@@ -89,7 +107,7 @@ def heredoc_writes(command: str, output: str | None = None) -> tuple[ShellWrite,
         One :class:`ShellWrite` per file, in the order the command names them.
     """
     head, newline, rest = command.lstrip("\n").partition("\n")
-    if not newline:
+    if not newline or _ODD_SPACE_RE.search(head):
         return ()
     operators = list(_HEREDOC_RE.finditer(head))
     if len(operators) != 1:
@@ -112,7 +130,7 @@ def heredoc_writes(command: str, output: str | None = None) -> tuple[ShellWrite,
     else:
         if output is None or _unterminated(output) != delimiter:
             return ()  # no delimiter, and no sign that bash took the rest as the document
-        if body and body[-1] == "":
+        if lines[-1] == "":
             body.pop()  # the command's final line break ends the last line
     text: str | None = "".join(f"{line}\n" for line in body)
     quoted = found["bare"] is None or bool(found["escaped"])
@@ -133,11 +151,11 @@ def echo_writes(command: str) -> tuple[ShellWrite, ...]:
     Returns:
         The :class:`ShellWrite`, or nothing.
     """
-    line = command.strip()
-    if "\n" in line or _UNCERTAIN_RE.search(line):
+    line = command.strip(_BLANKS)
+    if "\n" in line or _ODD_SPACE_RE.search(line) or _UNCERTAIN_RE.search(line):
         return ()
     words = _words(line)
-    if not words or words[0].rsplit("/", 1)[-1] != "echo":
+    if not words or words[0] != "echo":  # a ``./echo`` is a script; /bin/echo has --help
         return ()
     said: list[str] = []
     target: tuple[str, bool] | None = None
@@ -169,11 +187,11 @@ def removed_files(command: str) -> tuple[str, ...]:
     Returns:
         The paths, each once, in the order the command names them.
     """
-    line = command.strip()
-    if "\n" in line or _UNCERTAIN_RE.search(line):
+    line = command.strip(_BLANKS)
+    if "\n" in line or _ODD_SPACE_RE.search(line) or _UNCERTAIN_RE.search(line):
         return ()
     words = _words(line)
-    if not words or words[0].rsplit("/", 1)[-1] != "rm":
+    if not words or words[0] not in _PROGRAMS["rm"]:
         return ()
     paths: list[str] = []
     options = True
@@ -190,6 +208,15 @@ def removed_files(command: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p for p in paths if not p.startswith(_DEVICES)))
 
 
+def forced_removal(command: str) -> bool:
+    """Whether an ``rm`` command (:func:`removed_files`) was told ``-f``: it exits 0
+    for a path that was never there, so that it did says nothing of such a path."""
+    words = _words(command.strip(_BLANKS)) or []
+    ended = words.index("--") if "--" in words else len(words)
+    options = [w for w in words[1:ended] if w.startswith("-")]
+    return any(w == "--force" or (not w.startswith("--") and "f" in w) for w in options)
+
+
 def written_files(command: str, output: str | None = None) -> tuple[ShellWrite, ...]:
     """What a command wrote: :func:`heredoc_writes`, else :func:`echo_writes`."""
     return heredoc_writes(command, output) or echo_writes(command)
@@ -197,13 +224,33 @@ def written_files(command: str, output: str | None = None) -> tuple[ShellWrite, 
 
 def _words(line: str) -> list[str] | None:
     """The words of ``line``, ``>``, ``>>`` and ``>|`` apart; None for a quote that
-    does not close."""
+    does not close, or a word that is a redirection only once its quotes are gone
+    (``echo '>' f`` prints ``> f``)."""
     lexer = shlex.shlex(line, posix=True, punctuation_chars=">|")
     lexer.whitespace_split = True
     try:
-        return list(lexer)
+        words = list(lexer)
     except ValueError:
         return None
+    operators = sum(word in _REDIRECTIONS for word in words)
+    return words if operators == len(_UNQUOTED_REDIRECTION_RE.findall(_unquoted(line))) else None
+
+
+def _unquoted(line: str) -> str:
+    """``line`` with every quoted part blanked out (its quotes closed, see
+    :func:`_words`)."""
+    out: list[str] = []
+    quote = ""
+    for char in line:
+        if quote:
+            quote = "" if char == quote else quote
+            out.append(" ")
+        elif char in "'\"":
+            quote = char
+            out.append(" ")
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def _unterminated(output: str) -> str | None:
@@ -230,9 +277,9 @@ def _targets(line: str) -> list[tuple[str, bool]]:
     if _UNCERTAIN_RE.search(line):
         return []
     words = _words(line)
-    if not words or words[0].rsplit("/", 1)[-1] not in ("cat", "tee"):
+    if not words or words[0] not in (*_PROGRAMS["cat"], *_PROGRAMS["tee"]):
         return []
-    tee = words[0].rsplit("/", 1)[-1] == "tee"
+    tee = words[0] in _PROGRAMS["tee"]
     out: list[tuple[str, bool]] = []
     operands: list[str] = []
     append = False

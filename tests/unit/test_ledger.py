@@ -603,21 +603,21 @@ def test_files_written_through_a_here_document_are_files_changed() -> None:
     history += _bash(10, "echo '- b' >> f.md", "[exit code 0]")
     history += _bash(11, "rm -f old.py src/app.py", "[exit code 0]")
     history += _bash(12, "rm gone.py", "rm: cannot remove 'gone.py'\n[exit code 1]")
-    history += _bash(13, "rm -rf build", "[exit code 0]")
+    history += _bash(13, "rm -rf build never.txt", "[exit code 0]")  # never.txt: unknown
+    history += _bash(15, "rm b.py", "[exit code 0]")
+    history += _bash(16, "sed -i 's/a/b/' b.py", "[exit code 0]")  # b.py is back
     history += _bash(14, "cat > build <<'EOF'\nx\nEOF", "[exit code 0]")
     ledger = collect_ledger(history, workspace="/ws")
     text = render_ledger(ledger)
+    assert "old.py" not in text  # ``rm -f`` of a path the session never saw
     assert "- src/app.py: written by a command, deleted by a command (+2 −0 lines)" in text
-    assert "- old.py: deleted by a command\n" in text
+    assert "- b.py: created, edited by a command (+2 −0 lines)" in text
     assert "- build: written by a command (+1 −0 lines)" in text
     assert "$ rm gone.py → exit 1" in text
     assert "- notes.md: appended to ×2 by a command (+2 −0 lines)" in text
-    assert "- b.py: created (+2 −0 lines)" in text
     assert "- e.md: written by a command (+1 −0 lines)" in text
     assert "- f.md: written by a command, appended to by a command (+3 −0 lines)" in text
-    assert set(ledger.changes) == {
-        *("src/app.py", "notes.md", "b.py", "e.md", "f.md", "old.py", "build")
-    }
+    assert set(ledger.changes) == {*("src/app.py", "notes.md", "b.py", "e.md", "f.md", "build")}
     assert "$ cat > gone/c.py <<'EOF'… → exit 1" in text
     assert "$ cat > d.py <<'EOF'… → exit 0" in text
     assert "cat > src/app.py" not in text

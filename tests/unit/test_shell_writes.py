@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from agentgraph.context.shell_writes import (
     ShellWrite,
     echo_writes,
+    forced_removal,
     heredoc_writes,
     removed_files,
     written_files,
@@ -199,3 +200,36 @@ def test_an_echo_into_a_file_writes_one_line(
 )
 def test_rm_removes_the_files_it_names(command: str, expected: tuple[str, ...]) -> None:
     assert removed_files(command) == expected
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'echo Use ">>" to append',  # a quoted '>' is text: bash prints it
+        "echo '>' f.txt",
+        "echo x > a.txt\r",  # bash writes 'a.txt\r'
+        "./echo hi > f.txt",  # a script of the workspace
+    ],
+)
+def test_an_echo_that_writes_no_certain_file_writes_nothing(command: str) -> None:
+    assert echo_writes(command) == ()
+
+
+def test_rm_that_may_remove_nothing_is_told_apart() -> None:
+    """``rm -f`` exits 0 for a path that was never there; ``rm`` without it does not."""
+    assert [forced_removal(c) for c in ("rm a", "rm -f a", "rm -rf a", "rm --force a")] == [
+        False,
+        True,
+        True,
+        True,
+    ]
+    assert not forced_removal("rm -- -f") and not forced_removal("rm -r a")
+    assert removed_files("rm -f a.py\r") == () and removed_files("./rm a.py") == ()
+
+
+def test_a_tab_stripped_document_keeps_its_blank_last_line() -> None:
+    """``<<-`` strips a last line of tabs to an empty line, which bash writes."""
+    output = "warning: here-document at line 1 delimited by end-of-file (wanted `EOF')"
+    assert heredoc_writes("cat > f.txt <<-EOF\na\n\t", output) == (
+        ShellWrite("f.txt", "a\n\n", 2, False),
+    )
