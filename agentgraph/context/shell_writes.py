@@ -75,7 +75,7 @@ _DEVICES = "/dev/"
 
 @dataclass(frozen=True)
 class ShellWrite:
-    """One file a here-document command wrote.
+    """One file a command wrote (through a here-document, or ``echo``).
 
     Attributes:
         path: The file, as the command names it.
