@@ -653,7 +653,7 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
                             appended.discard(write.path)
                         last[write.path] = i
                     # ``rm F``: gone, nothing to show again.
-                    for removed in removed_files(command):
+                    for removed in removed_files(command).paths:
                         edits.pop(removed, None)
                         edit_calls.pop(removed, None)
                         last.pop(removed, None)

@@ -46,7 +46,7 @@ from agentgraph.context.shell_reads import (
     shell_read_lines,
     whole_file_reads,
 )
-from agentgraph.context.shell_writes import forced_removal, removed_files, written_files
+from agentgraph.context.shell_writes import removed_files, written_files
 from agentgraph.context.spiral import output_hash
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
@@ -284,7 +284,8 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         # and a summary's list of them was taken for the ledger's files read).
         edited = _norm_paths(in_place_edits(command))
         status = bash_status(result.text)
-        if edited and status is not None and status.exit_code == 0:
+        exited_0 = status is not None and status.exit_code == 0
+        if edited and exited_0:
             return ("command_edits", edited)
         # ``cat > F <<'EOF'`` that exited 0 wrote F (``>>``: appended to it), as a
         # write_file call does: the ledger's files changed list it.
@@ -293,13 +294,14 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
             if (path := _norm_path(w.path)) is not None:
                 by_path.setdefault(path, (path, w.lines, w.append))  # ``tee ./a a``: one
         written = tuple(by_path.values())
-        if written and status is not None and status.exit_code == 0:
+        if written and exited_0:
             return ("command_writes", written)
         # ``rm F`` that exited 0 removed F: a change the ledger keeps (a command's line
         # drops to a count with the oldest past the ledger's share).
-        removed = _norm_paths(removed_files(command))
-        if removed and status is not None and status.exit_code == 0:
-            return ("command_removes", removed, forced_removal(command))
+        removal = removed_files(command)
+        removed = _norm_paths(removal.paths)
+        if removed and exited_0:
+            return ("command_removes", removed, removal.forced)
         # ``cat A B``: each file printed whole (its lines are not told apart).
         several = _norm_paths(whole_file_reads(command))
         if several and printed_whole(result.text, status):

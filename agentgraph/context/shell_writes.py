@@ -27,9 +27,9 @@ import shlex
 from dataclasses import dataclass
 
 __all__ = [
+    "ShellRemoval",
     "ShellWrite",
     "echo_writes",
-    "forced_removal",
     "heredoc_writes",
     "removed_files",
     "written_files",
@@ -91,6 +91,21 @@ class ShellWrite:
     append: bool
 
 
+@dataclass(frozen=True)
+class ShellRemoval:
+    """What an ``rm`` command removed.
+
+    Attributes:
+        paths: The files (or folders), each once, in the order the command names them;
+            empty for any other command.
+        forced: It was told ``-f``: it exits 0 for a path that was never there, so that
+            it did says nothing of such a path.
+    """
+
+    paths: tuple[str, ...] = ()
+    forced: bool = False
+
+
 def heredoc_writes(command: str, output: str | None = None) -> tuple[ShellWrite, ...]:
     """The files a here-document command writes (see the module docstring); empty for any
     other command. That it exited 0 says they were written.
@@ -113,7 +128,7 @@ def heredoc_writes(command: str, output: str | None = None) -> tuple[ShellWrite,
     if len(operators) != 1:
         return ()
     found = operators[0]
-    if _quoted_at(head, found.start()):
+    if _unquoted(head)[found.start()] != "<":
         return ()  # the ``<<`` is text inside a quoted word
     delimiter = found["single"] or found["double"] or found["bare"]
     targets = _targets(head[: found.start()] + " " + head[found.end() :])
@@ -151,10 +166,7 @@ def echo_writes(command: str) -> tuple[ShellWrite, ...]:
     Returns:
         The :class:`ShellWrite`, or nothing.
     """
-    line = command.strip(_BLANKS)
-    if "\n" in line or _ODD_SPACE_RE.search(line) or _UNCERTAIN_RE.search(line):
-        return ()
-    words = _words(line)
+    words = _one_line_words(command)
     if not words or words[0] != "echo":  # a ``./echo`` is a script; /bin/echo has --help
         return ()
     said: list[str] = []
@@ -175,51 +187,52 @@ def echo_writes(command: str) -> tuple[ShellWrite, ...]:
     return (ShellWrite(target[0], " ".join(said) + "\n", 1, target[1]),)
 
 
-def removed_files(command: str) -> tuple[str, ...]:
-    """The files (or folders) ``rm [-f] [-r] PATH…`` removes, one line; empty for anything
-    else (another program, an option not known here such as ``-i``, which asks first, a
-    redirection, or what :func:`heredoc_writes`' first line may not hold: a glob, an
-    expansion, a list, a pipe, an escape). That it exited 0 says they are gone.
+def removed_files(command: str) -> ShellRemoval:
+    """The files (or folders) ``rm [-f] [-r] PATH…`` removes, one line; no path for
+    anything else (another program, an option not known here such as ``-i``, which asks
+    first, a redirection, or what :func:`heredoc_writes`' first line may not hold: a
+    glob, an expansion, a list, a pipe, an escape). That it exited 0 says they are gone
+    (with ``-f``, only those that were there).
 
     Args:
         command: A run_bash command.
 
     Returns:
-        The paths, each once, in the order the command names them.
+        The :class:`ShellRemoval`.
     """
-    line = command.strip(_BLANKS)
-    if "\n" in line or _ODD_SPACE_RE.search(line) or _UNCERTAIN_RE.search(line):
-        return ()
-    words = _words(line)
+    words = _one_line_words(command)
     if not words or words[0] not in _PROGRAMS["rm"]:
-        return ()
+        return ShellRemoval()
     paths: list[str] = []
     options = True
+    forced = False
     for word in words[1:]:
         if options and word == "--":
             options = False
         elif options and word.startswith("-"):
             if not (_RM_OPTION_RE.fullmatch(word) or word in _RM_LONG_OPTIONS):
-                return ()
+                return ShellRemoval()
+            forced = forced or word == "--force" or (not word.startswith("--") and "f" in word)
         elif word in _REDIRECTIONS or not word:
-            return ()
+            return ShellRemoval()
         else:
             paths.append(word)
-    return tuple(dict.fromkeys(p for p in paths if not p.startswith(_DEVICES)))
-
-
-def forced_removal(command: str) -> bool:
-    """Whether an ``rm`` command (:func:`removed_files`) was told ``-f``: it exits 0
-    for a path that was never there, so that it did says nothing of such a path."""
-    words = _words(command.strip(_BLANKS)) or []
-    ended = words.index("--") if "--" in words else len(words)
-    options = [w for w in words[1:ended] if w.startswith("-")]
-    return any(w == "--force" or (not w.startswith("--") and "f" in w) for w in options)
+    kept = tuple(dict.fromkeys(p for p in paths if not p.startswith(_DEVICES)))
+    return ShellRemoval(kept, forced)
 
 
 def written_files(command: str, output: str | None = None) -> tuple[ShellWrite, ...]:
     """What a command wrote: :func:`heredoc_writes`, else :func:`echo_writes`."""
     return heredoc_writes(command, output) or echo_writes(command)
+
+
+def _one_line_words(command: str) -> list[str] | None:
+    """The words (:func:`_words`) of a one-line command that holds nothing
+    :data:`_UNCERTAIN_RE` names and no space but blanks; None for any other."""
+    line = command.strip(_BLANKS)
+    if "\n" in line or _ODD_SPACE_RE.search(line) or _UNCERTAIN_RE.search(line):
+        return None
+    return _words(line)
 
 
 def _words(line: str) -> list[str] | None:
@@ -237,8 +250,8 @@ def _words(line: str) -> list[str] | None:
 
 
 def _unquoted(line: str) -> str:
-    """``line`` with every quoted part blanked out (its quotes closed, see
-    :func:`_words`)."""
+    """``line`` with every quoted part, its quotes too, blanked out (a backslash is no
+    escape here: a line holding one is uncertain, :data:`_UNCERTAIN_RE`)."""
     out: list[str] = []
     quote = ""
     for char in line:
@@ -258,16 +271,6 @@ def _unterminated(output: str) -> str | None:
     line wanted and never found, else None."""
     found = _UNTERMINATED_RE.search(output)
     return found[1] if found else None
-
-
-def _quoted_at(line: str, at: int) -> bool:
-    """Whether position ``at`` of ``line`` is inside a quoted word (the quotes before it
-    do not close)."""
-    try:
-        shlex.split(line[:at])
-    except ValueError:
-        return True
-    return False
 
 
 def _targets(line: str) -> list[tuple[str, bool]]:

@@ -478,6 +478,35 @@ def test_eight_files_printed_by_one_command_are_each_shown_whole(
     assert len(recorder.reads) == files
 
 
+def _assert_every_file_marked_once(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    summarizer: SummarizerKind,
+    lag: bool,
+    window: int,
+    shell: ShellStyle,
+) -> None:
+    """The re-reading model marks 60 files through the shell in ``shell``'s style: every
+    file marked, none read or changed twice, every code in its report, and at least two
+    compactions on the way."""
+    files = 60
+    recorder, events, _server, planted = _run(
+        make_settings,
+        workspace,
+        files=files,
+        persona="re_reader",
+        summarizer=summarizer,
+        edits=True,
+        lag=lag,
+        window=window,
+        shell=shell,
+    )
+    assert marked_done(workspace, [rel_path(i) for i in range(1, files + 1)]) == files
+    assert recorder.reread_files() == 0 and recorder.reedited_files() == 0
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
+    assert sum(e["type"] == "compaction" for e in events) >= 2
+
+
 @pytest.mark.parametrize(
     ("summarizer", "lag", "window"),
     [("faithful", False, WINDOW_TOKENS), ("lossy", False, WINDOW_TOKENS), ("faithful", True, 8192)],
@@ -499,22 +528,7 @@ def test_files_edited_through_the_shell_are_not_edited_or_read_twice(
     started, then done once the next is started) at 8k the file waiting for its second
     change was not among the files re-read after a compaction (a command's change was
     none), and the model read it again; now it is, around the text the command wrote."""
-    files = 60
-    recorder, events, _server, planted = _run(
-        make_settings,
-        workspace,
-        files=files,
-        persona="re_reader",
-        summarizer=summarizer,
-        edits=True,
-        lag=lag,
-        window=window,
-        shell="sed",
-    )
-    assert marked_done(workspace, [rel_path(i) for i in range(1, files + 1)]) == files
-    assert recorder.reread_files() == 0 and recorder.reedited_files() == 0
-    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
-    assert sum(e["type"] == "compaction" for e in events) >= 2
+    _assert_every_file_marked_once(make_settings, workspace, summarizer, lag, window, "sed")
 
 
 @pytest.mark.parametrize(("summarizer", "lag"), [("faithful", True), ("lossy", False)])
@@ -531,21 +545,9 @@ def test_files_written_through_a_here_document_are_not_written_or_read_twice(
     its second change (with a lag), or lost which files it had marked and ran to its
     loop cap (the lossy summarizer). Now such a command that exited 0 wrote its file, in
     the ledger as a write_file call does, and the file is shown again whole."""
-    files = 60
-    recorder, events, _server, planted = _run(
-        make_settings,
-        workspace,
-        files=files,
-        persona="re_reader",
-        summarizer=summarizer,
-        edits=True,
-        lag=lag,
-        shell="heredoc",
+    _assert_every_file_marked_once(
+        make_settings, workspace, summarizer, lag, WINDOW_TOKENS, "heredoc"
     )
-    assert marked_done(workspace, [rel_path(i) for i in range(1, files + 1)]) == files
-    assert recorder.reread_files() == 0 and recorder.reedited_files() == 0
-    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
-    assert sum(e["type"] == "compaction" for e in events) >= 2
 
 
 def test_what_a_cut_took_from_an_output_reaches_the_summary(

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from agentgraph.context.shell_writes import (
     ShellWrite,
     echo_writes,
-    forced_removal,
     heredoc_writes,
     removed_files,
     written_files,
@@ -117,7 +116,7 @@ def test_no_command_text_breaks_the_parser_and_each_file_is_written_in_it(comman
     written on the command's first line as it stands but for its quotes, and the lines
     written are lines of the command."""
     first = command.lstrip("\n").partition("\n")[0].replace("'", "").replace('"', "")
-    assert all(path and path in first for path in removed_files(command))
+    assert all(path and path in first for path in removed_files(command).paths)
     writes = written_files(command) + heredoc_writes(command, _WANTED_EOF)
     for write in writes:
         assert write.path and write.path in first
@@ -199,7 +198,7 @@ def test_an_echo_into_a_file_writes_one_line(
     ],
 )
 def test_rm_removes_the_files_it_names(command: str, expected: tuple[str, ...]) -> None:
-    assert removed_files(command) == expected
+    assert removed_files(command).paths == expected
 
 
 @pytest.mark.parametrize(
@@ -217,14 +216,15 @@ def test_an_echo_that_writes_no_certain_file_writes_nothing(command: str) -> Non
 
 def test_rm_that_may_remove_nothing_is_told_apart() -> None:
     """``rm -f`` exits 0 for a path that was never there; ``rm`` without it does not."""
-    assert [forced_removal(c) for c in ("rm a", "rm -f a", "rm -rf a", "rm --force a")] == [
+    forced = [removed_files(c).forced for c in ("rm a", "rm -f a", "rm -rf a", "rm --force a")]
+    assert forced == [
         False,
         True,
         True,
         True,
     ]
-    assert not forced_removal("rm -- -f") and not forced_removal("rm -r a")
-    assert removed_files("rm -f a.py\r") == () and removed_files("./rm a.py") == ()
+    assert not removed_files("rm -- -f").forced and not removed_files("rm -r a").forced
+    assert removed_files("rm -f a.py\r").paths == () and removed_files("./rm a.py").paths == ()
 
 
 def test_a_tab_stripped_document_keeps_its_blank_last_line() -> None:

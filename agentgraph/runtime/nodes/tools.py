@@ -81,7 +81,7 @@ def read_page_cap_tokens(
     if deps.counter.source == "estimate":
         scale = carried_scale(since_last_boundary(messages))
     page = read_page_max_tokens(deps.budget, cap, scale)
-    return page if files <= 1 else shown_files_max_tokens(deps.budget, page, files, scale)
+    return shown_files_max_tokens(deps.budget, page, files, scale)
 
 
 def files_shown(call: ToolCall) -> int:
@@ -90,13 +90,9 @@ def files_shown(call: ToolCall) -> int:
     prints whole, one for any other (``grep -v '^#' A B`` prints what matched, a page at
     most as before); 0 for any other call."""
     command = call["args"].get("command") if isinstance(call.get("args"), Mapping) else None
-    if not (
-        tool_spec(call["name"]).ledger == "command"
-        and isinstance(command, str)
-        and reads_files(command)
-    ):
+    if tool_spec(call["name"]).ledger != "command" or not isinstance(command, str):
         return 0
-    return max(len(whole_file_reads(command)), 1)
+    return len(whole_file_reads(command)) or int(reads_files(command))
 
 
 def _map_results(output: Any, change: Callable[[ToolMessage], ToolMessage]) -> Any:
