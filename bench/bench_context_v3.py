@@ -71,7 +71,9 @@ grep)``; ``--shell multi`` several whole files in one command (``cat A B C D``: 
 reads of one reply, at least four), as a model skimming a folder does, its rows
 ``WORKLOAD (shell, multi)``; ``--shell sed`` reads with ``cat`` and changes lines through
 the shell too (``sed -i 's/…: open/…: done/' F``, the editing workloads), its rows
-``WORKLOAD (shell, sed)``; ``--shell heredoc`` reads with ``cat`` and changes a file by
+``WORKLOAD (shell, sed)``; ``--shell perl`` the same with ``perl -pi -e`` (a change no
+reading of the command line follows, as a script's), its rows ``WORKLOAD (shell,
+perl)``; ``--shell heredoc`` reads with ``cat`` and changes a file by
 writing it whole through a here-document (``cat > F <<'EOF'`` … ``EOF``, the file as last
 seen with its line changed), its rows ``WORKLOAD (shell, heredoc)``. Small-file workloads only (a persona
 reading through the shell sees no page note). The peers get a ``run_bash`` answering
@@ -432,7 +434,8 @@ def shell_tool(ws: Path) -> BaseTool:
     F``, ``tail -n +K F``, ``nl -ba F | sed -n 'K,Lp'``, ``grep -v '^#' F``: the files
     have no comment line; ``cat A B …``) as agentgraph's run_bash prints them: the lines (numbered as
     ``nl -ba`` numbers them), then ``[exit code 0]``; and its edits (``sed -i 's/A/B/'
-    F``, ``cat > F <<'EOF'`` … ``EOF``), answered ``[exit code 0]``.
+    F`` or ``perl -pi -e 's/A/B/' F``, ``cat > F <<'EOF'`` … ``EOF``), answered
+    ``[exit code 0]``.
     Anything else exits 2: the persona sends nothing else."""
 
     @tool(SHELL_TOOL)
@@ -448,7 +451,7 @@ def shell_tool(ws: Path) -> BaseTool:
             except (OSError, ValueError) as exc:
                 return f"{exc}\n[exit code 2]"
             return "[exit code 0]"
-        if edit is not None:  # ``sed -i 's/OLD/NEW/' F``: the first match on each line
+        if edit is not None:  # ``sed -i``/``perl -pi -e 's/OLD/NEW/' F``: first match a line
             try:
                 target = in_workspace(ws, edit["path"].lstrip("/"))
                 text = target.read_text(encoding="utf-8")
@@ -834,8 +837,8 @@ def main(argv: list[str] | None = None) -> None:
         help="the model reads through run_bash instead of read_file: with cat (the default), "
         "nl (numbered pages: nl -ba F | sed -n 'K,Lp'), grep (grep -v '^#' F, no plain "
         "read), multi (several whole files in one cat, at least "
-        f"{MULTI_SHELL_BATCH} a reply), sed (cat, and sed -i for edits) or heredoc (cat, and "
-        "cat > F <<'EOF' for edits), its rows named "
+        f"{MULTI_SHELL_BATCH} a reply), sed (cat, and sed -i for edits), perl (cat, and "
+        "perl -pi -e for edits) or heredoc (cat, and cat > F <<'EOF' for edits), its rows named "
         "'WORKLOAD (shell)' or "
         "'WORKLOAD (shell, STYLE)'; small-file "
         "workloads only",

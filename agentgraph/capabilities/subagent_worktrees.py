@@ -8,9 +8,10 @@
   ignored), so the subagent starts from what the caller sees, not from ``HEAD``. The
   snapshot is a commit built with a temporary index: the user's index, branches and
   working tree are not touched.
-- Elsewhere: a copy of the folder (without :data:`~agentgraph.undo.SKIPPED_DIRS`),
-  refused above :data:`COPY_MAX_BYTES` / :data:`COPY_MAX_FILES`, made a git repository
-  of its own so its changes can be listed the same way.
+- Elsewhere: a copy of the folder (without the folders
+  :data:`~agentgraph.capabilities.tools.workspace_scan.SKIPPED_DIRS` names), refused
+  above :data:`COPY_MAX_BYTES` / :data:`COPY_MAX_FILES`, made a git repository of its own
+  so its changes can be listed the same way.
 
 Nothing the subagent writes is visible in the caller's workspace while it runs. When
 it ends, its changes (``git add -A`` in its tree, against the snapshot) are merged into
@@ -47,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgraph.session.undo import SKIPPED_DIRS
+from agentgraph.capabilities.tools.workspace_scan import SKIPPED_DIRS
 
 WORKTREES_DIR = "worktrees"
 TREE_DIR = "tree"

@@ -39,6 +39,7 @@ from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import edit_report_line, excerpt_of_read, page_of_read
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import LinkCensus, resolve_in_workspace
+from agentgraph.capabilities.tools.workspace_scan import scanned_changes
 from agentgraph.context.artifacts import with_originals
 from agentgraph.context.carry_over import (
     CARRY_OVER_HEADING,
@@ -475,6 +476,8 @@ class ChangedFile:
         edit_line: The line edit_file's report put that new text at, if it said.
         appended: The last change appended ``last_edit`` to the file (it is its last
             place there, not its first).
+        span: The lines its last change (a command's, the workspace scan saw) changed,
+            first and last, when known.
     """
 
     path: str
@@ -482,6 +485,7 @@ class ChangedFile:
     last_edit: str | None
     edit_line: int | None = None
     appended: bool = False
+    span: tuple[int, int] | None = None
 
 
 def marker(kind: str, **extra: Any) -> dict[str, Any]:
@@ -617,6 +621,7 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
     edits: dict[str, str | None] = {}
     edit_calls: dict[str, str] = {}  # path -> the id of its last change, if an edit
     appended: set[str] = set()  # paths whose last change appended lines
+    spans: dict[str, tuple[int, int]] = {}  # paths whose last change a scan spanned
     # A command changed files only if it ran and exited 0 (a refused or failed one did not).
     exited_0 = {
         m.tool_call_id: m.text
@@ -625,13 +630,20 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
         and (status := bash_status(m.text)) is not None
         and status.exit_code == 0
     }
+    scanned = {
+        m.tool_call_id: changes
+        for m in messages
+        if isinstance(m, ToolMessage) and (changes := scanned_changes(m)) is not None
+    }
     for i, msg in enumerate(messages):
         if isinstance(msg, AIMessage):
             for call in msg.tool_calls:
                 spec = tool_spec(call["name"])
                 args = call.get("args") or {}
+                call_id = str(call.get("id"))
                 command = args.get("command") if spec.ledger == "command" else None
-                if isinstance(command, str) and call.get("id") in exited_0:
+                told: set[str] = set()  # the files the command line says it changed
+                if isinstance(command, str) and call_id in exited_0:
                     # ``sed -i 's/a/b/' F``: F was edited, around the text it wrote when
                     # the replacement is literal (as an edit_file call's new text); else
                     # it is re-read as a file written whole is.
@@ -639,29 +651,56 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
                     written = sed_replacement(command) if in_place else None
                     for edited in in_place:
                         edits[edited] = written
+                        spans.pop(edited, None)
                         edit_calls.pop(edited, None)
                         appended.discard(edited)
                         last[edited] = i
+                        told.add(edited)
                     # ``cat > F <<'EOF'`` wrote F whole: re-read as write_file's file
                     # is; ``>>`` appended its lines: re-read around them.
-                    for write in written_files(command, exited_0[str(call.get("id"))]):
+                    for write in written_files(command, exited_0[call_id]):
                         edits[write.path] = write.text if write.append else None
+                        spans.pop(write.path, None)
                         edit_calls.pop(write.path, None)
                         if write.append:
                             appended.add(write.path)
                         else:
                             appended.discard(write.path)
                         last[write.path] = i
+                        told.add(write.path)
                     # ``rm F``: gone, nothing to show again.
                     for removed in removed_files(command).paths:
                         edits.pop(removed, None)
                         edit_calls.pop(removed, None)
                         last.pop(removed, None)
+                scan = scanned.get(call_id)
+                if scan is not None:
+                    # What the workspace showed the step's commands change (a script,
+                    # ``perl -pi``, ``mv``): re-read whole as a written file is, unless
+                    # the command line told more (a sed replacement, appended lines) or
+                    # the step changed more files than are shown again (a build).
+                    for gone in scan.deleted:
+                        edits.pop(gone, None)
+                        edit_calls.pop(gone, None)
+                        last.pop(gone, None)
+                    changed = [*scan.modified, *scan.created]
+                    if len(changed) + scan.more <= REINJECT_RECENT_FILES:
+                        spanned = {p: (first, end) for p, first, end in scan.spans}
+                        for name in (n for n in changed if n not in told):
+                            edits[name] = None
+                            edit_calls.pop(name, None)
+                            appended.discard(name)
+                            last[name] = i
+                            spans.pop(name, None)
+                            if name in spanned:
+                                spans[name] = spanned[name]
                 if spec.files_role is None or spec.path_arg is None:
                     continue
                 path = args.get(spec.path_arg)
                 if not isinstance(path, str) or not path:
                     continue
+                if spec.files_role == "writes":
+                    spans.pop(path, None)
                 if spec.files_role == "writes" and spec.ledger == "edit":
                     new = args.get("new_string")
                     edits[path] = new if isinstance(new, str) else ""
@@ -678,7 +717,14 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
         if isinstance(m, ToolMessage) and m.tool_call_id in wanted
     }
     files = [
-        ChangedFile(path, last[path], new, lines.get(edit_calls.get(path, "")), path in appended)
+        ChangedFile(
+            path,
+            last[path],
+            new,
+            lines.get(edit_calls.get(path, "")),
+            path in appended,
+            spans.get(path),
+        )
         for path, new in edits.items()
     ]
     return sorted(files, key=lambda f: -f.last_index)
@@ -754,6 +800,23 @@ def _read_around_edit(
     body = truncate_text(body, max_tokens, count=count).text
     return REINJECTED_EXCERPT_TEMPLATE.format(
         path=edit.path, first=first + 1, last=last + 1, total=len(lines), body=body
+    )
+
+
+def _read_span(
+    workspace: Path, edit: ChangedFile, max_tokens: int, count: Callable[[str], int]
+) -> str | None:
+    """The lines of the workspace file ``edit`` names that its last change spanned,
+    ``REINJECT_EXCERPT_CONTEXT_LINES`` either side; None when it has no span, is
+    unreadable or outside the workspace, or is now shorter than the span's start."""
+    lines = _fresh_lines(workspace, edit.path) if edit.span is not None else None
+    if lines is None or edit.span is None or edit.span[0] > len(lines):
+        return None
+    first = max(edit.span[0] - 1 - REINJECT_EXCERPT_CONTEXT_LINES, 0)
+    last = min(edit.span[1] - 1 + REINJECT_EXCERPT_CONTEXT_LINES, len(lines) - 1)
+    body = truncate_text(_numbered(lines[first : last + 1], first + 1), max_tokens, count=count)
+    return REINJECTED_EXCERPT_TEMPLATE.format(
+        path=edit.path, first=first + 1, last=last + 1, total=len(lines), body=body.text
     )
 
 
@@ -1823,7 +1886,12 @@ class Compactor:
         # waiting for its second change was read again by the model.
         workdir, count = Path(workspace), self.counter.count_text
         for touched in changed_files(messages)[:REINJECT_RECENT_FILES]:
-            if touched.last_edit is None:
+            if touched.span is not None:
+                # A command's change in place (``perl -pi``): the lines it changed.
+                text = _read_span(workdir, touched, each, count) or _read_fresh(
+                    workdir, touched.path, each, count
+                )
+            elif touched.last_edit is None:
                 text = _read_fresh(workdir, touched.path, each, count)
             else:
                 text = _read_around_edit(workdir, touched, each, count)

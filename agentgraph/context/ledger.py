@@ -37,6 +37,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from agentgraph.capabilities.tools.bash import BashStatus, bash_status
 from agentgraph.capabilities.tools.files import read_span
 from agentgraph.capabilities.tools.spec import tool_spec
+from agentgraph.capabilities.tools.workspace_scan import ScanChanges, scanned_changes
 from agentgraph.context.shell_reads import (
     in_place_edits,
     named_files,
@@ -149,6 +150,8 @@ class FileChange:
     command_appends: int = 0
     # Removed by a command (``rm F``) since its last change.
     deleted: bool = False
+    # Created by a command the command line does not tell (the workspace scan saw it).
+    command_creates: int = 0
 
 
 @dataclass
@@ -165,6 +168,8 @@ class Ledger:
         subagents: ``(task, outcome)`` per subagent call.
         todos: The latest todo list written.
         other: Tool name -> calls of every other tool.
+        unlisted_changes: Files commands changed past the paths one step's scan names
+            (:data:`~agentgraph.capabilities.tools.workspace_scan.CHANGED_PATHS_MAX`).
     """
 
     reads: dict[str, FileRead] = field(default_factory=dict)
@@ -174,6 +179,7 @@ class Ledger:
     subagents: list[tuple[str, str]] = field(default_factory=list)
     todos: list[tuple[str, str]] | None = None
     other: dict[str, int] = field(default_factory=dict)
+    unlisted_changes: int = 0
 
     @property
     def empty(self) -> bool:
@@ -185,6 +191,7 @@ class Ledger:
             or self.subagents
             or self.todos
             or self.other
+            or self.unlisted_changes
         )
 
     def paths(self) -> set[str]:
@@ -586,8 +593,59 @@ def collect_ledger(
             counted.add(call_id)
             entry = memo.entry(call_id, call, result) if memo else _entry(call, result)
             if entry is not None:
-                _apply(out, _in_workspace(entry, roots) if roots else entry)
+                entry = _in_workspace(entry, roots) if roots else entry
+            scanned = scanned_changes(result)
+            if entry is not None and not (scanned and _told_by_files(entry, scanned)):
+                _apply(out, entry)
+            if scanned is not None:
+                _apply_scanned(out, scanned, _entry_paths(entry))
     return out
+
+
+def _told_by_files(entry: _Entry, scanned: ScanChanges) -> bool:
+    """Whether a command's line in the ledger would say no more than the files it
+    changed do: it exited 0 and names each of them (``perl -pi -e 's/a/b/' F``, ``mv A
+    B``), as a ``sed -i`` command is listed by its files alone. A failed command, or one
+    that changed files it does not name (``python3 gen.py``), keeps its line."""
+    if entry[0] != "command" or entry[2] != "exit 0" or scanned.more or scanned.empty:
+        return False
+    command = str(entry[1])
+    return all(
+        re.search(rf"(?<![\w.~/-])(?:\./)?{re.escape(path)}(?![\w./-])", command)
+        for path in (*scanned.modified, *scanned.created, *scanned.deleted)
+    )
+
+
+def _entry_paths(entry: _Entry | None) -> set[str]:
+    """The files a command's entry says it changed (as the entry names them)."""
+    if entry is None:
+        return set()
+    if entry[0] in ("command_edits", "command_removes"):
+        return set(entry[1])
+    if entry[0] == "command_writes":
+        return {path for path, *_rest in entry[1]}
+    return set()
+
+
+def _apply_scanned(ledger: Ledger, scanned: ScanChanges, told: set[str]) -> None:
+    """Add the files the workspace scan saw a step's commands change, but those the
+    command's own entry (``told``) already recorded with what it knows of their lines."""
+    for kind, paths in (
+        ("modified", scanned.modified),
+        ("created", scanned.created),
+        ("deleted", scanned.deleted),
+    ):
+        for path in paths:
+            if path in told:
+                continue
+            change = ledger.changes.setdefault(path, FileChange())
+            change.undone = False
+            change.deleted = kind == "deleted"
+            if kind == "modified":
+                change.command_edits += 1
+            elif kind == "created":
+                change.command_creates += 1
+    ledger.unlisted_changes += scanned.more
 
 
 def _undo(ledger: Ledger, note: BaseMessage, roots: Sequence[str] = ()) -> None:
@@ -672,7 +730,11 @@ def _change_how(change: FileChange) -> str:
     how = []
     if change.created:
         how.append("created")
-    elif change.writes:
+    elif change.command_creates:
+        # Seen on disk after a command the ledger cannot read (a script, ``cp``, ``mv``).
+        times = f" ×{change.command_creates}" if change.command_creates > 1 else ""
+        how.append(f"created{times} by a command")
+    if change.writes and not change.created:
         times = f" ×{change.writes}" if change.writes > 1 else ""
         if change.command_writes == change.writes:
             # Whether the file was there before, the command does not tell.
@@ -714,7 +776,7 @@ def _lines_known(change: FileChange) -> bool:
     changed it (a tool or a here-document, whose lines are known, did too)."""
     if change.writes or change.edits or change.created or change.command_appends:
         return True
-    return not (change.command_edits or change.deleted)
+    return not (change.command_edits or change.deleted or change.command_creates)
 
 
 def _changed_in_runs(changes: Mapping[str, FileChange]) -> list[tuple[str, list[str]]]:
@@ -1038,6 +1100,8 @@ def _tail_lines(ledger: Ledger) -> list[str]:
     if ledger.other:
         calls = ", ".join(f"{n} ×{k}" for n, k in ledger.other.items())
         lines.append(f"Other tool calls: {calls}")
+    if ledger.unlisted_changes:
+        lines.append(f"Files changed by commands, not listed: {ledger.unlisted_changes}")
     return lines
 
 

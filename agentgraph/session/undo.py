@@ -30,28 +30,13 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from agentgraph.capabilities.tools.workspace_scan import walk_files
 from agentgraph.persistence.thread_ids import session_path
 from agentgraph.runtime.history.kinds import AGENTGRAPH_KEY, UNDO_NOTE_KIND
 
 UNDO_MAX_FILE_BYTES = 2 * 1024 * 1024
 UNDO_MAX_FILES = 20_000
 UNDO_MAX_TURNS_KEPT = 50
-SKIPPED_DIRS = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        ".venv",
-        "venv",
-        "node_modules",
-        "__pycache__",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".tox",
-        ".agentgraph",
-    }
-)
 # Hash of a file seen but not stored (over the size limit): it can be neither restored
 # nor treated as created by the turn.
 UNSTORED = ""
@@ -104,34 +89,6 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _walk(root: Path, max_files: int) -> tuple[list[tuple[str, os.stat_result]], bool]:
-    """Regular files under ``root`` (relative posix paths), skipping SKIPPED_DIRS."""
-    found: list[tuple[str, os.stat_result]] = []
-    stack = [root]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIPPED_DIRS:
-                        stack.append(Path(entry.path))
-                    continue
-                if not entry.is_file(follow_symlinks=False):
-                    continue
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            rel = Path(entry.path).relative_to(root).as_posix()
-            found.append((rel, st))
-            if len(found) >= max_files:
-                return found, True
-    return found, False
-
-
 class UndoStore:
     """The snapshots and per-turn change records of one session.
 
@@ -174,7 +131,7 @@ class UndoStore:
             workspace: The workspace root.
             previous: The last scan; files whose size and mtime match are not re-read.
         """
-        files, _truncated = _walk(workspace, self.max_files)
+        files, _truncated = walk_files(workspace, self.max_files)
         scan: Scan = {}
         for rel, st in files:
             if st.st_size > self.max_file_bytes:

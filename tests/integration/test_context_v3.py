@@ -532,6 +532,22 @@ def test_files_edited_through_the_shell_are_not_edited_or_read_twice(
 
 
 @pytest.mark.parametrize(("summarizer", "lag"), [("faithful", True), ("lossy", False)])
+def test_files_changed_by_a_command_no_parser_follows_are_not_changed_or_read_twice(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    summarizer: SummarizerKind,
+    lag: bool,
+) -> None:
+    """A model that marks each file done with ``perl -pi -e 's/…open/…done/' F``: no
+    reading of the command line tells which file such a command changes (nor a script's,
+    a ``mv``'s, a formatter's), so each was a command in the ledger and no file changed,
+    and the model read the files it could no longer see marked again. Now the workspace,
+    scanned around each step that runs a command, tells: the file is edited by a command
+    in the ledger and shown again after a compaction."""
+    _assert_every_file_marked_once(make_settings, workspace, summarizer, lag, WINDOW_TOKENS, "perl")
+
+
+@pytest.mark.parametrize(("summarizer", "lag"), [("faithful", True), ("lossy", False)])
 def test_files_written_through_a_here_document_are_not_written_or_read_twice(
     make_settings: Callable[..., Settings],
     workspace: Path,

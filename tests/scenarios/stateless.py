@@ -55,7 +55,9 @@ lines: all of it here), or several whole files in one command (``shell_style="mu
 a folder do); the last two see no page note, so they are for files a read shows whole.
 With ``shell_style="sed"`` it reads as ``cat`` does and changes a line through the shell too
 (``sed -i 's/STATUS part_017: open/STATUS part_017: done/' logs/part_017.txt``), as models
-trained on a shell edit; with ``shell_style="heredoc"`` it writes the file whole instead,
+trained on a shell edit, or with ``perl -pi -e 's/…/…/' F`` (``shell_style="perl"``: a
+command no parser of command lines follows); with ``shell_style="heredoc"`` it writes the
+file whole instead,
 as the latest text of it in view shows it with the line changed (``cat >
 logs/part_017.txt <<'EOF'`` … ``EOF``), as models that rewrite a file to change it do, and
 reads it again first when no text of it with that line is in view.
@@ -176,10 +178,12 @@ SHELL_READ_RE = re.compile(
 )
 # The several-file style's command: ``cat logs/part_001.txt logs/part_002.txt …``.
 SHELL_MULTI_RE = re.compile(r"cat (\S*part_\d{3}\.txt(?: \S*part_\d{3}\.txt)+)")
-# The shell-editing style's change of one line: ``sed -i 's/OLD/NEW/' logs/part_017.txt``
-# (the status lines hold no character sed would read as special).
+# The shell-editing style's change of one line: ``sed -i 's/OLD/NEW/' logs/part_017.txt``,
+# or ``perl -pi -e`` with the same script (the status lines hold no character sed or
+# perl would read as special).
 SHELL_EDIT_RE = re.compile(
-    r"sed -i 's/(?P<old>[^/']+)/(?P<new>[^/']+)/' (?P<path>\S*part_\d{3}\.txt)"
+    r"(?P<program>sed -i|perl -pi -e) 's/(?P<old>[^/']+)/(?P<new>[^/']+)/'"
+    r" (?P<path>\S*part_\d{3}\.txt)"
 )
 # The here-document style's write of a whole file (its text as the model last saw it).
 SHELL_HEREDOC_RE = re.compile(
@@ -193,8 +197,8 @@ REREAD_FILE_RE = re.compile(
 )
 # A run_bash answer's status line (the text before it is the command's output).
 BASH_STATUS_RE = re.compile(r"\n?\[exit code -?\d+[^\]]*\]\s*$")
-ShellStyle = Literal["cat", "nl", "grep", "multi", "sed", "heredoc"]
-SHELL_STYLES: tuple[ShellStyle, ...] = ("cat", "nl", "grep", "multi", "sed", "heredoc")
+ShellStyle = Literal["cat", "nl", "grep", "multi", "sed", "perl", "heredoc"]
+SHELL_STYLES: tuple[ShellStyle, ...] = ("cat", "nl", "grep", "multi", "sed", "perl", "heredoc")
 # Lines a numbered-style shell read asks for at a time.
 NL_PAGE_LINES = 200
 LIMIT_RE = re.compile(r"at most ([\d,]+) tokens", re.IGNORECASE)
@@ -573,8 +577,9 @@ class Persona:
         shell_style: ``cat`` (above); ``nl``: ``nl -ba PATH | sed -n 'K,Lp'``, a page
             of :data:`NL_PAGE_LINES` numbered lines from line K; ``grep``: ``grep -v
             '^#' PATH``; ``multi``: a reply's whole-file reads in one ``cat A B …``;
-            ``sed``: edits with ``sed -i``; ``heredoc``: edits by writing the file whole
-            with ``cat > PATH <<'EOF'`` (see the module docstring).
+            ``sed``: edits with ``sed -i``; ``perl``: with ``perl -pi -e``; ``heredoc``:
+            edits by writing the file whole with ``cat > PATH <<'EOF'`` (see the
+            module docstring).
     """
 
     kind: PersonaKind = "silent"
@@ -706,7 +711,7 @@ class Persona:
     def _calls(self, body: Mapping[str, Any], name: str, *calls: dict[str, Any]) -> dict[str, Any]:
         if self.shell_tool and name == self.read_tool:
             name, calls = self.shell_tool, self._shell_calls(calls)
-        elif self.shell_tool and self.shell_style == "sed" and name == self.edit_tool:
+        elif self.shell_tool and self.shell_style in ("sed", "perl") and name == self.edit_tool:
             name, calls = self.shell_tool, tuple(self._shell_edit(c) for c in calls)
         elif self.shell_tool and self.shell_style == "heredoc" and name == self.edit_tool:
             name, calls = self.shell_tool, tuple(self._heredoc_edit(body, c) for c in calls)
@@ -732,7 +737,8 @@ class Persona:
     def _shell_edit(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """The shell-editing style's command for an edit call's arguments."""
         old, new, path = args[self.old_key], args[self.new_key], args[self.path_key]
-        return {"command": f"sed -i 's/{old}/{new}/' {path}"}
+        program = "perl -pi -e" if self.shell_style == "perl" else "sed -i"
+        return {"command": f"{program} 's/{old}/{new}/' {path}"}
 
     def _heredoc_edit(self, body: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
         """The here-document style's command for an edit call's arguments: the file as

@@ -24,6 +24,7 @@ from langchain_core.messages import (
 from langgraph.graph.message import add_messages
 
 from agentgraph.capabilities.tools.files import read_text_file
+from agentgraph.capabilities.tools.workspace_scan import ScanChanges, with_scanned_changes
 from agentgraph.config import Settings
 from agentgraph.context import compaction
 from agentgraph.context.carry_over import CARRY_OVER_HEADING, identifiers
@@ -257,6 +258,45 @@ def test_lines_appended_through_a_here_document_are_shown_where_they_were_append
         "[Lines around the last edit of notes.md, re-read from disk after compaction — "
         "lines 19-22 of 22"
     )
+
+
+def test_files_a_scan_saw_a_command_change_are_shown_again_by_their_changed_lines(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """A command's change the workspace scan recorded (``perl -pi``) is shown again: the
+    lines it changed, three either side, when the record spans them, else whole; a file
+    it deleted is not; a step that changed more files than are shown again (a build)
+    shows none of them."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    _write_files(workspace, 12)
+    body = [f"line {n}" for n in range(1, 31)]
+    (workspace / "mod.py").write_text("\n".join(body) + "\n")
+    (workspace / "gen.txt").write_text("generated\n")
+    for n in range(4):
+        (workspace / f"out{n}.txt").write_text("built\n")
+    history = _history(12)
+    steps = [
+        (
+            "perl -pi -e 's/line 15/LINE 15/' mod.py",
+            ScanChanges(modified=("mod.py",), spans=(("mod.py", 15, 16),)),
+        ),
+        ("python3 gen.py", ScanChanges(created=("gen.txt",), deleted=("f3.txt",))),
+        ("make", ScanChanges(created=tuple(f"out{n}.txt" for n in range(4)))),
+    ]
+    for (command, changes), i in zip(steps, (8, 9, 10), strict=True):
+        at = 1 + 2 * i
+        call = {"name": "run_bash", "args": {"command": command}, "id": f"c{i}"}
+        result = ToolMessage("[exit code 0]", tool_call_id=f"c{i}", name="run_bash", id=f"t{i}")
+        history[at : at + 2] = [
+            AIMessage(content="", id=f"a{i}", tool_calls=[call]),
+            with_scanned_changes(result, changes),
+        ]
+    reinjected = _reinjected(settings, workspace, history)
+    assert set(reinjected) == {"mod.py", "gen.txt"}
+    header, *lines = reinjected["mod.py"].split("\n")
+    assert header.endswith("— lines 12-19 of 30; read_file shows the rest]")
+    assert lines == [f"{n:6}\t{body[n - 1]}" for n in range(12, 20)]
+    assert reinjected["gen.txt"].startswith("[File re-read from disk after compaction: gen.txt")
 
 
 @pytest.mark.parametrize("older", ["edited since", "only deleted", "written whole"])

@@ -12,6 +12,12 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.graph.message import add_messages
 
+from agentgraph.capabilities.tools.workspace_scan import (
+    CHANGED_PATHS_MAX,
+    FILES_CHANGED_KEY,
+    ScanChanges,
+    with_scanned_changes,
+)
 from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor, since_last_boundary
 from agentgraph.context.ledger import (
@@ -26,6 +32,7 @@ from agentgraph.context.ledger import (
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.runtime.history import agentgraph_kind
+from agentgraph.runtime.history.kinds import with_marker
 from tests.fakes.chat_model import ScriptedChatModel
 
 
@@ -621,6 +628,72 @@ def test_files_written_through_a_here_document_are_files_changed() -> None:
     assert "$ cat > gone/c.py <<'EOF'… → exit 1" in text
     assert "$ cat > d.py <<'EOF'… → exit 0" in text
     assert "cat > src/app.py" not in text
+
+
+def _scanned(messages: list[BaseMessage], **changes: Any) -> list[BaseMessage]:
+    """``messages`` (a call and its result) with the result recording ``changes`` as the
+    tools node does after scanning the workspace around the step."""
+    result = messages[-1]
+    assert isinstance(result, ToolMessage)
+    return [*messages[:-1], with_scanned_changes(result, ScanChanges(**changes))]
+
+
+def test_files_a_scan_saw_a_command_change_are_files_changed() -> None:
+    """A command no reading of its line follows (a script, ``perl -pi``, ``mv``) changed
+    what the workspace scan recorded on its result, whatever its exit status; the command
+    is still listed, unless it exited 0 and names each file it changed (as ``sed -i``,
+    its files say what it did); what its line told (a here-document's lines) is not
+    counted twice; the paths past the scan's record are counted."""
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _call(1, "read_file", {"path": "a.py"}, "1\tx = 1")
+    history += _scanned(
+        _bash(2, "perl -pi -e 's/1/2/' a.py && mv b.txt c.txt", "[exit code 0]"),
+        modified=("a.py",),
+        created=("c.txt",),
+        deleted=("b.txt",),
+    )
+    history += _scanned(
+        _bash(3, "python3 gen.py", "Traceback …\n[exit code 1]"), created=("out.json",), more=7
+    )
+    history += _scanned(
+        _bash(4, "cat > d.py <<'EOF'\nx = 1\nEOF", "[exit code 0]"), created=("d.py",)
+    )
+    history += _scanned(_bash(5, "black .", "[exit code 0]"), modified=("c.txt", "d.py"))
+    ledger = collect_ledger(history, workspace="/ws")
+    text = render_ledger(ledger)
+    assert "- a.py: edited by a command\n" in text
+    assert "- b.txt: deleted by a command\n" in text
+    assert "- c.txt: created by a command, edited by a command\n" in text
+    assert "- out.json: created by a command\n" in text
+    assert "- d.py: written by a command, edited by a command (+1 −0 lines)" in text
+    assert "$ python3 gen.py → exit 1" in text and "$ black . → exit 0" in text
+    assert "perl" not in text  # it names each file it changed: they say what it did
+    assert "Files changed by commands, not listed: 7" in text
+    assert set(ledger.changes) == {"a.py", "b.txt", "c.txt", "out.json", "d.py"}
+
+
+def test_a_scan_record_that_is_not_one_changes_nothing() -> None:
+    """A record an imported or hand-edited session holds that names a path outside the
+    workspace, or is not a record, is ignored."""
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    bad: list[object] = [
+        {"modified": ["../etc/passwd"]},
+        {"created": ["/etc/passwd"]},
+        {"deleted": ["a/../../b"]},
+        {"modified": "a.py"},
+        {"created": [1]},
+        {"modified": ["a.py"], "more": -1},
+        {"modified": ["a.py"], "more": True},
+        ["a.py"],
+        {"modified": [f"f{i}" for i in range(CHANGED_PATHS_MAX + 1)]},
+    ]
+    for n, record in enumerate(bad, 1):
+        call = _bash(n, "make", "[exit code 0]")
+        result = call[-1]
+        history += [call[0], with_marker(result, **{FILES_CHANGED_KEY: record})]
+    ledger = collect_ledger(history)
+    assert ledger.changes == {} and ledger.unlisted_changes == 0
+    assert ledger.commands == {"make": ["exit 0"] * len(bad)}
 
 
 def test_a_memo_shared_by_sessions_never_gives_one_call_the_entry_of_anothers_arguments() -> None:

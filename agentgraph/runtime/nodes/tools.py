@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextvars
+import os
+import posixpath
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -18,9 +20,18 @@ from langgraph.types import Command, interrupt
 
 from agentgraph.capabilities.hooks import POST_TOOL_USE, PRE_TOOL_USE, Hooks, hook_feedback
 from agentgraph.capabilities.tools.base import format_tool_error
+from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import READ_FILE_TOOL_NAME, fit_read_page, read_span
 from agentgraph.capabilities.tools.injected import exclude_injected_from_dump
 from agentgraph.capabilities.tools.spec import tool_spec
+from agentgraph.capabilities.tools.workspace_scan import (
+    StatScan,
+    changed_spans,
+    read_named,
+    scan_changes,
+    stat_scan,
+    with_scanned_changes,
+)
 from agentgraph.context.artifacts import cut_marker, output_artifact_path
 from agentgraph.context.compaction import (
     carried_scale,
@@ -109,6 +120,88 @@ def _map_results(output: Any, change: Callable[[ToolMessage], ToolMessage]) -> A
         messages = [change(m) if isinstance(m, ToolMessage) else m for m in output["messages"]]
         return {**output, "messages": messages}
     return output
+
+
+def _scanned_step(calls: Sequence[ToolCall]) -> bool:
+    """Whether the files a step changes are its commands' (the workspace is scanned
+    around it): it runs a command, and each other call reads or writes only the file
+    its path names (a subagent's or an MCP tool's changes would be taken for the
+    command's)."""
+    specs = [tool_spec(call["name"]) for call in calls]
+    return any(spec.ledger == "command" for spec in specs) and all(
+        spec.ledger in ("command", "todos") or spec.read_only or spec.files_role == "writes"
+        for spec in specs
+    )
+
+
+def _workspace_relative(path: object, workspace: str | None) -> str | None:
+    """``path`` (a file tool's argument) as the workspace scan names it; None when it is
+    no path in the workspace."""
+    if not isinstance(path, str) or not path.strip() or not workspace:
+        return None
+    name = posixpath.normpath(path.strip())
+    if posixpath.isabs(name):
+        for root in {posixpath.normpath(workspace), os.path.realpath(workspace)}:
+            if name.startswith(root.rstrip("/") + "/"):
+                return name[len(root.rstrip("/")) + 1 :]
+        return None
+    return name
+
+
+def _named_texts(
+    calls: Sequence[ToolCall], before: StatScan | None, workspace: str | None
+) -> dict[str, bytes]:
+    """The text before the step of the files its commands name (see
+    :func:`~agentgraph.capabilities.tools.workspace_scan.read_named`)."""
+    if before is None or not workspace:
+        return {}
+    commands = [
+        command
+        for call in calls
+        if tool_spec(call["name"]).ledger == "command"
+        and isinstance(command := (call.get("args") or {}).get("command"), str)
+    ]
+    return read_named(before, workspace, commands)
+
+
+def _with_step_changes(
+    output: Any,
+    calls: Sequence[ToolCall],
+    before: StatScan,
+    named: Mapping[str, bytes],
+    workspace: str | None,
+) -> Any:
+    """``output`` with the files the step's commands changed, as the workspace shows
+    them after it (:mod:`~agentgraph.capabilities.tools.workspace_scan`), recorded on
+    the result of its first command that ran, with the lines that changed in the files
+    its commands name (``named``: their text before it). The files its write_file and
+    edit_file calls name are theirs: left out."""
+    after = stat_scan(workspace)
+    if after is None:
+        return output
+    ignored: set[str] = set()
+    for call in calls:
+        spec = tool_spec(call["name"])
+        if spec.files_role == "writes" and spec.path_arg is not None:
+            name = _workspace_relative((call.get("args") or {}).get(spec.path_arg), workspace)
+            if name is not None:
+                ignored.add(name)
+    changes = scan_changes(before, after, ignored)
+    if changes.empty:
+        return output
+    if named and workspace:
+        changes = replace(changes, spans=changed_spans(workspace, named, changes.modified))
+    commands = {call["id"] for call in calls if tool_spec(call["name"]).ledger == "command"}
+    target: list[str] = []
+
+    def record(message: ToolMessage) -> ToolMessage:
+        ran = message.tool_call_id in commands and bash_status(message.text) is not None
+        if not ran or target:
+            return message
+        target.append(message.tool_call_id)
+        return with_scanned_changes(message, changes)
+
+    return _map_results(output, record)
 
 
 def refusal(call: ToolCall, state: Any) -> ToolMessage | None:
@@ -405,7 +498,11 @@ def make_tools_node(
         token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx, accepted))
         plans = ACCEPTED_PLANS.set(accepted)
         try:
+            before = stat_scan(ctx.workspace_path) if _scanned_step(calls) else None
+            named = _named_texts(calls, before, ctx.workspace_path)
             output = tool_node_for_current_tools().invoke(state, config)
+            if before is not None:
+                output = _with_step_changes(output, calls, before, named, ctx.workspace_path)
             now = time.time()
             return _map_results(output, lambda m: stamped(m, now))  # each result dated
         finally:

@@ -1,0 +1,349 @@
+"""Which workspace files a step's shell commands changed, as the disk shows it.
+
+A model changes files through the shell in more ways than any parser of command lines
+can follow: ``perl -pi -e``, ``python - <<'EOF'`` scripts, ``mkdir -p d && cat > d/f``,
+``mv``, ``cp``, ``rm -rf``, a formatter, a code generator. Read only from the command
+line, those changes were missing from the progress ledger's files changed, and after a
+compaction the model had no sign that the file it once read had changed under it. So
+the tools node stats the workspace before and after a step that runs a command
+(:func:`stat_scan`) and records the difference (:func:`scan_changes`) on the command's
+result; the ledger and a compaction's files shown again read it there.
+
+Only ``stat``: sizes, modification times and inodes (about 10 µs a file), no content;
+the folders :data:`SKIPPED_DIRS` name (``.git``, ``node_modules``, virtual
+environments, caches) are not entered, and a workspace of more than
+:data:`WORKSPACE_SCAN_MAX_FILES` files is not scanned at all (a cut scan could not tell
+a deleted file from one it did not reach).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import stat
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from langchain_core.messages import BaseMessage
+
+from agentgraph.runtime.history.kinds import AGENTGRAPH_KEY, with_marker
+
+__all__ = [
+    "CHANGED_PATHS_MAX",
+    "FILES_CHANGED_KEY",
+    "NAMED_FILES_MAX",
+    "NAMED_FILE_MAX_BYTES",
+    "SKIPPED_DIRS",
+    "WORKSPACE_SCAN_MAX_FILES",
+    "ScanChanges",
+    "StatScan",
+    "changed_spans",
+    "read_named",
+    "scan_changes",
+    "scanned_changes",
+    "stat_scan",
+    "walk_files",
+    "with_scanned_changes",
+]
+
+# Files; past it the workspace is not scanned (two scans a step: ~0.2 s at this size).
+WORKSPACE_SCAN_MAX_FILES = 10_000
+# Paths one step's record names; past it only their number is kept (a build writing
+# thousands of files would otherwise fill the ledger and the checkpoint).
+CHANGED_PATHS_MAX = 200
+SKIPPED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "node_modules",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".agentgraph",
+    }
+)
+
+# Files a step's commands name whose text is kept before the step, to tell which of their
+# lines changed; each read only under this size (bytes).
+NAMED_FILES_MAX = 4
+NAMED_FILE_MAX_BYTES = 256 * 1024
+# What may be a path in a command line: a run of characters the shell does not treat as
+# a separator, quote or operator.
+_WORD_RE = re.compile(r"[^\s'\"`|;&<>()$]+")
+
+# Marker field of a command's result: the files the step that ran it changed.
+FILES_CHANGED_KEY = "files_changed"
+# Longest path a record may name (an imported session's record is input like any other).
+_PATH_MAX_CHARS = 4096
+_KINDS = ("modified", "created", "deleted")
+
+# Relative posix path -> (size in bytes, modification time in ns, inode).
+StatScan = dict[str, tuple[int, int, int]]
+
+
+def walk_files(root: Path, max_files: int) -> tuple[list[tuple[str, os.stat_result]], bool]:
+    """Regular files under ``root`` (relative posix paths), skipping :data:`SKIPPED_DIRS`
+    and never following a link.
+
+    Args:
+        root: The folder to walk.
+        max_files: Stop after this many files.
+
+    Returns:
+        The files with their ``stat``, and whether the walk stopped at ``max_files``.
+    """
+    found: list[tuple[str, os.stat_result]] = []
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in SKIPPED_DIRS:
+                        stack.append(Path(entry.path))
+                    continue
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            rel = Path(entry.path).relative_to(root).as_posix()
+            found.append((rel, st))
+            if len(found) >= max_files:
+                return found, True
+    return found, False
+
+
+def stat_scan(
+    root: Path | str | None, max_files: int = WORKSPACE_SCAN_MAX_FILES
+) -> StatScan | None:
+    """The files of the workspace ``root`` with their size, mtime and inode; None when
+    there is no such folder or it holds ``max_files`` files or more."""
+    if not root or not Path(root).is_dir():
+        return None
+    files, cut = walk_files(Path(root), max_files)
+    if cut:
+        return None
+    return {rel: (st.st_size, st.st_mtime_ns, st.st_ino) for rel, st in files}
+
+
+@dataclass(frozen=True)
+class ScanChanges:
+    """The files that changed between two scans, each list sorted.
+
+    Attributes:
+        modified: Files there before and after whose size, mtime or inode changed (a
+            rewrite, an edit in place, a file moved over it).
+        created: Files there only after.
+        deleted: Files there only before.
+        more: Changed files past :data:`CHANGED_PATHS_MAX`, counted, not named.
+        spans: ``(path, first, last)``: the lines (1-based, of the file after the step)
+            between the first and the last that changed, of modified files the command
+            named (:func:`read_named`); a change that only removed lines spans the line
+            after them.
+    """
+
+    modified: tuple[str, ...] = ()
+    created: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    more: int = 0
+    spans: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """Whether nothing changed."""
+        return not (self.modified or self.created or self.deleted or self.more)
+
+
+def scan_changes(before: StatScan, after: StatScan, ignored: Iterable[str] = ()) -> ScanChanges:
+    """What changed from ``before`` to ``after``, but the ``ignored`` paths (files the
+    step's own file tools wrote: their calls record them).
+
+    Args:
+        before: The scan before the step.
+        after: The scan after it.
+        ignored: Relative paths to leave out.
+
+    Returns:
+        The changes, at most :data:`CHANGED_PATHS_MAX` paths named (created, then
+        modified, then deleted first).
+    """
+    skip = set(ignored)
+    created = sorted(p for p in after if p not in before and p not in skip)
+    modified = sorted(
+        p for p, state in after.items() if p in before and before[p] != state and p not in skip
+    )
+    deleted = sorted(p for p in before if p not in after and p not in skip)
+    room = CHANGED_PATHS_MAX
+    kept: list[list[str]] = []
+    for paths in (created, modified, deleted):
+        kept.append(paths[:room])
+        room -= len(kept[-1])
+    more = len(created) + len(modified) + len(deleted) - sum(map(len, kept))
+    return ScanChanges(tuple(kept[1]), tuple(kept[0]), tuple(kept[2]), more)
+
+
+_M = TypeVar("_M", bound=BaseMessage)
+
+
+def read_named(before: StatScan, root: Path | str, commands: Iterable[str]) -> dict[str, bytes]:
+    """The text, before the step, of the workspace files ``commands`` name (the first
+    :data:`NAMED_FILES_MAX` of them, each under :data:`NAMED_FILE_MAX_BYTES`): a file
+    a command names is the one it most likely edits in place.
+
+    Args:
+        before: The scan before the step (only files it holds are read).
+        root: The workspace root.
+        commands: The step's command lines.
+
+    Returns:
+        Relative path -> bytes.
+    """
+    out: dict[str, bytes] = {}
+    for command in commands:
+        for word in _WORD_RE.findall(command):
+            name = posixpath.normpath(word)
+            state = before.get(name)
+            if state is None or name in out or state[0] > NAMED_FILE_MAX_BYTES:
+                continue
+            data = _read_regular(Path(root) / name)
+            if data is not None:
+                out[name] = data
+            if len(out) >= NAMED_FILES_MAX:
+                return out
+    return out
+
+
+def changed_spans(
+    root: Path | str, texts: Mapping[str, bytes], modified: Iterable[str]
+) -> tuple[tuple[str, int, int], ...]:
+    """``(path, first, last)`` of each ``modified`` file whose text before the step
+    ``texts`` holds: the lines from the first to the last that differ (the file's
+    common head and tail taken off; a text file only).
+
+    Args:
+        root: The workspace root.
+        texts: Relative path -> its bytes before the step (:func:`read_named`).
+        modified: The files the scan saw change.
+
+    Returns:
+        The spans, in ``modified``'s order.
+    """
+    spans: list[tuple[str, int, int]] = []
+    for name in modified:
+        old = texts.get(name)
+        new = _read_regular(Path(root) / name) if old is not None else None
+        if old is None or new is None or b"\x00" in old or b"\x00" in new:
+            continue
+        before = old.decode("utf-8", errors="replace").splitlines()
+        after = new.decode("utf-8", errors="replace").splitlines()
+        if not after or before == after:
+            continue
+        head = 0
+        while head < min(len(before), len(after)) and before[head] == after[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(before), len(after)) - head and before[-1 - tail] == after[-1 - tail]:
+            tail += 1
+        first = min(head + 1, len(after))
+        spans.append((name, first, max(first, len(after) - tail)))
+    return tuple(spans)
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of the regular file ``path`` (no link followed), if under
+    :data:`NAMED_FILE_MAX_BYTES`; None otherwise."""
+    try:
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        )
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            data = fh.read(NAMED_FILE_MAX_BYTES + 1)
+        except OSError:
+            return None
+    return data if len(data) <= NAMED_FILE_MAX_BYTES else None
+
+
+def with_scanned_changes(message: _M, changes: ScanChanges) -> _M:
+    """``message`` (a command's result) recording ``changes`` in its marker dict (never
+    sent to a provider)."""
+    record: dict[str, Any] = {kind: list(getattr(changes, kind)) for kind in _KINDS}
+    record["more"] = changes.more
+    if changes.spans:
+        record["spans"] = [list(span) for span in changes.spans]
+    return with_marker(message, **{FILES_CHANGED_KEY: record})
+
+
+def scanned_changes(message: BaseMessage) -> ScanChanges | None:
+    """The changes :func:`with_scanned_changes` recorded on ``message``; None when it
+    records none, or a record that is not one (a hand-edited or imported session): a
+    path must be relative, normal and inside the workspace.
+
+    Args:
+        message: A tool result.
+
+    Returns:
+        The changes, or None.
+    """
+    meta = message.additional_kwargs.get(AGENTGRAPH_KEY)
+    record = meta.get(FILES_CHANGED_KEY) if isinstance(meta, Mapping) else None
+    if not isinstance(record, Mapping):
+        return None
+    lists: list[tuple[str, ...]] = []
+    for kind in _KINDS:
+        paths = record.get(kind, [])
+        if not isinstance(paths, list) or not all(map(_relative_path, paths)):
+            return None
+        lists.append(tuple(paths))
+    more = record.get("more", 0)
+    if isinstance(more, bool) or not isinstance(more, int) or more < 0:
+        return None
+    if sum(map(len, lists)) > CHANGED_PATHS_MAX:
+        return None
+    spans = record.get("spans", [])
+    if not isinstance(spans, list) or not all(_span(span, lists[0]) for span in spans):
+        return None
+    return ScanChanges(
+        lists[0], lists[1], lists[2], more, tuple((p, first, last) for p, first, last in spans)
+    )
+
+
+def _span(value: object, modified: tuple[str, ...]) -> bool:
+    """Whether ``value`` is a ``[path, first, last]`` span of a modified file."""
+    if not isinstance(value, list) or len(value) != 3 or value[0] not in modified:
+        return False
+    first, last = value[1], value[2]
+    return (
+        all(isinstance(n, int) and not isinstance(n, bool) for n in (first, last))
+        and 1 <= first <= last
+    )
+
+
+def _relative_path(path: object) -> bool:
+    """Whether ``path`` is a normal relative path inside the workspace."""
+    return (
+        isinstance(path, str)
+        and 0 < len(path) <= _PATH_MAX_CHARS
+        and "\x00" not in path
+        and not path.startswith("/")
+        and posixpath.normpath(path) == path
+        and path != ".."
+        and not path.startswith("../")
+    )

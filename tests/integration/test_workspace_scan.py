@@ -1,0 +1,112 @@
+"""Files a step's commands changed, as the workspace shows it, through the real graph.
+
+A stateless model (each reply a function of the request: the next step is the first
+whose command its prompt does not show yet) changes files with commands no reading of
+their line follows; the real run_bash runs them, with and without the sandbox, and the
+session's SQLite checkpoint holds the results the ledger is built from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentgraph.capabilities.tools.workspace_scan import scanned_changes
+from agentgraph.config import Settings
+from agentgraph.context.ledger import collect_ledger, render_ledger
+from agentgraph.persistence import open_store
+from agentgraph.session.agent import Agent
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.sandbox_helpers import sandbox_mode
+
+__all__ = ["sandbox_mode"]  # the fixture, used by name
+
+# One reply per step: the calls it makes (run_bash commands, or a write_file beside one).
+STEPS: tuple[tuple[dict[str, Any], ...], ...] = (
+    (
+        {
+            "name": "run_bash",
+            "arguments": {"command": "mkdir -p pkg && printf 'X = 1\\n' > pkg/mod.py"},
+        },
+    ),
+    ({"name": "run_bash", "arguments": {"command": "perl -pi -e 's/X = 1/X = 2/' pkg/mod.py"}},),
+    (
+        {
+            "name": "run_bash",
+            "arguments": {"command": "mv notes.txt notes.md && cp notes.md copy.md"},
+        },
+    ),
+    (
+        {
+            "name": "run_bash",
+            "arguments": {"command": "python3 -c \"open('gen.txt', 'w').write('g')\"; exit 3"},
+        },
+    ),
+    (
+        {"name": "run_bash", "arguments": {"command": "rm -rf build"}},
+        {"name": "write_file", "arguments": {"path": "w.py", "content": "W = 1\n"}},
+    ),
+    ({"name": "run_bash", "arguments": {"command": "touch node_modules/x/index.js; true"}},),
+)
+
+
+def _reply(body: dict[str, Any]) -> dict[str, Any]:
+    """The first step whose first call the request does not show; then an answer."""
+    sent = {
+        json.loads(call["function"]["arguments"]).get("command")
+        for message in body["messages"]
+        for call in message.get("tool_calls") or []
+    }
+    for step in STEPS:
+        if step[0]["arguments"]["command"] not in sent:
+            return {"tool_calls": list(step)}
+    return {"content": "done"}
+
+
+def test_files_commands_changed_are_in_the_ledger_whatever_the_command(
+    make_settings: Callable[..., Settings], workspace: Path, sandbox_mode: str
+) -> None:
+    """``printf >`` after ``mkdir -p &&``, ``perl -pi``, ``mv`` and ``cp``, a script
+    that writes a file and then fails, ``rm -rf`` of a folder: each file is created,
+    edited or deleted by a command in the ledger; write_file's file in the same step is
+    its own; a skipped folder (``node_modules``) and a command that changed nothing
+    record nothing."""
+    (workspace / "notes.txt").write_text("n\n")
+    (workspace / "build").mkdir()
+    (workspace / "build" / "a.o").write_bytes(b"\x00")
+    (workspace / "build" / "b.o").write_bytes(b"\x00")
+    (workspace / "node_modules" / "x").mkdir(parents=True)
+    (workspace / "node_modules" / "x" / "index.js").write_text("")
+    with FakeOpenAIServer([_reply], on_exhausted="repeat_last") as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            AGENTGRAPH_SANDBOX=sandbox_mode,
+            MAX_LOOPS="20",
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            result = agent.run_turn("scan", "change the files", workspace, lambda _e: None)
+            messages = agent.messages("scan")
+    assert server.violations == []
+    assert result.answer == "done" and result.pending_approvals == []
+    assert (workspace / "pkg" / "mod.py").read_text() == "X = 2\n"
+    text = render_ledger(collect_ledger(messages, workspace=str(workspace)))
+    assert "- pkg/mod.py: created by a command, edited by a command\n" in text
+    assert "- notes.txt: deleted by a command\n" in text
+    assert "- notes.md: created by a command\n" in text
+    assert "- copy.md: created by a command\n" in text
+    assert "- gen.txt: created by a command\n" in text
+    assert "build/ a.o, b.o: deleted by a command" in text or (
+        "- build/a.o: deleted by a command\n" in text
+        and "- build/b.o: deleted by a command\n" in text
+    )
+    assert "- w.py: created (+1 −0 lines)" in text
+    assert "node_modules" not in text.replace("touch node_modules/x/index.js; true", "")
+    records = [r for r in map(scanned_changes, messages) if r is not None]
+    assert len(records) == len(STEPS) - 1  # the last changed nothing
+    # The file perl named was read before it ran: its changed line is known.
+    assert records[1].modified == ("pkg/mod.py",) and records[1].spans == (("pkg/mod.py", 1, 1),)

@@ -1,0 +1,132 @@
+"""The workspace scan around a step that runs a command: what it sees and records."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+from langchain_core.messages import ToolMessage
+
+from agentgraph.capabilities.tools.workspace_scan import (
+    CHANGED_PATHS_MAX,
+    FILES_CHANGED_KEY,
+    NAMED_FILE_MAX_BYTES,
+    NAMED_FILES_MAX,
+    ScanChanges,
+    changed_spans,
+    read_named,
+    scan_changes,
+    scanned_changes,
+    stat_scan,
+    with_scanned_changes,
+)
+from agentgraph.runtime.history.kinds import with_marker
+
+
+def test_a_scan_lists_regular_files_and_skips_tool_folders_and_links(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("a")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref")
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "x.js").write_text("x")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "secret").write_text("s")
+    os.symlink(outside, tmp_path / "link")
+    scan = stat_scan(tmp_path)
+    assert scan is not None and set(scan) == {"src/a.py"}
+
+
+def test_no_scan_of_a_missing_folder_or_one_past_the_file_limit(tmp_path: Path) -> None:
+    for i in range(5):
+        (tmp_path / f"f{i}").write_text("")
+    assert stat_scan(tmp_path / "missing") is None
+    assert stat_scan(None) is None
+    assert stat_scan(tmp_path, max_files=5) is None  # it could not tell what it missed
+    assert stat_scan(tmp_path, max_files=6) is not None
+
+
+def test_a_rewrite_a_new_file_a_removal_and_a_file_moved_over_another_are_changes(
+    tmp_path: Path,
+) -> None:
+    for name in ("same", "edit", "gone", "target", "mine"):
+        (tmp_path / name).write_text("0")
+    before = stat_scan(tmp_path)
+    assert before is not None
+    (tmp_path / "edit").write_text("01")
+    (tmp_path / "new").write_text("")
+    (tmp_path / "gone").unlink()
+    stat = (tmp_path / "target").stat()
+    (tmp_path / "moved").write_text("1")
+    os.utime(tmp_path / "moved", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    os.replace(tmp_path / "moved", tmp_path / "target")  # same size and time, new inode
+    (tmp_path / "mine").write_text("11")
+    after = stat_scan(tmp_path)
+    assert after is not None
+    changes = scan_changes(before, after, ignored={"mine"})
+    assert changes == ScanChanges(modified=("edit", "target"), created=("new",), deleted=("gone",))
+    assert scan_changes(after, after).empty
+
+
+def test_past_the_record_limit_changes_are_counted_created_first() -> None:
+    before = {f"old{i:04d}": (1, 1, i) for i in range(CHANGED_PATHS_MAX)}
+    after = {f"new{i:04d}": (1, 1, i) for i in range(CHANGED_PATHS_MAX)}
+    changes = scan_changes(before, after)
+    assert len(changes.created) == CHANGED_PATHS_MAX and changes.deleted == ()
+    assert changes.more == CHANGED_PATHS_MAX
+
+
+_PATHS = st.lists(st.from_regex(r"[a-z]{1,3}(/[a-z]{1,3}){0,2}", fullmatch=True), max_size=5)
+
+
+@given(modified=_PATHS, created=_PATHS, deleted=_PATHS, more=st.integers(min_value=0, max_value=99))
+def test_a_record_reads_back_as_written(
+    modified: list[str], created: list[str], deleted: list[str], more: int
+) -> None:
+    changes = ScanChanges(tuple(modified), tuple(created), tuple(deleted), more)
+    result = with_scanned_changes(ToolMessage("[exit code 0]", tool_call_id="c"), changes)
+    assert scanned_changes(result) == changes
+    assert scanned_changes(ToolMessage("[exit code 0]", tool_call_id="c")) is None
+
+
+def test_the_files_a_command_names_are_read_before_it_runs(tmp_path: Path) -> None:
+    """Files the scan holds that a command names (``./`` or not, in quotes or after a
+    redirection), each once, under the size limit, at most NAMED_FILES_MAX."""
+    for name in ("a.py", "b.py", "c.py", "d.py", "e.py"):
+        (tmp_path / name).write_text(name)
+    (tmp_path / "big.txt").write_bytes(b"x" * (NAMED_FILE_MAX_BYTES + 1))
+    before = stat_scan(tmp_path)
+    assert before is not None
+    named = read_named(before, tmp_path, ["perl -pi -e 's/a/b/' ./a.py big.txt missing.py>a.py"])
+    assert named == {"a.py": b"a.py"}
+    many = read_named(before, tmp_path, ["fmt a.py b.py 'c.py' d.py e.py"])
+    assert list(many) == ["a.py", "b.py", "c.py", "d.py"][:NAMED_FILES_MAX]
+
+
+def test_the_span_of_a_change_is_the_lines_between_the_first_and_last_that_differ(
+    tmp_path: Path,
+) -> None:
+    lines = [f"line {i}\n" for i in range(1, 11)]
+    texts = {name: "".join(lines).encode() for name in ("one", "add", "cut", "two", "bin")}
+    (tmp_path / "one").write_text("".join(lines).replace("line 5\n", "LINE 5\n"))
+    (tmp_path / "add").write_text("".join(lines) + "line 11\nline 12\n")
+    (tmp_path / "cut").write_text("".join(lines).replace("line 4\n", ""))
+    (tmp_path / "two").write_text("".join(lines).replace("line 2", "L2").replace("line 8", "L8"))
+    (tmp_path / "bin").write_bytes(b"\x00" + "".join(lines).encode())
+    (tmp_path / "unread").write_text("x")
+    spans = changed_spans(tmp_path, texts, ["one", "add", "cut", "two", "bin", "unread"])
+    assert spans == (("one", 5, 5), ("add", 11, 12), ("cut", 4, 4), ("two", 2, 8))
+
+
+def test_a_span_of_a_file_not_modified_or_not_a_line_range_is_no_record() -> None:
+    message = ToolMessage("[exit code 0]", tool_call_id="c")
+    good = {"modified": ["a.py"], "created": [], "deleted": [], "more": 0}
+    assert scanned_changes(
+        with_marker(message, **{FILES_CHANGED_KEY: {**good, "spans": [["a.py", 2, 3]]}})
+    ) == ScanChanges(modified=("a.py",), spans=(("a.py", 2, 3),))
+    for spans in ([["b.py", 2, 3]], [["a.py", 3, 2]], [["a.py", 0, 1]], [["a.py", 1]], "x"):
+        record = {**good, "spans": spans}
+        assert scanned_changes(with_marker(message, **{FILES_CHANGED_KEY: record})) is None
