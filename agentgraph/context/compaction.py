@@ -14,10 +14,11 @@ import math
 import os
 import posixpath
 import re
+import stat
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import edit_report_line, excerpt_of_read, page_of_read
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import LinkCensus, resolve_in_workspace
-from agentgraph.capabilities.tools.workspace_scan import scanned_changes
+from agentgraph.capabilities.tools.workspace_scan import ScanChanges, scanned_changes
 from agentgraph.context.artifacts import with_originals
 from agentgraph.context.carry_over import (
     CARRY_OVER_HEADING,
@@ -54,6 +55,7 @@ from agentgraph.context.ledger import (
     LedgerMemo,
     collect_ledger,
     ledger_message,
+    ledger_path,
     read_calls,
     render_ledger,
     without_listed_files,
@@ -614,14 +616,69 @@ class BoundaryTracker:
         return result
 
 
-def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
+@dataclass
+class _ChangeLog:
+    """What :func:`changed_files` knows of each file as it goes through a history."""
+
+    last: dict[str, int] = field(default_factory=dict)
+    edits: dict[str, str | None] = field(default_factory=dict)
+    edit_calls: dict[str, str] = field(default_factory=dict)  # the id of an edit call
+    appended: set[str] = field(default_factory=set)  # whose last change appended lines
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # a scan's span
+
+    def change(
+        self,
+        path: str,
+        at: int,
+        text: str | None,
+        *,
+        call_id: str | None = None,
+        appended: bool = False,
+        span: tuple[int, int] | None = None,
+    ) -> None:
+        """``path`` changed at message ``at``: its new text (None: written whole), the
+        edit call that said where, whether it was appended, the lines a scan saw change."""
+        self.edits[path] = text
+        self.last[path] = at
+        if call_id is None:
+            self.edit_calls.pop(path, None)
+        else:
+            self.edit_calls[path] = call_id
+        if appended:
+            self.appended.add(path)
+        else:
+            self.appended.discard(path)
+        if span is None:
+            self.spans.pop(path, None)
+        else:
+            self.spans[path] = span
+
+    def touch(self, path: str, at: int) -> None:
+        """``path`` was read at message ``at``."""
+        self.appended.discard(path)
+        self.last[path] = at
+
+    def drop(self, path: str) -> None:
+        """``path`` is gone: nothing to show again."""
+        for known in (self.edits, self.edit_calls, self.last, self.spans):
+            known.pop(path, None)
+
+    def stale(self, path: str) -> None:
+        """``path`` changed where nothing says how: what was known of its last change no
+        longer places anything, so it would be shown whole."""
+        if path in self.edits:
+            self.change(path, self.last[path], None)
+
+
+def changed_files(
+    messages: Sequence[BaseMessage], workspace: str | None = None
+) -> list[ChangedFile]:
     """Files the conversation wrote or edited, the one touched last (read or changed)
-    first."""
-    last: dict[str, int] = {}
-    edits: dict[str, str | None] = {}
-    edit_calls: dict[str, str] = {}  # path -> the id of its last change, if an edit
-    appended: set[str] = set()  # paths whose last change appended lines
-    spans: dict[str, tuple[int, int]] = {}  # paths whose last change a scan spanned
+    first, each named as the ledger names it (normalized; relative to ``workspace``,
+    its absolute path, when under it): ``./a.py``, ``/ws/a.py`` and a workspace scan's
+    ``a.py`` are one file."""
+    key = ledger_path(workspace)
+    log = _ChangeLog()
     # A command changed files only if it ran and exited 0 (a refused or failed one did not).
     exited_0 = {
         m.tool_call_id: m.text
@@ -636,81 +693,63 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
         if isinstance(m, ToolMessage) and (changes := scanned_changes(m)) is not None
     }
     for i, msg in enumerate(messages):
-        if isinstance(msg, AIMessage):
-            for call in msg.tool_calls:
-                spec = tool_spec(call["name"])
-                args = call.get("args") or {}
-                call_id = str(call.get("id"))
-                command = args.get("command") if spec.ledger == "command" else None
-                told: set[str] = set()  # the files the command line says it changed
-                if isinstance(command, str) and call_id in exited_0:
-                    # ``sed -i 's/a/b/' F``: F was edited, around the text it wrote when
-                    # the replacement is literal (as an edit_file call's new text); else
-                    # it is re-read as a file written whole is.
-                    in_place = in_place_edits(command)
-                    written = sed_replacement(command) if in_place else None
-                    for edited in in_place:
-                        edits[edited] = written
-                        spans.pop(edited, None)
-                        edit_calls.pop(edited, None)
-                        appended.discard(edited)
-                        last[edited] = i
-                        told.add(edited)
-                    # ``cat > F <<'EOF'`` wrote F whole: re-read as write_file's file
-                    # is; ``>>`` appended its lines: re-read around them.
-                    for write in written_files(command, exited_0[call_id]):
-                        edits[write.path] = write.text if write.append else None
-                        spans.pop(write.path, None)
-                        edit_calls.pop(write.path, None)
-                        if write.append:
-                            appended.add(write.path)
-                        else:
-                            appended.discard(write.path)
-                        last[write.path] = i
-                        told.add(write.path)
-                    # ``rm F``: gone, nothing to show again.
-                    for removed in removed_files(command).paths:
-                        edits.pop(removed, None)
-                        edit_calls.pop(removed, None)
-                        last.pop(removed, None)
-                scan = scanned.get(call_id)
-                if scan is not None:
-                    # What the workspace showed the step's commands change (a script,
-                    # ``perl -pi``, ``mv``): re-read whole as a written file is, unless
-                    # the command line told more (a sed replacement, appended lines) or
-                    # the step changed more files than are shown again (a build).
-                    for gone in scan.deleted:
-                        edits.pop(gone, None)
-                        edit_calls.pop(gone, None)
-                        last.pop(gone, None)
-                    changed = [*scan.modified, *scan.created]
-                    if len(changed) + scan.more <= REINJECT_RECENT_FILES:
-                        spanned = {p: (first, end) for p, first, end in scan.spans}
-                        for name in (n for n in changed if n not in told):
-                            edits[name] = None
-                            edit_calls.pop(name, None)
-                            appended.discard(name)
-                            last[name] = i
-                            spans.pop(name, None)
-                            if name in spanned:
-                                spans[name] = spanned[name]
-                if spec.files_role is None or spec.path_arg is None:
-                    continue
-                path = args.get(spec.path_arg)
-                if not isinstance(path, str) or not path:
-                    continue
-                if spec.files_role == "writes":
-                    spans.pop(path, None)
-                if spec.files_role == "writes" and spec.ledger == "edit":
-                    new = args.get("new_string")
-                    edits[path] = new if isinstance(new, str) else ""
-                    edit_calls[path] = str(call.get("id") or "")
-                elif spec.files_role == "writes":
-                    edits[path] = None
-                    edit_calls.pop(path, None)
-                appended.discard(path)
-                last[path] = i
-    wanted = set(edit_calls.values())
+        if not isinstance(msg, AIMessage):
+            continue
+        told: set[str] = set()  # the files the step's command lines say they changed
+        scans: list[ScanChanges] = []
+        for call in msg.tool_calls:
+            spec = tool_spec(call["name"])
+            args = call.get("args") or {}
+            call_id = str(call.get("id"))
+            command = args.get("command") if spec.ledger == "command" else None
+            if isinstance(command, str) and call_id in exited_0:
+                # ``sed -i 's/a/b/' F``: F was edited, around the text it wrote when the
+                # replacement is literal (as an edit_file call's new text); else it is
+                # re-read as a file written whole is.
+                in_place = [key(p) for p in in_place_edits(command)]
+                written = sed_replacement(command) if in_place else None
+                for edited in in_place:
+                    log.change(edited, i, written)
+                    told.add(edited)
+                # ``cat > F <<'EOF'`` wrote F whole: re-read as write_file's file is;
+                # ``>>`` appended its lines: re-read around them.
+                for write in written_files(command, exited_0[call_id]):
+                    name = key(write.path)
+                    log.change(name, i, write.text if write.append else None, appended=write.append)
+                    told.add(name)
+                # ``rm F``: gone, nothing to show again.
+                for removed in removed_files(command).paths:
+                    log.drop(key(removed))
+            if (scan := scanned.get(call_id)) is not None:
+                scans.append(scan)
+            path: Any = args.get(spec.path_arg) if spec.path_arg is not None else None
+            if spec.files_role is None or not isinstance(path, str) or not path:
+                continue
+            if spec.files_role == "writes" and spec.ledger == "edit":
+                new = args.get("new_string")
+                log.change(key(path), i, new if isinstance(new, str) else "", call_id=call_id)
+            elif spec.files_role == "writes":
+                log.change(key(path), i, None)
+            else:
+                log.touch(key(path), i)
+        for scan in scans:
+            # What the workspace showed the step's commands change (a script, ``perl
+            # -pi``, ``mv``): shown again by the lines it changed when the scan spans
+            # them, else whole, unless a command line told more (a sed replacement,
+            # appended lines) or the step changed more files than are shown again (a
+            # build's outputs: listed in the ledger, and what was known of how an
+            # earlier change placed any of them no longer holds).
+            for gone in scan.deleted:
+                log.drop(gone)
+            changed = [n for n in (*scan.modified, *scan.created) if n not in told]
+            spanned = {p: (first, end) for p, first, end in scan.spans}
+            few = len(scan.modified) + len(scan.created) + scan.more <= REINJECT_RECENT_FILES
+            for name in changed:
+                if few:
+                    log.change(name, i, None, span=spanned.get(name))
+                else:
+                    log.stale(name)
+    wanted = set(log.edit_calls.values())
     lines = {
         m.tool_call_id: edit_report_line(m.text)
         for m in messages
@@ -719,13 +758,13 @@ def changed_files(messages: Sequence[BaseMessage]) -> list[ChangedFile]:
     files = [
         ChangedFile(
             path,
-            last[path],
+            log.last[path],
             new,
-            lines.get(edit_calls.get(path, "")),
-            path in appended,
-            spans.get(path),
+            lines.get(log.edit_calls.get(path, "")),
+            path in log.appended,
+            log.spans.get(path),
         )
-        for path, new in edits.items()
+        for path, new in log.edits.items()
     ]
     return sorted(files, key=lambda f: -f.last_index)
 
@@ -736,9 +775,14 @@ def _fresh_lines(workspace: Path, rel: str) -> list[str] | None:
     try:
         # As the tools resolved it when the model wrote it (its spelling of the path).
         path = resolve_in_workspace(workspace, rel)
-        with path.open("rb") as fh:
+        # Not blocking on a FIFO a command left at the path; a regular file only.
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+        with os.fdopen(os.open(path, flags), "rb") as fh:
+            status = os.fstat(fh.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                return None
             # Opened as read_file opens it: a hard link out of the workspace is refused.
-            LinkCensus(workspace.resolve()).require_inside(os.fstat(fh.fileno()), rel)
+            LinkCensus(workspace.resolve()).require_inside(status, rel)
             head = fh.read(8192)
             if b"\x00" in head:
                 return None
@@ -746,7 +790,9 @@ def _fresh_lines(workspace: Path, rel: str) -> list[str] | None:
             raw = fh.read()
     except (OSError, ToolError):
         return None
-    return raw.decode("utf-8", errors="replace").splitlines()
+    # Numbered as read_file numbers them: lines end at a line feed only.
+    lines = [line.removesuffix("\r") for line in raw.decode("utf-8", errors="replace").split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _numbered(lines: Sequence[str], first: int) -> str:
@@ -1885,7 +1931,7 @@ class Compactor:
         # finished files on a task that changes each file twice, while the one
         # waiting for its second change was read again by the model.
         workdir, count = Path(workspace), self.counter.count_text
-        for touched in changed_files(messages)[:REINJECT_RECENT_FILES]:
+        for touched in changed_files(messages, workspace)[:REINJECT_RECENT_FILES]:
             if touched.span is not None:
                 # A command's change in place (``perl -pi``): the lines it changed.
                 text = _read_span(workdir, touched, each, count) or _read_fresh(

@@ -47,7 +47,7 @@ from agentgraph.context.shell_reads import (
     shell_read_lines,
     whole_file_reads,
 )
-from agentgraph.context.shell_writes import removed_files, written_files
+from agentgraph.context.shell_writes import one_command, removed_files, written_files
 from agentgraph.context.spiral import output_hash
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
@@ -59,6 +59,7 @@ __all__ = [
     "LedgerMemo",
     "collect_ledger",
     "ledger_message",
+    "ledger_path",
     "listed_paths",
     "render_ledger",
     "without_listed_files",
@@ -72,6 +73,11 @@ LEDGER_HEADER = (
 )
 # A run of numbered file names shorter than this is listed name by name.
 LEDGER_RUN_MIN_FILES = 3
+# Files one step's commands changed that the ledger lists one by one; past it (a build's
+# outputs) those it does not hold yet are counted by folder (a real edit stays named).
+LEDGER_SCAN_LISTED_MAX = 20
+# Folders named, the largest first, on the line counting files commands changed unlisted.
+LEDGER_UNLISTED_FOLDERS_SHOWN = 5
 # Characters of a command shown (its first line); the whole command is in the transcript.
 LEDGER_COMMAND_MAX_CHARS = 160
 # Characters of a subagent task shown.
@@ -168,8 +174,11 @@ class Ledger:
         subagents: ``(task, outcome)`` per subagent call.
         todos: The latest todo list written.
         other: Tool name -> calls of every other tool.
-        unlisted_changes: Files commands changed past the paths one step's scan names
-            (:data:`~agentgraph.capabilities.tools.workspace_scan.CHANGED_PATHS_MAX`).
+        unlisted_changes: Files commands changed that the ledger does not list: past
+            the paths one step's scan names
+            (:data:`~agentgraph.capabilities.tools.workspace_scan.CHANGED_PATHS_MAX`), or
+            of a step that changed more than :data:`LEDGER_SCAN_LISTED_MAX` new ones.
+        unlisted_folders: Of those, the ones named: folder -> how many.
     """
 
     reads: dict[str, FileRead] = field(default_factory=dict)
@@ -180,6 +189,7 @@ class Ledger:
     todos: list[tuple[str, str]] | None = None
     other: dict[str, int] = field(default_factory=dict)
     unlisted_changes: int = 0
+    unlisted_folders: dict[str, int] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -526,6 +536,17 @@ def _workspace_roots(workspace: str | None) -> tuple[str, ...]:
     return tuple(sorted((r for r in roots if r != "/"), key=len, reverse=True))
 
 
+def ledger_path(workspace: str | None) -> Callable[[str], str]:
+    """How the ledger names a path a model spelled: normalized, and relative to
+    ``workspace`` (its absolute path) when under it (see :func:`collect_ledger`)."""
+    roots = _workspace_roots(workspace)
+
+    def name(path: str) -> str:
+        return _within(_norm_path(path) or path, roots)
+
+    return name
+
+
 def _within(path: str, roots: Sequence[str]) -> str:
     """``path`` relative to the workspace when it names a file under one of its
     ``roots``; else as it is."""
@@ -583,6 +604,10 @@ def collect_ledger(
             _undo(out, msg, roots)
         if not isinstance(msg, AIMessage):
             continue
+        # A step's scan covers all its commands: what any of their lines told of a file
+        # is not counted again from it.
+        told: set[str] = set()
+        scans: list[ScanChanges] = []
         for call in msg.tool_calls:
             call_id = str(call.get("id") or "")
             if not call_id or call_id in counted:
@@ -595,21 +620,28 @@ def collect_ledger(
             if entry is not None:
                 entry = _in_workspace(entry, roots) if roots else entry
             scanned = scanned_changes(result)
-            if entry is not None and not (scanned and _told_by_files(entry, scanned)):
+            alone = len(msg.tool_calls) == 1
+            if entry is not None and not (scanned and alone and _told_by_files(entry, scanned)):
                 _apply(out, entry)
+            told |= _entry_paths(entry)
             if scanned is not None:
-                _apply_scanned(out, scanned, _entry_paths(entry))
+                scans.append(scanned)
+        for scanned in scans:
+            _apply_scanned(out, scanned, told)
     return out
 
 
 def _told_by_files(entry: _Entry, scanned: ScanChanges) -> bool:
     """Whether a command's line in the ledger would say no more than the files it
-    changed do: it exited 0 and names each of them (``perl -pi -e 's/a/b/' F``, ``mv A
-    B``), as a ``sed -i`` command is listed by its files alone. A failed command, or one
-    that changed files it does not name (``python3 gen.py``), keeps its line."""
+    changed do: the step's one call, one program's run that exited 0 and names each of
+    them (``perl -pi -e 's/a/b/' F``, ``mv A B``), as a ``sed -i`` command is listed by
+    its files alone. A failed command, a list (``pytest && black F``), or one that
+    changed files it does not name (``python3 gen.py``) keeps its line."""
     if entry[0] != "command" or entry[2] != "exit 0" or scanned.more or scanned.empty:
         return False
     command = str(entry[1])
+    if not one_command(command):
+        return False  # ``pytest && black F``: what else it ran says more than F
     return all(
         re.search(rf"(?<![\w.~/-])(?:\./)?{re.escape(path)}(?![\w./-])", command)
         for path in (*scanned.modified, *scanned.created, *scanned.deleted)
@@ -629,14 +661,26 @@ def _entry_paths(entry: _Entry | None) -> set[str]:
 
 def _apply_scanned(ledger: Ledger, scanned: ScanChanges, told: set[str]) -> None:
     """Add the files the workspace scan saw a step's commands change, but those the
-    command's own entry (``told``) already recorded with what it knows of their lines."""
+    step's command lines (``told``) already recorded with what they know of their lines.
+    A step that changed more than :data:`LEDGER_SCAN_LISTED_MAX` files the ledger does
+    not hold yet (a build's outputs) has those counted by folder, not listed."""
+    fresh = [
+        p
+        for p in (*scanned.modified, *scanned.created, *scanned.deleted)
+        if p not in told and p not in ledger.changes and p not in ledger.reads
+    ]
+    crowd = set(fresh) if len(fresh) > LEDGER_SCAN_LISTED_MAX else set()
+    for path in crowd:
+        folder = posixpath.dirname(path) or "."
+        ledger.unlisted_folders[folder] = ledger.unlisted_folders.get(folder, 0) + 1
+    ledger.unlisted_changes += len(crowd)
     for kind, paths in (
         ("modified", scanned.modified),
         ("created", scanned.created),
         ("deleted", scanned.deleted),
     ):
         for path in paths:
-            if path in told:
+            if path in told or path in crowd:
                 continue
             change = ledger.changes.setdefault(path, FileChange())
             change.undone = False
@@ -1101,7 +1145,13 @@ def _tail_lines(ledger: Ledger) -> list[str]:
         calls = ", ".join(f"{n} ×{k}" for n, k in ledger.other.items())
         lines.append(f"Other tool calls: {calls}")
     if ledger.unlisted_changes:
-        lines.append(f"Files changed by commands, not listed: {ledger.unlisted_changes}")
+        biggest = sorted(ledger.unlisted_folders.items(), key=lambda item: -item[1])
+        named = [f"{folder}/ {n}" for folder, n in biggest[:LEDGER_UNLISTED_FOLDERS_SHOWN]]
+        where = f" ({', '.join(named)}{', …' if len(biggest) > len(named) else ''})"
+        lines.append(
+            f"Files changed by commands, not listed: {ledger.unlisted_changes}"
+            + (where if named else "")
+        )
     return lines
 
 

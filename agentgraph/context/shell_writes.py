@@ -31,6 +31,7 @@ __all__ = [
     "ShellWrite",
     "echo_writes",
     "heredoc_writes",
+    "one_command",
     "removed_files",
     "written_files",
 ]
@@ -44,6 +45,8 @@ _HEREDOC_RE = re.compile(
 # What the shell would expand or treat as more than one command on the first line (a
 # ``2>`` redirection too: its file is no output of the program's; ``>|`` is ``>``).
 _UNCERTAIN_RE = re.compile(r"[$`*?\[\]{}~;&()<\\!#]|(?<!>)\||\d>")
+# What makes a line more than one program's run, outside quotes.
+_LIST_RE = re.compile(r"[;&|()`]")
 # Characters an unquoted here-document expands.
 _EXPANDED_IN_BODY = ("$", "`", "\\")
 # Output redirections of a program: truncate (``>``, ``>|``) or append (``>>``).
@@ -224,6 +227,14 @@ def removed_files(command: str) -> ShellRemoval:
 def written_files(command: str, output: str | None = None) -> tuple[ShellWrite, ...]:
     """What a command wrote: :func:`heredoc_writes`, else :func:`echo_writes`."""
     return heredoc_writes(command, output) or echo_writes(command)
+
+
+def one_command(command: str) -> bool:
+    """Whether ``command`` is one program's run: one line, and outside its quotes no
+    list, pipe, background job, subshell or command substitution (``;``, ``&``, ``|``,
+    parentheses, a backtick)."""
+    line = command.strip(_BLANKS)
+    return bool(line) and "\n" not in line and not _LIST_RE.search(_unquoted(line))
 
 
 def _one_line_words(command: str) -> list[str] | None:

@@ -291,6 +291,18 @@ def test_files_a_scan_saw_a_command_change_are_shown_again_by_their_changed_line
             AIMessage(content="", id=f"a{i}", tool_calls=[call]),
             with_scanned_changes(result, changes),
         ]
+    os.mkfifo(workspace / "pipe")  # a command left a FIFO where a file was: not waited on
+    history[-2:] = [
+        AIMessage(
+            content="",
+            id="a11",
+            tool_calls=[{"name": "run_bash", "args": {"command": "mkfifo pipe"}, "id": "c11"}],
+        ),
+        with_scanned_changes(
+            ToolMessage("[exit code 0]", tool_call_id="c11", name="run_bash", id="t11"),
+            ScanChanges(created=("pipe",)),
+        ),
+    ]
     reinjected = _reinjected(settings, workspace, history)
     assert set(reinjected) == {"mod.py", "gen.txt"}
     header, *lines = reinjected["mod.py"].split("\n")
@@ -451,6 +463,41 @@ def test_newest_turn_alone_over_budget_is_compacted_harder_without_looping(
         validate_history(build_prompt_view(view, counter=get_counter(settings.model)).messages)
         == []
     )
+
+
+def test_a_file_spelled_two_ways_and_seen_by_a_scan_is_one_changed_file() -> None:
+    """``./a.py``, ``/ws/b.py`` and a scan's ``a.py``/``b.py`` are one file each (a file
+    took two of the three places shown again); a step that changed more files than are
+    shown again leaves no span of an earlier change to place lines that changed since."""
+
+    def step(cid: str, name: str, changes: ScanChanges | None = None, **args: str) -> list[Any]:
+        result = ToolMessage("[exit code 0]", tool_call_id=cid, name=name)
+        call = AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": cid}])
+        return [call, result if changes is None else with_scanned_changes(result, changes)]
+
+    msgs: list[BaseMessage] = [
+        *step(
+            "1",
+            "run_bash",
+            ScanChanges(modified=("a.py",), spans=(("a.py", 5, 5),)),
+            command="sed -i 's/x/yyy/' ./a.py",
+        ),
+        *step("2", "edit_file", path="/ws/b.py", old_string="a", new_string="b"),
+        *step(
+            "3",
+            "run_bash",
+            ScanChanges(modified=("b.py",), spans=(("b.py", 2, 2),)),
+            command="perl -pi -e 's/b/c/' b.py",
+        ),
+        *step(
+            "4", "run_bash", ScanChanges(modified=("b.py", "x1", "x2", "x3")), command="make fmt"
+        ),
+    ]
+    files = changed_files(msgs, "/ws")
+    assert [(f.path, f.last_index, f.last_edit, f.span) for f in files] == [
+        ("b.py", 4, None, None),
+        ("a.py", 0, "yyy", None),
+    ]
 
 
 def test_changed_files_are_the_files_written_or_edited_the_one_touched_last_first() -> None:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.graph.message import add_messages
 
+from agentgraph.capabilities.recall.search import history_docs
 from agentgraph.capabilities.tools.workspace_scan import (
     CHANGED_PATHS_MAX,
     FILES_CHANGED_KEY,
@@ -22,6 +23,7 @@ from agentgraph.config import Settings
 from agentgraph.context.compaction import Compactor, since_last_boundary
 from agentgraph.context.ledger import (
     LEDGER_KIND,
+    LEDGER_SCAN_LISTED_MAX,
     LedgerMemo,
     collect_ledger,
     listed_paths,
@@ -641,24 +643,40 @@ def _scanned(messages: list[BaseMessage], **changes: Any) -> list[BaseMessage]:
 def test_files_a_scan_saw_a_command_change_are_files_changed() -> None:
     """A command no reading of its line follows (a script, ``perl -pi``, ``mv``) changed
     what the workspace scan recorded on its result, whatever its exit status; the command
-    is still listed, unless it exited 0 and names each file it changed (as ``sed -i``,
-    its files say what it did); what its line told (a here-document's lines) is not
-    counted twice; the paths past the scan's record are counted."""
+    is still listed, unless it is the step's one call, one program's run that exited 0
+    and names each file it changed (as ``sed -i``, its files say what it did); what a
+    command line of the step told (a here-document's lines) is not counted twice; the
+    paths past the scan's record are counted."""
     history: list[BaseMessage] = [HumanMessage("go", id="u")]
     history += _call(1, "read_file", {"path": "a.py"}, "1\tx = 1")
     history += _scanned(
-        _bash(2, "perl -pi -e 's/1/2/' a.py && mv b.txt c.txt", "[exit code 0]"),
-        modified=("a.py",),
+        _bash(2, "perl -pi -e 's/1/2/; s/3/4/' ./a.py", "[exit code 0]"), modified=("a.py",)
+    )
+    history += _scanned(
+        _bash(3, "mv b.txt c.txt && pytest -q", "1 passed\n[exit code 0]"),
         created=("c.txt",),
         deleted=("b.txt",),
     )
     history += _scanned(
-        _bash(3, "python3 gen.py", "Traceback …\n[exit code 1]"), created=("out.json",), more=7
+        _bash(4, "python3 gen.py", "Traceback …\n[exit code 1]"), created=("out.json",), more=7
     )
     history += _scanned(
-        _bash(4, "cat > d.py <<'EOF'\nx = 1\nEOF", "[exit code 0]"), created=("d.py",)
+        _bash(5, "cat > d.py <<'EOF'\nx = 1\nEOF", "[exit code 0]"), created=("d.py",)
     )
-    history += _scanned(_bash(5, "black .", "[exit code 0]"), modified=("c.txt", "d.py"))
+    history += _scanned(_bash(6, "black .", "[exit code 0]"), modified=("c.txt", "d.py"))
+    # One step, two commands: the scan's record is on the first; the second's line told.
+    calls = [
+        {"name": "run_bash", "args": {"command": "true"}, "id": "c7"},
+        {"name": "run_bash", "args": {"command": "cat > e.py <<'EOF'\ny\nEOF"}, "id": "c8"},
+    ]
+    history += [
+        AIMessage("", id="a7", tool_calls=calls),
+        with_scanned_changes(
+            ToolMessage("[exit code 0]", tool_call_id="c7", name="run_bash", id="t7"),
+            ScanChanges(created=("e.py",)),
+        ),
+        ToolMessage("[exit code 0]", tool_call_id="c8", name="run_bash", id="t8"),
+    ]
     ledger = collect_ledger(history, workspace="/ws")
     text = render_ledger(ledger)
     assert "- a.py: edited by a command\n" in text
@@ -666,10 +684,37 @@ def test_files_a_scan_saw_a_command_change_are_files_changed() -> None:
     assert "- c.txt: created by a command, edited by a command\n" in text
     assert "- out.json: created by a command\n" in text
     assert "- d.py: written by a command, edited by a command (+1 −0 lines)" in text
+    assert "- e.py: written by a command (+1 −0 lines)" in text
     assert "$ python3 gen.py → exit 1" in text and "$ black . → exit 0" in text
+    assert "$ mv b.txt c.txt && pytest -q → exit 0" in text  # what else it ran is kept
     assert "perl" not in text  # it names each file it changed: they say what it did
     assert "Files changed by commands, not listed: 7" in text
-    assert set(ledger.changes) == {"a.py", "b.txt", "c.txt", "out.json", "d.py"}
+    assert set(ledger.changes) == {"a.py", "b.txt", "c.txt", "out.json", "d.py", "e.py"}
+
+
+def test_a_build_s_outputs_are_counted_by_folder_and_a_real_edit_stays_named() -> None:
+    """A step that changed more new files than the ledger lists one by one (a build) has
+    them counted by folder, and indexed for the search the count points to; a file the
+    session read or changed is still named (a ledger of 1,005 build lines at 4,000 tokens
+    had folded the one real edit into a count)."""
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _call(1, "read_file", {"path": "src/app.py"}, "1\tx = 1")
+    for step in range(2, 7):
+        built = tuple(f"target/debug/o{step}_{n:03d}.o" for n in range(LEDGER_SCAN_LISTED_MAX))
+        history += _scanned(
+            _bash(step, "cargo build", "[exit code 0]"),
+            created=(*built, f"target/x{step}.d"),
+            modified=("src/app.py",),
+            more=3,
+        )
+    ledger = collect_ledger(history)
+    text = render_ledger(ledger)
+    assert "- src/app.py: edited ×5 by a command\n" in text
+    assert "target/debug/o2_000.o" not in text
+    total = 5 * (LEDGER_SCAN_LISTED_MAX + 1 + 3)
+    assert f"Files changed by commands, not listed: {total} (target/debug/ 100, target/ 5)" in text
+    doc = history_docs(history)[4]
+    assert doc.body.endswith("modified src/app.py]") and "created target/debug/o2_000.o" in doc.body
 
 
 def test_a_scan_record_that_is_not_one_changes_nothing() -> None:

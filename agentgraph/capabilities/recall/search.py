@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from agentgraph.capabilities.recall.index_sync import IndexMirror, SyncPlan
+from agentgraph.capabilities.tools.workspace_scan import scanned_changes
 from agentgraph.context.artifacts import cut_original
 from agentgraph.context.masking_text import MASKED_KEY, SUMMARIZED_COPY_KEY
 from agentgraph.lazy_re import LazyPattern
@@ -247,6 +248,29 @@ def _copies_original(msg: BaseMessage) -> bool:
     )
 
 
+def _changed_note(msg: BaseMessage) -> str:
+    """``msg``'s scan record as indexed text (see :func:`history_docs`), or ""."""
+    scanned = scanned_changes(msg) if isinstance(msg, ToolMessage) else None
+    if scanned is None or scanned.empty:
+        return ""
+    parts = [
+        f"{kind} {' '.join(paths)}"
+        for kind, paths in (
+            ("created", scanned.created),
+            ("modified", scanned.modified),
+            ("deleted", scanned.deleted),
+        )
+        if paths
+    ]
+    return "\n[files changed by this step: " + "; ".join(parts) + "]"
+
+
+def _with_note(read: Callable[[], str | None], note: str) -> str | None:
+    """What ``read`` returns, with ``note`` after it (None stays None)."""
+    text = read()
+    return None if text is None else text + note
+
+
 def history_docs(
     messages: Sequence[BaseMessage], start: int = 0, folder: str | None = None
 ) -> list[HistoryDoc]:
@@ -266,15 +290,18 @@ def history_docs(
         body = message_body(msg)
         if not body.strip():
             continue
+        # The files a step's commands changed, as the workspace scan recorded them: the
+        # ledger counts a build's outputs by folder and says a search finds them.
+        changed = _changed_note(msg)
         whole = None
         if folder and isinstance(msg, ToolMessage) and not _copies_original(msg):
-            whole = partial(cut_original, msg, folder)
+            whole = partial(_with_note, partial(cut_original, msg, folder), changed)
         docs.append(
             HistoryDoc(
                 msg_id=msg.id or f"pos-{position}",
                 position=position,
                 role=message_role(msg),
-                text=_indexed_text(body),
+                text=_indexed_text(body[: max(0, INDEXED_BODY_MAX_CHARS - len(changed))] + changed),
                 whole=whole,
             )
         )

@@ -11,8 +11,9 @@ result; the ledger and a compaction's files shown again read it there.
 
 Only ``stat``: sizes, modification times and inodes (about 10 µs a file), no content;
 the folders :data:`SKIPPED_DIRS` name (``.git``, ``node_modules``, virtual
-environments, caches) are not entered, and a workspace of more than
-:data:`WORKSPACE_SCAN_MAX_FILES` files is not scanned at all (a cut scan could not tell
+environments, caches) are not entered, and a workspace of
+:data:`WORKSPACE_SCAN_MAX_FILES` files or more, or with a folder it cannot list, is not
+scanned at all (a cut scan could not tell
 a deleted file from one it did not reach).
 """
 
@@ -24,6 +25,7 @@ import re
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -84,21 +86,27 @@ FILES_CHANGED_KEY = "files_changed"
 # Longest path a record may name (an imported session's record is input like any other).
 _PATH_MAX_CHARS = 4096
 _KINDS = ("modified", "created", "deleted")
+# Characters no path the ledger names may hold (a line break would forge a line of it).
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 # Relative posix path -> (size in bytes, modification time in ns, inode).
 StatScan = dict[str, tuple[int, int, int]]
 
 
-def walk_files(root: Path, max_files: int) -> tuple[list[tuple[str, os.stat_result]], bool]:
+def walk_files(
+    root: Path, max_files: int, *, strict: bool = False
+) -> tuple[list[tuple[str, os.stat_result]], bool]:
     """Regular files under ``root`` (relative posix paths), skipping :data:`SKIPPED_DIRS`
     and never following a link.
 
     Args:
         root: The folder to walk.
         max_files: Stop after this many files.
+        strict: A folder that cannot be listed stops the walk as ``max_files`` does (its
+            files would be taken for deleted, or created once it can be listed).
 
     Returns:
-        The files with their ``stat``, and whether the walk stopped at ``max_files``.
+        The files with their ``stat``, and whether the walk stopped short.
     """
     found: list[tuple[str, os.stat_result]] = []
     stack = [root]
@@ -107,6 +115,8 @@ def walk_files(root: Path, max_files: int) -> tuple[list[tuple[str, os.stat_resu
         try:
             entries = list(os.scandir(folder))
         except OSError:
+            if strict:
+                return found, True
             continue
         for entry in entries:
             try:
@@ -130,10 +140,11 @@ def stat_scan(
     root: Path | str | None, max_files: int = WORKSPACE_SCAN_MAX_FILES
 ) -> StatScan | None:
     """The files of the workspace ``root`` with their size, mtime and inode; None when
-    there is no such folder or it holds ``max_files`` files or more."""
+    there is no such folder, it holds ``max_files`` files or more, or a folder in it
+    cannot be listed."""
     if not root or not Path(root).is_dir():
         return None
-    files, cut = walk_files(Path(root), max_files)
+    files, cut = walk_files(Path(root), max_files, strict=True)
     if cut:
         return None
     return {rel: (st.st_size, st.st_mtime_ns, st.st_ino) for rel, st in files}
@@ -189,7 +200,9 @@ def scan_changes(before: StatScan, after: StatScan, ignored: Iterable[str] = ())
     room = CHANGED_PATHS_MAX
     kept: list[list[str]] = []
     for paths in (created, modified, deleted):
-        kept.append(paths[:room])
+        # A name with a line break or another control character would be a line of its
+        # own in the ledger the model trusts: counted, not named.
+        kept.append([p for p in paths if _relative_path(p)][:room])
         room -= len(kept[-1])
     more = len(created) + len(modified) + len(deleted) - sum(map(len, kept))
     return ScanChanges(tuple(kept[1]), tuple(kept[0]), tuple(kept[2]), more)
@@ -247,8 +260,7 @@ def changed_spans(
         new = _read_regular(Path(root) / name) if old is not None else None
         if old is None or new is None or b"\x00" in old or b"\x00" in new:
             continue
-        before = old.decode("utf-8", errors="replace").splitlines()
-        after = new.decode("utf-8", errors="replace").splitlines()
+        before, after = _lines(old), _lines(new)
         if not after or before == after:
             continue
         head = 0
@@ -260,6 +272,14 @@ def changed_spans(
         first = min(head + 1, len(after))
         spans.append((name, first, max(first, len(after) - tail)))
     return tuple(spans)
+
+
+def _lines(data: bytes) -> list[str]:
+    """The lines of a file as read_file numbers them: split at ``\\n`` only, a ``\\r``
+    before it taken off, no empty line after a final line break."""
+    text = data.decode("utf-8", errors="replace")
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _read_regular(path: Path) -> bytes | None:
@@ -306,26 +326,27 @@ def scanned_changes(message: BaseMessage) -> ScanChanges | None:
     record = meta.get(FILES_CHANGED_KEY) if isinstance(meta, Mapping) else None
     if not isinstance(record, Mapping):
         return None
-    lists: list[tuple[str, ...]] = []
-    for kind in _KINDS:
-        paths = record.get(kind, [])
-        if not isinstance(paths, list) or not all(map(_relative_path, paths)):
-            return None
-        lists.append(tuple(paths))
+    raw = [record.get(kind, []) for kind in _KINDS]
+    if not all(isinstance(paths, list) for paths in raw):
+        return None
+    if sum(map(len, raw)) > CHANGED_PATHS_MAX or not all(map(_relative_path, chain(*raw))):
+        return None
+    lists = [tuple(paths) for paths in raw]
     more = record.get("more", 0)
     if isinstance(more, bool) or not isinstance(more, int) or more < 0:
         return None
-    if sum(map(len, lists)) > CHANGED_PATHS_MAX:
-        return None
     spans = record.get("spans", [])
-    if not isinstance(spans, list) or not all(_span(span, lists[0]) for span in spans):
+    modified = frozenset(lists[0])
+    if not isinstance(spans, list) or len(spans) > len(modified):
+        return None
+    if not all(_span(span, modified) for span in spans):
         return None
     return ScanChanges(
         lists[0], lists[1], lists[2], more, tuple((p, first, last) for p, first, last in spans)
     )
 
 
-def _span(value: object, modified: tuple[str, ...]) -> bool:
+def _span(value: object, modified: frozenset[str]) -> bool:
     """Whether ``value`` is a ``[path, first, last]`` span of a modified file."""
     if not isinstance(value, list) or len(value) != 3 or value[0] not in modified:
         return False
@@ -341,7 +362,7 @@ def _relative_path(path: object) -> bool:
     return (
         isinstance(path, str)
         and 0 < len(path) <= _PATH_MAX_CHARS
-        and "\x00" not in path
+        and not _CONTROL_RE.search(path)
         and not path.startswith("/")
         and posixpath.normpath(path) == path
         and path != ".."
