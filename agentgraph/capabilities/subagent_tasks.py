@@ -38,7 +38,12 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
-from agentgraph.capabilities.subagent_worktrees import STATE_HELD, IsolationError, load
+from agentgraph.capabilities.subagent_worktrees import (
+    STATE_HELD,
+    IsolationError,
+    applied_record,
+    load,
+)
 from agentgraph.capabilities.subagents import (
     SUBAGENT_CANCEL_POLL_S,
     SUBAGENT_TASK_TOOL,
@@ -345,7 +350,7 @@ class BackgroundTasks:
 
 def held_changes(
     runner: SubagentRunner, task_id: str, thread_id: str, *, apply: bool
-) -> tuple[str, bool]:
+) -> tuple[str, bool, dict[str, Any] | None]:
     """Apply or discard the held changes of isolated subagent ``task_id``.
 
     Args:
@@ -355,27 +360,33 @@ def held_changes(
         apply: Apply (the approval, if asked for, came before the call ran) or discard.
 
     Returns:
-        ``(text for the model, whether it worked)``.
+        ``(text for the model, whether it worked, the result's artifact)``: applied, the
+        artifact says which files changed (``changes``, as a call_subagent's does).
     """
     isolation = load(runner.settings.home, task_id.strip())
     if isolation is None or isolation.state != STATE_HELD or isolation.parent_thread != thread_id:
-        return f"Error: subagent {task_id!r} has no held changes in this session", False
+        return f"Error: subagent {task_id!r} has no held changes in this session", False, None
     try:
         changes = isolation.changes()
     except IsolationError as exc:
-        return f"Error: its changes could not be read: {exc}", False
+        return f"Error: its changes could not be read: {exc}", False, None
     patch = runner.keep_patch(isolation.thread_id or task_id, changes.patch)
     if not apply:
         isolation.remove()
-        return f"discarded: {changes.summary()} (the patch stays in {patch})", True
+        return f"discarded: {changes.summary()} (the patch stays in {patch})", True, None
     result = isolation.apply(changes)
     if result.conflicts:
         return (
-            f"not applied, conflict: {'; '.join(result.conflicts)}; nothing was written; the "
-            f'patch is in {patch}; action="discard" drops the held changes'
-        ), False
+            (
+                f"not applied, conflict: {'; '.join(result.conflicts)}; nothing was written; "
+                f'the patch is in {patch}; action="discard" drops the held changes'
+            ),
+            False,
+            None,
+        )
     isolation.remove()
-    return f"applied to the workspace: {changes.summary()}", True
+    facts = {"changes": applied_record(changes, result.applied)}
+    return f"applied to the workspace: {changes.summary()}", True, facts
 
 
 def _status_text(record: SubagentRecord) -> str:
@@ -414,8 +425,10 @@ def make_subagent_task_tool(tasks: BackgroundTasks) -> BaseTool:
 
         if action in CHANGE_ACTIONS:
             thread_id = context_of(runtime).thread_id
-            text, ok = held_changes(tasks.runner, task_id, thread_id, apply=action == "apply")
-            return answer(text, error=not ok)
+            text, ok, facts = held_changes(
+                tasks.runner, task_id, thread_id, apply=action == "apply"
+            )
+            return answer(text, error=not ok, artifact=facts)
         start = tasks.find(task_id, history)
 
         if start is None:

@@ -190,6 +190,17 @@ class Changes:
         return f"{len(self.files)} {noun}, +{plus} −{minus}: " + ", ".join(shown) + tail
 
 
+def applied_record(changes: Changes, applied: list[str]) -> dict[str, Any]:
+    """The ``changes`` fact of a result whose subagent changes were applied: the files
+    written, and of them those it deleted (the caller's ledger lists both)."""
+    gone = {c.path for c in changes.files if c.status == "D"}
+    return {
+        "state": "applied",
+        "files": applied,
+        "deleted": [path for path in applied if path in gone],
+    }
+
+
 @dataclass
 class ApplyResult:
     """What applying a subagent's changes did."""

@@ -58,6 +58,7 @@ from agentgraph.capabilities.subagent_worktrees import (
     STATE_RUNNING,
     Isolation,
     IsolationError,
+    applied_record,
     clean_stale,
     create,
 )
@@ -136,7 +137,8 @@ class SubagentOutcome:
         output_tokens: Completion tokens its model calls used.
         changes: For a subagent with ``writes``: what became of its file changes
             (``state``: ``applied``, ``conflict``, ``held`` or ``none``; ``files``;
-            ``patch``: where the patch is kept when it was not applied).
+            ``deleted``: of the files applied, those it deleted; ``patch``: where the
+            patch is kept when it was not applied).
     """
 
     ok: bool
@@ -649,7 +651,7 @@ class SubagentRunner:
         if not ask:
             applied = isolation.apply(changes)
             if not applied.conflicts:
-                outcome.changes = {"state": "applied", "files": applied.applied}
+                outcome.changes = applied_record(changes, applied.applied)
                 outcome.result = (
                     f"[changes applied to the workspace: {changes.summary()}]\n{outcome.result}"
                 )

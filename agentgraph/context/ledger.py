@@ -37,7 +37,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from agentgraph.capabilities.tools.bash import BashStatus, bash_status
 from agentgraph.capabilities.tools.files import read_span
 from agentgraph.capabilities.tools.spec import tool_spec
-from agentgraph.capabilities.tools.workspace_scan import ScanChanges, scanned_changes
+from agentgraph.capabilities.tools.workspace_scan import (
+    ScanChanges,
+    scanned_changes,
+    workspace_path,
+)
 from agentgraph.context.shell_reads import (
     in_place_edits,
     named_files,
@@ -73,6 +77,8 @@ LEDGER_HEADER = (
 )
 # A run of numbered file names shorter than this is listed name by name.
 LEDGER_RUN_MIN_FILES = 3
+# Files one subagent's applied changes may name (a record naming more is no record).
+SUBAGENT_FILES_MAX = 10_000
 # Files one step's commands changed that the ledger lists one by one; past it (a build's
 # outputs) those it does not hold yet are counted by folder (a real edit stays named).
 LEDGER_SCAN_LISTED_MAX = 20
@@ -158,6 +164,10 @@ class FileChange:
     deleted: bool = False
     # Created by a command the command line does not tell (the workspace scan saw it).
     command_creates: int = 0
+    # Changes a subagent made in its own tree, applied to the workspace.
+    subagent_changes: int = 0
+    # What deleted it: "command" or "subagent".
+    deleted_by: str = "command"
 
 
 @dataclass
@@ -253,6 +263,21 @@ def _subagent_outcome(result: ToolMessage) -> str:
     return "error" if result.status == "error" else "done"
 
 
+def _subagent_applied(result: ToolMessage) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The files a subagent's changes applied to the workspace changed and, of them, those
+    it deleted, as its result's artifact says (paths relative to the workspace; a record
+    that is not one, from an imported session, says none)."""
+    changes = result.artifact.get("changes") if isinstance(result.artifact, Mapping) else None
+    if not isinstance(changes, Mapping) or changes.get("state") != "applied":
+        return (), ()
+    files, deleted = changes.get("files"), changes.get("deleted", [])
+    if not isinstance(files, list) or not isinstance(deleted, list):
+        return (), ()
+    if len(files) > SUBAGENT_FILES_MAX or not all(map(workspace_path, [*files, *deleted])):
+        return (), ()
+    return tuple(dict.fromkeys(files)), tuple(p for p in dict.fromkeys(deleted) if p in files)
+
+
 # What one call adds to the ledger, parsed once (see LedgerMemo): its kind and fields.
 _Entry = tuple[Any, ...]
 
@@ -329,8 +354,10 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
             _command_status(result, status),
             _command_reading(command, result, status),
         )
+    applied = _subagent_applied(result) if tool_spec(name).applies_changes else ((), ())
     if kind == "subagent":
-        return ("subagent", str(args.get("task") or "").strip(), _subagent_outcome(result))
+        task = str(args.get("task") or "").strip()
+        return ("subagent", task, _subagent_outcome(result), *applied)
     if kind == "todos":
         items = args.get("todos")
         if failed or not isinstance(items, list):
@@ -341,6 +368,8 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
             if isinstance(item, Mapping)
         )
         return ("todos", todos)
+    if applied[0]:  # ``subagent_task(action="apply")``: held changes applied
+        return ("subagent_changes", name, *applied)
     return ("other", name) if name else None
 
 
@@ -455,6 +484,7 @@ def _apply(ledger: Ledger, entry: _Entry) -> None:
             change = ledger.changes.setdefault(path, FileChange())
             change.undone = False
             change.deleted = True
+            change.deleted_by = "command"
     elif kind == "command_writes":
         for path, lines, append in entry[1]:
             change = ledger.changes.setdefault(path, FileChange())
@@ -470,8 +500,20 @@ def _apply(ledger: Ledger, entry: _Entry) -> None:
         ledger.commands.setdefault(entry[1], []).append(entry[2])
         if entry[3]:
             ledger.command_reads[entry[1]] = entry[3]
-    elif kind == "subagent":
-        ledger.subagents.append((entry[1], entry[2]))
+    elif kind in ("subagent", "subagent_changes"):
+        if kind == "subagent":
+            ledger.subagents.append((entry[1], entry[2]))
+        else:
+            ledger.other[entry[1]] = ledger.other.get(entry[1], 0) + 1
+        changed, deleted = entry[-2], entry[-1]
+        for path in changed:
+            change = ledger.changes.setdefault(path, FileChange())
+            change.undone = False
+            change.deleted = path in deleted
+            if change.deleted:
+                change.deleted_by = "subagent"
+            else:
+                change.subagent_changes += 1
     elif kind == "todos":
         ledger.todos = list(entry[1])
     else:
@@ -685,6 +727,7 @@ def _apply_scanned(ledger: Ledger, scanned: ScanChanges, told: set[str]) -> None
             change = ledger.changes.setdefault(path, FileChange())
             change.undone = False
             change.deleted = kind == "deleted"
+            change.deleted_by = "command"
             if kind == "modified":
                 change.command_edits += 1
             elif kind == "created":
@@ -795,8 +838,11 @@ def _change_how(change: FileChange) -> str:
     if change.command_appends:
         times = f" ×{change.command_appends}" if change.command_appends > 1 else ""
         how.append(f"appended to{times} by a command")
+    if change.subagent_changes:
+        times = f" ×{change.subagent_changes}" if change.subagent_changes > 1 else ""
+        how.append(f"changed{times} by a subagent")
     if change.deleted:
-        how.append("deleted by a command")
+        how.append(f"deleted by a {change.deleted_by}")
     return ", ".join(how)
 
 
@@ -820,7 +866,9 @@ def _lines_known(change: FileChange) -> bool:
     changed it (a tool or a here-document, whose lines are known, did too)."""
     if change.writes or change.edits or change.created or change.command_appends:
         return True
-    return not (change.command_edits or change.deleted or change.command_creates)
+    return not (
+        change.command_edits or change.deleted or change.command_creates or change.subagent_changes
+    )
 
 
 def _changed_in_runs(changes: Mapping[str, FileChange]) -> list[tuple[str, list[str]]]:

@@ -28,6 +28,7 @@ from agentgraph.capabilities.subagent_worktrees import (
     worktrees_dir,
 )
 from agentgraph.config import Settings
+from agentgraph.context.ledger import collect_ledger, render_ledger
 from agentgraph.persistence.store import Store
 from agentgraph.session.agent import Agent
 from tests.cli_helpers import run_cli, server_env
@@ -155,6 +156,26 @@ def test_two_parallel_subagents_editing_different_files_both_apply_and_stay_unse
     )
 
 
+def test_the_files_a_subagent_s_applied_changes_changed_are_in_the_callers_ledger(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    """The caller's result said which files (``[changes applied to the workspace: …]``),
+    and a compaction could summarize that away: the ledger, which no compaction loses,
+    lists them too."""
+    _repo(workspace)
+    seen: list[tuple[str, str | None]] = []
+    tasks = [_task("a.txt", "A-EDITED"), _task("new/c.txt", "C-NEW")]
+    with FakeOpenAIServer(
+        [model(tasks, workspace, seen)], require_key=KEY, on_exhausted="repeat_last"
+    ) as server:
+        settings = make_settings(OPENAI_BASE_URL=server.url, OPENAI_API_KEY=KEY)
+        agent = Agent(settings, store)
+        agent.run_turn("p", "delegate the edits", workspace)
+    ledger = render_ledger(collect_ledger(agent.messages("p"), workspace=str(workspace)))
+    assert "- a.txt: changed by a subagent\n" in ledger
+    assert "- new/c.txt: changed by a subagent\n" in ledger + "\n"
+
+
 def test_two_subagents_editing_the_same_lines_one_applies_the_other_is_a_conflict(
     home: Path, workspace: Path
 ) -> None:
@@ -277,6 +298,9 @@ def test_ask_mode_holds_the_changes_until_the_user_approves_and_undo_reverts_the
     assert "+ASKED" in question["diff"] and "-line 1" in question["diff"]
     assert (workspace / "a.txt").read_text() == "ASKED\n"
     assert list(worktrees_dir(settings.home).iterdir()) == []
+    # The caller's ledger lists the file the applied changes changed.
+    ledger = render_ledger(collect_ledger(agent.messages("p"), workspace=str(workspace)))
+    assert "- a.txt: changed by a subagent\n" in ledger + "\n"
     # Applied inside the turn: undo puts the file back.
     undone = agent.sessions.undo_store("p").undo(workspace)
     assert undone.restored == ["a.txt"]

@@ -126,6 +126,30 @@ def test_a_subagent_outcome_is_read_from_the_result_artifact() -> None:
     assert '- "second" → done' in ledger
 
 
+def test_files_a_subagent_s_applied_changes_changed_are_files_changed() -> None:
+    """The caller's ledger lists the files its subagent's changes changed once applied
+    (after a compaction the caller no longer sees the result that said so); held or
+    conflicting changes, or a record that is not one, change nothing."""
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    applied = {
+        "ok": True,
+        "changes": {"state": "applied", "files": ["src/a.py", "old.py"], "deleted": ["old.py"]},
+    }
+    held = {"ok": True, "changes": {"state": "held", "files": ["src/b.py"]}}
+    forged = {"ok": True, "changes": {"state": "applied", "files": ["../etc/passwd"]}}
+    for n, artifact in enumerate((applied, held, forged), 1):
+        history += _call(n, "call_subagent", {"task": f"t{n}"}, "[done]\nok", artifact=artifact)
+    history += _call(
+        4, "edit_file", {"path": "src/a.py", "old_string": "a", "new_string": "b"}, "ok"
+    )
+    ledger = collect_ledger(history)
+    text = render_ledger(ledger)
+    assert "- src/a.py: edited, changed by a subagent (+1 −1 lines)" in text
+    assert "- old.py: deleted by a subagent\n" in text + "\n"
+    assert set(ledger.changes) == {"src/a.py", "old.py"}
+    assert [task for task, _ in ledger.subagents] == ["t1", "t2", "t3"]
+
+
 def test_files_the_user_undid_are_marked_until_changed_again() -> None:
     from agentgraph.session.undo import UndoResult, undo_note
 

@@ -70,6 +70,9 @@ class ToolSpec:
         recall: Its result is the session's own history brought back: the spiral
             guard counts a call of it made again (the same arguments) as no new work,
             whatever its output (``agentgraph/context/spiral.py``).
+        applies_changes: Its result's artifact may say which files a subagent's changes,
+            applied to the workspace, changed (``changes``): the ledger lists them
+            (``agentgraph/context/ledger.py``).
     """
 
     name: str
@@ -83,6 +86,7 @@ class ToolSpec:
     mask_exempt: bool = False
     core: bool = False
     recall: bool = False
+    applies_changes: bool = False
 
 
 # In the order the agent binds them (agentgraph/session/agent.py).
@@ -137,9 +141,9 @@ _SPECS = (
     # Asks to accept a plan itself (in plan mode), not through an approval kind.
     ToolSpec("present_plan", core=True),
     ToolSpec("load_skill", read_only=True, mask_exempt=True),
-    ToolSpec("call_subagent", plan_blocked=True, ledger="subagent"),
+    ToolSpec("call_subagent", plan_blocked=True, ledger="subagent", applies_changes=True),
     # Its "apply" action asks on its own terms (the subagent's held changes).
-    ToolSpec("subagent_task"),
+    ToolSpec("subagent_task", applies_changes=True),
 )
 
 BUILTIN_TOOLS: Mapping[str, ToolSpec] = MappingProxyType({spec.name: spec for spec in _SPECS})

@@ -49,6 +49,7 @@ __all__ = [
     "stat_scan",
     "walk_files",
     "with_scanned_changes",
+    "workspace_path",
 ]
 
 # Files; past it the workspace is not scanned (two scans a step: ~0.2 s at this size).
@@ -202,7 +203,7 @@ def scan_changes(before: StatScan, after: StatScan, ignored: Iterable[str] = ())
     for paths in (created, modified, deleted):
         # A name with a line break or another control character would be a line of its
         # own in the ledger the model trusts: counted, not named.
-        kept.append([p for p in paths if _relative_path(p)][:room])
+        kept.append([p for p in paths if workspace_path(p)][:room])
         room -= len(kept[-1])
     more = len(created) + len(modified) + len(deleted) - sum(map(len, kept))
     return ScanChanges(tuple(kept[1]), tuple(kept[0]), tuple(kept[2]), more)
@@ -329,7 +330,7 @@ def scanned_changes(message: BaseMessage) -> ScanChanges | None:
     raw = [record.get(kind, []) for kind in _KINDS]
     if not all(isinstance(paths, list) for paths in raw):
         return None
-    if sum(map(len, raw)) > CHANGED_PATHS_MAX or not all(map(_relative_path, chain(*raw))):
+    if sum(map(len, raw)) > CHANGED_PATHS_MAX or not all(map(workspace_path, chain(*raw))):
         return None
     lists = [tuple(paths) for paths in raw]
     more = record.get("more", 0)
@@ -357,8 +358,10 @@ def _span(value: object, modified: frozenset[str]) -> bool:
     )
 
 
-def _relative_path(path: object) -> bool:
-    """Whether ``path`` is a normal relative path inside the workspace."""
+def workspace_path(path: object) -> bool:
+    """Whether ``path`` is a normal relative path inside the workspace, with no control
+    character (a record read back from a session is input: what it names, the ledger
+    shows)."""
     return (
         isinstance(path, str)
         and 0 < len(path) <= _PATH_MAX_CHARS
