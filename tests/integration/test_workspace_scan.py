@@ -46,7 +46,7 @@ STEPS: tuple[tuple[dict[str, Any], ...], ...] = (
     ),
     (
         {"name": "run_bash", "arguments": {"command": "rm -rf build"}},
-        {"name": "write_file", "arguments": {"path": "w.py", "content": "W = 1\n"}},
+        {"name": "write_file", "arguments": {"path": "./w.py", "content": "W = 1\n"}},
     ),
     ({"name": "run_bash", "arguments": {"command": "touch node_modules/x/index.js; true"}},),
 )
@@ -108,5 +108,8 @@ def test_files_commands_changed_are_in_the_ledger_whatever_the_command(
     assert "node_modules" not in text.replace("touch node_modules/x/index.js; true", "")
     records = [r for r in map(scanned_changes, messages) if r is not None]
     assert len(records) == len(STEPS) - 1  # the last changed nothing
+    # write_file's file (spelled ./w.py) is its call's, not the command's beside it.
+    assert records[4].created == () and "w.py" not in records[4].modified
+    assert records[4].deleted == ("build/a.o", "build/b.o")
     # The file perl named was read before it ran: its changed line is known.
     assert records[1].modified == ("pkg/mod.py",) and records[1].spans == (("pkg/mod.py", 1, 1),)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextvars
-import os
-import posixpath
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -39,6 +37,7 @@ from agentgraph.context.compaction import (
     shown_files_max_tokens,
     since_last_boundary,
 )
+from agentgraph.context.ledger import ledger_path
 from agentgraph.context.shell_reads import reads_files, whole_file_reads
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.middleware.events import emit
@@ -134,20 +133,6 @@ def _scanned_step(calls: Sequence[ToolCall]) -> bool:
     )
 
 
-def _workspace_relative(path: object, workspace: str | None) -> str | None:
-    """``path`` (a file tool's argument) as the workspace scan names it; None when it is
-    no path in the workspace."""
-    if not isinstance(path, str) or not path.strip() or not workspace:
-        return None
-    name = posixpath.normpath(path.strip())
-    if posixpath.isabs(name):
-        for root in {posixpath.normpath(workspace), os.path.realpath(workspace)}:
-            if name.startswith(root.rstrip("/") + "/"):
-                return name[len(root.rstrip("/")) + 1 :]
-        return None
-    return name
-
-
 def _named_texts(
     calls: Sequence[ToolCall], before: StatScan | None, workspace: str | None
 ) -> dict[str, bytes]:
@@ -180,12 +165,12 @@ def _with_step_changes(
     if after is None:
         return output
     ignored: set[str] = set()
+    name = ledger_path(workspace)  # as the scan names a file under the workspace
     for call in calls:
         spec = tool_spec(call["name"])
-        if spec.files_role == "writes" and spec.path_arg is not None:
-            name = _workspace_relative((call.get("args") or {}).get(spec.path_arg), workspace)
-            if name is not None:
-                ignored.add(name)
+        path = (call.get("args") or {}).get(spec.path_arg) if spec.path_arg else None
+        if spec.files_role == "writes" and isinstance(path, str) and path.strip():
+            ignored.add(name(path))
     changes = scan_changes(before, after, ignored)
     if changes.empty:
         return output
