@@ -25,6 +25,7 @@ from agentgraph.capabilities.tools.workspace_scan import (
     stat_scan,
     with_scanned_changes,
 )
+from agentgraph.context.ledger import ledger_path
 from agentgraph.runtime.history.kinds import with_marker
 
 
@@ -105,6 +106,10 @@ def test_the_files_a_command_names_are_read_before_it_runs(tmp_path: Path) -> No
     assert before is not None
     named = read_named(before, tmp_path, ["perl -pi -e 's/a/b/' ./a.py big.txt missing.py>a.py"])
     assert named == {"a.py": b"a.py"}
+    absolute = read_named(
+        before, tmp_path, [f"perl -pi -e 's/a/b/' {tmp_path}/b.py"], ledger_path(str(tmp_path))
+    )
+    assert absolute == {"b.py": b"b.py"}  # named by its absolute path
     many = read_named(before, tmp_path, ["fmt a.py b.py 'c.py' d.py e.py"])
     assert list(many) == ["a.py", "b.py", "c.py", "d.py"][:NAMED_FILES_MAX]
 

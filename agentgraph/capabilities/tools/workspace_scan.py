@@ -23,7 +23,7 @@ import os
 import posixpath
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -212,7 +212,12 @@ def scan_changes(before: StatScan, after: StatScan, ignored: Iterable[str] = ())
 _M = TypeVar("_M", bound=BaseMessage)
 
 
-def read_named(before: StatScan, root: Path | str, commands: Iterable[str]) -> dict[str, bytes]:
+def read_named(
+    before: StatScan,
+    root: Path | str,
+    commands: Iterable[str],
+    name_of: Callable[[str], str] = posixpath.normpath,
+) -> dict[str, bytes]:
     """The text, before the step, of the workspace files ``commands`` name (the first
     :data:`NAMED_FILES_MAX` of them, each under :data:`NAMED_FILE_MAX_BYTES`): a file
     a command names is the one it most likely edits in place.
@@ -221,6 +226,8 @@ def read_named(before: StatScan, root: Path | str, commands: Iterable[str]) -> d
         before: The scan before the step (only files it holds are read).
         root: The workspace root.
         commands: The step's command lines.
+        name_of: A word as the scan would name the file (relative to the workspace
+            when it is an absolute path under it).
 
     Returns:
         Relative path -> bytes.
@@ -228,7 +235,7 @@ def read_named(before: StatScan, root: Path | str, commands: Iterable[str]) -> d
     out: dict[str, bytes] = {}
     for command in commands:
         for word in _WORD_RE.findall(command):
-            name = posixpath.normpath(word)
+            name = name_of(word)
             state = before.get(name)
             if state is None or name in out or state[0] > NAMED_FILE_MAX_BYTES:
                 continue

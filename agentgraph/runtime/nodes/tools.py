@@ -146,7 +146,7 @@ def _named_texts(
         if tool_spec(call["name"]).ledger == "command"
         and isinstance(command := (call.get("args") or {}).get("command"), str)
     ]
-    return read_named(before, workspace, commands)
+    return read_named(before, workspace, commands, ledger_path(workspace))
 
 
 def _with_step_changes(
