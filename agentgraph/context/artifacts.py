@@ -20,13 +20,12 @@ as the cut.
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
+from agentgraph.capabilities.tools.workspace import read_regular
 from agentgraph.runtime.history import AGENTGRAPH_KEY
 
 __all__ = [
@@ -46,14 +45,6 @@ ORIGINAL_MAX_BYTES = 1024 * 1024
 _DIGEST_CHARS = 16
 # Field of a cut message's marker dict: the SHA-256 (hex) of its saved whole copy.
 CUT_DIGEST_KEY = "cut_sha256"
-# Opened to read a copy: never through a link, never waiting on a pipe (O_NOFOLLOW and
-# O_NONBLOCK are POSIX; where missing the lstat check below stands in for the first).
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
 
 
 def output_artifact_path(folder: Path, tool_call_id: str) -> Path:
@@ -100,41 +91,13 @@ def cut_original(message: ToolMessage, folder: str | None) -> str | None:
     if not folder or not isinstance(digest, str):
         return None
     path = output_artifact_path(Path(folder), message.tool_call_id)
-    data = _read_regular(path)
+    data = read_regular(path, ORIGINAL_MAX_BYTES)
     if data is None or hashlib.sha256(data).hexdigest() != digest:
         return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-
-
-def _read_regular(path: Path) -> bytes | None:
-    """The bytes of ``path`` when it is a regular file (not a link) of at most
-    :data:`ORIGINAL_MAX_BYTES`, else None."""
-    try:
-        if stat.S_ISLNK(os.lstat(path).st_mode):
-            return None
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > ORIGINAL_MAX_BYTES:
-            return None
-        chunks: list[bytes] = []
-        size = 0
-        while size <= ORIGINAL_MAX_BYTES:
-            chunk = os.read(fd, ORIGINAL_MAX_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return b"".join(chunks) if size <= ORIGINAL_MAX_BYTES else None
 
 
 def with_originals(

@@ -39,7 +39,12 @@ from agentgraph.capabilities.tools.base import ToolError
 from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import edit_report_line, excerpt_of_read, page_of_read
 from agentgraph.capabilities.tools.spec import tool_spec
-from agentgraph.capabilities.tools.workspace import LinkCensus, resolve_in_workspace
+from agentgraph.capabilities.tools.workspace import (
+    REGULAR_OPEN_FLAGS,
+    LinkCensus,
+    resolve_in_workspace,
+    text_lines,
+)
 from agentgraph.capabilities.tools.workspace_scan import ScanChanges, scanned_changes
 from agentgraph.context.artifacts import with_originals
 from agentgraph.context.carry_over import (
@@ -776,8 +781,7 @@ def _fresh_lines(workspace: Path, rel: str) -> list[str] | None:
         # As the tools resolved it when the model wrote it (its spelling of the path).
         path = resolve_in_workspace(workspace, rel)
         # Not blocking on a FIFO a command left at the path; a regular file only.
-        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
-        with os.fdopen(os.open(path, flags), "rb") as fh:
+        with os.fdopen(os.open(path, REGULAR_OPEN_FLAGS), "rb") as fh:
             status = os.fstat(fh.fileno())
             if not stat.S_ISREG(status.st_mode):
                 return None
@@ -790,9 +794,7 @@ def _fresh_lines(workspace: Path, rel: str) -> list[str] | None:
             raw = fh.read()
     except (OSError, ToolError):
         return None
-    # Numbered as read_file numbers them: lines end at a line feed only.
-    lines = [line.removesuffix("\r") for line in raw.decode("utf-8", errors="replace").split("\n")]
-    return lines[:-1] if lines and lines[-1] == "" else lines
+    return text_lines(raw)  # numbered as read_file numbers them
 
 
 def _numbered(lines: Sequence[str], first: int) -> str:

@@ -20,6 +20,61 @@ from typing import Any
 from agentgraph.capabilities.tools.base import ToolError
 from agentgraph.runtime.runctx import context_of
 
+# Opened to read a file a command or a session left: never through a link, never waiting
+# on a pipe (O_NOFOLLOW and O_NONBLOCK are POSIX; where missing the lstat check in
+# read_regular stands in for the first).
+REGULAR_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def read_regular(path: Path, max_bytes: int) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file (not a link) of at most
+    ``max_bytes``, else None (a FIFO is never waited on, a device never read).
+
+    Args:
+        path: The file.
+        max_bytes: The largest file read.
+
+    Returns:
+        Its bytes, or None.
+    """
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            return None
+        fd = os.open(path, REGULAR_OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while size <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks) if size <= max_bytes else None
+
+
+def text_lines(data: bytes) -> list[str]:
+    """The lines of a file as read_file numbers them: split at ``\\n`` only (not at a
+    form feed or a lone ``\\r``, as ``str.splitlines`` would), a ``\\r`` before it taken
+    off, no empty line after a final line break."""
+    lines = [line.removesuffix("\r") for line in data.decode("utf-8", errors="replace").split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 PATH_MAX_CHARS = 4096
 PATH_COMPONENT_MAX_BYTES = 255
 PATH_ECHO_MAX_CHARS = 120

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
@@ -31,6 +30,7 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 
+from agentgraph.capabilities.tools.workspace import read_regular, text_lines
 from agentgraph.runtime.history.kinds import AGENTGRAPH_KEY, with_marker
 
 __all__ = [
@@ -239,7 +239,7 @@ def read_named(
             state = before.get(name)
             if state is None or name in out or state[0] > NAMED_FILE_MAX_BYTES:
                 continue
-            data = _read_regular(Path(root) / name)
+            data = read_regular(Path(root) / name, NAMED_FILE_MAX_BYTES)
             if data is not None:
                 out[name] = data
             if len(out) >= NAMED_FILES_MAX:
@@ -265,10 +265,10 @@ def changed_spans(
     spans: list[tuple[str, int, int]] = []
     for name in modified:
         old = texts.get(name)
-        new = _read_regular(Path(root) / name) if old is not None else None
+        new = read_regular(Path(root) / name, NAMED_FILE_MAX_BYTES) if old is not None else None
         if old is None or new is None or b"\x00" in old or b"\x00" in new:
             continue
-        before, after = _lines(old), _lines(new)
+        before, after = text_lines(old), text_lines(new)
         if not after or before == after:
             continue
         head = 0
@@ -280,33 +280,6 @@ def changed_spans(
         first = min(head + 1, len(after))
         spans.append((name, first, max(first, len(after) - tail)))
     return tuple(spans)
-
-
-def _lines(data: bytes) -> list[str]:
-    """The lines of a file as read_file numbers them: split at ``\\n`` only, a ``\\r``
-    before it taken off, no empty line after a final line break."""
-    text = data.decode("utf-8", errors="replace")
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
-    return lines[:-1] if lines and lines[-1] == "" else lines
-
-
-def _read_regular(path: Path) -> bytes | None:
-    """The bytes of the regular file ``path`` (no link followed), if under
-    :data:`NAMED_FILE_MAX_BYTES`; None otherwise."""
-    try:
-        fd = os.open(
-            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        )
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        try:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return None
-            data = fh.read(NAMED_FILE_MAX_BYTES + 1)
-        except OSError:
-            return None
-    return data if len(data) <= NAMED_FILE_MAX_BYTES else None
 
 
 def with_scanned_changes(message: _M, changes: ScanChanges) -> _M:
