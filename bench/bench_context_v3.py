@@ -75,7 +75,9 @@ the shell too (``sed -i 's/…: open/…: done/' F``, the editing workloads), it
 reading of the command line follows, as a script's), its rows ``WORKLOAD (shell,
 perl)``; ``--shell heredoc`` reads with ``cat`` and changes a file by
 writing it whole through a here-document (``cat > F <<'EOF'`` … ``EOF``, the file as last
-seen with its line changed), its rows ``WORKLOAD (shell, heredoc)``. Small-file workloads only (a persona
+seen with its line changed), its rows ``WORKLOAD (shell, heredoc)``; ``--shell cd`` as
+``sed`` from the file's folder (``cd logs && cat F``, ``cd logs && sed -i … F``), as models
+that change directory first do, its rows ``WORKLOAD (shell, cd)``. Small-file workloads only (a persona
 reading through the shell sees no page note). The peers get a ``run_bash`` answering
 those commands as agentgraph's prints them (deepagents' own tools have no shell without
 a sandbox backend).
@@ -190,6 +192,7 @@ from tests.scenarios.stateless import (
     marked_done,
     persona_for,
     planted_codes,
+    shell_path,
     shell_reads,
     task_text,
 )
@@ -453,7 +456,7 @@ def shell_tool(ws: Path) -> BaseTool:
             return "[exit code 0]"
         if edit is not None:  # ``sed -i``/``perl -pi -e 's/OLD/NEW/' F``: first match a line
             try:
-                target = in_workspace(ws, edit["path"].lstrip("/"))
+                target = in_workspace(ws, shell_path(edit).lstrip("/"))
                 text = target.read_text(encoding="utf-8")
                 lines = [
                     line.replace(edit["old"], edit["new"], 1) for line in text.splitlines(True)
@@ -838,7 +841,8 @@ def main(argv: list[str] | None = None) -> None:
         "nl (numbered pages: nl -ba F | sed -n 'K,Lp'), grep (grep -v '^#' F, no plain "
         "read), multi (several whole files in one cat, at least "
         f"{MULTI_SHELL_BATCH} a reply), sed (cat, and sed -i for edits), perl (cat, and "
-        "perl -pi -e for edits) or heredoc (cat, and cat > F <<'EOF' for edits), its rows named "
+        "perl -pi -e for edits), heredoc (cat, and cat > F <<'EOF' for edits) or cd (as sed, "
+        "from the file's folder: cd D && cat F), its rows named "
         "'WORKLOAD (shell)' or "
         "'WORKLOAD (shell, STYLE)'; small-file "
         "workloads only",

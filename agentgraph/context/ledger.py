@@ -42,6 +42,7 @@ from agentgraph.capabilities.tools.workspace_scan import (
     scanned_changes,
     workspace_path,
 )
+from agentgraph.context.shell_cd import cd_prefix
 from agentgraph.context.shell_reads import (
     in_place_edits,
     named_files,
@@ -663,7 +664,8 @@ def collect_ledger(
                 entry = _in_workspace(entry, roots) if roots else entry
             scanned = scanned_changes(result)
             alone = len(msg.tool_calls) == 1
-            if entry is not None and not (scanned and alone and _told_by_files(entry, scanned)):
+            told_by_files = scanned and alone and _told_by_files(entry, scanned, roots)
+            if entry is not None and not told_by_files:
                 _apply(out, entry)
             told |= _entry_paths(entry)
             if scanned is not None:
@@ -673,21 +675,36 @@ def collect_ledger(
     return out
 
 
-def _told_by_files(entry: _Entry, scanned: ScanChanges) -> bool:
+def _told_by_files(entry: _Entry | None, scanned: ScanChanges, roots: Sequence[str]) -> bool:
     """Whether a command's line in the ledger would say no more than the files it
     changed do: the step's one call, one program's run that exited 0 and names each of
-    them (``perl -pi -e 's/a/b/' F``, ``mv A B``), as a ``sed -i`` command is listed by
-    its files alone. A failed command, a list (``pytest && black F``), or one that
-    changed files it does not name (``python3 gen.py``) keeps its line."""
-    if entry[0] != "command" or entry[2] != "exit 0" or scanned.more or scanned.empty:
+    them (``perl -pi -e 's/a/b/' F``, ``mv A B``; after a leading ``cd D &&``, by its
+    path from ``D``), as a ``sed -i`` command is listed by its files alone. A failed
+    command, a list (``pytest && black F``), or one that changed files it does not name
+    (``python3 gen.py``) keeps its line (``roots``: :func:`_workspace_roots`)."""
+    if entry is None or entry[0] != "command" or entry[2] != "exit 0":
         return False
-    command = str(entry[1])
-    if not one_command(command):
+    if scanned.more or scanned.empty or not one_command(command := str(entry[1])):
         return False  # ``pytest && black F``: what else it ran says more than F
+    folder, command = cd_prefix(command)
+    base = _within(folder, roots)
+    if base in roots:
+        base = ""  # ``cd /abs/workspace && …``
+    elif posixpath.isabs(base) or base.startswith(".."):
+        return False  # a folder outside the workspace names none of its files simply
     return all(
-        re.search(rf"(?<![\w.~/-])(?:\./)?{re.escape(path)}(?![\w./-])", command)
+        (name := _from_folder(path, base)) is not None
+        and re.search(rf"(?<![\w.~/-])(?:\./)?{re.escape(name)}(?![\w./-])", command)
         for path in (*scanned.modified, *scanned.created, *scanned.deleted)
     )
+
+
+def _from_folder(path: str, folder: str) -> str | None:
+    """``path`` (from the workspace's root) as a command run in ``folder`` (relative to
+    the root; ``""`` or ``.`` for the root) names it; None when it is not under it."""
+    if folder in ("", "."):
+        return path
+    return path[len(folder) + 1 :] if path.startswith(folder + "/") else None
 
 
 def _entry_paths(entry: _Entry | None) -> set[str]:

@@ -28,15 +28,20 @@ an output nothing cut (:func:`whole_file_reads`), as models skimming a folder re
 Any other command that names files (:func:`named_files`: ``grep -n def src/app.py``,
 ``pytest tests/test_app.py``, ``diff a.py b.py``) stays a command, but what it printed is
 a reading of those files to the summary's check of what it left out.
+
+A command that changes directory first (``cd src && cat app.py``) is read as the rest of
+it, each path named from where it started (``src/app.py``;
+:mod:`agentgraph.context.shell_cd`).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentgraph.capabilities.tools.bash import BashStatus, bash_status
+from agentgraph.context.shell_cd import cd_prefix, under
 
 __all__ = [
     "FILE_WORD_RE",
@@ -138,13 +143,17 @@ def parse_shell_read(command: str) -> ShellRead | None:
         (``-N``, ``-nN``, ``--lines=N``; 10 when not told): lines 1-N; ``sed -n 'A,Bp'
         F`` (``Ap``, ``A,$p``): lines A-B; ``tail -n +K F`` (``-n+K``, ``--lines=+K``):
         line K to the end; ``nl -ba F`` or ``cat -n F`` piped into ``sed -n``, ``head``
-        or ``tail -n +K``: the lines those pick, numbered. None for anything else.
+        or ``tail -n +K``: the lines those pick, numbered; after a leading ``cd D &&``,
+        the file under ``D``. None for anything else.
     """
+    folder, command = cd_prefix(command)
     producer, bar, picker = command.partition("|")
     if bar:
-        return _numbered_read(producer, picker)
-    words = _words(command)
-    return None if words is None else _read_of(words)
+        read = _numbered_read(producer, picker)
+    else:
+        words = _words(command)
+        read = None if words is None else _read_of(words)
+    return replace(read, path=under(folder, read.path)) if read and folder else read
 
 
 def named_files(command: str) -> tuple[str, ...]:
@@ -159,8 +168,9 @@ def named_files(command: str) -> tuple[str, ...]:
     it as about a file read, and the reading may stay in view (agentgraph/context/
     compaction.py). The programs' own names (``./run.sh``) and options are not files.
     """
+    folder, command = cd_prefix(command)
     stages = _stages(command)
-    return () if stages is None else _named_in(stages)
+    return () if stages is None else tuple(under(folder, p) for p in _named_in(stages))
 
 
 def _named_in(stages: list[list[str]]) -> tuple[str, ...]:
@@ -206,6 +216,7 @@ def whole_file_reads(command: str) -> tuple[str, ...]:
     :func:`parse_shell_read`'s).
     Which lines are each file's the output does not tell, so it counts as read whole
     only when the command exited 0 and nothing was cut (:func:`printed_whole`)."""
+    folder, command = cd_prefix(command)
     words = _words(command)
     if not words or words[0] not in ("cat", "nl"):
         return ()
@@ -218,7 +229,7 @@ def whole_file_reads(command: str) -> tuple[str, ...]:
         return ()
     if words[1 : 1 + len(options)] != options:
         return ()  # an option after a file name: GNU takes it, others a file
-    return tuple(dict.fromkeys(paths))
+    return tuple(dict.fromkeys(under(folder, p) for p in paths))
 
 
 def in_place_edits(command: str) -> tuple[str, ...]:
@@ -229,6 +240,7 @@ def in_place_edits(command: str) -> tuple[str, ...]:
     expand. The script may hold anything inside its quotes. Which lines changed the
     command does not tell (see :func:`sed_replacement`); that it exited 0 says the files
     were written, perhaps unchanged (a pattern that matched nothing)."""
+    folder, command = cd_prefix(command)
     parsed = _sed_in_place(command)
     if parsed is None:
         return ()
@@ -236,7 +248,7 @@ def in_place_edits(command: str) -> tuple[str, ...]:
     files = parsed.operands if given else parsed.operands[1:]
     if not files or any(_EXPANDING_RE.search(f) for f in files):
         return ()
-    return tuple(dict.fromkeys(files))
+    return tuple(dict.fromkeys(under(folder, f) for f in files))
 
 
 def sed_replacement(command: str) -> str | None:
@@ -244,7 +256,7 @@ def sed_replacement(command: str) -> str | None:
     it is literal (``sed -i 's/open/done/' F`` writes ``done``), else None (several
     scripts, a script file, another command, ``-n`` (the file keeps only what is
     printed), or ``&``, a backslash, ``$`` or a backtick in the replacement)."""
-    parsed = _sed_in_place(command)
+    parsed = _sed_in_place(cd_prefix(command)[1])
     if parsed is None or parsed.quiet or parsed.script_file:
         return None
     scripts = parsed.scripts or parsed.operands[:1]
@@ -328,7 +340,7 @@ def reads_files(command: str) -> bool:
     Its output is a page of them, not a log (``pytest F`` is not)."""
     if parse_shell_read(command) is not None or whole_file_reads(command):
         return True
-    stages = _stages(command)
+    stages = _stages(cd_prefix(command)[1])
     if stages is None or not _named_in(stages):
         return False
     return all(_program(words) in SHOWING_PROGRAMS for words in stages)

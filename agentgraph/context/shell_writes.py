@@ -14,6 +14,8 @@ output to ``/dev/null`` or a file; a device is no file of the work), on the comm
 first line, followed by the document's lines and its delimiter alone on a line, then
 nothing but blank lines — or, when bash's output says it found no delimiter and took
 every line left as the document (small models write `` EOF`` or ``EOF'``), those lines.
+A leading ``cd D &&`` moves the command to ``D``: its files are named from where it
+started (:mod:`agentgraph.context.shell_cd`).
 No list, pipe, other redirection, subshell or word the shell would expand on that first
 line. The lines written are the document's, unless its delimiter is unquoted and the
 text holds what the shell would expand there (``$``, a backtick, a backslash): then
@@ -25,6 +27,8 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+
+from agentgraph.context.shell_cd import cd_prefix, under
 
 __all__ = [
     "ShellRemoval",
@@ -124,6 +128,7 @@ def heredoc_writes(command: str, output: str | None = None) -> tuple[ShellWrite,
     Returns:
         One :class:`ShellWrite` per file, in the order the command names them.
     """
+    folder, command = cd_prefix(command)
     head, newline, rest = command.lstrip("\n").partition("\n")
     if not newline or _ODD_SPACE_RE.search(head):
         return ()
@@ -154,7 +159,9 @@ def heredoc_writes(command: str, output: str | None = None) -> tuple[ShellWrite,
     quoted = found["bare"] is None or bool(found["escaped"])
     if not quoted and any(c in (text or "") for c in _EXPANDED_IN_BODY):
         text = None
-    return tuple(ShellWrite(path, text, len(body), append) for path, append in targets)
+    return tuple(
+        ShellWrite(under(folder, path), text, len(body), append) for path, append in targets
+    )
 
 
 def echo_writes(command: str) -> tuple[ShellWrite, ...]:
@@ -169,6 +176,7 @@ def echo_writes(command: str) -> tuple[ShellWrite, ...]:
     Returns:
         The :class:`ShellWrite`, or nothing.
     """
+    folder, command = cd_prefix(command)
     words = _one_line_words(command)
     if not words or words[0] != "echo":  # a ``./echo`` is a script; /bin/echo has --help
         return ()
@@ -187,7 +195,7 @@ def echo_writes(command: str) -> tuple[ShellWrite, ...]:
             said.append(word)
     if target is None or target[0].startswith(_DEVICES):
         return ()
-    return (ShellWrite(target[0], " ".join(said) + "\n", 1, target[1]),)
+    return (ShellWrite(under(folder, target[0]), " ".join(said) + "\n", 1, target[1]),)
 
 
 def removed_files(command: str) -> ShellRemoval:
@@ -203,6 +211,7 @@ def removed_files(command: str) -> ShellRemoval:
     Returns:
         The :class:`ShellRemoval`.
     """
+    folder, command = cd_prefix(command)
     words = _one_line_words(command)
     if not words or words[0] not in _PROGRAMS["rm"]:
         return ShellRemoval()
@@ -220,7 +229,7 @@ def removed_files(command: str) -> ShellRemoval:
             return ShellRemoval()
         else:
             paths.append(word)
-    kept = tuple(dict.fromkeys(p for p in paths if not p.startswith(_DEVICES)))
+    kept = tuple(dict.fromkeys(under(folder, p) for p in paths if not p.startswith(_DEVICES)))
     return ShellRemoval(kept, forced)
 
 
@@ -232,8 +241,8 @@ def written_files(command: str, output: str | None = None) -> tuple[ShellWrite, 
 def one_command(command: str) -> bool:
     """Whether ``command`` is one program's run: one line, and outside its quotes no
     list, pipe, background job, subshell or command substitution (``;``, ``&``, ``|``,
-    parentheses, a backtick)."""
-    line = command.strip(_BLANKS)
+    parentheses, a backtick), but a leading ``cd D &&``."""
+    line = cd_prefix(command.strip(_BLANKS))[1].strip(_BLANKS)
     return bool(line) and "\n" not in line and not _LIST_RE.search(_unquoted(line))
 
 

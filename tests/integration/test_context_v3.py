@@ -387,7 +387,8 @@ def test_a_lossy_summarizer_at_8k_leaves_an_editing_task_no_file_to_read_twice(
 
 
 @pytest.mark.parametrize(
-    ("edits", "style"), [(False, "cat"), (True, "cat"), (False, "nl"), (False, "grep")]
+    ("edits", "style"),
+    [(False, "cat"), (True, "cat"), (False, "nl"), (False, "grep"), (False, "cd"), (True, "cd")],
 )
 def test_files_read_through_the_shell_are_not_read_twice_with_a_lossy_summarizer(
     make_settings: Callable[..., Settings], workspace: Path, edits: bool, style: ShellStyle

@@ -60,7 +60,10 @@ command no parser of command lines follows); with ``shell_style="heredoc"`` it w
 file whole instead,
 as the latest text of it in view shows it with the line changed (``cat >
 logs/part_017.txt <<'EOF'`` … ``EOF``), as models that rewrite a file to change it do, and
-reads it again first when no text of it with that line is in view.
+reads it again first when no text of it with that line is in view. With
+``shell_style="cd"`` it reads and edits as the ``sed`` style does from the file's folder
+(``cd logs && cat part_017.txt``, ``cd logs && sed -i 's/…/…/' part_017.txt``), as models
+that change directory first do.
 
 Summarizers (:class:`Summarizer`), answering the harness's summary requests:
 ``faithful`` (every code, read file and file marked done it sees, and the task),
@@ -78,6 +81,7 @@ reply after the reply is made and never influences one.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import threading
 from collections import Counter
@@ -172,7 +176,7 @@ LEDGER_PARTIAL_RE = re.compile(
 # the numbered style ``nl -ba logs/part_017.txt | sed -n '1,200p'``; in the grep style
 # ``grep -v '^#' logs/part_017.txt``.
 SHELL_READ_RE = re.compile(
-    r"(?:cat|tail -n \+(?P<from>\d+)) (?P<path>\S*part_\d{3}\.txt)"
+    r"(?:cd (?P<cd>\S+) && )?(?:cat|tail -n \+(?P<from>\d+)) (?P<path>\S*part_\d{3}\.txt)"
     r"|nl -ba (?P<nl_path>\S*part_\d{3}\.txt) \| sed -n '(?P<first>\d+),(?P<last>\d+)p'"
     r"|grep -v '\^#' (?P<grep_path>\S*part_\d{3}\.txt)"
 )
@@ -182,7 +186,7 @@ SHELL_MULTI_RE = re.compile(r"cat (\S*part_\d{3}\.txt(?: \S*part_\d{3}\.txt)+)")
 # or ``perl -pi -e`` with the same script (the status lines hold no character sed or
 # perl would read as special).
 SHELL_EDIT_RE = re.compile(
-    r"(?P<program>sed -i|perl -pi -e) 's/(?P<old>[^/']+)/(?P<new>[^/']+)/'"
+    r"(?:cd (?P<cd>\S+) && )?(?P<program>sed -i|perl -pi -e) 's/(?P<old>[^/']+)/(?P<new>[^/']+)/'"
     r" (?P<path>\S*part_\d{3}\.txt)"
 )
 # The here-document style's write of a whole file (its text as the model last saw it).
@@ -197,8 +201,19 @@ REREAD_FILE_RE = re.compile(
 )
 # A run_bash answer's status line (the text before it is the command's output).
 BASH_STATUS_RE = re.compile(r"\n?\[exit code -?\d+[^\]]*\]\s*$")
-ShellStyle = Literal["cat", "nl", "grep", "multi", "sed", "perl", "heredoc"]
-SHELL_STYLES: tuple[ShellStyle, ...] = ("cat", "nl", "grep", "multi", "sed", "perl", "heredoc")
+# The styles that change a line with one command (``sed -i``, ``perl -pi -e``).
+_SHELL_EDITORS = ("sed", "perl", "cd")
+ShellStyle = Literal["cat", "nl", "grep", "multi", "sed", "perl", "heredoc", "cd"]
+SHELL_STYLES: tuple[ShellStyle, ...] = (
+    "cat",
+    "nl",
+    "grep",
+    "multi",
+    "sed",
+    "perl",
+    "heredoc",
+    "cd",
+)
 # Lines a numbered-style shell read asks for at a time.
 NL_PAGE_LINES = 200
 LIMIT_RE = re.compile(r"at most ([\d,]+) tokens", re.IGNORECASE)
@@ -579,7 +594,8 @@ class Persona:
             '^#' PATH``; ``multi``: a reply's whole-file reads in one ``cat A B …``;
             ``sed``: edits with ``sed -i``; ``perl``: with ``perl -pi -e``; ``heredoc``:
             edits by writing the file whole with ``cat > PATH <<'EOF'`` (see the
-            module docstring).
+            module docstring); ``cd``: as ``sed`` from the file's folder (``cd logs &&
+            cat part_017.txt``).
     """
 
     kind: PersonaKind = "silent"
@@ -711,7 +727,7 @@ class Persona:
     def _calls(self, body: Mapping[str, Any], name: str, *calls: dict[str, Any]) -> dict[str, Any]:
         if self.shell_tool and name == self.read_tool:
             name, calls = self.shell_tool, self._shell_calls(calls)
-        elif self.shell_tool and self.shell_style in ("sed", "perl") and name == self.edit_tool:
+        elif self.shell_tool and self.shell_style in _SHELL_EDITORS and name == self.edit_tool:
             name, calls = self.shell_tool, tuple(self._shell_edit(c) for c in calls)
         elif self.shell_tool and self.shell_style == "heredoc" and name == self.edit_tool:
             name, calls = self.shell_tool, tuple(self._heredoc_edit(body, c) for c in calls)
@@ -738,7 +754,7 @@ class Persona:
         """The shell-editing style's command for an edit call's arguments."""
         old, new, path = args[self.old_key], args[self.new_key], args[self.path_key]
         program = "perl -pi -e" if self.shell_style == "perl" else "sed -i"
-        return {"command": f"{program} 's/{old}/{new}/' {path}"}
+        return {"command": self._in_folder(f"{program} 's/{old}/{new}/'", str(path))}
 
     def _heredoc_edit(self, body: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
         """The here-document style's command for an edit call's arguments: the file as
@@ -759,8 +775,16 @@ class Persona:
         elif self.shell_style == "grep":
             command = f"grep -v '^#' {path}"
         else:
-            command = f"tail -n +{offset + 1} {path}" if offset else f"cat {path}"
+            program = f"tail -n +{offset + 1}" if offset else "cat"
+            command = self._in_folder(program, str(path))
         return {"command": command}
+
+    def _in_folder(self, program: str, path: str) -> str:
+        """``PROGRAM PATH``; in the ``cd`` style ``cd FOLDER && PROGRAM NAME``."""
+        folder, _, name = path.rpartition("/")
+        if self.shell_style != "cd" or not folder:
+            return f"{program} {path}"
+        return f"cd {folder} && {program} {name}"
 
 
 def _latest_text_with(body: Mapping[str, Any], line: str) -> str | None:
@@ -831,7 +855,13 @@ def shell_read(command: str) -> tuple[str, int, int | None, bool] | None:
         return found["nl_path"], int(found["first"]), int(found["last"]), True
     if found["grep_path"] is not None:
         return found["grep_path"], 1, None, False
-    return found["path"], int(found["from"] or 1), None, False
+    return shell_path(found), int(found["from"] or 1), None, False
+
+
+def shell_path(found: re.Match[str]) -> str:
+    """The path a :data:`SHELL_READ_RE` or :data:`SHELL_EDIT_RE` match names, under the
+    folder its ``cd`` names."""
+    return posixpath.join(found["cd"], found["path"]) if found["cd"] else found["path"]
 
 
 def persona_for(

@@ -716,6 +716,52 @@ def test_files_a_scan_saw_a_command_change_are_files_changed() -> None:
     assert set(ledger.changes) == {"a.py", "b.txt", "c.txt", "out.json", "d.py", "e.py"}
 
 
+def test_a_command_that_changes_directory_first_names_its_files_from_the_workspace() -> None:
+    """``cd D && …``, as many models start a command: its reads, writes, in-place edits
+    and removals are the files under ``D`` (an absolute ``D`` under the workspace names
+    them from its root), and a one-program command after it that names each file a scan
+    saw it change is listed by those files. Read as a list, such a command was a command:
+    no file read or changed, and a summary that left its files unsaid was not asked
+    about them."""
+    lines = "".join(f"line {i}\n" for i in range(1, 11))
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _bash(1, "cd logs && cat part_001.txt", f"{lines}[exit code 0]")
+    history += _bash(2, "cd /ws && sed -n '1,5p' src/app.py", f"{lines[:35]}[exit code 0]")
+    history += _bash(3, "cd src && sed -i 's/a/b/' app.py", "[exit code 0]")
+    history += _bash(4, "cd src && cat > new.py <<'EOF'\nx = 1\nEOF", "[exit code 0]")
+    history += _bash(5, "cd logs && rm part_001.txt", "[exit code 0]")
+    history += _scanned(
+        _bash(6, "cd /ws/src && perl -pi -e 's/1/2/' util.py", "[exit code 0]"),
+        modified=("src/util.py",),
+    )
+    history += _scanned(
+        _bash(7, "cd docs && perl -pi -e 's/1/2/' ../README.md", "[exit code 0]"),
+        modified=("README.md",),
+    )
+    history += _bash(8, "cd logs; cat part_002.txt", f"{lines}[exit code 0]")
+    ledger = collect_ledger(history, workspace="/ws")
+    text = render_ledger(ledger)
+    assert set(ledger.reads) == {"logs/part_001.txt", "src/app.py"}
+    assert ledger.reads["src/app.py"].spans == [(1, 5)]
+    assert set(ledger.changes) == {
+        "src/app.py",
+        "src/new.py",
+        "logs/part_001.txt",
+        "src/util.py",
+        "README.md",
+    }
+    assert ledger.changes["logs/part_001.txt"].deleted
+    assert "- src/util.py: edited by a command\n" in text and "util.py →" not in text
+    # ``../README.md`` names a file outside ``docs``: the command says what it did.
+    assert "- $ cd docs && perl -pi -e 's/1/2/' ../README.md → exit 0" in text
+    # After ``;`` the rest runs where ``cd`` failed too: which file it read is not certain.
+    assert "- $ cd logs; cat part_002.txt → exit 0" in text
+    assert read_calls(history, workspace="/ws") == {
+        "c1": ("logs/part_001.txt",),
+        "c2": ("src/app.py",),
+    }
+
+
 def test_a_build_s_outputs_are_counted_by_folder_and_a_real_edit_stays_named() -> None:
     """A step that changed more new files than the ledger lists one by one (a build) has
     them counted by folder, and indexed for the search the count points to; a file the

@@ -43,6 +43,8 @@ from agentgraph.context.shell_reads import (
         ("tail -n +88 src/app.py", ShellRead("src/app.py", 88, None)),
         ("tail -n+88 src/app.py", ShellRead("src/app.py", 88, None)),
         ("tail --lines=+88 src/app.py", ShellRead("src/app.py", 88, None)),
+        ("cd src && cat app.py", ShellRead("src/app.py", 1, None)),
+        ("cd /ws && sed -n '40,80p' src/app.py", ShellRead("/ws/src/app.py", 40, 80)),
     ],
 )
 def test_plain_reads_name_their_file_and_lines(command: str, expected: ShellRead) -> None:
@@ -105,7 +107,7 @@ def test_any_other_pipe_is_not_a_read(command: str) -> None:
         "cat a.py && echo ok",
         "cat $(ls)",
         "cat `ls`",
-        "cd src && cat app.py",
+        "cd src; cat app.py",  # runs in the starting folder when cd fails
         "LC_ALL=C cat a.py",
         "head -c 100 a.py",
         "head -n -5 a.py",  # all but the last five lines

@@ -17,6 +17,7 @@ from tests.scenarios.stateless import (
     LEDGER_RUN_RE,
     PERSONAS,
     QUESTION,
+    SHELL_EDIT_RE,
     SHELL_TOOL,
     SMALL_LINES,
     SUMMARY_HEADER,
@@ -36,6 +37,7 @@ from tests.scenarios.stateless import (
     planted_codes,
     read_evidence,
     scan,
+    shell_path,
     status_line,
     task_text,
     visible_codes,
@@ -406,6 +408,34 @@ def test_a_grep_shell_reader_prints_each_file_through_grep() -> None:
     recorder = _observed(command, command, "grep -v x logs/part_001.txt")
     assert recorder.reads == [("part_003.txt", 0), ("part_003.txt", 0)]
     assert recorder.reread_files() == 1
+
+
+def test_a_cd_shell_reader_reads_and_edits_from_the_file_s_folder() -> None:
+    shell, body = _shell_reader("cd")
+    assert call_of(shell(body)) == (SHELL_TOOL, {"command": "cd logs && cat part_003.txt"})
+    page = "1\tlog\n[showing lines 1-62 of 240; call read_file with offset=62 to continue]"
+    paged = request(
+        {"role": "user", "content": task_text(1, 2)}, *read("c1", "logs/part_001.txt", page)
+    )
+    on = "cd logs && tail -n +63 part_001.txt"
+    assert call_of(shell(paged)) == (SHELL_TOOL, {"command": on})
+    gone = request(
+        {"role": "user", "content": task_text(1, 2)},
+        *exchange("c1", SHELL_TOOL, {"command": "cd logs && cat part_001.txt"}, "[masked]"),
+    )
+    assert call_of(shell(gone)) == (SHELL_TOOL, {"command": "cd logs && cat part_001.txt"})
+    seen = request(
+        {"role": "user", "content": task_text(1, 1, edits=True)},
+        *exchange("c1", SHELL_TOOL, {"command": "cd logs && cat part_001.txt"}, small(1)),
+    )
+    seen["messages"][-1]["content"] += f"\n3\t{status_line(1, 'open')}"
+    mark = "cd logs && sed -i 's/STATUS part_001: open/STATUS part_001: done/' part_001.txt"
+    assert call_of(shell(seen)) == (SHELL_TOOL, {"command": mark})
+    recorder = _observed("cd logs && cat part_003.txt", on, mark, "cd logs && ls")
+    assert recorder.reads == [("part_003.txt", 0), ("part_001.txt", 62)]
+    assert recorder.edits == [("part_001.txt", "STATUS part_001: done")]
+    match = SHELL_EDIT_RE.fullmatch(mark)
+    assert match is not None and shell_path(match) == "logs/part_001.txt"
 
 
 def edit(

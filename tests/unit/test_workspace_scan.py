@@ -114,6 +114,27 @@ def test_the_files_a_command_names_are_read_before_it_runs(tmp_path: Path) -> No
     assert list(many) == ["a.py", "b.py", "c.py", "d.py"][:NAMED_FILES_MAX]
 
 
+def test_a_file_named_from_the_folder_a_command_moves_to_or_in_an_option_is_read(
+    tmp_path: Path,
+) -> None:
+    """``cd src && perl -pi … app.py`` names ``src/app.py``; ``--config=setup.cfg`` names
+    ``setup.cfg`` (the whole word named no file: the lines such a change touched were
+    unknown)."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("x = 1\n")
+    (tmp_path / "setup.cfg").write_text("[x]\n")
+    before = stat_scan(tmp_path)
+    assert before is not None
+    name = ledger_path(str(tmp_path))
+    moved = read_named(before, tmp_path, ["cd src && perl -pi -e 's/1/2/' app.py"], name)
+    assert moved == {"src/app.py": b"x = 1\n"}
+    absolute = read_named(before, tmp_path, [f"cd {tmp_path}/src && fmt ./app.py"], name)
+    assert absolute == {"src/app.py": b"x = 1\n"}
+    assert read_named(before, tmp_path, ["tool --config=setup.cfg --fix"], name) == {
+        "setup.cfg": b"[x]\n"
+    }
+
+
 def test_the_span_of_a_change_is_the_lines_between_the_first_and_last_that_differ(
     tmp_path: Path,
 ) -> None:

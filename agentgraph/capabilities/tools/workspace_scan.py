@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from langchain_core.messages import BaseMessage
 
 from agentgraph.capabilities.tools.workspace import read_regular, text_lines
+from agentgraph.context.shell_cd import cd_prefix, under
 from agentgraph.runtime.history.kinds import AGENTGRAPH_KEY, with_marker
 
 __all__ = [
@@ -219,8 +220,9 @@ def read_named(
     name_of: Callable[[str], str] = posixpath.normpath,
 ) -> dict[str, bytes]:
     """The text, before the step, of the workspace files ``commands`` name (the first
-    :data:`NAMED_FILES_MAX` of them, each under :data:`NAMED_FILE_MAX_BYTES`): a file
-    a command names is the one it most likely edits in place.
+    :data:`NAMED_FILES_MAX` of them, each under :data:`NAMED_FILE_MAX_BYTES`; after a
+    leading ``cd D &&``, from ``D``; an option's value too, ``--out=F``): a file a
+    command names is the one it most likely edits in place.
 
     Args:
         before: The scan before the step (only files it holds are read).
@@ -234,8 +236,11 @@ def read_named(
     """
     out: dict[str, bytes] = {}
     for command in commands:
-        for word in _WORD_RE.findall(command):
-            name = name_of(word)
+        folder, rest = cd_prefix(command)
+        for word in _WORD_RE.findall(rest):
+            if word.startswith("-"):  # ``--config=setup.cfg``: the value may be a file
+                word = word.partition("=")[2]
+            name = name_of(under(folder, word)) if word else ""
             state = before.get(name)
             if state is None or name in out or state[0] > NAMED_FILE_MAX_BYTES:
                 continue
