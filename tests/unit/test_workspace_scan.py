@@ -44,6 +44,18 @@ def test_a_scan_lists_regular_files_and_skips_tool_folders_and_links(tmp_path: P
     assert scan is not None and set(scan) == {"src/a.py"}
 
 
+def test_a_scan_names_files_from_the_root_however_the_root_is_spelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "a.py").write_text("a")
+    (tmp_path / "b.py").write_text("b")
+    monkeypatch.chdir(tmp_path)
+    spellings = [tmp_path, str(tmp_path), f"{tmp_path}/", ".", "./", Path(".")]
+    scans = [stat_scan(root) for root in spellings]
+    assert all(scan is not None and set(scan) == {"src/pkg/a.py", "b.py"} for scan in scans)
+
+
 def test_no_scan_of_a_missing_folder_or_one_past_the_file_limit(tmp_path: Path) -> None:
     for i in range(5):
         (tmp_path / f"f{i}").write_text("")

@@ -9,7 +9,7 @@ the tools node stats the workspace before and after a step that runs a command
 (:func:`stat_scan`) and records the difference (:func:`scan_changes`) on the command's
 result; the ledger and a compaction's files shown again read it there.
 
-Only ``stat``: sizes, modification times and inodes (about 10 µs a file), no content;
+Only ``stat``: sizes, modification times and inodes (about 4 µs a file), no content;
 the folders :data:`SKIPPED_DIRS` name (``.git``, ``node_modules``, virtual
 environments, caches) are not entered, and a workspace of
 :data:`WORKSPACE_SCAN_MAX_FILES` files or more, or with a folder it cannot list, is not
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 # Files; past it the workspace is not scanned (two scans a step: ~0.2 s at this size).
-WORKSPACE_SCAN_MAX_FILES = 10_000
+WORKSPACE_SCAN_MAX_FILES = 25_000
 # Paths one step's record names; past it only their number is kept (a build writing
 # thousands of files would otherwise fill the ledger and the checkpoint).
 CHANGED_PATHS_MAX = 200
@@ -111,11 +111,15 @@ def walk_files(
         The files with their ``stat``, and whether the walk stopped short.
     """
     found: list[tuple[str, os.stat_result]] = []
-    stack = [root]
+    top = os.fspath(root)
+    cut = len(os.path.join(top, ""))  # the root and its separator, off each entry's path
+    # Paths as strings, not Path objects: a Path per entry took two thirds of the time.
+    stack = [top]
     while stack:
         folder = stack.pop()
         try:
-            entries = list(os.scandir(folder))
+            with os.scandir(folder) as listing:
+                entries = list(listing)
         except OSError:
             if strict:
                 return found, True
@@ -124,15 +128,15 @@ def walk_files(
             try:
                 if entry.is_dir(follow_symlinks=False):
                     if entry.name not in SKIPPED_DIRS:
-                        stack.append(Path(entry.path))
+                        stack.append(entry.path)
                     continue
                 if not entry.is_file(follow_symlinks=False):
                     continue
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            rel = Path(entry.path).relative_to(root).as_posix()
-            found.append((rel, st))
+            rel = entry.path[cut:]
+            found.append((rel if os.sep == "/" else rel.replace(os.sep, "/"), st))
             if len(found) >= max_files:
                 return found, True
     return found, False
