@@ -42,6 +42,7 @@ from typing import Any, TextIO
 
 from langchain_core.tools import BaseTool, StructuredTool
 
+from agentgraph.capabilities.tools.spec import DECLARED_READ_ONLY_KEY
 from agentgraph.config import MCP_START_TIMEOUT_S_DEFAULT, MCP_TOOL_TIMEOUT_S_DEFAULT
 from agentgraph.security.allowed_files import allow, is_allowed
 from agentgraph.security.redaction import (
@@ -619,12 +620,19 @@ class McpManager:
             :MCP_DESCRIPTION_MAX_CHARS
         ]
         call = self._caller(server, tool)
+        hints = tool.metadata if isinstance(tool.metadata, Mapping) else {}
         return StructuredTool.from_function(
             func=call,
             name=tool_name(server, tool.name),
             description=description,
             args_schema=schema,
-            metadata={"mcp_server": server, "mcp_tool": tool.name},
+            metadata={
+                "mcp_server": server,
+                "mcp_tool": tool.name,
+                # The server's word that the tool changes nothing (MCP's readOnlyHint):
+                # its steps are not scanned for the files they changed.
+                DECLARED_READ_ONLY_KEY: hints.get("readOnlyHint") is True,
+            },
         )
 
     def _caller(self, server: str, tool: BaseTool) -> Callable[..., str]:

@@ -167,7 +167,9 @@ class FileChange:
     command_creates: int = 0
     # Changes a subagent made in its own tree, applied to the workspace.
     subagent_changes: int = 0
-    # What deleted it: "command" or "subagent".
+    # Created or changed by a tool without a spec (an MCP server's; the scan saw it).
+    tool_changes: int = 0
+    # What deleted it: "command", "subagent" or "tool".
     deleted_by: str = "command"
 
 
@@ -650,7 +652,7 @@ def collect_ledger(
         # A step's scan covers all its commands: what any of their lines told of a file
         # is not counted again from it.
         told: set[str] = set()
-        scans: list[ScanChanges] = []
+        scans: list[tuple[ScanChanges, str]] = []
         for call in msg.tool_calls:
             call_id = str(call.get("id") or "")
             if not call_id or call_id in counted:
@@ -668,10 +670,11 @@ def collect_ledger(
             if entry is not None and not told_by_files:
                 _apply(out, entry)
             told |= _entry_paths(entry)
-            if scanned is not None:
-                scans.append(scanned)
-        for scanned in scans:
-            _apply_scanned(out, scanned, told)
+            if scanned is not None:  # on a command's result, or else an MCP tool's
+                kind = tool_spec(str(call.get("name") or "")).ledger
+                scans.append((scanned, "command" if kind == "command" else "tool"))
+        for scanned, by in scans:
+            _apply_scanned(out, scanned, told, by)
     return out
 
 
@@ -718,11 +721,12 @@ def _entry_paths(entry: _Entry | None) -> set[str]:
     return set()
 
 
-def _apply_scanned(ledger: Ledger, scanned: ScanChanges, told: set[str]) -> None:
-    """Add the files the workspace scan saw a step's commands change, but those the
-    step's command lines (``told``) already recorded with what they know of their lines.
-    A step that changed more than :data:`LEDGER_SCAN_LISTED_MAX` files the ledger does
-    not hold yet (a build's outputs) has those counted by folder, not listed."""
+def _apply_scanned(ledger: Ledger, scanned: ScanChanges, told: set[str], by: str) -> None:
+    """Add the files the workspace scan saw a step's commands (``by`` ``"command"``) or
+    tools without a spec (``"tool"``: an MCP server's) change, but those the step's
+    command lines (``told``) already recorded with what they know of their lines. A step
+    that changed more than :data:`LEDGER_SCAN_LISTED_MAX` files the ledger does not
+    hold yet (a build's outputs) has those counted by folder, not listed."""
     fresh = [
         p
         for p in (*scanned.modified, *scanned.created, *scanned.deleted)
@@ -744,8 +748,10 @@ def _apply_scanned(ledger: Ledger, scanned: ScanChanges, told: set[str]) -> None
             change = ledger.changes.setdefault(path, FileChange())
             change.undone = False
             change.deleted = kind == "deleted"
-            change.deleted_by = "command"
-            if kind == "modified":
+            change.deleted_by = by
+            if by == "tool":
+                change.tool_changes += kind != "deleted"
+            elif kind == "modified":
                 change.command_edits += 1
             elif kind == "created":
                 change.command_creates += 1
@@ -858,6 +864,9 @@ def _change_how(change: FileChange) -> str:
     if change.subagent_changes:
         times = f" ×{change.subagent_changes}" if change.subagent_changes > 1 else ""
         how.append(f"changed{times} by a subagent")
+    if change.tool_changes:
+        times = f" ×{change.tool_changes}" if change.tool_changes > 1 else ""
+        how.append(f"changed{times} by a tool")
     if change.deleted:
         how.append(f"deleted by a {change.deleted_by}")
     return ", ".join(how)
@@ -884,7 +893,11 @@ def _lines_known(change: FileChange) -> bool:
     if change.writes or change.edits or change.created or change.command_appends:
         return True
     return not (
-        change.command_edits or change.deleted or change.command_creates or change.subagent_changes
+        change.command_edits
+        or change.deleted
+        or change.command_creates
+        or change.subagent_changes
+        or change.tool_changes
     )
 
 

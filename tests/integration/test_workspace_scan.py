@@ -9,6 +9,7 @@ session's SQLite checkpoint holds the results the ledger is built from.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,11 @@ from agentgraph.config import Settings
 from agentgraph.context.ledger import collect_ledger, render_ledger
 from agentgraph.persistence import open_store
 from agentgraph.session.agent import Agent
+from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.mcp_servers.files import PEEK_LOG
 from tests.sandbox_helpers import sandbox_mode
+from tests.scenarios.long_task import is_summary_request
 
 __all__ = ["sandbox_mode"]  # the fixture, used by name
 
@@ -113,3 +117,72 @@ def test_files_commands_changed_are_in_the_ledger_whatever_the_command(
     assert records[4].deleted == ("build/a.o", "build/b.o")
     # The file perl named was read before it ran: its changed line is known.
     assert records[1].modified == ("pkg/mod.py",) and records[1].spans == (("pkg/mod.py", 1, 1),)
+
+
+MCP_SERVERS = Path(__file__).parents[1] / "mcp_servers"
+# The steps, one a reply: a long file read (something for a compaction to take), then the
+# MCP server writes a file, removes one, and peeks at one (declared read-only: it writes
+# its log all the same, which no ledger lists).
+MCP_STEPS = (
+    ("read_file", {"path": "big.txt"}),
+    ("mcp__files__write_text", {"path": "notes/plan.md", "text": "1. ship\n"}),
+    ("mcp__files__remove", {"path": "old.txt"}),
+    ("mcp__files__peek", {"path": "README.md"}),
+)
+
+
+def _mcp_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """A summary for a summary request; else the first MCP step the request does not
+    show, then an answer naming the files the request says changed."""
+    text = json.dumps(body["messages"])
+    if is_summary_request(body):
+        return {"content": "The user asked to update the notes."}
+    sent = {
+        call["function"]["name"]
+        for message in body["messages"]
+        for call in message.get("tool_calls") or []
+    }
+    for name, args in MCP_STEPS:
+        if name not in sent and "what changed" not in text:
+            return {"tool_calls": [{"name": name, "arguments": args}]}
+    return {"content": "done"}
+
+
+def test_files_an_mcp_tool_changed_are_in_the_ledger_after_a_compaction(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """An MCP server's tool writes and removes files of the workspace: the ledger lists
+    them (changed, deleted by a tool), so after a compaction the model still knows which
+    files it changed; a tool its server declares read-only (``readOnlyHint``) is taken at
+    its word. Counted only by name before, such changes were in no ledger."""
+    (workspace / "old.txt").write_text("old\n")
+    (workspace / "README.md").write_text("# demo\n")
+    (workspace / "big.txt").write_text("".join(f"row {n}: some data\n" for n in range(3000)))
+    (workspace / ".agentgraph").mkdir()
+    entry = {"command": sys.executable, "args": [str(MCP_SERVERS / "files.py")]}
+    (workspace / ".agentgraph" / "mcp.json").write_text(
+        json.dumps({"mcpServers": {"files": entry}})
+    )
+    with FakeOpenAIServer([_mcp_reply], on_exhausted="repeat_last") as server:
+        env = server_env(
+            tmp_path / "home",
+            server.url,
+            "sk-test",
+            AGENTGRAPH_MCP_TRUST_WORKSPACE="true",
+            AGENTGRAPH_MCP_START_TIMEOUT_S="60",
+            AGENTGRAPH_PERMISSION_MODE="auto",
+        )
+        first = run_cli(["run", "-t", "mcp1", "update the notes", "--json"], cwd=workspace, env=env)
+        assert first.returncode == 0, first.stderr
+        compacted = run_cli(["sessions", "compact", "mcp1"], cwd=workspace, env=env)
+        assert compacted.returncode == 0, compacted.stderr
+        assert "Compacted:" in compacted.stderr
+        second = run_cli(["run", "-t", "mcp1", "what changed?", "--json"], cwd=workspace, env=env)
+        assert second.returncode == 0, second.stderr
+    assert server.violations == []
+    assert (workspace / "notes" / "plan.md").read_text() == "1. ship\n"
+    assert not (workspace / "old.txt").exists() and (workspace / PEEK_LOG).exists()
+    seen = json.dumps(server.requests[-1]["messages"])
+    assert "- notes/plan.md: changed by a tool" in seen
+    assert "- old.txt: deleted by a tool" in seen
+    assert PEEK_LOG not in seen

@@ -762,6 +762,29 @@ def test_a_command_that_changes_directory_first_names_its_files_from_the_workspa
     }
 
 
+def test_files_a_scan_saw_an_mcp_tool_change_are_changed_by_a_tool() -> None:
+    """A record on an MCP tool's result (a step with no command): its files are changed
+    or deleted by a tool; the tool is still counted by name, and a command beside it in
+    the step takes the record (its changes are then the command's)."""
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _scanned(
+        _call(1, "mcp__files__write_text", {"path": "notes/plan.md"}, "wrote 8 characters"),
+        created=("notes/plan.md",),
+    )
+    history += _scanned(
+        _call(2, "mcp__files__write_text", {"path": "notes/plan.md"}, "wrote 9 characters"),
+        modified=("notes/plan.md",),
+    )
+    history += _scanned(
+        _call(3, "mcp__files__remove", {"path": "old.txt"}, "removed"), deleted=("old.txt",)
+    )
+    ledger = collect_ledger(history)
+    text = render_ledger(ledger)
+    assert "- notes/plan.md: changed ×2 by a tool\n" in text
+    assert "- old.txt: deleted by a tool\n" in text
+    assert ledger.other == {"mcp__files__write_text": 2, "mcp__files__remove": 1}
+
+
 def test_a_build_s_outputs_are_counted_by_folder_and_a_real_edit_stays_named() -> None:
     """A step that changed more new files than the ledger lists one by one (a build) has
     them counted by folder, and indexed for the search the count points to; a file the

@@ -7,8 +7,10 @@ the agent binds has one, and that every spec names a tool the agent binds).
 
 A tool without a spec (an MCP server's, a test's probe) gets ``ToolSpec(name)``: not
 read-only (a call cut off by a crash gets an honest "interrupted" result), no
-built-in approval question, not refused by name in plan mode, and only counted in the
-ledger. MCP tools' own rules key on their ``mcp__`` prefix where they are applied.
+built-in approval question, not refused by name in plan mode, and counted in the ledger
+by name; unless its metadata declares it read-only (:data:`DECLARED_READ_ONLY_KEY`), the
+workspace is scanned around its step and the files it changed are listed too. MCP
+tools' own rules key on their ``mcp__`` prefix where they are applied.
 
 This module imports nothing of the agent: every layer may depend on it.
 """
@@ -22,6 +24,7 @@ from typing import Literal
 
 __all__ = [
     "BUILTIN_TOOLS",
+    "DECLARED_READ_ONLY_KEY",
     "ApprovalKind",
     "FilesRole",
     "LedgerKind",
@@ -29,6 +32,11 @@ __all__ = [
     "tool_spec",
     "tools_where",
 ]
+
+# Metadata key of a tool without a spec that declares it changes nothing (an MCP server's
+# ``readOnlyHint``): the tools node scans the workspace around a step of any other such
+# tool, as around a command's (``agentgraph/runtime/nodes/tools.py``).
+DECLARED_READ_ONLY_KEY = "declared_read_only"
 
 ApprovalKind = Literal["shell", "edit", "memory"]
 """Which question a call asks before it runs (``agentgraph/security/approvals.py``):

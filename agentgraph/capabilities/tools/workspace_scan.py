@@ -1,13 +1,14 @@
-"""Which workspace files a step's shell commands changed, as the disk shows it.
+"""Which workspace files a step's shell commands (or MCP tools) changed, as the disk shows it.
 
 A model changes files through the shell in more ways than any parser of command lines
 can follow: ``perl -pi -e``, ``python - <<'EOF'`` scripts, ``mkdir -p d && cat > d/f``,
 ``mv``, ``cp``, ``rm -rf``, a formatter, a code generator. Read only from the command
 line, those changes were missing from the progress ledger's files changed, and after a
 compaction the model had no sign that the file it once read had changed under it. So
-the tools node stats the workspace before and after a step that runs a command
+the tools node stats the workspace before and after a step that runs a command, or calls
+an MCP server's tool (a file-system or code-generation server's changes are as silent),
 (:func:`stat_scan`) and records the difference (:func:`scan_changes`) on the command's
-result; the ledger and a compaction's files shown again read it there.
+result (else the tool's); the ledger and a compaction's files shown again read it there.
 
 Only ``stat``: sizes, modification times and inodes (about 4 µs a file), no content;
 the folders :data:`SKIPPED_DIRS` name (``.git``, ``node_modules``, virtual

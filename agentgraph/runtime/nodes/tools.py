@@ -11,6 +11,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
 from langgraph.prebuilt import ToolRuntime
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
@@ -21,7 +22,7 @@ from agentgraph.capabilities.tools.base import format_tool_error
 from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import READ_FILE_TOOL_NAME, fit_read_page, read_span
 from agentgraph.capabilities.tools.injected import exclude_injected_from_dump
-from agentgraph.capabilities.tools.spec import tool_spec
+from agentgraph.capabilities.tools.spec import BUILTIN_TOOLS, DECLARED_READ_ONLY_KEY, tool_spec
 from agentgraph.capabilities.tools.workspace_scan import (
     StatScan,
     changed_spans,
@@ -121,16 +122,29 @@ def _map_results(output: Any, change: Callable[[ToolMessage], ToolMessage]) -> A
     return output
 
 
-def _scanned_step(calls: Sequence[ToolCall]) -> bool:
-    """Whether the files a step changes are its commands' (the workspace is scanned
-    around it): it runs a command, and each other call reads or writes only the file
-    its path names (a subagent's or an MCP tool's changes would be taken for the
-    command's)."""
-    specs = [tool_spec(call["name"]) for call in calls]
-    return any(spec.ledger == "command" for spec in specs) and all(
-        spec.ledger in ("command", "todos") or spec.read_only or spec.files_role == "writes"
-        for spec in specs
-    )
+def _changers(calls: Sequence[ToolCall], tools: Sequence[BaseTool]) -> list[str]:
+    """The ids of a step's calls that may change workspace files without saying which:
+    its commands, then its calls of tools without a spec (an MCP server's) that do not
+    declare they change nothing; empty when another call may change files in a way of
+    its own (a subagent's applied changes are its result's to tell), so that no change
+    is taken for theirs. A call that reads, or writes only the file its path names (its
+    call records that), leaves the step as it is."""
+    declared = {
+        tool.name for tool in tools if (tool.metadata or {}).get(DECLARED_READ_ONLY_KEY) is True
+    }
+    commands: list[str] = []
+    tools_: list[str] = []
+    for call in calls:
+        name = call["name"]
+        spec = tool_spec(name)
+        if spec.ledger == "command":
+            commands.append(call["id"] or "")
+        elif name not in BUILTIN_TOOLS:
+            if name not in declared:
+                tools_.append(call["id"] or "")
+        elif not (spec.ledger == "todos" or spec.read_only or spec.files_role == "writes"):
+            return []
+    return [*commands, *tools_]
 
 
 def _named_texts(
@@ -152,15 +166,16 @@ def _named_texts(
 def _with_step_changes(
     output: Any,
     calls: Sequence[ToolCall],
+    changers: Sequence[str],
     before: StatScan,
     named: Mapping[str, bytes],
     workspace: str | None,
 ) -> Any:
-    """``output`` with the files the step's commands changed, as the workspace shows
-    them after it (:mod:`~agentgraph.capabilities.tools.workspace_scan`), recorded on
-    the result of its first command that ran, with the lines that changed in the files
-    its commands name (``named``: their text before it). The files its write_file and
-    edit_file calls name are theirs: left out."""
+    """``output`` with the files the step's commands or tools changed, as the workspace
+    shows them after it (:mod:`~agentgraph.capabilities.tools.workspace_scan`), recorded
+    on the result of the first of ``changers`` (:func:`_changers`) that ran, with the
+    lines that changed in the files its commands name (``named``: their text before
+    it). The files its write_file and edit_file calls name are theirs: left out."""
     after = stat_scan(workspace)
     if after is None:
         return output
@@ -176,17 +191,33 @@ def _with_step_changes(
         return output
     if named and workspace:
         changes = replace(changes, spans=changed_spans(workspace, named, changes.modified))
-    commands = {call["id"] for call in calls if tool_spec(call["name"]).ledger == "command"}
-    target: list[str] = []
+    results: dict[str, ToolMessage] = {}
 
-    def record(message: ToolMessage) -> ToolMessage:
-        ran = message.tool_call_id in commands and bash_status(message.text) is not None
-        if not ran or target:
-            return message
-        target.append(message.tool_call_id)
-        return with_scanned_changes(message, changes)
+    def collect(message: ToolMessage) -> ToolMessage:
+        results.setdefault(message.tool_call_id, message)
+        return message
 
-    return _map_results(output, record)
+    _map_results(output, collect)
+    target = next((cid for cid in changers if _ran(cid, results, calls)), None)
+    if target is None:
+        return output
+    return _map_results(
+        output,
+        lambda m: with_scanned_changes(m, changes) if m.tool_call_id == target else m,
+    )
+
+
+def _ran(call_id: str, results: Mapping[str, ToolMessage], calls: Sequence[ToolCall]) -> bool:
+    """Whether the call ran (the record of the step's changes goes on its result): a
+    command whose result has its status line (a refused one has none), or a tool's
+    call with a result that the user did not decline."""
+    result = results.get(call_id)
+    if result is None or call_id in (_NOT_APPROVED.get() or {}):
+        return False
+    call = next((c for c in calls if c["id"] == call_id), None)
+    if call is not None and tool_spec(call["name"]).ledger == "command":
+        return bash_status(result.text) is not None
+    return True
 
 
 def refusal(call: ToolCall, state: Any) -> ToolMessage | None:
@@ -483,11 +514,14 @@ def make_tools_node(
         token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx, accepted))
         plans = ACCEPTED_PLANS.set(accepted)
         try:
-            before = stat_scan(ctx.workspace_path) if _scanned_step(calls) else None
+            changers = _changers(calls, deps.tools)
+            before = stat_scan(ctx.workspace_path) if changers else None
             named = _named_texts(calls, before, ctx.workspace_path)
             output = tool_node_for_current_tools().invoke(state, config)
             if before is not None:
-                output = _with_step_changes(output, calls, before, named, ctx.workspace_path)
+                output = _with_step_changes(
+                    output, calls, changers, before, named, ctx.workspace_path
+                )
             now = time.time()
             return _map_results(output, lambda m: stamped(m, now))  # each result dated
         finally:
