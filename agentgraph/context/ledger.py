@@ -80,8 +80,9 @@ LEDGER_HEADER = (
 LEDGER_RUN_MIN_FILES = 3
 # Files one subagent's applied changes may name (a record naming more is no record).
 SUBAGENT_FILES_MAX = 10_000
-# Files one step's commands changed that the ledger lists one by one; past it (a build's
-# outputs) those it does not hold yet are counted by folder (a real edit stays named).
+# Files one step's commands (or MCP tools) changed that the ledger lists one by one; past
+# it (a build's outputs) those it does not hold yet are counted by folder (a real edit
+# stays named).
 LEDGER_SCAN_LISTED_MAX = 20
 # Folders named, the largest first, on the line counting files commands changed unlisted.
 LEDGER_UNLISTED_FOLDERS_SHOWN = 5
@@ -187,8 +188,8 @@ class Ledger:
         subagents: ``(task, outcome)`` per subagent call.
         todos: The latest todo list written.
         other: Tool name -> calls of every other tool.
-        unlisted_changes: Files commands changed that the ledger does not list: past
-            the paths one step's scan names
+        unlisted_changes: Files commands (or MCP tools) changed that the ledger does not
+            list: past the paths one step's scan names
             (:data:`~agentgraph.capabilities.tools.workspace_scan.CHANGED_PATHS_MAX`), or
             of a step that changed more than :data:`LEDGER_SCAN_LISTED_MAX` new ones.
         unlisted_folders: Of those, the ones named: folder -> how many.
@@ -888,8 +889,9 @@ def _line_counts(added: int, removed: int, change: FileChange, suffix: str = "")
 
 
 def _lines_known(change: FileChange) -> bool:
-    """Whether the file's line counts mean something: not only ``sed -i`` or ``rm``
-    changed it (a tool or a here-document, whose lines are known, did too)."""
+    """Whether the file's line counts mean something: not only what tells no lines
+    changed it (``sed -i``, ``rm``, a change the workspace scan saw, a subagent's) — a
+    file tool or a here-document, whose lines are known, did too."""
     if change.writes or change.edits or change.created or change.command_appends:
         return True
     return not (

@@ -12,16 +12,22 @@ leading ``cd FOLDER &&`` (repeated: ``cd a && cd b && …``), the parsers read t
 
 Only ``&&`` counts: after ``;`` or a line break the rest runs even when ``cd`` failed, in
 the folder the command started in, so which file it named is not certain. A folder the
-shell would expand (``~``, ``$HOME``, a glob) or that is no folder's name (``cd -``, an
-option) leaves the command as it is.
+shell would expand (``~``, ``$HOME``, a glob), that is no folder's name (``cd -``, an
+option) or that goes up with ``..`` leaves the command as it is; so does a path the rest
+names with ``..`` (:func:`under` names none): ``cd`` follows a link by its name, and a
+``..`` after it leaves the folder the link points to, not the one it sits in.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterable
 
-__all__ = ["cd_prefix", "under"]
+__all__ = ["cd_prefix", "under", "under_each"]
+
+# The parent folder's name in a path.
+_UP = ".."
 
 # ``cd FOLDER &&`` at the start of a command: the folder bare, or in quotes that hold
 # nothing the shell would expand; blanks around.
@@ -42,18 +48,31 @@ def cd_prefix(command: str) -> tuple[str, str]:
         command starts), ``""`` with ``command`` unchanged when it starts with no such
         ``cd``.
     """
-    folder = ""
-    rest = command
-    while (found := _CD_RE.match(rest)) is not None:
+    targets: list[str] = []
+    at = 0
+    while (found := _CD_RE.match(command, at)) is not None:
         target = found["single"] or found["double"] or found["bare"] or ""
-        if target.startswith("-"):
-            break  # ``cd -`` (the previous folder) or an option: not certain
-        folder = posixpath.join(folder, target) if folder else target
-        rest = rest[found.end() :]
-    return (posixpath.normpath(folder), rest) if folder else ("", command)
+        if target.startswith("-") or _UP in target.split("/"):
+            break  # ``cd -`` (the previous folder), an option, or up through a link
+        targets.append(target)
+        at = found.end()
+    if not targets:
+        return "", command
+    return posixpath.normpath(posixpath.join(*targets)), command[at:]
 
 
-def under(folder: str, path: str) -> str:
+def under(folder: str, path: str) -> str | None:
     """``path``, which a command run in ``folder`` named, as named from where the
-    command started (normalized); ``path`` itself when ``folder`` is ``""``."""
-    return posixpath.normpath(posixpath.join(folder, path)) if folder else path
+    command started (normalized); ``path`` itself when ``folder`` is ``""``; None when
+    it goes up with ``..`` from ``folder`` (through a link, not certain)."""
+    if not folder:
+        return path
+    if _UP in path.split("/"):
+        return None
+    return posixpath.normpath(posixpath.join(folder, path))
+
+
+def under_each(folder: str, paths: Iterable[str]) -> tuple[str, ...]:
+    """Each of ``paths`` :func:`under` ``folder``, once, in order; those it names none
+    for left out."""
+    return tuple(dict.fromkeys(p for p in (under(folder, path) for path in paths) if p))

@@ -41,7 +41,7 @@ import shlex
 from dataclasses import dataclass, replace
 
 from agentgraph.capabilities.tools.bash import BashStatus, bash_status
-from agentgraph.context.shell_cd import cd_prefix, under
+from agentgraph.context.shell_cd import cd_prefix, under, under_each
 
 __all__ = [
     "FILE_WORD_RE",
@@ -153,7 +153,10 @@ def parse_shell_read(command: str) -> ShellRead | None:
     else:
         words = _words(command)
         read = None if words is None else _read_of(words)
-    return replace(read, path=under(folder, read.path)) if read and folder else read
+    if read is None or not folder:
+        return read
+    path = under(folder, read.path)
+    return None if path is None else replace(read, path=path)
 
 
 def named_files(command: str) -> tuple[str, ...]:
@@ -170,7 +173,7 @@ def named_files(command: str) -> tuple[str, ...]:
     """
     folder, command = cd_prefix(command)
     stages = _stages(command)
-    return () if stages is None else tuple(under(folder, p) for p in _named_in(stages))
+    return () if stages is None else under_each(folder, _named_in(stages))
 
 
 def _named_in(stages: list[list[str]]) -> tuple[str, ...]:
@@ -229,7 +232,7 @@ def whole_file_reads(command: str) -> tuple[str, ...]:
         return ()
     if words[1 : 1 + len(options)] != options:
         return ()  # an option after a file name: GNU takes it, others a file
-    return tuple(dict.fromkeys(under(folder, p) for p in paths))
+    return under_each(folder, paths)
 
 
 def in_place_edits(command: str) -> tuple[str, ...]:
@@ -248,7 +251,7 @@ def in_place_edits(command: str) -> tuple[str, ...]:
     files = parsed.operands if given else parsed.operands[1:]
     if not files or any(_EXPANDING_RE.search(f) for f in files):
         return ()
-    return tuple(dict.fromkeys(under(folder, f) for f in files))
+    return under_each(folder, files)
 
 
 def sed_replacement(command: str) -> str | None:

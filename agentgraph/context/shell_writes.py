@@ -28,7 +28,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from agentgraph.context.shell_cd import cd_prefix, under
+from agentgraph.context.shell_cd import cd_prefix, under, under_each
 
 __all__ = [
     "ShellRemoval",
@@ -160,7 +160,9 @@ def heredoc_writes(command: str, output: str | None = None) -> tuple[ShellWrite,
     if not quoted and any(c in (text or "") for c in _EXPANDED_IN_BODY):
         text = None
     return tuple(
-        ShellWrite(under(folder, path), text, len(body), append) for path, append in targets
+        ShellWrite(name, text, len(body), append)
+        for path, append in targets
+        if (name := under(folder, path)) and not name.startswith(_DEVICES)
     )
 
 
@@ -193,9 +195,10 @@ def echo_writes(command: str) -> tuple[ShellWrite, ...]:
             return ()  # -n, -e: the text is not the words and a line break
         else:
             said.append(word)
-    if target is None or target[0].startswith(_DEVICES):
+    name = under(folder, target[0]) if target is not None else None
+    if target is None or name is None or name.startswith(_DEVICES):
         return ()
-    return (ShellWrite(under(folder, target[0]), " ".join(said) + "\n", 1, target[1]),)
+    return (ShellWrite(name, " ".join(said) + "\n", 1, target[1]),)
 
 
 def removed_files(command: str) -> ShellRemoval:
@@ -229,7 +232,7 @@ def removed_files(command: str) -> ShellRemoval:
             return ShellRemoval()
         else:
             paths.append(word)
-    kept = tuple(dict.fromkeys(under(folder, p) for p in paths if not p.startswith(_DEVICES)))
+    kept = tuple(p for p in under_each(folder, paths) if not p.startswith(_DEVICES))
     return ShellRemoval(kept, forced)
 
 

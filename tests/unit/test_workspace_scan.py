@@ -228,5 +228,7 @@ def test_a_step_is_scanned_for_its_commands_and_tools_that_may_change_files() ->
     assert _changers([call("mcp__fs__write", 1), call("run_bash", 2)], tools) == ["c2", "c1"]
     assert _changers([call("mcp__fs__peek", 1), call("read_file", 2)], tools) == []
     assert _changers([call("mcp__fs__write", 1), call("write_file", 2)], tools) == ["c1"]
-    assert _changers([call("mcp__other__x", 1)], []) == ["c1"]  # no word from its server
+    unsaid = StructuredTool.from_function(lambda: "", name="mcp__x__y", description="y")
+    assert _changers([call("mcp__x__y", 1)], [unsaid]) == ["c1"]  # no word from its server
+    assert _changers([call("mcp__fs__wrte", 1)], tools) == []  # no such tool: it fails
     assert _changers([call("run_bash", 1), call("call_subagent", 2)], tools) == []

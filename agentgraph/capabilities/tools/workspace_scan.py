@@ -245,7 +245,8 @@ def read_named(
         for word in _WORD_RE.findall(rest):
             if word.startswith("-"):  # ``--config=setup.cfg``: the value may be a file
                 word = word.partition("=")[2]
-            name = name_of(under(folder, word)) if word else ""
+            path = under(folder, word) if word else None
+            name = name_of(path) if path else ""
             state = before.get(name)
             if state is None or name in out or state[0] > NAMED_FILE_MAX_BYTES:
                 continue

@@ -124,13 +124,16 @@ def _map_results(output: Any, change: Callable[[ToolMessage], ToolMessage]) -> A
 
 def _changers(calls: Sequence[ToolCall], tools: Sequence[BaseTool]) -> list[str]:
     """The ids of a step's calls that may change workspace files without saying which:
-    its commands, then its calls of tools without a spec (an MCP server's) that do not
-    declare they change nothing; empty when another call may change files in a way of
-    its own (a subagent's applied changes are its result's to tell), so that no change
-    is taken for theirs. A call that reads, or writes only the file its path names (its
-    call records that), leaves the step as it is."""
-    declared = {
-        tool.name for tool in tools if (tool.metadata or {}).get(DECLARED_READ_ONLY_KEY) is True
+    its commands, then its calls of bound tools without a spec (an MCP server's) that do
+    not declare they change nothing; empty when another call may change files in a way
+    of its own (a subagent's applied changes are its result's to tell), so that no
+    change is taken for theirs. A call that reads, writes only the file its path names
+    (its call records that) or names no tool the agent has leaves the step as it is."""
+    changing = {
+        tool.name
+        for tool in tools
+        if tool.name not in BUILTIN_TOOLS
+        and (tool.metadata or {}).get(DECLARED_READ_ONLY_KEY) is not True
     }
     commands: list[str] = []
     tools_: list[str] = []
@@ -140,7 +143,7 @@ def _changers(calls: Sequence[ToolCall], tools: Sequence[BaseTool]) -> list[str]
         if spec.ledger == "command":
             commands.append(call["id"] or "")
         elif name not in BUILTIN_TOOLS:
-            if name not in declared:
+            if name in changing:
                 tools_.append(call["id"] or "")
         elif not (spec.ledger == "todos" or spec.read_only or spec.files_role == "writes"):
             return []
@@ -209,15 +212,15 @@ def _with_step_changes(
 
 def _ran(call_id: str, results: Mapping[str, ToolMessage], calls: Sequence[ToolCall]) -> bool:
     """Whether the call ran (the record of the step's changes goes on its result): a
-    command whose result has its status line (a refused one has none), or a tool's
-    call with a result that the user did not decline."""
+    command whose result has its status line (a refused one has none), or a tool's call
+    whose result is no error (a refused or declined call's is one)."""
     result = results.get(call_id)
-    if result is None or call_id in (_NOT_APPROVED.get() or {}):
+    if result is None:
         return False
     call = next((c for c in calls if c["id"] == call_id), None)
     if call is not None and tool_spec(call["name"]).ledger == "command":
         return bash_status(result.text) is not None
-    return True
+    return result.status != "error"
 
 
 def refusal(call: ToolCall, state: Any) -> ToolMessage | None:
