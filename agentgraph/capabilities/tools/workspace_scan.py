@@ -5,10 +5,10 @@ can follow: ``perl -pi -e``, ``python - <<'EOF'`` scripts, ``mkdir -p d && cat >
 ``mv``, ``cp``, ``rm -rf``, a formatter, a code generator. Read only from the command
 line, those changes were missing from the progress ledger's files changed, and after a
 compaction the model had no sign that the file it once read had changed under it. So
-the tools node stats the workspace before and after a step that runs a command, or calls
-an MCP server's tool (a file-system or code-generation server's changes are as silent),
-(:func:`stat_scan`) and records the difference (:func:`scan_changes`) on the command's
-result (else the tool's); the ledger and a compaction's files shown again read it there.
+the tools node stats the workspace (:func:`stat_scan`) before and after a step that runs
+a command or calls an MCP server's tool (a file-system or code-generation server changes
+files as silently), and records the difference (:func:`scan_changes`) on the command's
+result, else the tool's; the ledger and a compaction's files shown again read it there.
 
 Only ``stat``: sizes, modification times and inodes (about 3 µs a file), no content;
 the folders :data:`SKIPPED_DIRS` name (``.git``, ``node_modules``, virtual
@@ -84,7 +84,7 @@ NAMED_FILE_MAX_BYTES = 256 * 1024
 # a separator, quote or operator.
 _WORD_RE = re.compile(r"[^\s'\"`|;&<>()$]+")
 
-# Marker field of a command's result: the files the step that ran it changed.
+# Marker field of a command's (or an MCP tool's) result: the files its step changed.
 FILES_CHANGED_KEY = "files_changed"
 # Longest path a record may name (an imported session's record is input like any other).
 _PATH_MAX_CHARS = 4096
@@ -294,8 +294,8 @@ def changed_spans(
 
 
 def with_scanned_changes(message: _M, changes: ScanChanges) -> _M:
-    """``message`` (a command's result) recording ``changes`` in its marker dict (never
-    sent to a provider)."""
+    """``message`` (a command's or an MCP tool's result) recording ``changes`` in its
+    marker dict (never sent to a provider)."""
     record: dict[str, Any] = {kind: list(getattr(changes, kind)) for kind in _KINDS}
     record["more"] = changes.more
     if changes.spans:
