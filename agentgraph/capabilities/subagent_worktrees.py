@@ -81,7 +81,16 @@ _GIT_ID = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_TERMINAL_PROMPT": "0",
 }
-_GIT_FLAGS = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false")
+# No file-system monitor either: it is a program a repository's config names, and a
+# repository a sandboxed command created is the command's.
+_GIT_FLAGS = (
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "commit.gpgsign=false",
+    "-c",
+    "core.fsmonitor=false",
+)
 
 # One apply at a time in this process: two subagents ending together merge one after
 # the other, so the second sees the first's result as the workspace's current text.

@@ -48,6 +48,9 @@ __all__ = [
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 GIT_TIMEOUT_S = 30.0
+# The repository's file-system monitor is a program its config names, and a repository a
+# sandboxed command created (``git init`` where there was none) is the command's.
+_GIT_FLAGS = ("-c", "core.fsmonitor=false")
 # A commit runs the repository's hooks (a pre-commit hook may run linters or tests).
 GIT_COMMIT_TIMEOUT_S = 600.0
 # The model's draft is abandoned after this long (the plain summary is used).
@@ -90,7 +93,7 @@ def _git(
 ) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            ["git", *args],
+            ["git", *_GIT_FLAGS, *args],
             cwd=root,
             capture_output=True,
             timeout=timeout_s,

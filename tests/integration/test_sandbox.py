@@ -4,12 +4,16 @@ redaction of credential formats before the model, the database and exports."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import shutil
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from agentgraph.capabilities.tools.bash import GIT_READ_ONLY_NOTE
 from agentgraph.capabilities.tools.sandbox import BWRAP_EXECUTABLE
 from tests.cli_helpers import run_cli
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -367,3 +371,72 @@ def test_bash_env_allow_passes_named_variables(home: Path, workspace: Path) -> N
         (result,) = _tool_results(server)
     assert "MY_TOOL_HOME=/opt/tool" in result
     assert "NOT_ALLOWED" not in result
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """git as the user runs it in their own shell (their config, hooks and monitor)."""
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(
+        ["git", "-c", "user.name=u", "-c", "user.email=u@example.net", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+# Every way a command could leave git a program of its choosing: a monitor in its config,
+# a hook, a common dir holding another config, or a .git file naming another git dir.
+PLANT_COMMANDS = [
+    "printf '[core]\\n\\tfsmonitor = \"touch {marker}; false\"\\n' >> .git/config",
+    "printf '#!/bin/sh\\ntouch {marker}\\n' > .git/hooks/pre-commit && "
+    "chmod +x .git/hooks/pre-commit",
+    "mkdir -p evil && cp -r .git/objects .git/refs .git/HEAD evil/ && "
+    "printf '[core]\\n\\tfsmonitor = \"touch {marker}; false\"\\n' > evil/config && "
+    "echo ../evil > .git/commondir",
+    "mv .git .git-old && printf 'gitdir: evil\\n' > .git",
+]
+
+
+@pytest.mark.parametrize("git_write", ["off", "on"])
+def test_a_sandboxed_command_cannot_leave_git_a_program_to_run(
+    tmp_path: Path, home: Path, workspace: Path, git_write: str
+) -> None:
+    """What git runs by itself (a monitor, hooks) comes from the repository's .git: a
+    command that could rewrite it would have the user's next git, or the agent's own
+    outside the sandbox, run its program with the user's rights."""
+    require_sandbox()
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    marker = tmp_path / "escaped"
+    (workspace / "app.py").write_text("x = 1\n")
+    assert _git(workspace, "init", "-q").returncode == 0
+    assert _git(workspace, "add", "app.py").returncode == 0
+    assert _git(workspace, "commit", "-qm", "start").returncode == 0
+    config = (workspace / ".git" / "config").read_bytes()
+    commands = [c.format(marker=marker) for c in PLANT_COMMANDS]
+    commands += ["git log --oneline", "echo y = 2 >> app.py && git add app.py"]
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": c}} for c in commands]},
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX="on", AGENTGRAPH_BASH_GIT_WRITE=git_write)
+        done = run_cli(["run", "plant", "--thread", "git"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+        results = _tool_results(server)
+    log, add = results[-2:]
+    if git_write == "on":  # the user's own choice: the command writes .git like any file
+        assert (workspace / ".git").is_file() and (workspace / ".git-old").is_dir()
+        return
+    assert (workspace / ".git").is_dir() and not (workspace / ".git-old").exists()
+    assert (workspace / ".git" / "config").read_bytes() == config
+    assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
+    assert not (workspace / ".git" / "commondir").exists()
+    assert "start" in log  # commands that only read the repository work
+    assert "Read-only file system" in add and GIT_READ_ONLY_NOTE in add
+    # The user's own git after the session runs nothing the model chose.
+    assert _git(workspace, "status").returncode == 0
+    assert _git(workspace, "commit", "-qam", "next").returncode == 0
+    assert not marker.exists()

@@ -332,6 +332,21 @@ def test_trees_of_a_dead_process_are_removed_with_their_patch_kept(
     assert _git(workspace, "worktree", "list").count("\n") == 1
 
 
+def test_an_isolated_tree_runs_no_monitor_the_repository_names(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A repository a sandboxed command created is the command's: the agent's own git,
+    outside the sandbox, does not run the monitor program its config names."""
+    _repo(workspace)
+    marker = tmp_path / "monitor-ran"
+    _git(workspace, "config", "core.fsmonitor", f"touch {marker}; false")
+    (workspace / "a.txt").write_text("uncommitted\n")  # the snapshot then has work to do
+    iso = create(tmp_path / "agent-home", "subagent-33333333", str(workspace), "parent")
+    assert (iso.workspace / "a.txt").read_text() == "uncommitted\n"
+    iso.remove()
+    assert not marker.exists()
+
+
 def test_a_workspace_over_the_copy_limit_is_refused(
     tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -98,6 +98,21 @@ def test_a_turn_s_changes_are_its_diffs_and_a_commit_of_those_files_only(
     assert _git(workspace, "status", "--porcelain").splitlines() == [" M other.txt"]
 
 
+def test_a_commit_runs_no_monitor_the_repository_names(
+    agent: Agent, workspace: Path, tmp_path: Path
+) -> None:
+    """The monitor is a program the repository's config names, and a repository a
+    sandboxed command created (``git init`` where there was none) is the command's."""
+    _repository(workspace)
+    marker = tmp_path / "monitor-ran"
+    _git(workspace, "config", "core.fsmonitor", f"touch {marker}; false")
+    agent.run_turn("t", "write a.txt", workspace)
+    plan = plan_commit(agent, "t", workspace)
+    commit(plan, COMMIT_SUBJECT)
+    assert _git(workspace, "show", "--name-only", "--format=", "HEAD").split() == ["a.txt"]
+    assert not marker.exists()
+
+
 def test_search_finds_words_and_reads_a_message_by_its_reference(
     agent: Agent, workspace: Path
 ) -> None:

@@ -42,6 +42,7 @@ def test_project_settings_are_real_fields() -> None:
         "mcp_tools",
         "mcp_trust_workspace",
         "bash_network",
+        "bash_git_write",
         "user_id",
         "text_tool_calls",
         "memory",

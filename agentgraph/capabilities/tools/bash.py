@@ -26,7 +26,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from langchain_core.tools import BaseTool, tool
@@ -37,6 +37,7 @@ from agentgraph.capabilities.tools.sandbox import (
     SANDBOX_TMP_DIR,
     SandboxPlan,
     plan_sandbox,
+    protected_paths,
     require_runnable,
     sandbox_args,
 )
@@ -54,6 +55,13 @@ BASH_POLL_INTERVAL_S = 0.05
 BASH_OUTPUT_MAX_BYTES = 1024 * 1024
 BASH_READ_CHUNK_BYTES = 64 * 1024
 BASH_EXECUTABLE = "bash"
+# Told after a sandboxed command's output that names the read-only .git: the error itself names
+# a lock file or a path, not why it cannot be written nor who can write it.
+GIT_READ_ONLY_NOTE = (
+    "[the repository's .git is read-only in the sandbox: git commands that change it "
+    "(add, commit, stash, checkout, branch) cannot run here; ask the user to run them]"
+)
+_GIT_READ_ONLY_RE = re.compile(r"\.git\b[^\n]*Read-only file system")
 UTF8_MAX_CONTINUATION_BYTES = 3
 # Every command's processes inherit this variable, so the ones that left the process
 # group (setsid, daemonizing tools) are still found in /proc and killed.
@@ -530,6 +538,7 @@ def make_bash_tool(
     plan = sandbox if sandbox is not None else sandbox_plan_for(settings, base_env)
     default_timeout_s = min(settings.bash_timeout_s, BASH_TIMEOUT_MAX_S)
     scope = home_scope(settings.home)
+    protect_git = settings.bash_git_write != "on"
 
     @tool("run_bash", parse_docstring=True)
     def run_bash(command: str, runtime: AgentToolRuntime, timeout_s: int | None = None) -> str:
@@ -552,13 +561,20 @@ def make_bash_tool(
         require_runnable(plan)  # AGENTGRAPH_SANDBOX=on without a sandbox: refused
         env = dict(allowed_env) if allowed_env is not None else minimal_environment(workspace)
         launcher: list[str] = []
+        protected: list[str] = []
         if plan.bwrap is not None:
-            launcher = sandbox_args(plan.bwrap, workspace, network=plan.network)
+            protected = protected_paths(workspace) if protect_git else []
+            launcher = sandbox_args(
+                plan.bwrap, workspace, network=plan.network, read_only=protected
+            )
             env["TMPDIR"] = SANDBOX_TMP_DIR  # the only writable temp dir in there
             env["XDG_CACHE_HOME"] = SANDBOX_CACHE_DIR  # ~/.cache is read-only in there
         result = run_command(
             command, cwd=workspace, env=env, timeout_s=timeout, sandbox=launcher, scope=scope
         )
+        if protected and _GIT_READ_ONLY_RE.search(result.output):
+            output = result.output if result.output.endswith("\n") else result.output + "\n"
+            result = replace(result, output=f"{output}{GIT_READ_ONLY_NOTE}\n")
         return format_bash_result(result)
 
     run_bash.description += f" Timeout {default_timeout_s}s."

@@ -8,7 +8,9 @@ agent was started with), write anywhere the user can, and reach any host. Inside
 - its own PID namespace and ``/proc``: the agent and every other process of the
   user are invisible, so their environments are out of reach;
 - the whole filesystem read-only, except the workspace (read-write) and a private
-  ``/tmp`` (a fresh tmpfs per command);
+  ``/tmp`` (a fresh tmpfs per command); the workspace's ``.git`` stays read-only
+  (:func:`protected_paths`) unless the user's ``AGENTGRAPH_BASH_GIT_WRITE=on`` says
+  otherwise;
 - no network (its own network namespace with only a loopback of its own) unless
   ``AGENTGRAPH_BASH_NETWORK=on``;
 - its own IPC and UTS namespaces, and ``--die-with-parent``: if the agent dies
@@ -47,6 +49,13 @@ SANDBOX_CACHE_DIR = f"{SANDBOX_TMP_DIR}/.cache"
 
 SandboxMode = Literal["auto", "on", "off"]
 
+# Entries of the workspace that stay read-only inside it. Git runs programs its own files
+# name — ``core.fsmonitor`` or a filter in ``.git/config``, a hook, the config of a
+# ``commondir``, a ``.git`` file naming another git dir — with the rights of whoever runs
+# git next: the user in their own shell, or the agent outside the sandbox (a subagent's
+# snapshot, a commit). A command that could write them would leave such a program behind.
+PROTECTED_NAMES = (".git",)
+
 
 @dataclass(frozen=True)
 class SandboxPlan:
@@ -69,12 +78,27 @@ class SandboxPlan:
     approval: str | None = None
 
 
+def protected_paths(workspace: str) -> list[str]:
+    """The entries :data:`PROTECTED_NAMES` names in ``workspace`` as they are now: a
+    folder or a file, not a link (a bind follows it).
+
+    Args:
+        workspace: The writable workspace.
+
+    Returns:
+        Their paths, to bind read-only over the workspace.
+    """
+    paths = [os.path.join(workspace, name) for name in PROTECTED_NAMES]
+    return [p for p in paths if os.path.lexists(p) and not os.path.islink(p)]
+
+
 def sandbox_args(
     bwrap: str,
     workspace: str,
     *,
     network: bool,
     writable: Sequence[str] = (),
+    read_only: Sequence[str] = (),
 ) -> list[str]:
     """The ``bwrap`` command line that runs a program confined to ``workspace``.
 
@@ -83,6 +107,8 @@ def sandbox_args(
         workspace: The directory the command may write (and its working directory).
         network: Keep the host's network (``--share-net``).
         writable: More directories bound read-write (after the workspace).
+        read_only: Paths inside those bound read-only over them (:func:`protected_paths`):
+            a mount point cannot be renamed or removed either.
 
     Returns:
         The argument list; append the program and its arguments.
@@ -104,6 +130,8 @@ def sandbox_args(
     ]
     for path in writable:
         args += ["--bind", path, path]
+    for path in read_only:
+        args += ["--ro-bind", path, path]
     args += ["--chdir", workspace, "--unshare-all", "--die-with-parent"]
     if network:
         args.append("--share-net")
