@@ -14,7 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentgraph.capabilities.tools.workspace_scan import scanned_changes
+from agentgraph.capabilities.tools.workspace_scan import (
+    WORKSPACE_SCAN_MAX_FILES,
+    scanned_changes,
+    stat_scan,
+)
 from agentgraph.config import Settings
 from agentgraph.context.ledger import collect_ledger, render_ledger
 from agentgraph.persistence import open_store
@@ -117,6 +121,75 @@ def test_files_commands_changed_are_in_the_ledger_whatever_the_command(
     assert records[4].deleted == ("build/a.o", "build/b.o")
     # The file perl named was read before it ran: its changed line is known.
     assert records[1].modified == ("pkg/mod.py",) and records[1].spans == (("pkg/mod.py", 1, 1),)
+
+
+# The steps in a workspace too big to scan whole: each changes what it names.
+BIG_STEPS = (
+    "perl -pi -e 's/X = 1/X = 2/' pkg/mod.py",
+    "cd pkg && python3 -c \"open('gen.py', 'w').write('G = 1')\"",
+    "mv notes.txt notes.md",
+    "rm -f build/*.o",
+)
+
+
+def _big_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """The first command the request does not show; then an answer."""
+    sent = {
+        json.loads(call["function"]["arguments"]).get("command")
+        for message in body["messages"]
+        for call in message.get("tool_calls") or []
+    }
+    for command in BIG_STEPS:
+        if command not in sent:
+            return {"tool_calls": [{"name": "run_bash", "arguments": {"command": command}}]}
+    return {"content": "done"}
+
+
+def test_in_a_workspace_too_big_to_scan_whole_what_commands_name_is_scanned(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """Past ``WORKSPACE_SCAN_MAX_FILES`` files the scan covers each command's ``cd``
+    folder, the paths it names and a glob's folder: the files it changed there are in
+    the ledger, where nothing was."""
+    vendor = workspace / "vendor"
+    for folder in range(WORKSPACE_SCAN_MAX_FILES // 1000):
+        (vendor / f"lib{folder:02d}").mkdir(parents=True)
+        for n in range(1000):
+            (vendor / f"lib{folder:02d}" / f"m{n:03d}.py").write_bytes(b"")
+    (workspace / "pkg").mkdir()
+    (workspace / "pkg" / "mod.py").write_text("X = 1\n")
+    (workspace / "notes.txt").write_text("n\n")
+    (workspace / "build").mkdir()
+    for name in ("a.o", "b.o"):
+        (workspace / "build" / name).write_bytes(b"\x00")
+    assert stat_scan(workspace) is None  # too big to scan whole
+    with FakeOpenAIServer([_big_reply], on_exhausted="repeat_last") as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            AGENTGRAPH_SANDBOX="off",
+            MAX_LOOPS="20",
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            result = agent.run_turn("big", "change the files", workspace, lambda _e: None)
+            messages = agent.messages("big")
+    assert server.violations == []
+    assert result.answer == "done"
+    assert (workspace / "pkg" / "gen.py").read_text() == "G = 1"
+    text = render_ledger(collect_ledger(messages, workspace=str(workspace)))
+    assert "- pkg/mod.py: edited by a command\n" in text
+    assert "- pkg/gen.py: created by a command\n" in text
+    assert "- notes.txt: deleted by a command\n" in text
+    assert "- notes.md: created by a command\n" in text
+    assert "build/ a.o, b.o: deleted by a command" in text or (
+        "- build/a.o: deleted by a command\n" in text
+        and "- build/b.o: deleted by a command\n" in text
+    )
+    records = [r for r in map(scanned_changes, messages) if r is not None]
+    assert len(records) == len(BIG_STEPS)
+    assert records[0].spans == (("pkg/mod.py", 1, 1),)  # its text was read before
 
 
 MCP_SERVERS = Path(__file__).parents[1] / "mcp_servers"

@@ -17,8 +17,10 @@ from agentgraph.capabilities.tools.workspace_scan import (
     FILES_CHANGED_KEY,
     NAMED_FILE_MAX_BYTES,
     NAMED_FILES_MAX,
+    SCOPE_PATHS_MAX,
     ScanChanges,
     changed_spans,
+    command_scope,
     read_named,
     scan_changes,
     scanned_changes,
@@ -63,6 +65,53 @@ def test_no_scan_of_a_missing_folder_or_one_past_the_file_limit(tmp_path: Path) 
     assert stat_scan(None) is None
     assert stat_scan(tmp_path, max_files=5) is None  # it could not tell what it missed
     assert stat_scan(tmp_path, max_files=6) is not None
+
+
+def test_a_command_points_at_its_cd_folder_the_paths_it_names_and_a_glob_s_folder(
+    tmp_path: Path,
+) -> None:
+    name = ledger_path(str(tmp_path))
+    assert command_scope(["perl -pi -e 's/a/b/' src/app.py"], name) == (
+        "perl",
+        "s/a/b",
+        "src/app.py",
+    )
+    assert command_scope(["cd pkg && make && ls ../x"], name) == ("pkg", "pkg/make", "pkg/ls")
+    assert command_scope([f"ruff format --config={tmp_path}/r.toml src/"], name) == (
+        "ruff",
+        "format",
+        "r.toml",
+        "src",
+    )
+    assert command_scope(["rm -f build/*.o *.pyc logs/[ab]/x"], name) == ("rm", "build", "logs")
+    # The workspace itself, absolute paths out of it and paths going up are no scope.
+    assert command_scope(["ls . /etc/passwd ../other ./"], name) == ("ls",)
+    many = " ".join(f"f{i}" for i in range(SCOPE_PATHS_MAX + 5))
+    assert len(command_scope([many], name)) == SCOPE_PATHS_MAX
+
+
+def test_a_scan_of_a_scope_covers_its_files_and_folders_whole_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "a.py").write_text("a")
+    (tmp_path / "src" / "b.py").write_text("b")
+    (tmp_path / "other.py").write_text("o")
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "x.js").write_text("x")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "secret").write_text("s")
+    os.symlink(outside, tmp_path / "link")
+    scope = ["src", "src/pkg/a.py", "new.txt", "node_modules/x.js", "link/secret", "link", "."]
+    scan = stat_scan(tmp_path, scope=scope)
+    assert scan is not None and set(scan) == {"src/pkg/a.py", "src/b.py"}
+    # A file named before it exists is scanned once it does.
+    (tmp_path / "new.txt").write_text("n")
+    after = stat_scan(tmp_path, scope=scope)
+    assert after is not None and set(after) == {"src/pkg/a.py", "src/b.py", "new.txt"}
+    assert stat_scan(tmp_path, scope=["src"], max_files=2) is None  # the cap holds too
+    assert stat_scan(tmp_path, scope=[]) == {}
 
 
 def test_a_rewrite_a_new_file_a_removal_and_a_file_moved_over_another_are_changes(

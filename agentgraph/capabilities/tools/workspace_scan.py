@@ -12,10 +12,11 @@ result, else the tool's; the ledger and a compaction's files shown again read it
 
 Only ``stat``: sizes, modification times and inodes (about 3 µs a file), no content;
 the folders :data:`SKIPPED_DIRS` name (``.git``, ``node_modules``, virtual
-environments, caches) are not entered, and a workspace of
-:data:`WORKSPACE_SCAN_MAX_FILES` files or more, or with a folder it cannot list, is not
-scanned at all (a cut scan could not tell
-a deleted file from one it did not reach).
+environments, caches) are not entered. A workspace of :data:`WORKSPACE_SCAN_MAX_FILES`
+files or more, or with a folder it cannot list, is scanned only where the step's
+commands point (:func:`command_scope`): each one's ``cd`` folder and the paths it names,
+a folder walked whole under the same cap — a command changes most often what it names,
+and a scan cut anywhere could not tell a deleted file from one it did not reach.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
@@ -40,11 +42,13 @@ __all__ = [
     "FILES_CHANGED_KEY",
     "NAMED_FILES_MAX",
     "NAMED_FILE_MAX_BYTES",
+    "SCOPE_PATHS_MAX",
     "SKIPPED_DIRS",
     "WORKSPACE_SCAN_MAX_FILES",
     "ScanChanges",
     "StatScan",
     "changed_spans",
+    "command_scope",
     "read_named",
     "scan_changes",
     "scanned_changes",
@@ -56,6 +60,8 @@ __all__ = [
 
 # Files; past it the workspace is not scanned (two scans a step: ~0.1 s at this size).
 WORKSPACE_SCAN_MAX_FILES = 20_000
+# Paths a step's commands name that a scan of a workspace too big to scan whole covers.
+SCOPE_PATHS_MAX = 32
 # Paths one step's record names; past it only their number is kept (a build writing
 # thousands of files would otherwise fill the ledger and the checkpoint).
 CHANGED_PATHS_MAX = 200
@@ -83,6 +89,8 @@ NAMED_FILE_MAX_BYTES = 256 * 1024
 # What may be a path in a command line: a run of characters the shell does not treat as
 # a separator, quote or operator.
 _WORD_RE = re.compile(r"[^\s'\"`|;&<>()$]+")
+# Characters of a glob: its folder (the path before the first part holding one) is scanned.
+_GLOB_CHARS = frozenset("*?[")
 
 # Marker field of a command's (or an MCP tool's) result: the files its step changed.
 FILES_CHANGED_KEY = "files_changed"
@@ -144,17 +152,104 @@ def walk_files(
 
 
 def stat_scan(
-    root: Path | str | None, max_files: int = WORKSPACE_SCAN_MAX_FILES
+    root: Path | str | None,
+    max_files: int = WORKSPACE_SCAN_MAX_FILES,
+    scope: Iterable[str] | None = None,
 ) -> StatScan | None:
     """The files of the workspace ``root`` with their size, mtime and inode; None when
     there is no such folder, it holds ``max_files`` files or more, or a folder in it
-    cannot be listed."""
+    cannot be listed.
+
+    Args:
+        root: The workspace.
+        max_files: The cap on the files scanned.
+        scope: Scan only these relative paths (:func:`command_scope`): a file, or a
+            folder walked whole; one missing now is a file that may appear. None: all.
+
+    Returns:
+        Relative path -> (size, mtime in ns, inode), or None.
+    """
     if not root or not Path(root).is_dir():
         return None
+    if scope is not None:
+        return _scoped_scan(os.fspath(root), scope, max_files)
     files, cut = walk_files(Path(root), max_files, strict=True)
     if cut:
         return None
     return {rel: (st.st_size, st.st_mtime_ns, st.st_ino) for rel, st in files}
+
+
+def _scoped_scan(root: str, scope: Iterable[str], max_files: int) -> StatScan | None:
+    """:func:`stat_scan` of the ``scope`` paths of ``root``, each taken once (one inside
+    another folder of the scope is that folder's); a path through a link is left out
+    (it may lead out of the workspace)."""
+    found: StatScan = {}
+    real_root = os.path.realpath(root)
+    kept: list[str] = []
+    for rel in sorted(set(scope)):
+        if not workspace_path(rel) or rel == "." or any(rel.startswith(k + "/") for k in kept):
+            continue
+        if SKIPPED_DIRS.intersection(rel.split("/")):
+            continue
+        kept.append(rel)
+        path = os.path.join(root, rel)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        if os.path.realpath(path) != os.path.join(real_root, rel):
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found[rel] = (st.st_size, st.st_mtime_ns, st.st_ino)
+        elif stat.S_ISDIR(st.st_mode):
+            files, cut = walk_files(Path(path), max_files - len(found), strict=True)
+            if cut:
+                return None
+            for sub, sub_st in files:
+                found[f"{rel}/{sub}"] = (sub_st.st_size, sub_st.st_mtime_ns, sub_st.st_ino)
+        if len(found) >= max_files:
+            return None
+    return found
+
+
+def command_scope(
+    commands: Iterable[str], name_of: Callable[[str], str] = posixpath.normpath
+) -> tuple[str, ...]:
+    """The workspace paths ``commands`` name, for a scan of a workspace too big to scan
+    whole: each command's ``cd`` folder, each word that may be a path after it (an
+    option's value too, ``--out=F``) and a glob's folder (``rm build/*.o``: ``build``);
+    the workspace itself and paths out of it left out.
+
+    Args:
+        commands: The step's command lines.
+        name_of: A word as the scan would name the file (relative to the workspace
+            when it is an absolute path under it).
+
+    Returns:
+        At most :data:`SCOPE_PATHS_MAX` relative paths, in the order named.
+    """
+    found: dict[str, None] = {}
+    for command in commands:
+        folder, rest = cd_prefix(command)
+        words = [folder] if folder else []
+        for word in _WORD_RE.findall(rest):
+            if word.startswith("-"):  # ``--out=build/x``: the value may be a path
+                word = word.partition("=")[2]
+            parts = word.split("/")
+            glob = next((i for i, part in enumerate(parts) if _GLOB_CHARS & set(part)), None)
+            word = word if glob is None else "/".join(parts[:glob])
+            path = under(folder, word) if word else None
+            if path:
+                words.append(path)
+        for word in words:
+            name = name_of(word)
+            if workspace_path(name) and name != ".":
+                found.setdefault(name)
+            if len(found) >= SCOPE_PATHS_MAX:
+                return tuple(found)
+    return tuple(found)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from agentgraph.capabilities.tools.spec import BUILTIN_TOOLS, DECLARED_READ_ONLY
 from agentgraph.capabilities.tools.workspace_scan import (
     StatScan,
     changed_spans,
+    command_scope,
     read_named,
     scan_changes,
     stat_scan,
@@ -150,6 +151,16 @@ def _changers(calls: Sequence[ToolCall], tools: Sequence[BaseTool]) -> list[str]
     return [*commands, *tools_]
 
 
+def _commands(calls: Sequence[ToolCall]) -> list[str]:
+    """The command lines of a step's commands."""
+    return [
+        command
+        for call in calls
+        if tool_spec(call["name"]).ledger == "command"
+        and isinstance(command := (call.get("args") or {}).get("command"), str)
+    ]
+
+
 def _named_texts(
     calls: Sequence[ToolCall], before: StatScan | None, workspace: str | None
 ) -> dict[str, bytes]:
@@ -157,20 +168,20 @@ def _named_texts(
     :func:`~agentgraph.capabilities.tools.workspace_scan.read_named`)."""
     if before is None or not workspace:
         return {}
-    commands = [
-        command
-        for call in calls
-        if tool_spec(call["name"]).ledger == "command"
-        and isinstance(command := (call.get("args") or {}).get("command"), str)
-    ]
-    return read_named(before, workspace, commands, ledger_path(workspace))
+    return read_named(before, workspace, _commands(calls), ledger_path(workspace))
+
+
+def _command_scope(calls: Sequence[ToolCall], workspace: str | None) -> tuple[str, ...]:
+    """Where a step's commands point, for a workspace too big to scan whole (see
+    :func:`~agentgraph.capabilities.tools.workspace_scan.command_scope`)."""
+    return command_scope(_commands(calls), ledger_path(workspace)) if workspace else ()
 
 
 def _with_step_changes(
     output: Any,
     calls: Sequence[ToolCall],
     changers: Sequence[str],
-    before: StatScan,
+    scan: tuple[StatScan, tuple[str, ...] | None],
     named: Mapping[str, bytes],
     workspace: str | None,
 ) -> Any:
@@ -178,8 +189,10 @@ def _with_step_changes(
     shows them after it (:mod:`~agentgraph.capabilities.tools.workspace_scan`), recorded
     on the result of the first of ``changers`` (:func:`_changers`) that ran, with the
     lines that changed in the files its commands name (``named``: their text before
-    it). The files its write_file and edit_file calls name are theirs: left out."""
-    after = stat_scan(workspace)
+    it). The files its write_file and edit_file calls name are theirs: left out.
+    ``scan``: the scan before the step and the paths it covered (None: all)."""
+    before, scope = scan
+    after = stat_scan(workspace, scope=scope)
     if after is None:
         return output
     ignored: set[str] = set()
@@ -518,12 +531,16 @@ def make_tools_node(
         plans = ACCEPTED_PLANS.set(accepted)
         try:
             changers = _changers(calls, deps.tools)
+            scope: tuple[str, ...] | None = None
             before = stat_scan(ctx.workspace_path) if changers else None
+            if changers and before is None:  # too big to scan whole: where commands point
+                scope = _command_scope(calls, ctx.workspace_path)
+                before = stat_scan(ctx.workspace_path, scope=scope) if scope else None
             named = _named_texts(calls, before, ctx.workspace_path)
             output = tool_node_for_current_tools().invoke(state, config)
             if before is not None:
                 output = _with_step_changes(
-                    output, calls, changers, before, named, ctx.workspace_path
+                    output, calls, changers, (before, scope), named, ctx.workspace_path
                 )
             now = time.time()
             return _map_results(output, lambda m: stamped(m, now))  # each result dated
