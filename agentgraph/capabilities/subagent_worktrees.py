@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgraph.capabilities.tools.workspace_scan import SKIPPED_DIRS
+from agentgraph.capabilities.tools.workspace_scan import SKIPPED_DIRS, foreign_writes
 
 WORKTREES_DIR = "worktrees"
 TREE_DIR = "tree"
@@ -331,9 +331,12 @@ class Isolation:
                 planned.append((target, merged, mode))
             if result.conflicts:
                 return result
-            for target, data, mode in planned:
-                _write(target, data, mode)
-                result.applied.append(target.relative_to(top).as_posix())
+            # A background subagent applies while its caller's command may run: that
+            # step's scan must not take these files for the command's.
+            with foreign_writes(target for target, _data, _mode in planned):
+                for target, data, mode in planned:
+                    _write(target, data, mode)
+                    result.applied.append(target.relative_to(top).as_posix())
             return result
 
     def remove(self) -> None:

@@ -27,6 +27,7 @@ from agentgraph.capabilities.subagent_worktrees import (
     create,
     worktrees_dir,
 )
+from agentgraph.capabilities.tools.workspace_scan import scanned_changes
 from agentgraph.config import Settings
 from agentgraph.context.ledger import collect_ledger, render_ledger
 from agentgraph.persistence.store import Store
@@ -174,6 +175,54 @@ def test_the_files_a_subagent_s_applied_changes_changed_are_in_the_callers_ledge
     ledger = render_ledger(collect_ledger(agent.messages("p"), workspace=str(workspace)))
     assert "- a.txt: changed by a subagent\n" in ledger
     assert "- new/c.txt: changed by a subagent\n" in ledger + "\n"
+
+
+# The caller's command while its background subagent works: it ends once the subagent's
+# file is applied to the workspace, so the apply falls inside the command's step.
+WAIT_FOR_APPLY = "until [ -f sub.txt ]; do sleep 0.05; done; echo applied"
+
+
+def test_a_background_subagent_s_apply_during_a_command_is_not_the_command_s(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    """The workspace scan around a command step sees every file that changed meanwhile:
+    one a background subagent applied is the subagent's, not the command's."""
+    _repo(workspace)
+    seen: list[tuple[str, str | None]] = []
+    inner = model([_task("sub.txt", "BG-NEW")], workspace, seen)
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        first = (_user_texts(body) or [""])[0]
+        done = _tools(body)
+        if first.startswith("WRITE ") or not done:
+            answer = inner(body)
+            for call in answer.get("tool_calls") or []:
+                if call["name"] == "call_subagent":
+                    call["arguments"]["background"] = True
+            return answer
+        if len(done) == 1:
+            args = {"command": WAIT_FOR_APPLY, "timeout_s": 120}
+            return {"tool_calls": [{"name": "run_bash", "arguments": args}]}
+        if len(done) == 2:
+            task_id = str(done[0]["content"]).split(" ", 1)[0].lstrip("[")
+            args = {"task_id": task_id, "action": "result", "wait_s": 60}
+            return {"tool_calls": [{"name": "subagent_task", "arguments": args}]}
+        return {"content": "COLLECTED"}
+
+    with FakeOpenAIServer([reply], require_key=KEY, on_exhausted="repeat_last") as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url, OPENAI_API_KEY=KEY, AGENTGRAPH_SANDBOX="off"
+        )
+        agent = Agent(settings, store)
+        agent.run_turn("p", "delegate, then wait", workspace)
+    assert (workspace / "sub.txt").read_text() == "BG-NEW\n"
+    messages = agent.messages("p")
+    waited = [
+        m for m in messages if "applied" in str(m.content) and "[exit code 0]" in str(m.content)
+    ]
+    assert len(waited) == 1 and scanned_changes(waited[0]) is None
+    ledger = render_ledger(collect_ledger(messages, workspace=str(workspace)))
+    assert "sub.txt: created by a command" not in ledger
 
 
 def test_two_subagents_editing_the_same_lines_one_applies_the_other_is_a_conflict(

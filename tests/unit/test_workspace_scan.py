@@ -21,6 +21,9 @@ from agentgraph.capabilities.tools.workspace_scan import (
     ScanChanges,
     changed_spans,
     command_scope,
+    foreign_writes,
+    foreign_writes_mark,
+    foreign_writes_since,
     read_named,
     scan_changes,
     scanned_changes,
@@ -112,6 +115,24 @@ def test_a_scan_of_a_scope_covers_its_files_and_folders_whole_and_nothing_else(
     assert after is not None and set(after) == {"src/pkg/a.py", "src/b.py", "new.txt"}
     assert stat_scan(tmp_path, scope=["src"], max_files=2) is None  # the cap holds too
     assert stat_scan(tmp_path, scope=[]) == {}
+
+
+def test_a_step_leaves_out_the_writes_of_others_made_or_running_while_it_ran(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    with foreign_writes([root / "old.py"]):
+        pass
+    mark = foreign_writes_mark()
+    assert foreign_writes_since(mark, root) == frozenset()
+    with foreign_writes([root / "src" / "a.py", tmp_path / "elsewhere.py", root]):
+        assert foreign_writes_since(mark, root) == {"src/a.py"}
+    assert foreign_writes_since(mark, str(root) + "/") == {"src/a.py"}
+    # A step starting while writes run counts them as made during it.
+    with foreign_writes([root / "b.py"]):
+        during = foreign_writes_mark()
+    assert foreign_writes_since(during, root) == {"b.py"}
 
 
 def test_a_rewrite_a_new_file_a_removal_and_a_file_moved_over_another_are_changes(

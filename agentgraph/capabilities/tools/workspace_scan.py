@@ -21,11 +21,14 @@ and a scan cut anywhere could not tell a deleted file from one it did not reach.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import re
 import stat
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -40,6 +43,7 @@ from agentgraph.runtime.history.kinds import AGENTGRAPH_KEY, with_marker
 __all__ = [
     "CHANGED_PATHS_MAX",
     "FILES_CHANGED_KEY",
+    "FOREIGN_WRITES_KEPT",
     "NAMED_FILES_MAX",
     "NAMED_FILE_MAX_BYTES",
     "SCOPE_PATHS_MAX",
@@ -49,6 +53,9 @@ __all__ = [
     "StatScan",
     "changed_spans",
     "command_scope",
+    "foreign_writes",
+    "foreign_writes_mark",
+    "foreign_writes_since",
     "read_named",
     "scan_changes",
     "scanned_changes",
@@ -92,6 +99,15 @@ _WORD_RE = re.compile(r"[^\s'\"`|;&<>()$]+")
 # Characters of a glob: its folder (the path before the first part holding one) is scanned.
 _GLOB_CHARS = frozenset("*?[")
 
+# Writes of this process's own that no step's command made (a background subagent's
+# changes, applied from its thread while a caller's command runs), the newest kept: a
+# step's scan leaves out those made while it ran.
+FOREIGN_WRITES_KEPT = 256
+_foreign_writes: deque[tuple[int, tuple[str, ...]]] = deque(maxlen=FOREIGN_WRITES_KEPT)
+_foreign_count = 0
+_foreign_open: set[int] = set()
+_foreign_lock = threading.Lock()
+
 # Marker field of a command's (or an MCP tool's) result: the files its step changed.
 FILES_CHANGED_KEY = "files_changed"
 # Longest path a record may name (an imported session's record is input like any other).
@@ -102,6 +118,46 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 # Relative posix path -> (size in bytes, modification time in ns, inode).
 StatScan = dict[str, tuple[int, int, int]]
+
+
+@contextlib.contextmanager
+def foreign_writes(paths: Iterable[str | os.PathLike[str]]) -> Iterator[None]:
+    """Around writes (or deletions) of files this process makes outside any step's tools
+    (absolute paths): a step whose scan spans them, or starts while they run, leaves them
+    out (:func:`foreign_writes_since`)."""
+    global _foreign_count
+    with _foreign_lock:
+        _foreign_count += 1
+        number = _foreign_count
+        _foreign_writes.append((number, tuple(os.fspath(p) for p in paths)))
+        _foreign_open.add(number)
+    try:
+        yield
+    finally:
+        with _foreign_lock:
+            _foreign_open.discard(number)
+
+
+def foreign_writes_mark() -> int:
+    """Where a step starts among :func:`foreign_writes`: before the first still running,
+    else after the last."""
+    with _foreign_lock:
+        return min(_foreign_open) - 1 if _foreign_open else _foreign_count
+
+
+def foreign_writes_since(mark: int, root: Path | str) -> frozenset[str]:
+    """The files under the workspace ``root`` (relative posix paths) of the
+    :func:`foreign_writes` after ``mark`` (:func:`foreign_writes_mark`)."""
+    real_root = os.path.realpath(root)
+    with _foreign_lock:
+        paths = [p for count, written in _foreign_writes if count > mark for p in written]
+    found: set[str] = set()
+    for path in paths:
+        rel = os.path.relpath(os.path.realpath(path), real_root)
+        name = rel if os.sep == "/" else rel.replace(os.sep, "/")
+        if workspace_path(name) and name != ".":
+            found.add(name)
+    return frozenset(found)
 
 
 def walk_files(

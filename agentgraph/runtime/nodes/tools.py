@@ -27,6 +27,8 @@ from agentgraph.capabilities.tools.workspace_scan import (
     StatScan,
     changed_spans,
     command_scope,
+    foreign_writes_mark,
+    foreign_writes_since,
     read_named,
     scan_changes,
     stat_scan,
@@ -181,7 +183,7 @@ def _with_step_changes(
     output: Any,
     calls: Sequence[ToolCall],
     changers: Sequence[str],
-    scan: tuple[StatScan, tuple[str, ...] | None],
+    scan: tuple[StatScan, tuple[str, ...] | None, int],
     named: Mapping[str, bytes],
     workspace: str | None,
 ) -> Any:
@@ -190,12 +192,14 @@ def _with_step_changes(
     on the result of the first of ``changers`` (:func:`_changers`) that ran, with the
     lines that changed in the files its commands name (``named``: their text before
     it). The files its write_file and edit_file calls name are theirs: left out.
-    ``scan``: the scan before the step and the paths it covered (None: all)."""
-    before, scope = scan
+    ``scan``: the scan before the step, the paths it covered (None: all) and the count of
+    this process's own writes outside steps then (a background subagent's applied changes
+    meanwhile are its own: left out too)."""
+    before, scope, mark = scan
     after = stat_scan(workspace, scope=scope)
-    if after is None:
+    if after is None or not workspace:
         return output
-    ignored: set[str] = set()
+    ignored = set(foreign_writes_since(mark, workspace))
     name = ledger_path(workspace)  # as the scan names a file under the workspace
     for call in calls:
         spec = tool_spec(call["name"])
@@ -531,6 +535,7 @@ def make_tools_node(
         plans = ACCEPTED_PLANS.set(accepted)
         try:
             changers = _changers(calls, deps.tools)
+            mark = foreign_writes_mark()
             scope: tuple[str, ...] | None = None
             before = stat_scan(ctx.workspace_path) if changers else None
             if changers and before is None:  # too big to scan whole: where commands point
@@ -540,7 +545,7 @@ def make_tools_node(
             output = tool_node_for_current_tools().invoke(state, config)
             if before is not None:
                 output = _with_step_changes(
-                    output, calls, changers, (before, scope), named, ctx.workspace_path
+                    output, calls, changers, (before, scope, mark), named, ctx.workspace_path
                 )
             now = time.time()
             return _map_results(output, lambda m: stamped(m, now))  # each result dated
