@@ -82,7 +82,8 @@ _GIT_ID = {
     "GIT_TERMINAL_PROMPT": "0",
 }
 # No file-system monitor either: it is a program a repository's config names, and a
-# repository a sandboxed command created is the command's.
+# repository a sandboxed command created is the command's; and no submodule work (a
+# user's ``submodule.recurse`` would clone what a ``.gitmodules`` of the workspace names).
 _GIT_FLAGS = (
     "-c",
     "core.hooksPath=/dev/null",
@@ -90,6 +91,8 @@ _GIT_FLAGS = (
     "commit.gpgsign=false",
     "-c",
     "core.fsmonitor=false",
+    "-c",
+    "submodule.recurse=false",
 )
 
 # One apply at a time in this process: two subagents ending together merge one after
@@ -142,13 +145,24 @@ def _git_top(workspace: Path) -> Path | None:
     return Path(done.stdout.decode().strip())
 
 
+def _add_all(cwd: Path, env: dict[str, str] | None = None) -> None:
+    """``git add -A`` but the submodules the index holds: for each, git would run another
+    git in its folder with the config its ``.git`` file names — a file a command in the
+    workspace may have rewritten to name a config of its own (a monitor, a filter), run
+    here outside the sandbox. A submodule's recorded commit stays the index's."""
+    listed = _git(["ls-files", "-s", "-z"], cwd, env=env).stdout.decode(errors="surrogateescape")
+    links = [entry.split("\t", 1)[1] for entry in listed.split("\0") if entry.startswith("160000 ")]
+    excluded = [f":(exclude,literal){path}" for path in links]
+    _git(["add", "-A", "--", ".", *excluded] if excluded else ["add", "-A"], cwd, env=env)
+
+
 def _snapshot(top: Path, scratch: Path) -> str:
     """A commit of ``top``'s working tree as it is (not ignored files), via a temp index."""
     env = {"GIT_INDEX_FILE": str(scratch / "snapshot.index")}
     head = _git(["rev-parse", "--verify", "-q", "HEAD"], top, check=False)
     parent = head.stdout.decode().strip() if head.returncode == 0 else ""
     _git(["read-tree", parent] if parent else ["read-tree", "--empty"], top, env=env)
-    _git(["add", "-A"], top, env=env)
+    _add_all(top, env)
     tree = _git(["write-tree"], top, env=env).stdout.decode().strip()
     message = ["-m", "agentgraph subagent snapshot"]
     commit_args = ["commit-tree", tree, *(["-p", parent] if parent else []), *message]
@@ -268,7 +282,7 @@ class Isolation:
 
     def changes(self) -> Changes:
         """The subagent's changes against its snapshot (staged in its own index)."""
-        _git(["add", "-A"], self.root)
+        _add_all(self.root)
         numstat = _git(
             ["diff", "--cached", "--no-renames", "--numstat", "-z", self.base], self.root
         ).stdout.decode(errors="replace")

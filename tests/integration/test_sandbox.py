@@ -415,7 +415,8 @@ def test_a_sandboxed_command_cannot_leave_git_a_program_to_run(
     assert _git(workspace, "add", "app.py").returncode == 0
     assert _git(workspace, "commit", "-qm", "start").returncode == 0
     config = (workspace / ".git" / "config").read_bytes()
-    commands = [c.format(marker=marker) for c in PLANT_COMMANDS]
+    # One command, so that the plants run in this order (a reply's calls run together).
+    commands = ["; ".join(c.format(marker=marker) for c in PLANT_COMMANDS)]
     commands += ["git log --oneline", "echo y = 2 >> app.py && git add app.py"]
     script = [
         {"tool_calls": [{"name": "run_bash", "arguments": {"command": c}} for c in commands]},
@@ -428,7 +429,13 @@ def test_a_sandboxed_command_cannot_leave_git_a_program_to_run(
         results = _tool_results(server)
     log, add = results[-2:]
     if git_write == "on":  # the user's own choice: the command writes .git like any file
-        assert (workspace / ".git").is_file() and (workspace / ".git-old").is_dir()
+        # Every plant took: what the protection stops when it is on.
+        old = workspace / ".git-old"
+        assert (workspace / ".git").read_text() == "gitdir: evil\n"
+        assert f"touch {marker}" in (old / "config").read_text()
+        assert os.access(old / "hooks" / "pre-commit", os.X_OK)
+        assert (old / "commondir").read_text() == "../evil\n"
+        assert f"touch {marker}" in (workspace / "evil" / "config").read_text()
         return
     assert (workspace / ".git").is_dir() and not (workspace / ".git-old").exists()
     assert (workspace / ".git" / "config").read_bytes() == config

@@ -9,6 +9,8 @@ the parent by its own.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -392,6 +394,46 @@ def test_an_isolated_tree_runs_no_monitor_the_repository_names(
     (workspace / "a.txt").write_text("uncommitted\n")  # the snapshot then has work to do
     iso = create(tmp_path / "agent-home", "subagent-33333333", str(workspace), "parent")
     assert (iso.workspace / "a.txt").read_text() == "uncommitted\n"
+    iso.remove()
+    assert not marker.exists()
+
+
+def test_an_isolated_tree_runs_no_program_a_rewritten_submodule_names(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A submodule's ``.git`` file is a plain file of the workspace: a command may point
+    it at a git dir of its own whose config names a filter. The agent's own ``git add``
+    (the snapshot, and the subagent's changes) would run that filter outside the sandbox
+    while checking the submodule for changes."""
+    source = tmp_path / "lib-source"
+    source.mkdir()
+    _git(source, "init", "-q")
+    (source / "s.txt").write_text("s\n")
+    _git(source, "add", "s.txt")
+    _git(source, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "lib")
+    _repo(workspace)
+    _git(
+        workspace, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(source), "lib"
+    )
+    _git(workspace, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "with lib")
+    # What a command could write: a copy of the submodule's git dir with a filter, the
+    # submodule's .git file naming it, attributes calling the filter, and a file whose
+    # time changed but not its size (git must read it, through the filter, to compare).
+    marker = tmp_path / "filter-ran"
+    planted = workspace / "build" / "g"
+    shutil.copytree(workspace / ".git" / "modules" / "lib", planted)
+    config = (planted / "config").read_text().replace("\tworktree = ../../../lib\n", "")
+    (planted / "config").write_text(config + f'[filter "x"]\n\tclean = "touch {marker}; cat"\n')
+    (workspace / "lib" / ".git").write_text("gitdir: ../build/g\n")
+    (workspace / "lib" / ".gitattributes").write_text("* filter=x\n")
+    os.utime(workspace / "lib" / "s.txt", (1, 1))
+    iso = create(tmp_path / "agent-home", "subagent-44444444", str(workspace), "parent")
+    assert not marker.exists()
+    (iso.root / "lib" / ".git").write_text(f"gitdir: {planted}\n")  # its own command's
+    (iso.root / "lib" / ".gitattributes").write_text("* filter=x\n")
+    (iso.root / "lib" / "s.txt").write_text("s\n")
+    os.utime(iso.root / "lib" / "s.txt", (1, 1))
+    iso.changes()
     iso.remove()
     assert not marker.exists()
 

@@ -1,10 +1,12 @@
-"""The sandbox's command line: what stays read-only inside the writable workspace."""
+"""The sandbox's command line: what stays read-only inside the writable workspace, and
+how a command that failed on it is told."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from agentgraph.capabilities.tools.bash import BashResult, git_read_only
 from agentgraph.capabilities.tools.sandbox import protected_paths, sandbox_args
 
 
@@ -29,3 +31,29 @@ def test_read_only_paths_are_bound_over_the_writable_workspace() -> None:
     assert args[workspace_bind : workspace_bind + 3] == ["--bind", "/ws", "/ws"]
     assert args[protect : protect + 3] == ["--ro-bind", "/ws/.git", "/ws/.git"]
     assert "/ws/.git" not in sandbox_args("bwrap", "/ws", network=False)
+
+
+def _ended(output: str, exit_code: int) -> BashResult:
+    return BashResult(output, exit_code, False, 5.0, 0)
+
+
+def test_a_failed_write_under_git_is_told_whichever_way_it_is_worded() -> None:
+    git = "fatal: Unable to create '/ws/.git/index.lock': Read-only file system\n"
+    python = "OSError: [Errno 30] Read-only file system: '.git/config'\n"
+    assert git_read_only("git add a.py", _ended(git, 128))
+    assert git_read_only("pre-commit install", _ended(python, 1))
+    assert git_read_only("git stash", _ended("", 1))  # git says nothing there
+    notes = "error: unable to create temporary file: Read-only file system\n"
+    assert git_read_only("cd src && git notes add -m x", _ended(notes, 1))
+
+
+def test_other_read_only_errors_and_git_failures_are_not_the_git_folder_s() -> None:
+    for line in (
+        "cp: cannot create regular file '/usr/share/repo.git/x': Read-only file system",
+        "touch: cannot touch '/home/u/.git-credentials': Read-only file system",
+        "fatal: Unable to create '/ws/.git/index.lock': File exists.",
+    ):
+        assert not git_read_only("make", _ended(line + "\n", 1)), line
+    assert not git_read_only("git stash", _ended("", 0))
+    assert not git_read_only("git stash pop", _ended("CONFLICT (content): a.py\n", 1))
+    assert not git_read_only("digit stash", _ended("", 1))

@@ -61,7 +61,15 @@ GIT_READ_ONLY_NOTE = (
     "[the repository's .git is read-only in the sandbox: git commands that change it "
     "(add, commit, stash, checkout, branch) cannot run here; ask the user to run them]"
 )
-_GIT_READ_ONLY_RE = re.compile(r"\.git\b[^\n]*Read-only file system")
+# A line saying a write under .git failed, whichever comes first (git's "Unable to create
+# '/ws/.git/index.lock': Read-only file system", Python's "[Errno 30] Read-only file
+# system: '.git/config'"); ``.git`` as a path's part, not ``repo.git`` or ``.git-credentials``.
+_GIT_READ_ONLY_RE = re.compile(
+    r"(?m)^(?=[^\n]*Read-only file system)[^\n]*(?:^|[\s'\"/=:])\.git(?:[/'\"\s:]|$)"
+)
+# Git commands that fail on a read-only .git naming no path of it: ``git stash`` says
+# nothing (exit 1), ``git notes`` only "unable to create temporary file".
+_GIT_QUIET_RE = re.compile(r"(?:^|[\s;&|(])git\s+(?:-[Cc]\s+\S+\s+)*(?:stash|notes)\b")
 UTF8_MAX_CONTINUATION_BYTES = 3
 # Every command's processes inherit this variable, so the ones that left the process
 # group (setsid, daemonizing tools) are still found in /proc and killed.
@@ -485,6 +493,25 @@ def bash_status(answer: str) -> BashStatus | None:
     return BashStatus(None if code is None else int(code), found.start())
 
 
+def git_read_only(command: str, result: BashResult) -> bool:
+    """Whether a sandboxed ``command`` failed on the workspace's read-only ``.git``: its
+    output says a write under ``.git`` failed, or it is a git command that fails there
+    without naming it (``git stash``, ``git notes``).
+
+    Args:
+        command: The command line.
+        result: How it ended.
+
+    Returns:
+        Whether to tell the model why (:data:`GIT_READ_ONLY_NOTE`).
+    """
+    if _GIT_READ_ONLY_RE.search(result.output):
+        return True
+    quiet = not result.output.strip() or "Read-only file system" in result.output
+    failed = result.exit_code not in (0, None)
+    return failed and quiet and _GIT_QUIET_RE.search(command) is not None
+
+
 def format_bash_result(result: BashResult) -> str:
     """The tool's answer: the output, then a status line.
 
@@ -572,7 +599,7 @@ def make_bash_tool(
         result = run_command(
             command, cwd=workspace, env=env, timeout_s=timeout, sandbox=launcher, scope=scope
         )
-        if protected and _GIT_READ_ONLY_RE.search(result.output):
+        if protected and git_read_only(command, result):
             output = result.output if result.output.endswith("\n") else result.output + "\n"
             result = replace(result, output=f"{output}{GIT_READ_ONLY_NOTE}\n")
         return format_bash_result(result)
