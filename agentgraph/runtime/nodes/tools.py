@@ -49,6 +49,7 @@ from agentgraph.private_api import InlineToolNode
 from agentgraph.runtime.call_records import needs_record, record_end, record_start
 from agentgraph.runtime.deps import AgentDeps
 from agentgraph.runtime.history.kinds import stamped, with_marker
+from agentgraph.runtime.nodes.call_order import CallOrder, waits
 from agentgraph.runtime.nodes.common import CUT_ARGS_KEY, INVALID_ARGS_KEY
 from agentgraph.runtime.runctx import RunContext
 from agentgraph.runtime.state import AppState
@@ -151,6 +152,18 @@ def _changers(calls: Sequence[ToolCall], tools: Sequence[BaseTool]) -> list[str]
         elif not (spec.ledger == "todos" or spec.read_only or spec.files_role == "writes"):
             return []
     return [*commands, *tools_]
+
+
+def _call_order(
+    calls: Sequence[ToolCall], tools: Sequence[BaseTool], workspace: str | None
+) -> CallOrder | None:
+    """The waits of a step's calls (:mod:`~agentgraph.runtime.nodes.call_order`); None
+    when no call waits."""
+    declared = {
+        tool.name for tool in tools if (tool.metadata or {}).get(DECLARED_READ_ONLY_KEY) is True
+    }
+    order = waits(calls, lambda name: name not in declared, ledger_path(workspace))
+    return CallOrder(order) if order else None
 
 
 def _commands(calls: Sequence[ToolCall]) -> list[str]:
@@ -280,6 +293,11 @@ def refusal(call: ToolCall, state: Any) -> ToolMessage | None:
 # Set by the tools node around its ToolNode run; the threads running calls copy it.
 _NOT_APPROVED: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "agentgraph_not_approved", default=None
+)
+# Which calls of the running step wait for which (calls touching the same files run in
+# the order written); set like ``_NOT_APPROVED``.
+_ORDER: contextvars.ContextVar[CallOrder | None] = contextvars.ContextVar(
+    "agentgraph_call_order", default=None
 )
 
 
@@ -421,6 +439,19 @@ def make_tools_node(
     def wrap(
         request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
     ) -> ToolMessage | Command[Any]:
+        order = _ORDER.get()
+        call_id = request.tool_call["id"] or ""
+        if order is None:
+            return run_call(request, execute)
+        order.before(call_id)
+        try:
+            return run_call(request, execute)
+        finally:
+            order.after(call_id)
+
+    def run_call(
+        request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
         call = request.tool_call
         state: Any = request.state
         # Tools read run data from runtime.context: hand them the completed context.
@@ -532,6 +563,7 @@ def make_tools_node(
         ctx = deps.run_context(runtime.context, config)
         accepted: dict[str, Any] = {}
         token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx, accepted))
+        ordered = _ORDER.set(_call_order(calls, deps.tools, ctx.workspace_path))
         plans = ACCEPTED_PLANS.set(accepted)
         try:
             changers = _changers(calls, deps.tools)
@@ -551,6 +583,7 @@ def make_tools_node(
             return _map_results(output, lambda m: stamped(m, now))  # each result dated
         finally:
             ACCEPTED_PLANS.reset(plans)
+            _ORDER.reset(ordered)
             _NOT_APPROVED.reset(token)
 
     return tools

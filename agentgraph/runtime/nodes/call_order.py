@@ -1,0 +1,148 @@
+"""Which calls of one step wait for which: those that touch the same files run in order.
+
+LangGraph's ``ToolNode`` runs a reply's calls together, in threads. Two ``edit_file``
+calls on one file then both read it before either writes: each reports success and the
+file keeps one edit (every one of 20 runs of four edits of one 2,000-line file lost
+some). A ``read_file`` beside an edit of its file shows either text, a command beside an
+edit of a file it reads either one. A model writes its calls in the order it means them,
+so a call waits for the earlier calls of its step it conflicts with — one of the two
+changes what the other reads or changes — and the rest still run together: reads of
+different files, reads beside reads, subagents beside each other.
+
+What a call touches (:func:`touches`): ``read_file`` reads the file its path names, a
+write or an edit writes it; other built-in tools that only read read everything (a
+``grep`` over the folder of an edited file); a command changes everything, and so does a
+tool without a spec (an MCP server's) unless it declares it changes nothing. Tools that
+touch no workspace file (todos, memory, history, plans) and subagents (their changes are
+merged under their own lock when they end) wait for nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from langchain_core.messages import ToolCall
+
+from agentgraph.capabilities.tools.spec import BUILTIN_TOOLS, tool_spec
+
+__all__ = ["EVERYTHING", "CallOrder", "Touches", "touches", "waits"]
+
+# Every workspace file: what a command may read or change (no path holds a NUL).
+_ALL = "\0all"
+EVERYTHING: frozenset[str] = frozenset({_ALL})
+_NOTHING: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Touches:
+    """The workspace files one call reads and changes (:data:`EVERYTHING` for all)."""
+
+    reads: frozenset[str] = _NOTHING
+    writes: frozenset[str] = _NOTHING
+
+    def conflicts(self, other: Touches) -> bool:
+        """Whether one of the two calls changes what the other reads or changes."""
+        return _meet(self.writes, other.reads | other.writes) or _meet(
+            other.writes, self.reads | self.writes
+        )
+
+
+def _meet(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Whether two sets of files share one (:data:`EVERYTHING` shares any)."""
+    if not a or not b:
+        return False
+    return _ALL in a or _ALL in b or not a.isdisjoint(b)
+
+
+def touches(
+    call: ToolCall, changing: Callable[[str], bool], name_of: Callable[[str], str]
+) -> Touches:
+    """What ``call`` touches.
+
+    Args:
+        call: A tool call of the step.
+        changing: Whether a tool without a spec may change files (not declared read-only).
+        name_of: A path argument as one name for the file however it is spelled.
+
+    Returns:
+        The files it reads and changes.
+    """
+    name = call["name"]
+    spec = tool_spec(name)
+    args = call.get("args")
+    path = args.get(spec.path_arg) if spec.path_arg and isinstance(args, Mapping) else None
+    if name not in BUILTIN_TOOLS:
+        return Touches(EVERYTHING, EVERYTHING if changing(name) else _NOTHING)
+    if spec.path_arg:
+        # A call without a usable path fails on its own: it touches nothing.
+        if not isinstance(path, str) or not path.strip():
+            return Touches()
+        file = frozenset({name_of(path)})
+        return Touches(file, file if spec.files_role == "writes" else _NOTHING)
+    if spec.modifies_files:  # a command
+        return Touches(EVERYTHING, EVERYTHING)
+    if spec.read_only and name in _READS_WORKSPACE:
+        return Touches(EVERYTHING, _NOTHING)
+    return Touches()
+
+
+# Built-in tools without a path argument that read workspace files.
+_READS_WORKSPACE = frozenset({"list_dir", "glob", "grep"})
+
+
+def waits(
+    calls: Sequence[ToolCall], changing: Callable[[str], bool], name_of: Callable[[str], str]
+) -> dict[str, tuple[str, ...]]:
+    """For each call of a step (by id), the ids of the earlier calls it must wait for.
+
+    Args:
+        calls: The step's calls, in the order the model wrote them.
+        changing: Whether a tool without a spec may change files.
+        name_of: A path argument as one name for the file.
+
+    Returns:
+        Call id -> earlier conflicting call ids; calls waiting for none are left out.
+    """
+    seen: list[tuple[str, Touches]] = []
+    out: dict[str, tuple[str, ...]] = {}
+    for call in calls:
+        call_id = call.get("id") or ""
+        mine = touches(call, changing, name_of)
+        earlier = tuple(other for other, theirs in seen if mine.conflicts(theirs))
+        if earlier and call_id:
+            out[call_id] = earlier
+        if call_id:
+            seen.append((call_id, mine))
+    return out
+
+
+@dataclass
+class CallOrder:
+    """The waits of one step's calls (:func:`waits`), kept while its calls run in threads.
+
+    Attributes:
+        waits: Call id -> the ids of the earlier calls it waits for.
+        done: Call id -> set once that call has ended, whatever its outcome.
+    """
+
+    waits: Mapping[str, tuple[str, ...]]
+    done: dict[str, threading.Event] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for earlier in self.waits.values():
+            for call_id in earlier:
+                self.done.setdefault(call_id, threading.Event())
+
+    def before(self, call_id: str) -> None:
+        """Block until the calls ``call_id`` waits for have ended. They were handed to
+        the step's threads before it (in the order written), so each has started."""
+        for earlier in self.waits.get(call_id, ()):
+            self.done[earlier].wait()
+
+    def after(self, call_id: str) -> None:
+        """Mark ``call_id`` ended: the calls waiting for it may start."""
+        event = self.done.get(call_id)
+        if event is not None:
+            event.set()
