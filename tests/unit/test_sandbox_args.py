@@ -43,6 +43,7 @@ def test_a_failed_write_under_git_is_told_whichever_way_it_is_worded() -> None:
     assert git_read_only("git add a.py", _ended(git, 128))
     assert git_read_only("pre-commit install", _ended(python, 1))
     assert git_read_only("git stash", _ended("", 1))  # git says nothing there
+    assert git_read_only("git stash -u && make", _ended("", 1))
     notes = "error: unable to create temporary file: Read-only file system\n"
     assert git_read_only("cd src && git notes add -m x", _ended(notes, 1))
 
@@ -57,3 +58,6 @@ def test_other_read_only_errors_and_git_failures_are_not_the_git_folder_s() -> N
     assert not git_read_only("git stash", _ended("", 0))
     assert not git_read_only("git stash pop", _ended("CONFLICT (content): a.py\n", 1))
     assert not git_read_only("digit stash", _ended("", 1))
+    # Stash commands that only read, failing as a pipeline's last command decides.
+    assert not git_read_only("git stash list | grep -q wip", _ended("", 1))
+    assert not git_read_only("git stash show -p | grep TODO", _ended("", 1))

@@ -114,6 +114,9 @@ def test_a_scan_of_a_scope_covers_its_files_and_folders_whole_and_nothing_else(
     after = stat_scan(tmp_path, scope=scope)
     assert after is not None and set(after) == {"src/pkg/a.py", "src/b.py", "new.txt"}
     assert stat_scan(tmp_path, scope=["src"], max_files=2) is None  # the cap holds too
+    # A word that names no file — through a file, or too long for a name — is skipped.
+    odd = ["other.py/x", "x" * 300, "src/b.py"]
+    assert set(stat_scan(tmp_path, scope=odd) or {}) == {"src/b.py"}
     assert stat_scan(tmp_path, scope=[]) == {}
 
 

@@ -69,7 +69,11 @@ _GIT_READ_ONLY_RE = re.compile(
 )
 # Git commands that fail on a read-only .git naming no path of it: ``git stash`` says
 # nothing (exit 1), ``git notes`` only "unable to create temporary file".
-_GIT_QUIET_RE = re.compile(r"(?:^|[\s;&|(])git\s+(?:-[Cc]\s+\S+\s+)*(?:stash|notes)\b")
+_GIT_QUIET_RE = re.compile(
+    r"(?:^|[\s;&|(])git\s+(?:-[Cc]\s+\S+\s+)*(?:"
+    r"stash(?:\s+(?:push|save|pop|apply|drop|clear|branch)\b|(?=\s*(?:$|[;&)\n]|-)))"
+    r"|notes\s+(?:add|append|copy|edit|merge|remove|prune)\b)"
+)
 UTF8_MAX_CONTINUATION_BYTES = 3
 # Every command's processes inherit this variable, so the ones that left the process
 # group (setsid, daemonizing tools) are still found in /proc and killed.

@@ -22,6 +22,7 @@ and a scan cut anywhere could not tell a deleted file from one it did not reach.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import posixpath
 import re
@@ -96,6 +97,8 @@ NAMED_FILE_MAX_BYTES = 256 * 1024
 # What may be a path in a command line: a run of characters the shell does not treat as
 # a separator, quote or operator.
 _WORD_RE = re.compile(r"[^\s'\"`|;&<>()$]+")
+# Why a word of a command names no file (not found, through a file, too long, a loop).
+_NO_SUCH_PATH = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP})
 # Characters of a glob: its folder (the path before the first part holding one) is scanned.
 _GLOB_CHARS = frozenset("*?[")
 
@@ -251,9 +254,9 @@ def _scoped_scan(root: str, scope: Iterable[str], max_files: int) -> StatScan | 
         path = os.path.join(root, rel)
         try:
             st = os.lstat(path)
-        except FileNotFoundError:
-            continue
-        except OSError:
+        except OSError as exc:
+            if exc.errno in _NO_SUCH_PATH:  # a word that names no file: nothing to scan
+                continue
             return None
         if os.path.realpath(path) != os.path.join(real_root, rel):
             continue

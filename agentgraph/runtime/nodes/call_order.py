@@ -12,9 +12,13 @@ different files, reads beside reads, subagents beside each other.
 What a call touches (:func:`touches`): ``read_file`` reads the file its path names, a
 write or an edit writes it; other built-in tools that only read read everything (a
 ``grep`` over the folder of an edited file); a command changes everything, and so does a
-tool without a spec (an MCP server's) unless it declares it changes nothing. Tools that
-touch no workspace file (todos, memory, history, plans) and subagents (their changes are
-merged under their own lock when they end) wait for nothing.
+tool without a spec (an MCP server's) unless it declares it changes nothing, and
+``subagent_task``'s ``apply`` of a background subagent's held changes. Tools that touch
+no workspace file (todos, memory, history, plans) and ``call_subagent`` wait for nothing:
+subagents run side by side, each in its own tree, and their changes are merged one at a
+time when they end. A command that waits for a later call of its own reply (``until [ -f
+flag ]`` beside a ``write_file`` of the flag) now waits until its timeout: such pieces
+belong in one command.
 """
 
 from __future__ import annotations
@@ -80,7 +84,10 @@ def touches(
         if not isinstance(path, str) or not path.strip():
             return Touches()
         file = frozenset({name_of(path)})
-        return Touches(file, file if spec.files_role == "writes" else _NOTHING)
+        return Touches(file, file if spec.modifies_files else _NOTHING)
+    if name == _SUBAGENT_TASK and isinstance(args, Mapping) and args.get("action") == "apply":
+        # Held changes merged into the workspace: files it cannot name before it runs.
+        return Touches(EVERYTHING, EVERYTHING)
     if spec.modifies_files:  # a command
         return Touches(EVERYTHING, EVERYTHING)
     if spec.read_only and name in _READS_WORKSPACE:
@@ -90,6 +97,8 @@ def touches(
 
 # Built-in tools without a path argument that read workspace files.
 _READS_WORKSPACE = frozenset({"list_dir", "glob", "grep"})
+# The background subagents' tool; its "apply" action writes their held changes.
+_SUBAGENT_TASK = "subagent_task"
 
 
 def waits(
@@ -104,7 +113,11 @@ def waits(
 
     Returns:
         Call id -> earlier conflicting call ids; calls waiting for none are left out.
+        None wait when two calls share an id (a call would wait for itself).
     """
+    ids = [call.get("id") or "" for call in calls]
+    if len(set(ids)) != len(ids):
+        return {}
     seen: list[tuple[str, Touches]] = []
     out: dict[str, tuple[str, ...]] = {}
     for call in calls:
