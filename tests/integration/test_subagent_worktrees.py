@@ -103,6 +103,19 @@ def _repo(workspace: Path) -> None:
     _git(workspace, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
 
 
+def _in_background(inner: Reply, body: dict[str, Any]) -> dict[str, Any] | None:
+    """``inner``'s reply to a subagent's request or the caller's first, its subagents
+    started in the background; None for the caller's later requests."""
+    first = (_user_texts(body) or [""])[0]
+    if not first.startswith("WRITE ") and _tools(body):
+        return None
+    answer = inner(body)
+    for call in answer.get("tool_calls") or []:
+        if call["name"] == "call_subagent":
+            call["arguments"]["background"] = True
+    return answer
+
+
 def _run(
     workspace: Path, home: Path, reply: Reply, **env: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -194,13 +207,9 @@ def test_a_background_subagent_s_apply_during_a_command_is_not_the_command_s(
     inner = model([_task("sub.txt", "BG-NEW")], workspace, seen)
 
     def reply(body: dict[str, Any]) -> dict[str, Any]:
-        first = (_user_texts(body) or [""])[0]
         done = _tools(body)
-        if first.startswith("WRITE ") or not done:
-            answer = inner(body)
-            for call in answer.get("tool_calls") or []:
-                if call["name"] == "call_subagent":
-                    call["arguments"]["background"] = True
+        answer = _in_background(inner, body)
+        if answer is not None:
             return answer
         if len(done) == 1:
             args = {"command": WAIT_FOR_APPLY, "timeout_s": 120}
@@ -255,13 +264,9 @@ def test_a_background_subagent_with_writes_applies_when_it_ends(
     inner = model([_task("b.txt", "BG-EDIT")], workspace, seen)
 
     def reply(body: dict[str, Any]) -> dict[str, Any]:
-        first = (_user_texts(body) or [""])[0]
         done = _tools(body)
-        if first.startswith("WRITE ") or not done:
-            answer = inner(body)
-            for call in answer.get("tool_calls") or []:
-                if call["name"] == "call_subagent":
-                    call["arguments"]["background"] = True
+        answer = _in_background(inner, body)
+        if answer is not None:
             return answer
         if len(done) == 1:
             task_id = str(done[0]["content"]).split(" ", 1)[0].lstrip("[")

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import BaseMessage
+
 from agentgraph.capabilities.tools.workspace_scan import (
     WORKSPACE_SCAN_MAX_FILES,
     scanned_changes,
@@ -22,7 +24,7 @@ from agentgraph.capabilities.tools.workspace_scan import (
 from agentgraph.config import Settings
 from agentgraph.context.ledger import collect_ledger, render_ledger
 from agentgraph.persistence import open_store
-from agentgraph.session.agent import Agent
+from agentgraph.session.agent import Agent, TurnResult
 from tests.cli_helpers import run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.mcp_servers.files import PEEK_LOG
@@ -60,17 +62,54 @@ STEPS: tuple[tuple[dict[str, Any], ...], ...] = (
 )
 
 
-def _reply(body: dict[str, Any]) -> dict[str, Any]:
-    """The first step whose first call the request does not show; then an answer."""
-    sent = {
+def _sent_commands(body: dict[str, Any]) -> set[str | None]:
+    """The commands of the calls a request shows."""
+    return {
         json.loads(call["function"]["arguments"]).get("command")
         for message in body["messages"]
         for call in message.get("tool_calls") or []
     }
+
+
+def _reply(body: dict[str, Any]) -> dict[str, Any]:
+    """The first step whose first call the request does not show; then an answer."""
+    sent = _sent_commands(body)
     for step in STEPS:
         if step[0]["arguments"]["command"] not in sent:
             return {"tool_calls": list(step)}
     return {"content": "done"}
+
+
+def _turn(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    reply: Callable[[dict[str, Any]], dict[str, Any]],
+    sandbox: str,
+) -> tuple[TurnResult, list[BaseMessage]]:
+    """One turn of the real Agent against ``reply``, answered "done"; its messages."""
+    with FakeOpenAIServer([reply], on_exhausted="repeat_last") as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            AGENTGRAPH_SANDBOX=sandbox,
+            MAX_LOOPS="20",
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            result = agent.run_turn("scan", "change the files", workspace, lambda _e: None)
+            messages = agent.messages("scan")
+    assert server.violations == []
+    assert result.answer == "done"
+    return result, messages
+
+
+def _lists_build_deleted(ledger: str) -> bool:
+    """Whether ``ledger`` lists ``build/a.o`` and ``build/b.o`` as deleted by a command."""
+    return "build/ a.o, b.o: deleted by a command" in ledger or (
+        "- build/a.o: deleted by a command\n" in ledger
+        and "- build/b.o: deleted by a command\n" in ledger
+    )
 
 
 def test_files_commands_changed_are_in_the_ledger_whatever_the_command(
@@ -87,20 +126,8 @@ def test_files_commands_changed_are_in_the_ledger_whatever_the_command(
     (workspace / "build" / "b.o").write_bytes(b"\x00")
     (workspace / "node_modules" / "x").mkdir(parents=True)
     (workspace / "node_modules" / "x" / "index.js").write_text("")
-    with FakeOpenAIServer([_reply], on_exhausted="repeat_last") as server:
-        settings = make_settings(
-            OPENAI_BASE_URL=server.url,
-            OPENAI_API_KEY="sk-test",
-            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-            AGENTGRAPH_SANDBOX=sandbox_mode,
-            MAX_LOOPS="20",
-        )
-        with open_store(settings) as store:
-            agent = Agent(settings, store, sleep=lambda _s: None)
-            result = agent.run_turn("scan", "change the files", workspace, lambda _e: None)
-            messages = agent.messages("scan")
-    assert server.violations == []
-    assert result.answer == "done" and result.pending_approvals == []
+    result, messages = _turn(make_settings, workspace, _reply, sandbox_mode)
+    assert result.pending_approvals == []
     assert (workspace / "pkg" / "mod.py").read_text() == "X = 2\n"
     text = render_ledger(collect_ledger(messages, workspace=str(workspace)))
     assert "- pkg/mod.py: created by a command, edited by a command\n" in text
@@ -108,10 +135,7 @@ def test_files_commands_changed_are_in_the_ledger_whatever_the_command(
     assert "- notes.md: created by a command\n" in text
     assert "- copy.md: created by a command\n" in text
     assert "- gen.txt: created by a command\n" in text
-    assert "build/ a.o, b.o: deleted by a command" in text or (
-        "- build/a.o: deleted by a command\n" in text
-        and "- build/b.o: deleted by a command\n" in text
-    )
+    assert _lists_build_deleted(text)
     assert "- w.py: created (+1 −0 lines)" in text
     assert "node_modules" not in text.replace("touch node_modules/x/index.js; true", "")
     records = [r for r in map(scanned_changes, messages) if r is not None]
@@ -134,11 +158,7 @@ BIG_STEPS = (
 
 def _big_reply(body: dict[str, Any]) -> dict[str, Any]:
     """The first command the request does not show; then an answer."""
-    sent = {
-        json.loads(call["function"]["arguments"]).get("command")
-        for message in body["messages"]
-        for call in message.get("tool_calls") or []
-    }
+    sent = _sent_commands(body)
     for command in BIG_STEPS:
         if command not in sent:
             return {"tool_calls": [{"name": "run_bash", "arguments": {"command": command}}]}
@@ -163,30 +183,14 @@ def test_in_a_workspace_too_big_to_scan_whole_what_commands_name_is_scanned(
     for name in ("a.o", "b.o"):
         (workspace / "build" / name).write_bytes(b"\x00")
     assert stat_scan(workspace) is None  # too big to scan whole
-    with FakeOpenAIServer([_big_reply], on_exhausted="repeat_last") as server:
-        settings = make_settings(
-            OPENAI_BASE_URL=server.url,
-            OPENAI_API_KEY="sk-test",
-            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-            AGENTGRAPH_SANDBOX="off",
-            MAX_LOOPS="20",
-        )
-        with open_store(settings) as store:
-            agent = Agent(settings, store, sleep=lambda _s: None)
-            result = agent.run_turn("big", "change the files", workspace, lambda _e: None)
-            messages = agent.messages("big")
-    assert server.violations == []
-    assert result.answer == "done"
+    _, messages = _turn(make_settings, workspace, _big_reply, "off")
     assert (workspace / "pkg" / "gen.py").read_text() == "G = 1"
     text = render_ledger(collect_ledger(messages, workspace=str(workspace)))
     assert "- pkg/mod.py: edited by a command\n" in text
     assert "- pkg/gen.py: created by a command\n" in text
     assert "- notes.txt: deleted by a command\n" in text
     assert "- notes.md: created by a command\n" in text
-    assert "build/ a.o, b.o: deleted by a command" in text or (
-        "- build/a.o: deleted by a command\n" in text
-        and "- build/b.o: deleted by a command\n" in text
-    )
+    assert _lists_build_deleted(text)
     records = [r for r in map(scanned_changes, messages) if r is not None]
     assert len(records) == len(BIG_STEPS)
     assert records[0].spans == (("pkg/mod.py", 1, 1),)  # its text was read before

@@ -34,17 +34,22 @@ from agentgraph.context.ledger import ledger_path
 from agentgraph.runtime.history.kinds import with_marker
 
 
+def _tool_folder_and_a_link_out(root: Path) -> None:
+    """``node_modules/x.js`` and ``link``, a link to a folder beside ``root``."""
+    (root / "node_modules").mkdir()
+    (root / "node_modules" / "x.js").write_text("x")
+    outside = root.parent / f"{root.name}-outside"
+    outside.mkdir()
+    (outside / "secret").write_text("s")
+    os.symlink(outside, root / "link")
+
+
 def test_a_scan_lists_regular_files_and_skips_tool_folders_and_links(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.py").write_text("a")
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "HEAD").write_text("ref")
-    (tmp_path / "node_modules").mkdir()
-    (tmp_path / "node_modules" / "x.js").write_text("x")
-    outside = tmp_path.parent / f"{tmp_path.name}-outside"
-    outside.mkdir()
-    (outside / "secret").write_text("s")
-    os.symlink(outside, tmp_path / "link")
+    _tool_folder_and_a_link_out(tmp_path)
     scan = stat_scan(tmp_path)
     assert scan is not None and set(scan) == {"src/a.py"}
 
@@ -100,12 +105,7 @@ def test_a_scan_of_a_scope_covers_its_files_and_folders_whole_and_nothing_else(
     (tmp_path / "src" / "pkg" / "a.py").write_text("a")
     (tmp_path / "src" / "b.py").write_text("b")
     (tmp_path / "other.py").write_text("o")
-    (tmp_path / "node_modules").mkdir()
-    (tmp_path / "node_modules" / "x.js").write_text("x")
-    outside = tmp_path.parent / f"{tmp_path.name}-outside"
-    outside.mkdir()
-    (outside / "secret").write_text("s")
-    os.symlink(outside, tmp_path / "link")
+    _tool_folder_and_a_link_out(tmp_path)
     scope = ["src", "src/pkg/a.py", "new.txt", "node_modules/x.js", "link/secret", "link", "."]
     scan = stat_scan(tmp_path, scope=scope)
     assert scan is not None and set(scan) == {"src/pkg/a.py", "src/b.py"}
