@@ -48,6 +48,13 @@ def test_reads_and_subagents_run_together_and_commands_wait_for_what_came_before
         )
         == {}
     )
+    # A subagent starts from what the earlier calls leave; nothing waits for it.
+    assert _waits(
+        _call(0, "edit_file", path="a.py"),
+        _call(1, "call_subagent", task="t"),
+        _call(2, "edit_file", path="b.py"),
+        _call(3, "run_bash", command="make"),
+    ) == {"c1": ("c0",), "c3": ("c0", "c2")}
     assert _waits(
         _call(0, "read_file", path="a.py"),
         _call(1, "run_bash", command="make"),
@@ -76,17 +83,18 @@ def test_calls_sharing_an_id_wait_for_nothing() -> None:
 
 
 # How each tool of the property test touches the file its call names, from the tools'
-# own descriptions rather than from call_order: (reads, writes), "all" for every file.
+# own descriptions rather than from call_order: (reads, writes, reads once as it starts),
+# "all" for every file.
 _KINDS = {
-    "read_file": ("file", ""),
-    "write_file": ("file", "file"),
-    "edit_file": ("file", "file"),
-    "grep": ("all", ""),
-    "run_bash": ("all", "all"),
-    "mcp__x__y": ("all", "all"),
-    "mcp__docs__lookup": ("all", ""),
-    "todo_write": ("", ""),
-    "call_subagent": ("", ""),
+    "read_file": ("file", "", ""),
+    "write_file": ("file", "file", ""),
+    "edit_file": ("file", "file", ""),
+    "grep": ("all", "", ""),
+    "run_bash": ("all", "all", ""),
+    "mcp__x__y": ("all", "all", ""),
+    "mcp__docs__lookup": ("all", "", ""),
+    "todo_write": ("", "", ""),
+    "call_subagent": ("", "", "all"),
 }
 
 
@@ -96,16 +104,17 @@ def _shares(a: tuple[str, str], b: tuple[str, str]) -> bool:
     return bool(kind_a and kind_b) and ("all" in (kind_a, kind_b) or path_a == path_b)
 
 
-def _expected_conflict(a: tuple[str, str], b: tuple[str, str]) -> bool:
-    (name_a, path_a), (name_b, path_b) = a, b
-    reads_a, writes_a = _KINDS[name_a]
-    reads_b, writes_b = _KINDS[name_b]
+def _expected_wait(earlier: tuple[str, str], later: tuple[str, str]) -> bool:
+    (name_e, path_e), (name_l, path_l) = earlier, later
+    reads_e, writes_e, _ = _KINDS[name_e]
+    reads_l, writes_l, starts_l = _KINDS[name_l]
     return any(
         _shares((w, pw), (x, px))
         for (w, pw), (x, px) in (
-            ((writes_a, path_a), (reads_b, path_b)),
-            ((writes_a, path_a), (writes_b, path_b)),
-            ((writes_b, path_b), (reads_a, path_a)),
+            ((writes_e, path_e), (reads_l, path_l)),
+            ((writes_e, path_e), (writes_l, path_l)),
+            ((writes_l, path_l), (reads_e, path_e)),
+            ((writes_e, path_e), (starts_l, path_l)),
         )
     )
 
@@ -123,7 +132,7 @@ def test_a_call_waits_for_exactly_the_earlier_calls_that_change_what_it_touches(
     found = _waits(*calls)
     named = [(name, posixpath.normpath(path)) for name, path in spec]
     for j in range(len(calls)):
-        expected = tuple(f"c{i}" for i in range(j) if _expected_conflict(named[i], named[j]))
+        expected = tuple(f"c{i}" for i in range(j) if _expected_wait(named[i], named[j]))
         assert found.get(f"c{j}", ()) == expected
 
 

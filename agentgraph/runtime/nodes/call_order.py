@@ -14,11 +14,12 @@ write or an edit writes it; other built-in tools that only read read everything 
 ``grep`` over the folder of an edited file); a command changes everything, and so does a
 tool without a spec (an MCP server's) unless it declares it changes nothing, and
 ``subagent_task``'s ``apply`` of a background subagent's held changes. Tools that touch
-no workspace file (todos, memory, history, plans) and ``call_subagent`` wait for nothing:
-subagents run side by side, each in its own tree, and their changes are merged one at a
-time when they end. A command that waits for a later call of its own reply (``until [ -f
-flag ]`` beside a ``write_file`` of the flag) now waits until its timeout: such pieces
-belong in one command.
+no workspace file (todos, memory, history, plans) wait for nothing. ``call_subagent``
+waits for the earlier calls that change files (its subagent starts from the workspace as
+they leave it) and nothing waits for it: subagents run side by side, each in its own
+tree, and their changes are merged one at a time when they end. A command that waits for
+a later call of its own reply (``until [ -f flag ]`` beside a ``write_file`` of the flag)
+now waits until its timeout: such pieces belong in one command.
 """
 
 from __future__ import annotations
@@ -41,10 +42,19 @@ _NOTHING: frozenset[str] = frozenset()
 
 @dataclass(frozen=True)
 class Touches:
-    """The workspace files one call reads and changes (:data:`EVERYTHING` for all)."""
+    """The workspace files one call reads and changes (:data:`EVERYTHING` for all).
+
+    Attributes:
+        reads: Files it reads while it runs.
+        writes: Files it changes.
+        starts_from: Files it reads once, as it starts (a subagent's tree is a snapshot
+            of the workspace): it waits for earlier calls that change them, and nothing
+            waits for it on their account.
+    """
 
     reads: frozenset[str] = _NOTHING
     writes: frozenset[str] = _NOTHING
+    starts_from: frozenset[str] = _NOTHING
 
     def conflicts(self, other: Touches) -> bool:
         """Whether one of the two calls changes what the other reads or changes."""
@@ -85,6 +95,8 @@ def touches(
             return Touches()
         file = frozenset({name_of(path)})
         return Touches(file, file if spec.modifies_files else _NOTHING)
+    if name == _CALL_SUBAGENT:
+        return Touches(starts_from=EVERYTHING)
     if name == _SUBAGENT_TASK and isinstance(args, Mapping) and args.get("action") == "apply":
         # Held changes merged into the workspace: files it cannot name before it runs.
         return Touches(EVERYTHING, EVERYTHING)
@@ -99,6 +111,7 @@ def touches(
 _READS_WORKSPACE = frozenset({"list_dir", "glob", "grep"})
 # The background subagents' tool; its "apply" action writes their held changes.
 _SUBAGENT_TASK = "subagent_task"
+_CALL_SUBAGENT = "call_subagent"
 
 
 def waits(
@@ -123,7 +136,11 @@ def waits(
     for call in calls:
         call_id = call.get("id") or ""
         mine = touches(call, changing, name_of)
-        earlier = tuple(other for other, theirs in seen if mine.conflicts(theirs))
+        earlier = tuple(
+            other
+            for other, theirs in seen
+            if mine.conflicts(theirs) or _meet(theirs.writes, mine.starts_from)
+        )
         if earlier and call_id:
             out[call_id] = earlier
         if call_id:
