@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgraph.capabilities.tools.workspace_scan import SKIPPED_DIRS, foreign_writes
+from agentgraph.security.git_trust import git_dir_unchanged
 
 WORKTREES_DIR = "worktrees"
 TREE_DIR = "tree"
@@ -418,7 +419,9 @@ def create(home: Path, context_id: str, workspace: str, parent_thread: str) -> I
         (folder / OWNER_FILE).write_text(
             json.dumps({"pid": os.getpid(), "state": STATE_RUNNING, "at": time.time()})
         )
-        top = _git_top(source)
+        # A repository a command made since the session started is the command's: its
+        # config's programs would run in the snapshot, here, outside the sandbox.
+        top = _git_top(source) if git_dir_unchanged(source) else None
         if top is not None:
             base = _snapshot(top, folder)
             _git(["worktree", "add", "--detach", "-q", str(root), base], top)

@@ -26,6 +26,7 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from agentgraph.capabilities.diffs import FileDiff, unified
+from agentgraph.security.git_trust import git_dir_unchanged
 from agentgraph.session.agent import Agent
 from agentgraph.session.commands import visible
 from agentgraph.session.titles import NOSTREAM_TAG
@@ -120,6 +121,12 @@ def repository_root(workspace: Path) -> Path:
     result = _git(workspace, "rev-parse", "--show-toplevel")
     if result.returncode != 0:
         raise CommitRefused(f"{workspace} is not in a git repository")
+    if not git_dir_unchanged(workspace):
+        # Its hooks would run here, outside the sandbox, with the agent's environment.
+        raise CommitRefused(
+            f"the repository of {workspace} is not the one it had when this session "
+            "started (a command may have made it): commit from your own shell"
+        )
     return Path(result.stdout.decode("utf-8", "replace").strip())
 
 

@@ -9,7 +9,9 @@ import secrets
 import shutil
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -446,4 +448,49 @@ def test_a_sandboxed_command_cannot_leave_git_a_program_to_run(
     # The user's own git after the session runs nothing the model chose.
     assert _git(workspace, "status").returncode == 0
     assert _git(workspace, "commit", "-qam", "next").returncode == 0
+    assert not marker.exists()
+
+
+def _made_repository_reply(marker: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A model that makes a repository whose config names a filter (a program git runs on
+    each file it adds), then hands a task to a subagent with writes; the subagent
+    answers at once."""
+    plant = (
+        f"git init -q && git config filter.x.clean 'touch {marker}; cat' && "
+        "echo '* filter=x' > .gitattributes && echo a > a.txt"
+    )
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        messages = body["messages"]
+        first = next((m["content"] for m in messages if m["role"] == "user"), "")
+        done = [m for m in messages if m["role"] == "tool"]
+        if first == "SUBTASK":
+            return {"content": "nothing to do"}
+        if not done:
+            return {"tool_calls": [{"name": "run_bash", "arguments": {"command": plant}}]}
+        if len(done) == 1:
+            task = {"task": "SUBTASK", "writes": True}
+            return {"tool_calls": [{"name": "call_subagent", "arguments": task}]}
+        return {"content": "done"}
+
+    return reply
+
+
+def test_a_repository_a_command_made_runs_nothing_of_its_own_outside_the_sandbox(
+    tmp_path: Path, home: Path, workspace: Path
+) -> None:
+    """Where there was no repository a command may make one (the read-only .git covers
+    only one that exists): the agent's own git — a subagent's snapshot, ``/commit`` —
+    does not use it, or its filter ran outside the sandbox."""
+    require_sandbox()
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    marker = tmp_path / "filter-ran"
+    with FakeOpenAIServer([_made_repository_reply(marker)], on_exhausted="repeat_last") as server:
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX="on")
+        done = run_cli(["run", "make a repo", "--thread", "made"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+        results = _tool_results(server)
+    assert (workspace / ".git").is_dir()  # the command made it
+    assert "[exit code 0]" in results[0] and "subagent" in results[1]
     assert not marker.exists()

@@ -18,7 +18,7 @@ from agentgraph.persistence import Store
 from agentgraph.runtime.goal import CONTINUE_PROMPT, STATUS_DONE
 from agentgraph.session.agent import Agent
 from agentgraph.session.commands import SearchError, SearchResult, search_or_read, session_diffs
-from agentgraph.session.commits import commit, draft_message, plan_commit
+from agentgraph.session.commits import CommitRefused, commit, draft_message, plan_commit
 from agentgraph.session.goals import (
     GOAL_CONTINUE,
     GOAL_ENDED,
@@ -111,6 +111,16 @@ def test_a_commit_runs_no_monitor_the_repository_names(
     commit(plan, COMMIT_SUBJECT)
     assert _git(workspace, "show", "--name-only", "--format=", "HEAD").split() == ["a.txt"]
     assert not marker.exists()
+
+
+def test_a_repository_made_after_the_session_first_worked_here_is_not_committed(
+    agent: Agent, workspace: Path
+) -> None:
+    """A command may make a repository where there was none; its hooks would run here."""
+    agent.run_turn("t", "write a.txt", workspace)
+    _repository(workspace)
+    with pytest.raises(CommitRefused, match="commit from your own shell"):
+        plan_commit(agent, "t", workspace)
 
 
 def test_search_finds_words_and_reads_a_message_by_its_reference(

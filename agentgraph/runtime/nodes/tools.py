@@ -64,6 +64,7 @@ from agentgraph.security.approvals import (
     misdirected_text,
     unappliable_edit,
 )
+from agentgraph.security.git_trust import remember_git_dir
 from agentgraph.security.permission_rules import Rule, add_rule, load_rules
 from agentgraph.security.permissions import (
     ACCEPTED_PLANS,
@@ -561,6 +562,8 @@ def make_tools_node(
         last = messages[-1] if messages else None
         calls = list(last.tool_calls) if isinstance(last, AIMessage) else []
         ctx = deps.run_context(runtime.context, config)
+        if ctx.workspace_path:  # before any command of this process runs there
+            remember_git_dir(ctx.workspace_path)
         accepted: dict[str, Any] = {}
         token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx, accepted))
         ordered = _ORDER.set(_call_order(calls, deps.tools, ctx.workspace_path))

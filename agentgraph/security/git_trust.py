@@ -1,0 +1,73 @@
+"""Which repository the agent's own git commands trust: the one a workspace had first.
+
+The sandbox keeps a workspace's ``.git`` read-only (``agentgraph/capabilities/tools/
+sandbox.py``), but a command may make a repository where there was none — ``git init``
+in a workspace outside any repository, or in one that is a subfolder of the user's —
+with a config naming programs of its own (a filter, a hook, a monitor). Git run on it
+outside the sandbox runs them: a subagent's snapshot (``git add -A`` runs every clean
+filter on the host) or ``/commit`` (its hooks, with the agent's environment). So the
+first time this process works in a workspace (:func:`remember_git_dir`, before its first
+step) it records the git dir git would use there, and the agent's own git goes on only
+while that is still the one (:func:`git_dir_unchanged`): a subagent's tree is then a
+plain copy, and ``/commit`` says to commit from the user's own shell.
+
+Found as git finds it, without running git: the nearest ``.git`` at or above the
+workspace, a folder or a file naming one (``gitdir: …``), by its real path.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+__all__ = ["GITDIR_FILE_MAX_BYTES", "git_dir", "git_dir_unchanged", "remember_git_dir"]
+
+# A ``.git`` file (a worktree's, a submodule's) holds one short line.
+GITDIR_FILE_MAX_BYTES = 4096
+_GITDIR_PREFIX = "gitdir:"
+
+_first_seen: dict[str, str | None] = {}
+_lock = threading.Lock()
+
+
+def git_dir(workspace: str | os.PathLike[str]) -> str | None:
+    """The real path of the git dir git would use in ``workspace``, or None outside any
+    repository (or where its ``.git`` cannot be read)."""
+    folder = Path(os.path.realpath(workspace))
+    for current in (folder, *folder.parents):
+        entry = current / ".git"
+        try:
+            if entry.is_dir():
+                return os.path.realpath(entry)
+            if entry.is_file():
+                with entry.open("rb") as handle:
+                    text = handle.read(GITDIR_FILE_MAX_BYTES).decode("utf-8", "replace")
+                line = text.splitlines()[0] if text else ""
+                if not line.startswith(_GITDIR_PREFIX):
+                    return None
+                return os.path.realpath(current / line[len(_GITDIR_PREFIX) :].strip())
+        except OSError:
+            return None
+    return None
+
+
+def remember_git_dir(workspace: str | os.PathLike[str]) -> None:
+    """Record the git dir of ``workspace`` the first time this process sees it."""
+    key = os.path.realpath(workspace)
+    with _lock:
+        if key in _first_seen:
+            return
+    found = git_dir(key)
+    with _lock:
+        _first_seen.setdefault(key, found)
+
+
+def git_dir_unchanged(workspace: str | os.PathLike[str]) -> bool:
+    """Whether ``workspace``'s git dir is the one it had when this process first saw it
+    (it is first seen now when it was not before)."""
+    remember_git_dir(workspace)
+    key = os.path.realpath(workspace)
+    with _lock:
+        first = _first_seen[key]
+    return first is not None and first == git_dir(key)
