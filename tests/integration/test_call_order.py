@@ -44,23 +44,35 @@ def _reply(body: dict[str, Any]) -> dict[str, Any]:
     return {"content": "done"}
 
 
+def _turn(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    reply: Callable[[dict[str, Any]], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """One turn of the real Agent against ``reply``, answered "done"; the tool results
+    its last request sent."""
+    with FakeOpenAIServer([reply], on_exhausted="repeat_last") as server:
+        settings = make_settings(
+            OPENAI_BASE_URL=server.url,
+            OPENAI_API_KEY="sk-test",
+            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
+            AGENTGRAPH_SANDBOX="off",
+        )
+        with open_store(settings) as store:
+            agent = Agent(settings, store, sleep=lambda _s: None)
+            result = agent.run_turn("order", "do the work", workspace, lambda _e: None)
+        results = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert result.answer == "done"
+    return results
+
+
 def test_edits_of_one_file_in_one_reply_all_apply_between_the_reads_around_them(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
     """Run together, each edit read the file before the others wrote it: every edit said
     it applied and the file kept one of them."""
     (workspace / "app.py").write_text("".join(f"line{k} = {k}\n" for k in range(LINES)))
-    with FakeOpenAIServer([_reply], on_exhausted="repeat_last") as server:
-        settings = make_settings(
-            OPENAI_BASE_URL=server.url,
-            OPENAI_API_KEY="sk-test",
-            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-        )
-        with open_store(settings) as store:
-            agent = Agent(settings, store, sleep=lambda _s: None)
-            result = agent.run_turn("order", "edit the file", workspace, lambda _e: None)
-        results = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
-    assert result.answer == "done"
+    results = _turn(make_settings, workspace, _reply)
     text = (workspace / "app.py").read_text()
     assert [k for k in EDITED if f"line{k} = 'edited'\n" in text] == list(EDITED)
     first, *edits, last = (json.dumps(r["content"]) for r in results)
@@ -108,17 +120,6 @@ def test_a_subagent_starts_from_what_the_earlier_calls_of_its_reply_left(
             check=True,
             capture_output=True,
         )
-    with FakeOpenAIServer([_subagent_reply], on_exhausted="repeat_last") as server:
-        settings = make_settings(
-            OPENAI_BASE_URL=server.url,
-            OPENAI_API_KEY="sk-test",
-            AGENTGRAPH_PROVIDER_MAX_RETRIES="0",
-            AGENTGRAPH_SANDBOX="off",
-        )
-        with open_store(settings) as store:
-            agent = Agent(settings, store, sleep=lambda _s: None)
-            result = agent.run_turn("sub", "write, then delegate", workspace, lambda _e: None)
-        results = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
-    assert result.answer == "done"
+    results = _turn(make_settings, workspace, _subagent_reply)
     answer = json.dumps(results[1]["content"])
     assert "READ: " in answer and "from-the-command" in answer, answer
