@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgraph.capabilities.tools.workspace_scan import SKIPPED_DIRS, foreign_writes
-from agentgraph.security.git_trust import git_dir_unchanged
+from agentgraph.security.git_trust import NO_MONITOR_FLAGS, git_dir_unchanged
 
 WORKTREES_DIR = "worktrees"
 TREE_DIR = "tree"
@@ -82,16 +82,14 @@ _GIT_ID = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_TERMINAL_PROMPT": "0",
 }
-# No file-system monitor either: it is a program a repository's config names, and a
-# repository a sandboxed command created is the command's; and no submodule work (a
+# No file-system monitor either (:data:`NO_MONITOR_FLAGS`), and no submodule work (a
 # user's ``submodule.recurse`` would clone what a ``.gitmodules`` of the workspace names).
 _GIT_FLAGS = (
     "-c",
     "core.hooksPath=/dev/null",
     "-c",
     "commit.gpgsign=false",
-    "-c",
-    "core.fsmonitor=false",
+    *NO_MONITOR_FLAGS,
     "-c",
     "submodule.recurse=false",
 )

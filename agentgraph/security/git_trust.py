@@ -21,7 +21,17 @@ import os
 import threading
 from pathlib import Path
 
-__all__ = ["GITDIR_FILE_MAX_BYTES", "git_dir", "git_dir_unchanged", "remember_git_dir"]
+__all__ = [
+    "GITDIR_FILE_MAX_BYTES",
+    "NO_MONITOR_FLAGS",
+    "git_dir",
+    "git_dir_unchanged",
+    "remember_git_dir",
+]
+
+# Every git command the agent runs itself: the file-system monitor is a program a
+# repository's config names, and a repository a sandboxed command made is the command's.
+NO_MONITOR_FLAGS = ("-c", "core.fsmonitor=false")
 
 # A ``.git`` file (a worktree's, a submodule's) holds one short line.
 GITDIR_FILE_MAX_BYTES = 4096
@@ -66,8 +76,8 @@ def remember_git_dir(workspace: str | os.PathLike[str]) -> None:
 def git_dir_unchanged(workspace: str | os.PathLike[str]) -> bool:
     """Whether ``workspace``'s git dir is the one it had when this process first saw it
     (it is first seen now when it was not before)."""
-    remember_git_dir(workspace)
     key = os.path.realpath(workspace)
+    now = git_dir(key)
     with _lock:
-        first = _first_seen[key]
-    return first is not None and first == git_dir(key)
+        first = _first_seen.setdefault(key, now)
+    return first is not None and first == now

@@ -26,7 +26,7 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from agentgraph.capabilities.diffs import FileDiff, unified
-from agentgraph.security.git_trust import git_dir_unchanged
+from agentgraph.security.git_trust import NO_MONITOR_FLAGS, git_dir_unchanged
 from agentgraph.session.agent import Agent
 from agentgraph.session.commands import visible
 from agentgraph.session.titles import NOSTREAM_TAG
@@ -49,9 +49,6 @@ __all__ = [
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 GIT_TIMEOUT_S = 30.0
-# The repository's file-system monitor is a program its config names, and a repository a
-# sandboxed command created (``git init`` where there was none) is the command's.
-_GIT_FLAGS = ("-c", "core.fsmonitor=false")
 # A commit runs the repository's hooks (a pre-commit hook may run linters or tests).
 GIT_COMMIT_TIMEOUT_S = 600.0
 # The model's draft is abandoned after this long (the plain summary is used).
@@ -94,7 +91,7 @@ def _git(
 ) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            ["git", *_GIT_FLAGS, *args],
+            ["git", *NO_MONITOR_FLAGS, *args],
             cwd=root,
             capture_output=True,
             timeout=timeout_s,

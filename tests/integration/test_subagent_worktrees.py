@@ -116,6 +116,13 @@ def _in_background(inner: Reply, body: dict[str, Any]) -> dict[str, Any] | None:
     return answer
 
 
+def _collect(started: dict[str, Any]) -> dict[str, Any]:
+    """A reply waiting for the background subagent whose start result is ``started``."""
+    task_id = str(started["content"]).split(" ", 1)[0].lstrip("[")
+    args = {"task_id": task_id, "action": "result", "wait_s": 60}
+    return {"tool_calls": [{"name": "subagent_task", "arguments": args}]}
+
+
 def _run(
     workspace: Path, home: Path, reply: Reply, **env: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -215,9 +222,7 @@ def test_a_background_subagent_s_apply_during_a_command_is_not_the_command_s(
             args = {"command": WAIT_FOR_APPLY, "timeout_s": 120}
             return {"tool_calls": [{"name": "run_bash", "arguments": args}]}
         if len(done) == 2:
-            task_id = str(done[0]["content"]).split(" ", 1)[0].lstrip("[")
-            args = {"task_id": task_id, "action": "result", "wait_s": 60}
-            return {"tool_calls": [{"name": "subagent_task", "arguments": args}]}
+            return _collect(done[0])
         return {"content": "COLLECTED"}
 
     with FakeOpenAIServer([reply], require_key=KEY, on_exhausted="repeat_last") as server:
@@ -269,9 +274,7 @@ def test_a_background_subagent_with_writes_applies_when_it_ends(
         if answer is not None:
             return answer
         if len(done) == 1:
-            task_id = str(done[0]["content"]).split(" ", 1)[0].lstrip("[")
-            args = {"task_id": task_id, "action": "result", "wait_s": 60}
-            return {"tool_calls": [{"name": "subagent_task", "arguments": args}]}
+            return _collect(done[0])
         return {"content": "COLLECTED " + str(done[-1]["content"]).replace("\n", " | ")}
 
     events, _ = _run(workspace, home, reply)

@@ -66,7 +66,8 @@ __all__ = [
     "workspace_path",
 ]
 
-# Files; past it the workspace is not scanned (two scans a step: ~0.1 s at this size).
+# Files; past it the workspace is scanned only where a step's commands point
+# (:func:`command_scope`; two whole scans a step: ~0.1 s at this size).
 WORKSPACE_SCAN_MAX_FILES = 20_000
 # Paths a step's commands name that a scan of a workspace too big to scan whole covers.
 SCOPE_PATHS_MAX = 32
@@ -273,6 +274,22 @@ def _scoped_scan(root: str, scope: Iterable[str], max_files: int) -> StatScan | 
     return found
 
 
+def _named_paths(command: str) -> tuple[str, list[str]]:
+    """The folder ``command``'s leading ``cd D &&`` moves to (``""`` for none), and the
+    words of the rest that may be paths (an option's value too: ``--out=build/x``), each
+    as named from where the command started (:func:`~agentgraph.context.shell_cd.under`;
+    one going up with ``..`` after a ``cd`` left out)."""
+    folder, rest = cd_prefix(command)
+    paths: list[str] = []
+    for word in _WORD_RE.findall(rest):
+        if word.startswith("-"):
+            word = word.partition("=")[2]
+        path = under(folder, word) if word else None
+        if path:
+            paths.append(path)
+    return folder, paths
+
+
 def command_scope(
     commands: Iterable[str], name_of: Callable[[str], str] = posixpath.normpath
 ) -> tuple[str, ...]:
@@ -291,18 +308,13 @@ def command_scope(
     """
     found: dict[str, None] = {}
     for command in commands:
-        folder, rest = cd_prefix(command)
+        folder, paths = _named_paths(command)
         words = [folder] if folder else []
-        for word in _WORD_RE.findall(rest):
-            if word.startswith("-"):  # ``--out=build/x``: the value may be a path
-                word = word.partition("=")[2]
-            parts = word.split("/")
+        for path in paths:
+            parts = path.split("/")
             glob = next((i for i, part in enumerate(parts) if _GLOB_CHARS & set(part)), None)
-            word = word if glob is None else "/".join(parts[:glob])
-            path = under(folder, word) if word else None
-            if path:
-                words.append(path)
-        for word in words:
+            words.append(path if glob is None else "/".join(parts[:glob]))
+        for word in filter(None, words):
             name = name_of(word)
             if workspace_path(name) and name != ".":
                 found.setdefault(name)
@@ -395,12 +407,8 @@ def read_named(
     """
     out: dict[str, bytes] = {}
     for command in commands:
-        folder, rest = cd_prefix(command)
-        for word in _WORD_RE.findall(rest):
-            if word.startswith("-"):  # ``--config=setup.cfg``: the value may be a file
-                word = word.partition("=")[2]
-            path = under(folder, word) if word else None
-            name = name_of(path) if path else ""
+        for path in _named_paths(command)[1]:
+            name = name_of(path)
             state = before.get(name)
             if state is None or name in out or state[0] > NAMED_FILE_MAX_BYTES:
                 continue

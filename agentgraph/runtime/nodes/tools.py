@@ -127,6 +127,14 @@ def _map_results(output: Any, change: Callable[[ToolMessage], ToolMessage]) -> A
     return output
 
 
+def _declared_read_only(tools: Sequence[BaseTool]) -> frozenset[str]:
+    """The bound tools whose metadata declares they change nothing (an MCP server's
+    ``readOnlyHint``, :data:`~agentgraph.capabilities.tools.spec.DECLARED_READ_ONLY_KEY`)."""
+    return frozenset(
+        tool.name for tool in tools if (tool.metadata or {}).get(DECLARED_READ_ONLY_KEY) is True
+    )
+
+
 def _changers(calls: Sequence[ToolCall], tools: Sequence[BaseTool]) -> list[str]:
     """The ids of a step's calls that may change workspace files without saying which:
     its commands, then its calls of bound tools without a spec (an MCP server's) that do
@@ -134,12 +142,8 @@ def _changers(calls: Sequence[ToolCall], tools: Sequence[BaseTool]) -> list[str]
     of its own (a subagent's applied changes are its result's to tell), so that no
     change is taken for theirs. A call that reads, writes only the file its path names
     (its call records that) or names no tool the agent has leaves the step as it is."""
-    changing = {
-        tool.name
-        for tool in tools
-        if tool.name not in BUILTIN_TOOLS
-        and (tool.metadata or {}).get(DECLARED_READ_ONLY_KEY) is not True
-    }
+    declared = _declared_read_only(tools)
+    changing = {tool.name for tool in tools if tool.name not in BUILTIN_TOOLS} - declared
     commands: list[str] = []
     tools_: list[str] = []
     for call in calls:
@@ -160,9 +164,7 @@ def _call_order(
 ) -> CallOrder | None:
     """The waits of a step's calls (:mod:`~agentgraph.runtime.nodes.call_order`); None
     when no call waits."""
-    declared = {
-        tool.name for tool in tools if (tool.metadata or {}).get(DECLARED_READ_ONLY_KEY) is True
-    }
+    declared = _declared_read_only(tools)
     order = waits(calls, lambda name: name not in declared, ledger_path(workspace))
     return CallOrder(order) if order else None
 
