@@ -26,7 +26,9 @@ __all__ = [
     "NO_MONITOR_FLAGS",
     "git_dir",
     "git_dir_unchanged",
+    "named_git_dir",
     "remember_git_dir",
+    "repository",
 ]
 
 # Every git command the agent runs itself: the file-system monitor is a program a
@@ -41,25 +43,50 @@ _first_seen: dict[str, str | None] = {}
 _lock = threading.Lock()
 
 
-def git_dir(workspace: str | os.PathLike[str]) -> str | None:
-    """The real path of the git dir git would use in ``workspace``, or None outside any
-    repository (or where its ``.git`` cannot be read)."""
+def repository(workspace: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """The work tree top and the git dir git would use in ``workspace``, both real
+    paths, or None outside any repository (or where its ``.git`` cannot be read)."""
     folder = Path(os.path.realpath(workspace))
     for current in (folder, *folder.parents):
         entry = current / ".git"
         try:
             if entry.is_dir():
-                return os.path.realpath(entry)
+                return str(current), os.path.realpath(entry)
             if entry.is_file():
-                with entry.open("rb") as handle:
-                    text = handle.read(GITDIR_FILE_MAX_BYTES).decode("utf-8", "replace")
-                line = text.splitlines()[0] if text else ""
-                if not line.startswith(_GITDIR_PREFIX):
-                    return None
-                return os.path.realpath(current / line[len(_GITDIR_PREFIX) :].strip())
+                named = _named_git_dir(entry)
+                return None if named is None else (str(current), named)
         except OSError:
             return None
     return None
+
+
+def named_git_dir(entry: str | os.PathLike[str]) -> str | None:
+    """The real path of the git dir a ``.git`` entry stands for: the folder itself, or the
+    one a ``.git`` file names (``gitdir: …``, relative to its folder); None for anything
+    else, or what cannot be read."""
+    try:
+        if os.path.isdir(entry):
+            return os.path.realpath(entry)
+        # Only a regular file is opened: a FIFO there would block the reader.
+        return _named_git_dir(Path(entry)) if os.path.isfile(entry) else None
+    except OSError:
+        return None
+
+
+def _named_git_dir(entry: Path) -> str | None:
+    with entry.open("rb") as handle:
+        text = handle.read(GITDIR_FILE_MAX_BYTES).decode("utf-8", "replace")
+    line = text.splitlines()[0] if text else ""
+    if not line.startswith(_GITDIR_PREFIX):
+        return None
+    return os.path.realpath(entry.parent / line[len(_GITDIR_PREFIX) :].strip())
+
+
+def git_dir(workspace: str | os.PathLike[str]) -> str | None:
+    """The real path of the git dir git would use in ``workspace``, or None outside any
+    repository (or where its ``.git`` cannot be read)."""
+    found = repository(workspace)
+    return None if found is None else found[1]
 
 
 def remember_git_dir(workspace: str | os.PathLike[str]) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agentgraph.capabilities.tools.bash import GIT_READ_ONLY_NOTE
+from agentgraph.capabilities.tools.bash import GIT_READ_ONLY_NOTE, SUBMODULE_PINNED_NOTE
 from agentgraph.capabilities.tools.sandbox import BWRAP_EXECUTABLE
 from tests.cli_helpers import run_cli
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -449,6 +449,101 @@ def test_a_sandboxed_command_cannot_leave_git_a_program_to_run(
     assert _git(workspace, "status").returncode == 0
     assert _git(workspace, "commit", "-qam", "next").returncode == 0
     assert not marker.exists()
+
+
+def _repository(path: Path, files: dict[str, str]) -> Path:
+    path.mkdir(parents=True)
+    for name, text in files.items():
+        (path / name).write_text(text)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "start"]):
+        assert _git(path, *args).returncode == 0
+    return path
+
+
+def _submodule(top: Path, source: Path, path: str) -> None:
+    added = _git(
+        top, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(source), path
+    )
+    assert added.returncode == 0, added.stderr
+
+
+# Each way a command could have the user's next ``git status`` in the workspace run a
+# program: it steps into every submodule whose folder holds a ``.git``, and into theirs,
+# with the config that ``.git`` names. ``plant`` copies a submodule's git dir and gives the
+# copy a monitor touching the marker; each line then points a submodule's ``.git`` at it:
+# rewritten in place, by moving the folder holding it away (a mount moves along), in a
+# submodule of a submodule, and in a submodule that was never checked out.
+SUBMODULE_PLANTS = {
+    "rewritten": 'plant .git/modules/a/one ev1 {m} && echo "gitdir: $PWD/ev1" > a/one/.git',
+    "moved": "plant .git/modules/b/two ev2 {m} && mv b b-old && mkdir -p b/two && "
+    'echo "gitdir: $PWD/ev2" > b/two/.git',
+    "nested": "plant .git/modules/c/mid/modules/leaf ev3 {m} && "
+    'echo "gitdir: $PWD/ev3" > c/mid/leaf/.git',
+    "nested moved": "plant .git/modules/d/mid/modules/leaf ev4 {m} && "
+    'mv d/mid/leaf d/mid/leaf-old && mkdir d/mid/leaf && echo "gitdir: $PWD/ev4" > d/mid/leaf/.git',
+    "not checked out": 'plant .git/modules/e/raw ev5 {m} && echo "gitdir: $PWD/ev5" > e/raw/.git',
+}
+_PLANT = (
+    'plant() { cp -r "$1" "$2" && sed -i /worktree/d "$2/config" && '
+    'printf \'[core]\\n\\tfsmonitor = "touch %s; false"\\n\' "$3" >> "$2/config"; }'
+)
+
+
+def test_a_sandboxed_command_cannot_leave_a_submodule_s_git_a_program_to_run(
+    tmp_path: Path, home: Path, workspace: Path
+) -> None:
+    """The workspace's own .git is read-only, but ``git status`` also runs git in each
+    submodule with the config its folder's ``.git`` names: a command that could rewrite,
+    move or make one had the user's next ``git status`` run its program."""
+    require_sandbox()
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    sources = tmp_path / "sources"
+    leaf = _repository(sources / "leaf", {"leaf.txt": "leaf\n"})
+    mid = _repository(sources / "mid", {"mid.txt": "mid\n"})
+    _submodule(mid, leaf, "leaf")
+    assert _git(mid, "commit", "-qm", "leaf").returncode == 0
+    one = _repository(sources / "one", {"README.md": "one\n"})
+    (workspace / "app.py").write_text("x = 1\n")
+    assert _git(workspace, "init", "-q").returncode == 0
+    paths = {"a/one": one, "b/two": one, "c/mid": mid, "d/mid": mid, "e/raw": one}
+    for path, source in paths.items():
+        _submodule(workspace, source, path)
+    init = _git(
+        workspace,
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "update",
+        "-q",
+        "--init",
+        "--recursive",
+    )
+    assert init.returncode == 0, init.stderr
+    assert _git(workspace, "add", "-A").returncode == 0
+    assert _git(workspace, "commit", "-qm", "start").returncode == 0
+    assert _git(workspace, "submodule", "deinit", "-q", "-f", "e/raw").returncode == 0
+    assert (workspace / "e" / "raw").is_dir() and not any((workspace / "e" / "raw").iterdir())
+    markers = {name: tmp_path / f"escaped-{i}" for i, name in enumerate(SUBMODULE_PLANTS)}
+    plants = [_PLANT] + [p.format(m=markers[n]) for n, p in SUBMODULE_PLANTS.items()]
+    # One command: the plants share its ``plant`` function.
+    commands = ["; ".join(plants), "echo two >> a/one/README.md && cat a/one/README.md"]
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": c}} for c in commands]},
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX="on")
+        done = run_cli(["run", "plant", "--thread", "git"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+        results = _tool_results(server)
+    planted, written = results[-2:]
+    assert GIT_READ_ONLY_NOTE in planted and SUBMODULE_PINNED_NOTE in planted
+    assert "one\ntwo" in written  # a submodule's own files stay writable
+    # The user's own git after the session runs nothing the model chose.
+    status = _git(workspace, "status")
+    assert status.returncode == 0, status.stderr
+    assert [name for name, marker in markers.items() if marker.exists()] == []
 
 
 def _made_repository_reply(marker: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -45,6 +45,7 @@ from agentgraph.capabilities.tools.workspace import workspace_from_runtime, work
 from agentgraph.config import BASH_TIMEOUT_S_DEFAULT, Settings
 from agentgraph.process import pid_alive
 from agentgraph.runtime.runctx import AgentToolRuntime
+from agentgraph.security.git_submodules import SubmoduleGuard, submodule_guard
 from agentgraph.security.redaction import redact_token_formats
 
 BASH_TIMEOUT_S = BASH_TIMEOUT_S_DEFAULT
@@ -61,6 +62,13 @@ GIT_READ_ONLY_NOTE = (
     "[the repository's .git is read-only in the sandbox: git commands that change it "
     "(add, commit, stash, checkout, branch) cannot run here; ask the user to run them]"
 )
+# Told after a sandboxed command's output that says a move or removal found a folder busy
+# where folders holding a submodule are bound onto themselves (they cannot be moved).
+SUBMODULE_PINNED_NOTE = (
+    "[folders holding a git submodule cannot be moved or removed in the sandbox; "
+    "ask the user to do it]"
+)
+_BUSY = "Device or resource busy"
 # A line saying a write under .git failed, whichever comes first (git's "Unable to create
 # '/ws/.git/index.lock': Read-only file system", Python's "[Errno 30] Read-only file
 # system: '.git/config'"); ``.git`` as a path's part, not ``repo.git`` or ``.git-credentials``.
@@ -593,19 +601,28 @@ def make_bash_tool(
         env = dict(allowed_env) if allowed_env is not None else minimal_environment(workspace)
         launcher: list[str] = []
         protected: list[str] = []
+        guard = SubmoduleGuard()
         if plan.bwrap is not None:
-            protected = protected_paths(workspace) if protect_git else []
+            guard = submodule_guard(workspace) if protect_git else guard
+            protected = [*protected_paths(workspace), *guard.read_only] if protect_git else []
             launcher = sandbox_args(
-                plan.bwrap, workspace, network=plan.network, read_only=protected
+                plan.bwrap,
+                workspace,
+                network=plan.network,
+                writable=guard.pinned,
+                read_only=protected,
             )
             env["TMPDIR"] = SANDBOX_TMP_DIR  # the only writable temp dir in there
             env["XDG_CACHE_HOME"] = SANDBOX_CACHE_DIR  # ~/.cache is read-only in there
         result = run_command(
             command, cwd=workspace, env=env, timeout_s=timeout, sandbox=launcher, scope=scope
         )
-        if protected and git_read_only(command, result):
+        notes = [GIT_READ_ONLY_NOTE] if protected and git_read_only(command, result) else []
+        if guard.pinned and _BUSY in result.output:
+            notes.append(SUBMODULE_PINNED_NOTE)
+        if notes:
             output = result.output if result.output.endswith("\n") else result.output + "\n"
-            result = replace(result, output=f"{output}{GIT_READ_ONLY_NOTE}\n")
+            result = replace(result, output=output + "".join(f"{n}\n" for n in notes))
         return format_bash_result(result)
 
     run_bash.description += f" Timeout {default_timeout_s}s."

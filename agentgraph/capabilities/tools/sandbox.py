@@ -9,8 +9,9 @@ agent was started with), write anywhere the user can, and reach any host. Inside
   user are invisible, so their environments are out of reach;
 - the whole filesystem read-only, except the workspace (read-write) and a private
   ``/tmp`` (a fresh tmpfs per command); the workspace's ``.git`` stays read-only
-  (:func:`protected_paths`) unless the user's ``AGENTGRAPH_BASH_GIT_WRITE=on`` says
-  otherwise;
+  (:func:`protected_paths`), and so does each of its submodules' ``.git``, in folders
+  that cannot be moved (:mod:`agentgraph.security.git_submodules`), unless the user's
+  ``AGENTGRAPH_BASH_GIT_WRITE=on`` says otherwise;
 - no network (its own network namespace with only a loopback of its own) unless
   ``AGENTGRAPH_BASH_NETWORK=on``;
 - its own IPC and UTS namespaces, and ``--die-with-parent``: if the agent dies
@@ -106,7 +107,9 @@ def sandbox_args(
         bwrap: The bwrap executable.
         workspace: The directory the command may write (and its working directory).
         network: Keep the host's network (``--share-net``).
-        writable: More directories bound read-write (after the workspace).
+        writable: More directories bound read-write (after the workspace): folders
+            the command may write besides it, or folders of it bound onto themselves,
+            which a command can then neither move nor remove.
         read_only: Paths inside those bound read-only over them (:func:`protected_paths`):
             a mount point cannot be renamed or removed either.
 

@@ -1,0 +1,132 @@
+"""Which folders and entries keep a workspace's submodules' ``.git`` as they are."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agentgraph.security.git_submodules import SubmoduleGuard, submodule_guard
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+_COMMIT = "a" * 40
+
+
+def _git(cwd: Path, *args: str) -> None:
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+def _repository(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    _git(path, "init", "-q")
+    return path
+
+
+def _link(top: Path, path: str) -> None:
+    """A submodule entry in ``top``'s index, as ``git submodule add`` leaves one."""
+    _git(top, "update-index", "--add", "--cacheinfo", f"160000,{_COMMIT},{path}")
+
+
+def _checked_out(top: Path, path: str) -> Path:
+    """A submodule at ``path`` whose ``.git`` file names a git dir under ``top/.git``."""
+    _link(top, path)
+    gitdir = _repository(top / ".git" / "modules" / path / "tree") / ".git"
+    (top / path).mkdir(parents=True, exist_ok=True)
+    (top / path / ".git").write_text(f"gitdir: {gitdir}\n")
+    return gitdir
+
+
+def test_no_repository_or_no_submodule_needs_nothing(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert submodule_guard(plain) == SubmoduleGuard()
+    repo = _repository(tmp_path / "repo")
+    (repo / "a.txt").write_text("a\n")
+    _git(repo, "add", "a.txt")
+    assert submodule_guard(repo) == SubmoduleGuard()
+
+
+def test_each_folder_down_to_a_submodule_is_pinned_and_its_git_entry_read_only(
+    tmp_path: Path,
+) -> None:
+    top = _repository(tmp_path / "ws")
+    _checked_out(top, "libs/one")
+    _link(top, "raw")  # never checked out: git left an empty folder
+    (top / "raw").mkdir()
+    _link(top, "gone")  # its folder removed: nothing to bind
+    guard = submodule_guard(top)
+    assert guard.pinned == (str(top / "libs"), str(top / "raw"), str(top / "libs" / "one"))
+    assert sorted(guard.read_only) == [str(top / "libs" / "one" / ".git"), str(top / "raw")]
+
+
+def test_the_submodules_of_a_submodule_are_found_through_its_own_git_dir(tmp_path: Path) -> None:
+    top = _repository(tmp_path / "ws")
+    _link(top, "mid")
+    mid = _repository(top / "mid")  # a .git folder of its own
+    _link(mid, "deep/leaf")
+    (mid / "deep" / "leaf").mkdir(parents=True)
+    (mid / "deep" / "leaf" / ".git").write_text("gitdir: ../../.git/modules/leaf\n")
+    guard = submodule_guard(top)
+    assert guard.pinned == tuple(str(top / p) for p in ("mid", "mid/deep", "mid/deep/leaf"))
+    assert guard.read_only == (str(mid / ".git"), str(mid / "deep" / "leaf" / ".git"))
+
+
+def test_a_git_entry_naming_a_git_dir_already_listed_or_none_ends_the_walk(
+    tmp_path: Path,
+) -> None:
+    top = _repository(tmp_path / "ws")
+    _link(top, "loop")
+    (top / "loop").mkdir()
+    (top / "loop" / ".git").write_text(f"gitdir: {top / '.git'}\n")
+    _link(top, "fifo")
+    (top / "fifo").mkdir()
+    os.mkfifo(top / "fifo" / ".git")  # not read: it would block
+    assert submodule_guard(top).read_only == (
+        str(top / "fifo" / ".git"),
+        str(top / "loop" / ".git"),
+    )
+
+
+def test_a_folder_reached_through_a_link_or_outside_the_workspace_is_left_out(
+    tmp_path: Path,
+) -> None:
+    top = _repository(tmp_path / "ws")
+    _checked_out(top, "inside/one")
+    _checked_out(top, "outside/two")
+    _link(top, "linked/three")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "three").mkdir(parents=True)
+    (elsewhere / "three" / ".git").write_text("gitdir: /nowhere\n")
+    os.symlink(elsewhere, top / "linked")  # git does not step through a link either
+    guard = submodule_guard(top / "inside")  # the workspace: a folder of the repository
+    assert guard.pinned == (str(top / "inside" / "one"),)
+    assert guard.read_only == (str(top / "inside" / "one" / ".git"),)
+    assert submodule_guard(top).read_only == (
+        str(top / "inside" / "one" / ".git"),
+        str(top / "outside" / "two" / ".git"),
+    )
+
+
+def test_a_submodule_the_user_adds_later_is_guarded_from_the_next_command_on(
+    tmp_path: Path,
+) -> None:
+    top = _repository(tmp_path / "ws")
+    _checked_out(top, "one")
+    assert submodule_guard(top).read_only == (str(top / "one" / ".git"),)
+    _checked_out(top, "two")  # the index changed: listed again
+    assert submodule_guard(top).read_only == (str(top / "one" / ".git"), str(top / "two" / ".git"))
+
+
+def test_without_git_there_is_nothing_to_step_into(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top = _repository(tmp_path / "ws")
+    _checked_out(top, "one")
+    (top / ".git" / "index").touch()  # a new listing is due
+    monkeypatch.setenv("PATH", str(tmp_path / "no-programs"))
+    assert submodule_guard(top) == SubmoduleGuard()
