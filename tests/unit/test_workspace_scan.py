@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from hypothesis import given
@@ -17,6 +18,7 @@ from agentgraph.capabilities.tools.workspace_scan import (
     FILES_CHANGED_KEY,
     NAMED_FILE_MAX_BYTES,
     NAMED_FILES_MAX,
+    OVERSIZED_RECHECK_S,
     SCOPE_PATHS_MAX,
     ScanChanges,
     changed_spans,
@@ -305,3 +307,33 @@ def test_a_step_is_scanned_for_its_commands_and_tools_that_may_change_files() ->
     assert _changers([call("mcp__x__y", 1)], [unsaid]) == ["c1"]  # no word from its server
     assert _changers([call("mcp__fs__wrte", 1)], tools) == []  # no such tool: it fails
     assert _changers([call("run_bash", 1), call("call_subagent", 2)], tools) == []
+
+
+def test_a_workspace_found_too_big_is_not_walked_again_until_a_while_has_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding out again walked the cap's worth of files each step (about 54 ms at
+    20,000) only to fall back to where the step's commands point."""
+    for i in range(5):
+        (tmp_path / f"f{i}").write_text("")
+    listed: list[str] = []
+    listing = os.scandir
+
+    def counted(path: Any) -> Any:
+        listed.append(os.fspath(path))
+        return listing(path)
+
+    clock = [1000.0]
+    monkeypatch.setattr(workspace_scan.os, "scandir", counted)
+    monkeypatch.setattr(workspace_scan.time, "monotonic", lambda: clock[0])
+    assert stat_scan(tmp_path, max_files=5) is None
+    assert listed
+    listed.clear()
+    assert stat_scan(tmp_path, max_files=5) is None
+    assert stat_scan(tmp_path / ".", max_files=5) is None  # the same folder, spelled otherwise
+    assert listed == []
+    assert stat_scan(tmp_path, max_files=6) is not None  # another cap: walked
+    assert stat_scan(tmp_path, scope=["f1"], max_files=5) == {"f1": ANY}  # scoped: scanned
+    clock[0] += OVERSIZED_RECHECK_S
+    (tmp_path / "f4").unlink()  # it shrank: found out on the next look
+    assert stat_scan(tmp_path, max_files=5) is not None

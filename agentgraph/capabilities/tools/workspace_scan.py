@@ -16,7 +16,8 @@ environments, caches) are not entered. A workspace of :data:`WORKSPACE_SCAN_MAX_
 files or more, or with a folder it cannot list, is scanned only where the step's
 commands point (:func:`command_scope`): each one's ``cd`` folder and the paths it names,
 a folder walked whole under the same cap — a command changes most often what it names,
-and a scan cut anywhere could not tell a deleted file from one it did not reach.
+and a scan cut anywhere could not tell a deleted file from one it did not reach. One
+found that big is taken as such for :data:`OVERSIZED_RECHECK_S`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import posixpath
 import re
 import stat
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -47,6 +49,7 @@ __all__ = [
     "FOREIGN_WRITES_KEPT",
     "NAMED_FILES_MAX",
     "NAMED_FILE_MAX_BYTES",
+    "OVERSIZED_RECHECK_S",
     "SCOPE_PATHS_MAX",
     "SKIPPED_DIRS",
     "WORKSPACE_SCAN_MAX_FILES",
@@ -69,6 +72,10 @@ __all__ = [
 # Files; past it the workspace is scanned only where a step's commands point
 # (:func:`command_scope`; two whole scans a step: ~0.1 s at this size).
 WORKSPACE_SCAN_MAX_FILES = 20_000
+# Seconds a workspace found too big to scan whole is taken as such: finding out again
+# walked the cap's worth of files (about 54 ms) each step, only to fall back to where the
+# step's commands point.
+OVERSIZED_RECHECK_S = 300.0
 # Paths a step's commands name that a scan of a workspace too big to scan whole covers.
 SCOPE_PATHS_MAX = 32
 # Paths one step's record names; past it only their number is kept (a build writing
@@ -102,6 +109,10 @@ _WORD_RE = re.compile(r"[^\s'\"`|;&<>()$]+")
 _NO_SUCH_PATH = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP})
 # Characters of a glob: its folder (the path before the first part holding one) is scanned.
 _GLOB_CHARS = frozenset("*?[")
+
+# (real path of a workspace, cap) -> when it was last found to hold the cap's files.
+_oversized: dict[tuple[str, int], float] = {}
+_oversized_lock = threading.Lock()
 
 # Writes of this process's own that no step's command made (a background subagent's
 # changes, applied from its thread while a caller's command runs), the newest kept: a
@@ -233,7 +244,17 @@ def stat_scan(
         return None
     if scope is not None:
         return _scoped_scan(os.fspath(root), scope, max_files)
+    key = (os.path.realpath(root), max_files)
+    with _oversized_lock:
+        found_at = _oversized.get(key)
+    if found_at is not None and time.monotonic() - found_at < OVERSIZED_RECHECK_S:
+        return None
     files, cut = walk_files(Path(root), max_files, strict=True)
+    with _oversized_lock:
+        if len(files) >= max_files:
+            _oversized[key] = time.monotonic()
+        else:
+            _oversized.pop(key, None)
     if cut:
         return None
     return {rel: (st.st_size, st.st_mtime_ns, st.st_ino) for rel, st in files}
