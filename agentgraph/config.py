@@ -230,9 +230,9 @@ class Settings(BaseSettings):
     # once and run unsandboxed; on = refuse commands without it; off = never.
     sandbox: Literal["auto", "on", "off"] = "auto"
     bash_network: Literal["off", "on"] = "off"
-    # on = sandboxed commands may write the workspace's .git and its submodules' (commit,
-    # stash, checkout), and with it the programs git runs for the user later (hooks, a
-    # config's monitor).
+    # on = sandboxed commands may write the workspace's .git and the others inside it
+    # (commit, stash, checkout), and with it the programs git runs for the user later
+    # (hooks, a config's monitor).
     bash_git_write: Literal["off", "on"] = "off"
     # Comma-separated names of more variables passed to shell commands.
     bash_env_allow: str = ""

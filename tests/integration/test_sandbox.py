@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agentgraph.capabilities.tools.bash import GIT_READ_ONLY_NOTE, SUBMODULE_PINNED_NOTE
+from agentgraph.capabilities.tools.bash import GIT_PINNED_NOTE, GIT_READ_ONLY_NOTE
 from agentgraph.capabilities.tools.sandbox import BWRAP_EXECUTABLE
 from tests.cli_helpers import run_cli
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -538,11 +538,52 @@ def test_a_sandboxed_command_cannot_leave_a_submodule_s_git_a_program_to_run(
         assert done.returncode == 0, done.stderr
         results = _tool_results(server)
     planted, written = results[-2:]
-    assert GIT_READ_ONLY_NOTE in planted and SUBMODULE_PINNED_NOTE in planted
+    assert GIT_READ_ONLY_NOTE in planted and GIT_PINNED_NOTE in planted
     assert "one\ntwo" in written  # a submodule's own files stay writable
     # The user's own git after the session runs nothing the model chose.
     status = _git(workspace, "status")
     assert status.returncode == 0, status.stderr
+    assert [name for name, marker in markers.items() if marker.exists()] == []
+
+
+# A workspace holding repositories of its own (the agent started in a folder of clones, a
+# vendored clone): git run there by the user reads each one's .git. The lines rewrite a
+# clone's config, and replace a deeper one by a copy whose config is the command's.
+NESTED_PLANTS = {
+    "config": "printf '[core]\\n\\tfsmonitor = \"touch {m}; false\"\\n' >> app/.git/config",
+    "moved": "mv vendor vendor-old && cp -r vendor-old vendor && "
+    "printf '[core]\\n\\tfsmonitor = \"touch {m}; false\"\\n' >> vendor/lib/.git/config",
+}
+
+
+def test_a_sandboxed_command_cannot_leave_a_repository_in_the_workspace_a_program_to_run(
+    tmp_path: Path, home: Path, workspace: Path
+) -> None:
+    """A workspace that is no repository may hold some: the user's next ``git status`` in
+    one ran what a command wrote into its ``.git``."""
+    require_sandbox()
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    app = _repository(workspace / "app", {"app.py": "x = 1\n"})
+    lib = _repository(workspace / "vendor" / "lib", {"lib.py": "y = 1\n"})
+    markers = {name: tmp_path / f"escaped-{i}" for i, name in enumerate(NESTED_PLANTS)}
+    plants = [p.format(m=markers[n]) for n, p in NESTED_PLANTS.items()]
+    commands = ["; ".join(plants), "echo x = 2 > app/app.py && cat app/app.py"]
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": c}} for c in commands]},
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX="on")
+        done = run_cli(["run", "plant", "--thread", "git"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+        results = _tool_results(server)
+    planted, written = results[-2:]
+    assert GIT_READ_ONLY_NOTE in planted and GIT_PINNED_NOTE in planted
+    assert "x = 2" in written  # a repository's own files stay writable
+    for repo in (app, lib):
+        status = _git(repo, "status")
+        assert status.returncode == 0, status.stderr
     assert [name for name, marker in markers.items() if marker.exists()] == []
 
 

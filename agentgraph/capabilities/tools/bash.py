@@ -32,6 +32,7 @@ from pathlib import Path
 from langchain_core.tools import BaseTool, tool
 
 from agentgraph.capabilities.tools.base import ToolError
+from agentgraph.capabilities.tools.git_guard import GitGuard, git_guard
 from agentgraph.capabilities.tools.sandbox import (
     SANDBOX_CACHE_DIR,
     SANDBOX_TMP_DIR,
@@ -45,7 +46,6 @@ from agentgraph.capabilities.tools.workspace import workspace_from_runtime, work
 from agentgraph.config import BASH_TIMEOUT_S_DEFAULT, Settings
 from agentgraph.process import pid_alive
 from agentgraph.runtime.runctx import AgentToolRuntime
-from agentgraph.security.git_submodules import SubmoduleGuard, submodule_guard
 from agentgraph.security.redaction import redact_token_formats
 
 BASH_TIMEOUT_S = BASH_TIMEOUT_S_DEFAULT
@@ -63,10 +63,10 @@ GIT_READ_ONLY_NOTE = (
     "(add, commit, stash, checkout, branch) cannot run here; ask the user to run them]"
 )
 # Told after a sandboxed command's output that says a move or removal found a folder busy
-# where folders holding a submodule are bound onto themselves (they cannot be moved).
-SUBMODULE_PINNED_NOTE = (
-    "[folders holding a git submodule cannot be moved or removed in the sandbox; "
-    "ask the user to do it]"
+# where the folders down to a repository or submodule are bound onto themselves.
+GIT_PINNED_NOTE = (
+    "[folders holding a git repository or submodule cannot be moved or removed in the "
+    "sandbox; ask the user to do it]"
 )
 _BUSY = "Device or resource busy"
 # A line saying a write under .git failed, whichever comes first (git's "Unable to create
@@ -601,9 +601,9 @@ def make_bash_tool(
         env = dict(allowed_env) if allowed_env is not None else minimal_environment(workspace)
         launcher: list[str] = []
         protected: list[str] = []
-        guard = SubmoduleGuard()
+        guard = GitGuard()
         if plan.bwrap is not None:
-            guard = submodule_guard(workspace) if protect_git else guard
+            guard = git_guard(workspace) if protect_git else guard
             protected = [*protected_paths(workspace), *guard.read_only] if protect_git else []
             launcher = sandbox_args(
                 plan.bwrap,
@@ -619,7 +619,7 @@ def make_bash_tool(
         )
         notes = [GIT_READ_ONLY_NOTE] if protected and git_read_only(command, result) else []
         if guard.pinned and _BUSY in result.output:
-            notes.append(SUBMODULE_PINNED_NOTE)
+            notes.append(GIT_PINNED_NOTE)
         if notes:
             output = result.output if result.output.endswith("\n") else result.output + "\n"
             result = replace(result, output=output + "".join(f"{n}\n" for n in notes))

@@ -9,8 +9,9 @@ agent was started with), write anywhere the user can, and reach any host. Inside
   user are invisible, so their environments are out of reach;
 - the whole filesystem read-only, except the workspace (read-write) and a private
   ``/tmp`` (a fresh tmpfs per command); the workspace's ``.git`` stays read-only
-  (:func:`protected_paths`), and so does each of its submodules' ``.git``, in folders
-  that cannot be moved (:mod:`agentgraph.security.git_submodules`), unless the user's
+  (:func:`protected_paths`), and so does each ``.git`` inside it — a submodule's, a
+  repository's of its own — in folders that cannot be moved
+  (:mod:`agentgraph.capabilities.tools.git_guard`), unless the user's
   ``AGENTGRAPH_BASH_GIT_WRITE=on`` says otherwise;
 - no network (its own network namespace with only a loopback of its own) unless
   ``AGENTGRAPH_BASH_NETWORK=on``;

@@ -1,4 +1,4 @@
-"""Which folders and entries keep a workspace's submodules' ``.git`` as they are."""
+"""Which folders and entries keep the ``.git`` entries inside a workspace as they are."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgraph.security.git_submodules import SubmoduleGuard, submodule_guard
+from agentgraph.capabilities.tools.git_guard import NESTED_DEPTH_MAX, GitGuard, git_guard
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -41,14 +41,14 @@ def _checked_out(top: Path, path: str) -> Path:
     return gitdir
 
 
-def test_no_repository_or_no_submodule_needs_nothing(tmp_path: Path) -> None:
+def test_no_repository_or_none_inside_one_needs_nothing(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    assert submodule_guard(plain) == SubmoduleGuard()
+    assert git_guard(plain) == GitGuard()
     repo = _repository(tmp_path / "repo")
     (repo / "a.txt").write_text("a\n")
     _git(repo, "add", "a.txt")
-    assert submodule_guard(repo) == SubmoduleGuard()
+    assert git_guard(repo) == GitGuard()
 
 
 def test_each_folder_down_to_a_submodule_is_pinned_and_its_git_entry_read_only(
@@ -59,9 +59,9 @@ def test_each_folder_down_to_a_submodule_is_pinned_and_its_git_entry_read_only(
     _link(top, "raw")  # never checked out: git left an empty folder
     (top / "raw").mkdir()
     _link(top, "gone")  # its folder removed: nothing to bind
-    guard = submodule_guard(top)
+    guard = git_guard(top)
     assert guard.pinned == (str(top / "libs"), str(top / "raw"), str(top / "libs" / "one"))
-    assert sorted(guard.read_only) == [str(top / "libs" / "one" / ".git"), str(top / "raw")]
+    assert guard.read_only == (str(top / "libs" / "one" / ".git"), str(top / "raw"))
 
 
 def test_the_submodules_of_a_submodule_are_found_through_its_own_git_dir(tmp_path: Path) -> None:
@@ -71,7 +71,7 @@ def test_the_submodules_of_a_submodule_are_found_through_its_own_git_dir(tmp_pat
     _link(mid, "deep/leaf")
     (mid / "deep" / "leaf").mkdir(parents=True)
     (mid / "deep" / "leaf" / ".git").write_text("gitdir: ../../.git/modules/leaf\n")
-    guard = submodule_guard(top)
+    guard = git_guard(top)
     assert guard.pinned == tuple(str(top / p) for p in ("mid", "mid/deep", "mid/deep/leaf"))
     assert guard.read_only == (str(mid / ".git"), str(mid / "deep" / "leaf" / ".git"))
 
@@ -86,7 +86,7 @@ def test_a_git_entry_naming_a_git_dir_already_listed_or_none_ends_the_walk(
     _link(top, "fifo")
     (top / "fifo").mkdir()
     os.mkfifo(top / "fifo" / ".git")  # not read: it would block
-    assert submodule_guard(top).read_only == (
+    assert git_guard(top).read_only == (
         str(top / "fifo" / ".git"),
         str(top / "loop" / ".git"),
     )
@@ -103,10 +103,10 @@ def test_a_folder_reached_through_a_link_or_outside_the_workspace_is_left_out(
     (elsewhere / "three").mkdir(parents=True)
     (elsewhere / "three" / ".git").write_text("gitdir: /nowhere\n")
     os.symlink(elsewhere, top / "linked")  # git does not step through a link either
-    guard = submodule_guard(top / "inside")  # the workspace: a folder of the repository
+    guard = git_guard(top / "inside")  # the workspace: a folder of the repository
     assert guard.pinned == (str(top / "inside" / "one"),)
     assert guard.read_only == (str(top / "inside" / "one" / ".git"),)
-    assert submodule_guard(top).read_only == (
+    assert git_guard(top).read_only == (
         str(top / "inside" / "one" / ".git"),
         str(top / "outside" / "two" / ".git"),
     )
@@ -117,16 +117,44 @@ def test_a_submodule_the_user_adds_later_is_guarded_from_the_next_command_on(
 ) -> None:
     top = _repository(tmp_path / "ws")
     _checked_out(top, "one")
-    assert submodule_guard(top).read_only == (str(top / "one" / ".git"),)
+    assert git_guard(top).read_only == (str(top / "one" / ".git"),)
     _checked_out(top, "two")  # the index changed: listed again
-    assert submodule_guard(top).read_only == (str(top / "one" / ".git"), str(top / "two" / ".git"))
+    assert git_guard(top).read_only == (str(top / "one" / ".git"), str(top / "two" / ".git"))
 
 
-def test_without_git_there_is_nothing_to_step_into(
+def test_without_git_no_submodule_is_listed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     top = _repository(tmp_path / "ws")
-    _checked_out(top, "one")
+    _link(top, "raw")
+    (top / "raw").mkdir()
+    assert git_guard(top).read_only == (str(top / "raw"),)
     (top / ".git" / "index").touch()  # a new listing is due
     monkeypatch.setenv("PATH", str(tmp_path / "no-programs"))
-    assert submodule_guard(top) == SubmoduleGuard()
+    assert git_guard(top) == GitGuard()  # nor can the user's git step into one
+
+
+def test_repositories_the_workspace_holds_are_guarded_as_deep_as_the_limit(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"  # no repository itself: a folder of clones
+    clone = _repository(ws / "app")
+    _link(clone, "sub")  # a clone's own submodules too
+    (clone / "sub").mkdir()
+    (ws / "tree").mkdir()
+    (ws / "tree" / ".git").write_text("gitdir: /elsewhere/.git/worktrees/tree\n")
+    deepest = ws.joinpath(*(f"d{i}" for i in range(1, NESTED_DEPTH_MAX + 1)))
+    _repository(deepest)
+    _repository(deepest / "past")  # one folder past the limit
+    _repository(ws / "node_modules" / "pkg")  # a folder the scan does not enter either
+    (ws / "linked").mkdir()
+    os.symlink(clone / ".git", ws / "linked" / ".git")  # a bind would follow it
+    guard = git_guard(ws)
+    assert guard.read_only == (
+        str(clone / ".git"),
+        str(clone / "sub"),
+        str(deepest / ".git"),
+        str(ws / "tree" / ".git"),
+    )
+    chain = [
+        ws.joinpath(*(f"d{i}" for i in range(1, n + 1))) for n in range(1, NESTED_DEPTH_MAX + 1)
+    ]
+    assert set(guard.pinned) == {str(p) for p in (clone, clone / "sub", ws / "tree", *chain)}
