@@ -467,6 +467,22 @@ def _submodule(top: Path, source: Path, path: str) -> None:
     assert added.returncode == 0, added.stderr
 
 
+def _plant_then_write(home: Path, workspace: Path, plant: str, write: str) -> str:
+    """Run the ``plant`` command, then ``write``, in one reply through ``agentgraph run``
+    sandboxed; check the model was told why the plant failed; ``write``'s result."""
+    script = [
+        {"tool_calls": [{"name": "run_bash", "arguments": {"command": c}} for c in (plant, write)]},
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX="on")
+        done = run_cli(["run", "plant", "--thread", "git"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+        planted, written = _tool_results(server)[-2:]
+    assert GIT_READ_ONLY_NOTE in planted and GIT_PINNED_NOTE in planted
+    return written
+
+
 # Each way a command could have the user's next ``git status`` in the workspace run a
 # program: it steps into every submodule whose folder holds a ``.git``, and into theirs,
 # with the config that ``.git`` names. ``plant`` copies a submodule's git dir and gives the
@@ -527,18 +543,9 @@ def test_a_sandboxed_command_cannot_leave_a_submodule_s_git_a_program_to_run(
     markers = {name: tmp_path / f"escaped-{i}" for i, name in enumerate(SUBMODULE_PLANTS)}
     plants = [_PLANT] + [p.format(m=markers[n]) for n, p in SUBMODULE_PLANTS.items()]
     # One command: the plants share its ``plant`` function.
-    commands = ["; ".join(plants), "echo two >> a/one/README.md && cat a/one/README.md"]
-    script = [
-        {"tool_calls": [{"name": "run_bash", "arguments": {"command": c}} for c in commands]},
-        {"content": "done"},
-    ]
-    with FakeOpenAIServer(script) as server:
-        env = agent_env(home, server, AGENTGRAPH_SANDBOX="on")
-        done = run_cli(["run", "plant", "--thread", "git"], cwd=workspace, env=env)
-        assert done.returncode == 0, done.stderr
-        results = _tool_results(server)
-    planted, written = results[-2:]
-    assert GIT_READ_ONLY_NOTE in planted and GIT_PINNED_NOTE in planted
+    written = _plant_then_write(
+        home, workspace, "; ".join(plants), "echo two >> a/one/README.md && cat a/one/README.md"
+    )
     assert "one\ntwo" in written  # a submodule's own files stay writable
     # The user's own git after the session runs nothing the model chose.
     status = _git(workspace, "status")
@@ -568,18 +575,9 @@ def test_a_sandboxed_command_cannot_leave_a_repository_in_the_workspace_a_progra
     lib = _repository(workspace / "vendor" / "lib", {"lib.py": "y = 1\n"})
     markers = {name: tmp_path / f"escaped-{i}" for i, name in enumerate(NESTED_PLANTS)}
     plants = [p.format(m=markers[n]) for n, p in NESTED_PLANTS.items()]
-    commands = ["; ".join(plants), "echo x = 2 > app/app.py && cat app/app.py"]
-    script = [
-        {"tool_calls": [{"name": "run_bash", "arguments": {"command": c}} for c in commands]},
-        {"content": "done"},
-    ]
-    with FakeOpenAIServer(script) as server:
-        env = agent_env(home, server, AGENTGRAPH_SANDBOX="on")
-        done = run_cli(["run", "plant", "--thread", "git"], cwd=workspace, env=env)
-        assert done.returncode == 0, done.stderr
-        results = _tool_results(server)
-    planted, written = results[-2:]
-    assert GIT_READ_ONLY_NOTE in planted and GIT_PINNED_NOTE in planted
+    written = _plant_then_write(
+        home, workspace, "; ".join(plants), "echo x = 2 > app/app.py && cat app/app.py"
+    )
     assert "x = 2" in written  # a repository's own files stay writable
     for repo in (app, lib):
         status = _git(repo, "status")

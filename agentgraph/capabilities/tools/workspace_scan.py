@@ -251,8 +251,11 @@ def stat_scan(
         return None
     files, cut = walk_files(Path(root), max_files, strict=True)
     with _oversized_lock:
+        now = time.monotonic()
+        for stale in [k for k, at in _oversized.items() if now - at >= OVERSIZED_RECHECK_S]:
+            del _oversized[stale]  # a server's many workspaces: only the recent ones kept
         if len(files) >= max_files:
-            _oversized[key] = time.monotonic()
+            _oversized[key] = now
         else:
             _oversized.pop(key, None)
     if cut:
