@@ -24,6 +24,7 @@ from pathlib import Path
 __all__ = [
     "GITDIR_FILE_MAX_BYTES",
     "NO_MONITOR_FLAGS",
+    "common_git_dir",
     "git_dir",
     "git_dir_unchanged",
     "named_git_dir",
@@ -71,6 +72,21 @@ def named_git_dir(entry: str | os.PathLike[str]) -> str | None:
         return _named_git_dir(Path(entry)) if os.path.isfile(entry) else None
     except OSError:
         return None
+
+
+def common_git_dir(gitdir: str | os.PathLike[str]) -> str | None:
+    """The real path of the common dir a git dir shares (a linked worktree's, named by its
+    ``commondir`` file, relative to it), or None where it names none."""
+    entry = Path(gitdir) / "commondir"
+    try:
+        if not entry.is_file():  # only a regular file is opened: a FIFO would block
+            return None
+        with entry.open("rb") as handle:
+            text = handle.read(GITDIR_FILE_MAX_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    line = text.splitlines()[0].strip() if text.strip() else ""
+    return os.path.realpath(Path(gitdir) / line) if line else None
 
 
 def _named_git_dir(entry: Path) -> str | None:

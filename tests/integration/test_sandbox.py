@@ -560,6 +560,8 @@ NESTED_PLANTS = {
     "config": "printf '[core]\\n\\tfsmonitor = \"touch {m}; false\"\\n' >> app/.git/config",
     "moved": "mv vendor vendor-old && cp -r vendor-old vendor && "
     "printf '[core]\\n\\tfsmonitor = \"touch {m}; false\"\\n' >> vendor/lib/.git/config",
+    "git dir elsewhere": "printf '[core]\\n\\tfsmonitor = \"touch {m}; false\"\\n' "
+    ">> store/tool.git/config",
 }
 
 
@@ -573,13 +575,17 @@ def test_a_sandboxed_command_cannot_leave_a_repository_in_the_workspace_a_progra
         pytest.skip("git is not installed")
     app = _repository(workspace / "app", {"app.py": "x = 1\n"})
     lib = _repository(workspace / "vendor" / "lib", {"lib.py": "y = 1\n"})
+    tool = workspace / "tool"  # its .git a file naming a git dir in the workspace too
+    (workspace / "store").mkdir()
+    separate = f"--separate-git-dir={workspace / 'store' / 'tool.git'}"
+    assert _git(workspace, "init", "-q", separate, str(tool)).returncode == 0
     markers = {name: tmp_path / f"escaped-{i}" for i, name in enumerate(NESTED_PLANTS)}
     plants = [p.format(m=markers[n]) for n, p in NESTED_PLANTS.items()]
     written = _plant_then_write(
         home, workspace, "; ".join(plants), "echo x = 2 > app/app.py && cat app/app.py"
     )
     assert "x = 2" in written  # a repository's own files stay writable
-    for repo in (app, lib):
+    for repo in (app, lib, tool):
         status = _git(repo, "status")
         assert status.returncode == 0, status.stderr
     assert [name for name, marker in markers.items() if marker.exists()] == []

@@ -158,3 +158,22 @@ def test_repositories_the_workspace_holds_are_guarded_as_deep_as_the_limit(tmp_p
         ws.joinpath(*(f"d{i}" for i in range(1, n + 1))) for n in range(1, NESTED_DEPTH_MAX + 1)
     ]
     assert set(guard.pinned) == {str(p) for p in (clone, clone / "sub", ws / "tree", *chain)}
+
+
+def test_a_git_dir_a_git_file_names_in_the_workspace_is_guarded_with_its_common_dir(
+    tmp_path: Path,
+) -> None:
+    """``git init --separate-git-dir`` and linked worktrees: git reads the config there."""
+    ws = tmp_path / "ws"
+    (ws / "store" / "tool.git").mkdir(parents=True)
+    (ws / "store" / "tool.git" / "commondir").write_text("../common.git\n")
+    (ws / "store" / "common.git").mkdir()
+    (ws / "tool").mkdir()
+    (ws / "tool" / ".git").write_text("gitdir: ../store/tool.git\n")
+    (ws / "meta" / "own.git").mkdir(parents=True)
+    (ws / ".git").write_text("gitdir: meta/own.git\n")  # the workspace's own, named inside it
+    guard = git_guard(ws)
+    assert guard.read_only == tuple(
+        str(ws / p) for p in ("meta/own.git", "store/common.git", "store/tool.git", "tool/.git")
+    )
+    assert guard.pinned == (str(ws / "meta"), str(ws / "store"), str(ws / "tool"))

@@ -14,7 +14,9 @@ A command could rewrite such a ``.git``, move the folder holding it away and mak
 another, or make one in a submodule never checked out (an empty folder). So
 :func:`git_guard` says what to bind: each folder from the workspace down to such a
 ``.git`` onto itself (a mount point cannot be moved or removed) and the ``.git`` itself
-read-only, or a submodule's folder whole where it has none.
+read-only, or a submodule's folder whole where it has none; where a ``.git`` file names
+a git dir elsewhere in the workspace (``git init --separate-git-dir``, a linked
+worktree's, with the common dir it shares), that too.
 
 Submodules come from the index (read-only in the sandbox, so commands cannot add one),
 and for nested ones from the submodule's own git dir, listed by ``git ls-files``, which
@@ -35,7 +37,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from agentgraph.capabilities.tools.workspace_scan import SKIPPED_DIRS
-from agentgraph.security.git_trust import NO_MONITOR_FLAGS, named_git_dir, repository
+from agentgraph.security.git_trust import (
+    NO_MONITOR_FLAGS,
+    common_git_dir,
+    named_git_dir,
+    repository,
+)
 
 __all__ = [
     "GITLINK_CACHE_MAX",
@@ -110,10 +117,24 @@ def git_guard(workspace: str | os.PathLike[str]) -> GitGuard:
         read_only[entry] = None
         named = named_git_dir(entry)
         if named is not None:
+            guard_git_dir(named)
             pending.append((folders[-1], named))
 
+    def guard_git_dir(gitdir: str) -> None:
+        # A .git file may name a git dir in the work tree (``--separate-git-dir``), and a
+        # linked worktree's shares a common dir: git reads their config as the repository's.
+        for path in (gitdir, common_git_dir(gitdir)):
+            if path is None or path in read_only or _within(path, own_git):
+                continue
+            folders = _folders_under(root, path)
+            if folders:
+                pinned.update(dict.fromkeys(folders[:-1]))
+                read_only[path] = None
+
+    own_git = os.path.join(root, ".git")
     found = repository(root)
     if found is not None:
+        guard_git_dir(found[1])
         pending.append(found)
     for folder in _nested_repositories(root):
         guard(_folders_under(root, folder))
@@ -156,6 +177,10 @@ def _nested_repositories(root: str) -> Iterator[str]:
                     queue.append((entry.path, depth + 1))
             except OSError:
                 continue
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder + os.sep)
 
 
 def _folders_under(root: str, path: str) -> list[str]:
