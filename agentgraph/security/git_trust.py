@@ -86,7 +86,7 @@ def common_git_dir(gitdir: str | os.PathLike[str]) -> str | None:
     except OSError:
         return None
     line = text.splitlines()[0].strip() if text.strip() else ""
-    return os.path.realpath(Path(gitdir) / line) if line else None
+    return _real(Path(gitdir) / line) if line else None
 
 
 def _named_git_dir(entry: Path) -> str | None:
@@ -95,7 +95,15 @@ def _named_git_dir(entry: Path) -> str | None:
     line = text.splitlines()[0] if text else ""
     if not line.startswith(_GITDIR_PREFIX):
         return None
-    return os.path.realpath(entry.parent / line[len(_GITDIR_PREFIX) :].strip())
+    return _real(entry.parent / line[len(_GITDIR_PREFIX) :].strip())
+
+
+def _real(path: Path) -> str | None:
+    """``path``'s real path, or None for one no path can be (a NUL byte in it)."""
+    try:
+        return os.path.realpath(path)
+    except ValueError:
+        return None
 
 
 def git_dir(workspace: str | os.PathLike[str]) -> str | None:

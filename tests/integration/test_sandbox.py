@@ -591,6 +591,50 @@ def test_a_sandboxed_command_cannot_leave_a_repository_in_the_workspace_a_progra
     assert [name for name, marker in markers.items() if marker.exists()] == []
 
 
+def test_a_repository_a_command_made_runs_nothing_when_the_agent_reads_its_index(
+    tmp_path: Path, home: Path, workspace: Path
+) -> None:
+    """The agent reads each repository's index in the workspace to find its submodules:
+    ``git ls-files`` on one a command made (a sparse index missing a tree, a promisor
+    remote whose ``uploadpack`` is a program) fetched the tree and ran the program in the
+    agent's own process, outside the sandbox, at the next command."""
+    require_sandbox()
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    marker = tmp_path / "escaped"
+    config = "git -c user.email=a@b -c user.name=a"
+    plant = (
+        (
+            "git init -q evil && cd evil && mkdir a b && echo 1 > a/f && echo 2 > b/g && "
+            f"git add . && {config} commit -qm i && "
+            "git sparse-checkout init --cone --sparse-index && git sparse-checkout set a && "
+            'tree=$(git rev-parse HEAD:b) && rm -f ".git/objects/${{tree:0:2}}/${{tree:2}}" && '
+            "git config core.repositoryformatversion 1 && "
+            "git config extensions.partialClone origin && "
+            'git config remote.origin.url "$PWD" && git config remote.origin.promisor true && '
+            f"git config remote.origin.uploadpack 'touch {marker}; false' && echo planted"
+        )
+        .replace("{{", "{")
+        .replace("}}", "}")
+    )
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        done = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+        if not done:
+            return {"tool_calls": [{"name": "run_bash", "arguments": {"command": plant}}]}
+        if len(done) == 1:
+            return {"tool_calls": [{"name": "run_bash", "arguments": {"command": "echo next"}}]}
+        return {"content": "done"}
+
+    with FakeOpenAIServer([reply], on_exhausted="repeat_last") as server:
+        env = agent_env(home, server, AGENTGRAPH_SANDBOX="on")
+        done = run_cli(["run", "plant", "--thread", "git"], cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+        planted, following = _tool_results(server)
+    assert "planted" in planted and "next" in following
+    assert not marker.exists()
+
+
 def _made_repository_reply(marker: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A model that makes a repository whose config names a filter (a program git runs on
     each file it adds), then hands a task to a subagent with writes; the subagent

@@ -6,10 +6,17 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agentgraph.capabilities.tools.git_guard import NESTED_DEPTH_MAX, GitGuard, git_guard
+from agentgraph.capabilities.tools import git_guard as git_guard_module
+from agentgraph.capabilities.tools.git_guard import (
+    NESTED_DEPTH_MAX,
+    GitGuard,
+    GitGuardTooBig,
+    git_guard,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -60,7 +67,7 @@ def test_each_folder_down_to_a_submodule_is_pinned_and_its_git_entry_read_only(
     (top / "raw").mkdir()
     _link(top, "gone")  # its folder removed: nothing to bind
     guard = git_guard(top)
-    assert guard.pinned == (str(top / "libs"), str(top / "raw"), str(top / "libs" / "one"))
+    assert guard.pinned == (str(top / "libs"), str(top / "libs" / "one"))
     assert guard.read_only == (str(top / "libs" / "one" / ".git"), str(top / "raw"))
 
 
@@ -122,16 +129,19 @@ def test_a_submodule_the_user_adds_later_is_guarded_from_the_next_command_on(
     assert git_guard(top).read_only == (str(top / "one" / ".git"), str(top / "two" / ".git"))
 
 
-def test_without_git_no_submodule_is_listed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_no_git_is_run_to_list_a_submodule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Git run on a repository runs what its config names: the index is read as a file."""
     top = _repository(tmp_path / "ws")
     _link(top, "raw")
     (top / "raw").mkdir()
+    programs = tmp_path / "programs"
+    programs.mkdir()
+    ran = tmp_path / "git-ran"
+    (programs / "git").write_text(f"#!/bin/sh\ntouch {ran}\n")
+    (programs / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{programs}{os.pathsep}{os.environ.get('PATH', '')}")
     assert git_guard(top).read_only == (str(top / "raw"),)
-    (top / ".git" / "index").touch()  # a new listing is due
-    monkeypatch.setenv("PATH", str(tmp_path / "no-programs"))
-    assert git_guard(top) == GitGuard()  # nor can the user's git step into one
+    assert not ran.exists()
 
 
 def test_repositories_the_workspace_holds_are_guarded_as_deep_as_the_limit(tmp_path: Path) -> None:
@@ -157,7 +167,7 @@ def test_repositories_the_workspace_holds_are_guarded_as_deep_as_the_limit(tmp_p
     chain = [
         ws.joinpath(*(f"d{i}" for i in range(1, n + 1))) for n in range(1, NESTED_DEPTH_MAX + 1)
     ]
-    assert set(guard.pinned) == {str(p) for p in (clone, clone / "sub", ws / "tree", *chain)}
+    assert set(guard.pinned) == {str(p) for p in (clone, ws / "tree", *chain)}
 
 
 def test_a_git_dir_a_git_file_names_in_the_workspace_is_guarded_with_its_common_dir(
@@ -177,3 +187,44 @@ def test_a_git_dir_a_git_file_names_in_the_workspace_is_guarded_with_its_common_
         str(ws / p) for p in ("meta/own.git", "store/common.git", "store/tool.git", "tool/.git")
     )
     assert guard.pinned == (str(ws / "meta"), str(ws / "store"), str(ws / "tool"))
+
+
+def test_what_was_guarded_stays_guarded_while_it_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command could make the folders too many to look through, or unlistable, before
+    the next command's guard looked again."""
+    ws = tmp_path / "ws"
+    first = _repository(ws / "clones" / "a")
+    _link(first, "sub")
+    (first / "sub").mkdir()
+    assert git_guard(ws).read_only == (str(first / ".git"), str(first / "sub"))
+    monkeypatch.setattr(git_guard_module, "NESTED_FOLDERS_MAX", 1)  # a flood of folders
+    assert git_guard(ws).read_only == (str(first / ".git"), str(first / "sub"))
+    lstat = os.lstat
+
+    def shut(path: Any) -> Any:  # ``chmod 600 clones``: nothing in it can be looked at
+        if os.path.dirname(os.fspath(path)) == str(ws / "clones"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return lstat(path)
+
+    monkeypatch.setattr(git_guard_module.os, "lstat", shut)
+    guard = git_guard(ws)
+    assert guard.read_only == (str(ws / "clones"),)  # bound whole
+    assert guard.pinned == ()
+    monkeypatch.setattr(git_guard_module.os, "lstat", lstat)
+    _git(first / "sub", "init", "-q")  # the user checks the submodule out
+    assert git_guard(ws).read_only == (str(first / ".git"), str(first / "sub" / ".git"))
+    shutil.rmtree(ws / "clones")  # the user removes it: nothing to bind
+    assert git_guard(ws) == GitGuard()
+
+
+def test_more_binds_than_bwrap_takes_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = tmp_path / "ws"
+    for name in ("a", "b"):
+        _repository(ws / name)
+    monkeypatch.setattr(git_guard_module, "GUARD_BINDS_MAX", 3)
+    with pytest.raises(GitGuardTooBig, match="4 folders and git entries"):
+        git_guard(ws)

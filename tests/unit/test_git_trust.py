@@ -5,7 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agentgraph.security.git_trust import git_dir, git_dir_unchanged, remember_git_dir
+from agentgraph.security.git_trust import (
+    git_dir,
+    git_dir_unchanged,
+    named_git_dir,
+    remember_git_dir,
+)
 
 
 def test_the_git_dir_is_found_as_git_finds_it(tmp_path: Path) -> None:
@@ -21,6 +26,8 @@ def test_the_git_dir_is_found_as_git_finds_it(tmp_path: Path) -> None:
     assert git_dir(tree) == os.path.realpath(repo / ".git")
     (tree / ".git").write_text("not a pointer\n")
     assert git_dir(tree) is None
+    (tree / ".git").write_text("gitdir: a\0b\n")  # no path at all
+    assert git_dir(tree) is None and named_git_dir(tree / ".git") is None
     os.symlink(repo, tmp_path / "link")
     assert git_dir(tmp_path / "link" / "src") == os.path.realpath(repo / ".git")
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from langchain_core.tools import BaseTool, tool
 
 from agentgraph.capabilities.tools.base import ToolError
-from agentgraph.capabilities.tools.git_guard import GitGuard, git_guard
+from agentgraph.capabilities.tools.git_guard import GitGuard, GitGuardTooBig, git_guard
 from agentgraph.capabilities.tools.sandbox import (
     SANDBOX_CACHE_DIR,
     SANDBOX_TMP_DIR,
@@ -603,7 +603,13 @@ def make_bash_tool(
         protected: list[str] = []
         guard = GitGuard()
         if plan.bwrap is not None:
-            guard = git_guard(workspace) if protect_git else guard
+            try:
+                guard = git_guard(workspace) if protect_git else guard
+            except GitGuardTooBig as exc:
+                raise ToolError(
+                    f"cannot keep the workspace's git repositories safe in the sandbox: {exc}; "
+                    "remove some, or let the user set AGENTGRAPH_BASH_GIT_WRITE=on"
+                ) from None
             protected = [*protected_paths(workspace), *guard.read_only] if protect_git else []
             launcher = sandbox_args(
                 plan.bwrap,

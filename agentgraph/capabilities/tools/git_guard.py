@@ -19,58 +19,65 @@ a git dir elsewhere in the workspace (``git init --separate-git-dir``, a linked
 worktree's, with the common dir it shares), that too.
 
 Submodules come from the index (read-only in the sandbox, so commands cannot add one),
-and for nested ones from the submodule's own git dir, listed by ``git ls-files``, which
-reads it and runs nothing a config names; the list is kept until the index file
+and for nested ones from the submodule's own git dir, read without running git
+(:mod:`~agentgraph.capabilities.tools.git_index`); the list is kept until the index file
 changes. Repositories of the workspace's own are looked for :data:`NESTED_DEPTH_MAX`
 folders deep, in at most :data:`NESTED_FOLDERS_MAX` folders, not in
-:data:`~agentgraph.capabilities.tools.workspace_scan.SKIPPED_DIRS`.
+:data:`~agentgraph.capabilities.tools.workspace_scan.SKIPPED_DIRS`. What was guarded once
+stays guarded in this process while it is there: a command that made the folders too
+many to look through, or one it cannot list (``chmod``), does not take a repository out
+of the next command's guard; a folder the agent cannot look into on the way to one is
+bound read-only whole.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
-import subprocess
 import threading
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from agentgraph.capabilities.tools.git_index import index_gitlinks
 from agentgraph.capabilities.tools.workspace_scan import SKIPPED_DIRS
-from agentgraph.security.git_trust import (
-    NO_MONITOR_FLAGS,
-    common_git_dir,
-    named_git_dir,
-    repository,
-)
+from agentgraph.security.git_trust import common_git_dir, named_git_dir, repository
 
 __all__ = [
     "GITLINK_CACHE_MAX",
-    "LS_FILES_TIMEOUT_S",
+    "GUARD_BINDS_MAX",
     "NESTED_DEPTH_MAX",
     "NESTED_FOLDERS_MAX",
     "GitGuard",
+    "GitGuardTooBig",
     "git_guard",
 ]
 
-# Listing an index of 200,000 files takes about 0.1 s.
-LS_FILES_TIMEOUT_S = 30.0
 # Git dirs whose submodule list is kept; past it the cache starts over.
-GITLINK_CACHE_MAX = 64
+GITLINK_CACHE_MAX = 512
 # Folders below the workspace looked into for a repository of its own (``clones/x``,
 # ``third_party/lib/x``), and folders listed at most, breadth first: per command 0.5 ms in
 # a repository of 400 folders, 12 ms in 50 folders of 500 files, 45 ms at the cap.
 NESTED_DEPTH_MAX = 4
 NESTED_FOLDERS_MAX = 2_000
+# Folders and entries bound per command at most: three bwrap arguments each, and bwrap
+# takes 9,000 arguments in all.
+GUARD_BINDS_MAX = 2_000
 
-_GITLINK_MODE = "160000 "
-# What git needs to find its programs and the user's own configuration; nothing of the
-# agent's environment (GIT_DIR, GIT_INDEX_FILE) decides which repository it reads.
-_GIT_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "SYSTEMROOT")
+# Why a path on the way to a guarded entry cannot be looked at: its folder cannot be
+# searched. Anything else (gone, a link now) means git cannot reach it either.
+_NO_ACCESS = frozenset({errno.EACCES, errno.EPERM})
 
 _IndexKey = tuple[int, int, int, int]
-_cache: dict[tuple[str, str], tuple[_IndexKey, tuple[str, ...]]] = {}
+_cache: dict[str, tuple[_IndexKey, tuple[str, ...]]] = {}
+# Workspace (real path) -> the paths guarded for it so far in this process.
+_guarded: dict[str, set[str]] = {}
 _lock = threading.Lock()
+
+
+class GitGuardTooBig(Exception):
+    """More folders and entries to bind than :data:`GUARD_BINDS_MAX`."""
 
 
 @dataclass(frozen=True)
@@ -80,8 +87,9 @@ class GitGuard:
     Attributes:
         pinned: Folders from the workspace down to each (parents first), to bind onto
             themselves: they stay writable but cannot be moved or removed.
-        read_only: Each ``.git`` (a folder or a file), or a submodule's folder where it
-            holds none: to bind read-only after ``pinned``.
+        read_only: Each ``.git`` (a folder or a file), a git dir one names in the
+            workspace, a submodule's folder where it holds none, and a folder the agent
+            cannot look into on the way to one: to bind read-only after ``pinned``.
     """
 
     pinned: tuple[str, ...] = ()
@@ -100,61 +108,96 @@ def git_guard(workspace: str | os.PathLike[str]) -> GitGuard:
 
     Returns:
         The guard; empty where there is nothing to guard.
+
+    Raises:
+        GitGuardTooBig: More than :data:`GUARD_BINDS_MAX` binds.
     """
     root = os.path.realpath(workspace)
+    found = set(_targets(root))
+    with _lock:
+        before = _guarded.get(root, set())
+    targets = set(found)
+    for target in before - found:
+        dot_git = os.path.join(target, ".git")
+        # An empty submodule folder since checked out: its .git is guarded now.
+        targets.add(dot_git if os.path.lexists(dot_git) else target)
     pinned: dict[str, None] = {}
     read_only: dict[str, None] = {}
+    kept: set[str] = set()
+    for target in sorted(targets):
+        folders, blocked = _reach(root, target)
+        if blocked is not None:  # bound whole: nothing in it can change either
+            pinned.update(dict.fromkeys(_reach(root, blocked)[0] or ()))
+            read_only[blocked] = None
+            kept.add(target)
+        elif folders is not None:
+            pinned.update(dict.fromkeys(folders))
+            read_only[target] = None
+            kept.add(target)
+    with _lock:
+        _guarded[root] = kept
+    for path in read_only:
+        pinned.pop(path, None)
+    if len(pinned) + len(read_only) > GUARD_BINDS_MAX:
+        raise GitGuardTooBig(
+            f"{len(pinned) + len(read_only)} folders and git entries to keep in place "
+            f"(at most {GUARD_BINDS_MAX})"
+        )
+    ordered = sorted(pinned, key=lambda p: (p.count(os.sep), p))
+    return GitGuard(tuple(ordered), tuple(sorted(read_only)))
+
+
+def _targets(root: str) -> Iterator[str]:
+    """What to bind read-only under ``root`` as it is now: each ``.git`` of a submodule or
+    a repository it holds, a git dir one names in it, an empty submodule folder."""
+    own_git = os.path.join(root, ".git")
     pending: list[tuple[str, str]] = []
 
-    def guard(folders: list[str]) -> None:
-        pinned.update(dict.fromkeys(folders))
-        entry = os.path.join(folders[-1], ".git")
-        if os.path.islink(entry):
-            return
-        if not os.path.lexists(entry):
-            read_only[folders[-1]] = None  # a submodule never checked out: git left it empty
-            return
-        read_only[entry] = None
-        named = named_git_dir(entry)
-        if named is not None:
-            guard_git_dir(named)
-            pending.append((folders[-1], named))
-
-    def guard_git_dir(gitdir: str) -> None:
+    def git_dirs(gitdir: str) -> Iterator[str]:
         # A .git file may name a git dir in the work tree (``--separate-git-dir``), and a
         # linked worktree's shares a common dir: git reads their config as the repository's.
         for path in (gitdir, common_git_dir(gitdir)):
-            if path is None or path in read_only or _within(path, own_git):
-                continue
-            folders = _folders_under(root, path)
-            if folders:
-                pinned.update(dict.fromkeys(folders[:-1]))
-                read_only[path] = None
+            if path is not None and _within(path, root) and not _within(path, own_git):
+                yield path
 
-    own_git = os.path.join(root, ".git")
+    def entry(folder: str) -> Iterator[str]:
+        dot_git = os.path.join(folder, ".git")
+        if os.path.islink(dot_git):
+            return
+        if not os.path.lexists(dot_git):
+            yield folder  # a submodule never checked out: git left it empty
+            return
+        yield dot_git
+        named = named_git_dir(dot_git)
+        if named is not None:
+            yield from git_dirs(named)
+            pending.append((folder, named))
+
     found = repository(root)
     if found is not None:
-        guard_git_dir(found[1])
+        yield from git_dirs(found[1])
         pending.append(found)
     for folder in _nested_repositories(root):
-        guard(_folders_under(root, folder))
+        yield from entry(folder)
     seen: set[str] = set()
     while pending:
         top, gitdir = pending.pop()
         if gitdir in seen:  # a .git naming a git dir already listed: no loop
             continue
         seen.add(gitdir)
-        for link in _gitlinks(top, gitdir):
-            folders = _folders_under(root, os.path.join(top, link))
-            if folders:
-                guard(folders)
-    ordered = sorted(pinned, key=lambda p: (p.count(os.sep), p))
-    return GitGuard(tuple(ordered), tuple(sorted(read_only)))
+        for link in _gitlinks(gitdir):
+            path = os.path.normpath(os.path.join(top, link))
+            folders, blocked = _reach(root, path)
+            if blocked is not None:
+                yield path
+            elif folders is not None and os.path.isdir(path):
+                yield from entry(path)
 
 
 def _nested_repositories(root: str) -> Iterator[str]:
     """The folders below ``root`` holding a ``.git`` (a folder or a file, not a link),
-    breadth first, :data:`NESTED_DEPTH_MAX` deep and :data:`NESTED_FOLDERS_MAX` listed."""
+    breadth first, :data:`NESTED_DEPTH_MAX` deep and :data:`NESTED_FOLDERS_MAX` listed
+    (a folder that cannot be listed is passed over)."""
     queue: deque[tuple[str, int]] = deque([(root, 0)])
     listed = 0
     while queue and listed < NESTED_FOLDERS_MAX:
@@ -165,80 +208,76 @@ def _nested_repositories(root: str) -> Iterator[str]:
                 entries = list(listing)
         except OSError:
             continue
-        for entry in entries:
+        for item in entries:
             try:
-                if entry.name == ".git" and folder != root and not entry.is_symlink():
+                if item.name == ".git" and folder != root and not item.is_symlink():
                     yield folder
                 elif (
                     depth < NESTED_DEPTH_MAX
-                    and entry.name not in SKIPPED_DIRS
-                    and entry.is_dir(follow_symlinks=False)
+                    and item.name not in SKIPPED_DIRS
+                    and item.is_dir(follow_symlinks=False)
                 ):
-                    queue.append((entry.path, depth + 1))
+                    queue.append((item.path, depth + 1))
             except OSError:
                 continue
 
 
 def _within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or inside it (both real, normalized paths)."""
     return path == folder or path.startswith(folder + os.sep)
 
 
-def _folders_under(root: str, path: str) -> list[str]:
-    """The folders from ``root`` (left out) down to ``path``, each a real folder; empty
-    when ``path`` is not under ``root``, or one of them is missing or a link."""
-    relative = os.path.relpath(os.path.normpath(path), root)
+def _reach(root: str, path: str) -> tuple[list[str] | None, str | None]:
+    """How ``path`` under ``root`` is reached.
+
+    Args:
+        root: The workspace (a real path).
+        path: A path under it (normalized).
+
+    Returns:
+        The folders on the way (``root`` left out, ``path`` too) and None when each is
+        a real folder and ``path`` is there; ``(None, folder)`` when a folder on the way
+        cannot be searched, ``folder`` being the last one that can be looked at (not
+        ``root``); ``(None, None)`` when ``path`` is not under ``root``, or it or a folder
+        on the way is missing or a link.
+    """
+    relative = os.path.relpath(path, root)
     parts = relative.split(os.sep)
     if relative == "." or any(part in ("", ".", "..") for part in parts):
-        return []
+        return None, None
     folders: list[str] = []
     current = root
-    for part in parts:
-        current = os.path.join(current, part)
+    for index, part in enumerate(parts):
+        parent, current = current, os.path.join(current, part)
         try:
-            if not stat.S_ISDIR(os.lstat(current).st_mode):
-                return []
-        except OSError:
-            return []
-        folders.append(current)
-    return folders
+            mode = os.lstat(current).st_mode
+        except OSError as exc:
+            if exc.errno in _NO_ACCESS and parent != root:
+                return None, parent
+            return None, None
+        last = index == len(parts) - 1
+        if stat.S_ISLNK(mode) or not (last or stat.S_ISDIR(mode)):
+            return None, None
+        if not last:
+            folders.append(current)
+    return folders, None
 
 
-def _gitlinks(top: str, gitdir: str) -> tuple[str, ...]:
-    """The submodule paths the index of ``gitdir`` holds, relative to ``top``."""
+def _gitlinks(gitdir: str) -> tuple[str, ...]:
+    """The submodule paths the index of ``gitdir`` holds (relative to its work tree),
+    kept until the index file changes."""
     try:
         info = os.stat(os.path.join(gitdir, "index"))
-    except OSError:
+    except (OSError, ValueError):
         return ()
     key: _IndexKey = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
     with _lock:
-        cached = _cache.get((top, gitdir))
+        cached = _cache.get(gitdir)
     if cached is not None and cached[0] == key:
         return cached[1]
-    links = _list_gitlinks(top, gitdir)
+    links = index_gitlinks(gitdir)
     with _lock:
         if len(_cache) >= GITLINK_CACHE_MAX:
             _cache.clear()
-        _cache[(top, gitdir)] = (key, links)
+        _cache[gitdir] = (key, links)
     return links
-
-
-def _list_gitlinks(top: str, gitdir: str) -> tuple[str, ...]:
-    env = {k: v for k, v in os.environ.items() if k in _GIT_ENV_KEEP}
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    args = ["git", f"--git-dir={gitdir}", f"--work-tree={top}", *NO_MONITOR_FLAGS]
-    try:
-        done = subprocess.run(
-            [*args, "ls-files", "--stage", "-z"],
-            cwd=top,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=LS_FILES_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ()  # no git here: neither can the user's shell step into a submodule
-    if done.returncode != 0:
-        return ()  # an index git cannot read: nor can the user's git status
-    listed = done.stdout.decode("utf-8", "surrogateescape").split("\0")
-    return tuple(e.split("\t", 1)[1] for e in listed if e.startswith(_GITLINK_MODE) and "\t" in e)
