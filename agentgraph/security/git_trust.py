@@ -18,6 +18,7 @@ workspace, a folder or a file naming one (``gitdir: …``), by its real path.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from pathlib import Path
 
@@ -68,8 +69,7 @@ def named_git_dir(entry: str | os.PathLike[str]) -> str | None:
     try:
         if os.path.isdir(entry):
             return os.path.realpath(entry)
-        # Only a regular file is opened: a FIFO there would block the reader.
-        return _named_git_dir(Path(entry)) if os.path.isfile(entry) else None
+        return _named_git_dir(Path(entry))
     except OSError:
         return None
 
@@ -77,21 +77,30 @@ def named_git_dir(entry: str | os.PathLike[str]) -> str | None:
 def common_git_dir(gitdir: str | os.PathLike[str]) -> str | None:
     """The real path of the common dir a git dir shares (a linked worktree's, named by its
     ``commondir`` file, relative to it), or None where it names none."""
-    entry = Path(gitdir) / "commondir"
-    try:
-        if not entry.is_file():  # only a regular file is opened: a FIFO would block
-            return None
-        with entry.open("rb") as handle:
-            text = handle.read(GITDIR_FILE_MAX_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return None
-    line = text.splitlines()[0].strip() if text.strip() else ""
+    text = _small_text(Path(gitdir) / "commondir")
+    line = text.splitlines()[0].strip() if text and text.strip() else ""
     return _real(Path(gitdir) / line) if line else None
 
 
+def _small_text(path: Path) -> str | None:
+    """The start of a regular file (:data:`GITDIR_FILE_MAX_BYTES`), or None. Opened
+    without blocking and checked once open: a FIFO, even one swapped in after a check,
+    would block the reader."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            return handle.read(GITDIR_FILE_MAX_BYTES).decode("utf-8", "replace")
+        except OSError:
+            return None
+
+
 def _named_git_dir(entry: Path) -> str | None:
-    with entry.open("rb") as handle:
-        text = handle.read(GITDIR_FILE_MAX_BYTES).decode("utf-8", "replace")
+    text = _small_text(entry)
     line = text.splitlines()[0] if text else ""
     if not line.startswith(_GITDIR_PREFIX):
         return None

@@ -228,3 +228,46 @@ def test_more_binds_than_bwrap_takes_are_refused(
     monkeypatch.setattr(git_guard_module, "GUARD_BINDS_MAX", 3)
     with pytest.raises(GitGuardTooBig, match="4 folders and git entries"):
         git_guard(ws)
+
+
+def test_a_workspace_that_cannot_be_searched_for_a_while_keeps_what_was_guarded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``chmod 000 .`` by one command while another's guard looked would have emptied
+    what the process remembered."""
+    ws = tmp_path / "ws"
+    clone = _repository(ws / "third" / "lib")
+    assert git_guard(ws).read_only == (str(clone / ".git"),)
+    lstat, scandir = os.lstat, os.scandir
+
+    def shut(path: Any) -> Any:
+        if os.path.dirname(os.fspath(path)) == str(ws):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return lstat(path)
+
+    def unlisted(path: Any) -> Any:
+        if os.fspath(path) == str(ws):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(git_guard_module.os, "lstat", shut)
+    monkeypatch.setattr(git_guard_module.os, "scandir", unlisted)
+    assert git_guard(ws) == GitGuard()  # nothing to bind: no command can start in it
+    monkeypatch.setattr(git_guard_module.os, "lstat", lstat)
+    monkeypatch.setattr(git_guard_module, "NESTED_FOLDERS_MAX", 1)  # ``chmod 311 third``
+    assert git_guard(ws).read_only == (str(clone / ".git"),)
+
+
+def test_a_search_that_fails_keeps_what_was_guarded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top = _repository(tmp_path / "ws")
+    _checked_out(top, "one")
+    assert git_guard(top).read_only == (str(top / "one" / ".git"),)
+
+    def broken(gitdir: str) -> tuple[str, ...]:
+        raise RuntimeError(f"an index no parser foresaw: {gitdir}")
+
+    monkeypatch.setattr(git_guard_module, "index_gitlinks", broken)
+    (top / ".git" / "index").touch()  # read again
+    assert git_guard(top).read_only == (str(top / "one" / ".git"),)

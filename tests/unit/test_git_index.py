@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -115,3 +116,40 @@ def test_any_index_git_writes_lists_what_git_lists(
         return  # a file and a folder of one name: git refuses the index, as it should
     _git(repo, "update-index", "--index-version", version)
     assert set(index_gitlinks(str(repo / ".git"))) == _listed_by_git(repo)
+
+
+def _crafted(version: int, entries: bytes, count: int = 1) -> bytes:
+    return b"DIRC" + struct.pack(">LL", version, count) + entries + b"\0" * 20
+
+
+def _fixed(mode: int = 0o160000, flags: int = 0) -> bytes:
+    """An entry up to its flags: stat data with ``mode``, a SHA-1 name, ``flags``."""
+    return b"\0" * 24 + struct.pack(">L", mode) + b"\0" * 12 + b"\0" * 20 + struct.pack(">H", flags)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _crafted(4, _fixed(flags=0x4000)),  # extended flags past the end
+        _crafted(4, _fixed(flags=0x4000))[:-20],  # and no checksum: the file ends there
+        _crafted(4, _fixed() + b"\xff" * 30),  # a varint running off the end
+        _crafted(4, _fixed() + b"\xff" * 100_000 + b"\0"),  # a varint no 64 bits hold
+        # a version 4 name growing entry by entry past any path: each entry strips nothing
+        _crafted(4, (_fixed() + b"\0" + b"a" * 1000 + b"\0") * 100, 100),
+        _crafted(2, _fixed(flags=3) + b"a\0b" + b"\0" * 7),  # a NUL inside a named length
+        _crafted(2, _fixed(flags=0) + b"\0" * 2),  # a submodule of no name
+    ],
+    ids=[
+        "ext-at-end",
+        "ext-at-file-end",
+        "varint-off-end",
+        "varint-long",
+        "v4-growing",
+        "nul-name",
+        "empty-name",
+    ],
+)
+def test_an_index_no_git_wrote_lists_nothing(tmp_path: Path, data: bytes) -> None:
+    """It stands in a repository a command made: every later command reads it."""
+    (tmp_path / "index").write_bytes(data)
+    assert index_gitlinks(str(tmp_path)) == ()

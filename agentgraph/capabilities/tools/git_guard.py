@@ -113,7 +113,12 @@ def git_guard(workspace: str | os.PathLike[str]) -> GitGuard:
         GitGuardTooBig: More than :data:`GUARD_BINDS_MAX` binds.
     """
     root = os.path.realpath(workspace)
-    found = set(_targets(root))
+    try:
+        found = set(_targets(root))
+    except Exception:  # the workspace's files are hostile input
+        # Whatever they make the search fail on, the next command keeps what was guarded
+        # before rather than failing, or every command after it would.
+        found = set()
     with _lock:
         before = _guarded.get(root, set())
     targets = set(found)
@@ -126,7 +131,9 @@ def git_guard(workspace: str | os.PathLike[str]) -> GitGuard:
     kept: set[str] = set()
     for target in sorted(targets):
         folders, blocked = _reach(root, target)
-        if blocked is not None:  # bound whole: nothing in it can change either
+        if blocked == root:  # the workspace cannot be searched: no command runs in it
+            kept.add(target)
+        elif blocked is not None:  # bound whole: nothing in it can change either
             pinned.update(dict.fromkeys(_reach(root, blocked)[0] or ()))
             read_only[blocked] = None
             kept.add(target)
@@ -237,9 +244,9 @@ def _reach(root: str, path: str) -> tuple[list[str] | None, str | None]:
     Returns:
         The folders on the way (``root`` left out, ``path`` too) and None when each is
         a real folder and ``path`` is there; ``(None, folder)`` when a folder on the way
-        cannot be searched, ``folder`` being the last one that can be looked at (not
-        ``root``); ``(None, None)`` when ``path`` is not under ``root``, or it or a folder
-        on the way is missing or a link.
+        cannot be searched, ``folder`` being the last one that can be looked at (``root``
+        itself when it cannot be); ``(None, None)`` when ``path`` is not under ``root``,
+        or it or a folder on the way is missing or a link.
     """
     relative = os.path.relpath(path, root)
     parts = relative.split(os.sep)
@@ -252,7 +259,7 @@ def _reach(root: str, path: str) -> tuple[list[str] | None, str | None]:
         try:
             mode = os.lstat(current).st_mode
         except OSError as exc:
-            if exc.errno in _NO_ACCESS and parent != root:
+            if exc.errno in _NO_ACCESS:
                 return None, parent
             return None, None
         last = index == len(parts) - 1

@@ -16,10 +16,14 @@ import os
 import stat
 import struct
 
-__all__ = ["INDEX_MAX_BYTES", "index_gitlinks"]
+__all__ = ["INDEX_MAX_BYTES", "INDEX_NAME_MAX_BYTES", "index_gitlinks"]
 
 # Indexes read at most (bytes): one of a million files is about 100 MB.
 INDEX_MAX_BYTES = 256 * 1024 * 1024
+# A path longer is no index git wrote (bytes): a version 4 name grown entry by entry, or a
+# long varint, would otherwise cost time growing with the square of the file's size.
+INDEX_NAME_MAX_BYTES = 64 * 1024
+_VARINT_MAX_BYTES = 10  # a 64-bit value
 
 _SIGNATURE = b"DIRC"
 _HEADER = struct.Struct(">4sLL")
@@ -60,16 +64,21 @@ def index_gitlinks(gitdir: str) -> tuple[str, ...]:
 
 
 def _read(path: str) -> bytes | None:
-    """The bytes of a regular file under :data:`INDEX_MAX_BYTES` (a FIFO is not opened:
-    it would block the reader)."""
+    """The bytes of a regular file under :data:`INDEX_MAX_BYTES`, or None. Opened without
+    blocking and checked once open: a FIFO swapped in would block the reader."""
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > INDEX_MAX_BYTES:
-            return None
-        with open(path, "rb") as handle:
-            return handle.read(INDEX_MAX_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > INDEX_MAX_BYTES:
+                return None
+            data = handle.read(INDEX_MAX_BYTES + 1)
+        except OSError:
+            return None
+    return data if len(data) <= INDEX_MAX_BYTES else None
 
 
 def _parse(data: bytes, hash_size: int) -> tuple[list[str], str | None] | None:
@@ -99,7 +108,9 @@ def _parse(data: bytes, hash_size: int) -> tuple[list[str], str | None] | None:
                 strip, offset = _varint(data, offset)
                 if strip > len(name):
                     return None
-                stop = data.index(b"\0", offset, end)
+                stop = data.find(b"\0", offset, min(end, offset + INDEX_NAME_MAX_BYTES))
+                if stop < 0 or len(name) - strip + stop - offset > INDEX_NAME_MAX_BYTES:
+                    return None
                 name = name[: len(name) - strip] + data[offset:stop]
                 offset = stop + 1
             else:
@@ -109,15 +120,19 @@ def _parse(data: bytes, hash_size: int) -> tuple[list[str], str | None] | None:
                     if stop >= end or data[stop] != 0:
                         return None
                 else:
-                    stop = data.index(b"\0", offset, end)
+                    stop = data.find(b"\0", offset, min(end, offset + INDEX_NAME_MAX_BYTES))
+                    if stop < 0:
+                        return None
                 if mode == _GITLINK:
                     name = data[offset:stop]
                 offset = entry + ((stop - entry) // 8 + 1) * 8  # NUL-padded to 8 bytes
             if offset > end:
                 return None
             if mode == _GITLINK:
+                if not name or b"\0" in name:  # no path git would write
+                    return None
                 links.append(name.decode("utf-8", "surrogateescape"))
-    except (struct.error, ValueError):
+    except (struct.error, ValueError, IndexError):
         return None
     shared: str | None = None
     while offset < end:  # extensions: a signature, a size, the data
@@ -136,10 +151,13 @@ def _parse(data: bytes, hash_size: int) -> tuple[list[str], str | None] | None:
 
 def _varint(data: bytes, offset: int) -> tuple[int, int]:
     """Git's offset varint (``decode_varint``): the value and the offset after it."""
+    start = offset
     byte = data[offset]
     offset += 1
     value = byte & 0x7F
     while byte & 0x80:
+        if offset - start >= _VARINT_MAX_BYTES:
+            raise ValueError("varint too long")
         byte = data[offset]
         offset += 1
         value = ((value + 1) << 7) | (byte & 0x7F)
