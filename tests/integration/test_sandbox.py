@@ -9,12 +9,14 @@ import secrets
 import shutil
 import socket
 import subprocess
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentgraph.capabilities.tools import bash as bash_tool
 from agentgraph.capabilities.tools.bash import GIT_PINNED_NOTE, GIT_READ_ONLY_NOTE
 from agentgraph.capabilities.tools.sandbox import BWRAP_EXECUTABLE
 from tests.cli_helpers import run_cli
@@ -633,6 +635,56 @@ def test_a_repository_a_command_made_runs_nothing_when_the_agent_reads_its_index
         planted, following = _tool_results(server)
     assert "planted" in planted and "next" in following
     assert not marker.exists()
+
+
+@pytest.fixture
+def outside_tmp() -> Iterator[Path]:
+    """A folder whose files sandboxed commands see (read-only) outside their workspace:
+    not under /tmp, which the sandbox replaces by a private one."""
+    folder = Path(tempfile.mkdtemp(prefix="agentgraph-outside-", dir="/var/tmp"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_folder_swapped_for_a_link_after_the_guard_looked_opens_nothing_outside(
+    outside_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command running beside another (a subagent's) can swap a folder the guard found
+    for a link between the guard's look and the sandbox's start: bound by path, the folder
+    the link names, outside the workspace, was bound writable."""
+    require_sandbox()
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    # Beside each other, as ~/ws and ~/other are: the link names its target relatively.
+    workspace = Path(os.path.realpath(outside_tmp)) / "ws"
+    _repository(workspace / "clone", {"a.py": "x = 1\n"})
+    outside = _repository(workspace.parent / "other", {"victim.txt": "mine\n"})
+    looked = bash_tool.git_guard
+
+    def racing(root: str) -> Any:
+        guard = looked(root)
+        (workspace / "clone").rename(workspace / "clone-real")  # the other command's swap
+        (workspace / "clone").symlink_to("../other")
+        return guard
+
+    monkeypatch.setattr(bash_tool, "git_guard", racing)
+    bwrap = shutil.which(BWRAP_EXECUTABLE)
+    assert bwrap is not None
+    launch = bash_tool.sandbox_launch(bwrap, str(workspace), network=False, git=True)
+    try:
+        bash_tool.run_command(
+            "echo theirs > clone/victim.txt",
+            cwd=str(workspace),
+            env={"PATH": os.environ.get("PATH", os.defpath)},
+            timeout_s=30,
+            sandbox=launch.args,
+            pass_fds=launch.fds,
+        )
+    finally:
+        launch.close()
+    assert (outside / "victim.txt").read_text() == "mine\n"
 
 
 def _made_repository_reply(marker: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -16,6 +16,7 @@ from agentgraph.capabilities.tools.git_guard import (
     GitGuard,
     GitGuardTooBig,
     git_guard,
+    open_folders,
 )
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -271,3 +272,20 @@ def test_a_search_that_fails_keeps_what_was_guarded(
     monkeypatch.setattr(git_guard_module, "index_gitlinks", broken)
     (top / ".git" / "index").touch()  # read again
     assert git_guard(top).read_only == (str(top / "one" / ".git"),)
+
+
+def test_a_folder_is_opened_as_it_is_now_through_no_link(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "a" / "b").mkdir(parents=True)
+    (ws / "c" / "d").mkdir(parents=True)
+    (tmp_path / "outside" / "d").mkdir(parents=True)
+    (ws / "c").rename(ws / "c-real")
+    (ws / "c").symlink_to(tmp_path / "outside")  # swapped after the guard looked
+    folders = [str(ws / p) for p in ("a", "c", "a/b", "c/d")]
+    opened = open_folders(str(ws), folders)
+    try:
+        assert [path for _, path in opened] == [str(ws / "a"), str(ws / "a" / "b")]
+        assert all(os.path.samefile(f"/proc/self/fd/{fd}", path) for fd, path in opened)
+    finally:
+        for fd, _ in opened:
+            os.close(fd)

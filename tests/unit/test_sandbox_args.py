@@ -31,10 +31,14 @@ def test_read_only_paths_are_bound_over_the_writable_workspace() -> None:
     assert args[workspace_bind : workspace_bind + 3] == ["--bind", "/ws", "/ws"]
     assert args[protect : protect + 3] == ["--ro-bind", "/ws/.git", "/ws/.git"]
     assert "/ws/.git" not in sandbox_args("bwrap", "/ws", network=False)
-    # A folder bound onto itself (so it cannot be moved) comes before what it holds that
-    # stays read-only: bound after, it would cover it.
-    pinned = sandbox_args("bwrap", "/ws", network=False, writable=["/l"], read_only=["/l/.git"])
-    assert pinned.index("/l") < pinned.index("/l/.git")
+    # A folder bound onto itself from its descriptor (so it cannot be moved) comes before
+    # what it holds that stays read-only: bound after, it would cover it.
+    pinned = sandbox_args(
+        "bwrap", "/ws", network=False, pinned=[(7, "/ws/l")], read_only=["/ws/l/.git"]
+    )
+    bind = pinned.index("--bind-fd")
+    assert pinned[bind : bind + 3] == ["--bind-fd", "7", "/ws/l"]
+    assert bind < pinned.index("/ws/l/.git")
 
 
 def _ended(output: str, exit_code: int) -> BashResult:

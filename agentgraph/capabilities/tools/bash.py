@@ -26,13 +26,18 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from langchain_core.tools import BaseTool, tool
 
 from agentgraph.capabilities.tools.base import ToolError
-from agentgraph.capabilities.tools.git_guard import GitGuard, GitGuardTooBig, git_guard
+from agentgraph.capabilities.tools.git_guard import (
+    GitGuard,
+    GitGuardTooBig,
+    git_guard,
+    open_folders,
+)
 from agentgraph.capabilities.tools.sandbox import (
     SANDBOX_CACHE_DIR,
     SANDBOX_TMP_DIR,
@@ -378,6 +383,7 @@ def run_command(
     max_output_bytes: int = BASH_OUTPUT_MAX_BYTES,
     sandbox: Sequence[str] = (),
     scope: str = "",
+    pass_fds: Sequence[int] = (),
 ) -> BashResult:
     """Run ``bash -c command`` and collect its bounded output.
 
@@ -393,6 +399,7 @@ def run_command(
             children down with it, so the group kill below works the same.
         scope: :func:`home_scope` of the session's home: a later start of that home
             stops the command if this process is killed before it can.
+        pass_fds: Descriptors the launcher gets (the folders ``--bind-fd`` names).
 
     Returns:
         The result; a non-zero exit or a timeout is data, not an exception.
@@ -414,6 +421,7 @@ def run_command(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
+            pass_fds=tuple(pass_fds),
         )
     except OSError as exc:
         launcher = sandbox[0] if sandbox else BASH_EXECUTABLE
@@ -550,6 +558,66 @@ def format_bash_result(result: BashResult) -> str:
     return f"{output}{status}"
 
 
+@dataclass
+class Launch:
+    """How one command starts: the ``bwrap`` command line, the descriptors it names.
+
+    Attributes:
+        args: The launcher's arguments (empty: the shell runs directly).
+        fds: Open folders the launcher binds (``--bind-fd``), closed by :meth:`close`.
+        git: Whether the workspace's ``.git`` entries are bound read-only.
+        pinned: Whether folders down to a ``.git`` are bound onto themselves.
+    """
+
+    args: list[str] = field(default_factory=list)
+    fds: list[int] = field(default_factory=list)
+    git: bool = False
+    pinned: bool = False
+
+    def close(self) -> None:
+        """Close the descriptors (the launcher has its own copies)."""
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+
+
+def sandbox_launch(bwrap: str, workspace: str, *, network: bool, git: bool) -> Launch:
+    """The sandbox a command starts in, with the workspace's ``.git`` entries kept as
+    they are unless ``git`` is False (``AGENTGRAPH_BASH_GIT_WRITE=on``).
+
+    The folders down to each ``.git`` are bound from descriptors opened without following
+    a link (:func:`~agentgraph.capabilities.tools.git_guard.open_folders`): bound by path,
+    a folder a concurrent command swapped for a link to a folder outside the workspace
+    after the guard looked was bound writable there.
+
+    Args:
+        bwrap: The bwrap executable.
+        workspace: The workspace (a real path).
+        network: Keep the host's network.
+        git: Keep the ``.git`` entries read-only.
+
+    Returns:
+        The launch; :meth:`Launch.close` it once the command started.
+
+    Raises:
+        ToolError: More ``.git`` entries to keep than bwrap can bind.
+    """
+    guard = GitGuard()
+    if git:
+        try:
+            guard = git_guard(workspace)
+        except GitGuardTooBig as exc:
+            raise ToolError(
+                f"cannot keep the workspace's git repositories safe in the sandbox: {exc}; "
+                "remove some, or let the user set AGENTGRAPH_BASH_GIT_WRITE=on"
+            ) from None
+    pins = open_folders(workspace, guard.pinned)
+    read_only = [*protected_paths(workspace), *guard.read_only] if git else []
+    args = sandbox_args(bwrap, workspace, network=network, pinned=pins, read_only=read_only)
+    return Launch(args, [fd for fd, _ in pins], git=bool(read_only), pinned=bool(pins))
+
+
 def make_bash_tool(
     settings: Settings,
     base_env: Mapping[str, str] | None = None,
@@ -599,32 +667,25 @@ def make_bash_tool(
             raise ToolError(f"timeout_s must be between 1 and {BASH_TIMEOUT_MAX_S}, got {timeout}")
         require_runnable(plan)  # AGENTGRAPH_SANDBOX=on without a sandbox: refused
         env = dict(allowed_env) if allowed_env is not None else minimal_environment(workspace)
-        launcher: list[str] = []
-        protected: list[str] = []
-        guard = GitGuard()
+        launch = Launch()
         if plan.bwrap is not None:
-            try:
-                guard = git_guard(workspace) if protect_git else guard
-            except GitGuardTooBig as exc:
-                raise ToolError(
-                    f"cannot keep the workspace's git repositories safe in the sandbox: {exc}; "
-                    "remove some, or let the user set AGENTGRAPH_BASH_GIT_WRITE=on"
-                ) from None
-            protected = [*protected_paths(workspace), *guard.read_only] if protect_git else []
-            launcher = sandbox_args(
-                plan.bwrap,
-                workspace,
-                network=plan.network,
-                writable=guard.pinned,
-                read_only=protected,
-            )
+            launch = sandbox_launch(plan.bwrap, workspace, network=plan.network, git=protect_git)
             env["TMPDIR"] = SANDBOX_TMP_DIR  # the only writable temp dir in there
             env["XDG_CACHE_HOME"] = SANDBOX_CACHE_DIR  # ~/.cache is read-only in there
-        result = run_command(
-            command, cwd=workspace, env=env, timeout_s=timeout, sandbox=launcher, scope=scope
-        )
-        notes = [GIT_READ_ONLY_NOTE] if protected and git_read_only(command, result) else []
-        if guard.pinned and _BUSY in result.output:
+        try:
+            result = run_command(
+                command,
+                cwd=workspace,
+                env=env,
+                timeout_s=timeout,
+                sandbox=launch.args,
+                scope=scope,
+                pass_fds=launch.fds,
+            )
+        finally:
+            launch.close()
+        notes = [GIT_READ_ONLY_NOTE] if launch.git and git_read_only(command, result) else []
+        if launch.pinned and _BUSY in result.output:
             notes.append(GIT_PINNED_NOTE)
         if notes:
             output = result.output if result.output.endswith("\n") else result.output + "\n"

@@ -37,7 +37,7 @@ import os
 import stat
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from agentgraph.capabilities.tools.git_index import index_gitlinks
@@ -52,6 +52,7 @@ __all__ = [
     "GitGuard",
     "GitGuardTooBig",
     "git_guard",
+    "open_folders",
 ]
 
 # Git dirs whose submodule list is kept; past it the cache starts over.
@@ -152,6 +153,46 @@ def git_guard(workspace: str | os.PathLike[str]) -> GitGuard:
         )
     ordered = sorted(pinned, key=lambda p: (p.count(os.sep), p))
     return GitGuard(tuple(ordered), tuple(sorted(read_only)))
+
+
+def open_folders(root: str, folders: Iterable[str]) -> list[tuple[int, str]]:
+    """Each of ``folders`` under ``root`` opened as it is now, following no link on the
+    way (``O_PATH``, ``O_NOFOLLOW`` at each step from ``root``): one that is not a real
+    folder now is left out. The caller closes the descriptors.
+
+    Args:
+        root: The workspace (a real path).
+        folders: Folders under it.
+
+    Returns:
+        Each opened folder's descriptor and path.
+    """
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    opened: list[tuple[int, str]] = []
+    try:
+        top = os.open(root, flags)
+    except OSError:
+        return opened
+    try:
+        for folder in folders:
+            relative = os.path.relpath(folder, root)
+            current = top
+            try:
+                for part in relative.split(os.sep):
+                    if part in ("", ".", ".."):
+                        raise OSError(errno.EINVAL, "not under the workspace", folder)
+                    step = os.open(part, flags, dir_fd=current)
+                    if current != top:
+                        os.close(current)
+                    current = step
+            except OSError:
+                if current != top:
+                    os.close(current)
+                continue
+            opened.append((current, folder))
+    finally:
+        os.close(top)
+    return opened
 
 
 def _targets(root: str) -> Iterator[str]:

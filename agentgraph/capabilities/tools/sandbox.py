@@ -100,6 +100,7 @@ def sandbox_args(
     *,
     network: bool,
     writable: Sequence[str] = (),
+    pinned: Sequence[tuple[int, str]] = (),
     read_only: Sequence[str] = (),
 ) -> list[str]:
     """The ``bwrap`` command line that runs a program confined to ``workspace``.
@@ -108,9 +109,10 @@ def sandbox_args(
         bwrap: The bwrap executable.
         workspace: The directory the command may write (and its working directory).
         network: Keep the host's network (``--share-net``).
-        writable: More directories bound read-write (after the workspace): folders
-            the command may write besides it, or folders of it bound onto themselves,
-            which a command can then neither move nor remove.
+        writable: More directories bound read-write (after the workspace).
+        pinned: Folders of the workspace, each an open descriptor and its path, bound
+            read-write onto themselves (``--bind-fd``): a command can then neither move
+            nor remove them (:func:`~agentgraph.capabilities.tools.bash.sandbox_launch`).
         read_only: Paths inside those bound read-only over them (:func:`protected_paths`):
             a mount point cannot be renamed or removed either.
 
@@ -134,6 +136,8 @@ def sandbox_args(
     ]
     for path in writable:
         args += ["--bind", path, path]
+    for fd, path in pinned:
+        args += ["--bind-fd", str(fd), path]
     for path in read_only:
         args += ["--ro-bind", path, path]
     args += ["--chdir", workspace, "--unshare-all", "--die-with-parent"]
