@@ -87,7 +87,7 @@ def _small_text(path: Path) -> str | None:
     without blocking and checked once open: a FIFO, even one swapped in after a check,
     would block the reader."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except (OSError, ValueError):
         return None
     with os.fdopen(fd, "rb") as handle:

@@ -680,7 +680,7 @@ def test_a_folder_swapped_for_a_link_after_the_guard_looked_opens_nothing_outsid
             env={"PATH": os.environ.get("PATH", os.defpath)},
             timeout_s=30,
             sandbox=launch.args,
-            pass_fds=launch.fds,
+            pass_fds=launch.take_fds(),
         )
     finally:
         launch.close()

@@ -14,6 +14,7 @@ from agentgraph.capabilities.tools import git_guard as git_guard_module
 from agentgraph.capabilities.tools.git_guard import (
     NESTED_DEPTH_MAX,
     GitGuard,
+    GitGuardRefused,
     GitGuardTooBig,
     git_guard,
     open_folders,
@@ -253,7 +254,9 @@ def test_a_workspace_that_cannot_be_searched_for_a_while_keeps_what_was_guarded(
 
     monkeypatch.setattr(git_guard_module.os, "lstat", shut)
     monkeypatch.setattr(git_guard_module.os, "scandir", unlisted)
-    assert git_guard(ws) == GitGuard()  # nothing to bind: no command can start in it
+    # Refused: its mode may be back before the sandbox starts, with nothing bound.
+    with pytest.raises(GitGuardRefused, match="cannot be searched"):
+        git_guard(ws)
     monkeypatch.setattr(git_guard_module.os, "lstat", lstat)
     monkeypatch.setattr(git_guard_module, "NESTED_FOLDERS_MAX", 1)  # ``chmod 311 third``
     assert git_guard(ws).read_only == (str(clone / ".git"),)
@@ -289,3 +292,31 @@ def test_a_folder_is_opened_as_it_is_now_through_no_link(tmp_path: Path) -> None
     finally:
         for fd, _ in opened:
             os.close(fd)
+
+
+def test_a_folder_that_cannot_be_opened_now_refuses_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Left out, a folder a command made unsearchable for a moment could be moved."""
+    ws = tmp_path / "ws"
+    (ws / "a" / "b").mkdir(parents=True)
+    opening = os.open
+
+    def shut(path: Any, *args: Any, **kwargs: Any) -> int:
+        if path == "b":
+            raise PermissionError(13, "Permission denied", path)
+        return opening(path, *args, **kwargs)
+
+    monkeypatch.setattr(git_guard_module.os, "open", shut)
+    with pytest.raises(GitGuardRefused, match="cannot be opened"):
+        open_folders(str(ws), [str(ws / "a"), str(ws / "a" / "b")])
+
+
+def test_more_folders_than_descriptors_left_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = tmp_path / "ws"
+    _repository(ws / "a" / "b")
+    monkeypatch.setattr(git_guard_module.resource, "getrlimit", lambda _: (257, 4096))
+    with pytest.raises(GitGuardTooBig, match="2 folders to keep in place \\(at most 1 here\\)"):
+        git_guard(ws)

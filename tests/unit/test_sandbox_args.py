@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from agentgraph.capabilities.tools import bash as bash_tool
+from agentgraph.capabilities.tools.base import ToolError
 from agentgraph.capabilities.tools.bash import BashResult, git_read_only
 from agentgraph.capabilities.tools.sandbox import protected_paths, sandbox_args
 
@@ -69,3 +74,49 @@ def test_other_read_only_errors_and_git_failures_are_not_the_git_folder_s() -> N
     # Stash commands that only read, failing as a pipeline's last command decides.
     assert not git_read_only("git stash list | grep -q wip", _ended("", 1))
     assert not git_read_only("git stash show -p | grep TODO", _ended("", 1))
+
+
+@pytest.mark.parametrize("bind_fd", [True, False])
+def test_a_launch_binds_the_folders_it_opened_and_hands_them_over_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bind_fd: bool
+) -> None:
+    """``--bind-fd`` where bwrap has it (0.10, or a backport), else by path."""
+    ws = Path(os.path.realpath(tmp_path)) / "ws"
+    (ws / "clone" / ".git").mkdir(parents=True)
+    monkeypatch.setattr(bash_tool, "bind_fd_supported", lambda _: bind_fd)
+    launch = bash_tool.sandbox_launch("bwrap", str(ws), network=False, git=True)
+    clone = str(ws / "clone")
+    taken: list[int] = []
+    try:
+        assert launch.git and launch.pinned
+        assert ("--bind-fd" in launch.args) is bind_fd
+        bind = launch.args.index("--bind-fd" if bind_fd else clone) - (0 if bind_fd else 1)
+        assert launch.args[bind + 2] == clone
+        assert len(launch.fds) == (1 if bind_fd else 0)
+        taken += launch.take_fds()
+        assert launch.take_fds() == []  # once: a second close could hit a reused number
+    finally:
+        launch.close()
+        for fd in taken:
+            os.close(fd)
+
+
+def test_a_workspace_that_cannot_be_searched_now_refuses_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command beside this one may change its mode, and back before this one starts:
+    with nothing found, nothing would have been bound."""
+    ws = Path(os.path.realpath(tmp_path)) / "ws"
+    (ws / ".git").mkdir(parents=True)
+    lstat = os.lstat
+
+    def shut(path: Any) -> Any:
+        if os.path.dirname(os.fspath(path)) == str(ws):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return lstat(path)
+
+    monkeypatch.setattr(os, "lstat", shut)
+    with pytest.raises(ToolError, match="cannot keep the workspace's git repositories safe"):
+        bash_tool.sandbox_launch("bwrap", str(ws), network=False, git=True)
+    launch = bash_tool.sandbox_launch("bwrap", str(ws), network=False, git=False)
+    assert not launch.git  # the user's AGENTGRAPH_BASH_GIT_WRITE=on: nothing to keep

@@ -34,7 +34,7 @@ from langchain_core.tools import BaseTool, tool
 from agentgraph.capabilities.tools.base import ToolError
 from agentgraph.capabilities.tools.git_guard import (
     GitGuard,
-    GitGuardTooBig,
+    GitGuardRefused,
     git_guard,
     open_folders,
 )
@@ -42,6 +42,7 @@ from agentgraph.capabilities.tools.sandbox import (
     SANDBOX_CACHE_DIR,
     SANDBOX_TMP_DIR,
     SandboxPlan,
+    bind_fd_supported,
     plan_sandbox,
     protected_paths,
     require_runnable,
@@ -399,7 +400,8 @@ def run_command(
             children down with it, so the group kill below works the same.
         scope: :func:`home_scope` of the session's home: a later start of that home
             stops the command if this process is killed before it can.
-        pass_fds: Descriptors the launcher gets (the folders ``--bind-fd`` names).
+        pass_fds: Descriptors the launcher gets (the folders ``--bind-fd`` names), closed
+            here once it started: it holds its own copies.
 
     Returns:
         The result; a non-zero exit or a timeout is data, not an exception.
@@ -426,6 +428,10 @@ def run_command(
     except OSError as exc:
         launcher = sandbox[0] if sandbox else BASH_EXECUTABLE
         raise ToolError(f"could not start {launcher}: {exc.strerror or exc}") from exc
+    finally:
+        for passed in pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(passed)
     pgid = proc.pid  # a new session makes the shell its group leader
     with _RUNNING_LOCK:
         _RUNNING_GROUPS[pgid] = marker
@@ -574,12 +580,16 @@ class Launch:
     git: bool = False
     pinned: bool = False
 
+    def take_fds(self) -> list[int]:
+        """The descriptors, now the taker's to close."""
+        fds, self.fds = self.fds, []
+        return fds
+
     def close(self) -> None:
-        """Close the descriptors (the launcher has its own copies)."""
-        for fd in self.fds:
+        """Close the descriptors not taken."""
+        for fd in self.take_fds():
             with contextlib.suppress(OSError):
                 os.close(fd)
-        self.fds = []
 
 
 def sandbox_launch(bwrap: str, workspace: str, *, network: bool, git: bool) -> Launch:
@@ -604,18 +614,28 @@ def sandbox_launch(bwrap: str, workspace: str, *, network: bool, git: bool) -> L
         ToolError: More ``.git`` entries to keep than bwrap can bind.
     """
     guard = GitGuard()
-    if git:
-        try:
+    try:
+        if git:
             guard = git_guard(workspace)
-        except GitGuardTooBig as exc:
-            raise ToolError(
-                f"cannot keep the workspace's git repositories safe in the sandbox: {exc}; "
-                "remove some, or let the user set AGENTGRAPH_BASH_GIT_WRITE=on"
-            ) from None
-    pins = open_folders(workspace, guard.pinned)
-    read_only = [*protected_paths(workspace), *guard.read_only] if git else []
-    args = sandbox_args(bwrap, workspace, network=network, pinned=pins, read_only=read_only)
-    return Launch(args, [fd for fd, _ in pins], git=bool(read_only), pinned=bool(pins))
+            read_only = [*protected_paths(workspace), *guard.read_only]
+        else:
+            read_only = []
+        pins = open_folders(workspace, guard.pinned)
+    except (GitGuardRefused, PermissionError) as exc:
+        raise ToolError(
+            f"cannot keep the workspace's git repositories safe in the sandbox: {exc}; "
+            "run it again, or let the user set AGENTGRAPH_BASH_GIT_WRITE=on"
+        ) from None
+    if bind_fd_supported(bwrap):
+        args = sandbox_args(bwrap, workspace, network=network, pinned=pins, read_only=read_only)
+        return Launch(args, [fd for fd, _ in pins], git=bool(read_only), pinned=bool(pins))
+    # An older bwrap binds by path only: a folder swapped for a link in between is not
+    # told from the folder it was.
+    for fd, _ in pins:
+        os.close(fd)
+    paths = [path for _, path in pins]
+    args = sandbox_args(bwrap, workspace, network=network, writable=paths, read_only=read_only)
+    return Launch(args, [], git=bool(read_only), pinned=bool(pins))
 
 
 def make_bash_tool(
@@ -680,7 +700,7 @@ def make_bash_tool(
                 timeout_s=timeout,
                 sandbox=launch.args,
                 scope=scope,
-                pass_fds=launch.fds,
+                pass_fds=launch.take_fds(),
             )
         finally:
             launch.close()

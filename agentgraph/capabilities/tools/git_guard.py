@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import stat
 import threading
 from collections import deque
@@ -45,11 +46,13 @@ from agentgraph.capabilities.tools.workspace_scan import SKIPPED_DIRS
 from agentgraph.security.git_trust import common_git_dir, named_git_dir, repository
 
 __all__ = [
+    "FD_MARGIN",
     "GITLINK_CACHE_MAX",
     "GUARD_BINDS_MAX",
     "NESTED_DEPTH_MAX",
     "NESTED_FOLDERS_MAX",
     "GitGuard",
+    "GitGuardRefused",
     "GitGuardTooBig",
     "git_guard",
     "open_folders",
@@ -66,6 +69,12 @@ NESTED_FOLDERS_MAX = 2_000
 # takes 9,000 arguments in all.
 GUARD_BINDS_MAX = 2_000
 
+# Descriptors left free for everything else of the process (the model's connections,
+# the command's pipes) when the folders to bind are opened: one each.
+FD_MARGIN = 256
+# Why an opened folder is left out: gone, a file now, or a link now (``O_NOFOLLOW``).
+_NOT_A_FOLDER = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
+
 # Why a path on the way to a guarded entry cannot be looked at: its folder cannot be
 # searched. Anything else (gone, a link now) means git cannot reach it either.
 _NO_ACCESS = frozenset({errno.EACCES, errno.EPERM})
@@ -77,8 +86,13 @@ _guarded: dict[str, set[str]] = {}
 _lock = threading.Lock()
 
 
-class GitGuardTooBig(Exception):
-    """More folders and entries to bind than :data:`GUARD_BINDS_MAX`."""
+class GitGuardRefused(Exception):
+    """The ``.git`` entries cannot be kept as they are for this command: it must not run."""
+
+
+class GitGuardTooBig(GitGuardRefused):
+    """More folders and entries to bind than :data:`GUARD_BINDS_MAX`, or than this process
+    may hold open at once (:data:`FD_MARGIN`)."""
 
 
 @dataclass(frozen=True)
@@ -112,8 +126,17 @@ def git_guard(workspace: str | os.PathLike[str]) -> GitGuard:
 
     Raises:
         GitGuardTooBig: More than :data:`GUARD_BINDS_MAX` binds.
+        GitGuardRefused: The workspace cannot be searched now (a command beside this one
+            may have changed its mode, and change it back before this one starts).
     """
     root = os.path.realpath(workspace)
+    try:
+        os.lstat(os.path.join(root, ".git"))
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno in _NO_ACCESS:
+            raise GitGuardRefused("the workspace cannot be searched now") from None
     try:
         found = set(_targets(root))
     except Exception:  # the workspace's files are hostile input
@@ -132,9 +155,11 @@ def git_guard(workspace: str | os.PathLike[str]) -> GitGuard:
     kept: set[str] = set()
     for target in sorted(targets):
         folders, blocked = _reach(root, target)
-        if blocked == root:  # the workspace cannot be searched: no command runs in it
-            kept.add(target)
-        elif blocked is not None:  # bound whole: nothing in it can change either
+        if blocked == root:
+            with _lock:
+                _guarded[root] = before | found
+            raise GitGuardRefused("the workspace cannot be searched now")
+        if blocked is not None:  # bound whole: nothing in it can change either
             pinned.update(dict.fromkeys(_reach(root, blocked)[0] or ()))
             read_only[blocked] = None
             kept.add(target)
@@ -151,14 +176,17 @@ def git_guard(workspace: str | os.PathLike[str]) -> GitGuard:
             f"{len(pinned) + len(read_only)} folders and git entries to keep in place "
             f"(at most {GUARD_BINDS_MAX})"
         )
+    room = _fd_room()
+    if len(pinned) > room:
+        raise GitGuardTooBig(f"{len(pinned)} folders to keep in place (at most {room} here)")
     ordered = sorted(pinned, key=lambda p: (p.count(os.sep), p))
     return GitGuard(tuple(ordered), tuple(sorted(read_only)))
 
 
 def open_folders(root: str, folders: Iterable[str]) -> list[tuple[int, str]]:
     """Each of ``folders`` under ``root`` opened as it is now, following no link on the
-    way (``O_PATH``, ``O_NOFOLLOW`` at each step from ``root``): one that is not a real
-    folder now is left out. The caller closes the descriptors.
+    way (``O_PATH``, ``O_NOFOLLOW`` at each step from ``root``): one that is gone, or a
+    file or a link now, is left out. The caller closes the descriptors.
 
     Args:
         root: The workspace (a real path).
@@ -166,33 +194,54 @@ def open_folders(root: str, folders: Iterable[str]) -> list[tuple[int, str]]:
 
     Returns:
         Each opened folder's descriptor and path.
+
+    Raises:
+        GitGuardRefused: One could not be opened for another reason (it cannot be
+            searched now, no descriptor is left): left out, it could be moved.
     """
     flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     opened: list[tuple[int, str]] = []
     try:
         top = os.open(root, flags)
-    except OSError:
-        return opened
+    except OSError as exc:
+        raise GitGuardRefused(f"the workspace cannot be opened: {exc.strerror}") from None
     try:
         for folder in folders:
-            relative = os.path.relpath(folder, root)
             current = top
             try:
-                for part in relative.split(os.sep):
+                for part in os.path.relpath(folder, root).split(os.sep):
                     if part in ("", ".", ".."):
-                        raise OSError(errno.EINVAL, "not under the workspace", folder)
+                        raise OSError(errno.ENOENT, "not under the workspace", folder)
                     step = os.open(part, flags, dir_fd=current)
                     if current != top:
                         os.close(current)
                     current = step
-            except OSError:
+            except OSError as exc:
                 if current != top:
                     os.close(current)
-                continue
+                if exc.errno in _NOT_A_FOLDER:
+                    continue
+                raise GitGuardRefused(f"{folder} cannot be opened: {exc.strerror}") from None
             opened.append((current, folder))
+    except BaseException:
+        for fd, _ in opened:
+            os.close(fd)
+        raise
     finally:
         os.close(top)
     return opened
+
+
+def _fd_room() -> int:
+    """Descriptors this process may open for the folders to bind (:data:`FD_MARGIN` kept
+    free of its soft limit)."""
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return GUARD_BINDS_MAX
+    if soft == resource.RLIM_INFINITY:
+        return GUARD_BINDS_MAX
+    return max(0, soft - FD_MARGIN)
 
 
 def _targets(root: str) -> Iterator[str]:

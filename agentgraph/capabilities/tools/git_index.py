@@ -67,7 +67,7 @@ def _read(path: str) -> bytes | None:
     """The bytes of a regular file under :data:`INDEX_MAX_BYTES`, or None. Opened without
     blocking and checked once open: a FIFO swapped in would block the reader."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as handle:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -89,9 +90,19 @@ def protected_paths(workspace: str) -> list[str]:
 
     Returns:
         Their paths, to bind read-only over the workspace.
+
+    Raises:
+        OSError: The workspace cannot be searched now (``PermissionError``).
     """
-    paths = [os.path.join(workspace, name) for name in PROTECTED_NAMES]
-    return [p for p in paths if os.path.lexists(p) and not os.path.islink(p)]
+    found: list[str] = []
+    for path in (os.path.join(workspace, name) for name in PROTECTED_NAMES):
+        try:  # a workspace that cannot be searched raises: nothing here is to be missed
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISLNK(mode):
+            found.append(path)
+    return found
 
 
 def sandbox_args(
@@ -111,8 +122,9 @@ def sandbox_args(
         network: Keep the host's network (``--share-net``).
         writable: More directories bound read-write (after the workspace).
         pinned: Folders of the workspace, each an open descriptor and its path, bound
-            read-write onto themselves (``--bind-fd``): a command can then neither move
-            nor remove them (:func:`~agentgraph.capabilities.tools.bash.sandbox_launch`).
+            read-write onto themselves (``--bind-fd``, :func:`bind_fd_supported`): a
+            command can then neither move nor remove them
+            (:func:`~agentgraph.capabilities.tools.bash.sandbox_launch`).
         read_only: Paths inside those bound read-only over them (:func:`protected_paths`):
             a mount point cannot be renamed or removed either.
 
@@ -145,6 +157,30 @@ def sandbox_args(
         args.append("--share-net")
     args.append("--")
     return args
+
+
+@functools.cache
+def bind_fd_supported(bwrap: str) -> bool:
+    """Whether ``bwrap`` binds an open descriptor (``--bind-fd``: bubblewrap 0.10, or a
+    distribution's backport), as its ``--help`` lists. Cached per process.
+
+    Args:
+        bwrap: The bwrap executable.
+
+    Returns:
+        Whether it does.
+    """
+    try:
+        done = subprocess.run(
+            [bwrap, "--help"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=SANDBOX_PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--bind-fd" in done.stdout + done.stderr
 
 
 @functools.cache
