@@ -71,8 +71,9 @@ GIT_READ_ONLY_NOTE = (
 # Told after a sandboxed command's output that says a move or removal found a folder busy
 # where the folders down to a repository or submodule are bound onto themselves.
 GIT_PINNED_NOTE = (
-    "[folders holding a git repository or submodule cannot be moved or removed in the "
-    "sandbox; ask the user to do it]"
+    "[the sandbox keeps folders holding a git repository or submodule in place: moving "
+    "or removing them cannot run here, and no other process is using them; ask the user "
+    "to run it]"
 )
 _BUSY = "Device or resource busy"
 # A line saying a write under .git failed, whichever comes first (git's "Unable to create
