@@ -609,10 +609,12 @@ def sandbox_launch(bwrap: str, workspace: str, *, network: bool, git: bool) -> L
         git: Keep the ``.git`` entries read-only.
 
     Returns:
-        The launch; :meth:`Launch.close` it once the command started.
+        The launch: hand its descriptors to :func:`run_command` (:meth:`Launch.take_fds`)
+        and :meth:`Launch.close` it.
 
     Raises:
-        ToolError: More ``.git`` entries to keep than bwrap can bind.
+        ToolError: The ``.git`` entries cannot be kept for this command: more than bwrap
+            can bind, or the workspace or a folder in it cannot be searched now.
     """
     guard = GitGuard()
     try:
@@ -622,7 +624,7 @@ def sandbox_launch(bwrap: str, workspace: str, *, network: bool, git: bool) -> L
         else:
             read_only = []
         pins = open_folders(workspace, guard.pinned)
-    except (GitGuardRefused, PermissionError) as exc:
+    except (GitGuardRefused, OSError) as exc:
         raise ToolError(
             f"cannot keep the workspace's git repositories safe in the sandbox: {exc}; "
             "run it again, or let the user set AGENTGRAPH_BASH_GIT_WRITE=on"
