@@ -12,9 +12,10 @@ are counted too (one the split part deleted is guarded once more, never one less
 
 from __future__ import annotations
 
-import os
-import stat
 import struct
+from pathlib import Path
+
+from agentgraph.capabilities.tools.workspace import read_regular
 
 __all__ = ["INDEX_MAX_BYTES", "INDEX_NAME_MAX_BYTES", "index_gitlinks"]
 
@@ -46,7 +47,7 @@ def index_gitlinks(gitdir: str) -> tuple[str, ...]:
         Their paths (relative to the work tree, ``/``-separated); empty where there is
         no index, or one that is no regular file, is too big, or does not parse.
     """
-    data = _read(os.path.join(gitdir, "index"))
+    data = read_regular(Path(gitdir) / "index", INDEX_MAX_BYTES)
     if data is None:
         return ()
     for hash_size in _HASH_SIZES:
@@ -55,30 +56,12 @@ def index_gitlinks(gitdir: str) -> tuple[str, ...]:
             continue
         links, shared = parsed
         if shared is not None:
-            base = _read(os.path.join(gitdir, f"sharedindex.{shared}"))
+            base = read_regular(Path(gitdir) / f"sharedindex.{shared}", INDEX_MAX_BYTES)
             base_parsed = _parse(base, hash_size) if base is not None else None
             if base_parsed is not None:
                 links = links + base_parsed[0]
         return tuple(dict.fromkeys(links))
     return ()
-
-
-def _read(path: str) -> bytes | None:
-    """The bytes of a regular file under :data:`INDEX_MAX_BYTES`, or None. Opened without
-    blocking and checked once open: a FIFO swapped in would block the reader."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > INDEX_MAX_BYTES:
-                return None
-            data = handle.read(INDEX_MAX_BYTES + 1)
-        except OSError:
-            return None
-    return data if len(data) <= INDEX_MAX_BYTES else None
 
 
 def _parse(data: bytes, hash_size: int) -> tuple[list[str], str | None] | None:

@@ -21,12 +21,14 @@ from agentgraph.capabilities.tools.base import ToolError
 from agentgraph.runtime.runctx import context_of
 
 # Opened to read a file a command or a session left: never through a link, never waiting
-# on a pipe (O_NOFOLLOW and O_NONBLOCK are POSIX; where missing the lstat check in
-# read_regular stands in for the first).
+# on a pipe, never taking a terminal for the agent's own (O_NOFOLLOW, O_NONBLOCK and
+# O_NOCTTY are POSIX; where missing the lstat check in read_regular stands in for the
+# first).
 REGULAR_OPEN_FLAGS = (
     os.O_RDONLY
     | getattr(os, "O_NOFOLLOW", 0)
     | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
 
