@@ -903,13 +903,20 @@ def _lines_known(change: FileChange) -> bool:
     )
 
 
-def _changed_in_runs(changes: Mapping[str, FileChange]) -> list[tuple[str, list[str]]]:
+def _changed_in_runs(
+    changes: Mapping[str, FileChange], *, exact: bool = False
+) -> list[tuple[str, list[str]]]:
     """The files changed as lines, runs of numbered files changed alike written as one.
 
     A run (consecutive numbered names of one folder, each created, rewritten or edited
     as often as the others and put back alike) of at least ``LEDGER_RUN_MIN_FILES``
     files becomes ``- logs/ part_001.txt … part_200.txt (200 files): edited (+200 −200
     lines in all)``: every name stays, only each file's own line counts go.
+
+    Args:
+        changes: The ledger's files changed.
+        exact: Only runs whose files also added and removed as many lines each, written
+            ``(+1 −1 lines each)``: nothing of the files' own lines is lost.
 
     Returns:
         ``(line, paths it names)`` in the order the files were first changed.
@@ -918,9 +925,12 @@ def _changed_in_runs(changes: Mapping[str, FileChange]) -> list[tuple[str, list[
     for folder, names in _by_folder(changes).items():
         label = f"{folder}/" if folder else "./"
 
-        def alike(name: str, folder: str = folder) -> tuple[str, str]:
+        def alike(name: str, folder: str = folder) -> tuple[Any, ...]:
             change = changes[posixpath.join(folder, name)]
-            return _change_how(change), _undone_note(change)
+            key: tuple[Any, ...] = (_change_how(change), _undone_note(change))
+            if exact and _lines_known(change):
+                key += (change.added, change.removed)
+            return key
 
         for run in _numbered_runs(sorted(names, key=_natural_key), alike):
             paths = [posixpath.join(folder, n) for n in run]
@@ -928,10 +938,14 @@ def _changed_in_runs(changes: Mapping[str, FileChange]) -> list[tuple[str, list[
                 for path in paths:
                     by_path[path] = (_change_line(path, changes[path]), [path])
                 continue
-            how, undone = alike(run[0])
-            added = sum(changes[p].added for p in paths)
-            removed = sum(changes[p].removed for p in paths)
-            counts = _line_counts(added, removed, changes[paths[0]], " in all")
+            first = changes[paths[0]]
+            how, undone = _change_how(first), _undone_note(first)
+            if exact:
+                counts = _line_counts(first.added, first.removed, first, " each")
+            else:
+                added = sum(changes[p].added for p in paths)
+                removed = sum(changes[p].removed for p in paths)
+                counts = _line_counts(added, removed, first, " in all")
             line = f"- {label} {run[0]} … {run[-1]} ({len(run)} files): {how}{counts}{undone}"
             entry = (line, paths)
             for path in paths:
@@ -1102,7 +1116,9 @@ def render_ledger(
         return ""
     folders = _by_folder(ledger.reads)
     reads = {f: _folder_line(f, names, ledger.reads) for f, names in folders.items()}
-    changes = [_change_line(p, c) for p, c in ledger.changes.items()]
+    # Runs of numbered files changed exactly alike are one line from the start: it
+    # names every file and its line counts, so nothing is lost by it.
+    changes = [line for line, _paths in _changed_in_runs(ledger.changes, exact=True)]
     commands = _command_lines(ledger.commands)
     command_weights = [n for _line, n in commands]
     subagents = [
@@ -1288,9 +1304,12 @@ def listed_paths(ledger: Ledger, rendered: str) -> tuple[set[str], set[str]]:
         if line in lines and len(command) <= LEDGER_COMMAND_MAX_CHARS:
             read.update(paths)
     changed = {
-        path for line, paths in _changed_in_runs(ledger.changes) if line in lines for path in paths
+        path
+        for exact in (True, False)
+        for line, paths in _changed_in_runs(ledger.changes, exact=exact)
+        if line in lines
+        for path in paths
     }
-    changed |= {p for p, c in ledger.changes.items() if _change_line(p, c) in lines}
     return read, changed
 
 

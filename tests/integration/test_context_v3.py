@@ -386,6 +386,42 @@ def test_a_lossy_summarizer_at_8k_leaves_an_editing_task_no_file_to_read_twice(
     assert recorder.reports and codes_in(recorder.reports[-1]) == planted
 
 
+@pytest.mark.parametrize("shell", [None, "heredoc"])
+def test_files_changed_exactly_alike_are_one_ledger_line_after_a_compaction(
+    make_settings: Callable[..., Settings], workspace: Path, shell: ShellStyle | None
+) -> None:
+    """40 files marked done one by one, with edit_file or rewritten whole through a
+    here-document: every ledger a compaction sends names them in runs, one line each,
+    with the lines each changed, where it had one line a file (~770 tokens in every
+    prompt of a 60-file task, within the ledger's share)."""
+    files = 40
+    recorder, events, server, _planted = _run(
+        make_settings,
+        workspace,
+        files=files,
+        persona="silent",
+        summarizer="faithful",
+        edits=True,
+        shell=shell,
+    )
+    assert sum(e["type"] == "compaction" for e in events) >= 2
+    assert marked_done(workspace, [rel_path(i) for i in range(1, files + 1)]) == files
+    how = "edited (+1 −1 lines each)" if shell is None else "written by a command (+"
+    ledgers = [
+        str(m["content"])
+        for body in _main(server)
+        for m in body["messages"]
+        if str(m.get("content") or "").startswith("[Progress ledger")
+    ]
+    assert ledgers
+    for ledger in ledgers:
+        changed = ledger.split("Files created or changed:\n", 1)[1].split("\n")
+        changed = [line for line in changed if line.startswith("- ")]
+        assert len(changed) == 1 and how in changed[0], changed
+        assert changed[0].startswith("- logs/ part_001.txt … part_0"), changed
+        assert "lines each)" in changed[0]
+
+
 @pytest.mark.parametrize(
     ("edits", "style"),
     [(False, "cat"), (True, "cat"), (False, "nl"), (False, "grep"), (False, "cd"), (True, "cd")],

@@ -198,10 +198,17 @@ def _edit(n: int, path: str) -> list[BaseMessage]:
 def test_past_its_share_numbered_files_changed_alike_stay_named_as_a_run() -> None:
     # A task that edits a folder of numbered files one by one: one line a file does not
     # fit a small window's share, and a count per folder would leave the model to edit
-    # them all again; runs of files changed alike keep every name.
+    # them all again; runs of files changed alike keep every name. (Every other edit
+    # adds a line: files changed exactly alike are one line within the share already.)
     history: list[BaseMessage] = [HumanMessage("go", id="u")]
     for i in range(1, 201):
-        history += _edit(i, f"logs/part_{i:03d}.txt")
+        path = f"logs/part_{i:03d}.txt"
+        args = {
+            "path": path,
+            "old_string": "STATUS: open",
+            "new_string": "STATUS: done" + "\nx" * (i % 2),
+        }
+        history += _call(i, "edit_file", args, f"edited {path}: replaced 1 occurrence")
     history += _call(300, "write_file", {"path": "logs/part_050.txt", "content": "x\n"}, "ok")
     created = "created report.md: 2 bytes, 1 lines"
     history += _call(301, "write_file", {"path": "report.md", "content": "a\n"}, created)
@@ -209,13 +216,40 @@ def test_past_its_share_numbered_files_changed_alike_stay_named_as_a_run() -> No
     counter = get_counter("gpt-4o-mini")
     text = render_ledger(ledger, max_tokens=300, count=counter.count_text)
     assert counter.count_text(text) <= 300
-    assert "- logs/ part_001.txt … part_049.txt (49 files): edited (+49 −49 lines in all)" in text
+    assert "- logs/ part_001.txt … part_049.txt (49 files): edited (+74 −49 lines in all)" in text
     assert "- logs/part_050.txt: rewritten, edited (+2 −1 lines)" in text
     assert "- report.md: created (+1 −0 lines)" in text
     for path in ledger.changes:
         assert _listed(text, path), path
     # Named as a run, the files count as listed: a summary's list of them goes.
     assert listed_paths(ledger, text)[1] == set(ledger.changes)
+
+
+def test_numbered_files_changed_exactly_alike_are_one_line_within_the_share() -> None:
+    # One line a file repeats the same words and counts for every file of a folder a
+    # task goes through: a run line loses nothing of them, so it is there at once, not
+    # only once the ledger is past its share (55 lines had cost ~770 tokens a prompt).
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    for i in range(1, 56):
+        history += _edit(i, f"logs/part_{i:03d}.txt")
+    # part_056 added a line more: its counts differ, so it ends the run.
+    args = {"path": "logs/part_056.txt", "old_string": "a", "new_string": "a\nb"}
+    history += _call(56, "edit_file", args, "edited logs/part_056.txt: replaced 1 occurrence")
+    for i in range(57, 60):
+        history += _edit(i, f"logs/part_{i:03d}.txt")
+    ledger = collect_ledger(history)
+    counter = get_counter("gpt-4o-mini")
+    for text in (
+        render_ledger(ledger),
+        render_ledger(ledger, max_tokens=100_000, count=counter.count_text),
+    ):
+        changed = text.split("Files created or changed:\n", 1)[1].splitlines()
+        assert changed == [
+            "- logs/ part_001.txt … part_055.txt (55 files): edited (+1 −1 lines each)",
+            "- logs/part_056.txt: edited (+2 −1 lines)",
+            "- logs/ part_057.txt … part_059.txt (3 files): edited (+1 −1 lines each)",
+        ]
+        assert listed_paths(ledger, text)[1] == set(ledger.changes)
 
 
 _CHANGES = st.lists(
@@ -601,7 +635,7 @@ def test_files_edited_through_the_shell_are_files_changed() -> None:
     history += _bash(54, "sed -i 's/a/b/' /ws/src/b.py", "[exit code 0]")
     ledger = collect_ledger(history, workspace="/ws")
     text = render_ledger(ledger)
-    assert "- logs/part_017.txt: edited by a command\n" in text
+    assert "- logs/ part_001.txt … part_040.txt (40 files): edited by a command\n" in text
     assert "- src/app.py: edited ×3 (some by a command) (+1 −1 lines)" in text
     assert "- src/b.py: edited by a command\n" in text + "\n"
     assert "$ sed -i 's/a/b/' gone.py → exit 2" in text
