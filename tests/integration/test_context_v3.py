@@ -395,7 +395,7 @@ def test_files_changed_exactly_alike_are_one_ledger_line_after_a_compaction(
     with the lines each changed, where it had one line a file (~770 tokens in every
     prompt of a 60-file task, within the ledger's share)."""
     files = 40
-    recorder, events, server, _planted = _run(
+    _recorder, events, server, _planted = _run(
         make_settings,
         workspace,
         files=files,
