@@ -110,8 +110,9 @@ the scripted model's own calls: agentgraph's re-injected files are not counted),
 requests (strict rejections), overflow 400s, agentgraph's masking events and
 compactions, cut summaries (distinct summaries reaching the main prompt with a
 truncation marker) and wall seconds; a table with an editing workload adds files marked
-done at the end / planted and files edited twice (an edit call made twice, the same
-replacement text), after files read twice.
+done at the end / planted (a file counts only if that line is all that changed: one
+rewritten whole from a text missing some of its lines is damaged, not done) and files
+edited twice (an edit call made twice, the same replacement text), after files read twice.
 """
 
 from __future__ import annotations
@@ -618,6 +619,9 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
         ws, files=load.files, size=load.size, fact_at=load.fact_at, edits=load.edits
     )
     planted = planted_codes(paths)
+    # What each file held before the task: a file counts as marked done only if that
+    # one line changed (a model rewriting a file whole from a cut text damages it).
+    originals = {p: (ws / p).read_text(encoding="utf-8") for p in paths}
     recorder = Recorder()
     persona = persona_for(cell.persona, cell.harness, load.batch, load.shell)
     model = ScriptedModel(persona, Summarizer(cell.summarizer), recorder)
@@ -682,7 +686,7 @@ def run(cell: Cell, tmp: Path) -> dict[str, Any]:
         "facts_total": len(planted),
         "read_twice": recorder.reread_files(),
         "history_searches": recorder.searches,
-        "marked_done": marked_done(ws, paths) if load.edits else None,
+        "marked_done": marked_done(ws, paths, originals) if load.edits else None,
         "edited_twice": recorder.reedited_files() if load.edits else None,
         "invalid": violations,
         "overflow_400": overflows,

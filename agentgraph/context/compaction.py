@@ -37,7 +37,12 @@ from langchain_core.tools import BaseTool
 
 from agentgraph.capabilities.tools.base import ToolError
 from agentgraph.capabilities.tools.bash import bash_status
-from agentgraph.capabilities.tools.files import edit_report_line, excerpt_of_read, page_of_read
+from agentgraph.capabilities.tools.files import (
+    edit_report_line,
+    excerpt_of_read,
+    fit_read_page,
+    page_of_read,
+)
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import (
     REGULAR_OPEN_FLAGS,
@@ -798,25 +803,46 @@ def _fresh_lines(workspace: Path, rel: str) -> list[str] | None:
 
 
 def _numbered(lines: Sequence[str], first: int) -> str:
-    """``lines`` with their line numbers in six columns and a tab (as ``cat -n``), the
-    first as line ``first``."""
-    return "\n".join(f"{first + n:6}\t{line}" for n, line in enumerate(lines))
+    """``lines`` numbered as read_file numbers them (the number, a tab), the first as
+    line ``first``: no ``cat -n`` padding, which costs two tokens a line more."""
+    return "\n".join(f"{first + n}\t{line}" for n, line in enumerate(lines))
 
 
-def _read_fresh(
-    workspace: Path, rel: str, max_tokens: int, count: Callable[[str], int]
-) -> str | None:
+def _fitted(
+    lines: Sequence[str], first: int, total: int, max_tokens: int, counter: TokenCounter
+) -> tuple[str, int]:
+    """``lines`` (numbered from ``first``, of a file of ``total`` lines) within
+    ``max_tokens``, and the last line shown.
+
+    Past it, the page of their leading lines that fits, with read_file's note of where to
+    read on: a head-and-tail cut left its header naming lines it no longer showed, and a
+    model that rewrites a file whole from what it sees would write the cut into it. Only
+    a first line too long for the room alone is cut as any output is.
+    """
+    body = _numbered(lines, first)
+    last = first + len(lines) - 1
+    if counter.fits(body, max_tokens):
+        return body, last
+    page = fit_read_page(body, max_tokens, counter, span=(last, total))
+    if page is None:
+        return truncate_text(body, max_tokens, count=counter.count_text).text, last
+    shown = page.rsplit("\n", 2)[-2]
+    return page, int(shown.split("\t", 1)[0])
+
+
+def _read_fresh(workspace: Path, rel: str, max_tokens: int, counter: TokenCounter) -> str | None:
     """Read up to REINJECT_MAX_LINES of a workspace file; None when unreadable or outside."""
     lines = _fresh_lines(workspace, rel)
     if lines is None:
         return None
-    shown = lines[:REINJECT_MAX_LINES]
-    body = truncate_text(_numbered(shown, 1), max_tokens, count=count).text
-    return REINJECTED_FILE_TEMPLATE.format(path=rel, shown=len(shown), total=len(lines), body=body)
+    header = REINJECTED_FILE_TEMPLATE.format(path=rel, shown=len(lines), total=len(lines), body="")
+    room = max(max_tokens - counter.count_text(header), 1)
+    body, last = _fitted(lines[:REINJECT_MAX_LINES], 1, len(lines), room, counter)
+    return REINJECTED_FILE_TEMPLATE.format(path=rel, shown=last, total=len(lines), body=body)
 
 
 def _read_around_edit(
-    workspace: Path, edit: ChangedFile, max_tokens: int, count: Callable[[str], int]
+    workspace: Path, edit: ChangedFile, max_tokens: int, counter: TokenCounter
 ) -> str | None:
     """The lines of the workspace file ``edit`` names around its last edit's new text,
     ``REINJECT_EXCERPT_CONTEXT_LINES`` either side: where the edit's report put it when
@@ -844,15 +870,31 @@ def _read_around_edit(
     end = start + new.count("\n")
     first = max(start - REINJECT_EXCERPT_CONTEXT_LINES, 0)
     last = min(end + REINJECT_EXCERPT_CONTEXT_LINES, len(lines) - 1)
-    body = _numbered(lines[first : last + 1], first + 1)
-    body = truncate_text(body, max_tokens, count=count).text
+    return _excerpt(edit.path, lines, first, last, max_tokens, counter)
+
+
+def _excerpt(
+    path: str,
+    lines: Sequence[str],
+    first: int,
+    last: int,
+    max_tokens: int,
+    counter: TokenCounter,
+) -> str:
+    """Lines ``first``-``last`` (0-based, inclusive) of the file ``path`` re-read, headed
+    by the span shown (:func:`_fitted` keeps their leading lines past ``max_tokens``)."""
+    header = REINJECTED_EXCERPT_TEMPLATE.format(
+        path=path, first=first + 1, last=last + 1, total=len(lines), body=""
+    )
+    room = max(max_tokens - counter.count_text(header), 1)
+    body, shown = _fitted(lines[first : last + 1], first + 1, len(lines), room, counter)
     return REINJECTED_EXCERPT_TEMPLATE.format(
-        path=edit.path, first=first + 1, last=last + 1, total=len(lines), body=body
+        path=path, first=first + 1, last=shown, total=len(lines), body=body
     )
 
 
 def _read_span(
-    workspace: Path, edit: ChangedFile, max_tokens: int, count: Callable[[str], int]
+    workspace: Path, edit: ChangedFile, max_tokens: int, counter: TokenCounter
 ) -> str | None:
     """The lines of the workspace file ``edit`` names that its last change spanned,
     ``REINJECT_EXCERPT_CONTEXT_LINES`` either side; None when it has no span, is
@@ -862,10 +904,7 @@ def _read_span(
         return None
     first = max(edit.span[0] - 1 - REINJECT_EXCERPT_CONTEXT_LINES, 0)
     last = min(edit.span[1] - 1 + REINJECT_EXCERPT_CONTEXT_LINES, len(lines) - 1)
-    body = truncate_text(_numbered(lines[first : last + 1], first + 1), max_tokens, count=count)
-    return REINJECTED_EXCERPT_TEMPLATE.format(
-        path=edit.path, first=first + 1, last=last + 1, total=len(lines), body=body.text
-    )
+    return _excerpt(edit.path, lines, first, last, max_tokens, counter)
 
 
 def _instructions(focus: str | None) -> str:
@@ -1932,17 +1971,17 @@ class Compactor:
         # sent 1.72M), and re-reading the files changed more than once re-read
         # finished files on a task that changes each file twice, while the one
         # waiting for its second change was read again by the model.
-        workdir, count = Path(workspace), self.counter.count_text
+        workdir, counter = Path(workspace), self.counter
         for touched in changed_files(messages, workspace)[:REINJECT_RECENT_FILES]:
             if touched.span is not None:
                 # A command's change in place (``perl -pi``): the lines it changed.
-                text = _read_span(workdir, touched, each, count) or _read_fresh(
-                    workdir, touched.path, each, count
+                text = _read_span(workdir, touched, each, counter) or _read_fresh(
+                    workdir, touched.path, each, counter
                 )
             elif touched.last_edit is None:
-                text = _read_fresh(workdir, touched.path, each, count)
+                text = _read_fresh(workdir, touched.path, each, counter)
             else:
-                text = _read_around_edit(workdir, touched, each, count)
+                text = _read_around_edit(workdir, touched, each, counter)
             if text is None:
                 continue
             out.append(

@@ -310,11 +310,22 @@ def codes_in(text: str) -> set[str]:
     return {f"CODE {stem}: {value}" for stem, value in CODE_RE.findall(text)}
 
 
-def marked_done(root: Path, paths: list[str]) -> int:
-    """How many of ``paths`` (under ``root``) have their status line edited to done."""
-    return sum(
-        status_line(index_of(p), "done") in (root / p).read_text(encoding="utf-8") for p in paths
-    )
+def marked_done(root: Path, paths: list[str], originals: Mapping[str, str] | None = None) -> int:
+    """How many of ``paths`` (under ``root``) have their status line edited to done.
+
+    With ``originals`` (each path's text as :func:`make_workspace` wrote it), only files
+    that are their original text with that one line changed count: a file rewritten
+    whole from a text that lacked some of its lines is marked, but damaged.
+    """
+    done = 0
+    for p in paths:
+        text = (root / p).read_text(encoding="utf-8")
+        line = status_line(index_of(p), "done")
+        if originals is None:
+            done += line in text
+        else:
+            done += text == originals[p].replace(status_line(index_of(p), "open"), line, 1)
+    return done
 
 
 def task_text(first: int, last: int, edits: bool = False, lag: bool = False) -> str:

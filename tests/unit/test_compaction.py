@@ -232,7 +232,7 @@ def test_the_files_re_read_after_a_compaction_are_the_last_edits_of_the_three_ch
     for name in ("f9.txt", "f8.txt", "f7.txt"):
         assert reinjected[name].startswith(f"[Lines around the last edit of {name}")
         assert (
-            f"lines 1-1 of 1; read_file shows the rest]\n     1\tfresh file {name[1]}"
+            f"lines 1-1 of 1; read_file shows the rest]\n1\tfresh file {name[1]}"
             in (reinjected[name])
         )
 
@@ -307,8 +307,43 @@ def test_files_a_scan_saw_a_command_change_are_shown_again_by_their_changed_line
     assert set(reinjected) == {"mod.py", "gen.txt"}
     header, *lines = reinjected["mod.py"].split("\n")
     assert header.endswith("— lines 12-19 of 30; read_file shows the rest]")
-    assert lines == [f"{n:6}\t{body[n - 1]}" for n in range(12, 20)]
+    assert lines == [f"{n}\t{body[n - 1]}" for n in range(12, 20)]
     assert reinjected["gen.txt"].startswith("[File re-read from disk after compaction: gen.txt")
+
+
+def test_a_file_re_read_whole_past_its_share_is_a_page_of_its_leading_lines(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """A file written whole is re-read whole, numbered as read_file numbers lines; one
+    over its share of the room is the page of its leading lines that fits, with where to
+    read on, as a read over the output cap is. Cut head and tail, it was headed "lines
+    1-400 of 400" with its middle missing (a model rewriting it whole from that writes
+    the cut into the file), and ``cat -n``'s padding cost two tokens a line more."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    _write_files(workspace, 12)
+    body = [f"VALUE_{n} = {n * 7}  # the setting of part {n}" for n in range(1, 401)]
+    (workspace / "big.py").write_text("\n".join(body) + "\n")
+    (workspace / "small.py").write_text("A = 1\nB = 2\n")
+    history = _history(12)
+    for at, path in ((21, "small.py"), (23, "big.py")):
+        write = {**history[at].tool_calls[0], "name": "write_file"}  # type: ignore[attr-defined]
+        write["args"] = {"path": path, "content": (workspace / path).read_text()}
+        history[at] = history[at].model_copy(update={"tool_calls": [write]})
+    reinjected = _reinjected(settings, workspace, history)
+    assert reinjected["small.py"].split("\n")[1:] == ["1\tA = 1", "2\tB = 2"]
+    header, *lines = reinjected["big.py"].split("\n")
+    shown = re.fullmatch(
+        r"\[File re-read from disk after compaction: big\.py — lines 1-(\d+) of 400\]", header
+    )
+    assert shown is not None, header
+    last = int(shown.group(1))
+    assert 0 < last < 400
+    assert lines[:-1] == [f"{n}\t{body[n - 1]}" for n in range(1, last + 1)]
+    assert (
+        lines[-1]
+        == f"[showing lines 1-{last} of 400; call read_file with offset={last} to continue]"
+    )
+    assert "truncated" not in reinjected["big.py"]
 
 
 @pytest.mark.parametrize("older", ["edited since", "only deleted", "written whole"])
@@ -344,7 +379,7 @@ def test_the_lines_around_an_edit_are_its_new_text_and_three_lines_either_side(
         assert reinjected["gone.py"].startswith("[File re-read from disk after compaction: gone.py")
     header, *lines = reinjected["mod.py"].split("\n")
     assert header.endswith("— lines 12-19 of 30; read_file shows the rest]")
-    assert lines == [f"{n:6}\t{body[n - 1]}" for n in range(12, 20)]
+    assert lines == [f"{n}\t{body[n - 1]}" for n in range(12, 20)]
 
 
 @pytest.mark.parametrize(("reported", "shown"), [(20, (17, 23)), (9, (2, 8)), (None, (2, 8))])
@@ -1316,8 +1351,9 @@ def test_files_re_read_after_a_compaction_refuse_hard_links_outside(tmp_path: Pa
     outside.write_text("SECRET-VALUE\n")
     os.link(outside, workspace / "leak.txt")
     (workspace / "plain.txt").write_text("ordinary\n")
-    assert _read_fresh(workspace, "leak.txt", 1000, len) is None
-    plain = _read_fresh(workspace, "plain.txt", 1000, len)
+    counter = get_counter("gpt-4o-mini")
+    assert _read_fresh(workspace, "leak.txt", 1000, counter) is None
+    plain = _read_fresh(workspace, "plain.txt", 1000, counter)
     assert plain is not None and "ordinary" in plain
 
 

@@ -660,7 +660,7 @@ def test_a_here_document_editor_writes_the_file_as_it_last_saw_it() -> None:
     done = text.replace("open", "done")
     write = f"cat > logs/part_001.txt <<'EOF'\n{done}EOF"
     assert call_of(shell(body)) == (SHELL_TOOL, {"command": write})
-    numbered = "".join(f"{n:6}\t{line}\n" for n, line in enumerate(text.splitlines(), 1))
+    numbered = "".join(f"{n}\t{line}\n" for n, line in enumerate(text.splitlines(), 1))
     shown = "[File re-read from disk after compaction: logs/part_001.txt — lines 1-3 of 3]\n"
     reread = request(
         task,
