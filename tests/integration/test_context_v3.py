@@ -103,6 +103,13 @@ def _run(
     return recorder, events, server, planted_codes(paths)
 
 
+def _originals(root: Path, files: int) -> tuple[list[str], dict[str, str]]:
+    """The editing workspace's paths and each file's text as :func:`make_workspace`
+    writes it (under ``root``, beside the workspace a run changes)."""
+    paths = make_workspace(root, files=files, edits=True)
+    return paths, {p: (root / p).read_text(encoding="utf-8") for p in paths}
+
+
 def _cut_replies(server: FakeOpenAIServer) -> int:
     """Summarizer replies the server stopped at their output limit."""
     return sum(1 for request in server.cut_requests if is_summary(dict(request)))
@@ -467,9 +474,7 @@ def test_a_file_rewritten_whole_after_a_compaction_keeps_every_line(
     100 files lost lines at 16k. Now it is the page of its leading lines that fits,
     headed by the span shown, and a model that needs the rest reads it."""
     files = 40
-    originals_root = tmp_path / "originals"
-    paths = make_workspace(originals_root, files=files, edits=True)
-    originals = {p: (originals_root / p).read_text(encoding="utf-8") for p in paths}
+    paths, originals = _originals(tmp_path / "originals", files)
     _recorder, events, _server, _planted = _run(
         make_settings,
         workspace,
@@ -558,9 +563,7 @@ def _assert_every_file_marked_once(
     ``rereads_per_compaction`` files read twice a compaction, every code in its report,
     and at least two compactions on the way."""
     files = 60
-    originals_root = workspace.parent / "originals"
-    paths = make_workspace(originals_root, files=files, edits=True)
-    originals = {p: (originals_root / p).read_text(encoding="utf-8") for p in paths}
+    paths, originals = _originals(workspace.parent / "originals", files)
     recorder, events, _server, planted = _run(
         make_settings,
         workspace,
