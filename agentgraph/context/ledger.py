@@ -1101,8 +1101,10 @@ def render_ledger(
 
     Args:
         ledger: The ledger.
-        max_tokens: Its share of the budget. Past it, in this order until it fits: runs
-            of numbered files changed alike become one line each (names kept), the
+        max_tokens: Its share of the budget (runs of numbered files changed exactly
+            alike are one line each within it too: nothing is lost by that). Past it,
+            in this order until it fits: runs of numbered files changed alike become
+            one line each (names kept, line counts summed), the
             read folders that cost the most are folded to a count, then all files read
             to a count per top folder, then to one line; the oldest commands and
             subagent tasks to a count; the files changed to a count and their line
