@@ -42,6 +42,7 @@ from agentgraph.capabilities.tools.files import (
     excerpt_of_read,
     fit_read_page,
     page_of_read,
+    read_span,
 )
 from agentgraph.capabilities.tools.spec import tool_spec
 from agentgraph.capabilities.tools.workspace import (
@@ -824,10 +825,10 @@ def _fitted(
     if counter.fits(body, max_tokens):
         return body, last
     page = fit_read_page(body, max_tokens, counter, span=(last, total))
-    if page is None:
+    covered = read_span(page) if page is not None else None
+    if page is None or covered is None:
         return truncate_text(body, max_tokens, count=counter.count_text).text, last
-    shown = page.rsplit("\n", 2)[-2]
-    return page, int(shown.split("\t", 1)[0])
+    return page, covered[0]
 
 
 def _read_fresh(workspace: Path, rel: str, max_tokens: int, counter: TokenCounter) -> str | None:
