@@ -491,6 +491,8 @@ class ChangedFile:
             place there, not its first).
         span: The lines its last change (a command's, the workspace scan saw) changed,
             first and last, when known.
+        written: Its last change wrote it whole with the text in the model's own call
+            (write_file, a here-document).
     """
 
     path: str
@@ -499,6 +501,7 @@ class ChangedFile:
     edit_line: int | None = None
     appended: bool = False
     span: tuple[int, int] | None = None
+    written: bool = False
 
 
 def marker(kind: str, **extra: Any) -> dict[str, Any]:
@@ -636,6 +639,7 @@ class _ChangeLog:
     edit_calls: dict[str, str] = field(default_factory=dict)  # the id of an edit call
     appended: set[str] = field(default_factory=set)  # whose last change appended lines
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # a scan's span
+    written: set[str] = field(default_factory=set)  # written whole from a call's text
 
     def change(
         self,
@@ -646,9 +650,11 @@ class _ChangeLog:
         call_id: str | None = None,
         appended: bool = False,
         span: tuple[int, int] | None = None,
+        written: bool = False,
     ) -> None:
         """``path`` changed at message ``at``: its new text (None: written whole), the
-        edit call that said where, whether it was appended, the lines a scan saw change."""
+        edit call that said where, whether it was appended, the lines a scan saw change,
+        whether the call held the whole text it wrote."""
         self.edits[path] = text
         self.last[path] = at
         if call_id is None:
@@ -663,6 +669,10 @@ class _ChangeLog:
             self.spans.pop(path, None)
         else:
             self.spans[path] = span
+        if written:
+            self.written.add(path)
+        else:
+            self.written.discard(path)
 
     def touch(self, path: str, at: int) -> None:
         """``path`` was read at message ``at``."""
@@ -673,6 +683,7 @@ class _ChangeLog:
         """``path`` is gone: nothing to show again."""
         for known in (self.edits, self.edit_calls, self.last, self.spans):
             known.pop(path, None)
+        self.written.discard(path)
 
     def stale(self, path: str) -> None:
         """``path`` changed where nothing says how: what was known of its last change no
@@ -726,7 +737,13 @@ def changed_files(
                 # ``>>`` appended its lines: re-read around them.
                 for write in written_files(command, exited_0[call_id]):
                     name = key(write.path)
-                    log.change(name, i, write.text if write.append else None, appended=write.append)
+                    log.change(
+                        name,
+                        i,
+                        write.text if write.append else None,
+                        appended=write.append,
+                        written=not write.append and write.text is not None,
+                    )
                     told.add(name)
                 # ``rm F``: gone, nothing to show again.
                 for removed in removed_files(command).paths:
@@ -740,7 +757,7 @@ def changed_files(
                 new = args.get("new_string")
                 log.change(key(path), i, new if isinstance(new, str) else "", call_id=call_id)
             elif spec.files_role == "writes":
-                log.change(key(path), i, None)
+                log.change(key(path), i, None, written=True)
             else:
                 log.touch(key(path), i)
         for scan in scans:
@@ -774,6 +791,7 @@ def changed_files(
             lines.get(log.edit_calls.get(path, "")),
             path in log.appended,
             log.spans.get(path),
+            path in log.written,
         )
         for path, new in log.edits.items()
     ]
@@ -840,6 +858,18 @@ def _read_fresh(workspace: Path, rel: str, max_tokens: int, counter: TokenCounte
     room = max(max_tokens - counter.count_text(header), 1)
     body, last = _fitted(lines[:REINJECT_MAX_LINES], 1, len(lines), room, counter)
     return REINJECTED_FILE_TEMPLATE.format(path=rel, shown=last, total=len(lines), body=body)
+
+
+def _read_whole(workspace: Path, rel: str, max_tokens: int, counter: TokenCounter) -> str | None:
+    """A workspace file whole, numbered as read_file numbers lines, when it fits in
+    ``max_tokens``; None when it does not, or is unreadable or outside."""
+    lines = _fresh_lines(workspace, rel)
+    if lines is None or len(lines) > REINJECT_MAX_LINES:
+        return None
+    text = REINJECTED_FILE_TEMPLATE.format(
+        path=rel, shown=len(lines), total=len(lines), body=_numbered(lines, 1)
+    )
+    return text if counter.fits(text, max_tokens) else None
 
 
 def _read_around_edit(
@@ -1974,7 +2004,14 @@ class Compactor:
         # waiting for its second change was read again by the model.
         workdir, counter = Path(workspace), self.counter
         for touched in changed_files(messages, workspace)[:REINJECT_RECENT_FILES]:
-            if touched.span is not None:
+            if touched.written:
+                # Its text was the model's own call: whole, or not at all (the ledger
+                # names it written). The page of its leading lines shown before was no
+                # use to a model rewriting it whole, which read it again all the same
+                # (24 of 100 files at 16k), and every request after the compaction
+                # carried it (5% of the prompt tokens of that task, 2% without the lag).
+                text = _read_whole(workdir, touched.path, each, counter)
+            elif touched.span is not None:
                 # A command's change in place (``perl -pi``): the lines it changed.
                 text = _read_span(workdir, touched, each, counter) or _read_fresh(
                     workdir, touched.path, each, counter

@@ -423,7 +423,8 @@ def test_files_changed_exactly_alike_are_one_ledger_line_after_a_compaction(
     assert ledgers
     for ledger in ledgers:
         changed = ledger.split("Files created or changed:\n", 1)[1].split("\n")
-        changed = [line for line in changed if line.startswith("- ")]
+        # The report the task ends with is a file of its own when a compaction follows it.
+        changed = [line for line in changed if line.startswith("- ") and "report.md" not in line]
         assert len(changed) == 1 and how in changed[0], changed
         assert changed[0].startswith("- logs/ part_001.txt … part_0"), changed
         assert "lines each)" in changed[0]

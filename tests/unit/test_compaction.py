@@ -311,14 +311,15 @@ def test_files_a_scan_saw_a_command_change_are_shown_again_by_their_changed_line
     assert reinjected["gen.txt"].startswith("[File re-read from disk after compaction: gen.txt")
 
 
-def test_a_file_re_read_whole_past_its_share_is_a_page_of_its_leading_lines(
+def test_a_file_a_command_changed_past_its_share_is_a_page_of_its_leading_lines(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
-    """A file written whole is re-read whole, numbered as read_file numbers lines; one
-    over its share of the room is the page of its leading lines that fits, with where to
-    read on, as a read over the output cap is. Cut head and tail, it was headed "lines
-    1-400 of 400" with its middle missing (a model rewriting it whole from that writes
-    the cut into the file), and ``cat -n``'s padding cost two tokens a line more."""
+    """A file a command changed whole (its text not in any call) is re-read whole,
+    numbered as read_file numbers lines; one over its share of the room is the page of
+    its leading lines that fits, with where to read on, as a read over the output cap is.
+    Cut head and tail, it was headed "lines 1-400 of 400" with its middle missing (a
+    model rewriting it whole from that writes the cut into the file), and ``cat -n``'s
+    padding cost two tokens a line more."""
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     _write_files(workspace, 12)
     body = [f"VALUE_{n} = {n * 7}  # the setting of part {n}" for n in range(1, 401)]
@@ -326,9 +327,12 @@ def test_a_file_re_read_whole_past_its_share_is_a_page_of_its_leading_lines(
     (workspace / "small.py").write_text("A = 1\nB = 2\n")
     history = _history(12)
     for at, path in ((21, "small.py"), (23, "big.py")):
-        write = {**history[at].tool_calls[0], "name": "write_file"}  # type: ignore[attr-defined]
-        write["args"] = {"path": path, "content": (workspace / path).read_text()}
-        history[at] = history[at].model_copy(update={"tool_calls": [write]})
+        call = {"name": "run_bash", "args": {"command": "python3 gen.py"}, "id": f"g{at}"}
+        result = ToolMessage("[exit code 0]", tool_call_id=f"g{at}", name="run_bash")
+        history[at : at + 2] = [
+            AIMessage(content="", id=f"g{at}", tool_calls=[call]),
+            with_scanned_changes(result, ScanChanges(created=(path,))),
+        ]
     reinjected = _reinjected(settings, workspace, history)
     assert reinjected["small.py"].split("\n")[1:] == ["1\tA = 1", "2\tB = 2"]
     header, *lines = reinjected["big.py"].split("\n")
@@ -344,6 +348,39 @@ def test_a_file_re_read_whole_past_its_share_is_a_page_of_its_leading_lines(
         == f"[showing lines 1-{last} of 400; call read_file with offset={last} to continue]"
     )
     assert "truncated" not in reinjected["big.py"]
+
+
+@pytest.mark.parametrize("tool", ["write_file", "here-document"])
+def test_a_file_the_model_wrote_whole_is_shown_again_whole_or_not_at_all(
+    make_settings: Callable[..., Settings], workspace: Path, tool: str
+) -> None:
+    """The model's call held the whole text of a file it wrote: within its share it is
+    shown again whole; past it, not at all (the ledger names it written). The page of
+    its leading lines shown before was no use to a model that rewrites the file whole,
+    which read it again all the same (24 of 100 files at 16k), and every request after
+    the compaction carried it."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    _write_files(workspace, 12)
+    texts = {
+        "small.py": "A = 1\nB = 2\n",
+        "big.py": "".join(f"VALUE_{n} = {n * 7}  # part {n}\n" for n in range(1, 401)),
+    }
+    history = _history(12)
+    for at, path in ((21, "small.py"), (23, "big.py")):
+        (workspace / path).write_text(texts[path])
+        if tool == "write_file":
+            call = {"name": "write_file", "args": {"path": path, "content": texts[path]}}
+        else:
+            command = f"cat > {path} <<'EOF'\n{texts[path]}EOF"
+            call = {"name": "run_bash", "args": {"command": command}}
+        call["id"] = f"w{at}"
+        history[at : at + 2] = [
+            AIMessage(content="", id=f"w{at}", tool_calls=[call]),  # type: ignore[list-item]
+            ToolMessage("[exit code 0]", tool_call_id=f"w{at}", name=str(call["name"])),
+        ]
+    reinjected = _reinjected(settings, workspace, history)
+    assert reinjected["small.py"].split("\n")[1:] == ["1\tA = 1", "2\tB = 2"]
+    assert "big.py" not in reinjected
 
 
 @pytest.mark.parametrize("older", ["edited since", "only deleted", "written whole"])
