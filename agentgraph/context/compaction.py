@@ -174,7 +174,8 @@ UNSEEN_KEPT_BUDGET_FRACTION = 0.65
 # files read are folded to a count (see agentgraph/context/ledger.py).
 LEDGER_MAX_BUDGET_FRACTION = 0.10
 # A file re-read after a compaction takes at most 1/N of the room for re-read files
-# (and at least REINJECT_MIN_TOKENS), the rest of it shown as cut.
+# (and at least REINJECT_MIN_TOKENS): past it, a file the model wrote whole is not shown
+# and any other is the page of its leading lines that fits.
 REINJECT_SHARES = 5
 REINJECT_MIN_TOKENS = 200
 REINJECT_MAX_LINES = 1000
@@ -2009,7 +2010,8 @@ class Compactor:
                 # names it written). The page of its leading lines shown before was no
                 # use to a model rewriting it whole, which read it again all the same
                 # (24 of 100 files at 16k), and every request after the compaction
-                # carried it (5% of the prompt tokens of that task, 2% without the lag).
+                # carried it (6% of the prompt tokens of that task at 16k, 5% without the
+                # lag).
                 text = _read_whole(workdir, touched.path, each, counter)
             elif touched.span is not None:
                 # A command's change in place (``perl -pi``): the lines it changed.

@@ -9,6 +9,7 @@ loopback server, which rejects any history a provider would reject.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -472,11 +473,13 @@ def test_a_file_rewritten_whole_after_a_compaction_keeps_every_line(
     next is started: after a compaction the file waiting for its second change is
     re-read from disk. Cut head and tail but headed "lines 1-37 of 37", its leading
     lines passed for the whole file, and the model wrote them back as the file: 22 of
-    100 files lost lines at 16k. Now it is the page of its leading lines that fits,
-    headed by the span shown, and a model that needs the rest reads it."""
+    100 files lost lines at 16k. The file's text was the model's own call, so it is
+    shown again whole or not at all (the ledger names it written): the page of its
+    leading lines shown after that was read past all the same, and carried by every
+    request after the compaction."""
     files = 40
     paths, originals = _originals(tmp_path / "originals", files)
-    _recorder, events, _server, _planted = _run(
+    _recorder, events, server, _planted = _run(
         make_settings,
         workspace,
         files=files,
@@ -489,6 +492,14 @@ def test_a_file_rewritten_whole_after_a_compaction_keeps_every_line(
     assert sum(e["type"] == "compaction" for e in events) >= 3
     assert marked_done(workspace, paths) == files
     assert marked_done(workspace, paths, originals) == files
+    shown = {
+        str(m["content"]).split("\n", 1)[0]
+        for body in _main(server)
+        for m in body["messages"]
+        if str(m.get("content") or "").startswith("[File re-read from disk after compaction")
+    }
+    # Over a file's share here (37 lines), so none is shown: never a page of one.
+    assert all(re.search(r"lines 1-(\d+) of \1\]$", header) for header in shown), shown
 
 
 @pytest.mark.parametrize(
