@@ -65,6 +65,7 @@ from agentgraph.context.compaction import (
     since_last_boundary,
     unvalued_constants,
 )
+from agentgraph.context.ledger import LEDGER_KIND
 from agentgraph.context.tokens import anchored_prompt_tokens, get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.persistence import open_store
@@ -196,18 +197,29 @@ def test_a_file_read_by_the_workspace_path_without_its_slash_is_reinjected(
     assert any("fresh file 11" in text for text in reinjected), reinjected
 
 
-def _reinjected(settings: Settings, workspace: Path, history: list[BaseMessage]) -> dict[str, str]:
-    """The files a manual compaction of ``history`` re-reads from disk: path -> text."""
+def _manual_view(
+    settings: Settings, workspace: Path, history: list[BaseMessage]
+) -> list[BaseMessage]:
+    """The view after a manual compaction of ``history`` in ``workspace``."""
     outcome = _compactor(settings, ScriptedChatModel(["Progress: changed files."]))(
         history, trigger="manual", system=[], tools=[], workspace=str(workspace)
     )
     assert outcome is not None
-    view = since_last_boundary(_apply(history, outcome.updates))
+    return since_last_boundary(_apply(history, outcome.updates))
+
+
+def _files_shown(view: list[BaseMessage]) -> dict[str, str]:
+    """The files ``view`` shows re-read from disk: path -> text."""
     return {
         m.additional_kwargs[AGENTGRAPH_KEY]["path"]: m.text
         for m in view
         if agentgraph_kind(m) == "reinjected_file"
     }
+
+
+def _reinjected(settings: Settings, workspace: Path, history: list[BaseMessage]) -> dict[str, str]:
+    """The files a manual compaction of ``history`` re-reads from disk: path -> text."""
+    return _files_shown(_manual_view(settings, workspace, history))
 
 
 def test_the_files_re_read_after_a_compaction_are_the_last_edits_of_the_three_changed_last(
@@ -378,9 +390,12 @@ def test_a_file_the_model_wrote_whole_is_shown_again_whole_or_not_at_all(
             AIMessage(content="", id=f"w{at}", tool_calls=[call]),  # type: ignore[list-item]
             ToolMessage("[exit code 0]", tool_call_id=f"w{at}", name=str(call["name"])),
         ]
-    reinjected = _reinjected(settings, workspace, history)
+    view = _manual_view(settings, workspace, history)
+    reinjected = _files_shown(view)
     assert reinjected["small.py"].split("\n")[1:] == ["1\tA = 1", "2\tB = 2"]
     assert "big.py" not in reinjected
+    (ledger,) = [m.text for m in view if agentgraph_kind(m) == LEDGER_KIND]
+    assert re.search(r"^- big\.py: .+ \(\+400 −0 lines\)$", ledger, re.M), ledger
 
 
 @pytest.mark.parametrize("older", ["edited since", "only deleted", "written whole"])
