@@ -120,6 +120,16 @@ def _main(server: FakeOpenAIServer) -> list[dict[str, Any]]:
     return [r for r in server.requests if isinstance(r, dict) and not is_summary(r)]
 
 
+def _sent(server: FakeOpenAIServer, prefix: str) -> list[str]:
+    """The contents of the messages the main model was sent that start with ``prefix``."""
+    return [
+        str(m["content"])
+        for body in _main(server)
+        for m in body["messages"]
+        if str(m.get("content") or "").startswith(prefix)
+    ]
+
+
 def test_a_stateless_model_reading_far_more_than_the_window_reads_each_file_once(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
@@ -415,12 +425,7 @@ def test_files_changed_exactly_alike_are_one_ledger_line_after_a_compaction(
     assert sum(e["type"] == "compaction" for e in events) >= 2
     assert marked_done(workspace, [rel_path(i) for i in range(1, files + 1)]) == files
     how = "edited (+1 −1 lines each)" if shell is None else "written by a command (+"
-    ledgers = [
-        str(m["content"])
-        for body in _main(server)
-        for m in body["messages"]
-        if str(m.get("content") or "").startswith("[Progress ledger")
-    ]
+    ledgers = _sent(server, "[Progress ledger")
     assert ledgers
     for ledger in ledgers:
         changed = ledger.split("Files created or changed:\n", 1)[1].split("\n")
@@ -493,10 +498,7 @@ def test_a_file_rewritten_whole_after_a_compaction_keeps_every_line(
     assert marked_done(workspace, paths) == files
     assert marked_done(workspace, paths, originals) == files
     shown = {
-        str(m["content"]).split("\n", 1)[0]
-        for body in _main(server)
-        for m in body["messages"]
-        if str(m.get("content") or "").startswith("[File re-read from disk after compaction")
+        text.split("\n", 1)[0] for text in _sent(server, "[File re-read from disk after compaction")
     }
     # Over a file's share here (37 lines), so none is shown: never a page of one.
     assert all(re.search(r"lines 1-(\d+) of \1\]$", header) for header in shown), shown
