@@ -80,6 +80,7 @@ from agentgraph.context.masking_text import (
     note_words,
     restates,
 )
+from agentgraph.context.next_work import named_paths, remaining_work
 from agentgraph.context.shell_reads import in_place_edits, sed_replacement
 from agentgraph.context.shell_writes import removed_files, written_files
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
@@ -871,6 +872,15 @@ def _read_whole(workspace: Path, rel: str, max_tokens: int, counter: TokenCounte
         path=rel, shown=len(lines), total=len(lines), body=_numbered(lines, 1)
     )
     return text if counter.fits(text, max_tokens) else None
+
+
+def _reinjected(path: str, text: str) -> HumanMessage:
+    """The message showing the file ``path`` again after a compaction."""
+    return HumanMessage(
+        content=text,
+        id=f"reinject-{uuid.uuid4().hex}",
+        additional_kwargs=marker("reinjected_file", path=path),
+    )
 
 
 def _read_around_edit(
@@ -1986,12 +1996,31 @@ class Compactor:
         return older, kept, summary_input, cancelled
 
     def _files(
-        self, messages: Sequence[BaseMessage], workspace: str | None, total: int
+        self,
+        messages: Sequence[BaseMessage],
+        workspace: str | None,
+        total: int,
+        summary: str = "",
+        reads: Sequence[str] = (),
     ) -> list[tuple[str, HumanMessage]]:
+        """The files shown again after ``summary``, in ``total`` tokens: first those its
+        remaining work names (of the files changed since the last compaction and of
+        ``reads``, the paths read in the session), then the files changed last.
+
+        Which file the model comes back to is task knowledge: a file written once may
+        be done or waiting for its second change, and only the summary says which. A
+        file it names as work left may take all the room left (a file written whole or
+        only read is shown whole: its page would be read again all the same by a model
+        that rewrites it whole); the others take a share each.
+        """
         if not workspace or total <= 0:
             return []
         each = max(total // REINJECT_SHARES, REINJECT_MIN_TOKENS)
         out: list[tuple[str, HumanMessage]] = []
+        workdir = Path(workspace)
+        changed = {c.path: c for c in changed_files(messages, workspace)}
+        candidates = dict.fromkeys([*changed, *reversed(reads)])
+        named = named_paths(remaining_work(summary), candidates)
         # Files only read are in the ledger (with their ranges) and the summary, one
         # read_file away: re-reading them took the room the compaction freed (on a long
         # read-only task 12 summaries instead of 10, and 10% more prompt tokens, in
@@ -2003,38 +2032,45 @@ class Compactor:
         # sent 1.72M), and re-reading the files changed more than once re-read
         # finished files on a task that changes each file twice, while the one
         # waiting for its second change was read again by the model.
-        workdir, counter = Path(workspace), self.counter
-        for touched in changed_files(messages, workspace)[:REINJECT_RECENT_FILES]:
-            if touched.written:
-                # Its text was the model's own call: whole, or not at all (the ledger
-                # names it written). The page of its leading lines shown before was no
-                # use to a model rewriting it whole, which read it again all the same
-                # (24 of 100 files at 16k), and every request after the compaction
-                # carried it (6% of the prompt tokens of that task at 16k, 5% without the
-                # lag).
-                text = _read_whole(workdir, touched.path, each, counter)
-            elif touched.span is not None:
-                # A command's change in place (``perl -pi``): the lines it changed.
-                text = _read_span(workdir, touched, each, counter) or _read_fresh(
-                    workdir, touched.path, each, counter
-                )
-            elif touched.last_edit is None:
-                text = _read_fresh(workdir, touched.path, each, counter)
-            else:
-                text = _read_around_edit(workdir, touched, each, counter)
-            if text is None:
+        recent = list(changed)[:REINJECT_RECENT_FILES]
+        left = total
+        for path in dict.fromkeys([*named, *recent]):
+            # The files changed last take a share each (at least REINJECT_MIN_TOKENS,
+            # which may pass ``total`` at a small window: the loop that fits the view
+            # drops the last shown); after named files, what those left.
+            room = left if path in named else min(each, left) if named else each
+            if room < REINJECT_MIN_TOKENS:
                 continue
-            out.append(
-                (
-                    touched.path,
-                    HumanMessage(
-                        content=text,
-                        id=f"reinject-{uuid.uuid4().hex}",
-                        additional_kwargs=marker("reinjected_file", path=touched.path),
-                    ),
-                )
-            )
+            touched = changed.get(path)
+            if touched is None:
+                text = _read_whole(workdir, path, room, self.counter)
+            else:
+                text = self._changed_text(workdir, touched, room)
+            if text is not None:
+                out.append((path, _reinjected(path, text)))
+                left -= self.counter.count_text(text)
         return out
+
+    def _changed_text(self, workdir: Path, touched: ChangedFile, room: int) -> str | None:
+        """What of the changed file ``touched`` is shown again in ``room`` tokens: the
+        lines around its last edit, the span a command changed, its leading lines, or
+        the whole file when the model wrote it whole."""
+        counter = self.counter
+        if touched.written:
+            # Its text was the model's own call: whole, or not at all (the ledger names
+            # it written). The page of its leading lines shown before was no use to a
+            # model rewriting it whole, which read it again all the same (24 of 100
+            # files at 16k), and every request after the compaction carried it (6% of
+            # the prompt tokens of that task at 16k, 5% without the lag).
+            return _read_whole(workdir, touched.path, room, counter)
+        if touched.span is not None:
+            # A command's change in place (``perl -pi``): the lines it changed.
+            return _read_span(workdir, touched, room, counter) or _read_fresh(
+                workdir, touched.path, room, counter
+            )
+        if touched.last_edit is None:
+            return _read_fresh(workdir, touched.path, room, counter)
+        return _read_around_edit(workdir, touched, room, counter)
 
     def _mask_seen_outputs(
         self, kept: Sequence[BaseMessage], whole: Collection[int] = frozenset()
@@ -2466,7 +2502,13 @@ class Compactor:
         # the summary and the ledger, and re-reading them from disk would take the room
         # the compaction freed (a summary every few calls on a long read-only task).
         files = (
-            self._files(since_last_boundary(messages), workspace, files_tokens)
+            self._files(
+                since_last_boundary(messages),
+                workspace,
+                files_tokens,
+                summary or "",
+                list(progress.reads) if progress is not None else (),
+            )
             if summary is not None and trigger != "distil"
             else []
         )

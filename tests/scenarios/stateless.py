@@ -132,6 +132,9 @@ LAG_TASK_PHRASE = ", mark it started, then done once the next file is started"
 EDITED_LINE_RE = re.compile(r"Marked done|\bedited\b|\bwritten(?: ×\d+)? by a command")
 SUMMARY_EDITED = "Marked done"
 SUMMARY_STARTED = "Marked started"
+# The label of a summary's line on the work left (agentgraph's handoff prompt asks for
+# "Remaining work").
+SUMMARY_REMAINING = "Remaining work"
 # With a lag, a file changed twice is done (the ledger's ``edited ×2``) and a file
 # changed once is started (``edited`` alone), as the summarizers' lines say.
 LAG_DONE_LINE_RE = re.compile(r"Marked done|\bedited ×\d|\bwritten ×\d+ by a command")
@@ -941,7 +944,10 @@ class Summarizer:
         if edited:
             body_lines.append(f"{SUMMARY_EDITED}: " + ", ".join(edited))
         if started:
-            body_lines.append(f"{SUMMARY_STARTED}: " + ", ".join(started))
+            # What is left, as a handoff summary says it: the files waiting to be done.
+            body_lines.append(
+                f"{SUMMARY_REMAINING} ({SUMMARY_STARTED}, to mark done): " + ", ".join(started)
+            )
         return {"content": "\n".join(body_lines)}
 
     @staticmethod

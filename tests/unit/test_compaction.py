@@ -198,10 +198,14 @@ def test_a_file_read_by_the_workspace_path_without_its_slash_is_reinjected(
 
 
 def _manual_view(
-    settings: Settings, workspace: Path, history: list[BaseMessage]
+    settings: Settings,
+    workspace: Path,
+    history: list[BaseMessage],
+    summary: str = "Progress: changed files.",
 ) -> list[BaseMessage]:
-    """The view after a manual compaction of ``history`` in ``workspace``."""
-    outcome = _compactor(settings, ScriptedChatModel(["Progress: changed files."]))(
+    """The view after a manual compaction of ``history`` in ``workspace`` (the summarizer
+    answering ``summary``)."""
+    outcome = _compactor(settings, ScriptedChatModel([summary]))(
         history, trigger="manual", system=[], tools=[], workspace=str(workspace)
     )
     assert outcome is not None
@@ -396,6 +400,43 @@ def test_a_file_the_model_wrote_whole_is_shown_again_whole_or_not_at_all(
     assert "big.py" not in reinjected
     (ledger,) = [m.text for m in view if agentgraph_kind(m) == LEDGER_KIND]
     assert re.search(r"^- big\.py: .+ \(\+400 −0 lines\)$", ledger, re.M), ledger
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_the_files_the_summary_names_as_work_left_are_shown_whole_first(
+    make_settings: Callable[..., Settings], workspace: Path, named: bool
+) -> None:
+    """Whether a file written once is done or waits for its next change only the task
+    says: a file the summary names under "Remaining work" is shown whole, before the
+    files changed last and past a file's share, and so is a file only read; named
+    elsewhere in the summary, or not named, it is not (a model that rewrites it whole
+    read it again after every compaction: 12 of 60 files at 16k)."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    _write_files(workspace, 12)
+    (workspace / "f3.txt").write_text("".join(f"LIMIT_{n} = {n}\n" for n in range(1, 31)))
+    text = "".join(f"VALUE_{n} = {n * 7}  # part {n}\n" for n in range(1, 61))
+    (workspace / "mid.py").write_text(text)
+    history = _history(12)
+    call = {"name": "write_file", "args": {"path": "mid.py", "content": text}, "id": "w21"}
+    history[21:23] = [
+        AIMessage(content="", id="w21", tool_calls=[call]),  # type: ignore[list-item]
+        ToolMessage("wrote mid.py", tool_call_id="w21", name="write_file"),
+    ]
+    later = "- finish mid.py, then check f3.txt\n" if named else "- read the rest\n"
+    summary = (
+        "## Task and progress\nWrote mid.py; read f3.txt.\n\n"
+        f"## Remaining work\n{later}\n## Critical data and references\nmid.py, f3.txt, f5.txt"
+    )
+    shown = _files_shown(_manual_view(settings, workspace, history, summary))
+    if not named:  # mid.py is past its share (else it would be shown whole anyway)
+        assert "mid.py" not in shown and "f3.txt" not in shown
+        return
+    assert list(shown)[:2] == ["mid.py", "f3.txt"]
+    assert shown["mid.py"].split("\n")[1:] == [
+        f"{n}\t{line}" for n, line in enumerate(text.splitlines(), 1)
+    ]
+    assert shown["f3.txt"].split("\n")[-1] == "30\tLIMIT_30 = 30"
+    assert "f5.txt" not in shown
 
 
 @pytest.mark.parametrize("older", ["edited since", "only deleted", "written whole"])

@@ -628,7 +628,10 @@ def test_summarizers_restate_a_task_with_a_lag_and_the_files_started_and_done() 
         *edit("e3", "logs/part_001.txt", 1, "ok", "started", "done"),
     )
     faithful = Summarizer("faithful")(body)["content"]
-    assert "Marked done: part_001.txt\nMarked started: part_002.txt" in faithful
+    assert (
+        "Marked done: part_001.txt\nRemaining work (Marked started, to mark done): part_002.txt"
+        in faithful
+    )
     restated = scan(request({"role": "user", "content": faithful}))
     assert restated.turn == Turn("task", 1, 4, edits=True, lag=True)
     assert (restated.done, restated.started) == ({"part_001.txt"}, {"part_002.txt"})

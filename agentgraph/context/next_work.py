@@ -1,0 +1,70 @@
+"""What a handoff summary says is left to do, and the files it names there.
+
+A compaction shows a few files again after the summary. Which files a model comes back
+to is task knowledge the history does not hold: a file written once may be finished or
+waiting for its second change. The summarizer knows, and the handoff prompt asks it to
+say so under "Remaining work"; the files named there are the ones to show first.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable
+
+__all__ = ["REMAINING_WORK_HEADINGS", "named_paths", "remaining_work"]
+
+# The headings a summary puts what is left under: agentgraph's handoff prompt asks for
+# "Remaining work"; LangChain's summary prompt says "Next steps", Claude Code's "Pending
+# tasks" and "Current work".
+REMAINING_WORK_HEADINGS = (
+    "remaining work",
+    "next steps",
+    "next step",
+    "pending tasks",
+    "current work",
+    "work in progress",
+)
+# A heading line: markdown (``## Remaining work``), numbered (``3. Remaining work:``), bold
+# (``**Remaining work**``) or a label that ends with a colon (``Remaining work: …``).
+_DECORATION = r"[#*_\s]*(?:\d{1,2}[.)]\s*)?[*_\s]*"
+_HEADING_RE = re.compile(
+    rf"^{_DECORATION}(?:{'|'.join(re.escape(h) for h in REMAINING_WORK_HEADINGS)})\b",
+    re.IGNORECASE,
+)
+# The start of the next section: a markdown heading, a numbered heading of a capitalized
+# word (``4. Critical data``) or a bold line.
+_NEXT_SECTION_RE = re.compile(r"^\s*(?:#{1,6}\s|\d{1,2}[.)]\s+[A-Z]|\*\*[^*]+\*\*\s*:?\s*$)")
+
+
+def remaining_work(summary: str) -> str:
+    """The text of ``summary``'s sections on what is left to do (:data:`REMAINING_WORK_HEADINGS`):
+    each from its heading line to the next section's heading, or the end; "" when it has
+    none."""
+    out: list[str] = []
+    inside = False
+    for line in summary.splitlines():
+        if _HEADING_RE.match(line):
+            inside = True
+        elif inside and _NEXT_SECTION_RE.match(line):
+            inside = False
+        if inside:
+            out.append(line)
+    return "\n".join(out)
+
+
+def named_paths(text: str, paths: Iterable[str]) -> list[str]:
+    """Of ``paths`` (in their order), those ``text`` names: whole, or by a file name of
+    their own standing as a word (``app.py`` in "fix app.py", not in "webapp.py")."""
+    out: list[str] = []
+    for path in paths:
+        name = posixpath.basename(path)
+        if name and any(_names(text, word) for word in {path, name}):
+            out.append(path)
+    return out
+
+
+def _names(text: str, word: str) -> bool:
+    """Whether ``word`` stands in ``text`` as a word of its own (``./`` before it aside),
+    not inside a longer path or name."""
+    return re.search(rf"(?<![\w./-])(?:\./)?{re.escape(word)}(?![\w-])", text) is not None

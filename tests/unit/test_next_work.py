@@ -1,0 +1,54 @@
+"""What a handoff summary says is left to do, and the files it names there."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentgraph.context.next_work import named_paths, remaining_work
+
+
+@pytest.mark.parametrize(
+    ("summary", "section"),
+    [
+        # agentgraph's handoff prompt's numbered headings
+        (
+            "1. Task and progress: wrote a.py\n3. Remaining work:\n- edit b.py\n\n"
+            "4. Critical data and references: c.py",
+            "3. Remaining work:\n- edit b.py\n",
+        ),
+        # markdown headings, LangChain's "Next steps"
+        (
+            "## Summary\nread a.py\n## NEXT STEPS\n\n- fix b.py\n## Artifacts\nc.py",
+            "## NEXT STEPS\n\n- fix b.py",
+        ),
+        # bold headings, Claude Code's "Pending tasks" and "Current work"
+        (
+            "**Pending Tasks**\n- b.py\n**Current Work**\n- d.py\n**Optional**\n- c.py",
+            "**Pending Tasks**\n- b.py\n**Current Work**\n- d.py",
+        ),
+        # a labelled line
+        ("Files read: a.py\nRemaining work: finish b.py", "Remaining work: finish b.py"),
+        # no such section; the words elsewhere are not a heading
+        ("Progress: the remaining work is b.py", ""),
+        ("", ""),
+    ],
+)
+def test_the_remaining_work_runs_from_its_heading_to_the_next_section(
+    summary: str, section: str
+) -> None:
+    assert remaining_work(summary) == section
+
+
+def test_a_file_is_named_whole_or_by_its_own_file_name() -> None:
+    paths = ["src/app.py", "a/util.py", "b/util.py", "webapp.py", "app.py", "notes.md"]
+    text = "finish ./src/app.py and a/util.py; then util.pyc and notes.md-draft"
+    # app.py inside src/app.py names no top-level app.py, nor webapp.py; b/util.py is
+    # not a/util.py; util.pyc and notes.md-draft are other files.
+    assert named_paths(text, paths) == ["src/app.py", "a/util.py"]
+    # A file name alone names every file of that name.
+    assert named_paths("fix app.py, then webapp.py.", paths) == [
+        "src/app.py",
+        "webapp.py",
+        "app.py",
+    ]
+    assert named_paths("", paths) == []
