@@ -2001,11 +2001,12 @@ class Compactor:
         workspace: str | None,
         total: int,
         summary: str = "",
-        reads: Sequence[str] = (),
+        known: Sequence[str] = (),
     ) -> list[tuple[str, HumanMessage]]:
         """The files shown again after ``summary``, in ``total`` tokens: first those its
         remaining work names (of the files changed since the last compaction and of
-        ``reads``, the paths read in the session), then the files changed last.
+        ``known``, the paths the session changed or read, newest first), then the files
+        changed last.
 
         Which file the model comes back to is task knowledge: a file written once may
         be done or waiting for its second change, and only the summary says which. A
@@ -2019,7 +2020,7 @@ class Compactor:
         out: list[tuple[str, HumanMessage]] = []
         workdir = Path(workspace)
         changed = {c.path: c for c in changed_files(messages, workspace)}
-        candidates = dict.fromkeys([*changed, *reversed(reads)])
+        candidates = dict.fromkeys([*changed, *known])
         named = named_paths(remaining_work(summary), candidates)
         # Files only read are in the ledger (with their ranges) and the summary, one
         # read_file away: re-reading them took the room the compaction freed (on a long
@@ -2507,7 +2508,9 @@ class Compactor:
                 workspace,
                 files_tokens,
                 summary or "",
-                list(progress.reads) if progress is not None else (),
+                [*reversed(progress.changes), *reversed(progress.reads)]
+                if progress is not None
+                else (),
             )
             if summary is not None and trigger != "distil"
             else []

@@ -439,6 +439,35 @@ def test_the_files_the_summary_names_as_work_left_are_shown_whole_first(
     assert "f5.txt" not in shown
 
 
+def test_a_file_changed_before_the_last_compaction_is_shown_when_named_as_work_left(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """The file waiting for its next change may have been written before the last
+    compaction: named as work left, it is shown whole all the same."""
+    settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
+    _write_files(workspace, 24)
+    text = "".join(f"VALUE_{n} = {n * 7}  # part {n}\n" for n in range(1, 61))
+    (workspace / "mid.py").write_text(text)
+    history = _history(12)
+    call = {"name": "write_file", "args": {"path": "mid.py", "content": text}, "id": "w3"}
+    history[3:5] = [
+        AIMessage(content="", id="w3", tool_calls=[call]),  # type: ignore[list-item]
+        ToolMessage("wrote mid.py", tool_call_id="w3", name="write_file"),
+    ]
+    outcome = _compactor(settings, ScriptedChatModel(["Progress: wrote mid.py."]))(
+        history, trigger="manual", system=[], tools=[], workspace=str(workspace)
+    )
+    assert outcome is not None
+    stored = _apply(history, outcome.updates)
+    assert "mid.py" not in _files_shown(since_last_boundary(stored))
+    later = [m for m in _history(24)[25:] if isinstance(m, (AIMessage, ToolMessage))]
+    summary = "Wrote mid.py.\n\nRemaining work:\n- finish mid.py"
+    shown = _files_shown(_manual_view(settings, workspace, [*stored, *later], summary))
+    assert shown["mid.py"].split("\n")[1:] == [
+        f"{n}\t{line}" for n, line in enumerate(text.splitlines(), 1)
+    ]
+
+
 @pytest.mark.parametrize("older", ["edited since", "only deleted", "written whole"])
 def test_the_lines_around_an_edit_are_its_new_text_and_three_lines_either_side(
     make_settings: Callable[..., Settings], workspace: Path, older: str
