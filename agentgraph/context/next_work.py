@@ -33,8 +33,11 @@ _HEADING_RE = re.compile(
     re.IGNORECASE,
 )
 # The start of the next section: a markdown heading, a numbered heading of a capitalized
-# word (``4. Critical data``) or a bold line.
-_NEXT_SECTION_RE = re.compile(r"^\s*(?:#{1,6}\s|\d{1,2}[.)]\s+[A-Z]|\*\*[^*]+\*\*\s*:?\s*$)")
+# word (``4. Critical data``), a bold line, or a line that opens with a capital and
+# ends with a colon (``Also read (…):``, as agentgraph heads what it adds to a summary).
+_NEXT_SECTION_RE = re.compile(
+    r"^\s*(?:#{1,6}\s|\d{1,2}[.)]\s+[A-Z]|\*\*[^*]+\*\*\s*:?\s*$|[A-Z][^\n]*:\s*$)"
+)
 
 
 def remaining_work(summary: str) -> str:

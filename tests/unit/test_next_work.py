@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from agentgraph.context.carry_over import CARRY_OVER_HEADING
+from agentgraph.context.compaction import NEXT_PIECE_HEADING, SUPPLEMENT_HEADING
 from agentgraph.context.next_work import named_paths, remaining_work
 
 
@@ -28,6 +30,12 @@ from agentgraph.context.next_work import named_paths, remaining_work
         ),
         # a labelled line
         ("Files read: a.py\nRemaining work: finish b.py", "Remaining work: finish b.py"),
+        # what agentgraph adds after a summary is no work left
+        (
+            "Remaining work: finish b.py\n\nAlso read (from the readings the summary above "
+            "left out):\nc.py held X",
+            "Remaining work: finish b.py\n",
+        ),
         # no such section; the words elsewhere are not a heading
         ("Progress: the remaining work is b.py", ""),
         ("", ""),
@@ -52,3 +60,12 @@ def test_a_file_is_named_whole_or_by_its_own_file_name() -> None:
         "app.py",
     ]
     assert named_paths("", paths) == []
+
+
+@pytest.mark.parametrize("heading", [CARRY_OVER_HEADING, NEXT_PIECE_HEADING, SUPPLEMENT_HEADING])
+def test_what_agentgraph_adds_after_a_summary_ends_its_remaining_work(heading: str) -> None:
+    """The details carried from earlier summaries, a later piece and what the summary's
+    follow-ups add name files done long ago: shown whole as work left, they took the
+    room of the files being worked on."""
+    summary = f"Remaining work: finish b.py\n\n{heading}\nc.py: CODE X"
+    assert named_paths(remaining_work(summary), ["b.py", "c.py"]) == ["b.py"]
