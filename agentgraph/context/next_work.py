@@ -57,17 +57,20 @@ def remaining_work(summary: str) -> str:
 
 
 def named_paths(text: str, paths: Iterable[str]) -> list[str]:
-    """Of ``paths`` (in their order), those ``text`` names: whole, or by a file name of
-    their own standing as a word (``app.py`` in "fix app.py", not in "webapp.py")."""
-    out: list[str] = []
+    """Of ``paths``, those ``text`` names, in the order it first names them (a list of
+    work left starts with the next step): whole, or by a file name of their own standing
+    as a word (``app.py`` in "fix app.py", not in "webapp.py")."""
+    found: dict[str, int] = {}
     for path in paths:
         name = posixpath.basename(path)
-        if name and any(_names(text, word) for word in {path, name}):
-            out.append(path)
-    return out
+        at = [hit for word in {path, name} if name and (hit := _named_at(text, word)) >= 0]
+        if at:
+            found.setdefault(path, min(at))
+    return sorted(found, key=found.__getitem__)
 
 
-def _names(text: str, word: str) -> bool:
-    """Whether ``word`` stands in ``text`` as a word of its own (``./`` before it aside),
-    not inside a longer path or name."""
-    return re.search(rf"(?<![\w./-])(?:\./)?{re.escape(word)}(?![\w-])", text) is not None
+def _named_at(text: str, word: str) -> int:
+    """Where ``word`` first stands in ``text`` as a word of its own (``./`` before it
+    aside), not inside a longer path or name; -1 when nowhere."""
+    hit = re.search(rf"(?<![\w./-])(?:\./)?{re.escape(word)}(?![\w-])", text)
+    return hit.start() if hit else -1

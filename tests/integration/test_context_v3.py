@@ -639,12 +639,16 @@ def test_files_changed_by_a_command_no_parser_follows_are_not_changed_or_read_tw
     _assert_every_file_marked_once(make_settings, workspace, summarizer, lag, WINDOW_TOKENS, "perl")
 
 
-@pytest.mark.parametrize(("summarizer", "lag"), [("faithful", True), ("lossy", False)])
+@pytest.mark.parametrize(
+    ("summarizer", "lag", "window"),
+    [("faithful", True, WINDOW_TOKENS), ("faithful", True, 8192), ("lossy", False, WINDOW_TOKENS)],
+)
 def test_files_written_through_a_here_document_are_not_written_or_read_twice(
     make_settings: Callable[..., Settings],
     workspace: Path,
     summarizer: SummarizerKind,
     lag: bool,
+    window: int,
 ) -> None:
     """A model that marks each file by writing it whole with ``cat > F <<'EOF'``, as
     models that rewrite a file to change it do: each such command was a command in the
@@ -656,10 +660,10 @@ def test_files_written_through_a_here_document_are_not_written_or_read_twice(
     file waiting for its second change is over the room a file has at 16k: shown only
     when the summary names it as work left, whole, so the model, which rewrites it whole,
     does not read it again (it did once a compaction before: 12 of 60 files); shown cut
-    head and tail under a whole-file heading, it had written the head alone."""
-    _assert_every_file_marked_once(
-        make_settings, workspace, summarizer, lag, WINDOW_TOKENS, "heredoc"
-    )
+    head and tail under a whole-file heading, it had written the head alone. At 8k the
+    room holds one such file: the one the summary names first, the next step (the one
+    changed last was shown, and the model read the other: 10 of 60 files)."""
+    _assert_every_file_marked_once(make_settings, workspace, summarizer, lag, window, "heredoc")
 
 
 def test_what_a_cut_took_from_an_output_reaches_the_summary(

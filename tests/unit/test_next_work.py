@@ -47,7 +47,7 @@ def test_the_remaining_work_runs_from_its_heading_to_the_next_section(
     assert remaining_work(summary) == section
 
 
-def test_a_file_is_named_whole_or_by_its_own_file_name() -> None:
+def test_files_are_named_whole_or_by_their_own_file_names_in_the_order_named() -> None:
     paths = ["src/app.py", "a/util.py", "b/util.py", "webapp.py", "app.py", "notes.md"]
     text = "finish ./src/app.py and a/util.py; then util.pyc and notes.md-draft"
     # app.py inside src/app.py names no top-level app.py, nor webapp.py; b/util.py is
@@ -56,8 +56,8 @@ def test_a_file_is_named_whole_or_by_its_own_file_name() -> None:
     # A file name alone names every file of that name.
     assert named_paths("fix app.py, then webapp.py.", paths) == [
         "src/app.py",
-        "webapp.py",
         "app.py",
+        "webapp.py",
     ]
     assert named_paths("", paths) == []
 
@@ -69,3 +69,13 @@ def test_what_agentgraph_adds_after_a_summary_ends_its_remaining_work(heading: s
     room of the files being worked on."""
     summary = f"Remaining work: finish b.py\n\n{heading}\nc.py: CODE X"
     assert named_paths(remaining_work(summary), ["b.py", "c.py"]) == ["b.py"]
+
+
+def test_the_file_named_first_comes_first() -> None:
+    """A list of work left starts with the next step: the file it names first is the
+    first shown when the room holds one."""
+    text = "Remaining work: mark done part_005.txt, then part_006.txt"
+    assert named_paths(text, ["logs/part_006.txt", "logs/part_005.txt"]) == [
+        "logs/part_005.txt",
+        "logs/part_006.txt",
+    ]
