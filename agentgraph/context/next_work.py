@@ -27,7 +27,9 @@ REMAINING_WORK_HEADINGS = (
 )
 # A heading line: markdown (``## Remaining work``), numbered (``3. Remaining work:``), bold
 # (``**Remaining work**``) or a label that ends with a colon (``Remaining work: …``).
-_DECORATION = r"[#*_\s]*(?:\d{1,2}[.)]\s*)?[*_\s]*"
+# One run of marks before the number and one after it: two runs side by side would let
+# a hostile line of marks backtrack quadratically.
+_DECORATION = r"[#*_\s]*(?:\d{1,2}[.)][*_\s]*)?"
 _HEADING_RE = re.compile(
     rf"^{_DECORATION}(?:{'|'.join(re.escape(h) for h in REMAINING_WORK_HEADINGS)})\b",
     re.IGNORECASE,
@@ -38,6 +40,9 @@ _HEADING_RE = re.compile(
 _NEXT_SECTION_RE = re.compile(
     r"^\s*(?:#{1,6}\s|\d{1,2}[.)]\s+[A-Z]|\*\*[^*]+\*\*\s*:?\s*$|[A-Z][^\n]*:\s*$)"
 )
+# A word that may be a path: what stands between spaces, quotes, brackets, commas and
+# colons (a sentence's closing dot is taken off).
+_WORD_RE = re.compile(r"[\w./-]+")
 
 
 def remaining_work(summary: str) -> str:
@@ -59,18 +64,17 @@ def remaining_work(summary: str) -> str:
 def named_paths(text: str, paths: Iterable[str]) -> list[str]:
     """Of ``paths``, those ``text`` names, in the order it first names them (a list of
     work left starts with the next step): whole, or by a file name of their own standing
-    as a word (``app.py`` in "fix app.py", not in "webapp.py")."""
+    as a word (``app.py`` in "fix app.py", not in "webapp.py" or "src/app.py").
+
+    The text is split into words once: a long session knows thousands of paths.
+    """
+    first: dict[str, int] = {}
+    for hit in _WORD_RE.finditer(text):
+        word = hit.group().rstrip(".")
+        first.setdefault(word.removeprefix("./"), hit.start())
     found: dict[str, int] = {}
     for path in paths:
-        name = posixpath.basename(path)
-        at = [hit for word in {path, name} if name and (hit := _named_at(text, word)) >= 0]
+        at = [first[word] for word in (path, posixpath.basename(path)) if word in first]
         if at:
             found.setdefault(path, min(at))
     return sorted(found, key=found.__getitem__)
-
-
-def _named_at(text: str, word: str) -> int:
-    """Where ``word`` first stands in ``text`` as a word of its own (``./`` before it
-    aside), not inside a longer path or name; -1 when nowhere."""
-    hit = re.search(rf"(?<![\w./-])(?:\./)?{re.escape(word)}(?![\w-])", text)
-    return hit.start() if hit else -1
