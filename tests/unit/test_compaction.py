@@ -402,6 +402,19 @@ def test_a_file_the_model_wrote_whole_is_shown_again_whole_or_not_at_all(
     assert re.search(r"^- big\.py: .+ \(\+400 −0 lines\)$", ledger, re.M), ledger
 
 
+def _write_mid(workspace: Path, history: list[BaseMessage], at: int) -> str:
+    """``history``'s exchange at ``at`` made a write_file call of ``mid.py`` (60 lines,
+    past a file's share at WINDOW), as it now is on disk; its text."""
+    text = "".join(f"VALUE_{n} = {n * 7}  # part {n}\n" for n in range(1, 61))
+    (workspace / "mid.py").write_text(text)
+    call = {"name": "write_file", "args": {"path": "mid.py", "content": text}, "id": f"w{at}"}
+    history[at : at + 2] = [
+        AIMessage(content="", id=f"w{at}", tool_calls=[call]),  # type: ignore[list-item]
+        ToolMessage("wrote mid.py", tool_call_id=f"w{at}", name="write_file"),
+    ]
+    return text
+
+
 @pytest.mark.parametrize("named", [True, False])
 def test_the_files_the_summary_names_as_work_left_are_shown_whole_first(
     make_settings: Callable[..., Settings], workspace: Path, named: bool
@@ -414,14 +427,8 @@ def test_the_files_the_summary_names_as_work_left_are_shown_whole_first(
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     _write_files(workspace, 12)
     (workspace / "f3.txt").write_text("".join(f"LIMIT_{n} = {n}\n" for n in range(1, 31)))
-    text = "".join(f"VALUE_{n} = {n * 7}  # part {n}\n" for n in range(1, 61))
-    (workspace / "mid.py").write_text(text)
     history = _history(12)
-    call = {"name": "write_file", "args": {"path": "mid.py", "content": text}, "id": "w21"}
-    history[21:23] = [
-        AIMessage(content="", id="w21", tool_calls=[call]),  # type: ignore[list-item]
-        ToolMessage("wrote mid.py", tool_call_id="w21", name="write_file"),
-    ]
+    text = _write_mid(workspace, history, 21)
     later = "- finish mid.py, then check f3.txt\n" if named else "- read the rest\n"
     summary = (
         "## Task and progress\nWrote mid.py; read f3.txt.\n\n"
@@ -446,14 +453,8 @@ def test_a_file_changed_before_the_last_compaction_is_shown_when_named_as_work_l
     compaction: named as work left, it is shown whole all the same."""
     settings = make_settings(AGENTGRAPH_CONTEXT_WINDOW=WINDOW)
     _write_files(workspace, 24)
-    text = "".join(f"VALUE_{n} = {n * 7}  # part {n}\n" for n in range(1, 61))
-    (workspace / "mid.py").write_text(text)
     history = _history(12)
-    call = {"name": "write_file", "args": {"path": "mid.py", "content": text}, "id": "w3"}
-    history[3:5] = [
-        AIMessage(content="", id="w3", tool_calls=[call]),  # type: ignore[list-item]
-        ToolMessage("wrote mid.py", tool_call_id="w3", name="write_file"),
-    ]
+    text = _write_mid(workspace, history, 3)
     outcome = _compactor(settings, ScriptedChatModel(["Progress: wrote mid.py."]))(
         history, trigger="manual", system=[], tools=[], workspace=str(workspace)
     )
