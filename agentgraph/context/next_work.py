@@ -26,19 +26,22 @@ REMAINING_WORK_HEADINGS = (
     "work in progress",
 )
 # A heading line: markdown (``## Remaining work``), numbered (``3. Remaining work:``), bold
-# (``**Remaining work**``) or a label that ends with a colon (``Remaining work: …``).
+# (``**Remaining work**``), in brackets (``[remaining work]``, as Qwen2.5-Coder wrote
+# agentgraph's headings) or a label that ends with a colon (``Remaining work: …``).
 # One run of marks before the number and one after it: two runs side by side would let
 # a hostile line of marks backtrack quadratically.
-_DECORATION = r"[#*_\s]*(?:\d{1,2}[.)][*_\s]*)?"
+_DECORATION = r"[#*_\[\s]*(?:\d{1,2}[.)][*_\[\s]*)?"
 _HEADING_RE = re.compile(
     rf"^{_DECORATION}(?:{'|'.join(re.escape(h) for h in REMAINING_WORK_HEADINGS)})\b",
     re.IGNORECASE,
 )
 # The start of the next section: a markdown heading, a numbered heading of a capitalized
-# word (``4. Critical data``), a bold line, or a line that opens with a capital and
-# ends with a colon (``Also read (…):``, as agentgraph heads what it adds to a summary).
+# word (``4. Critical data``), a bold or bracketed line, or a line that opens with a
+# capital and ends with a colon (``Also read (…):``, as agentgraph heads what it adds to
+# a summary).
 _NEXT_SECTION_RE = re.compile(
-    r"^\s*(?:#{1,6}\s|\d{1,2}[.)]\s+[A-Z]|\*\*[^*]+\*\*\s*:?\s*$|[A-Z][^\n]*:\s*$)"
+    r"^\s*(?:#{1,6}\s|\d{1,2}[.)]\s+[A-Z]|\*\*[^*]+\*\*\s*:?\s*$|\[[^\]]+\]\s*:?\s*$"
+    r"|[A-Z][^\n]*:\s*$)"
 )
 # A word that may be a path: what stands between spaces, quotes, brackets, commas and
 # colons (a sentence's closing dot is taken off).

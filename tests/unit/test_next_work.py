@@ -28,6 +28,12 @@ from agentgraph.context.next_work import named_paths, remaining_work
             "**Pending Tasks**\n- b.py\n**Current Work**\n- d.py\n**Optional**\n- c.py",
             "**Pending Tasks**\n- b.py\n**Current Work**\n- d.py",
         ),
+        # bracketed, as Qwen2.5-Coder 1.5B wrote the handoff prompt's headings
+        (
+            "[task and progress]\nwrote plan.py\n\n[remaining work]\nchange STEP to 2 in "
+            "plan.py\n\n[critical data and references]\nbig1.py",
+            "[remaining work]\nchange STEP to 2 in plan.py\n",
+        ),
         # a labelled line
         ("Files read: a.py\nRemaining work: finish b.py", "Remaining work: finish b.py"),
         # what agentgraph adds after a summary is no work left
