@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentgraph.context.carry_over import CARRY_OVER_HEADING
 from agentgraph.context.compaction import NEXT_PIECE_HEADING, SUPPLEMENT_HEADING
@@ -85,3 +87,44 @@ def test_the_file_named_first_comes_first() -> None:
         "logs/part_005.txt",
         "logs/part_006.txt",
     ]
+
+
+_PATHS = ["a.py", "src/a.py", "src/b.py", "notes.md", "x-y.txt"]
+_PIECES = st.sampled_from(
+    [
+        "Remaining work:",
+        "## Next steps",
+        "[remaining work]",
+        "3. Remaining work",
+        "**Pending tasks**",
+        "4. Critical data",
+        "Also read (files):",
+        "- fix",
+        "then",
+        " ",
+        "./",
+        ".",
+        ",",
+        "*",
+        "[",
+        "\n",
+        *_PATHS,
+    ]
+)
+
+
+@given(pieces=st.lists(_PIECES, max_size=40))
+def test_the_work_left_is_lines_of_the_summary_naming_known_paths_once(
+    pieces: list[str],
+) -> None:
+    """Whatever a summarizer writes: the section is lines of the summary, in order,
+    and the files named are known paths, each once, each standing in it."""
+    summary = "".join(pieces)
+    section = remaining_work(summary)
+    lines = summary.splitlines()
+    found = section.splitlines()
+    it = iter(lines)
+    assert all(any(line == other for other in it) for line in found)
+    named = named_paths(section, _PATHS)
+    assert len(named) == len(set(named)) and set(named) <= set(_PATHS)
+    assert all(path in section or path.rsplit("/", 1)[-1] in section for path in named)
