@@ -935,7 +935,7 @@ def _excerpt(
     )
 
 
-def _read_span(
+def _read_changed_span(
     workspace: Path, edit: ChangedFile, max_tokens: int, counter: TokenCounter
 ) -> str | None:
     """The lines of the workspace file ``edit`` names that its last change spanned,
@@ -2066,7 +2066,7 @@ class Compactor:
             return _read_whole(workdir, touched.path, room, counter)
         if touched.span is not None:
             # A command's change in place (``perl -pi``): the lines it changed.
-            return _read_span(workdir, touched, room, counter) or _read_fresh(
+            return _read_changed_span(workdir, touched, room, counter) or _read_fresh(
                 workdir, touched.path, room, counter
             )
         if touched.last_edit is None:
