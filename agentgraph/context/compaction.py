@@ -949,6 +949,29 @@ def _read_changed_span(
     return _excerpt(edit.path, lines, first, last, max_tokens, counter)
 
 
+def _changed_text(
+    workdir: Path, touched: ChangedFile, room: int, counter: TokenCounter
+) -> str | None:
+    """What of the changed file ``touched`` is shown again in ``room`` tokens: the lines
+    around its last edit, the span a command changed, its leading lines, or the whole
+    file when the model wrote it whole."""
+    if touched.written:
+        # Its text was the model's own call: whole, or not at all (the ledger names it
+        # written). The page of its leading lines shown before was no use to a model
+        # rewriting it whole, which read it again all the same (24 of 100 files at 16k),
+        # and every request after the compaction carried it (6% of the prompt tokens of
+        # that task at 16k, 5% without the lag).
+        return _read_whole(workdir, touched.path, room, counter)
+    if touched.span is not None:
+        # A command's change in place (``perl -pi``): the lines it changed.
+        return _read_changed_span(workdir, touched, room, counter) or _read_fresh(
+            workdir, touched.path, room, counter
+        )
+    if touched.last_edit is None:
+        return _read_fresh(workdir, touched.path, room, counter)
+    return _read_around_edit(workdir, touched, room, counter)
+
+
 def _instructions(focus: str | None) -> str:
     """The summarizer's system prompt, with the user's focus (``/compact FOCUS``)."""
     return HANDOFF_PROMPT + (f"\n\nFocus especially on: {focus}" if focus else "")
@@ -2046,32 +2069,11 @@ class Compactor:
             if touched is None:
                 text = _read_whole(workdir, path, room, self.counter)
             else:
-                text = self._changed_text(workdir, touched, room)
+                text = _changed_text(workdir, touched, room, self.counter)
             if text is not None:
                 out.append((path, _reinjected(path, text)))
                 left -= self.counter.count_text(text)
         return out
-
-    def _changed_text(self, workdir: Path, touched: ChangedFile, room: int) -> str | None:
-        """What of the changed file ``touched`` is shown again in ``room`` tokens: the
-        lines around its last edit, the span a command changed, its leading lines, or
-        the whole file when the model wrote it whole."""
-        counter = self.counter
-        if touched.written:
-            # Its text was the model's own call: whole, or not at all (the ledger names
-            # it written). The page of its leading lines shown before was no use to a
-            # model rewriting it whole, which read it again all the same (24 of 100
-            # files at 16k), and every request after the compaction carried it (6% of
-            # the prompt tokens of that task at 16k, 5% without the lag).
-            return _read_whole(workdir, touched.path, room, counter)
-        if touched.span is not None:
-            # A command's change in place (``perl -pi``): the lines it changed.
-            return _read_changed_span(workdir, touched, room, counter) or _read_fresh(
-                workdir, touched.path, room, counter
-            )
-        if touched.last_edit is None:
-            return _read_fresh(workdir, touched.path, room, counter)
-        return _read_around_edit(workdir, touched, room, counter)
 
     def _mask_seen_outputs(
         self, kept: Sequence[BaseMessage], whole: Collection[int] = frozenset()

@@ -197,6 +197,21 @@ def test_a_file_read_by_the_workspace_path_without_its_slash_is_reinjected(
     assert any("fresh file 11" in text for text in reinjected), reinjected
 
 
+def _manually_compacted(
+    settings: Settings,
+    workspace: Path,
+    history: list[BaseMessage],
+    summary: str = "Progress: changed files.",
+) -> list[BaseMessage]:
+    """``history`` after a manual compaction in ``workspace`` (the summarizer answering
+    ``summary``), as the state stores it."""
+    outcome = _compactor(settings, ScriptedChatModel([summary]))(
+        history, trigger="manual", system=[], tools=[], workspace=str(workspace)
+    )
+    assert outcome is not None
+    return _apply(history, outcome.updates)
+
+
 def _manual_view(
     settings: Settings,
     workspace: Path,
@@ -205,11 +220,7 @@ def _manual_view(
 ) -> list[BaseMessage]:
     """The view after a manual compaction of ``history`` in ``workspace`` (the summarizer
     answering ``summary``)."""
-    outcome = _compactor(settings, ScriptedChatModel([summary]))(
-        history, trigger="manual", system=[], tools=[], workspace=str(workspace)
-    )
-    assert outcome is not None
-    return since_last_boundary(_apply(history, outcome.updates))
+    return since_last_boundary(_manually_compacted(settings, workspace, history, summary))
 
 
 def _files_shown(view: list[BaseMessage]) -> dict[str, str]:
@@ -455,11 +466,7 @@ def test_a_file_changed_before_the_last_compaction_is_shown_when_named_as_work_l
     _write_files(workspace, 24)
     history = _history(12)
     text = _write_mid(workspace, history, 3)
-    outcome = _compactor(settings, ScriptedChatModel(["Progress: wrote mid.py."]))(
-        history, trigger="manual", system=[], tools=[], workspace=str(workspace)
-    )
-    assert outcome is not None
-    stored = _apply(history, outcome.updates)
+    stored = _manually_compacted(settings, workspace, history, "Progress: wrote mid.py.")
     assert "mid.py" not in _files_shown(since_last_boundary(stored))
     later = [m for m in _history(24)[25:] if isinstance(m, (AIMessage, ToolMessage))]
     summary = "Wrote mid.py.\n\nRemaining work:\n- finish mid.py"
