@@ -34,6 +34,7 @@ __all__ = [
     "cut_marker",
     "cut_original",
     "output_artifact_path",
+    "was_cut",
     "with_originals",
 ]
 
@@ -72,6 +73,12 @@ def cut_marker(whole: str) -> dict[str, str]:
         ``{CUT_DIGEST_KEY: sha256 hex of its UTF-8 bytes}``.
     """
     return {CUT_DIGEST_KEY: hashlib.sha256(whole.encode("utf-8")).hexdigest()}
+
+
+def was_cut(message: BaseMessage) -> bool:
+    """Whether the tool node cut ``message`` (its marker records a saved copy)."""
+    meta = message.additional_kwargs.get(AGENTGRAPH_KEY)
+    return isinstance(meta, dict) and CUT_DIGEST_KEY in meta
 
 
 def cut_original(message: ToolMessage, folder: str | None) -> str | None:

@@ -42,6 +42,7 @@ from agentgraph.capabilities.tools.workspace_scan import (
     scanned_changes,
     workspace_path,
 )
+from agentgraph.context.artifacts import was_cut
 from agentgraph.context.shell_cd import cd_prefix
 from agentgraph.context.shell_reads import (
     in_place_edits,
@@ -53,6 +54,7 @@ from agentgraph.context.shell_reads import (
     whole_file_reads,
 )
 from agentgraph.context.shell_writes import one_command, removed_files, written_files
+from agentgraph.context.shown_files import shown_spans
 from agentgraph.context.spiral import output_hash
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
@@ -348,10 +350,17 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         removed = _norm_paths(removal.paths)
         if removed and exited_0:
             return ("command_removes", removed, removal.forced)
-        # ``cat A B``: each file printed whole (its lines are not told apart).
-        several = _norm_paths(whole_file_reads(command))
+        # ``cat A B``: each file printed whole (its lines are not told apart), or, cut
+        # file by file, the leading lines its page note names.
+        printed_files = whole_file_reads(command)
+        several = _norm_paths(printed_files)
         if several and printed_whole(result.text, status):
-            return ("reads", tuple(("read", p, 1, None, None) for p in several))
+            cut = shown_spans(result.text, printed_files) if was_cut(result) else {}
+            spans = {_norm_path(path): span for path, span in cut.items()}
+            return (
+                "reads",
+                tuple(("read", p, 1, *spans.get(p, (None, None))) for p in several),
+            )
         return (
             "command",
             command.strip(),

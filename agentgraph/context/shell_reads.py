@@ -23,7 +23,9 @@ program's, so a missing file exits 0 with the first one's complaint as its outpu
 numbers vouch for it instead: every line printed must carry the next number from ``A``.
 
 ``cat`` (or ``nl``) of several files printed each of them whole when it exited 0 with
-an output nothing cut (:func:`whole_file_reads`), as models skimming a folder read.
+an output nothing cut (:func:`whole_file_reads`), as models skimming a folder read (an
+output cut file by file shows each up to the line its page note names:
+:mod:`agentgraph.context.shown_files`).
 
 Any other command that names files (:func:`named_files`: ``grep -n def src/app.py``,
 ``pytest tests/test_app.py``, ``diff a.py b.py``) stays a command, but what it printed is

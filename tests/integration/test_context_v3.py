@@ -565,6 +565,41 @@ def test_eight_files_printed_by_one_command_are_each_shown_whole(
     assert len(recorder.reads) == files
 
 
+@pytest.mark.parametrize("summarizer", ["faithful", "lossy"])
+def test_eight_files_over_the_unseen_share_are_each_cut_to_their_leading_lines(
+    make_settings: Callable[..., Settings],
+    workspace: Path,
+    summarizer: SummarizerKind,
+) -> None:
+    """Eight small files in one ``cat`` at an 8k window: 5.8k tokens, over the share a
+    compaction keeps for results not yet seen. Cut head and tail, the files in the middle
+    were gone whole (nothing in ``cat``'s output tells where a file ends) and the
+    re-reading model read them again (4 of 100). Cut file by file, each file shows its
+    leading lines and a page note naming where to read on, as eight read_file calls of
+    one reply would."""
+    files = 40
+    recorder, _events, server, planted = _run(
+        make_settings,
+        workspace,
+        files=files,
+        persona="re_reader",
+        summarizer=summarizer,
+        batch=8,
+        shell="multi",
+        window=8192,
+    )
+    assert recorder.reread_files() == 0
+    notes = [
+        m["content"]
+        for body in _main(server)
+        for m in body["messages"]
+        if "logs/part_005.txt: [showing lines 1-" in str(m.get("content") or "")
+    ]
+    assert notes, "the middle file of the first command is shown with its page note"
+    assert recorder.reports and codes_in(recorder.reports[-1]) == planted
+    assert len(recorder.reads) == files
+
+
 def _assert_every_file_marked_once(
     make_settings: Callable[..., Settings],
     workspace: Path,
@@ -669,15 +704,17 @@ def test_files_written_through_a_here_document_are_not_written_or_read_twice(
 def test_what_a_cut_took_from_an_output_reaches_the_summary(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
-    """Eight files printed by one ``cat`` at a 16k window: the output is more than a
-    page, so the history keeps its head and tail and the whole of it goes to the
-    session's artifacts. The summarizer was given the cut, so the middle files' codes
-    were in no summary and a model that does not page through the saved copy answered
-    with 64 of 100 (deepagents, which cuts nothing there, with all). The summarizer now
-    reads the saved copy. (The last commands' cuts reach no summary before the answer:
-    no compaction comes after them.)"""
-    files, batch = 96, 8
-    recorder, events, _server, planted = _run(
+    """Eight files printed by one ``cat`` at an 8k window: more than the share a
+    compaction keeps for results not yet seen, so the history keeps the cut (each
+    file's leading lines) and the whole output goes to the session's artifacts. The
+    summarizer was given the cut, so what it took was in no summary: a model printing
+    eight small files with one ``cat`` at 16k, when such an output was cut to one page,
+    answered with 64 of 100 codes (deepagents, which cuts nothing there, with all). The
+    summarizer reads the saved copy: the last line of the first file, which the model
+    never saw, is in a summary request. (The last commands' outputs reach no summary
+    before the answer: no compaction comes after them.)"""
+    files, batch = 40, 8
+    recorder, events, server, planted = _run(
         make_settings,
         workspace,
         files=files,
@@ -687,7 +724,14 @@ def test_what_a_cut_took_from_an_output_reaches_the_summary(
         batch=batch,
         shell="multi",
         question=True,
+        window=8192,
     )
+    last_line = (workspace / "logs" / "part_001.txt").read_text().splitlines()[-1]
+    seen = [str(m.get("content")) for body in _main(server) for m in body["messages"]]
+    assert any("logs/part_001.txt: [showing lines 1-" in text for text in seen)
+    assert not any(last_line in text for text in seen), "the cut took it from the model"
+    summaries = [json.dumps(r["messages"]) for r in server.requests if is_summary(r)]
+    assert any(last_line in text for text in summaries)
     summarized = {c for c in planted if int(c.split("part_")[1][:3]) <= files - 2 * batch}
     assert recorder.answers and summarized <= codes_in(recorder.answers[-1])
     assert sum(e["type"] == "compaction" for e in events) >= 2

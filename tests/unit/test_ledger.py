@@ -20,6 +20,7 @@ from agentgraph.capabilities.tools.workspace_scan import (
     with_scanned_changes,
 )
 from agentgraph.config import Settings
+from agentgraph.context.artifacts import cut_marker
 from agentgraph.context.compaction import Compactor, since_last_boundary
 from agentgraph.context.ledger import (
     LEDGER_KIND,
@@ -615,6 +616,25 @@ def test_cat_of_several_files_reads_each_whole_when_nothing_was_cut() -> None:
         "c1": tuple(f"logs/part_{i:03d}.txt" for i in range(1, 5)),
         "c2": ("src/a.py", "src/b.py"),
     }
+
+
+def test_cat_of_several_files_cut_file_by_file_reads_the_lines_each_note_names() -> None:
+    """An output the tool node cut file by file (its marker records the saved copy):
+    each file with a page note was read up to the line it names, the others whole. The
+    same notes in an output nothing cut are a file's own text: every file read whole."""
+    lines = "".join(f"line {i}\n" for i in range(1, 37))
+    head = "".join(f"line {i}\n" for i in range(1, 21))
+    note = "[showing lines 1-20 of 36; call read_file with offset=20 to continue]"
+    answer = f"{lines}{head}src/b.py: {note}\n{lines}[exit code 0]"
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _bash(1, "cat src/a.py src/b.py src/c.py", answer)
+    history[-1] = with_marker(history[-1], **cut_marker(lines * 3))
+    history += _bash(2, "cat lib/a.py lib/b.py", answer.replace("src/b.py", "lib/b.py"))
+    ledger = collect_ledger(history, workspace="/ws")
+    assert ledger.reads["src/a.py"].complete and ledger.reads["src/c.py"].complete
+    assert not ledger.reads["src/b.py"].complete
+    assert "src/ a.py, b.py (lines 1-20 of 36), c.py" in render_ledger(ledger)
+    assert ledger.reads["lib/a.py"].complete and ledger.reads["lib/b.py"].complete
 
 
 def test_files_edited_through_the_shell_are_files_changed() -> None:

@@ -295,7 +295,9 @@ class PageCounter(Protocol):
     def fits(self, text: str, max_tokens: int) -> bool: ...
 
 
-def _page_note(first: int, last: int, total: int) -> str:
+def page_note(first: int, last: int, total: int) -> str:
+    """The note ending a page of lines ``first``-``last`` of a ``total``-line file: the
+    offset a read goes on from, or that the file ends there."""
     note = f"call read_file with offset={last} to continue" if last < total else "end of file"
     return f"[showing lines {first}-{last} of {total}; {note}]"
 
@@ -377,7 +379,7 @@ def fit_read_page(
 
     def page(kept: int) -> str:
         end = covered(kept)
-        return "\n".join(lines[:kept]) + "\n" + _page_note(first, end or first, total)
+        return "\n".join(lines[:kept]) + "\n" + page_note(first, end or first, total)
 
     def fits(kept: int) -> bool:
         if kept == 0:
@@ -529,7 +531,7 @@ def read_text_file(
         )
     if offset == 0 and end == total:
         return body
-    return f"{body}\n{_page_note(offset + 1, end, total)}"
+    return f"{body}\n{page_note(offset + 1, end, total)}"
 
 
 def _page_streamed(handle: BinaryIO, offset: int, limit: int) -> tuple[str, int, int]:

@@ -43,6 +43,7 @@ from agentgraph.context.compaction import (
 )
 from agentgraph.context.ledger import ledger_path
 from agentgraph.context.shell_reads import reads_files, whole_file_reads
+from agentgraph.context.shown_files import cut_command_output
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.middleware.events import emit
 from agentgraph.private_api import InlineToolNode
@@ -530,20 +531,29 @@ def make_tools_node(
         if fits:
             return result
         artifact = output_artifact_path(folder, call_id)
-        cut = truncate_tool_output(
-            content,
-            page_cap,
-            count=deps.counter.count_text,
-            artifact_path=str(artifact),
-            codec=deps.counter.codec,
-        )
-        if not cut.truncated:
-            return result
+        # ``cat`` of several files: each file's leading lines, as that many read_file
+        # calls show, where a head-and-tail cut hid the middle files whole. Not where a
+        # secret was redacted: the files' texts would no longer tell where each ends.
+        line = (call.get("args") or {}).get("command")
+        kept = None
+        if shown > 1 and redacted == raw and isinstance(line, str):
+            kept = cut_command_output(line, content, page_cap, deps.counter, ctx.workspace_path)
+        if kept is None:
+            cut = truncate_tool_output(
+                content,
+                page_cap,
+                count=deps.counter.count_text,
+                artifact_path=str(artifact),
+                codec=deps.counter.codec,
+            )
+            if not cut.truncated:
+                return result
+            kept = cut.text
         folder.mkdir(parents=True, exist_ok=True)
         artifact.write_text(content, encoding="utf-8")
         # The copy's digest: a compaction's summarizer reads that copy, and no other, in
         # place of the cut (agentgraph/context/artifacts.py).
-        return with_marker(result.model_copy(update={"content": cut.text}), **cut_marker(content))
+        return with_marker(result.model_copy(update={"content": kept}), **cut_marker(content))
 
     # Rebuilt when deps.tools changes: MCP tools join between turns (Agent.sync_mcp_tools).
     built: dict[tuple[int, ...], InlineToolNode] = {}

@@ -1,0 +1,216 @@
+"""A command's output that shows several files whole, cut file by file when it is too long.
+
+``cat A B C …`` prints the files one after the other with nothing between them. Cut
+like any other output (its head and its tail kept), the files in its middle were gone
+whole, and the model could not tell where one file ended and the next began: a model
+that re-reads what it asked for but cannot see read them again (4 of 100 files at an 8k
+window, eight small files a command), where eight ``read_file`` calls of one reply each
+kept a page of every file.
+
+Cut here, the output is what those calls would show: every file's leading lines, each
+file over its share followed by the page note ``read_file`` writes, prefixed by its path
+(``logs/b.txt: [showing lines 1-30 of 41; call read_file with offset=30 to continue]``).
+The shares are fair: files under an equal share of the room are shown whole, and the
+others share the rest equally. The progress ledger reads those notes back
+(:func:`shown_spans`) as the lines read of each file, as it does a ``read_file`` page.
+
+Only an output that is exactly the files' texts one after the other is cut this way (the
+files are read again to find where each ends): anything else — an option that changes
+what is printed, a file missing or changed meanwhile, a redacted secret — is cut as any
+other output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from agentgraph.capabilities.tools.bash import bash_status
+from agentgraph.capabilities.tools.files import PageCounter, page_note
+from agentgraph.capabilities.tools.workspace import read_regular
+from agentgraph.context.shell_reads import whole_file_reads
+
+__all__ = [
+    "SHOWN_FILE_MIN_LINES",
+    "cut_command_output",
+    "cut_shown_files",
+    "read_shown_texts",
+    "shown_spans",
+]
+
+# Leading lines each file must show in its share, else the output is cut as any other
+# (head and tail): a page note alone would show nothing of the file.
+SHOWN_FILE_MIN_LINES = 1
+# Attempts to fit the assembled output when the sum of its pieces' counts undershot the
+# whole's (token merges across the pieces' edges): each lowers the room by what was over.
+FIT_ATTEMPTS = 3
+
+_NOTE_RE = re.compile(
+    r"^(?P<path>[^\n]+): \[showing lines 1-(?P<last>\d+) of (?P<total>\d+); "
+    r"call read_file with offset=(?P=last) to continue\]$",
+    re.MULTILINE,
+)
+
+
+def cut_command_output(
+    command: str, answer: str, max_tokens: int, counter: PageCounter, workspace: str | None
+) -> str | None:
+    """A run_bash ``answer`` of ``command`` cut file by file (:func:`cut_shown_files`), or
+    None when the command is no ``cat`` of several files that exited 0 in ``workspace``,
+    or its output is not their texts.
+
+    Args:
+        command: The command line.
+        answer: The tool's answer: the output, then its status line.
+        max_tokens: Bound on the cut answer's tokens.
+        counter: Counts them.
+        workspace: Where the command ran.
+    """
+    paths = whole_file_reads(command)
+    status = bash_status(answer)
+    if len(paths) < 2 or not workspace or status is None or status.exit_code != 0:
+        return None
+    output = answer[: status.start]
+    texts = read_shown_texts(workspace, paths, len(output.encode("utf-8")))
+    if texts is None:
+        return None
+    files = list(zip(paths, texts, strict=True))
+    return cut_shown_files(output, answer[status.start :], files, max_tokens, counter)
+
+
+def read_shown_texts(workspace: str, paths: Sequence[str], max_bytes: int) -> list[str] | None:
+    """The texts of ``paths`` as they are now, or None when any is no regular UTF-8 file
+    (a link included) or they hold more than ``max_bytes`` together.
+
+    Args:
+        workspace: Where the command ran (relative paths are under it).
+        paths: The files the command printed, in order.
+        max_bytes: The output's size: files larger together cannot be what it shows.
+    """
+    texts: list[str] = []
+    left = max_bytes
+    for path in paths:
+        data = read_regular(Path(workspace, path), left)
+        if data is None:
+            return None
+        left -= len(data)
+        try:
+            texts.append(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            return None
+    return texts
+
+
+def cut_shown_files(
+    output: str,
+    status: str,
+    files: Sequence[tuple[str, str]],
+    max_tokens: int,
+    counter: PageCounter,
+) -> str | None:
+    """``output`` (then ``status``) cut file by file to fit ``max_tokens``, or None when
+    it is not the files' texts one after the other or a fair share of the room cannot
+    show some file's first line.
+
+    Args:
+        output: What the command printed (a newline may end it where the last file
+            ends without one: the shell tool's answer adds it).
+        status: What follows the output in the answer (its status line).
+        files: (path as the model should name it, text) of each file, in order.
+        max_tokens: Bound on the result's tokens.
+        counter: Counts them.
+
+    Returns:
+        The cut answer: whole files as printed, each other file's leading lines and its
+        page note; None when it cannot be cut this way.
+    """
+    whole = "".join(text for _, text in files)
+    if output not in (whole, whole + "\n") or not whole:
+        return None
+    room = max_tokens
+    for _ in range(FIT_ATTEMPTS):
+        answer = _assemble(output, status, files, room, counter)
+        if answer is None:
+            return None
+        if counter.fits(answer, max_tokens):
+            return answer
+        room -= max(counter.count_text(answer) - max_tokens, 1)
+    return None
+
+
+def _assemble(
+    output: str,
+    status: str,
+    files: Sequence[tuple[str, str]],
+    room: int,
+    counter: PageCounter,
+) -> str | None:
+    """The answer for :func:`cut_shown_files` with ``room`` tokens to share."""
+    costs = [counter.count_text(text) for _, text in files]
+    left = room - counter.count_text(status)
+    shown: dict[int, str] = {}
+    # Smallest first: a file under an equal share of what is left is shown whole, and
+    # what it leaves over goes to the larger ones.
+    order = sorted(range(len(files)), key=lambda i: costs[i])
+    for rank, i in enumerate(order):
+        share = left // (len(order) - rank)
+        path, text = files[i]
+        if costs[i] <= share:
+            shown[i] = text
+            left -= costs[i]
+            continue
+        page = _leading_lines(path, text, share, counter)
+        if page is None:
+            return None
+        shown[i] = page
+        left -= counter.count_text(page)
+    body = "".join(shown[i] for i in range(len(files)))
+    if output.endswith("\n") and not body.endswith("\n"):
+        body += "\n"
+    return body + status
+
+
+def _leading_lines(path: str, text: str, share: int, counter: PageCounter) -> str | None:
+    """The most leading lines of ``text`` that fit ``share`` tokens with their page note,
+    or None when fewer than :data:`SHOWN_FILE_MIN_LINES` do."""
+    lines = _lines(text)
+
+    def page(kept: int) -> str:
+        head = "".join(lines[:kept])
+        if not head.endswith("\n"):
+            head += "\n"
+        return f"{head}{path}: {page_note(1, kept, len(lines))}\n"
+
+    low, high = 0, len(lines)  # low fits (0: nothing yet), high does not (the whole)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if counter.fits(page(mid), share):
+            low = mid
+        else:
+            high = mid
+    return page(low) if low >= SHOWN_FILE_MIN_LINES else None
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s lines as a file's are counted (ended by ``\\n`` only), each with its end."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    return [*lines, parts[-1]] if parts[-1] else lines
+
+
+def shown_spans(text: str, paths: Sequence[str]) -> Mapping[str, tuple[int, int]]:
+    """The files of ``paths`` an answer cut by :func:`cut_shown_files` shows in part:
+    path → (last line shown, the file's lines), each from its page note.
+
+    Args:
+        text: The answer as the history holds it.
+        paths: The files the command printed (only their notes count).
+    """
+    named = set(paths)
+    spans: dict[str, tuple[int, int]] = {}
+    for found in _NOTE_RE.finditer(text):
+        path = found["path"]
+        if path in named and path not in spans:
+            spans[path] = (int(found["last"]), int(found["total"]))
+    return spans

@@ -1,0 +1,167 @@
+"""``cat`` of several files over its room is cut file by file (context/shown_files.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentgraph.context.shown_files import (
+    cut_command_output,
+    cut_shown_files,
+    read_shown_texts,
+    shown_spans,
+)
+from agentgraph.context.tokens import get_counter
+
+COUNTER = get_counter("gpt-4o-mini")
+STATUS = "[exit code 0]"
+NOTE_RE = re.compile(
+    r"^(?P<path>\S+): \[showing lines 1-(?P<last>\d+) of (?P<total>\d+); "
+    r"call read_file with offset=(?P=last) to continue\]$"
+)
+
+
+def _log(name: str, lines: int) -> str:
+    return "".join(f"{name} line {n}: subsystem reported nominal values\n" for n in range(lines))
+
+
+def _expected(files: list[tuple[str, str]], spans: dict[str, tuple[int, int]]) -> str:
+    """The answer a cut with ``spans`` shows: each file whole, or its leading lines and
+    its note; the shell tool's newline where the output lacked one; the status line."""
+    out = ""
+    for path, text in files:
+        if path not in spans:
+            out += text
+            continue
+        last, total = spans[path]
+        head = "".join(line + "\n" for line in text.split("\n")[:last])
+        note = f"[showing lines 1-{last} of {total}; call read_file with offset={last} to continue]"
+        out += f"{head}{path}: {note}\n"
+    return (out if out.endswith("\n") else out + "\n") + STATUS
+
+
+def test_small_files_are_shown_whole_and_the_large_ones_share_the_rest() -> None:
+    """Files under an equal share of the room are printed as ``cat`` printed them; each
+    larger one shows its leading lines and the page note read_file writes, after its
+    path; the whole fits the bound."""
+    files = [("a.txt", _log("a", 3)), ("b.txt", _log("b", 60)), ("c.txt", _log("c", 60))]
+    whole = "".join(text for _, text in files)
+    cap = COUNTER.count_text(whole) // 2
+    answer = cut_shown_files(whole, STATUS, files, cap, COUNTER)
+    assert answer is not None and COUNTER.count_text(answer) <= cap
+    assert answer.startswith(files[0][1] + _log("b", 1)) and answer.endswith(STATUS)
+    notes = [m for line in answer.splitlines() if (m := NOTE_RE.match(line))]
+    assert [(m["path"], m["total"]) for m in notes] == [("b.txt", "60"), ("c.txt", "60")]
+    spans = shown_spans(answer, ["a.txt", "b.txt", "c.txt"])
+    assert spans == {m["path"]: (int(m["last"]), 60) for m in notes}
+    assert answer == _expected(files, dict(spans))
+    assert shown_spans(answer, ["a.txt"]) == {}  # only the command's files' notes count
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "x" + _log("a", 3) + _log("b", 40),  # more than the files: not cat's plain output
+        _log("a", 3),  # fewer
+        _log("b", 40) + _log("a", 3),  # another order
+        "",
+    ],
+)
+def test_an_output_that_is_not_the_files_one_after_the_other_is_left_to_the_cut(
+    output: str,
+) -> None:
+    files = [("a.txt", _log("a", 3)), ("b.txt", _log("b", 40))]
+    assert cut_shown_files(output, STATUS, files, 100, COUNTER) is None
+
+
+def test_no_file_is_cut_to_nothing() -> None:
+    """A room too small for a file's first line and its note: left to the ordinary cut."""
+    files = [(f"f{i}.txt", _log(f"f{i}", 30)) for i in range(8)]
+    whole = "".join(text for _, text in files)
+    assert cut_shown_files(whole, STATUS, files, 60, COUNTER) is None
+
+
+def test_a_file_without_a_final_newline_is_counted_and_cut_by_its_lines() -> None:
+    """The shell tool ends an output without a newline with one; the last file's lines
+    are its ``\\n``-ended lines and the rest (a carriage return is no line end)."""
+    last = _log("b", 39) + "b line 39\rno newline"
+    files = [("a.txt", _log("a", 40)), ("b.txt", last)]
+    output = files[0][1] + last + "\n"
+    answer = cut_shown_files(output, STATUS, files, COUNTER.count_text(output) // 2, COUNTER)
+    assert answer is not None
+    assert shown_spans(answer, ["a.txt", "b.txt"])["b.txt"][1] == 40
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 80), min_size=2, max_size=9),
+    final_newline=st.booleans(),
+    share=st.floats(0.05, 1.2),
+)
+def test_a_cut_answer_fits_and_shows_each_file_from_its_start_with_true_notes(
+    sizes: list[int], final_newline: bool, share: float
+) -> None:
+    """Whatever the files and the room: no answer, or one within the bound that shows
+    every file from its first line, each cut file's note naming the lines shown and the
+    file's length, in the files' order."""
+    paths = [f"logs/f{i}.txt" for i in range(len(sizes))]
+    texts = [_log(f"f{i}", n) for i, n in enumerate(sizes)]
+    if not final_newline:
+        texts[-1] += "tail without newline"
+    files = list(zip(paths, texts, strict=True))
+    whole = "".join(texts)
+    output = whole if whole.endswith("\n") or not whole else whole + "\n"
+    cap = max(1, int(COUNTER.count_text(output + STATUS) * share))
+    answer = cut_shown_files(output, STATUS, files, cap, COUNTER)
+    if answer is None:
+        return
+    assert COUNTER.count_text(answer) <= cap and answer.endswith(STATUS)
+    spans = shown_spans(answer, paths)
+    assert answer == _expected(files, dict(spans))
+    for path, text in files:
+        if path in spans:
+            last, total = spans[path]
+            lines = text.split("\n")
+            assert total == len(lines) - (lines[-1] == "") and 1 <= last < total
+
+
+def test_only_regular_utf8_files_within_the_output_size_are_read(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    (tmp_path / "b.txt").write_text("beta\n")
+    (tmp_path / "bin").write_bytes(b"\xff\xfe")
+    (tmp_path / "link").symlink_to(tmp_path / "a.txt")
+    os.mkfifo(tmp_path / "fifo")
+    ws = str(tmp_path)
+    assert read_shown_texts(ws, ["a.txt", "b.txt"], 11) == ["alpha\n", "beta\n"]
+    assert read_shown_texts(ws, ["a.txt", "b.txt"], 10) is None  # more than was printed
+    for odd in ("bin", "link", "fifo", "gone.txt", "."):
+        assert read_shown_texts(ws, ["a.txt", odd], 100) is None, odd
+
+
+def test_only_cat_of_several_files_that_exited_0_is_cut_by_file(tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    for name in ("a", "b"):
+        (tmp_path / "logs" / f"{name}.txt").write_text(_log(name, 50))
+    output = _log("a", 50) + _log("b", 50)
+    cap = COUNTER.count_text(output) // 2
+    ws = str(tmp_path)
+    cut = cut_command_output("cd logs && cat a.txt b.txt", output + STATUS, cap, COUNTER, ws)
+    assert cut is not None and set(shown_spans(cut, ["logs/a.txt", "logs/b.txt"])) == {
+        "logs/a.txt",
+        "logs/b.txt",
+    }
+    failed = output + "[exit code 1]"
+    assert cut_command_output("cat logs/a.txt logs/b.txt", failed, cap, COUNTER, ws) is None
+    one = _log("a", 50) + STATUS
+    assert cut_command_output("cat logs/a.txt", one, cap, COUNTER, ws) is None
+    lines = output.splitlines(keepends=True)
+    numbered = "".join(f"{n:6}\t{line}" for n, line in enumerate(lines, 1)) + STATUS
+    assert cut_command_output("cat -n logs/a.txt logs/b.txt", numbered, cap, COUNTER, ws) is None
+    assert (
+        cut_command_output("cat logs/a.txt logs/b.txt", output + STATUS, cap, COUNTER, None) is None
+    )
