@@ -83,6 +83,7 @@ from agentgraph.context.masking_text import (
 from agentgraph.context.next_work import named_paths, remaining_work
 from agentgraph.context.shell_reads import in_place_edits, sed_replacement
 from agentgraph.context.shell_writes import removed_files, written_files
+from agentgraph.context.shown_files import page_of_shown_files
 from agentgraph.context.tokens import ESTIMATE_SCALE_MAX, TokenCounter, anchored_prompt_tokens
 from agentgraph.context.truncation import TokenCodec, shrink_tool_messages, truncate_text
 from agentgraph.context.windows import (
@@ -2098,6 +2099,8 @@ class Compactor:
         limit: int,
         *,
         whole: bool = False,
+        artifacts: str | None = None,
+        workspace: str | None = None,
     ) -> list[BaseMessage]:
         """Copies of the newest call and its unanswered results, fitted under ``limit``.
 
@@ -2110,8 +2113,9 @@ class Compactor:
         :data:`UNSEEN_OUTPUT_MIN_TOKENS` (the summary only, too). With ``whole``,
         results that fit beside ``after`` under ``compact_point`` stay whole; else
         small results stay whole and the largest are cut to the same size (a file read
-        to its leading lines, with where to read on). All are copies, so the originals
-        stay whole before the boundary.
+        to its leading lines, with where to read on; ``cat`` of several files to each
+        file's, from the copy in ``artifacts`` of an output cut before and the files in
+        ``workspace``). All are copies, so the originals stay whole before the boundary.
         """
         groups = group_messages(list(recent))
         if not groups:
@@ -2134,12 +2138,28 @@ class Compactor:
                 break
         else:
             return []
+        commands = {
+            str(c.get("id") or ""): (c.get("args") or {}).get("command") for c in call.tool_calls
+        }
+
+        def page(message: ToolMessage, max_tokens: int) -> str | None:
+            """A file read as its leading lines; ``cat`` of several files, each file's."""
+            command = commands.get(message.tool_call_id)
+            if isinstance(command, str):
+                shown = page_of_shown_files(
+                    message,
+                    command,
+                    max_tokens,
+                    self.counter,
+                    artifacts=artifacts,
+                    workspace=workspace,
+                )
+                if shown is not None:
+                    return shown
+            return page_of_read(message, max_tokens, counter=self.counter)
+
         fitted, _ = shrink_tool_messages(
-            [call, *results],
-            cap,
-            count=count,
-            codec=self.counter.codec,
-            page=partial(page_of_read, counter=self.counter),
+            [call, *results], cap, count=count, codec=self.counter.codec, page=page
         )
         return [m.model_copy() for m in fitted]
 
@@ -2602,6 +2622,8 @@ class Compactor:
             compact_point,
             int(usable * UNSEEN_KEPT_BUDGET_FRACTION),
             whole=progress is not None and bool(progress.changes),
+            artifacts=artifacts,
+            workspace=workspace,
         )
         if unseen:
             if summary is not None:

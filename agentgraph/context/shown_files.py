@@ -17,7 +17,8 @@ others share the rest equally. The progress ledger reads those notes back
 Only an output that is exactly the files' texts one after the other is cut this way (the
 files are read again to find where each ends): anything else — an option that changes
 what is printed, a file missing or changed meanwhile, a redacted secret — is cut as any
-other output.
+other output. A compaction that keeps such a result the model has not seen, in less room,
+cuts it again the same way from its whole output (:func:`page_of_shown_files`).
 """
 
 from __future__ import annotations
@@ -26,15 +27,19 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from langchain_core.messages import ToolMessage
+
 from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import PageCounter, page_note
 from agentgraph.capabilities.tools.workspace import read_regular
+from agentgraph.context.artifacts import cut_original, was_cut
 from agentgraph.context.shell_reads import whole_file_reads
 
 __all__ = [
     "SHOWN_FILE_MIN_LINES",
     "cut_command_output",
     "cut_shown_files",
+    "page_of_shown_files",
     "read_shown_texts",
     "shown_spans",
 ]
@@ -77,6 +82,40 @@ def cut_command_output(
         return None
     files = list(zip(paths, texts, strict=True))
     return cut_shown_files(output, answer[status.start :], files, max_tokens, counter)
+
+
+def page_of_shown_files(
+    message: ToolMessage,
+    command: str,
+    max_tokens: int,
+    counter: PageCounter,
+    *,
+    artifacts: str | None,
+    workspace: str | None,
+) -> str | None:
+    """``message``, the result of ``command``, cut file by file to ``max_tokens`` from
+    the whole output (its saved copy when the history holds it cut), as
+    :func:`cut_command_output` cuts it; None when it cannot be (no ``cat`` of several
+    files, the copy gone, the files changed since).
+
+    A compaction that keeps a result the model has not seen cuts it so: cut head and
+    tail, a ``cat`` of four config files showed a local model the first file's value
+    alone, and it answered that value for all four.
+
+    Args:
+        message: The result as the history holds it.
+        command: The command line of its call.
+        max_tokens: Bound on the text returned.
+        counter: Counts it.
+        artifacts: The session's folder of whole outputs the history holds cut.
+        workspace: Where the command ran.
+    """
+    if len(whole_file_reads(command)) < 2:
+        return None
+    whole = cut_original(message, artifacts) if was_cut(message) else message.text
+    if whole is None:
+        return None
+    return cut_command_output(command, whole, max_tokens, counter, workspace)
 
 
 def read_shown_texts(workspace: str, paths: Sequence[str], max_bytes: int) -> list[str] | None:

@@ -875,6 +875,7 @@ def _one_turn(
     return result, events, server
 
 
+LOCAL_WINDOW_TOKENS = 8_192
 PARALLEL_MODULES = {
     "config": 17,
     "storage": 28,
@@ -944,6 +945,59 @@ def test_results_the_model_has_not_seen_survive_the_compaction_they_trigger(
     assert len(reads) == len(PARALLEL_MODULES)
 
 
+CONFIG_VALUES = {"alpha": 17, "beta": 39, "gamma": 50, "delta": 61}
+CONFIG_CAT = "cat " + " ".join(f"config/{name}.py" for name in CONFIG_VALUES)
+CONFIG_VALUE_RE = re.compile(r"# (\w+) service configuration\\nTIMEOUT_SECONDS = (\d+)")
+
+
+def _config_reader(body: dict[str, Any]) -> dict[str, Any]:
+    """A stateless model that prints four config files with one ``cat`` and answers
+    with the value of each it sees once it sees the command's result (as a local 1.5B
+    model did); as summarizer, it names the files but not the values."""
+    if is_summary(body):
+        return {"content": f"Ran {CONFIG_CAT}; the values are in its output."}
+    if not any(m.get("role") == "tool" for m in body["messages"]):
+        return {"tool_calls": [{"name": "run_bash", "arguments": {"command": CONFIG_CAT}}]}
+    seen = dict(CONFIG_VALUE_RE.findall(json.dumps(body["messages"])))
+    return {"content": "; ".join(f"{n}: {seen.get(n, '?')}" for n in CONFIG_VALUES)}
+
+
+def test_files_one_command_printed_stay_shown_each_when_the_compaction_cuts_them_again(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    """Four config files of about 2k tokens printed by one ``cat`` at an 8k window, by a
+    model with no offline tokenizer: cut file by file, the output still passes the
+    compaction point beside the system prompt and the tools, so a compaction comes
+    before the model has seen it and keeps it cut to share the room. Cut head and tail
+    there, it showed the first file's value alone, and a local 1.5B model answered that
+    value for all four; cut file by file again, each file's value is in view."""
+    rules = "".join(
+        f"- Rule {n}: keep the service options of section {n} in order.\n" for n in range(90)
+    )
+    (workspace / "AGENTS.md").write_text(f"# Project instructions\n{rules}")
+    (workspace / "config").mkdir()
+    for name, value in CONFIG_VALUES.items():
+        options = "".join(
+            f"OPTION_{i:03d} = '{name}-value-{i * 7 % 101}'  # tuning knob {i} for {name}\n"
+            for i in range(120)
+        )
+        text = f"# {name} service configuration\nTIMEOUT_SECONDS = {value}\n{options}"
+        (workspace / "config" / f"{name}.py").write_text(text)
+    result, events, server = _one_turn(
+        make_settings,
+        workspace,
+        _config_reader,
+        f"Run {CONFIG_CAT}, then tell me TIMEOUT_SECONDS of each file.",
+        window=LOCAL_WINDOW_TOKENS,
+        max_loops=5,
+        AGENTGRAPH_MODEL="qwen2.5-coder-1.5b",
+    )
+    assert [e["type"] for e in events].count("compaction") == 1
+    assert result.answer == "; ".join(f"{n}: {v}" for n, v in CONFIG_VALUES.items())
+    answered = _main(server)[-1]["messages"]
+    assert "config/delta.py: [showing lines 1-" in json.dumps(answered)
+
+
 def test_parallel_results_past_the_compaction_point_that_fit_the_window_are_read_whole(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
@@ -999,7 +1053,6 @@ def test_a_lossy_summarizer_loses_nothing_when_earlier_summaries_are_summarized_
     assert recorder.reread_files() == 0
 
 
-LOCAL_WINDOW_TOKENS = 8_192
 RETRY_LIMIT_LINE = "RETRY_LIMIT = 37"
 
 

@@ -9,14 +9,18 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from langchain_core.messages import ToolMessage
 
+from agentgraph.context.artifacts import cut_marker, output_artifact_path
 from agentgraph.context.shown_files import (
     cut_command_output,
     cut_shown_files,
+    page_of_shown_files,
     read_shown_texts,
     shown_spans,
 )
 from agentgraph.context.tokens import get_counter
+from agentgraph.runtime.history.kinds import with_marker
 
 COUNTER = get_counter("gpt-4o-mini")
 STATUS = "[exit code 0]"
@@ -164,4 +168,45 @@ def test_only_cat_of_several_files_that_exited_0_is_cut_by_file(tmp_path: Path) 
     assert cut_command_output("cat -n logs/a.txt logs/b.txt", numbered, cap, COUNTER, ws) is None
     assert (
         cut_command_output("cat logs/a.txt logs/b.txt", output + STATUS, cap, COUNTER, None) is None
+    )
+
+
+def test_a_result_cut_again_is_cut_file_by_file_from_its_whole_output(tmp_path: Path) -> None:
+    """A compaction keeping a ``cat`` result the model has not seen cuts it again, file by
+    file, from the whole output: the message itself when nothing cut it, else its saved
+    copy; with the copy gone or the files changed since, it is left to the other cut."""
+    ws, artifacts = tmp_path / "ws", tmp_path / "artifacts"
+    (ws / "logs").mkdir(parents=True)
+    artifacts.mkdir()
+    for name in ("a", "b", "c"):
+        (ws / "logs" / f"{name}.txt").write_text(_log(name, 60))
+    command = "cat logs/a.txt logs/b.txt logs/c.txt"
+    paths = ["logs/a.txt", "logs/b.txt", "logs/c.txt"]
+    whole = _log("a", 60) + _log("b", 60) + _log("c", 60) + STATUS
+    size = COUNTER.count_text(whole)
+    first = cut_command_output(command, whole, size // 2, COUNTER, str(ws))
+    assert first is not None
+    cut = with_marker(ToolMessage(first, tool_call_id="c1"), **cut_marker(whole))
+    output_artifact_path(artifacts, "c1").write_text(whole)
+    again = page_of_shown_files(
+        cut, command, size // 4, COUNTER, artifacts=str(artifacts), workspace=str(ws)
+    )
+    assert again is not None and COUNTER.count_text(again) <= size // 4
+    assert set(shown_spans(again, paths)) == set(paths)
+    assert again.startswith(_log("a", 3)) and _log("b", 3) in again and _log("c", 3) in again
+    uncut = ToolMessage(whole, tool_call_id="c2")
+    assert page_of_shown_files(
+        uncut, command, size // 4, COUNTER, artifacts=None, workspace=str(ws)
+    ) == cut_command_output(command, whole, size // 4, COUNTER, str(ws))
+    gone = {"artifacts": str(tmp_path / "none"), "workspace": str(ws)}
+    assert page_of_shown_files(cut, command, size // 4, COUNTER, **gone) is None
+    one = "cat logs/a.txt"
+    assert (
+        page_of_shown_files(uncut, one, size // 4, COUNTER, artifacts=None, workspace=str(ws))
+        is None
+    )
+    (ws / "logs" / "b.txt").write_text(_log("b", 61))
+    assert (
+        page_of_shown_files(uncut, command, size // 4, COUNTER, artifacts=None, workspace=str(ws))
+        is None
     )
