@@ -220,7 +220,9 @@ def whole_file_reads(command: str) -> tuple[str, ...]:
     (each once in the result); empty for anything else (one file is
     :func:`parse_shell_read`'s).
     Which lines are each file's the output does not tell, so it counts as read whole
-    only when the command exited 0 and nothing was cut (:func:`printed_whole`)."""
+    only when the command exited 0 and nothing was cut (:func:`printed_whole`), or cut
+    file by file, each up to the line its note names
+    (:func:`~agentgraph.context.shown_files.shown_spans`)."""
     folder, command = cd_prefix(command)
     words = _words(command)
     if not words or words[0] not in ("cat", "nl"):

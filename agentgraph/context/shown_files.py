@@ -167,9 +167,10 @@ def cut_shown_files(
     whole = "".join(text for _, text in files)
     if output not in (whole, whole + "\n") or not whole:
         return None
+    costs = [counter.count_text(text) for _, text in files]
     room = max_tokens
     for _ in range(FIT_ATTEMPTS):
-        answer = _assemble(output, status, files, room, counter)
+        answer = _assemble(output, status, files, costs, room, counter)
         if answer is None:
             return None
         if counter.fits(answer, max_tokens):
@@ -182,11 +183,12 @@ def _assemble(
     output: str,
     status: str,
     files: Sequence[tuple[str, str]],
+    costs: Sequence[int],
     room: int,
     counter: PageCounter,
 ) -> str | None:
-    """The answer for :func:`cut_shown_files` with ``room`` tokens to share."""
-    costs = [counter.count_text(text) for _, text in files]
+    """The answer for :func:`cut_shown_files` with ``room`` tokens to share (``costs``:
+    each file's tokens)."""
     left = room - counter.count_text(status)
     shown: dict[int, str] = {}
     # Smallest first: a file under an equal share of what is left is shown whole, and
