@@ -42,7 +42,6 @@ from agentgraph.capabilities.tools.workspace_scan import (
     scanned_changes,
     workspace_path,
 )
-from agentgraph.context.artifacts import was_cut
 from agentgraph.context.shell_cd import cd_prefix
 from agentgraph.context.shell_reads import (
     in_place_edits,
@@ -351,11 +350,11 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         if removed and exited_0:
             return ("command_removes", removed, removal.forced)
         # ``cat A B``: each file printed whole (its lines are not told apart), or, cut
-        # file by file, the leading lines its page note names.
+        # file by file, the leading lines the cut's marker records.
         printed_files = whole_file_reads(command)
         several = _norm_paths(printed_files)
         if several and printed_whole(result.text, status):
-            cut = shown_spans(result.text, printed_files) if was_cut(result) else {}
+            cut = shown_spans(result, printed_files)
             spans = {_norm_path(path): span for path, span in cut.items()}
             return (
                 "reads",

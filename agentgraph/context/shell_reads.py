@@ -24,7 +24,7 @@ numbers vouch for it instead: every line printed must carry the next number from
 
 ``cat`` (or ``nl``) of several files printed each of them whole when it exited 0 with
 an output nothing cut (:func:`whole_file_reads`), as models skimming a folder read (an
-output cut file by file shows each up to the line its page note names:
+output cut file by file shows each up to the line its cut records:
 :mod:`agentgraph.context.shown_files`).
 
 Any other command that names files (:func:`named_files`: ``grep -n def src/app.py``,

@@ -11,36 +11,42 @@ Cut here, the output is what those calls would show: every file's leading lines,
 file over its share followed by the page note ``read_file`` writes, prefixed by its path
 (``logs/b.txt: [showing lines 1-30 of 41; call read_file with offset=30 to continue]``).
 The shares are fair: files under an equal share of the room are shown whole, and the
-others share the rest equally. The progress ledger reads those notes back
-(:func:`shown_spans`) as the lines read of each file, as it does a ``read_file`` page.
+others share the rest equally. The message's marker records the lines shown of each file
+cut (:func:`shown_marker`), and the progress ledger takes them (:func:`shown_spans`) as
+the lines read of each file, as it does a ``read_file`` page's.
 
 Only an output that is exactly the files' texts one after the other is cut this way (the
-files are read again to find where each ends): anything else — an option that changes
-what is printed, a file missing or changed meanwhile, a redacted secret — is cut as any
+files are read again to find where each ends, by read_file's rules): anything else — an
+option that changes what is printed, a file outside the workspace, missing or changed
+meanwhile, a redacted secret, a first line longer than a file's share — is cut as any
 other output. A compaction that keeps such a result the model has not seen, in less room,
 cuts it again the same way from its whole output (:func:`page_of_shown_files`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from dataclasses import dataclass
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 
+from agentgraph.capabilities.tools.base import ToolError
 from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import PageCounter, page_note
-from agentgraph.capabilities.tools.workspace import read_regular
+from agentgraph.capabilities.tools.workspace import read_regular, resolve_in_workspace
 from agentgraph.context.artifacts import cut_original, was_cut
 from agentgraph.context.shell_reads import whole_file_reads
+from agentgraph.runtime.history import AGENTGRAPH_KEY
 
 __all__ = [
     "SHOWN_FILE_MIN_LINES",
+    "SHOWN_SPANS_KEY",
+    "ShownCut",
     "cut_command_output",
     "cut_shown_files",
     "page_of_shown_files",
     "read_shown_texts",
+    "shown_marker",
     "shown_spans",
 ]
 
@@ -51,16 +57,28 @@ SHOWN_FILE_MIN_LINES = 1
 # whole's (token merges across the pieces' edges): each lowers the room by what was over.
 FIT_ATTEMPTS = 3
 
-_NOTE_RE = re.compile(
-    r"^(?P<path>[^\n]+): \[showing lines 1-(?P<last>\d+) of (?P<total>\d+); "
-    r"call read_file with offset=(?P=last) to continue\]$",
-    re.MULTILINE,
-)
+# Field of a cut message's marker dict: path → [last line shown, the file's lines] of
+# each file a cut by file shows in part. Kept beside the text, not read back from it: a
+# file may hold a line shaped like a page note.
+SHOWN_SPANS_KEY = "shown_spans"
+
+
+@dataclass(frozen=True)
+class ShownCut:
+    """An output cut file by file.
+
+    Attributes:
+        text: The answer as the model is shown it.
+        spans: Path → (last line shown, the file's lines) of each file shown in part.
+    """
+
+    text: str
+    spans: Mapping[str, tuple[int, int]]
 
 
 def cut_command_output(
     command: str, answer: str, max_tokens: int, counter: PageCounter, workspace: str | None
-) -> str | None:
+) -> ShownCut | None:
     """A run_bash ``answer`` of ``command`` cut file by file (:func:`cut_shown_files`), or
     None when the command is no ``cat`` of several files that exited 0 in ``workspace``,
     or its output is not their texts.
@@ -115,12 +133,14 @@ def page_of_shown_files(
     whole = cut_original(message, artifacts) if was_cut(message) else message.text
     if whole is None:
         return None
-    return cut_command_output(command, whole, max_tokens, counter, workspace)
+    cut = cut_command_output(command, whole, max_tokens, counter, workspace)
+    return cut.text if cut is not None else None
 
 
 def read_shown_texts(workspace: str, paths: Sequence[str], max_bytes: int) -> list[str] | None:
-    """The texts of ``paths`` as they are now, or None when any is no regular UTF-8 file
-    (a link included) or they hold more than ``max_bytes`` together.
+    """The texts of ``paths`` as they are now, or None when any is outside the workspace
+    by read_file's rules (through a link leading out included), no regular UTF-8 file, or
+    they hold more than ``max_bytes`` together.
 
     Args:
         workspace: Where the command ran (relative paths are under it).
@@ -130,7 +150,12 @@ def read_shown_texts(workspace: str, paths: Sequence[str], max_bytes: int) -> li
     texts: list[str] = []
     left = max_bytes
     for path in paths:
-        data = read_regular(Path(workspace, path), left)
+        try:
+            # By read_file's rules: a page note must name a file read_file will read.
+            real = resolve_in_workspace(workspace, path, must_exist=True, suggest=False)
+        except ToolError:
+            return None
+        data = read_regular(real, left)
         if data is None:
             return None
         left -= len(data)
@@ -147,10 +172,11 @@ def cut_shown_files(
     files: Sequence[tuple[str, str]],
     max_tokens: int,
     counter: PageCounter,
-) -> str | None:
+) -> ShownCut | None:
     """``output`` (then ``status``) cut file by file to fit ``max_tokens``, or None when
     it is not the files' texts one after the other or a fair share of the room cannot
-    show some file's first line.
+    show some file's first line (a minified file's one long line: the whole output is
+    then cut head and tail).
 
     Args:
         output: What the command printed (a newline may end it where the last file
@@ -173,9 +199,9 @@ def cut_shown_files(
         answer = _assemble(output, status, files, costs, room, counter)
         if answer is None:
             return None
-        if counter.fits(answer, max_tokens):
+        if counter.fits(answer.text, max_tokens):
             return answer
-        room -= max(counter.count_text(answer) - max_tokens, 1)
+        room -= max(counter.count_text(answer.text) - max_tokens, 1)
     return None
 
 
@@ -186,11 +212,12 @@ def _assemble(
     costs: Sequence[int],
     room: int,
     counter: PageCounter,
-) -> str | None:
+) -> ShownCut | None:
     """The answer for :func:`cut_shown_files` with ``room`` tokens to share (``costs``:
     each file's tokens)."""
     left = room - counter.count_text(status)
     shown: dict[int, str] = {}
+    spans: dict[str, tuple[int, int]] = {}
     # Smallest first: a file under an equal share of what is left is shown whole, and
     # what it leaves over goes to the larger ones.
     order = sorted(range(len(files)), key=lambda i: costs[i])
@@ -201,36 +228,38 @@ def _assemble(
             shown[i] = text
             left -= costs[i]
             continue
-        page = _leading_lines(path, text, share, counter)
-        if page is None:
+        lines = _lines(text)
+        kept = _leading_lines(path, lines, share, counter)
+        if kept < SHOWN_FILE_MIN_LINES:
             return None
-        shown[i] = page
-        left -= counter.count_text(page)
+        shown[i] = _page(path, lines, kept)
+        spans[path] = (kept, len(lines))
+        left -= counter.count_text(shown[i])
     body = "".join(shown[i] for i in range(len(files)))
     if output.endswith("\n") and not body.endswith("\n"):
         body += "\n"
-    return body + status
+    return ShownCut(body + status, spans)
 
 
-def _leading_lines(path: str, text: str, share: int, counter: PageCounter) -> str | None:
-    """The most leading lines of ``text`` that fit ``share`` tokens with their page note,
-    or None when fewer than :data:`SHOWN_FILE_MIN_LINES` do."""
-    lines = _lines(text)
+def _page(path: str, lines: Sequence[str], kept: int) -> str:
+    """The first ``kept`` of a file's ``lines`` and their page note, after its path."""
+    head = "".join(lines[:kept])
+    if not head.endswith("\n"):
+        head += "\n"
+    return f"{head}{path}: {page_note(1, kept, len(lines))}\n"
 
-    def page(kept: int) -> str:
-        head = "".join(lines[:kept])
-        if not head.endswith("\n"):
-            head += "\n"
-        return f"{head}{path}: {page_note(1, kept, len(lines))}\n"
 
+def _leading_lines(path: str, lines: Sequence[str], share: int, counter: PageCounter) -> int:
+    """How many leading ``lines`` of a file fit ``share`` tokens with their page note
+    (0: not even the first)."""
     low, high = 0, len(lines)  # low fits (0: nothing yet), high does not (the whole)
     while high - low > 1:
         mid = (low + high) // 2
-        if counter.fits(page(mid), share):
+        if counter.fits(_page(path, lines, mid), share):
             low = mid
         else:
             high = mid
-    return page(low) if low >= SHOWN_FILE_MIN_LINES else None
+    return low
 
 
 def _lines(text: str) -> list[str]:
@@ -240,18 +269,32 @@ def _lines(text: str) -> list[str]:
     return [*lines, parts[-1]] if parts[-1] else lines
 
 
-def shown_spans(text: str, paths: Sequence[str]) -> Mapping[str, tuple[int, int]]:
-    """The files of ``paths`` an answer cut by :func:`cut_shown_files` shows in part:
-    path → (last line shown, the file's lines), each from its page note.
+def shown_marker(cut: ShownCut) -> dict[str, object]:
+    """The marker fields of a message cut by ``cut`` (see :data:`SHOWN_SPANS_KEY`)."""
+    return {SHOWN_SPANS_KEY: {path: list(span) for path, span in cut.spans.items()}}
+
+
+def shown_spans(message: BaseMessage, paths: Sequence[str]) -> Mapping[str, tuple[int, int]]:
+    """The files of ``paths`` a message cut file by file shows in part: path → (last
+    line shown, the file's lines), from its marker; empty for any other message. A
+    malformed entry (a session imported from elsewhere) is left out.
 
     Args:
-        text: The answer as the history holds it.
-        paths: The files the command printed (only their notes count).
+        message: A tool result as the history holds it.
+        paths: The files its command printed (only theirs count).
     """
-    named = set(paths)
+    meta = message.additional_kwargs.get(AGENTGRAPH_KEY)
+    marked = meta.get(SHOWN_SPANS_KEY) if isinstance(meta, Mapping) else None
+    if not isinstance(marked, Mapping):
+        return {}
     spans: dict[str, tuple[int, int]] = {}
-    for found in _NOTE_RE.finditer(text):
-        path = found["path"]
-        if path in named and path not in spans:
-            spans[path] = (int(found["last"]), int(found["total"]))
+    for path in paths:
+        span = marked.get(path)
+        if (
+            isinstance(span, list | tuple)
+            and len(span) == 2
+            and all(type(n) is int for n in span)
+            and 1 <= span[0] < span[1]
+        ):
+            spans[path] = (span[0], span[1])
     return spans

@@ -32,6 +32,7 @@ from agentgraph.context.ledger import (
     render_ledger,
     without_listed_files,
 )
+from agentgraph.context.shown_files import ShownCut, shown_marker
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.runtime.history import agentgraph_kind
@@ -619,16 +620,17 @@ def test_cat_of_several_files_reads_each_whole_when_nothing_was_cut() -> None:
 
 
 def test_cat_of_several_files_cut_file_by_file_reads_the_lines_each_note_names() -> None:
-    """An output the tool node cut file by file (its marker records the saved copy):
-    each file with a page note was read up to the line it names, the others whole. The
-    same notes in an output nothing cut are a file's own text: every file read whole."""
+    """An output the tool node cut file by file: each file its marker records as shown
+    in part was read up to that line, the others whole. The same notes in an output
+    nothing cut are a file's own text: every file read whole."""
     lines = "".join(f"line {i}\n" for i in range(1, 37))
     head = "".join(f"line {i}\n" for i in range(1, 21))
     note = "[showing lines 1-20 of 36; call read_file with offset=20 to continue]"
     answer = f"{lines}{head}src/b.py: {note}\n{lines}[exit code 0]"
     history: list[BaseMessage] = [HumanMessage("go", id="u")]
     history += _bash(1, "cat src/a.py src/b.py src/c.py", answer)
-    history[-1] = with_marker(history[-1], **cut_marker(lines * 3))
+    cut = ShownCut(answer, {"src/b.py": (20, 36)})
+    history[-1] = with_marker(history[-1], **cut_marker(lines * 3), **shown_marker(cut))
     history += _bash(2, "cat lib/a.py lib/b.py", answer.replace("src/b.py", "lib/b.py"))
     ledger = collect_ledger(history, workspace="/ws")
     assert ledger.reads["src/a.py"].complete and ledger.reads["src/c.py"].complete

@@ -43,7 +43,7 @@ from agentgraph.context.compaction import (
 )
 from agentgraph.context.ledger import ledger_path
 from agentgraph.context.shell_reads import reads_files, whole_file_reads
-from agentgraph.context.shown_files import cut_command_output
+from agentgraph.context.shown_files import cut_command_output, shown_marker
 from agentgraph.context.truncation import default_tool_output_max_tokens, truncate_tool_output
 from agentgraph.middleware.events import emit
 from agentgraph.private_api import InlineToolNode
@@ -535,10 +535,12 @@ def make_tools_node(
         # calls show, where a head-and-tail cut hid the middle files whole. Not where a
         # secret was redacted: the files' texts would no longer tell where each ends.
         line = (call.get("args") or {}).get("command")
-        kept = None
+        by_file = None
         if shown > 1 and redacted == raw and isinstance(line, str):
-            kept = cut_command_output(line, content, page_cap, deps.counter, ctx.workspace_path)
-        if kept is None:
+            by_file = cut_command_output(line, content, page_cap, deps.counter, ctx.workspace_path)
+        if by_file is not None:
+            kept, marker = by_file.text, shown_marker(by_file)
+        else:
             cut = truncate_tool_output(
                 content,
                 page_cap,
@@ -548,12 +550,13 @@ def make_tools_node(
             )
             if not cut.truncated:
                 return result
-            kept = cut.text
+            kept, marker = cut.text, {}
         folder.mkdir(parents=True, exist_ok=True)
         artifact.write_text(content, encoding="utf-8")
         # The copy's digest: a compaction's summarizer reads that copy, and no other, in
         # place of the cut (agentgraph/context/artifacts.py).
-        return with_marker(result.model_copy(update={"content": kept}), **cut_marker(content))
+        cut_result = result.model_copy(update={"content": kept})
+        return with_marker(cut_result, **cut_marker(content), **marker)
 
     # Rebuilt when deps.tools changes: MCP tools join between turns (Agent.sync_mcp_tools).
     built: dict[tuple[int, ...], InlineToolNode] = {}
