@@ -467,6 +467,8 @@ class TokenCounter:
         Returns:
             ``count_text(text) <= max_tokens``.
         """
+        if max_tokens < 0:  # the bounded count takes no negative bound
+            return False
         if fits_by_length(text, max_tokens):
             return True
         with self._texts_lock:

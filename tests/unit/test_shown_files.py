@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import ToolMessage
 
+from agentgraph.capabilities.tools.files import page_note
 from agentgraph.context.artifacts import cut_marker, output_artifact_path
 from agentgraph.context.shown_files import (
     ShownCut,
@@ -127,6 +128,15 @@ def test_a_cut_answer_fits_and_shows_each_file_from_its_start_with_true_notes(
     cap = max(1, int(COUNTER.count_text(output + STATUS) * share))
     cut = cut_shown_files(output, STATUS, files, cap, COUNTER)
     if cut is None:
+        # Only when a file over an equal share of the room cannot show its first line
+        # there (a larger file's share is never smaller than that).
+        share = (cap - COUNTER.count_text(STATUS)) // len(files)
+        first = [
+            f"{text.split(chr(10))[0]}\n{path}: {page_note(1, 1, len(text.splitlines()))}\n"
+            for path, text in files
+            if COUNTER.count_text(text) > share
+        ]
+        assert not whole or any(COUNTER.count_text(page) > share for page in first)
         return
     assert COUNTER.count_text(cut.text) <= cap and cut.text.endswith(STATUS)
     spans = cut.spans
