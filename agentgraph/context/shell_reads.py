@@ -221,7 +221,7 @@ def whole_file_reads(command: str) -> tuple[str, ...]:
     :func:`parse_shell_read`'s).
     Which lines are each file's the output does not tell, so it counts as read whole
     only when the command exited 0 and nothing was cut (:func:`printed_whole`), or cut
-    file by file, each up to the line its note names
+    file by file, each up to the line the cut's marker records
     (:func:`~agentgraph.context.shown_files.shown_spans`)."""
     folder, command = cd_prefix(command)
     words = _words(command)

@@ -90,7 +90,17 @@ def cut_command_output(
         counter: Counts them.
         workspace: Where the command ran.
     """
-    paths = whole_file_reads(command)
+    return _cut_answer(whole_file_reads(command), answer, max_tokens, counter, workspace)
+
+
+def _cut_answer(
+    paths: Sequence[str],
+    answer: str,
+    max_tokens: int,
+    counter: PageCounter,
+    workspace: str | None,
+) -> ShownCut | None:
+    """:func:`cut_command_output` of the files ``paths`` its command printed."""
     status = bash_status(answer)
     if len(paths) < 2 or not workspace or status is None or status.exit_code != 0:
         return None
@@ -128,12 +138,13 @@ def page_of_shown_files(
         artifacts: The session's folder of whole outputs the history holds cut.
         workspace: Where the command ran.
     """
-    if len(whole_file_reads(command)) < 2:
+    paths = whole_file_reads(command)
+    if len(paths) < 2:  # before the saved copy is read
         return None
     whole = cut_original(message, artifacts) if was_cut(message) else message.text
     if whole is None:
         return None
-    cut = cut_command_output(command, whole, max_tokens, counter, workspace)
+    cut = _cut_answer(paths, whole, max_tokens, counter, workspace)
     return cut.text if cut is not None else None
 
 
