@@ -15,6 +15,11 @@ others share the rest equally. The message's marker records the lines shown of e
 cut (:func:`shown_marker`), and the progress ledger takes them (:func:`shown_spans`) as
 the lines read of each file, as it does a ``read_file`` page's.
 
+``cat F`` of one file over its room keeps its head and its end, as any output's cut does
+(a module's head holds its imports, a log's end what it is read for), by the file's lines,
+and names the lines between and where read_file reads them (:func:`cut_shown_file`): cut
+by tokens, nothing told the model which lines of the file it had not seen.
+
 Only an output that is exactly the files' texts one after the other is cut this way (the
 files are read again to find where each ends, by read_file's rules): anything else — an
 option that changes what is printed, a file outside the workspace, missing or changed
@@ -25,8 +30,8 @@ cuts it again the same way from its whole output (:func:`page_of_shown_files`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
@@ -35,19 +40,23 @@ from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import PageCounter, page_note
 from agentgraph.capabilities.tools.workspace import read_regular, resolve_in_workspace
 from agentgraph.context.artifacts import cut_original, was_cut
-from agentgraph.context.shell_reads import whole_file_reads
+from agentgraph.context.shell_reads import printed_files
+from agentgraph.context.truncation import head_ratio_of
 from agentgraph.runtime.history import AGENTGRAPH_KEY
 
 __all__ = [
     "SHOWN_FILE_MIN_LINES",
     "SHOWN_SPANS_KEY",
+    "SHOWN_TAILS_KEY",
     "ShownCut",
     "cut_command_output",
+    "cut_shown_file",
     "cut_shown_files",
     "page_of_shown_files",
     "read_shown_texts",
     "shown_marker",
     "shown_spans",
+    "shown_tails",
 ]
 
 # Leading lines each file must show in its share, else the output is cut as any other
@@ -61,6 +70,9 @@ FIT_ATTEMPTS = 3
 # each file a cut by file shows in part. Kept beside the text, not read back from it: a
 # file may hold a line shaped like a page note.
 SHOWN_SPANS_KEY = "shown_spans"
+# Field of a cut message's marker dict: path → first line of the end shown of a file
+# whose end is shown after the lines cut (:func:`cut_shown_file`).
+SHOWN_TAILS_KEY = "shown_tails"
 
 
 @dataclass(frozen=True)
@@ -69,18 +81,23 @@ class ShownCut:
 
     Attributes:
         text: The answer as the model is shown it.
-        spans: Path → (last line shown, the file's lines) of each file shown in part.
+        spans: Path → (last line shown, the file's lines) of each file shown in part:
+            the last of its leading lines.
+        tails: Path → the first line of the file's end, of a file whose last lines are
+            shown too, after the lines cut.
     """
 
     text: str
     spans: Mapping[str, tuple[int, int]]
+    tails: Mapping[str, int] = field(default_factory=dict)
 
 
 def cut_command_output(
     command: str, answer: str, max_tokens: int, counter: PageCounter, workspace: str | None
 ) -> ShownCut | None:
-    """A run_bash ``answer`` of ``command`` cut file by file (:func:`cut_shown_files`), or
-    None when the command is no ``cat`` of several files that exited 0 in ``workspace``,
+    """A run_bash ``answer`` of ``command`` cut file by file (:func:`cut_shown_files`;
+    one file: :func:`cut_shown_file`), or None when the command is no ``cat`` of files
+    that exited 0 in ``workspace`` (:func:`~agentgraph.context.shell_reads.printed_files`),
     or its output is not their texts.
 
     Args:
@@ -90,7 +107,7 @@ def cut_command_output(
         counter: Counts them.
         workspace: Where the command ran.
     """
-    return _cut_answer(whole_file_reads(command), answer, max_tokens, counter, workspace)
+    return _cut_answer(printed_files(command), answer, max_tokens, counter, workspace)
 
 
 def _cut_answer(
@@ -102,12 +119,16 @@ def _cut_answer(
 ) -> ShownCut | None:
     """:func:`cut_command_output` of the files ``paths`` its command printed."""
     status = bash_status(answer)
-    if len(paths) < 2 or not workspace or status is None or status.exit_code != 0:
+    if not paths or not workspace or status is None or status.exit_code != 0:
         return None
     output = answer[: status.start]
     texts = read_shown_texts(workspace, paths, len(output.encode("utf-8")))
     if texts is None:
         return None
+    if len(texts) == 1:
+        return cut_shown_file(
+            output, answer[status.start :], paths[0], texts[0], max_tokens, counter
+        )
     files = list(zip(paths, texts, strict=True))
     return cut_shown_files(output, answer[status.start :], files, max_tokens, counter)
 
@@ -123,8 +144,8 @@ def page_of_shown_files(
 ) -> str | None:
     """``message``, the result of ``command``, cut file by file to ``max_tokens`` from
     the whole output (its saved copy when the history holds it cut), as
-    :func:`cut_command_output` cuts it; None when it cannot be (no ``cat`` of several
-    files, the copy gone, the files changed since).
+    :func:`cut_command_output` cuts it; None when it cannot be (no ``cat`` of files,
+    the copy gone, the files changed since).
 
     A compaction that keeps a result the model has not seen cuts it so: cut head and
     tail, a ``cat`` of four config files showed a local model the first file's value
@@ -138,8 +159,8 @@ def page_of_shown_files(
         artifacts: The session's folder of whole outputs the history holds cut.
         workspace: Where the command ran.
     """
-    paths = whole_file_reads(command)
-    if len(paths) < 2:  # before the saved copy is read
+    paths = printed_files(command)
+    if not paths:  # before the saved copy is read
         return None
     whole = cut_original(message, artifacts) if was_cut(message) else message.text
     if whole is None:
@@ -216,6 +237,102 @@ def cut_shown_files(
     return None
 
 
+def cut_shown_file(
+    output: str,
+    status: str,
+    path: str,
+    text: str,
+    max_tokens: int,
+    counter: PageCounter,
+) -> ShownCut | None:
+    """``output`` of a command that printed one file (then ``status``) cut by the file's
+    lines to fit ``max_tokens``: its leading lines and its last ones, as any output's cut
+    keeps (a log's end is what it is read for), and between them a note naming the lines
+    not shown and the offset ``read_file`` reads them from (``service.py: [lines 181-1090
+    of 1201 not shown; call read_file with offset=180 to read them]``); None when the
+    output is not the file's text or the room cannot show its first line.
+
+    Args:
+        output: What the command printed (a newline may end it where the file ends
+            without one: the shell tool's answer adds it).
+        status: What follows the output in the answer (its status line).
+        path: The file, as the model should name it.
+        text: The file's text.
+        max_tokens: Bound on the result's tokens.
+        counter: Counts them.
+    """
+    if output not in (text, text + "\n") or not text:
+        return None
+    lines = _lines(text)
+    ratio = head_ratio_of(text)
+    room = max_tokens
+    for _ in range(FIT_ATTEMPTS):
+        answer = _head_and_tail(output, status, path, lines, room, ratio, counter)
+        if answer is None:
+            return None
+        if counter.fits(answer.text, max_tokens):
+            return answer
+        room -= max(counter.count_text(answer.text) - max_tokens, 1)
+    return None
+
+
+def _head_and_tail(
+    output: str,
+    status: str,
+    path: str,
+    lines: Sequence[str],
+    room: int,
+    head_ratio: float,
+    counter: PageCounter,
+) -> ShownCut | None:
+    """The answer for :func:`cut_shown_file` with ``room`` tokens: ``head_ratio`` of
+    what the status line and the note leave for the file's leading lines, the rest for
+    its last ones; at least one line is cut."""
+    total = len(lines)
+    # The note at its longest: every number as wide as the file's line count.
+    left = room - counter.count_text(status) - counter.count_text(_gap(path, total, total, total))
+
+    def leading(k: int) -> str:
+        return "".join(lines[:k])
+
+    # Its first line at least, where the room holds it: a tail alone says nothing of
+    # where the file starts.
+    head = _fitting(leading, total - 1, int(left * head_ratio), counter)
+    head = head or _fitting(leading, min(1, total - 1), left, counter)
+    if head < SHOWN_FILE_MIN_LINES:
+        return None
+    left -= counter.count_text(leading(head))
+    tail = _fitting(lambda k: "".join(lines[total - k :]), total - head - 1, left, counter)
+    shown = leading(head)
+    if not shown.endswith("\n"):
+        shown += "\n"
+    shown += _gap(path, head + 1, total - tail, total) + "".join(lines[total - tail :])
+    if output.endswith("\n") and not shown.endswith("\n"):
+        shown += "\n"
+    tails = {path: total - tail + 1} if tail else {}
+    return ShownCut(shown + status, {path: (head, total)}, tails)
+
+
+def _gap(path: str, first: int, last: int, total: int) -> str:
+    """The note standing for lines ``first``-``last`` of a ``total``-line file not shown."""
+    return (
+        f"{path}: [lines {first}-{last} of {total} not shown; "
+        f"call read_file with offset={first - 1} to read them]\n"
+    )
+
+
+def _fitting(piece: Callable[[int], str], most: int, room: int, counter: PageCounter) -> int:
+    """The largest ``k`` ≤ ``most`` whose ``piece(k)`` fits ``room`` tokens (0: none)."""
+    low, high = 0, most + 1  # low fits (0: nothing), high does not (past the most)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if counter.fits(piece(mid), room):
+            low = mid
+        else:
+            high = mid
+    return low
+
+
 def _assemble(
     output: str,
     status: str,
@@ -262,15 +379,8 @@ def _page(path: str, lines: Sequence[str], kept: int) -> str:
 
 def _leading_lines(path: str, lines: Sequence[str], share: int, counter: PageCounter) -> int:
     """How many leading ``lines`` of a file fit ``share`` tokens with their page note
-    (0: not even the first)."""
-    low, high = 0, len(lines)  # low fits (0: nothing yet), high does not (the whole)
-    while high - low > 1:
-        mid = (low + high) // 2
-        if counter.fits(_page(path, lines, mid), share):
-            low = mid
-        else:
-            high = mid
-    return low
+    (0: not even the first), fewer than all (the whole does not fit)."""
+    return _fitting(lambda k: _page(path, lines, k), len(lines) - 1, share, counter)
 
 
 def _lines(text: str) -> list[str]:
@@ -281,8 +391,14 @@ def _lines(text: str) -> list[str]:
 
 
 def shown_marker(cut: ShownCut) -> dict[str, object]:
-    """The marker fields of a message cut by ``cut`` (see :data:`SHOWN_SPANS_KEY`)."""
-    return {SHOWN_SPANS_KEY: {path: list(span) for path, span in cut.spans.items()}}
+    """The marker fields of a message cut by ``cut`` (see :data:`SHOWN_SPANS_KEY` and
+    :data:`SHOWN_TAILS_KEY`)."""
+    fields: dict[str, object] = {
+        SHOWN_SPANS_KEY: {path: list(span) for path, span in cut.spans.items()}
+    }
+    if cut.tails:
+        fields[SHOWN_TAILS_KEY] = dict(cut.tails)
+    return fields
 
 
 def shown_spans(message: BaseMessage, paths: Sequence[str]) -> Mapping[str, tuple[int, int]]:
@@ -309,3 +425,26 @@ def shown_spans(message: BaseMessage, paths: Sequence[str]) -> Mapping[str, tupl
         ):
             spans[path] = (span[0], span[1])
     return spans
+
+
+def shown_tails(message: BaseMessage, paths: Sequence[str]) -> Mapping[str, int]:
+    """The files of ``paths`` a message cut by their lines shows the end of: path → the
+    first line of the end shown, from its marker; empty for any other message. An entry
+    that does not come after the leading lines :func:`shown_spans` gives the file (with
+    a line cut between), or past its end, is left out.
+
+    Args:
+        message: A tool result as the history holds it.
+        paths: The files its command printed (only theirs count).
+    """
+    meta = message.additional_kwargs.get(AGENTGRAPH_KEY)
+    marked = meta.get(SHOWN_TAILS_KEY) if isinstance(meta, Mapping) else None
+    if not isinstance(marked, Mapping):
+        return {}
+    spans = shown_spans(message, paths)
+    tails: dict[str, int] = {}
+    for path, (last, total) in spans.items():
+        first = marked.get(path)
+        if type(first) is int and last + 1 < first <= total:
+            tails[path] = first
+    return tails

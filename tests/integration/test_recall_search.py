@@ -22,6 +22,7 @@ from agentgraph.capabilities.recall.search import (
     search_transcript,
 )
 from agentgraph.config import Settings
+from agentgraph.context.artifacts import was_cut
 from agentgraph.context.ledger import ledger_message
 from agentgraph.frontends.cli.slash import dispatch
 from agentgraph.persistence import Store, open_store
@@ -516,7 +517,7 @@ def test_what_a_cut_took_from_an_output_is_found_and_read_by_reference(
             cut = next(m for m in stored if isinstance(m, ToolMessage) and m.name == "run_bash")
             shown = agent.read_history("cut1", f"msg:{stored.index(cut)}")
     assert server.violations == []
-    assert "truncated" in str(cut.content) and FACT not in str(cut.content)
+    assert was_cut(cut) and FACT not in str(cut.content)
     assert result.answer == f"The codename is {FACT}."
     assert stored.index(cut) in [h.position for h in api.hits]
     assert FACT in shown

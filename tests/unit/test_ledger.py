@@ -639,6 +639,27 @@ def test_cat_of_several_files_cut_file_by_file_reads_the_lines_each_note_names()
     assert ledger.reads["lib/a.py"].complete and ledger.reads["lib/b.py"].complete
 
 
+def test_one_file_printed_by_cat_and_cut_by_its_lines_reads_its_head_and_its_end() -> None:
+    """``cat F`` the tool node cut by the file's lines: the lines its head and its end
+    show were read, those its note names were not; the call is a reading of F once. The
+    same text nothing marked is a read of what it printed."""
+    head = "".join(f"line {i}\n" for i in range(1, 21))
+    end = "".join(f"line {i}\n" for i in range(91, 101))
+    note = "src/app.py: [lines 21-90 of 100 not shown; call read_file with offset=20 to read them]"
+    answer = f"{head}{note}\n{end}[exit code 0]"
+    history: list[BaseMessage] = [HumanMessage("go", id="u")]
+    history += _bash(1, "cd src && cat app.py", answer)
+    cut = ShownCut(answer, {"src/app.py": (20, 100)}, {"src/app.py": 91})
+    whole = "".join(f"line {i}\n" for i in range(1, 101))
+    history[-1] = with_marker(history[-1], **cut_marker(whole), **shown_marker(cut))
+    history += _bash(2, "cat lib/app.py", answer.replace("src/app.py", "lib/app.py"))
+    ledger = collect_ledger(history, workspace="/ws")
+    assert ledger.reads["src/app.py"].spans == [(1, 20), (91, 100)]
+    assert "- src/ app.py (lines 1-20, 91-100 of 100)\n" in render_ledger(ledger)
+    assert ledger.reads["lib/app.py"].spans == [(1, 31)]  # as printed: 30 lines and a note
+    assert read_calls(history) == {"c1": ("src/app.py",), "c2": ("lib/app.py",)}
+
+
 def test_files_edited_through_the_shell_are_files_changed() -> None:
     """``sed -i`` that exited 0 changed its files: the ledger lists them as changed (runs
     of numbered files as one line), not as commands whose lines drop past its share; a

@@ -16,11 +16,13 @@ from agentgraph.context.artifacts import cut_marker, output_artifact_path
 from agentgraph.context.shown_files import (
     ShownCut,
     cut_command_output,
+    cut_shown_file,
     cut_shown_files,
     page_of_shown_files,
     read_shown_texts,
     shown_marker,
     shown_spans,
+    shown_tails,
 )
 from agentgraph.context.tokens import get_counter
 from agentgraph.runtime.history.kinds import with_marker
@@ -30,6 +32,13 @@ STATUS = "[exit code 0]"
 NOTE_RE = re.compile(
     r"^(?P<path>\S+): \[showing lines 1-(?P<last>\d+) of (?P<total>\d+); "
     r"call read_file with offset=(?P=last) to continue\]$"
+)
+
+
+GAP_RE = re.compile(
+    r"^(?P<path>\S+): \[lines (?P<first>\d+)-(?P<last>\d+) of (?P<total>\d+) not shown; "
+    r"call read_file with offset=(?P<offset>\d+) to read them\]$",
+    re.MULTILINE,
 )
 
 
@@ -171,7 +180,7 @@ def test_only_regular_utf8_files_read_file_would_read_within_the_output_size_are
         assert read_shown_texts(root, ["a.txt", odd], 100) is None, odd
 
 
-def test_only_cat_of_several_files_that_exited_0_is_cut_by_file(tmp_path: Path) -> None:
+def test_only_cat_of_files_that_exited_0_is_cut_by_file(tmp_path: Path) -> None:
     (tmp_path / "logs").mkdir()
     for name in ("a", "b"):
         (tmp_path / "logs" / f"{name}.txt").write_text(_log(name, 50))
@@ -184,7 +193,10 @@ def test_only_cat_of_several_files_that_exited_0_is_cut_by_file(tmp_path: Path) 
     failed = output + "[exit code 1]"
     assert cut_command_output("cat logs/a.txt logs/b.txt", failed, cap, COUNTER, ws) is None
     one = _log("a", 50) + STATUS
-    assert cut_command_output("cat logs/a.txt", one, cap, COUNTER, ws) is None
+    single = cut_command_output("cat logs/a.txt", one, cap // 2, COUNTER, ws)
+    assert single is not None and set(single.spans) == set(single.tails) == {"logs/a.txt"}
+    for other in ("head -n 50 logs/a.txt", "grep line logs/a.txt", "cat logs/a.txt | head -50"):
+        assert cut_command_output(other, one, cap // 2, COUNTER, ws) is None, other
     lines = output.splitlines(keepends=True)
     numbered = "".join(f"{n:6}\t{line}" for n, line in enumerate(lines, 1)) + STATUS
     assert cut_command_output("cat -n logs/a.txt logs/b.txt", numbered, cap, COUNTER, ws) is None
@@ -226,8 +238,13 @@ def test_a_result_cut_again_is_cut_file_by_file_from_its_whole_output(tmp_path: 
     gone = {"artifacts": str(tmp_path / "none"), "workspace": str(ws)}
     assert page_of_shown_files(cut, command, size // 4, COUNTER, **gone) is None
     one = "cat logs/a.txt"
+    single = ToolMessage(_log("a", 60) + STATUS, tool_call_id="c3")
+    paged = page_of_shown_files(single, one, size // 8, COUNTER, artifacts=None, workspace=str(ws))
+    assert paged is not None and COUNTER.count_text(paged) <= size // 8
+    assert GAP_RE.search(paged) and paged.endswith(_log("a", 60)[-60:] + STATUS)
+    grep = "grep line logs/a.txt"
     assert (
-        page_of_shown_files(uncut, one, size // 4, COUNTER, artifacts=None, workspace=str(ws))
+        page_of_shown_files(single, grep, size // 8, COUNTER, artifacts=None, workspace=str(ws))
         is None
     )
     (ws / "logs" / "b.txt").write_text(_log("b", 61))
@@ -256,3 +273,84 @@ def test_the_lines_shown_of_each_file_are_the_markers_not_the_texts() -> None:
     marked["shown_spans"]["d.txt"] = ["2", 9]  # type: ignore[index]
     message = with_marker(ToolMessage("", tool_call_id="c3"), **marked)
     assert shown_spans(message, ["a.txt", "b.txt", "c.txt", "d.txt"]) == {"c.txt": (2, 9)}
+
+
+def test_one_file_shows_its_head_and_its_end_and_names_the_lines_between() -> None:
+    """``cat F`` over its room: the file's leading lines and its last ones, whole lines
+    each, and between them the lines not shown and the offset read_file reads them from;
+    the marker records both ends."""
+    text = _log("a", 200)
+    lines = text.splitlines(keepends=True)
+    cap = COUNTER.count_text(text) // 4
+    cut = cut_shown_file(text, STATUS, "logs/a.txt", text, cap, COUNTER)
+    assert cut is not None and COUNTER.count_text(cut.text) <= cap
+    (last, total), tail = cut.spans["logs/a.txt"], cut.tails["logs/a.txt"]
+    note = (
+        f"logs/a.txt: [lines {last + 1}-{tail - 1} of 200 not shown; "
+        f"call read_file with offset={last} to read them]\n"
+    )
+    assert (
+        total == 200
+        and cut.text == "".join(lines[:last]) + note + "".join(lines[tail - 1 :]) + STATUS
+    )
+    assert last > 200 - tail + 1  # the head holds more: a file's start, as for any output
+    message = with_marker(ToolMessage(cut.text, tool_call_id="c1"), **shown_marker(cut))
+    assert shown_spans(message, ["logs/a.txt"]) == {"logs/a.txt": (last, 200)}
+    assert shown_tails(message, ["logs/a.txt"]) == {"logs/a.txt": tail}
+    assert shown_tails(message, ["logs/b.txt"]) == {}
+    assert cut_shown_file("x" + text, STATUS, "logs/a.txt", text, cap, COUNTER) is None
+    assert cut_shown_file(text, STATUS, "logs/a.txt", text, 20, COUNTER) is None  # no first line
+
+
+def test_a_files_end_the_marker_records_must_follow_its_head() -> None:
+    """A malformed end (a session imported from elsewhere) is left out: one not past the
+    head with a line between, past the file's end, or of no int."""
+    for odd in (21, 20, 37, "30", None):
+        cut = ShownCut("", {"a.txt": (20, 36)}, {"a.txt": odd})  # type: ignore[dict-item]
+        message = with_marker(ToolMessage("", tool_call_id="c1"), **shown_marker(cut))
+        assert shown_tails(message, ["a.txt"]) == {}, odd
+    cut = ShownCut("", {"a.txt": (20, 36)}, {"a.txt": 22})
+    message = with_marker(ToolMessage("", tool_call_id="c2"), **shown_marker(cut))
+    assert shown_tails(message, ["a.txt"]) == {"a.txt": 22}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    size=st.integers(1, 300),
+    final_newline=st.booleans(),
+    share=st.floats(0.02, 1.2),
+)
+def test_one_file_cut_fits_and_shows_its_true_start_and_end(
+    size: int, final_newline: bool, share: float
+) -> None:
+    """Whatever the file and the room: no answer, or one within the bound that shows the
+    file's first lines and its last ones, the note naming exactly the lines between."""
+    text = _log("a", size) + ("" if final_newline else "end without newline")
+    output = text if text.endswith("\n") else text + "\n"
+    cap = max(1, int(COUNTER.count_text(output + STATUS) * share))
+    cut = cut_shown_file(output, STATUS, "a.txt", text, cap, COUNTER)
+    lines = text.split("\n")
+    total = len(lines) - (lines[-1] == "")
+    if cut is None:
+        # Only for a one-line file (no line to cut), or where its first line cannot fit
+        # beside the note at its longest.
+        n = total
+        note = (
+            f"a.txt: [lines {n}-{n} of {n} not shown; call read_file with offset={n} to read them]"
+        )
+        assert total == 1 or not COUNTER.fits(f"{lines[0]}\n{note}\n{STATUS}", cap)
+        return
+    assert COUNTER.count_text(cut.text) <= cap
+    last, counted = cut.spans["a.txt"]
+    tail = cut.tails.get("a.txt", total + 1)
+    assert counted == total and last >= 1 and last + 1 < tail <= total + 1
+    gaps = list(GAP_RE.finditer(cut.text))
+    assert len(gaps) == 1
+    gap = gaps[0]
+    assert (int(gap["first"]), int(gap["last"]), int(gap["offset"])) == (last + 1, tail - 1, last)
+    kept = (
+        [line + "\n" for line in lines[:last]]
+        + [gap.group(0) + "\n"]
+        + [line + "\n" for line in lines[tail - 1 : total]]
+    )
+    assert cut.text == "".join(kept) + STATUS

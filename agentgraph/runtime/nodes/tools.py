@@ -532,11 +532,12 @@ def make_tools_node(
             return result
         artifact = output_artifact_path(folder, call_id)
         # ``cat`` of several files: each file's leading lines, as that many read_file
-        # calls show, where a head-and-tail cut hid the middle files whole. Not where a
-        # secret was redacted: the files' texts would no longer tell where each ends.
+        # calls show, where a head-and-tail cut hid the middle files whole; of one file,
+        # its head and its end by its lines, naming those between. Not where a secret was
+        # redacted: the files' texts would no longer tell where each ends.
         line = (call.get("args") or {}).get("command")
         by_file = None
-        if shown > 1 and redacted == raw and isinstance(line, str):
+        if shown and redacted == raw and isinstance(line, str):
             by_file = cut_command_output(line, content, page_cap, deps.counter, ctx.workspace_path)
         if by_file is not None:
             kept, marker = by_file.text, shown_marker(by_file)
