@@ -77,10 +77,12 @@ perl)``; ``--shell heredoc`` reads with ``cat`` and changes a file by
 writing it whole through a here-document (``cat > F <<'EOF'`` … ``EOF``, the file as last
 seen with its line changed), its rows ``WORKLOAD (shell, heredoc)``; ``--shell cd`` as
 ``sed`` from the file's folder (``cd logs && cat F``, ``cd logs && sed -i … F``), as models
-that change directory first do, its rows ``WORKLOAD (shell, cd)``. Small-file workloads only (a persona
-reading through the shell sees no page note). The peers get a ``run_bash`` answering
-those commands as agentgraph's prints them (deepagents' own tools have no shell without
-a sandbox backend).
+that change directory first do, its rows ``WORKLOAD (shell, cd)``. Small-file workloads
+only, but with ``cat``: agentgraph cuts ``cat F`` and ``tail -n +K F`` of a file over a
+read page as that page, with read_file's note, and the model reads on from the offset it
+names (``--shell --workload big-middle``); the other styles page no file. The peers get a
+``run_bash`` answering those commands as agentgraph's prints them, whole (deepagents' own
+tools have no shell without a sandbox backend).
 
 ``--persona searcher`` (run only when named) adds the model that asks the history search
 (``search_history``) for a code it knows it read but cannot see before reading the file
@@ -849,7 +851,7 @@ def main(argv: list[str] | None = None) -> None:
         "from the file's folder: cd D && cat F), its rows named "
         "'WORKLOAD (shell)' or "
         "'WORKLOAD (shell, STYLE)'; small-file "
-        "workloads only",
+        "workloads only but with cat",
     )
     parser.add_argument(
         "--agentgraph-setting",
@@ -880,9 +882,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.window != WINDOW:
         cells = [replace(c, load=replace(c.load, window=args.window)) for c in cells]
     if args.shell:
-        if any(c.load.size != "small" for c in cells):
+        if args.shell != "cat" and any(c.load.size != "small" for c in cells):
             parser.error(
-                "--shell: the model pages no file through the shell; pick small-file workloads"
+                f"--shell {args.shell}: the model pages no file through the shell that way;"
+                " pick small-file workloads"
             )
         suffix = " (shell)" if args.shell == "cat" else f" (shell, {args.shell})"
         cells = [

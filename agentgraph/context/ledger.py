@@ -48,13 +48,12 @@ from agentgraph.context.shell_reads import (
     named_files,
     parse_shell_read,
     printed,
-    printed_files,
     printed_whole,
     shell_read_lines,
     whole_file_reads,
 )
 from agentgraph.context.shell_writes import one_command, removed_files, written_files
-from agentgraph.context.shown_files import shown_spans, shown_tails
+from agentgraph.context.shown_files import shown_lines, shown_spans
 from agentgraph.context.spiral import output_hash
 from agentgraph.runtime.history import AGENTGRAPH_KEY, agentgraph_kind
 from agentgraph.runtime.history.kinds import UNDO_NOTE_KIND
@@ -321,17 +320,13 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             return None
-        # ``cat A B``, ``cat F`` the tool node cut by the files' lines: the lines the
-        # cut's marker records of each file shown in part (its head, and its end where
-        # shown), the others whole.
-        printed = printed_files(command)
-        if cut := shown_spans(result, printed):
-            tails = shown_tails(result, printed)
-            named = [(path, norm) for path in printed if (norm := _norm_path(path))]
-            return ("reads", tuple(r for p, n in named for r in _shown_reads(p, n, cut, tails)))
         # A plain read through the shell (``cat F``, ``sed -n '1,80p' F``) is a file
-        # read: the files read are what a summary's file list is checked against.
+        # read: the files read are what a summary's file list is checked against. Cut by
+        # the file's lines, its lines are those the cut's marker records.
         shown = parse_shell_read(command)
+        seen = None if shown is None else shown_lines(result, shown.path)
+        if shown is not None and seen is not None and (path := _norm_path(shown.path)):
+            return ("read", path, seen.first, seen.last, seen.total)
         lines = None if shown is None else shell_read_lines(shown, result.text)
         if shown is not None and lines is not None and (path := _norm_path(shown.path)):
             return ("read", path, *lines)
@@ -358,10 +353,17 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
         removed = _norm_paths(removal.paths)
         if removed and exited_0:
             return ("command_removes", removed, removal.forced)
-        # ``cat A B`` nothing cut: each file printed whole (its lines are not told apart).
-        several = _norm_paths(whole_file_reads(command))
+        # ``cat A B``: each file printed whole (its lines are not told apart), or, cut
+        # file by file, the leading lines the cut's marker records.
+        printed_files = whole_file_reads(command)
+        several = _norm_paths(printed_files)
         if several and printed_whole(result.text, status):
-            return ("reads", tuple(("read", p, 1, None, None) for p in several))
+            cut = shown_spans(result, printed_files)
+            spans = {_norm_path(path): span for path, span in cut.items()}
+            return (
+                "reads",
+                tuple(("read", p, 1, *spans.get(p, (None, None))) for p in several),
+            )
         return (
             "command",
             command.strip(),
@@ -385,21 +387,6 @@ def _entry(call: Mapping[str, Any], result: ToolMessage) -> _Entry | None:
     if applied[0]:  # ``subagent_task(action="apply")``: held changes applied
         return ("subagent_changes", name, *applied)
     return ("other", name) if name else None
-
-
-def _shown_reads(
-    path: str, name: str, spans: Mapping[str, tuple[int, int]], tails: Mapping[str, int]
-) -> tuple[_Entry, ...]:
-    """The reads of ``path`` (``name``: normalized) an output cut by its files' lines
-    shows (:func:`~agentgraph.context.shown_files.shown_spans`; ``tails``: where each
-    file's end shown starts); a file the cut left whole is read whole."""
-    if path not in spans:
-        return (("read", name, 1, None, None),)
-    last, total = spans[path]
-    head = ("read", name, 1, last, total)
-    if path not in tails:
-        return (head,)
-    return head, ("read", name, tails[path], total, total)
 
 
 def _first_results(messages: Sequence[BaseMessage]) -> dict[str, ToolMessage]:
@@ -455,8 +442,7 @@ def read_calls(
             if entry[0] == "read":
                 out[call_id] = (_within(str(entry[1]), roots),)
             elif entry[0] == "reads":
-                paths = (_within(str(read[1]), roots) for read in entry[1])
-                out[call_id] = tuple(dict.fromkeys(paths))  # a file's head and end: once
+                out[call_id] = tuple(_within(str(read[1]), roots) for read in entry[1])
             elif entry[0] == "command" and entry[3]:
                 out[call_id] = tuple(_within(path, roots) for path in entry[3])
     return out

@@ -54,7 +54,6 @@ __all__ = [
     "named_files",
     "parse_shell_read",
     "printed",
-    "printed_files",
     "printed_whole",
     "reads_files",
     "sed_replacement",
@@ -238,19 +237,6 @@ def whole_file_reads(command: str) -> tuple[str, ...]:
     if words[1 : 1 + len(options)] != options:
         return ()  # an option after a file name: GNU takes it, others a file
     return under_each(folder, paths)
-
-
-def printed_files(command: str) -> tuple[str, ...]:
-    """The files ``command`` prints whole, one after the other, with nothing else: those
-    of ``cat A B …`` (:func:`whole_file_reads`), or the one file of a plain read of every
-    line (``cat F``, ``tail -n +1 F``; not numbered); empty for anything else."""
-    several = whole_file_reads(command)
-    if several:
-        return several
-    read = parse_shell_read(command)
-    if read is None or read.first != 1 or read.last is not None or read.numbered:
-        return ()
-    return (read.path,)
 
 
 def in_place_edits(command: str) -> tuple[str, ...]:

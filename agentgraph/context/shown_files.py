@@ -1,4 +1,4 @@
-"""A command's output that shows several files whole, cut file by file when it is too long.
+"""A command's output that shows files, cut by the files' lines when it is too long.
 
 ``cat A B C …`` prints the files one after the other with nothing between them. Cut
 like any other output (its head and its tail kept), the files in its middle were gone
@@ -15,10 +15,10 @@ others share the rest equally. The message's marker records the lines shown of e
 cut (:func:`shown_marker`), and the progress ledger takes them (:func:`shown_spans`) as
 the lines read of each file, as it does a ``read_file`` page's.
 
-``cat F`` of one file over its room keeps its head and its end, as any output's cut does
-(a module's head holds its imports, a log's end what it is read for), by the file's lines,
-and names the lines between and where read_file reads them (:func:`cut_shown_file`): cut
-by tokens, nothing told the model which lines of the file it had not seen.
+``cat F`` of one file over its room (or ``tail -n +K F``: from line K) shows the leading
+lines printed and the page note, as a read_file call from that line would
+(:func:`cut_shown_file`): cut head and tail by tokens, nothing told the model which lines
+of the file it had not seen, and a model reading on hit the file's end again each time.
 
 Only an output that is exactly the files' texts one after the other is cut this way (the
 files are read again to find where each ends, by read_file's rules): anything else — an
@@ -32,36 +32,46 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from agentgraph.capabilities.tools.base import ToolError
 from agentgraph.capabilities.tools.bash import bash_status
-from agentgraph.capabilities.tools.files import PageCounter, page_note
+from agentgraph.capabilities.tools.files import (
+    READ_FILE_WHOLE_MAX_BYTES,
+    PageCounter,
+    page_note,
+)
 from agentgraph.capabilities.tools.workspace import read_regular, resolve_in_workspace
 from agentgraph.context.artifacts import cut_original, was_cut
-from agentgraph.context.shell_reads import printed_files
-from agentgraph.context.truncation import head_ratio_of
+from agentgraph.context.shell_reads import parse_shell_read, whole_file_reads
 from agentgraph.runtime.history import AGENTGRAPH_KEY
 
 __all__ = [
+    "SHOWN_FILE_MAX_BYTES",
     "SHOWN_FILE_MIN_LINES",
+    "SHOWN_LINES_KEY",
     "SHOWN_SPANS_KEY",
-    "SHOWN_TAILS_KEY",
     "ShownCut",
+    "ShownLines",
     "cut_command_output",
     "cut_shown_file",
     "cut_shown_files",
+    "files_printed",
     "page_of_shown_files",
     "read_shown_texts",
+    "shown_lines",
     "shown_marker",
     "shown_spans",
-    "shown_tails",
 ]
 
 # Leading lines each file must show in its share, else the output is cut as any other
 # (head and tail): a page note alone would show nothing of the file.
 SHOWN_FILE_MIN_LINES = 1
+# Largest file read again to cut what a command printed of it from a line on (bytes): as
+# large as read_file reads whole. Printed whole, a file is read up to what was printed.
+SHOWN_FILE_MAX_BYTES = READ_FILE_WHOLE_MAX_BYTES
 # Attempts to fit the assembled output when the sum of its pieces' counts undershot the
 # whole's (token merges across the pieces' edges): each lowers the room by what was over.
 FIT_ATTEMPTS = 3
@@ -70,9 +80,23 @@ FIT_ATTEMPTS = 3
 # each file a cut by file shows in part. Kept beside the text, not read back from it: a
 # file may hold a line shaped like a page note.
 SHOWN_SPANS_KEY = "shown_spans"
-# Field of a cut message's marker dict: path → first line of the end shown of a file
-# whose end is shown after the lines cut (:func:`cut_shown_file`).
-SHOWN_TAILS_KEY = "shown_tails"
+# Field of a cut message's marker dict: path → [first, last, total] (:class:`ShownLines`)
+# of the one file a command printed from a line to its end, cut (:func:`cut_shown_file`).
+SHOWN_LINES_KEY = "shown_lines"
+
+
+class ShownLines(NamedTuple):
+    """The lines of one file a cut of what a command printed of it shows (1-based).
+
+    Attributes:
+        first: The first line printed.
+        last: The last line shown.
+        total: The file's lines.
+    """
+
+    first: int
+    last: int
+    total: int
 
 
 @dataclass(frozen=True)
@@ -83,22 +107,22 @@ class ShownCut:
         text: The answer as the model is shown it.
         spans: Path → (last line shown, the file's lines) of each file shown in part:
             the last of its leading lines.
-        tails: Path → the first line of the file's end, of a file whose last lines are
-            shown too, after the lines cut.
+        lines: Path → the lines shown of the one file a command printed from a line to
+            its end, cut (:func:`cut_shown_file`).
     """
 
     text: str
     spans: Mapping[str, tuple[int, int]]
-    tails: Mapping[str, int] = field(default_factory=dict)
+    lines: Mapping[str, ShownLines] = field(default_factory=dict)
 
 
 def cut_command_output(
     command: str, answer: str, max_tokens: int, counter: PageCounter, workspace: str | None
 ) -> ShownCut | None:
     """A run_bash ``answer`` of ``command`` cut file by file (:func:`cut_shown_files`;
-    one file: :func:`cut_shown_file`), or None when the command is no ``cat`` of files
-    that exited 0 in ``workspace`` (:func:`~agentgraph.context.shell_reads.printed_files`),
-    or its output is not their texts.
+    one file read to its end: :func:`cut_shown_file`), or None when the command is no
+    ``cat`` of files (:func:`files_printed`) that exited 0 in ``workspace``, or its output is
+    not their lines.
 
     Args:
         command: The command line.
@@ -107,30 +131,51 @@ def cut_command_output(
         counter: Counts them.
         workspace: Where the command ran.
     """
-    return _cut_answer(printed_files(command), answer, max_tokens, counter, workspace)
+    return _cut_answer(files_printed(command), answer, max_tokens, counter, workspace)
+
+
+def files_printed(command: str) -> tuple[tuple[str, ...], int]:
+    """The files ``command`` prints, one after the other with nothing else, and the line
+    it prints the first from: each file of ``cat A B …`` whole (line 1); the one file of
+    a plain read to its end (``cat F``, ``tail -n +K F``, ``sed -n 'K,$p' F``; not
+    numbered) from its first line; no files for anything else."""
+    several = whole_file_reads(command)
+    if several:
+        return several, 1
+    read = parse_shell_read(command)
+    if read is None or read.last is not None or read.numbered:
+        return (), 1
+    return (read.path,), read.first
 
 
 def _cut_answer(
-    paths: Sequence[str],
+    files: tuple[Sequence[str], int],
     answer: str,
     max_tokens: int,
     counter: PageCounter,
     workspace: str | None,
 ) -> ShownCut | None:
-    """:func:`cut_command_output` of the files ``paths`` its command printed."""
+    """:func:`cut_command_output` of the files its command printed (:func:`files_printed`)."""
+    paths, first = files
     status = bash_status(answer)
     if not paths or not workspace or status is None or status.exit_code != 0:
         return None
     output = answer[: status.start]
-    texts = read_shown_texts(workspace, paths, len(output.encode("utf-8")))
+    size = len(output.encode("utf-8"))
+    # From line K the file is larger than what was printed: as large as read_file reads
+    # whole.
+    texts = read_shown_texts(
+        workspace, paths, size if first == 1 else max(size, SHOWN_FILE_MAX_BYTES)
+    )
     if texts is None:
         return None
+    status_line = answer[status.start :]
     if len(texts) == 1:
         return cut_shown_file(
-            output, answer[status.start :], paths[0], texts[0], max_tokens, counter
+            output, status_line, paths[0], texts[0], max_tokens, counter, first=first
         )
-    files = list(zip(paths, texts, strict=True))
-    return cut_shown_files(output, answer[status.start :], files, max_tokens, counter)
+    named = list(zip(paths, texts, strict=True))
+    return cut_shown_files(output, status_line, named, max_tokens, counter)
 
 
 def page_of_shown_files(
@@ -159,13 +204,13 @@ def page_of_shown_files(
         artifacts: The session's folder of whole outputs the history holds cut.
         workspace: Where the command ran.
     """
-    paths = printed_files(command)
-    if not paths:  # before the saved copy is read
+    files = files_printed(command)
+    if not files[0]:  # before the saved copy is read
         return None
     whole = cut_original(message, artifacts) if was_cut(message) else message.text
     if whole is None:
         return None
-    cut = _cut_answer(paths, whole, max_tokens, counter, workspace)
+    cut = _cut_answer(files, whole, max_tokens, counter, workspace)
     return cut.text if cut is not None else None
 
 
@@ -244,13 +289,15 @@ def cut_shown_file(
     text: str,
     max_tokens: int,
     counter: PageCounter,
+    *,
+    first: int = 1,
 ) -> ShownCut | None:
-    """``output`` of a command that printed one file (then ``status``) cut by the file's
-    lines to fit ``max_tokens``: its leading lines and its last ones, as any output's cut
-    keeps (a log's end is what it is read for), and between them a note naming the lines
-    not shown and the offset ``read_file`` reads them from (``service.py: [lines 181-1090
-    of 1201 not shown; call read_file with offset=180 to read them]``); None when the
-    output is not the file's text or the room cannot show its first line.
+    """``output`` of a command that printed one file from line ``first`` to its end (then
+    ``status``) cut to fit ``max_tokens``: the leading lines printed and the page note
+    ``read_file`` writes, after the file's path (``service.py: [showing lines 1-180 of
+    1201; call read_file with offset=180 to continue]``), as a read_file call from that
+    line shows; None when the output is not those lines of the file or the room cannot
+    show the first of them.
 
     Args:
         output: What the command printed (a newline may end it where the file ends
@@ -260,65 +307,23 @@ def cut_shown_file(
         text: The file's text.
         max_tokens: Bound on the result's tokens.
         counter: Counts them.
+        first: The first line printed (1-based): ``tail -n +K F`` prints from K.
     """
-    if output not in (text, text + "\n") or not text:
-        return None
     lines = _lines(text)
-    ratio = head_ratio_of(text)
-    room = max_tokens
-    for _ in range(FIT_ATTEMPTS):
-        answer = _head_and_tail(output, status, path, lines, room, ratio, counter)
-        if answer is None:
-            return None
-        if counter.fits(answer.text, max_tokens):
-            return answer
-        room -= max(counter.count_text(answer.text) - max_tokens, 1)
-    return None
-
-
-def _head_and_tail(
-    output: str,
-    status: str,
-    path: str,
-    lines: Sequence[str],
-    room: int,
-    head_ratio: float,
-    counter: PageCounter,
-) -> ShownCut | None:
-    """The answer for :func:`cut_shown_file` with ``room`` tokens: ``head_ratio`` of
-    what the status line and the note leave for the file's leading lines, the rest for
-    its last ones; at least one line is cut."""
-    total = len(lines)
-    # The note at its longest: every number as wide as the file's line count.
-    left = room - counter.count_text(status) - counter.count_text(_gap(path, total, total, total))
-
-    def leading(k: int) -> str:
-        return "".join(lines[:k])
-
-    # Its first line at least, where the room holds it: a tail alone says nothing of
-    # where the file starts.
-    head = _fitting(leading, total - 1, int(left * head_ratio), counter)
-    head = head or _fitting(leading, min(1, total - 1), left, counter)
-    if head < SHOWN_FILE_MIN_LINES:
+    printed = "".join(lines[first - 1 :])
+    if first < 1 or not printed or output not in (printed, printed + "\n"):
         return None
-    left -= counter.count_text(leading(head))
-    tail = _fitting(lambda k: "".join(lines[total - k :]), total - head - 1, left, counter)
-    shown = leading(head)
-    if not shown.endswith("\n"):
-        shown += "\n"
-    shown += _gap(path, head + 1, total - tail, total) + "".join(lines[total - tail :])
-    if output.endswith("\n") and not shown.endswith("\n"):
-        shown += "\n"
-    tails = {path: total - tail + 1} if tail else {}
-    return ShownCut(shown + status, {path: (head, total)}, tails)
-
-
-def _gap(path: str, first: int, last: int, total: int) -> str:
-    """The note standing for lines ``first``-``last`` of a ``total``-line file not shown."""
-    return (
-        f"{path}: [lines {first}-{last} of {total} not shown; "
-        f"call read_file with offset={first - 1} to read them]\n"
-    )
+    room = max_tokens - counter.count_text(status)
+    for _ in range(FIT_ATTEMPTS):
+        kept = _leading_lines(path, lines, room, counter, first)
+        if kept < SHOWN_FILE_MIN_LINES:
+            return None
+        answer = _page(path, lines, kept, first) + status
+        if counter.fits(answer, max_tokens):
+            seen = ShownLines(first, first + kept - 1, len(lines))
+            return ShownCut(answer, {}, {path: seen})
+        room -= max(counter.count_text(answer) - max_tokens, 1)
+    return None
 
 
 def _fitting(piece: Callable[[int], str], most: int, room: int, counter: PageCounter) -> int:
@@ -369,18 +374,22 @@ def _assemble(
     return ShownCut(body + status, spans)
 
 
-def _page(path: str, lines: Sequence[str], kept: int) -> str:
-    """The first ``kept`` of a file's ``lines`` and their page note, after its path."""
-    head = "".join(lines[:kept])
+def _page(path: str, lines: Sequence[str], kept: int, first: int = 1) -> str:
+    """``kept`` of a file's ``lines`` from line ``first`` and their page note, after its
+    path."""
+    head = "".join(lines[first - 1 : first - 1 + kept])
     if not head.endswith("\n"):
         head += "\n"
-    return f"{head}{path}: {page_note(1, kept, len(lines))}\n"
+    return f"{head}{path}: {page_note(first, first + kept - 1, len(lines))}\n"
 
 
-def _leading_lines(path: str, lines: Sequence[str], share: int, counter: PageCounter) -> int:
-    """How many leading ``lines`` of a file fit ``share`` tokens with their page note
-    (0: not even the first), fewer than all (the whole does not fit)."""
-    return _fitting(lambda k: _page(path, lines, k), len(lines) - 1, share, counter)
+def _leading_lines(
+    path: str, lines: Sequence[str], share: int, counter: PageCounter, first: int = 1
+) -> int:
+    """How many of a file's ``lines`` from line ``first`` fit ``share`` tokens with their
+    page note (0: not even the first), fewer than all to the end (those do not fit)."""
+    most = len(lines) - first
+    return _fitting(lambda k: _page(path, lines, k, first), most, share, counter)
 
 
 def _lines(text: str) -> list[str]:
@@ -392,12 +401,12 @@ def _lines(text: str) -> list[str]:
 
 def shown_marker(cut: ShownCut) -> dict[str, object]:
     """The marker fields of a message cut by ``cut`` (see :data:`SHOWN_SPANS_KEY` and
-    :data:`SHOWN_TAILS_KEY`)."""
+    :data:`SHOWN_LINES_KEY`)."""
     fields: dict[str, object] = {
         SHOWN_SPANS_KEY: {path: list(span) for path, span in cut.spans.items()}
     }
-    if cut.tails:
-        fields[SHOWN_TAILS_KEY] = dict(cut.tails)
+    if cut.lines:
+        fields[SHOWN_LINES_KEY] = {path: list(seen) for path, seen in cut.lines.items()}
     return fields
 
 
@@ -427,24 +436,21 @@ def shown_spans(message: BaseMessage, paths: Sequence[str]) -> Mapping[str, tupl
     return spans
 
 
-def shown_tails(message: BaseMessage, paths: Sequence[str]) -> Mapping[str, int]:
-    """The files of ``paths`` a message cut by their lines shows the end of: path → the
-    first line of the end shown, from its marker; empty for any other message. An entry
-    that does not come after the leading lines :func:`shown_spans` gives the file (with
-    a line cut between), or past its end, is left out.
+def shown_lines(message: BaseMessage, path: str) -> ShownLines | None:
+    """The lines of ``path`` a message cut by :func:`cut_shown_file` shows, from its
+    marker; None for any other message or path, or a malformed entry (a session imported
+    from elsewhere): lines out of order or the file's end shown.
 
     Args:
         message: A tool result as the history holds it.
-        paths: The files its command printed (only theirs count).
+        path: The file its command printed.
     """
     meta = message.additional_kwargs.get(AGENTGRAPH_KEY)
-    marked = meta.get(SHOWN_TAILS_KEY) if isinstance(meta, Mapping) else None
-    if not isinstance(marked, Mapping):
-        return {}
-    spans = shown_spans(message, paths)
-    tails: dict[str, int] = {}
-    for path, (last, total) in spans.items():
-        first = marked.get(path)
-        if type(first) is int and last + 1 < first <= total:
-            tails[path] = first
-    return tails
+    marked = meta.get(SHOWN_LINES_KEY) if isinstance(meta, Mapping) else None
+    entry = marked.get(path) if isinstance(marked, Mapping) else None
+    if not (isinstance(entry, list | tuple) and len(entry) == 3):
+        return None
+    if not all(type(n) is int for n in entry):
+        return None
+    seen = ShownLines(*entry)
+    return seen if 1 <= seen.first <= seen.last < seen.total else None

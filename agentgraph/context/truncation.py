@@ -205,18 +205,6 @@ def default_tool_output_max_tokens(usable_budget_tokens: int) -> int:
     return max(TOOL_OUTPUT_MIN_TOKENS, min(TOOL_OUTPUT_MAX_TOKENS_CAP, share))
 
 
-def head_ratio_of(text: str, kind: TruncationKind = "auto") -> float:
-    """The share of a head-and-tail cut's kept tokens given to ``text``'s head: by
-    ``kind``, detected from ``text`` when ``"auto"``.
-
-    Args:
-        text: The text to cut.
-        kind: Its kind, or ``"auto"`` (see :func:`detect_kind`).
-    """
-    resolved = detect_kind(text) if kind == "auto" else kind
-    return {"code": HEAD_RATIO_CODE, "listing": HEAD_RATIO_LISTING}.get(resolved, HEAD_RATIO_TEXT)
-
-
 def detect_kind(text: str) -> Literal["code", "listing", "text"]:
     """Guess whether ``text`` is code, a line listing, or prose, from a leading sample.
 
@@ -594,7 +582,9 @@ def truncate_text(
         return Truncated(text, False, original, original, 0)
     resolved = detect_kind(text) if kind == "auto" else kind
     if head_ratio is None:
-        head_ratio = head_ratio_of(text, resolved)
+        head_ratio = {"code": HEAD_RATIO_CODE, "listing": HEAD_RATIO_LISTING}.get(
+            resolved, HEAD_RATIO_TEXT
+        )
     earlier = _existing_marker(text)
     earlier_removed = 0
     if earlier is not None:

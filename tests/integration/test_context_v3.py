@@ -1078,17 +1078,16 @@ def test_a_local_model_reads_a_file_that_fits_without_a_compaction(
     assert len(_main(server)) == 2
 
 
-GAP_NOTE_RE = re.compile(
-    r"service\.py: \[lines (\d+)-(\d+) of (\d+) not shown; "
-    r"call read_file with offset=(\d+) to read them\]"
+FIRST_PAGE_RE = re.compile(
+    r"service\.py: \[showing lines 1-(\d+) of (\d+); call read_file with offset=(\d+) to continue\]"
 )
 PAGE_NOTE_RE = re.compile(r"call read_file with offset=(\d+) to continue\]")
 
 
 def _cat_reader(body: dict[str, Any]) -> dict[str, Any]:
     """A stateless model that prints service.py with ``cat`` and, until it sees
-    RETRY_LIMIT, reads on from the offset the newest note of its last result names (the
-    cut's, then read_file's pages'); as summarizer, it names the file but no value."""
+    RETRY_LIMIT, reads on from the offset the note of its last result names; as
+    summarizer, it names the file but no value."""
     if is_summary(body):
         return {"content": "Printed service.py; RETRY_LIMIT not seen yet."}
     if RETRY_LIMIT_LINE in json.dumps(body["messages"]):
@@ -1096,30 +1095,26 @@ def _cat_reader(body: dict[str, Any]) -> dict[str, Any]:
     results = [m for m in body["messages"] if m.get("role") == "tool"]
     if not results:
         return {"tool_calls": [{"name": "run_bash", "arguments": {"command": "cat service.py"}}]}
-    last = str(results[-1].get("content") or "")
-    noted = GAP_NOTE_RE.search(last)
-    offset = (
-        noted.group(4) if noted else (page[-1] if (page := PAGE_NOTE_RE.findall(last)) else None)
-    )
-    if offset is None:
+    offsets = PAGE_NOTE_RE.findall(str(results[-1].get("content") or ""))
+    if not offsets:
         return {"content": "not found"}
-    call = {"name": "read_file", "arguments": {"path": "service.py", "offset": int(offset)}}
+    call = {"name": "read_file", "arguments": {"path": "service.py", "offset": int(offsets[-1])}}
     return {"tool_calls": [call]}
 
 
-def test_a_file_printed_by_cat_over_its_page_names_the_lines_its_cut_hides(
+def test_a_file_printed_by_cat_over_its_page_says_where_to_read_on(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
-    """``cat service.py`` of a 1,200-line module at a 16k window: its output is over a
-    read page and cut head and tail, as any command's. The cut named a copy of the
-    output and a count of tokens, not the file's lines: a model could not tell which
-    lines it had not seen nor where read_file would find them, and this one answered
-    from what it saw. Cut by the file's lines, the output keeps its head and its end
-    and names the lines between and the offset read_file reads them from."""
+    """``cat service.py`` of a 1,201-line module at a 16k window: its output is over a
+    read page. Cut head and tail as any command's, the cut named a count of tokens and
+    a copy of the output, not the file's lines: nothing told a model which lines it had
+    not seen nor where read_file would find them, and this one answered from what it
+    saw. Cut as a read_file page, the output is the file's leading lines and the page
+    note naming where to read on, and the model reads on to the value."""
     body = "".join(f"def rule_{n}(order):\n    return order * {n % 97 + 1}\n\n" for n in range(400))
     lines = body.splitlines(keepends=True)
     (workspace / "service.py").write_text(
-        "".join(lines[:600]) + RETRY_LIMIT_LINE + "\n" + "".join(lines[600:])
+        "".join(lines[:900]) + RETRY_LIMIT_LINE + "\n" + "".join(lines[900:])
     )
     result, _events, server = _one_turn(
         make_settings,
@@ -1133,12 +1128,11 @@ def test_a_file_printed_by_cat_over_its_page_names_the_lines_its_cut_hides(
     first = next(
         str(m["content"]) for b in _main(server) for m in b["messages"] if m.get("role") == "tool"
     )
-    gap = GAP_NOTE_RE.search(first)
-    assert gap is not None, first[-400:]
-    hidden_from, hidden_to, total, offset = map(int, gap.groups())
-    assert total == 1201 and offset == hidden_from - 1 and hidden_to < total
-    assert first.startswith("".join(lines[: hidden_from - 1]))
-    assert first.endswith("".join(lines[hidden_to - 1 :]) + "[exit code 0]")
+    page = FIRST_PAGE_RE.search(first)
+    assert page is not None, first[-400:]
+    last, total, offset = map(int, page.groups())
+    assert total == 1201 and offset == last < 900
+    assert first == "".join(lines[:last]) + page.group(0) + "\n[exit code 0]"
 
 
 SMALL_WINDOW_TOKENS = 8_192

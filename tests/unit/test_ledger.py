@@ -32,7 +32,7 @@ from agentgraph.context.ledger import (
     render_ledger,
     without_listed_files,
 )
-from agentgraph.context.shown_files import ShownCut, shown_marker
+from agentgraph.context.shown_files import ShownCut, ShownLines, shown_marker
 from agentgraph.context.tokens import get_counter
 from agentgraph.context.windows import budget_for
 from agentgraph.runtime.history import agentgraph_kind
@@ -639,25 +639,32 @@ def test_cat_of_several_files_cut_file_by_file_reads_the_lines_each_note_names()
     assert ledger.reads["lib/a.py"].complete and ledger.reads["lib/b.py"].complete
 
 
-def test_one_file_printed_by_cat_and_cut_by_its_lines_reads_its_head_and_its_end() -> None:
-    """``cat F`` the tool node cut by the file's lines: the lines its head and its end
-    show were read, those its note names were not; the call is a reading of F once. The
-    same text nothing marked is a read of what it printed."""
+def test_one_file_printed_by_cat_and_cut_reads_the_lines_its_marker_records() -> None:
+    """``cat F`` (``tail -n +K F``) the tool node cut: the lines its marker records were
+    read, not those its note says to read on to. The same text nothing marked is a read
+    of what it printed."""
     head = "".join(f"line {i}\n" for i in range(1, 21))
-    end = "".join(f"line {i}\n" for i in range(91, 101))
-    note = "src/app.py: [lines 21-90 of 100 not shown; call read_file with offset=20 to read them]"
-    answer = f"{head}{note}\n{end}[exit code 0]"
+    note = "[showing lines 1-20 of 100; call read_file with offset=20 to continue]"
+    answer = f"{head}src/app.py: {note}\n[exit code 0]"
+    whole = "".join(f"line {i}\n" for i in range(1, 101))
     history: list[BaseMessage] = [HumanMessage("go", id="u")]
     history += _bash(1, "cd src && cat app.py", answer)
-    cut = ShownCut(answer, {"src/app.py": (20, 100)}, {"src/app.py": 91})
-    whole = "".join(f"line {i}\n" for i in range(1, 101))
+    cut = ShownCut(answer, {}, {"src/app.py": ShownLines(1, 20, 100)})
     history[-1] = with_marker(history[-1], **cut_marker(whole), **shown_marker(cut))
     history += _bash(2, "cat lib/app.py", answer.replace("src/app.py", "lib/app.py"))
+    history += _bash(3, "tail -n +41 lib/b.py", answer.replace("src/app.py", "lib/b.py"))
+    cut = ShownCut(answer, {}, {"lib/b.py": ShownLines(41, 60, 100)})
+    history[-1] = with_marker(history[-1], **cut_marker(whole), **shown_marker(cut))
     ledger = collect_ledger(history, workspace="/ws")
-    assert ledger.reads["src/app.py"].spans == [(1, 20), (91, 100)]
-    assert "- src/ app.py (lines 1-20, 91-100 of 100)\n" in render_ledger(ledger)
-    assert ledger.reads["lib/app.py"].spans == [(1, 31)]  # as printed: 30 lines and a note
-    assert read_calls(history) == {"c1": ("src/app.py",), "c2": ("lib/app.py",)}
+    assert ledger.reads["src/app.py"].spans == [(1, 20)]
+    assert ledger.reads["lib/b.py"].spans == [(41, 60)]
+    assert "- src/ app.py (lines 1-20 of 100)\n" in render_ledger(ledger)
+    assert ledger.reads["lib/app.py"].spans == [(1, 21)]  # as printed: 20 lines and a note
+    assert read_calls(history) == {
+        "c1": ("src/app.py",),
+        "c2": ("lib/app.py",),
+        "c3": ("lib/b.py",),
+    }
 
 
 def test_files_edited_through_the_shell_are_files_changed() -> None:

@@ -15,7 +15,6 @@ from agentgraph.context.shell_reads import (
     in_place_edits,
     named_files,
     parse_shell_read,
-    printed_files,
     printed_whole,
     reads_files,
     sed_replacement,
@@ -307,25 +306,6 @@ def test_a_command_names_its_files_or_none(command: str, expected: tuple[str, ..
 )
 def test_cat_of_several_files_shows_each_whole(command: str, expected: tuple[str, ...]) -> None:
     assert whole_file_reads(command) == expected
-
-
-@pytest.mark.parametrize(
-    ("command", "expected"),
-    [
-        ("cat a.py b.py", ("a.py", "b.py")),
-        ("cat a.py", ("a.py",)),
-        ("cd src && cat app.py", ("src/app.py",)),
-        ("tail -n +1 a.py", ("a.py",)),
-        ("tail -n +2 a.py", ()),  # not from the first line
-        ("head -n 400 a.py", ()),  # up to a line: the file may go on
-        ("sed -n '1,$p' a.py", ("a.py",)),
-        ("cat -n a.py | sed -n '1,$p'", ()),  # numbered: not the file's text
-        ("grep -v '^#' a.py", ()),
-        ("cat a.py | head", ()),
-    ],
-)
-def test_the_files_a_command_prints_whole(command: str, expected: tuple[str, ...]) -> None:
-    assert printed_files(command) == expected
 
 
 @pytest.mark.parametrize(

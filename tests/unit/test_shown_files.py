@@ -15,14 +15,16 @@ from agentgraph.capabilities.tools.files import page_note
 from agentgraph.context.artifacts import cut_marker, output_artifact_path
 from agentgraph.context.shown_files import (
     ShownCut,
+    ShownLines,
     cut_command_output,
     cut_shown_file,
     cut_shown_files,
+    files_printed,
     page_of_shown_files,
     read_shown_texts,
+    shown_lines,
     shown_marker,
     shown_spans,
-    shown_tails,
 )
 from agentgraph.context.tokens import get_counter
 from agentgraph.runtime.history.kinds import with_marker
@@ -32,13 +34,6 @@ STATUS = "[exit code 0]"
 NOTE_RE = re.compile(
     r"^(?P<path>\S+): \[showing lines 1-(?P<last>\d+) of (?P<total>\d+); "
     r"call read_file with offset=(?P=last) to continue\]$"
-)
-
-
-GAP_RE = re.compile(
-    r"^(?P<path>\S+): \[lines (?P<first>\d+)-(?P<last>\d+) of (?P<total>\d+) not shown; "
-    r"call read_file with offset=(?P<offset>\d+) to read them\]$",
-    re.MULTILINE,
 )
 
 
@@ -194,7 +189,7 @@ def test_only_cat_of_files_that_exited_0_is_cut_by_file(tmp_path: Path) -> None:
     assert cut_command_output("cat logs/a.txt logs/b.txt", failed, cap, COUNTER, ws) is None
     one = _log("a", 50) + STATUS
     single = cut_command_output("cat logs/a.txt", one, cap // 2, COUNTER, ws)
-    assert single is not None and set(single.spans) == set(single.tails) == {"logs/a.txt"}
+    assert single is not None and set(single.lines) == {"logs/a.txt"} and not single.spans
     for other in ("head -n 50 logs/a.txt", "grep line logs/a.txt", "cat logs/a.txt | head -50"):
         assert cut_command_output(other, one, cap // 2, COUNTER, ws) is None, other
     lines = output.splitlines(keepends=True)
@@ -241,7 +236,7 @@ def test_a_result_cut_again_is_cut_file_by_file_from_its_whole_output(tmp_path: 
     single = ToolMessage(_log("a", 60) + STATUS, tool_call_id="c3")
     paged = page_of_shown_files(single, one, size // 8, COUNTER, artifacts=None, workspace=str(ws))
     assert paged is not None and COUNTER.count_text(paged) <= size // 8
-    assert GAP_RE.search(paged) and paged.endswith(_log("a", 60)[-60:] + STATUS)
+    assert list(_noted(paged)) == ["logs/a.txt"] and paged.startswith(_log("a", 3))
     grep = "grep line logs/a.txt"
     assert (
         page_of_shown_files(single, grep, size // 8, COUNTER, artifacts=None, workspace=str(ws))
@@ -275,82 +270,100 @@ def test_the_lines_shown_of_each_file_are_the_markers_not_the_texts() -> None:
     assert shown_spans(message, ["a.txt", "b.txt", "c.txt", "d.txt"]) == {"c.txt": (2, 9)}
 
 
-def test_one_file_shows_its_head_and_its_end_and_names_the_lines_between() -> None:
-    """``cat F`` over its room: the file's leading lines and its last ones, whole lines
-    each, and between them the lines not shown and the offset read_file reads them from;
-    the marker records both ends."""
+def test_one_file_shows_its_leading_lines_and_where_to_read_on() -> None:
+    """``cat F`` over its room: the file's leading lines and the page note read_file
+    writes, after its path, as a read_file call shows; the marker records the lines."""
     text = _log("a", 200)
     lines = text.splitlines(keepends=True)
     cap = COUNTER.count_text(text) // 4
     cut = cut_shown_file(text, STATUS, "logs/a.txt", text, cap, COUNTER)
     assert cut is not None and COUNTER.count_text(cut.text) <= cap
-    (last, total), tail = cut.spans["logs/a.txt"], cut.tails["logs/a.txt"]
-    note = (
-        f"logs/a.txt: [lines {last + 1}-{tail - 1} of 200 not shown; "
-        f"call read_file with offset={last} to read them]\n"
-    )
-    assert (
-        total == 200
-        and cut.text == "".join(lines[:last]) + note + "".join(lines[tail - 1 :]) + STATUS
-    )
-    assert last > 200 - tail + 1  # the head holds more: a file's start, as for any output
+    first, last, total = cut.lines["logs/a.txt"]
+    note = f"logs/a.txt: {page_note(1, last, 200)}\n"
+    assert (first, total) == (1, 200) and cut.text == "".join(lines[:last]) + note + STATUS
+    assert _noted(cut.text) == {"logs/a.txt": (last, 200)}
     message = with_marker(ToolMessage(cut.text, tool_call_id="c1"), **shown_marker(cut))
-    assert shown_spans(message, ["logs/a.txt"]) == {"logs/a.txt": (last, 200)}
-    assert shown_tails(message, ["logs/a.txt"]) == {"logs/a.txt": tail}
-    assert shown_tails(message, ["logs/b.txt"]) == {}
+    assert shown_lines(message, "logs/a.txt") == (1, last, 200)
+    assert shown_lines(message, "logs/b.txt") is None
+    assert shown_spans(message, ["logs/a.txt"]) == {}  # several files' marker: not this
     assert cut_shown_file("x" + text, STATUS, "logs/a.txt", text, cap, COUNTER) is None
     assert cut_shown_file(text, STATUS, "logs/a.txt", text, 20, COUNTER) is None  # no first line
 
 
-def test_a_files_end_the_marker_records_must_follow_its_head() -> None:
-    """A malformed end (a session imported from elsewhere) is left out: one not past the
-    head with a line between, past the file's end, or of no int."""
-    for odd in (21, 20, 37, "30", None):
-        cut = ShownCut("", {"a.txt": (20, 36)}, {"a.txt": odd})  # type: ignore[dict-item]
-        message = with_marker(ToolMessage("", tool_call_id="c1"), **shown_marker(cut))
-        assert shown_tails(message, ["a.txt"]) == {}, odd
-    cut = ShownCut("", {"a.txt": (20, 36)}, {"a.txt": 22})
-    message = with_marker(ToolMessage("", tool_call_id="c2"), **shown_marker(cut))
-    assert shown_tails(message, ["a.txt"]) == {"a.txt": 22}
+def test_a_file_printed_from_a_line_on_is_cut_from_there(tmp_path: Path) -> None:
+    """``tail -n +K F`` (``sed -n 'K,$p' F``) of a file over its room: the lines from K
+    that fit and the note naming them by their numbers in the file and where to read
+    on; only reads of every line to the end are cut so."""
+    (tmp_path / "logs").mkdir()
+    text = _log("a", 300)
+    (tmp_path / "logs" / "a.txt").write_text(text)
+    lines = text.splitlines(keepends=True)
+    printed = "".join(lines[120:]) + STATUS
+    cap = COUNTER.count_text(printed) // 4
+    reads = (
+        "tail -n +121 logs/a.txt",
+        "sed -n '121,$p' logs/a.txt",
+        "cd logs && tail -n +121 a.txt",
+    )
+    for command in reads:
+        cut = cut_command_output(command, printed, cap, COUNTER, str(tmp_path))
+        assert cut is not None and COUNTER.count_text(cut.text) <= cap, command
+        first, last, total = cut.lines["logs/a.txt"]
+        assert (first, total) == (121, 300) and first < last < total
+        note = f"logs/a.txt: {page_note(121, last, 300)}\n"
+        assert cut.text == "".join(lines[120:last]) + note + STATUS
+    ws = str(tmp_path)
+    assert cut_command_output("tail -n +122 logs/a.txt", printed, cap, COUNTER, ws) is None
+    ranged = "".join(lines[:250]) + STATUS
+    assert cut_command_output("head -n 250 logs/a.txt", ranged, cap, COUNTER, ws) is None
+    assert files_printed("tail -n +121 logs/a.txt") == (("logs/a.txt",), 121)
+    assert files_printed("cat a.py b.py") == (("a.py", "b.py"), 1)
+    assert files_printed("sed -n '1,80p' a.py") == ((), 1)
+    assert files_printed("cat -n a.py | sed -n '1,$p'") == ((), 1)  # numbered
+    assert files_printed("grep -v x a.py") == ((), 1)
+
+
+def test_the_lines_the_marker_records_of_one_file_must_be_in_order() -> None:
+    """A malformed entry (a session imported from elsewhere) is left out: lines out of
+    order, the file's end shown (nothing was cut), or no ints."""
+    odd = ([0, 20, 36], [21, 20, 36], [1, 36, 36], [1, 40, 36], [1, "20", 36], [1, 20])
+    for entry in odd:
+        message = with_marker(ToolMessage("", tool_call_id="c1"), shown_lines={"a.txt": entry})
+        assert shown_lines(message, "a.txt") is None, entry
+    good = ShownCut("", {}, {"a.txt": ShownLines(5, 20, 36)})
+    message = with_marker(ToolMessage("", tool_call_id="c2"), **shown_marker(good))
+    assert shown_lines(message, "a.txt") == ShownLines(5, 20, 36)
 
 
 @settings(max_examples=80, deadline=None)
 @given(
     size=st.integers(1, 300),
+    start=st.integers(1, 300),
     final_newline=st.booleans(),
     share=st.floats(0.02, 1.2),
 )
-def test_one_file_cut_fits_and_shows_its_true_start_and_end(
-    size: int, final_newline: bool, share: float
+def test_one_file_cut_fits_and_shows_its_lines_from_the_first_printed(
+    size: int, start: int, final_newline: bool, share: float
 ) -> None:
-    """Whatever the file and the room: no answer, or one within the bound that shows the
-    file's first lines and its last ones, the note naming exactly the lines between."""
+    """Whatever the file, the line printed from and the room: no answer, or one within
+    the bound that shows the lines printed from the first, then the note naming them
+    and the offset to read on."""
     text = _log("a", size) + ("" if final_newline else "end without newline")
-    output = text if text.endswith("\n") else text + "\n"
+    lines = text.splitlines(keepends=True)
+    first = min(start, len(lines))
+    printed = "".join(lines[first - 1 :])
+    output = printed if printed.endswith("\n") else printed + "\n"
     cap = max(1, int(COUNTER.count_text(output + STATUS) * share))
-    cut = cut_shown_file(output, STATUS, "a.txt", text, cap, COUNTER)
-    lines = text.split("\n")
-    total = len(lines) - (lines[-1] == "")
+    cut = cut_shown_file(output, STATUS, "a.txt", text, cap, COUNTER, first=first)
+    total = len(lines)
     if cut is None:
-        # Only for a one-line file (no line to cut), or where its first line cannot fit
-        # beside the note at its longest.
-        n = total
-        note = (
-            f"a.txt: [lines {n}-{n} of {n} not shown; call read_file with offset={n} to read them]"
-        )
-        assert total == 1 or not COUNTER.fits(f"{lines[0]}\n{note}\n{STATUS}", cap)
+        # Only when one line is printed (none to cut), or the first cannot fit beside
+        # its note.
+        page = f"{lines[first - 1].rstrip(chr(10))}\na.txt: {page_note(first, first, total)}\n"
+        assert first == total or not COUNTER.fits(page + STATUS, cap)
         return
     assert COUNTER.count_text(cut.text) <= cap
-    last, counted = cut.spans["a.txt"]
-    tail = cut.tails.get("a.txt", total + 1)
-    assert counted == total and last >= 1 and last + 1 < tail <= total + 1
-    gaps = list(GAP_RE.finditer(cut.text))
-    assert len(gaps) == 1
-    gap = gaps[0]
-    assert (int(gap["first"]), int(gap["last"]), int(gap["offset"])) == (last + 1, tail - 1, last)
-    kept = (
-        [line + "\n" for line in lines[:last]]
-        + [gap.group(0) + "\n"]
-        + [line + "\n" for line in lines[tail - 1 : total]]
-    )
-    assert cut.text == "".join(kept) + STATUS
+    shown_first, last, counted = cut.lines["a.txt"]
+    assert (shown_first, counted) == (first, total) and first <= last < total
+    body = "".join(lines[first - 1 : last])
+    assert cut.text == body + f"a.txt: {page_note(first, last, total)}\n" + STATUS
