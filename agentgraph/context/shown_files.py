@@ -15,10 +15,11 @@ others share the rest equally. The message's marker records the lines shown of e
 cut (:func:`shown_marker`), and the progress ledger takes them (:func:`shown_spans`) as
 the lines read of each file, as it does a ``read_file`` page's.
 
-``cat F`` of one file over its room (or ``tail -n +K F``: from line K) shows the leading
-lines printed and the page note, as a read_file call from that line would
-(:func:`cut_shown_file`): cut head and tail by tokens, nothing told the model which lines
-of the file it had not seen, and a model reading on hit the file's end again each time.
+``cat F`` of one file over its room (or ``tail -n +K F``, ``sed -n 'A,Bp' F``: any plain
+read of its lines) shows the leading lines printed and the page note, as a read_file call
+from that line would (:func:`cut_shown_file`): cut head and tail by tokens, nothing told
+the model which lines of the file it had not seen, and a model reading on hit the file's
+end again each time.
 
 Only an output that is exactly the files' texts one after the other is cut this way (the
 files are read again to find where each ends, by read_file's rules): anything else — an
@@ -53,6 +54,7 @@ __all__ = [
     "SHOWN_FILE_MIN_LINES",
     "SHOWN_LINES_KEY",
     "SHOWN_SPANS_KEY",
+    "Printed",
     "ShownCut",
     "ShownLines",
     "cut_command_output",
@@ -69,8 +71,8 @@ __all__ = [
 # Leading lines each file must show in its share, else the output is cut as any other
 # (head and tail): a page note alone would show nothing of the file.
 SHOWN_FILE_MIN_LINES = 1
-# Largest file read again to cut what a command printed of it from a line on (bytes): as
-# large as read_file reads whole. Printed whole, a file is read up to what was printed.
+# Largest file read again to cut what a command printed of part of it (bytes): as large
+# as read_file reads whole. Printed whole, a file is read up to what was printed.
 SHOWN_FILE_MAX_BYTES = READ_FILE_WHOLE_MAX_BYTES
 # Attempts to fit the assembled output when the sum of its pieces' counts undershot the
 # whole's (token merges across the pieces' edges): each lowers the room by what was over.
@@ -81,7 +83,7 @@ FIT_ATTEMPTS = 3
 # file may hold a line shaped like a page note.
 SHOWN_SPANS_KEY = "shown_spans"
 # Field of a cut message's marker dict: path → [first, last, total] (:class:`ShownLines`)
-# of the one file a command printed from a line to its end, cut (:func:`cut_shown_file`).
+# of the one file a command printed lines of, cut (:func:`cut_shown_file`).
 SHOWN_LINES_KEY = "shown_lines"
 
 
@@ -107,8 +109,8 @@ class ShownCut:
         text: The answer as the model is shown it.
         spans: Path → (last line shown, the file's lines) of each file shown in part:
             the last of its leading lines.
-        lines: Path → the lines shown of the one file a command printed from a line to
-            its end, cut (:func:`cut_shown_file`).
+        lines: Path → the lines shown of the one file a command printed lines of, cut
+            (:func:`cut_shown_file`).
     """
 
     text: str
@@ -120,7 +122,7 @@ def cut_command_output(
     command: str, answer: str, max_tokens: int, counter: PageCounter, workspace: str | None
 ) -> ShownCut | None:
     """A run_bash ``answer`` of ``command`` cut file by file (:func:`cut_shown_files`;
-    one file read to its end: :func:`cut_shown_file`), or None when the command is no
+    one file's lines: :func:`cut_shown_file`), or None when the command is no
     ``cat`` of files (:func:`files_printed`) that exited 0 in ``workspace``, or its output is
     not their lines.
 
@@ -134,45 +136,59 @@ def cut_command_output(
     return _cut_answer(files_printed(command), answer, max_tokens, counter, workspace)
 
 
-def files_printed(command: str) -> tuple[tuple[str, ...], int]:
-    """The files ``command`` prints, one after the other with nothing else, and the line
-    it prints the first from: each file of ``cat A B …`` whole (line 1); the one file of
-    a plain read to its end (``cat F``, ``tail -n +K F``, ``sed -n 'K,$p' F``; not
-    numbered) from its first line; no files for anything else."""
+class Printed(NamedTuple):
+    """The files a command prints, one after the other with nothing else
+    (:func:`files_printed`).
+
+    Attributes:
+        paths: The files, as the command names them (none: not such a command).
+        first: The first line printed of the one file (1 for several).
+        last: The last line asked for of the one file; None for every line to its end.
+    """
+
+    paths: tuple[str, ...]
+    first: int = 1
+    last: int | None = None
+
+
+def files_printed(command: str) -> Printed:
+    """The files ``command`` prints, one after the other with nothing else: each file of
+    ``cat A B …`` whole; the one file of a plain read (``cat F``, ``tail -n +K F``, ``sed
+    -n 'A,Bp' F``, ``head -n N F``; not numbered) from its first line asked for; no files
+    for anything else."""
     several = whole_file_reads(command)
     if several:
-        return several, 1
+        return Printed(several)
     read = parse_shell_read(command)
-    if read is None or read.last is not None or read.numbered:
-        return (), 1
-    return (read.path,), read.first
+    if read is None or read.numbered:
+        return Printed(())
+    return Printed((read.path,), read.first, read.last)
 
 
 def _cut_answer(
-    files: tuple[Sequence[str], int],
+    files: Printed,
     answer: str,
     max_tokens: int,
     counter: PageCounter,
     workspace: str | None,
 ) -> ShownCut | None:
     """:func:`cut_command_output` of the files its command printed (:func:`files_printed`)."""
-    paths, first = files
+    paths, first, last = files
     status = bash_status(answer)
     if not paths or not workspace or status is None or status.exit_code != 0:
         return None
     output = answer[: status.start]
     size = len(output.encode("utf-8"))
-    # From line K the file is larger than what was printed: as large as read_file reads
-    # whole.
-    texts = read_shown_texts(
-        workspace, paths, size if first == 1 else max(size, SHOWN_FILE_MAX_BYTES)
-    )
+    # Printed in part, the file is larger than what was printed: as large as read_file
+    # reads whole.
+    whole = first == 1 and last is None
+    texts = read_shown_texts(workspace, paths, size if whole else max(size, SHOWN_FILE_MAX_BYTES))
     if texts is None:
         return None
     status_line = answer[status.start :]
     if len(texts) == 1:
         return cut_shown_file(
-            output, status_line, paths[0], texts[0], max_tokens, counter, first=first
+            output, status_line, paths[0], texts[0], max_tokens, counter, lines=(first, last)
         )
     named = list(zip(paths, texts, strict=True))
     return cut_shown_files(output, status_line, named, max_tokens, counter)
@@ -205,7 +221,7 @@ def page_of_shown_files(
         workspace: Where the command ran.
     """
     files = files_printed(command)
-    if not files[0]:  # before the saved copy is read
+    if not files.paths:  # before the saved copy is read
         return None
     whole = cut_original(message, artifacts) if was_cut(message) else message.text
     if whole is None:
@@ -290,14 +306,13 @@ def cut_shown_file(
     max_tokens: int,
     counter: PageCounter,
     *,
-    first: int = 1,
+    lines: tuple[int, int | None] = (1, None),
 ) -> ShownCut | None:
-    """``output`` of a command that printed one file from line ``first`` to its end (then
-    ``status``) cut to fit ``max_tokens``: the leading lines printed and the page note
-    ``read_file`` writes, after the file's path (``service.py: [showing lines 1-180 of
-    1201; call read_file with offset=180 to continue]``), as a read_file call from that
-    line shows; None when the output is not those lines of the file or the room cannot
-    show the first of them.
+    """``output`` of a command that printed ``lines`` of one file (then ``status``) cut to
+    fit ``max_tokens``: the leading lines printed and the page note ``read_file`` writes,
+    after the file's path (``service.py: [showing lines 1-180 of 1201; call read_file
+    with offset=180 to continue]``), as a read_file call from that line shows; None when
+    the output is not those lines of the file or the room cannot show the first of them.
 
     Args:
         output: What the command printed (a newline may end it where the file ends
@@ -307,20 +322,23 @@ def cut_shown_file(
         text: The file's text.
         max_tokens: Bound on the result's tokens.
         counter: Counts them.
-        first: The first line printed (1-based): ``tail -n +K F`` prints from K.
+        lines: The first line printed and the last asked for (1-based; None: to the
+            end): ``tail -n +K F`` prints from K, ``sed -n 'A,Bp' F`` lines A-B.
     """
-    lines = _lines(text)
-    printed = "".join(lines[first - 1 :])
+    first, last = lines
+    every = _lines(text)
+    end = len(every) if last is None else min(last, len(every))
+    printed = "".join(every[first - 1 : end])
     if first < 1 or not printed or output not in (printed, printed + "\n"):
         return None
     room = max_tokens - counter.count_text(status)
     for _ in range(FIT_ATTEMPTS):
-        kept = _leading_lines(path, lines, room, counter, first)
+        kept = _leading_lines(path, every, room, counter, (first, end))
         if kept < SHOWN_FILE_MIN_LINES:
             return None
-        answer = _page(path, lines, kept, first) + status
+        answer = _page(path, every, kept, first) + status
         if counter.fits(answer, max_tokens):
-            seen = ShownLines(first, first + kept - 1, len(lines))
+            seen = ShownLines(first, first + kept - 1, len(every))
             return ShownCut(answer, {}, {path: seen})
         room -= max(counter.count_text(answer) - max_tokens, 1)
     return None
@@ -384,12 +402,17 @@ def _page(path: str, lines: Sequence[str], kept: int, first: int = 1) -> str:
 
 
 def _leading_lines(
-    path: str, lines: Sequence[str], share: int, counter: PageCounter, first: int = 1
+    path: str,
+    lines: Sequence[str],
+    share: int,
+    counter: PageCounter,
+    printed: tuple[int, int] | None = None,
 ) -> int:
-    """How many of a file's ``lines`` from line ``first`` fit ``share`` tokens with their
-    page note (0: not even the first), fewer than all to the end (those do not fit)."""
-    most = len(lines) - first
-    return _fitting(lambda k: _page(path, lines, k, first), most, share, counter)
+    """How many of a file's ``lines`` fit ``share`` tokens with their page note, from the
+    first of the lines ``printed`` (first, last; all when None), fewer than all of those
+    (0: not even the first)."""
+    first, end = printed or (1, len(lines))
+    return _fitting(lambda k: _page(path, lines, k, first), end - first, share, counter)
 
 
 def _lines(text: str) -> list[str]:

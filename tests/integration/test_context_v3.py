@@ -1085,16 +1085,18 @@ PAGE_NOTE_RE = re.compile(r"call read_file with offset=(\d+) to continue\]")
 
 
 def _cat_reader(body: dict[str, Any]) -> dict[str, Any]:
-    """A stateless model that prints service.py with ``cat`` and, until it sees
-    RETRY_LIMIT, reads on from the offset the note of its last result names; as
-    summarizer, it names the file but no value."""
+    """A stateless model that prints service.py with the command the request names and,
+    until it sees RETRY_LIMIT, reads on from the offset the note of its last result
+    names; as summarizer, it names the file but no value."""
     if is_summary(body):
         return {"content": "Printed service.py; RETRY_LIMIT not seen yet."}
     if RETRY_LIMIT_LINE in json.dumps(body["messages"]):
         return {"content": "37"}
     results = [m for m in body["messages"] if m.get("role") == "tool"]
     if not results:
-        return {"tool_calls": [{"name": "run_bash", "arguments": {"command": "cat service.py"}}]}
+        asked = re.search(r"Run `([^`]+)`", json.dumps(body["messages"]))
+        command = asked.group(1) if asked else "cat service.py"
+        return {"tool_calls": [{"name": "run_bash", "arguments": {"command": command}}]}
     offsets = PAGE_NOTE_RE.findall(str(results[-1].get("content") or ""))
     if not offsets:
         return {"content": "not found"}
@@ -1102,15 +1104,17 @@ def _cat_reader(body: dict[str, Any]) -> dict[str, Any]:
     return {"tool_calls": [call]}
 
 
+@pytest.mark.parametrize("command", ["cat service.py", "sed -n '1,1100p' service.py"])
 def test_a_file_printed_by_cat_over_its_page_says_where_to_read_on(
-    make_settings: Callable[..., Settings], workspace: Path
+    make_settings: Callable[..., Settings], workspace: Path, command: str
 ) -> None:
     """``cat service.py`` of a 1,201-line module at a 16k window: its output is over a
     read page. Cut head and tail as any command's, the cut named a count of tokens and
     a copy of the output, not the file's lines: nothing told a model which lines it had
     not seen nor where read_file would find them, and this one answered from what it
     saw. Cut as a read_file page, the output is the file's leading lines and the page
-    note naming where to read on, and the model reads on to the value."""
+    note naming where to read on, and the model reads on to the value. The same for a
+    range of its lines (``sed -n 'A,Bp'``, as Codex's models read)."""
     body = "".join(f"def rule_{n}(order):\n    return order * {n % 97 + 1}\n\n" for n in range(400))
     lines = body.splitlines(keepends=True)
     (workspace / "service.py").write_text(
@@ -1120,7 +1124,7 @@ def test_a_file_printed_by_cat_over_its_page_says_where_to_read_on(
         make_settings,
         workspace,
         _cat_reader,
-        "What is RETRY_LIMIT in service.py?",
+        f"Run `{command}`: what is RETRY_LIMIT in service.py?",
         window=WINDOW_TOKENS,
         max_loops=12,
     )

@@ -190,7 +190,7 @@ def test_only_cat_of_files_that_exited_0_is_cut_by_file(tmp_path: Path) -> None:
     one = _log("a", 50) + STATUS
     single = cut_command_output("cat logs/a.txt", one, cap // 2, COUNTER, ws)
     assert single is not None and set(single.lines) == {"logs/a.txt"} and not single.spans
-    for other in ("head -n 50 logs/a.txt", "grep line logs/a.txt", "cat logs/a.txt | head -50"):
+    for other in ("head -n 49 logs/a.txt", "grep line logs/a.txt", "cat logs/a.txt | head -50"):
         assert cut_command_output(other, one, cap // 2, COUNTER, ws) is None, other
     lines = output.splitlines(keepends=True)
     numbered = "".join(f"{n:6}\t{line}" for n, line in enumerate(lines, 1)) + STATUS
@@ -290,37 +290,42 @@ def test_one_file_shows_its_leading_lines_and_where_to_read_on() -> None:
     assert cut_shown_file(text, STATUS, "logs/a.txt", text, 20, COUNTER) is None  # no first line
 
 
-def test_a_file_printed_from_a_line_on_is_cut_from_there(tmp_path: Path) -> None:
-    """``tail -n +K F`` (``sed -n 'K,$p' F``) of a file over its room: the lines from K
-    that fit and the note naming them by their numbers in the file and where to read
-    on; only reads of every line to the end are cut so."""
+def test_lines_of_a_file_printed_from_a_line_on_are_cut_from_there(tmp_path: Path) -> None:
+    """``tail -n +K F``, ``sed -n 'A,Bp' F`` or ``head -n N F`` of a file over its room:
+    the lines printed that fit from the first and the note naming them by their numbers
+    in the file and where to read on; only plain reads of the file's own lines are cut
+    so."""
     (tmp_path / "logs").mkdir()
     text = _log("a", 300)
     (tmp_path / "logs" / "a.txt").write_text(text)
     lines = text.splitlines(keepends=True)
-    printed = "".join(lines[120:]) + STATUS
-    cap = COUNTER.count_text(printed) // 4
-    reads = (
-        "tail -n +121 logs/a.txt",
-        "sed -n '121,$p' logs/a.txt",
-        "cd logs && tail -n +121 a.txt",
-    )
-    for command in reads:
-        cut = cut_command_output(command, printed, cap, COUNTER, str(tmp_path))
+    ws = str(tmp_path)
+    reads = {
+        "tail -n +121 logs/a.txt": (121, 300),
+        "sed -n '121,$p' logs/a.txt": (121, 300),
+        "cd logs && tail -n +121 a.txt": (121, 300),
+        "sed -n '121,280p' logs/a.txt": (121, 280),
+        "head -n 250 logs/a.txt": (1, 250),
+        "head -n 900 logs/a.txt": (1, 300),  # the file ends first
+    }
+    for command, (start, end) in reads.items():
+        printed = "".join(lines[start - 1 : end]) + STATUS
+        cap = COUNTER.count_text(printed) // 4
+        cut = cut_command_output(command, printed, cap, COUNTER, ws)
         assert cut is not None and COUNTER.count_text(cut.text) <= cap, command
         first, last, total = cut.lines["logs/a.txt"]
-        assert (first, total) == (121, 300) and first < last < total
-        note = f"logs/a.txt: {page_note(121, last, 300)}\n"
-        assert cut.text == "".join(lines[120:last]) + note + STATUS
-    ws = str(tmp_path)
+        assert (first, total) == (start, 300) and first < last < end, command
+        note = f"logs/a.txt: {page_note(start, last, 300)}\n"
+        assert cut.text == "".join(lines[start - 1 : last]) + note + STATUS, command
+    printed = "".join(lines[120:]) + STATUS
+    cap = COUNTER.count_text(printed) // 4
     assert cut_command_output("tail -n +122 logs/a.txt", printed, cap, COUNTER, ws) is None
-    ranged = "".join(lines[:250]) + STATUS
-    assert cut_command_output("head -n 250 logs/a.txt", ranged, cap, COUNTER, ws) is None
-    assert files_printed("tail -n +121 logs/a.txt") == (("logs/a.txt",), 121)
-    assert files_printed("cat a.py b.py") == (("a.py", "b.py"), 1)
-    assert files_printed("sed -n '1,80p' a.py") == ((), 1)
-    assert files_printed("cat -n a.py | sed -n '1,$p'") == ((), 1)  # numbered
-    assert files_printed("grep -v x a.py") == ((), 1)
+    assert cut_command_output("head -n 120 logs/a.txt", printed, cap, COUNTER, ws) is None
+    assert files_printed("tail -n +121 logs/a.txt") == (("logs/a.txt",), 121, None)
+    assert files_printed("cat a.py b.py") == (("a.py", "b.py"), 1, None)
+    assert files_printed("sed -n '1,80p' a.py") == (("a.py",), 1, 80)
+    assert files_printed("cat -n a.py | sed -n '1,$p'").paths == ()  # numbered
+    assert files_printed("grep -v x a.py").paths == ()
 
 
 def test_the_lines_the_marker_records_of_one_file_must_be_in_order() -> None:
@@ -339,31 +344,34 @@ def test_the_lines_the_marker_records_of_one_file_must_be_in_order() -> None:
 @given(
     size=st.integers(1, 300),
     start=st.integers(1, 300),
+    upto=st.none() | st.integers(1, 400),
     final_newline=st.booleans(),
     share=st.floats(0.02, 1.2),
 )
 def test_one_file_cut_fits_and_shows_its_lines_from_the_first_printed(
-    size: int, start: int, final_newline: bool, share: float
+    size: int, start: int, upto: int | None, final_newline: bool, share: float
 ) -> None:
-    """Whatever the file, the line printed from and the room: no answer, or one within
-    the bound that shows the lines printed from the first, then the note naming them
-    and the offset to read on."""
+    """Whatever the file, the lines printed and the room: no answer, or one within the
+    bound that shows the lines printed from the first, then the note naming them and
+    the offset to read on."""
     text = _log("a", size) + ("" if final_newline else "end without newline")
     lines = text.splitlines(keepends=True)
-    first = min(start, len(lines))
-    printed = "".join(lines[first - 1 :])
+    total = len(lines)
+    first = min(start, total)
+    end = total if upto is None else min(max(upto, first), total)
+    printed = "".join(lines[first - 1 : end])
     output = printed if printed.endswith("\n") else printed + "\n"
     cap = max(1, int(COUNTER.count_text(output + STATUS) * share))
-    cut = cut_shown_file(output, STATUS, "a.txt", text, cap, COUNTER, first=first)
-    total = len(lines)
+    asked = (first, None if upto is None else max(upto, first))
+    cut = cut_shown_file(output, STATUS, "a.txt", text, cap, COUNTER, lines=asked)
     if cut is None:
         # Only when one line is printed (none to cut), or the first cannot fit beside
         # its note.
         page = f"{lines[first - 1].rstrip(chr(10))}\na.txt: {page_note(first, first, total)}\n"
-        assert first == total or not COUNTER.fits(page + STATUS, cap)
+        assert first == end or not COUNTER.fits(page + STATUS, cap)
         return
     assert COUNTER.count_text(cut.text) <= cap
     shown_first, last, counted = cut.lines["a.txt"]
-    assert (shown_first, counted) == (first, total) and first <= last < total
+    assert (shown_first, counted) == (first, total) and first <= last < end
     body = "".join(lines[first - 1 : last])
     assert cut.text == body + f"a.txt: {page_note(first, last, total)}\n" + STATUS
