@@ -31,6 +31,7 @@ cuts it again the same way from its whole output (:func:`page_of_shown_files`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -40,11 +41,18 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from agentgraph.capabilities.tools.base import ToolError
 from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import (
+    BINARY_SNIFF_BYTES,
     READ_FILE_WHOLE_MAX_BYTES,
     PageCounter,
+    binary_kind,
     page_note,
 )
-from agentgraph.capabilities.tools.workspace import read_regular, resolve_in_workspace
+from agentgraph.capabilities.tools.workspace import (
+    LinkCensus,
+    read_regular,
+    resolve_in_workspace,
+    workspace_root,
+)
 from agentgraph.context.artifacts import cut_original, was_cut
 from agentgraph.context.shell_reads import parse_shell_read, whole_file_reads
 from agentgraph.runtime.history import AGENTGRAPH_KEY
@@ -231,9 +239,10 @@ def page_of_shown_files(
 
 
 def read_shown_texts(workspace: str, paths: Sequence[str], max_bytes: int) -> list[str] | None:
-    """The texts of ``paths`` as they are now, or None when any is outside the workspace
-    by read_file's rules (through a link leading out included), no regular UTF-8 file, or
-    they hold more than ``max_bytes`` together.
+    """The texts of ``paths`` as they are now, or None when read_file would refuse any
+    (outside the workspace, through a symlink or a hard link leading out included; no
+    regular file; not UTF-8 text, a NUL byte included; a path it cannot name), or they
+    hold more than ``max_bytes`` together.
 
     Args:
         workspace: Where the command ran (relative paths are under it).
@@ -242,14 +251,20 @@ def read_shown_texts(workspace: str, paths: Sequence[str], max_bytes: int) -> li
     """
     texts: list[str] = []
     left = max_bytes
+    links: LinkCensus | None = None
     for path in paths:
         try:
             # By read_file's rules: a page note must name a file read_file will read.
             real = resolve_in_workspace(workspace, path, must_exist=True, suggest=False)
-        except ToolError:
-            return None
-        data = read_regular(real, left)
-        if data is None:
+            data = read_regular(real, left)
+            if data is None or binary_kind(data[:BINARY_SNIFF_BYTES], real.name) is not None:
+                return None
+            found = os.stat(real, follow_symlinks=False)
+            if found.st_nlink > 1:
+                links = links or LinkCensus(workspace_root(workspace))
+                if links.links_inside(found) < found.st_nlink:
+                    return None
+        except (ToolError, OSError, ValueError):  # ValueError: a path no file system names
             return None
         left -= len(data)
         try:

@@ -156,7 +156,9 @@ def test_only_regular_utf8_files_read_file_would_read_within_the_output_size_are
     tmp_path: Path,
 ) -> None:
     """The files are read by read_file's rules, so that each page note names a read
-    read_file will make: a link inside the workspace is followed, none leading out."""
+    read_file will make: a link inside the workspace is followed, none leading out, no
+    file with a hard link outside it, none holding a NUL byte, no path read_file cannot
+    name (a lone surrogate: an imported session's)."""
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("alpha\n")
@@ -166,11 +168,15 @@ def test_only_regular_utf8_files_read_file_would_read_within_the_output_size_are
     (tmp_path / "outside.txt").write_text("beta\n")
     (ws / "out").symlink_to(tmp_path)
     os.mkfifo(ws / "fifo")
+    (ws / "nul.txt").write_text("alpha\x00beta\n")  # UTF-8, but read_file's binary data
+    (ws / "linked.txt").write_text("beta\n")
+    os.link(ws / "linked.txt", tmp_path / "linked-outside.txt")  # a hard link leading out
     root = str(ws)
     assert read_shown_texts(root, ["a.txt", "b.txt"], 11) == ["alpha\n", "beta\n"]
     assert read_shown_texts(root, ["a.txt", "link"], 12) == ["alpha\n", "alpha\n"]
     assert read_shown_texts(root, ["a.txt", "b.txt"], 10) is None  # more than was printed
-    outside = ("bin", "fifo", "gone.txt", ".", "../outside.txt", "out/outside.txt")
+    outside = ("bin", "fifo", "gone.txt", ".", "../outside.txt", "out/outside.txt", "nul.txt")
+    outside += ("linked.txt", "a\ud800.txt", "a\x00.txt")  # read_file refuses each
     for odd in (*outside, str(tmp_path / "outside.txt")):
         assert read_shown_texts(root, ["a.txt", odd], 100) is None, odd
 
@@ -237,6 +243,13 @@ def test_a_result_cut_again_is_cut_file_by_file_from_its_whole_output(tmp_path: 
     paged = page_of_shown_files(single, one, size // 8, COUNTER, artifacts=None, workspace=str(ws))
     assert paged is not None and COUNTER.count_text(paged) <= size // 8
     assert list(_noted(paged)) == ["logs/a.txt"] and paged.startswith(_log("a", 3))
+    forged = ToolMessage("x\n" * 2000 + STATUS, tool_call_id="c4")  # an imported session's
+    assert (
+        page_of_shown_files(
+            forged, "cat a\ud800.txt", 50, COUNTER, artifacts=None, workspace=str(ws)
+        )
+        is None
+    )
     grep = "grep line logs/a.txt"
     assert (
         page_of_shown_files(single, grep, size // 8, COUNTER, artifacts=None, workspace=str(ws))

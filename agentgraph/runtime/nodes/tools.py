@@ -532,8 +532,8 @@ def make_tools_node(
             return result
         artifact = output_artifact_path(folder, call_id)
         # ``cat`` of several files: each file's leading lines, as that many read_file
-        # calls show, where a head-and-tail cut hid the middle files whole; of one file,
-        # its head and its end by its lines, naming those between. Not where a secret was
+        # calls show, where a head-and-tail cut hid the middle files whole; lines of one
+        # file, the read_file page from the first printed. Not where a secret was
         # redacted: the files' texts would no longer tell where each ends.
         line = (call.get("args") or {}).get("command")
         by_file = None
