@@ -302,15 +302,11 @@ def cut_shown_files(
     if output not in (whole, whole + "\n") or not whole:
         return None
     costs = [counter.count_text(text) for _, text in files]
-    room = max_tokens
-    for _ in range(FIT_ATTEMPTS):
-        answer = _assemble(output, status, files, costs, room, counter)
-        if answer is None:
-            return None
-        if counter.fits(answer.text, max_tokens):
-            return answer
-        room -= max(counter.count_text(answer.text) - max_tokens, 1)
-    return None
+
+    def assembled(room: int) -> ShownCut | None:
+        return _assemble(output, status, files, costs, room, counter)
+
+    return _fitted(assembled, max_tokens, counter)
 
 
 def cut_shown_file(
@@ -346,29 +342,34 @@ def cut_shown_file(
     printed = "".join(every[first - 1 : end])
     if first < 1 or not printed or output not in (printed, printed + "\n"):
         return None
-    room = max_tokens - counter.count_text(status)
-    for _ in range(FIT_ATTEMPTS):
-        kept = _leading_lines(path, every, room, counter, (first, end))
+    status_cost = counter.count_text(status)
+
+    def paged(room: int) -> ShownCut | None:
+        kept = _leading_lines(path, every, room - status_cost, counter, (first, end))
         if kept < SHOWN_FILE_MIN_LINES:
             return None
-        answer = _page(path, every, kept, first) + status
-        if counter.fits(answer, max_tokens):
-            seen = ShownLines(first, first + kept - 1, len(every))
-            return ShownCut(answer, {}, {path: seen})
-        room -= max(counter.count_text(answer) - max_tokens, 1)
+        seen = ShownLines(first, first + kept - 1, len(every))
+        return ShownCut(_page(path, every, kept, first) + status, {}, {path: seen})
+
+    return _fitted(paged, max_tokens, counter)
+
+
+def _fitted(
+    build: Callable[[int], ShownCut | None], max_tokens: int, counter: PageCounter
+) -> ShownCut | None:
+    """The answer ``build`` makes for a room of tokens (its status line included) that
+    fits ``max_tokens``: the room starts at the bound, and each attempt lowers it by what
+    the last was over (the pieces' counts undershoot the whole's where tokens merge
+    across their edges); None when ``build`` gives up or no attempt fits."""
+    room = max_tokens
+    for _ in range(FIT_ATTEMPTS):
+        answer = build(room)
+        if answer is None:
+            return None
+        if counter.fits(answer.text, max_tokens):
+            return answer
+        room -= max(counter.count_text(answer.text) - max_tokens, 1)
     return None
-
-
-def _fitting(piece: Callable[[int], str], most: int, room: int, counter: PageCounter) -> int:
-    """The largest ``k`` ≤ ``most`` whose ``piece(k)`` fits ``room`` tokens (0: none)."""
-    low, high = 0, most + 1  # low fits (0: nothing), high does not (past the most)
-    while high - low > 1:
-        mid = (low + high) // 2
-        if counter.fits(piece(mid), room):
-            low = mid
-        else:
-            high = mid
-    return low
 
 
 def _assemble(
@@ -427,7 +428,14 @@ def _leading_lines(
     first of the lines ``printed`` (first, last; all when None), fewer than all of those
     (0: not even the first)."""
     first, end = printed or (1, len(lines))
-    return _fitting(lambda k: _page(path, lines, k, first), end - first, share, counter)
+    low, high = 0, end - first + 1  # low fits (0: nothing yet), high does not (all of them)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if counter.fits(_page(path, lines, mid, first), share):
+            low = mid
+        else:
+            high = mid
+    return low
 
 
 def _lines(text: str) -> list[str]:
