@@ -78,9 +78,10 @@ writing it whole through a here-document (``cat > F <<'EOF'`` … ``EOF``, the f
 seen with its line changed), its rows ``WORKLOAD (shell, heredoc)``; ``--shell cd`` as
 ``sed`` from the file's folder (``cd logs && cat F``, ``cd logs && sed -i … F``), as models
 that change directory first do, its rows ``WORKLOAD (shell, cd)``. Small-file workloads
-only, but with ``cat``: agentgraph cuts ``cat F`` and ``tail -n +K F`` of a file over a
-read page as that page, with read_file's note, and the model reads on from the offset it
-names (``--shell --workload big-middle``); the other styles page no file. The peers get a
+only, but with ``cat`` and ``nl``: agentgraph cuts ``cat F``, ``tail -n +K F`` and a
+numbered page of a file over a read page as that page, with read_file's note, and the
+model reads on from the offset it names (``--shell --workload big-middle``, ``--shell nl
+--workload big-middle``); the other styles page no file. The peers get a
 ``run_bash`` answering those commands as agentgraph's prints them, whole (deepagents' own
 tools have no shell without a sandbox backend).
 
@@ -221,6 +222,9 @@ LAG_CALLS_PER_FILE = CALLS_PER_FILE + 1
 # Files a several-file shell read (``--shell multi``) asks for in one ``cat`` at least:
 # about 3k tokens of small files, a fifth of a 16k window.
 MULTI_SHELL_BATCH = 4
+# The shell styles a model pages a file in (``tail -n +K F``, ``nl -ba F | sed -n
+# 'K,Lp'``): the only ones that read files over a page.
+PAGING_SHELL_STYLES = ("cat", "nl")
 # Reads per reply on the ``parallel`` workload: a batch of small files is about a third
 # of a 16k window, so a batch's arrival is what crosses the compaction point.
 PARALLEL_BATCH = 8
@@ -882,7 +886,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.window != WINDOW:
         cells = [replace(c, load=replace(c.load, window=args.window)) for c in cells]
     if args.shell:
-        if args.shell != "cat" and any(c.load.size != "small" for c in cells):
+        if args.shell not in PAGING_SHELL_STYLES and any(c.load.size != "small" for c in cells):
             parser.error(
                 f"--shell {args.shell}: the model pages no file through the shell that way;"
                 " pick small-file workloads"

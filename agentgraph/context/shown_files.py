@@ -19,7 +19,10 @@ the lines read of each file, as it does a ``read_file`` page's.
 read of its lines) shows the leading lines printed and the page note, as a read_file call
 from that line would (:func:`cut_shown_file`): cut head and tail by tokens, nothing told
 the model which lines of the file it had not seen, and a model reading on hit the file's
-end again each time.
+end again each time. Lines printed numbered (``nl -ba F | sed -n 'A,Bp'``, as Codex's
+models page, or ``cat -n F``) are kept as printed, numbers and all: cut head and tail, a
+page's middle was gone with no word of which lines were missing, and a model that had
+asked for lines 1-200 took the page for read.
 
 Only an output that is exactly the files' texts one after the other is cut this way (the
 files are read again to find where each ends, by read_file's rules): anything else — an
@@ -162,13 +165,13 @@ class Printed(NamedTuple):
 def files_printed(command: str) -> Printed:
     """The files ``command`` prints, one after the other with nothing else: each file of
     ``cat A B …`` whole; the one file of a plain read (``cat F``, ``tail -n +K F``, ``sed
-    -n 'A,Bp' F``, ``head -n N F``; not numbered) from its first line asked for; no files
-    for anything else."""
+    -n 'A,Bp' F``, ``head -n N F``; numbered too: ``cat -n F``, ``nl -ba F | sed -n
+    'A,Bp'``) from its first line asked for; no files for anything else."""
     several = whole_file_reads(command)
     if several:
         return Printed(several)
     read = parse_shell_read(command)
-    if read is None or read.numbered:
+    if read is None:
         return Printed(())
     return Printed((read.path,), read.first, read.last)
 
@@ -337,11 +340,11 @@ def cut_shown_file(
             end): ``tail -n +K F`` prints from K, ``sed -n 'A,Bp' F`` lines A-B.
     """
     first, last = lines
-    every = _lines(text)
-    end = len(every) if last is None else min(last, len(every))
-    printed = "".join(every[first - 1 : end])
-    if first < 1 or not printed or output not in (printed, printed + "\n"):
+    end = len(_lines(text)) if last is None else last
+    every = _as_printed(output, _lines(text), first, end)
+    if every is None:
         return None
+    end = min(end, len(every))
     status_cost = counter.count_text(status)
 
     def paged(room: int) -> ShownCut | None:
@@ -352,6 +355,23 @@ def cut_shown_file(
         return ShownCut(_page(path, every, kept, first) + status, {}, {path: seen})
 
     return _fitted(paged, max_tokens, counter)
+
+
+def _as_printed(output: str, lines: list[str], first: int, end: int) -> list[str] | None:
+    """A file's ``lines`` as ``output`` printed lines ``first``-``end`` of them: as they
+    are, or numbered as ``cat -n`` and ``nl -ba`` number them (``%6d<TAB>``); None when it
+    printed anything else (or nothing)."""
+
+    def printed_as(shown: list[str]) -> bool:
+        printed = "".join(shown[first - 1 : end])
+        return bool(printed) and output in (printed, printed + "\n")
+
+    if first < 1:
+        return None
+    if printed_as(lines):
+        return lines
+    numbered = [f"{n:6d}\t{line}" for n, line in enumerate(lines, start=1)]
+    return numbered if printed_as(numbered) else None
 
 
 def _fitted(

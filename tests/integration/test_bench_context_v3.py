@@ -132,3 +132,22 @@ def test_files_runs_each_single_turn_workload_at_each_size_and_rejects_zero() ->
         errors = [line for line in proc.stderr.splitlines() if "error:" in line]
         assert len(errors) == 1 and "--files" in errors[0]
         assert "Traceback" not in proc.stderr
+
+
+def test_a_model_paging_numbered_lines_reads_files_over_a_page_once_each() -> None:
+    """``--shell nl`` pages files over a read page (``nl -ba F | sed -n '1,200p'``, then
+    from the offset a page note names): agentgraph cuts such a page as read_file's, and
+    the re-reading model keeps every code of the 20 KB files with the code mid-file and
+    reads none twice (cut head and tail, the pages' middle lines were gone unsaid, and at
+    8k it read all 30 twice). Styles that page no file still refuse those files."""
+    args = ["--workload", "big-middle", "--persona", "re_reader", "--summarizer", "faithful"]
+    args += ["--harness", "agentgraph", "--window", "8192", "--json"]
+    proc = _bench(*args, "--shell", "nl")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads(proc.stdout)
+    assert row["finished"] == "yes"
+    assert row["facts"] == row["facts_total"] == 30
+    assert row["read_twice"] == 0
+    refused = _bench(*args, "--shell", "grep")
+    assert refused.returncode == 2
+    assert "pages no file" in refused.stderr and "Traceback" not in refused.stderr

@@ -1139,6 +1139,41 @@ def test_a_file_printed_by_cat_over_its_page_says_where_to_read_on(
     assert first == "".join(lines[:last]) + page.group(0) + "\n[exit code 0]"
 
 
+@pytest.mark.parametrize("command", ["nl -ba service.py | sed -n '1,1100p'", "cat -n service.py"])
+def test_a_numbered_page_over_its_room_says_where_to_read_on(
+    make_settings: Callable[..., Settings], workspace: Path, command: str
+) -> None:
+    """A page of numbered lines (``nl -ba F | sed -n 'A,Bp'``, as Codex's models read,
+    or ``cat -n F``) of a 1,201-line module at a 16k window, over a read page: cut head
+    and tail as any command's, the model saw lines 1-70 and 1030-1100 and no word of the
+    lines between. Cut as a read_file page, the output is the leading numbered lines as
+    printed and the page note naming where to read on, and the model reads on to the
+    value."""
+    body = "".join(f"def rule_{n}(order):\n    return order * {n % 97 + 1}\n\n" for n in range(400))
+    lines = body.splitlines(keepends=True)
+    (workspace / "service.py").write_text(
+        "".join(lines[:900]) + RETRY_LIMIT_LINE + "\n" + "".join(lines[900:])
+    )
+    result, _events, server = _one_turn(
+        make_settings,
+        workspace,
+        _cat_reader,
+        f"Run `{command}`: what is RETRY_LIMIT in service.py?",
+        window=WINDOW_TOKENS,
+        max_loops=12,
+    )
+    assert result.answer == "37"
+    first = next(
+        str(m["content"]) for b in _main(server) for m in b["messages"] if m.get("role") == "tool"
+    )
+    page = FIRST_PAGE_RE.search(first)
+    assert page is not None, first[-400:]
+    last, total, offset = map(int, page.groups())
+    assert total == 1201 and offset == last < 900
+    numbered = "".join(f"{n:6d}\t{line}" for n, line in enumerate(lines[:last], start=1))
+    assert first == numbered + page.group(0) + "\n[exit code 0]"
+
+
 SMALL_WINDOW_TOKENS = 8_192
 
 

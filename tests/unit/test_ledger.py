@@ -655,15 +655,22 @@ def test_one_file_printed_by_cat_and_cut_reads_the_lines_its_marker_records() ->
     history += _bash(3, "tail -n +41 lib/b.py", answer.replace("src/app.py", "lib/b.py"))
     cut = ShownCut(answer, {}, {"lib/b.py": ShownLines(41, 60, 100)})
     history[-1] = with_marker(history[-1], **cut_marker(whole), **shown_marker(cut))
+    numbered = "".join(f"{i:6d}\tline {i}\n" for i in range(61, 81))
+    page = f"{numbered}lib/c.py: {note.replace('1-20', '61-80')}\n[exit code 0]"
+    history += _bash(4, "nl -ba lib/c.py | sed -n '61,200p'", page)
+    cut = ShownCut(page, {}, {"lib/c.py": ShownLines(61, 80, 100)})
+    history[-1] = with_marker(history[-1], **cut_marker(whole), **shown_marker(cut))
     ledger = collect_ledger(history, workspace="/ws")
     assert ledger.reads["src/app.py"].spans == [(1, 20)]
     assert ledger.reads["lib/b.py"].spans == [(41, 60)]
+    assert ledger.reads["lib/c.py"].spans == [(61, 80)]  # a numbered page, cut
     assert "- src/ app.py (lines 1-20 of 100)\n" in render_ledger(ledger)
     assert ledger.reads["lib/app.py"].spans == [(1, 21)]  # as printed: 20 lines and a note
     assert read_calls(history) == {
         "c1": ("src/app.py",),
         "c2": ("lib/app.py",),
         "c3": ("lib/b.py",),
+        "c4": ("lib/c.py",),
     }
 
 

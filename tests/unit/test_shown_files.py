@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -243,6 +244,16 @@ def test_a_result_cut_again_is_cut_file_by_file_from_its_whole_output(tmp_path: 
     paged = page_of_shown_files(single, one, size // 8, COUNTER, artifacts=None, workspace=str(ws))
     assert paged is not None and COUNTER.count_text(paged) <= size // 8
     assert list(_noted(paged)) == ["logs/a.txt"] and paged.startswith(_log("a", 3))
+    numbered = "".join(
+        f"{n:6d}\t{line}" for n, line in enumerate(_log("a", 60).splitlines(True), 1)
+    )
+    page = ToolMessage(numbered + STATUS, tool_call_id="c5")
+    nl = "nl -ba logs/a.txt | sed -n '1,200p'"
+    renumbered = page_of_shown_files(
+        page, nl, size // 8, COUNTER, artifacts=None, workspace=str(ws)
+    )
+    assert renumbered is not None and COUNTER.count_text(renumbered) <= size // 8
+    assert list(_noted(renumbered)) == ["logs/a.txt"] and renumbered.startswith(numbered[:200])
     forged = ToolMessage("x\n" * 2000 + STATUS, tool_call_id="c4")  # an imported session's
     assert (
         page_of_shown_files(
@@ -337,8 +348,50 @@ def test_lines_of_a_file_printed_from_a_line_on_are_cut_from_there(tmp_path: Pat
     assert files_printed("tail -n +121 logs/a.txt") == (("logs/a.txt",), 121, None)
     assert files_printed("cat a.py b.py") == (("a.py", "b.py"), 1, None)
     assert files_printed("sed -n '1,80p' a.py") == (("a.py",), 1, 80)
-    assert files_printed("cat -n a.py | sed -n '1,$p'").paths == ()  # numbered
+    assert files_printed("nl -ba a.py | sed -n '5,80p'") == (("a.py",), 5, 80)
     assert files_printed("grep -v x a.py").paths == ()
+
+
+@pytest.mark.parametrize(
+    ("command", "start", "end"),
+    [
+        ("nl -ba logs/a.txt | sed -n '121,280p'", 121, 280),
+        ("cat -n logs/a.txt | sed -n '121,$p'", 121, 301),
+        ("nl -ba logs/a.txt | tail -n +121", 121, 301),
+        ("cat -n logs/a.txt", 1, 301),
+        ("nl -ba logs/a.txt | head -n 250", 1, 250),
+    ],
+)
+def test_numbered_lines_of_a_file_are_cut_as_printed_from_the_first(
+    tmp_path: Path, command: str, start: int, end: int
+) -> None:
+    """A numbered page (``nl -ba F | sed -n 'A,Bp'``, ``cat -n F``) over its room, as the
+    programs print it (a last line without a newline included): the numbered lines that
+    fit from the first, as printed, and the note naming where to read on; the marker
+    records them. Lines numbered otherwise (``nl`` skips blank lines) are no such page."""
+    (tmp_path / "logs").mkdir()
+    text = _log("a", 300) + "last line without a newline"
+    (tmp_path / "logs" / "a.txt").write_text(text)
+    ran = subprocess.run(
+        ["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    answer = ran.stdout + ("" if ran.stdout.endswith("\n") else "\n") + STATUS
+    numbered = [f"{n:6d}\t{line}" for n, line in enumerate(text.splitlines(True), start=1)]
+    assert ran.stdout.rstrip("\n") == "".join(numbered[start - 1 : end]).rstrip("\n")
+    cap = COUNTER.count_text(answer) // 4
+    cut = cut_command_output(command, answer, cap, COUNTER, str(tmp_path))
+    assert cut is not None and COUNTER.count_text(cut.text) <= cap
+    first, last, total = cut.lines["logs/a.txt"]
+    assert (first, total) == (start, 301) and first < last < end
+    note = f"logs/a.txt: {page_note(start, last, 301)}\n"
+    assert cut.text == "".join(numbered[start - 1 : last]) + note + STATUS
+    (tmp_path / "logs" / "a.txt").write_text(
+        text.replace("a line 7: subsystem reported nominal values\n", "\n")
+    )
+    blank = subprocess.run(
+        ["bash", "-c", "nl logs/a.txt"], cwd=tmp_path, capture_output=True, text=True
+    ).stdout
+    assert cut_command_output("nl logs/a.txt", blank + STATUS, cap, COUNTER, str(tmp_path)) is None
 
 
 def test_the_lines_the_marker_records_of_one_file_must_be_in_order() -> None:
@@ -360,15 +413,18 @@ def test_the_lines_the_marker_records_of_one_file_must_be_in_order() -> None:
     upto=st.none() | st.integers(1, 400),
     final_newline=st.booleans(),
     share=st.floats(0.02, 1.2),
+    numbered=st.booleans(),
 )
 def test_one_file_cut_fits_and_shows_its_lines_from_the_first_printed(
-    size: int, start: int, upto: int | None, final_newline: bool, share: float
+    size: int, start: int, upto: int | None, final_newline: bool, share: float, numbered: bool
 ) -> None:
-    """Whatever the file, the lines printed and the room: no answer, or one within the
-    bound that shows the lines printed from the first, then the note naming them and
-    the offset to read on."""
+    """Whatever the file, the lines printed (as they are or numbered) and the room: no
+    answer, or one within the bound that shows the lines printed from the first, as
+    printed, then the note naming them and the offset to read on."""
     text = _log("a", size) + ("" if final_newline else "end without newline")
     lines = text.splitlines(keepends=True)
+    if numbered:
+        lines = [f"{n:6d}\t{line}" for n, line in enumerate(lines, start=1)]
     total = len(lines)
     first = min(start, total)
     end = total if upto is None else min(max(upto, first), total)
