@@ -1104,9 +1104,17 @@ def _cat_reader(body: dict[str, Any]) -> dict[str, Any]:
     return {"tool_calls": [call]}
 
 
-@pytest.mark.parametrize("command", ["cat service.py", "sed -n '1,1100p' service.py"])
+@pytest.mark.parametrize(
+    ("command", "numbered"),
+    [
+        ("cat service.py", False),
+        ("sed -n '1,1100p' service.py", False),
+        ("nl -ba service.py | sed -n '1,1100p'", True),
+        ("cat -n service.py", True),
+    ],
+)
 def test_a_file_printed_by_cat_over_its_page_says_where_to_read_on(
-    make_settings: Callable[..., Settings], workspace: Path, command: str
+    make_settings: Callable[..., Settings], workspace: Path, command: str, numbered: bool
 ) -> None:
     """``cat service.py`` of a 1,201-line module at a 16k window: its output is over a
     read page. Cut head and tail as any command's, the cut named a count of tokens and
@@ -1114,7 +1122,8 @@ def test_a_file_printed_by_cat_over_its_page_says_where_to_read_on(
     not seen nor where read_file would find them, and this one answered from what it
     saw. Cut as a read_file page, the output is the file's leading lines and the page
     note naming where to read on, and the model reads on to the value. The same for a
-    range of its lines (``sed -n 'A,Bp'``, as Codex's models read)."""
+    range of its lines (``sed -n 'A,Bp'``, as Codex's models read) and for numbered
+    lines (``nl -ba F | sed -n 'A,Bp'``, ``cat -n F``), kept as printed."""
     body = "".join(f"def rule_{n}(order):\n    return order * {n % 97 + 1}\n\n" for n in range(400))
     lines = body.splitlines(keepends=True)
     (workspace / "service.py").write_text(
@@ -1136,42 +1145,8 @@ def test_a_file_printed_by_cat_over_its_page_says_where_to_read_on(
     assert page is not None, first[-400:]
     last, total, offset = map(int, page.groups())
     assert total == 1201 and offset == last < 900
-    assert first == "".join(lines[:last]) + page.group(0) + "\n[exit code 0]"
-
-
-@pytest.mark.parametrize("command", ["nl -ba service.py | sed -n '1,1100p'", "cat -n service.py"])
-def test_a_numbered_page_over_its_room_says_where_to_read_on(
-    make_settings: Callable[..., Settings], workspace: Path, command: str
-) -> None:
-    """A page of numbered lines (``nl -ba F | sed -n 'A,Bp'``, as Codex's models read,
-    or ``cat -n F``) of a 1,201-line module at a 16k window, over a read page: cut head
-    and tail as any command's, the model saw lines 1-70 and 1030-1100 and no word of the
-    lines between. Cut as a read_file page, the output is the leading numbered lines as
-    printed and the page note naming where to read on, and the model reads on to the
-    value."""
-    body = "".join(f"def rule_{n}(order):\n    return order * {n % 97 + 1}\n\n" for n in range(400))
-    lines = body.splitlines(keepends=True)
-    (workspace / "service.py").write_text(
-        "".join(lines[:900]) + RETRY_LIMIT_LINE + "\n" + "".join(lines[900:])
-    )
-    result, _events, server = _one_turn(
-        make_settings,
-        workspace,
-        _cat_reader,
-        f"Run `{command}`: what is RETRY_LIMIT in service.py?",
-        window=WINDOW_TOKENS,
-        max_loops=12,
-    )
-    assert result.answer == "37"
-    first = next(
-        str(m["content"]) for b in _main(server) for m in b["messages"] if m.get("role") == "tool"
-    )
-    page = FIRST_PAGE_RE.search(first)
-    assert page is not None, first[-400:]
-    last, total, offset = map(int, page.groups())
-    assert total == 1201 and offset == last < 900
-    numbered = "".join(f"{n:6d}\t{line}" for n, line in enumerate(lines[:last], start=1))
-    assert first == numbered + page.group(0) + "\n[exit code 0]"
+    shown = [f"{n:6d}\t{line}" if numbered else line for n, line in enumerate(lines, 1)]
+    assert first == "".join(shown[:last]) + page.group(0) + "\n[exit code 0]"
 
 
 SMALL_WINDOW_TOKENS = 8_192
