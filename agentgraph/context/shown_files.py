@@ -326,7 +326,8 @@ def cut_shown_file(
     fit ``max_tokens``: the leading lines printed and the page note ``read_file`` writes,
     after the file's path (``service.py: [showing lines 1-180 of 1201; call read_file
     with offset=180 to continue]``), as a read_file call from that line shows; None when
-    the output is not those lines of the file or the room cannot show the first of them.
+    the output is not those lines of the file (as they are, or numbered as ``cat -n``
+    numbers them) or the room cannot show the first of them.
 
     Args:
         output: What the command printed (a newline may end it where the file ends
@@ -340,11 +341,11 @@ def cut_shown_file(
             end): ``tail -n +K F`` prints from K, ``sed -n 'A,Bp' F`` lines A-B.
     """
     first, last = lines
-    end = len(_lines(text)) if last is None else last
-    every = _as_printed(output, _lines(text), first, end)
+    plain = _lines(text)
+    end = len(plain) if last is None else min(last, len(plain))
+    every = _as_printed(output, plain, first, end)
     if every is None:
         return None
-    end = min(end, len(every))
     status_cost = counter.count_text(status)
 
     def paged(room: int) -> ShownCut | None:
