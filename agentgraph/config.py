@@ -73,9 +73,11 @@ SUBAGENT_TIMEOUT_S_DEFAULT = 900.0
 SUBAGENT_MAX_BACKGROUND_DEFAULT = 4
 POSTGRES_POOL_MAX_SIZE_DEFAULT = 10
 POSTGRES_CONNECT_TIMEOUT_S_DEFAULT = 10.0
-# Shorter database passwords are not redacted from tool output: replacing every
-# occurrence of, say, "pg" would garble ordinary text.
-DB_PASSWORD_REDACT_MIN_CHARS = 8
+# Shorter database passwords and API keys are not redacted from tool output (characters):
+# replacing every occurrence of, say, "pg" would garble ordinary text, and a local server
+# takes any key, so its users set a word ("local", "ollama", "EMPTY") that redacted would
+# turn every "localhost" a tool printed into "[REDACTED]host".
+SECRET_REDACT_MIN_CHARS = 8
 
 
 # Text-written tool calls understood only where needed (a local endpoint) by default.
@@ -366,16 +368,11 @@ class Settings(BaseSettings):
         self._skipped_project_names = names
 
     def secret_values(self) -> list[str]:
-        """Secret strings that must never be written anywhere."""
-        values: list[str] = []
-        if self.api_key is not None:
-            values.append(self.api_key.get_secret_value())
-        if self.subagent_server_api_key is not None:
-            values.append(self.subagent_server_api_key.get_secret_value())
-        if self.database_url is not None:
-            url = self.database_url.get_secret_value()
-            password = _url_password(url)
-            values.append(url)
-            if len(password) >= DB_PASSWORD_REDACT_MIN_CHARS:
-                values.append(password)
-        return [value for value in values if value]
+        """Secret strings that must never be written anywhere: the API keys and the
+        database password from :data:`SECRET_REDACT_MIN_CHARS` characters on (a shorter
+        key is a local server's placeholder), the database URL whole."""
+        keys = (self.api_key, self.subagent_server_api_key)
+        values = [key.get_secret_value() for key in keys if key is not None]
+        url = self.database_url.get_secret_value() if self.database_url is not None else ""
+        values = [v for v in [*values, _url_password(url)] if len(v) >= SECRET_REDACT_MIN_CHARS]
+        return [*values, url] if url else values

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from agentgraph.config import DB_PASSWORD_REDACT_MIN_CHARS, Settings
+from agentgraph.config import Settings
 from agentgraph.context.windows import Budget, stated_window
 
 __all__ = [
@@ -127,8 +127,7 @@ def endpoint_label(settings: Settings, model: str) -> str:
     endpoint = endpoint_key(endpoint_url(settings, model))
     # A proxy may carry its key in the path: no configured secret is written or shown.
     for secret in settings.secret_values():
-        if len(secret) >= DB_PASSWORD_REDACT_MIN_CHARS:
-            endpoint = endpoint.replace(secret, "***")
+        endpoint = endpoint.replace(secret, "***")
     return endpoint
 
 

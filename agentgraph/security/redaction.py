@@ -226,7 +226,9 @@ class Redactor:
         secret_values: Exact strings to replace wherever they appear; values
             shorter than :data:`SECRET_VALUE_MIN_CHARS` are replaced only when
             they are the settings' own secrets (passed in ``exact_values``).
-        exact_values: Strings replaced whatever their length (the API key).
+        exact_values: Strings replaced whatever their length (the settings' secrets,
+            which ``Settings.secret_values`` gives from 8 characters on; an MCP
+            config's secret-named values).
     """
 
     def __init__(self, secret_values: Iterable[str] = (), exact_values: Iterable[str] = ()):

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agentgraph.runtime.history import agentgraph_kind
 from tests.cli_helpers import CLI_TIMEOUT_S, run_cli, server_env
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -140,6 +142,33 @@ def test_json_output_carries_the_diffs(home: Path, workspace: Path) -> None:
     assert [d["path"] for d in payload["diffs"]] == ["new.txt"]
     assert payload["diffs"][0]["diff"].endswith("+hi\n")
     assert "new.txt" in res.stderr  # the text progress on stderr shows it too
+
+
+@pytest.mark.parametrize("placeholder", ["local", "ollama", "EMPTY"])
+def test_a_placeholder_key_of_a_local_server_is_not_cut_out_of_what_tools_show(
+    home: Path, workspace: Path, placeholder: str
+) -> None:
+    """A local server takes any key, and its users set a word (``OPENAI_API_KEY=local``;
+    Ollama's guide sets ``ollama``, vLLM's ``EMPTY``). Redacted wherever it appeared,
+    that word was cut out of every tool output: the model read ``[REDACTED]host:8080``
+    for ``localhost:8080``. A key too short to be a credential is not redacted; a real
+    one still is (``test_diffs_never_carry_the_api_key``)."""
+    text = "url = http://localhost:8080  # the ollama server, or EMPTY for none\n"
+    (workspace / "config.py").write_text(text)
+    script = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "config.py"}}]},
+        {"content": "Read."},
+    ]
+    with FakeOpenAIServer(script, require_key=placeholder) as server:
+        res = run_cli(
+            ["run", "read config.py", "--json"],
+            cwd=workspace,
+            env=server_env(home, server.url, placeholder),
+        )
+        assert res.returncode == 0, res.stderr
+        shown = [m for m in server.requests[-1]["messages"] if m.get("role") == "tool"]
+    assert len(shown) == 1 and text.rstrip("\n") in str(shown[0]["content"])
+    assert "REDACTED" not in str(shown[0]["content"])
 
 
 def test_diffs_never_carry_the_api_key(home: Path, workspace: Path) -> None:
