@@ -11,6 +11,8 @@ from typing import Literal
 from pydantic import AliasChoices, AliasGenerator, Field, PrivateAttr, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from agentgraph.providers.endpoints import is_local_endpoint
+
 # A setting's environment name is this prefix and its field name, upper-case
 # (AGENTGRAPH_MODEL sets ``model``), unless the field declares names of its own.
 ENV_PREFIX = "AGENTGRAPH_"
@@ -73,10 +75,10 @@ SUBAGENT_TIMEOUT_S_DEFAULT = 900.0
 SUBAGENT_MAX_BACKGROUND_DEFAULT = 4
 POSTGRES_POOL_MAX_SIZE_DEFAULT = 10
 POSTGRES_CONNECT_TIMEOUT_S_DEFAULT = 10.0
-# Shorter database passwords and API keys are not redacted from tool output (characters):
-# replacing every occurrence of, say, "pg" would garble ordinary text, and a local server
-# takes any key, so its users set a word ("local", "ollama", "EMPTY") that redacted would
-# turn every "localhost" a tool printed into "[REDACTED]host".
+# Shorter database passwords, and shorter keys of a local endpoint, are not redacted from
+# tool output (characters): replacing every occurrence of, say, "pg" would garble ordinary
+# text, and a local server takes any key, so its users set a word ("local", "ollama",
+# "EMPTY") that redacted turned every "localhost" a tool printed into "[REDACTED]host".
 SECRET_REDACT_MIN_CHARS = 8
 
 
@@ -368,11 +370,21 @@ class Settings(BaseSettings):
         self._skipped_project_names = names
 
     def secret_values(self) -> list[str]:
-        """Secret strings that must never be written anywhere: the API keys and the
-        database password from :data:`SECRET_REDACT_MIN_CHARS` characters on (a shorter
-        key is a local server's placeholder), the database URL whole."""
-        keys = (self.api_key, self.subagent_server_api_key)
-        values = [key.get_secret_value() for key in keys if key is not None]
-        url = self.database_url.get_secret_value() if self.database_url is not None else ""
-        values = [v for v in [*values, _url_password(url)] if len(v) >= SECRET_REDACT_MIN_CHARS]
-        return [*values, url] if url else values
+        """Secret strings that must never be written anywhere: the API keys (the key of
+        a local endpoint from :data:`SECRET_REDACT_MIN_CHARS` characters on: a shorter one
+        is the placeholder word a local server takes), the database URL, and its password
+        from that length on."""
+        values: list[str] = []
+        if self.api_key is not None:
+            key = self.api_key.get_secret_value()
+            if len(key) >= SECRET_REDACT_MIN_CHARS or not is_local_endpoint(self.base_url):
+                values.append(key)
+        if self.subagent_server_api_key is not None:
+            values.append(self.subagent_server_api_key.get_secret_value())
+        if self.database_url is not None:
+            url = self.database_url.get_secret_value()
+            password = _url_password(url)
+            values.append(url)
+            if len(password) >= SECRET_REDACT_MIN_CHARS:
+                values.append(password)
+        return [value for value in values if value]

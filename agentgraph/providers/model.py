@@ -162,7 +162,7 @@ def text_tool_calls_on(settings: Settings, model: str | None = None) -> bool:
     """
     if settings.text_tool_calls != "auto":
         return settings.text_tool_calls == "on"
-    from agentgraph.providers.served_windows import is_local_endpoint
+    from agentgraph.providers.endpoints import is_local_endpoint
 
     return is_local_endpoint(endpoint_url(settings, model))
 

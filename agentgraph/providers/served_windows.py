@@ -27,7 +27,6 @@ A smaller window than the budget's is adopted and said; never a larger one.
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -35,6 +34,7 @@ from urllib.parse import urlsplit
 
 from agentgraph.config import Settings
 from agentgraph.context.windows import Budget, stated_window
+from agentgraph.providers.endpoints import is_local_endpoint
 from agentgraph.providers.learned_windows import endpoint_label
 
 __all__ = [
@@ -44,7 +44,6 @@ __all__ = [
     "api_root",
     "apply_loaded_window",
     "apply_served_window",
-    "is_local_endpoint",
     "lmstudio_window_in",
     "loaded_window_in",
     "props_window_in",
@@ -59,33 +58,6 @@ SERVED_WINDOW_TIMEOUT_S = 2.0
 # All the questions of one moment together: the timeout above bounds each read, so a
 # server that trickles its answer a byte at a time would otherwise hold the start forever.
 SERVED_WINDOW_TOTAL_S = 5.0
-# Host names that stay on this machine or network.
-LOCAL_HOST_NAMES = frozenset({"localhost", "host.docker.internal"})
-LOCAL_HOST_SUFFIXES = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
-
-
-def is_local_endpoint(base_url: str | None) -> bool:
-    """Whether ``base_url`` names a server on this machine or a private network.
-
-    Args:
-        base_url: The configured endpoint, or None (the provider's own).
-
-    Returns:
-        True for loopback, private and link-local addresses and local host names.
-    """
-    if not base_url:
-        return False
-    try:
-        host = (urlsplit(base_url.strip()).hostname or "").lower()
-    except ValueError:
-        return False
-    if host in LOCAL_HOST_NAMES or host.endswith(LOCAL_HOST_SUFFIXES):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def _entry_window(entry: Mapping[str, Any]) -> int | None:

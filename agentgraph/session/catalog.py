@@ -284,8 +284,8 @@ class SessionCatalog:
         """
         from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
+        from agentgraph.providers.endpoints import is_local_endpoint
         from agentgraph.providers.model import build_chat_model, endpoint_url
-        from agentgraph.providers.served_windows import is_local_endpoint
         from agentgraph.session.agent import Agent
 
         model: Any = None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
+from agentgraph.config import Settings
 from agentgraph.security.redaction import (
     REDACTED,
     Redactor,
@@ -107,3 +110,30 @@ def test_content_blocks_are_redacted() -> None:
         {"type": "text", "text": f"b {REDACTED}"},
         {"type": "image", "url": "x"},
     ]
+
+
+@pytest.mark.parametrize(
+    ("base_url", "key", "redacted"),
+    [
+        ("http://127.0.0.1:8089/v1", "local", False),  # a local server's placeholder
+        ("http://192.168.1.20:8000/v1", "EMPTY", False),
+        ("http://127.0.0.1:4000/v1", "sk-local-proxy-key", True),  # long enough to be one
+        ("https://llm.example.com/v1", "sk-1234", True),  # a hosted endpoint's key
+        ("", "Zq7#pX", True),  # OpenAI's (no base URL)
+    ],
+)
+def test_only_a_local_endpoints_short_key_is_left_unredacted(
+    make_settings: Callable[..., Settings], base_url: str, key: str, redacted: bool
+) -> None:
+    """A local server takes any key, so a short one is its placeholder word and is left
+    in what tools show (redacted, ``localhost`` read ``[REDACTED]host``); a key any other
+    endpoint takes is redacted whatever its length, and so is the subagent server's."""
+    settings = make_settings(
+        OPENAI_BASE_URL=base_url, OPENAI_API_KEY=key, AGENTGRAPH_SUBAGENT_SERVER_API_KEY="Zq7#pY"
+    )
+    values = settings.secret_values()
+    assert (key in values) is redacted
+    assert "Zq7#pY" in values
+    text = f"url = http://localhost:8080  # key {key}"
+    shown = build_redactor(values, None).redact(text)
+    assert (REDACTED in shown) is redacted and ("localhost" in shown)
