@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from agentgraph.config import Settings
+from agentgraph.config import SECRET_REDACT_MIN_CHARS, Settings
 from agentgraph.context.windows import Budget, stated_window
 
 __all__ = [
@@ -126,8 +126,10 @@ def endpoint_label(settings: Settings, model: str) -> str:
 
     endpoint = endpoint_key(endpoint_url(settings, model))
     # A proxy may carry its key in the path: no configured secret is written or shown.
+    # (A short one, a hosted endpoint's, is left: replaced, it could garble the host.)
     for secret in settings.secret_values():
-        endpoint = endpoint.replace(secret, "***")
+        if len(secret) >= SECRET_REDACT_MIN_CHARS:
+            endpoint = endpoint.replace(secret, "***")
     return endpoint
 
 
