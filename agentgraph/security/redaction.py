@@ -227,8 +227,8 @@ class Redactor:
             shorter than :data:`SECRET_VALUE_MIN_CHARS` are replaced only when
             they are the settings' own secrets (passed in ``exact_values``).
         exact_values: Strings replaced whatever their length (the settings' secrets,
-            which ``Settings.secret_values`` gives from 8 characters on; an MCP
-            config's secret-named values).
+            ``Settings.secret_values``, which leaves out a local endpoint's short
+            placeholder key; an MCP config's secret-named values).
     """
 
     def __init__(self, secret_values: Iterable[str] = (), exact_values: Iterable[str] = ()):
