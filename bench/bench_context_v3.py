@@ -92,7 +92,8 @@ search it is the re-reader. ``--json`` rows count its searches (``history_search
 
 Harnesses: ``agentgraph`` (the real Agent graph, its defaults, or the settings
 ``--agentgraph-setting AGENTGRAPH_NAME=VALUE`` gives it; the peers keep its default
-points); ``deepagents``
+points; where its shell sandbox cannot start, commands run unsandboxed,
+``AGENTGRAPH_SANDBOX=off``, said on stderr and in the report's command); ``deepagents``
 (``create_deep_agent``, ``FilesystemBackend(virtual_mode=True)``); ``lc-summary``
 (``create_agent`` + ``SummarizationMiddleware`` triggered at agentgraph's compaction
 point, in tokens, as in bench_context_v2, and the default ``trim_tokens_to_summarize``); ``lc-summary-untrimmed``
@@ -150,6 +151,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 from pydantic import ValidationError
 
+from agentgraph.capabilities.tools.bash import sandbox_plan_for
 from agentgraph.config import MAX_LOOPS_MAX, Settings
 from agentgraph.persistence import open_store
 from agentgraph.session.agent import Agent
@@ -414,7 +416,9 @@ class AgentgraphSession:
         """Close the store (if open) and open a new one and a new Agent on the same home."""
         self.stack.close()
         store = self.stack.enter_context(open_store(self.settings))
-        self.agent = Agent(self.settings, store, sleep=lambda _s: None)
+        # The process's environment, as the command line passes it (the bench cleared
+        # agentgraph's and the providers' variables): the shell sandbox is found on its PATH.
+        self.agent = Agent(self.settings, store, base_env=dict(os.environ), sleep=lambda _s: None)
 
     def turn(self, text: str) -> str:
         """Run one turn; return why it did not end with an answer ("" when it did)."""
@@ -797,6 +801,32 @@ def _overrides(
     return tuple(pairs)
 
 
+def _unsandboxed_without_bubblewrap(
+    overrides: tuple[tuple[str, str], ...],
+) -> tuple[tuple[str, str], ...]:
+    """``overrides`` and ``AGENTGRAPH_SANDBOX=off`` where agentgraph's shell sandbox cannot
+    start and no sandbox mode was asked for, said in one line on stderr.
+
+    Its default mode then asks before each command, which a benchmark run cannot answer:
+    every command of a shell workload was refused and the run stopped on the repeated
+    call. Unsandboxed, the commands print the same; only run_bash's description lacks
+    the sandbox's sentence, as on any machine without it (the report's command carries
+    the setting).
+    """
+    if any(name == "AGENTGRAPH_SANDBOX" for name, _ in overrides):
+        return overrides
+    settings = Settings(_env_file=None, **dict(overrides))  # type: ignore[call-arg]
+    plan = sandbox_plan_for(settings, os.environ)
+    if plan.approval is None:
+        return overrides
+    print(
+        "bench: agentgraph runs commands unsandboxed (AGENTGRAPH_SANDBOX=off): the shell "
+        f"sandbox cannot start here ({plan.approval})",
+        file=sys.stderr,
+    )
+    return (*overrides, ("AGENTGRAPH_SANDBOX", "off"))
+
+
 def _sized(cell: Cell, sizes: Sequence[int]) -> list[Cell]:
     """``cell`` once for each number of files in ``sizes`` when its workload is one turn
     (a task's phase against where compactions fall moves with its length); a workload of
@@ -910,10 +940,12 @@ def main(argv: list[str] | None = None) -> None:
         if min(args.files) < 1:
             parser.error("--files: give a number of files of at least 1")
         cells = [sized for c in cells for sized in _sized(c, args.files)]
-    if overrides:
-        cells = [replace(c, overrides=overrides) if c.harness == "agentgraph" else c for c in cells]
     for name in [n for n in os.environ if n.startswith(ENV_PREFIXES)]:
         del os.environ[name]
+    if any(c.harness == "agentgraph" for c in cells):
+        overrides = _unsandboxed_without_bubblewrap(overrides)
+    if overrides:
+        cells = [replace(c, overrides=overrides) if c.harness == "agentgraph" else c for c in cells]
     quiet_disconnects()
     started = time.perf_counter()
     rows = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,13 @@ from tests.fixtures_pg import (  # noqa: F401
 # Settings built in this process read it too (see TEST_SANDBOX_MODE): the developer's
 # own AGENTGRAPH_SANDBOX must not change what the suite tests.
 os.environ["AGENTGRAPH_SANDBOX"] = TEST_SANDBOX_MODE
+
+# The Ctrl-C tests interrupt the programs they start as a terminal would. A suite started
+# as a background job of a non-interactive shell inherits SIGINT ignored, and an ignored
+# signal stays ignored in every program started from it; a handled one is reset to its
+# default there, as a terminal's shell leaves it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -12,14 +12,18 @@ from typing import Any
 
 import pytest
 
+from tests.sandbox_helpers import bin_without_bwrap
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_TIMEOUT_S = 300
 CELL = ["--quick", "--workload", "small-middle", "--persona", "silent"]
 CELL += ["--summarizer", "faithful", "--harness", "agentgraph", "--json"]
 
 
-def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+def _bench(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENTGRAPH_"))}
+    if path is not None:
+        env["PATH"] = path
     return subprocess.run(
         [sys.executable, "bench/bench_context_v3.py", *args],
         cwd=ROOT,
@@ -151,3 +155,31 @@ def test_a_model_paging_numbered_lines_reads_files_over_a_page_once_each() -> No
     refused = _bench(*args, "--shell", "grep")
     assert refused.returncode == 2
     assert "pages no file" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_without_bubblewrap_the_shell_workloads_run_their_commands_unsandboxed(
+    tmp_path: Path,
+) -> None:
+    """On a machine without bubblewrap agentgraph's default sandbox mode asks before each
+    command, which a benchmark cannot answer: every command of a shell workload was
+    refused and the run stopped on the repeated call. The bench runs them unsandboxed
+    instead, says so in one line, and the report's command carries the setting, so that
+    it measures the same wherever it runs."""
+    path = bin_without_bwrap(tmp_path / "bin", names=())
+    args = ["--workload", "big-middle", "--persona", "re_reader", "--summarizer", "faithful"]
+    args += ["--harness", "agentgraph", "--window", "8192", "--shell", "nl"]
+    out = tmp_path / "report.md"
+    proc = _bench(*args, "--json", "--out", str(out), path=path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads(proc.stdout)
+    assert row["finished"] == "yes"
+    assert row["facts"] == row["facts_total"] == 30
+    assert row["read_twice"] == 0
+    said = [line for line in proc.stderr.splitlines() if "AGENTGRAPH_SANDBOX=off" in line]
+    assert len(said) == 1 and "bwrap is not installed" in said[0], proc.stderr[-2000:]
+    assert "--agentgraph-setting AGENTGRAPH_SANDBOX=off" in out.read_text(encoding="utf-8")
+    chosen = _bench(*args, "--json", "--agentgraph-setting", "AGENTGRAPH_SANDBOX=on", path=path)
+    assert chosen.returncode == 0, chosen.stderr[-2000:]
+    (refused,) = json.loads(chosen.stdout)
+    assert refused["finished"] != "yes"
+    assert "AGENTGRAPH_SANDBOX=off" not in chosen.stderr
