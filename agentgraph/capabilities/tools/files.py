@@ -44,7 +44,14 @@ from agentgraph.capabilities.tools.workspace import (
     workspace_root,
 )
 from agentgraph.runtime.runctx import AgentToolRuntime
-from agentgraph.security.redaction import Redactor
+from agentgraph.security.redaction import REDACTED, Redactor
+from agentgraph.security.unredact import (
+    Hidden,
+    Unrestorable,
+    hidden_values,
+    restore_hidden,
+    shown_to_raw,
+)
 
 READ_FILE_MAX_LINES = 2000
 READ_FILE_MAX_LINE_CHARS = 2000
@@ -1092,11 +1099,124 @@ def _skill_dirs(runtime: AgentToolRuntime) -> list[str]:
     return [folder for folder in folders or [] if isinstance(folder, str)]
 
 
+def _hidden_in(
+    redactor: Redactor | None, before: bytes | None, path: str, *texts: str
+) -> tuple[str, str, list[Hidden]] | None:
+    """The file's text, as it is and as the model was shown it, and the values its
+    markers hide, when ``texts`` (what the model writes) hold the redaction marker and the
+    file's text hides any; else None (:mod:`agentgraph.security.unredact`).
+
+    Raises:
+        ToolError: The places of the hidden values cannot be told apart.
+    """
+    if redactor is None or before is None or not any(REDACTED in t for t in texts):
+        return None
+    try:
+        raw = before.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    shown = redactor.redact(raw)
+    if shown == raw:
+        return None
+    hidden = hidden_values(raw, shown)
+    if hidden is None:
+        raise ToolError(
+            f"{path} holds values shown to you as {REDACTED} whose places cannot be told "
+            "apart, and the new text holds the marker; nothing was written. Change the "
+            f"lines without {REDACTED} with edit_file"
+        )
+    return raw, shown, hidden
+
+
+def _unrestorable(path: str, exc: Unrestorable) -> ToolError:
+    return ToolError(
+        f"{path} hides more than one value shown to you as {REDACTED}, and which one the "
+        f"new text means is not certain ({exc}); nothing was written. Keep each line that "
+        f"holds {REDACTED} as read_file showed it, or change other lines with edit_file"
+    )
+
+
+def unredacted_content(
+    redactor: Redactor | None, before: bytes | None, path: str, content: str
+) -> str:
+    """``content`` for a file now ``before`` with each marker the model wrote back in its
+    place given the value it stands for (:mod:`agentgraph.security.unredact`): rewritten
+    whole, a file's tokens were replaced by the marker on disk.
+
+    Args:
+        redactor: What the model's view of the file passed through.
+        before: The file's bytes now; None for a new file.
+        path: The file as shown to the model.
+        content: What the model wrote.
+
+    Raises:
+        ToolError: A marker whose value is not certain.
+    """
+    found = _hidden_in(redactor, before, path, content)
+    if found is None:
+        return content
+    _raw, shown, hidden = found
+    try:
+        return restore_hidden(content, shown, hidden)
+    except Unrestorable as exc:
+        raise _unrestorable(path, exc) from exc
+
+
+def unredacted_edit(
+    redactor: Redactor | None,
+    before: bytes | None,
+    path: str,
+    old_string: str,
+    new_string: str,
+) -> tuple[str, str]:
+    """An edit of a file now ``before`` as the model meant it: ``old_string`` as the file
+    holds it where the model copied it with markers, ``new_string`` with each marker given
+    the value it stands for (:func:`unredacted_content`).
+
+    Raises:
+        ToolError: ``old_string`` starts or ends inside a hidden value or stands for
+            different texts, or a marker of ``new_string`` whose value is not certain.
+    """
+    found = _hidden_in(redactor, before, path, old_string, new_string)
+    if found is None:
+        return old_string, new_string
+    raw, shown, hidden = found
+    replaced = None
+    if REDACTED in old_string and old_string not in raw:
+        old_string_shown = old_string
+        spans: list[tuple[int, int]] = []
+        at = shown.find(old_string)
+        while at >= 0:
+            first, last = shown_to_raw(hidden, at), shown_to_raw(hidden, at + len(old_string))
+            if first is None or last is None:
+                raise ToolError(
+                    f"old_string starts or ends inside a value shown to you as {REDACTED} "
+                    f"in {path}; include the whole marker and the text around it"
+                )
+            spans.append((first, last))
+            at = shown.find(old_string, at + len(old_string))
+        meant = {raw[a:b] for a, b in spans}
+        if len(meant) > 1:
+            raise ToolError(
+                f"old_string holds {REDACTED} standing for different values in {path}; "
+                "include more surrounding lines to make it unique"
+            )
+        if meant:
+            old_string = meant.pop()
+            first = shown.find(old_string_shown)
+            replaced = (first, first + len(old_string_shown))
+    try:
+        return old_string, restore_hidden(new_string, shown, hidden, replaced)
+    except Unrestorable as exc:
+        raise _unrestorable(path, exc) from exc
+
+
 def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
     """Build the six file tools (they read the workspace from the injected state).
 
     Args:
-        redactor: Redacts the diffs that write_file/edit_file emit.
+        redactor: Redacts the diffs that write_file/edit_file emit; what they write
+            gets back the values it hid from the model (:func:`unredacted_content`).
 
     Returns:
         read_file, write_file, edit_file, list_dir, glob, grep.
@@ -1151,6 +1271,7 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
         """
         workspace = workspace_from_runtime(runtime)
         before = _bytes_for_diff(workspace, path)
+        content = unredacted_content(redactor, before, path, content)
         result = write_text_file(workspace, path, content)
         _send_diff(runtime, workspace, path, before, redactor)
         return result
@@ -1173,6 +1294,7 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
         """
         workspace = workspace_from_runtime(runtime)
         before = _bytes_for_diff(workspace, path)
+        old_string, new_string = unredacted_edit(redactor, before, path, old_string, new_string)
         result = edit_text_file(workspace, path, old_string, new_string, replace_all)
         _send_diff(runtime, workspace, path, before, redactor)
         return result

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,6 +142,63 @@ def test_secrets_stay_out_of_exports(home: Path, workspace: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert "config.ini" in done.stdout and "[REDACTED]" in done.stdout
         assert KEY not in done.stdout + done.stderr
+
+
+GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+OTHER_TOKEN = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+MARK = "[REDACTED]"
+
+
+def _call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def test_a_file_rewritten_or_edited_around_its_tokens_keeps_them(
+    home: Path, workspace: Path
+) -> None:
+    """A model that rewrites or edits a file it read sees its tokens as the marker and
+    writes the marker back: the user's token was replaced by it on disk, and the diff
+    shown, redacted too, showed no change on that line. Each marker now gets back the
+    value of its own line (two tokens, lines moved); a marker whose value is not certain
+    is refused and the file left as it was."""
+    ci = f'TOKEN = "{GITHUB_TOKEN}"\nURL = "https://api.github.com"\n'
+    pair = f'A_TOKEN = "{GITHUB_TOKEN}"\nB_TOKEN = "{OTHER_TOKEN}"\n'
+    (workspace / "ci.py").write_text(ci)
+    (workspace / "pair.py").write_text(pair)
+    script = [
+        _call("read_file", path="ci.py"),
+        _call("write_file", path="ci.py", content=f'TOKEN = "{MARK}"\nURL = "x"\nTIMEOUT = 30\n'),
+        _call("read_file", path="pair.py"),
+        _call(
+            "write_file",
+            path="pair.py",
+            content=f'# moved\nB_TOKEN = "{MARK}"\nA_TOKEN = "{MARK}"\n',
+        ),
+        _call(
+            "edit_file",
+            path="pair.py",
+            old_string=f'A_TOKEN = "{MARK}"',
+            new_string=f'A_TOKEN: str = "{MARK}"',
+        ),
+        _call("write_file", path="pair.py", content=f'TOKENS = ["{MARK}", "{MARK}"]\n'),
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server)
+        result = run_cli(["run", "tidy the config", "--json"], cwd=workspace, env=env)
+        assert result.returncode == 0, result.stderr
+        assert server.violations == []
+        sent = json.dumps([r["messages"] for r in server.requests])
+    assert (workspace / "ci.py").read_text() == (
+        f'TOKEN = "{GITHUB_TOKEN}"\nURL = "x"\nTIMEOUT = 30\n'
+    )
+    assert (workspace / "pair.py").read_text() == (
+        f'# moved\nB_TOKEN = "{OTHER_TOKEN}"\nA_TOKEN: str = "{GITHUB_TOKEN}"\n'
+    )
+    results = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert results[-1].startswith("Error:") and "nothing was written" in results[-1], results
+    assert GITHUB_TOKEN not in sent and OTHER_TOKEN not in sent
+    assert GITHUB_TOKEN not in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("damage", ["header-kept", "random", "truncated", "wal-garbage"])
