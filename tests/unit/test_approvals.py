@@ -162,6 +162,39 @@ def test_edits_ask_shows_a_diff_and_writes_only_when_approved(
     assert not (workspace / "new.txt").exists()
 
 
+def test_an_edit_question_of_a_file_holding_a_token_stores_no_token(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    """The diff an edit's question shows comes from the file as it is: a token in its
+    context lines reached the question, and the question (a LangGraph interrupt) the
+    session's database. Redacted as the diff events are, the token never does."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    settings = make_settings(AGENTGRAPH_EDITS="ask")
+    (workspace / "ci.py").write_text(f'TOKEN = "{token}"\nY = 2\n')
+    edit = {"path": "ci.py", "old_string": "Y = 2", "new_string": "Y = 3"}
+    model = ScriptedChatModel(
+        [
+            ai_tools(tool_call("edit_file", edit, id="e1")),
+            ai_tools(tool_call("write_file", {"path": "ci.py", "content": "Y = 4\n"}, id="w1")),
+            ai_text("edited"),
+        ]
+    )
+    agent = Agent(settings, store, model=model)
+    seen: list[dict[str, Any]] = []
+
+    def approve(question: dict[str, Any]) -> bool:
+        seen.append(question)
+        return question["tool"] == "edit_file"
+
+    assert agent.run_turn("t", "edit", workspace, approve=approve).answer == "edited"
+    assert [q["tool"] for q in seen] == ["edit_file", "write_file"]
+    assert all(token not in q["diff"] and "[REDACTED]" in q["diff"] for q in seen), seen
+    assert "+Y = 3" in seen[0]["diff"] and "+Y = 4" in seen[1]["diff"]
+    assert (workspace / "ci.py").read_text() == f'TOKEN = "{token}"\nY = 3\n'
+    stored = [p for p in settings.home.rglob("*") if p.is_file() and "snapshots" not in p.parts]
+    assert stored and not [p for p in stored if token.encode() in p.read_bytes()]
+
+
 def test_an_edit_that_cannot_apply_is_answered_without_asking(
     make_settings: Callable[..., Settings], store: Store, workspace: Path
 ) -> None:

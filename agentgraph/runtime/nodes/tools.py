@@ -73,7 +73,7 @@ from agentgraph.security.permissions import (
     effective_mode,
     plan_mode_refusal,
 )
-from agentgraph.security.redaction import build_redactor
+from agentgraph.security.redaction import Redactor, build_redactor
 
 
 def tool_output_cap_tokens(deps: AgentDeps) -> int:
@@ -311,6 +311,7 @@ def ask_approvals(
     deps: AgentDeps,
     ctx: RunContext,
     accepted_plans: dict[str, Any] | None = None,
+    redactor: Redactor | None = None,
 ) -> dict[str, str]:
     """Ask for every call of the step that needs approval, before any tool runs.
 
@@ -330,6 +331,8 @@ def ask_approvals(
         deps: Settings and the sandbox plan.
         ctx: The run's context (workspace, whether it can ask).
         accepted_plans: Filled with tool-call id -> answer for accepted plans.
+        redactor: Redacts an edit's diff (the file's context lines may hold a token):
+            a question is an interrupt, stored in the session's checkpoints.
 
     Returns:
         Tool-call id -> error text, for the calls that may not run.
@@ -354,6 +357,8 @@ def ask_approvals(
             rules=rules,
         )
         if request is not None:
+            if redactor is not None and isinstance(request.get("diff"), str):
+                request["diff"] = redactor.redact(request["diff"])
             asked.append((call, request, unappliable_edit(call, ctx.workspace_path)))
     new_rules: list[Rule] = []
     # When every such call is an edit that cannot apply, nothing is asked: each gets the
@@ -581,7 +586,7 @@ def make_tools_node(
         if ctx.workspace_path:  # before any command of this process runs there
             remember_git_dir(ctx.workspace_path)
         accepted: dict[str, Any] = {}
-        token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx, accepted))
+        token = _NOT_APPROVED.set(ask_approvals(calls, state, deps, ctx, accepted, redactor))
         ordered = _ORDER.set(_call_order(calls, deps.tools, ctx.workspace_path))
         plans = ACCEPTED_PLANS.set(accepted)
         try:
