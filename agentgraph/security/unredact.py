@@ -19,13 +19,21 @@ sees a value; what it wrote is written with the values it could not see.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from itertools import accumulate
 
 from agentgraph.security.redaction import REDACTED
 
-__all__ = ["Hidden", "Unrestorable", "hidden_values", "restore_hidden", "shown_to_raw"]
+__all__ = [
+    "Hidden",
+    "Unrestorable",
+    "hidden_values",
+    "restore_hidden",
+    "restore_rewrite",
+    "shown_to_raw",
+]
 
 
 class Unrestorable(ValueError):
@@ -168,6 +176,37 @@ def restore_hidden(
         pos = after_at
     out.append(text[pos:])
     return "".join(out)
+
+
+def restore_rewrite(before: str, after: str, redact: Callable[[str], str]) -> str | None:
+    """``after``, a file's text that was ``before`` until something the model ran rewrote
+    it (a shell command: a here-document, ``printf``, a script), with each marker it
+    wrote given back the value it stands for in ``before`` (:func:`restore_hidden`, the
+    whole file replaced); None when it wrote none (no more markers than ``before`` held
+    literally) or ``before`` hid nothing.
+
+    The text around the markers stays as the command wrote it: a value the command kept
+    or wrote itself (from the environment, say) is never touched.
+
+    Args:
+        before: The file's text before the command.
+        after: Its text after.
+        redact: What the model's view of the file passed through.
+
+    Raises:
+        Unrestorable: A marker whose value is not certain, or ``before``'s values whose
+            places cannot be told apart.
+    """
+    if after.count(REDACTED) <= before.count(REDACTED):
+        return None
+    shown = redact(before)
+    if shown == before:
+        return None
+    hidden = hidden_values(before, shown)
+    if hidden is None:
+        raise Unrestorable("the places of the values the file hid cannot be told apart")
+    restored = restore_hidden(after, shown, hidden)
+    return None if restored == after else restored
 
 
 def _aligned(text: str, shown: str, start: int, end: int, scope: list[Hidden]) -> dict[int, str]:

@@ -12,6 +12,7 @@ from agentgraph.security.unredact import (
     Unrestorable,
     hidden_values,
     restore_hidden,
+    restore_rewrite,
     shown_to_raw,
 )
 
@@ -144,3 +145,24 @@ def test_any_order_of_the_lines_seen_is_written_with_their_own_values_or_refused
     for i, line in zip(index, restored.split("\n"), strict=True):
         alike = {r for s, r in zip(shown_lines, raw_lines, strict=True) if s == shown_lines[i]}
         assert line in alike
+
+
+def test_a_command_s_rewrite_gets_back_only_the_values_it_wrote_as_the_marker() -> None:
+    """A file a command rewrote: each marker it wrote gets its line's value; what the
+    command kept or wrote itself stays as it is, and a rewrite with no marker more
+    than the file held literally is left alone."""
+    redact = _redactor().redact
+    raw = f'A_TOKEN = "{GITHUB}"\nB_TOKEN = "{OTHER}"\nDOC = "{REDACTED} is shown"\n'
+    # The command kept A's raw line (sed), wrote B's from what it saw, moved, and added
+    # a value of its own that the model never saw.
+    after = (
+        f'A_TOKEN = "{GITHUB}"\nDOC = "{REDACTED} is shown"\nB_TOKEN = "{REDACTED}"\n'
+        f'NEW = "{SLACK}"\n'
+    )
+    assert restore_rewrite(raw, after, redact) == (
+        f'A_TOKEN = "{GITHUB}"\nDOC = "{REDACTED} is shown"\nB_TOKEN = "{OTHER}"\nNEW = "{SLACK}"\n'
+    )
+    assert restore_rewrite(raw, raw.replace("DOC", "NOTE"), redact) is None
+    assert restore_rewrite("x = 1\n", f'x = "{REDACTED}"\n', redact) is None
+    with pytest.raises(Unrestorable):
+        restore_rewrite(raw, f'TOKENS = ["{REDACTED}", "{REDACTED}"]\n', redact)

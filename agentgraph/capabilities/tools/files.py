@@ -16,7 +16,7 @@ import re
 import secrets
 import stat
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path, PurePosixPath
@@ -38,6 +38,7 @@ from agentgraph.capabilities.tools.workspace import (
     artifacts_dir_from_runtime,
     containing_folder,
     display_path,
+    read_regular,
     resolve_in_workspace,
     resolve_readable,
     workspace_from_runtime,
@@ -50,6 +51,7 @@ from agentgraph.security.unredact import (
     Unrestorable,
     hidden_values,
     restore_hidden,
+    restore_rewrite,
     shown_to_raw,
 )
 
@@ -1209,6 +1211,82 @@ def unredacted_edit(
         return old_string, restore_hidden(new_string, shown, hidden, replaced)
     except Unrestorable as exc:
         raise _unrestorable(path, exc) from exc
+
+
+@dataclass(frozen=True)
+class RestoredWrites:
+    """What :func:`restore_command_writes` did.
+
+    Attributes:
+        restored: Files whose markers got their values back.
+        left: Files left holding markers: which value each stands for is not certain,
+            or the file changed again or could not be written.
+    """
+
+    restored: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()
+
+
+def restore_command_writes(
+    workspace: str,
+    texts: Mapping[str, bytes],
+    modified: Iterable[str],
+    redactor: Redactor | None,
+    max_bytes: int,
+) -> RestoredWrites:
+    """Give back, in each file a step's commands rewrote, the values the model saw as
+    the marker and wrote as it (:func:`~agentgraph.security.unredact.restore_rewrite`):
+    a here-document or a script that rewrote a config it printed replaced the user's
+    token with the marker on disk, as write_file did before it restored them.
+
+    Only a file whose text before the step is known can be restored (``texts``: the
+    files the commands name); the file is written again only while it holds what the
+    command left (a process still writing it wins).
+
+    Args:
+        workspace: The workspace root.
+        texts: Relative path -> its bytes before the step.
+        modified: The files the step changed (relative paths).
+        redactor: What the model's view of every tool output passed through.
+        max_bytes: The largest file read again.
+
+    Returns:
+        The files restored and those left with markers.
+    """
+    restored: list[str] = []
+    left: list[str] = []
+    if redactor is None:
+        return RestoredWrites()
+    for name in modified:
+        old = texts.get(name)
+        if old is None:
+            continue
+        real = Path(workspace) / name
+        new = read_regular(real, max_bytes)
+        if new is None or REDACTED.encode() not in new:
+            continue
+        try:
+            before, after = old.decode("utf-8"), new.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        try:
+            text = restore_rewrite(before, after, redactor.redact)
+        except Unrestorable:
+            left.append(name)
+            continue
+        if text is None:
+            continue
+        try:
+            real = resolve_in_workspace(workspace, name, must_exist=True, suggest=False)
+            if read_regular(real, max_bytes) != new:  # written again meanwhile: theirs
+                left.append(name)
+                continue
+            atomic_write_bytes(real, text.encode("utf-8"))
+        except (ToolError, OSError):
+            left.append(name)
+            continue
+        restored.append(name)
+    return RestoredWrites(tuple(restored), tuple(left))
 
 
 def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:

@@ -20,10 +20,17 @@ from langgraph.types import Command, interrupt
 from agentgraph.capabilities.hooks import POST_TOOL_USE, PRE_TOOL_USE, Hooks, hook_feedback
 from agentgraph.capabilities.tools.base import format_tool_error
 from agentgraph.capabilities.tools.bash import bash_status
-from agentgraph.capabilities.tools.files import READ_FILE_TOOL_NAME, fit_read_page, read_span
+from agentgraph.capabilities.tools.files import (
+    READ_FILE_TOOL_NAME,
+    RestoredWrites,
+    fit_read_page,
+    read_span,
+    restore_command_writes,
+)
 from agentgraph.capabilities.tools.injected import exclude_injected_from_dump
 from agentgraph.capabilities.tools.spec import BUILTIN_TOOLS, DECLARED_READ_ONLY_KEY, tool_spec
 from agentgraph.capabilities.tools.workspace_scan import (
+    NAMED_FILE_MAX_BYTES,
     StatScan,
     changed_spans,
     command_scope,
@@ -73,7 +80,7 @@ from agentgraph.security.permissions import (
     effective_mode,
     plan_mode_refusal,
 )
-from agentgraph.security.redaction import Redactor, build_redactor
+from agentgraph.security.redaction import REDACTED, Redactor, build_redactor
 
 
 def tool_output_cap_tokens(deps: AgentDeps) -> int:
@@ -203,6 +210,7 @@ def _with_step_changes(
     scan: tuple[StatScan, tuple[str, ...] | None, int],
     named: Mapping[str, bytes],
     workspace: str | None,
+    redactor: Redactor,
 ) -> Any:
     """``output`` with the files the step's commands or tools changed, as the workspace
     shows them after it (:mod:`~agentgraph.capabilities.tools.workspace_scan`), recorded
@@ -211,7 +219,11 @@ def _with_step_changes(
     it). The files its write_file and edit_file calls name are theirs: left out.
     ``scan``: the scan before the step, the paths it covered (None: all) and the count of
     this process's own writes outside steps then (a background subagent's applied changes
-    meanwhile are its own: left out too)."""
+    meanwhile are its own: left out too).
+
+    A file the commands name that they rewrote with the redaction marker where it hid a
+    value gets the value back (:func:`~agentgraph.capabilities.tools.files.restore_command_writes`),
+    said on the same result."""
     before, scope, mark = scan
     after = stat_scan(workspace, scope=scope)
     if after is None or not workspace:
@@ -226,8 +238,13 @@ def _with_step_changes(
     changes = scan_changes(before, after, ignored)
     if changes.empty:
         return output
+    restored = RestoredWrites()
     if named and workspace:
+        restored = restore_command_writes(
+            workspace, named, changes.modified, redactor, NAMED_FILE_MAX_BYTES
+        )
         changes = replace(changes, spans=changed_spans(workspace, named, changes.modified))
+    note = redactor.redact(_restored_note(restored))
     results: dict[str, ToolMessage] = {}
 
     def collect(message: ToolMessage) -> ToolMessage:
@@ -240,8 +257,37 @@ def _with_step_changes(
         return output
     return _map_results(
         output,
-        lambda m: with_scanned_changes(m, changes) if m.tool_call_id == target else m,
+        lambda m: _noted(with_scanned_changes(m, changes), note) if m.tool_call_id == target else m,
     )
+
+
+def _restored_note(restored: RestoredWrites) -> str:
+    """What the model is told of the values put back into files its commands rewrote."""
+    lines = []
+    if restored.restored:
+        lines.append(
+            f"[the values shown to you as {REDACTED} that this step wrote as the marker into "
+            f"{', '.join(restored.restored)} were put back in place]"
+        )
+    if restored.left:
+        lines.append(
+            f"[{', '.join(restored.left)}: this step wrote {REDACTED} where the file held "
+            "values hidden from you, and they could not be put back (which value each "
+            "marker stands for is not certain, or the file changed again): the file holds "
+            "the marker now; tell the user]"
+        )
+    return "\n".join(lines)
+
+
+def _noted(message: ToolMessage, note: str) -> ToolMessage:
+    """``message`` with ``note`` after its output (before a command's status line)."""
+    content = message.content
+    if not note or not isinstance(content, str):
+        return message
+    status = bash_status(content)
+    at = len(content) if status is None else status.start
+    head = content[:at] if not content[:at] or content[:at].endswith("\n") else content[:at] + "\n"
+    return message.model_copy(update={"content": f"{head}{note}\n{content[at:]}"})
 
 
 def _ran(call_id: str, results: Mapping[str, ToolMessage], calls: Sequence[ToolCall]) -> bool:
@@ -601,7 +647,13 @@ def make_tools_node(
             output = tool_node_for_current_tools().invoke(state, config)
             if before is not None:
                 output = _with_step_changes(
-                    output, calls, changers, (before, scope, mark), named, ctx.workspace_path
+                    output,
+                    calls,
+                    changers,
+                    (before, scope, mark),
+                    named,
+                    ctx.workspace_path,
+                    redactor,
                 )
             now = time.time()
             return _map_results(output, lambda m: stamped(m, now))  # each result dated

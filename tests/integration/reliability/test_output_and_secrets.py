@@ -201,6 +201,51 @@ def test_a_file_rewritten_or_edited_around_its_tokens_keeps_them(
     assert GITHUB_TOKEN not in result.stdout + result.stderr
 
 
+def test_a_file_a_command_rewrites_around_its_tokens_keeps_them(
+    home: Path, workspace: Path
+) -> None:
+    """A model that prints a file through the shell sees its tokens as the marker and,
+    rewriting it with a here-document or a script, writes the marker back: the user's
+    token was replaced by it on disk. After the command each marker it wrote into a file
+    it names gets back the value of its own line, and the command's result says so; one
+    whose value is not certain is left and said, never guessed."""
+    ci = f'TOKEN = "{GITHUB_TOKEN}"\nURL = "https://api.github.com"\n'
+    pair = f'A_TOKEN = "{GITHUB_TOKEN}"\nB_TOKEN = "{OTHER_TOKEN}"\n'
+    (workspace / "ci.py").write_text(ci)
+    (workspace / "pair.py").write_text(pair)
+    (workspace / "two.py").write_text(pair)
+    moved = f'# moved\\nB_TOKEN = \\"{MARK}\\"\\nA_TOKEN = \\"{MARK}\\"\\n'
+    script = [
+        _call("run_bash", command="cat ci.py pair.py"),
+        _call(
+            "run_bash",
+            command=f'cat > ci.py <<\'EOF\'\nTOKEN = "{MARK}"\nURL = "x"\nTIMEOUT = 30\nEOF',
+        ),
+        _call("run_bash", command=f'printf "{moved}" > pair.py'),
+        _call("run_bash", command=f'printf \'TOKENS = ["{MARK}", "{MARK}"]\\n\' > two.py'),
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server)
+        env["AGENTGRAPH_SANDBOX"] = "off"  # the shell's own behaviour, bubblewrap or not
+        result = run_cli(["run", "tidy the config", "--json"], cwd=workspace, env=env)
+        assert result.returncode == 0, result.stderr
+        assert server.violations == []
+        sent = json.dumps([r["messages"] for r in server.requests])
+    assert (workspace / "ci.py").read_text() == (
+        f'TOKEN = "{GITHUB_TOKEN}"\nURL = "x"\nTIMEOUT = 30\n'
+    )
+    assert (workspace / "pair.py").read_text() == (
+        f'# moved\nB_TOKEN = "{OTHER_TOKEN}"\nA_TOKEN = "{GITHUB_TOKEN}"\n'
+    )
+    assert (workspace / "two.py").read_text() == f'TOKENS = ["{MARK}", "{MARK}"]\n'
+    results = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert "ci.py" in results[1] and "put back" in results[1], results[1]
+    assert "two.py" in results[3] and "not certain" in results[3], results[3]
+    assert GITHUB_TOKEN not in sent and OTHER_TOKEN not in sent
+    assert GITHUB_TOKEN not in result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("damage", ["header-kept", "random", "truncated", "wal-garbage"])
 def test_damaged_store_is_reported_and_untouched(home: Path, workspace: Path, damage: str) -> None:
     with FakeOpenAIServer([{"content": "a"}] * 3) as server:
