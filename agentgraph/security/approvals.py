@@ -37,7 +37,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +114,11 @@ def needs_approval(
     return None
 
 
-def _bounded(text: str) -> str:
+def _bounded(text: str, redact: Callable[[str], str] | None = None) -> str:
+    """``text`` (redacted first, when ``redact`` is given) cut to
+    :data:`APPROVAL_DIFF_MAX_LINES` and :data:`APPROVAL_DIFF_MAX_CHARS`."""
+    if redact is not None:
+        text = redact(text)
     lines = text.splitlines(keepends=True)
     if len(lines) > APPROVAL_DIFF_MAX_LINES:
         more = len(lines) - APPROVAL_DIFF_MAX_LINES
@@ -142,13 +146,19 @@ def _current_text(workspace: str, path: str) -> tuple[str, str] | None:
         return None
 
 
-def edit_preview(name: str, args: Mapping[str, Any], workspace: str) -> str | None:
+def edit_preview(
+    name: str,
+    args: Mapping[str, Any],
+    workspace: str,
+    redact: Callable[[str], str] | None = None,
+) -> str | None:
     """The unified diff ``write_file`` / ``edit_file`` would make, or None if unknown.
 
     Args:
         name: ``write_file`` or ``edit_file``.
         args: The call's arguments.
         workspace: The run's workspace.
+        redact: Applied to the diff before it is cut to its size.
 
     Returns:
         A bounded unified diff (``--- a/path`` / ``+++ b/path``), or None when the
@@ -176,7 +186,7 @@ def edit_preview(name: str, args: Mapping[str, Any], workspace: str) -> str | No
         fromfile=f"a/{shown}",
         tofile=f"b/{shown}",
     )
-    return _bounded("".join(line if line.endswith("\n") else line + "\n" for line in diff))
+    return _bounded("".join(line if line.endswith("\n") else line + "\n" for line in diff), redact)
 
 
 def _planned_edit(args: Mapping[str, Any], workspace: str) -> PlannedEdit | str | None:
@@ -224,6 +234,7 @@ def approval_request(
     unsandboxed: str | None = None,
     mode: str | None = None,
     rules: Sequence[Rule] = (),
+    redact: Callable[[str], str] | None = None,
 ) -> dict[str, Any] | None:
     """The interrupt payload asking to approve ``call``, or None when it needs none.
 
@@ -236,6 +247,8 @@ def approval_request(
             None when they can.
         mode: The session's permission mode (None: ``settings.permission_mode``).
         rules: The workspace's "always allow" rules: a call one matches needs none.
+        redact: Applied to a change's diff before it is cut to its size (cut first, a
+            token the cut fell in no longer matched its pattern, and its head stayed).
 
     Returns:
         ``{"type": "approval", "tool", "tool_call_id", "setting", "command"}`` for a
@@ -251,7 +264,7 @@ def approval_request(
     args = call.get("args") or {}
     kind = tool_spec(name).approval
     if name == SUBAGENT_TASK_TOOL:
-        return _held_changes_request(call, settings)
+        return _held_changes_request(call, settings, redact)
     if kind == "edit" and _isolated(workspace, settings):
         return None  # merged back only through an approved subagent_task(action="apply")
     if name == PRESENT_PLAN_TOOL:
@@ -299,7 +312,7 @@ def approval_request(
         request["memory_id"] = str(args.get("id", ""))
     else:
         request["path"] = str(args.get("path", ""))
-        request["diff"] = edit_preview(name, args, workspace)
+        request["diff"] = edit_preview(name, args, workspace, redact)
     return request
 
 
@@ -313,7 +326,9 @@ def _isolated(workspace: str, settings: Settings) -> bool:
         return False
 
 
-def _held_changes_request(call: ToolCall, settings: Settings) -> dict[str, Any] | None:
+def _held_changes_request(
+    call: ToolCall, settings: Settings, redact: Callable[[str], str] | None = None
+) -> dict[str, Any] | None:
     """Applying an isolated subagent's held changes is an edit: asked with its diff."""
     args = call.get("args") or {}
     if settings.edits != "ask" or args.get("action") != "apply":
@@ -328,7 +343,7 @@ def _held_changes_request(call: ToolCall, settings: Settings) -> dict[str, Any] 
         "tool_call_id": call.get("id") or "",
         "setting": "AGENTGRAPH_EDITS",
         "path": f"the workspace (the changes of {task_id})",
-        "diff": _bounded(diff) if diff is not None else None,
+        "diff": _bounded(diff, redact) if diff is not None else None,
     }
 
 

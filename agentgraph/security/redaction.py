@@ -94,12 +94,13 @@ _SECRET_FORMATS: tuple[str, ...] = (
     r"\bpypi-[A-Za-z0-9_-]{50,}",
     # JSON Web Tokens (header and payload are base64url JSON objects: "eyJ").
     r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-    # Bearer credentials in headers and logs.
-    r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{16,}=*",
-    # An AWS secret access key next to its name (alone it is any 40 base64 chars).
-    r"(?i)aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}",
 )
-# Parts of a match kept around the redaction: a URL's scheme and user, a DSN's host.
+# Parts of a match kept around the redaction: a URL's scheme and user, a DSN's host, the
+# label before a bearer credential or an AWS secret access key (alone it is any 40 base64
+# characters). Hidden with its value, a label was written twice by a model that spelled
+# the line out (``Bearer [REDACTED]`` put back as ``Bearer Bearer …``).
+_BEARER = r"(?P<bearer_head>(?i:\bbearer)\s+)[A-Za-z0-9._~+/-]{16,}=*"
+_AWS_SECRET = r"(?P<aws_head>(?i:aws_?secret_?access_?key)[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{40}"
 _PASSWORD_IN_URL = r"(?P<url_head>\b[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s/@:]*:)[^\s/@]+(?P<url_at>@)"
 # Sentry DSNs carry their key as the URL's user: https://<32 hex>@o1.ingest.sentry.io/2
 _SENTRY_DSN = r"(?P<dsn_head>\bhttps?://)[0-9a-f]{32}(?P<dsn_at>@[A-Za-z0-9.-]*sentry)"
@@ -112,7 +113,10 @@ def _token_re() -> Any:
     if _TOKEN_RE is None:
         options = re2.Options()
         options.log_errors = False
-        pattern = "|".join([f"(?:{p})" for p in _SECRET_FORMATS] + [_PASSWORD_IN_URL, _SENTRY_DSN])
+        pattern = "|".join(
+            [f"(?:{p})" for p in _SECRET_FORMATS]
+            + [_BEARER, _AWS_SECRET, _PASSWORD_IN_URL, _SENTRY_DSN]
+        )
         _TOKEN_RE = re2.compile(pattern, options)
     return _TOKEN_RE
 
@@ -122,6 +126,9 @@ def _replace(match: Any) -> str:
         return f"{match.group('url_head')}{REDACTED}{match.group('url_at')}"
     if match.group("dsn_head") is not None:
         return f"{match.group('dsn_head')}{REDACTED}{match.group('dsn_at')}"
+    for label in ("bearer_head", "aws_head"):
+        if match.group(label) is not None:
+            return f"{match.group(label)}{REDACTED}"
     return REDACTED
 
 

@@ -12,9 +12,12 @@ it is now: the one hidden value whose line, as the model saw it, fits the marker
 in the new text (the text before and after the marker on its line: the same line first,
 then a line that holds the new one's part), else the one value
 the replaced text hid (an edit of the line that holds it), else the one value the whole
-file hid. A marker none of these decides is refused (:class:`Unrestorable`): which value
-goes where is not certain, and guessing could swap two secrets unseen. The model never
-sees a value; what it wrote is written with the values it could not see.
+file hid, a value another marker of the text took left out. A marker none of these
+decides is refused (:class:`Unrestorable`): which value goes where is not certain, and
+guessing could swap two secrets unseen. A value put back must be hidden again where it
+lands (:func:`written_as_hidden`): against a word character it no longer matches its
+pattern, and the next read would show it. The model never sees a value; what it wrote is
+written with the values it could not see.
 """
 
 from __future__ import annotations
@@ -23,17 +26,30 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from itertools import accumulate
+from typing import Any
 
 from agentgraph.security.redaction import REDACTED
 
 __all__ = [
+    "ALIGN_MAX_LINES",
+    "LINE_CONTEXT_MAX_CHARS",
     "Hidden",
     "Unrestorable",
     "hidden_values",
     "restore_hidden",
     "restore_rewrite",
     "shown_to_raw",
+    "written_as_hidden",
 ]
+
+# Characters of a marker's line kept on each side of it to tell lines apart: a one-line
+# JSON of 800 tokens kept its whole 0.84 MB line per marker, twice (714 MB).
+LINE_CONTEXT_MAX_CHARS = 256
+# Lines difflib aligns at most (the part between the lines a rewrite kept at both ends,
+# else only its lines that hold markers): its line matching is about cubic in the worst
+# case (4,000 repetitive lines, every seventh changed, took 48 s; 1,000 took 1.8 s, 500
+# 0.2 s).
+ALIGN_MAX_LINES = 500
 
 
 class Unrestorable(ValueError):
@@ -49,8 +65,10 @@ class Hidden:
         start: Offset of the value in the raw text.
         value: The raw text the marker replaced (the marker itself where the raw text
             holds it literally).
-        before: The marker's line before it, as the model saw it.
-        after: The marker's line after it, as the model saw it.
+        before: The marker's line before it, as the model saw it (its last
+            :data:`LINE_CONTEXT_MAX_CHARS`).
+        after: The marker's line after it, as the model saw it (its first
+            :data:`LINE_CONTEXT_MAX_CHARS`, without a ``\r`` that ends it).
     """
 
     at: int
@@ -103,14 +121,25 @@ def hidden_values(raw: str, shown: str) -> list[Hidden] | None:
     hidden = []
     at = len(head)
     for (start, stop), piece in zip(earliest, pieces[1:], strict=True):
-        line_start = shown.rfind("\n", 0, at) + 1
-        after_at = at + len(REDACTED)
-        line_end = shown.find("\n", after_at)
-        before = shown[line_start:at]
-        after = shown[after_at : len(shown) if line_end < 0 else line_end]
+        before, after = _around(shown, at)
         hidden.append(Hidden(at, start, raw[start:stop], before, after))
-        at = after_at + len(piece)
+        at = at + len(REDACTED) + len(piece)
     return hidden
+
+
+def _around(text: str, at: int) -> tuple[str, str]:
+    """The text of the marker at ``at``'s line before and after it, each at most
+    :data:`LINE_CONTEXT_MAX_CHARS` (lines end at ``\n`` only, as read_file numbers them,
+    and a ``\r`` before it is no part of the line)."""
+    floor = max(0, at - LINE_CONTEXT_MAX_CHARS)
+    line_start = text.rfind("\n", floor, at)
+    before = text[floor if line_start < 0 else line_start + 1 : at]
+    after_at = at + len(REDACTED)
+    ceiling = after_at + LINE_CONTEXT_MAX_CHARS
+    line_end = text.find("\n", after_at, ceiling + 1)
+    if line_end < 0:
+        return before, text[after_at:ceiling]
+    return before, text[after_at:line_end].removesuffix("\r")
 
 
 def shown_to_raw(hidden: list[Hidden], offset: int) -> int | None:
@@ -151,14 +180,13 @@ def restore_hidden(
     start, end = replaced if replaced is not None else (0, len(shown))
     scope = [h for h in hidden if start <= h.at < end]
     aligned = _aligned(text, shown, start, end, scope)
+    # A value the alignment gave one marker is not handed to another by a fallback: a
+    # line moved by deleting it and inserting it beside another took the other's value.
+    taken = set(aligned.values())
     out: list[str] = []
     pos = 0
     while (at := text.find(REDACTED, pos)) >= 0:
-        line_start = text.rfind("\n", 0, at) + 1
-        after_at = at + len(REDACTED)
-        line_end = text.find("\n", after_at)
-        before = text[line_start:at]
-        after = text[after_at : len(text) if line_end < 0 else line_end]
+        before, after = _around(text, at)
         same = {h.value for h in hidden if h.before == before and h.after == after}
         fitting = {
             h.value for h in hidden if h.before.endswith(before) and h.after.startswith(after)
@@ -167,15 +195,31 @@ def restore_hidden(
             aligned.get(at)
             or _one(same)
             or _one(fitting)
-            or (_one({h.value for h in scope}) if replaced is not None else None)
-            or _one({h.value for h in hidden})
+            or (_one({h.value for h in scope} - taken) if replaced is not None else None)
+            or _one({h.value for h in hidden} - taken)
         )
         if value is None:
-            raise Unrestorable(f"{REDACTED} on the line {before + REDACTED + after!r}")
+            line = (before + REDACTED + after)[-2 * LINE_CONTEXT_MAX_CHARS :]
+            raise Unrestorable(f"{REDACTED} on the line {line!r}")
         out += [text[pos:at], value]
-        pos = after_at
+        pos = at + len(REDACTED)
     out.append(text[pos:])
     return "".join(out)
+
+
+def written_as_hidden(restored: str, written: str, redact: Callable[[str], str]) -> bool:
+    """Whether ``restored`` (a text with values put back) redacts to what ``written``
+    (the same text as the model wrote it, markers and all) redacts to: a value put
+    against a word character or out of its pattern's context (``x[REDACTED]``,
+    ``postgres://u:[REDACTED] @h``) is no longer found by redaction, and the next read
+    would show it to the model whole.
+
+    Args:
+        restored: The text to write.
+        written: The text as the model wrote it.
+        redact: What the model's view of the file passes through.
+    """
+    return redact(restored) == redact(written)
 
 
 def restore_rewrite(before: str, after: str, redact: Callable[[str], str]) -> str | None:
@@ -206,31 +250,76 @@ def restore_rewrite(before: str, after: str, redact: Callable[[str], str]) -> st
     if hidden is None:
         raise Unrestorable("the places of the values the file hid cannot be told apart")
     restored = restore_hidden(after, shown, hidden)
+    if not written_as_hidden(restored, after, redact):
+        raise Unrestorable("a value put back would not be hidden where it was written")
     return None if restored == after else restored
 
 
 def _aligned(text: str, shown: str, start: int, end: int, scope: list[Hidden]) -> dict[int, str]:
     """Offset in ``text`` of each marker on a line that ``shown[start:end]`` holds in the
-    same place of a line-by-line alignment → the value of the marker it matches."""
-    old_lines = shown[start:end].splitlines(keepends=True)
-    new_lines = text.splitlines(keepends=True)
+    same place of a line-by-line alignment → the value of the marker it matches.
+
+    Lines end at ``\n`` only and compare without a ``\r`` before it (read_file shows a
+    CRLF file's lines without it; ``str.splitlines`` also split at form feeds and
+    ``\u2028``, and a piece of one line matched a piece of another). The lines kept at
+    both ends are matched first; difflib aligns the rest when it is at most
+    :data:`ALIGN_MAX_LINES` lines, else only its lines that hold markers, each with its
+    neighbours.
+    """
+    old_lines = _lines(shown[start:end])
+    new_lines = _lines(text)
     old_starts = [start, *(start + n for n in accumulate(len(line) for line in old_lines))]
     new_starts = [0, *accumulate(len(line) for line in new_lines)]
+    old_keys = [_key(line) for line in old_lines]
+    new_keys = [_key(line) for line in new_lines]
+    head = 0
+    while head < min(len(old_keys), len(new_keys)) and old_keys[head] == new_keys[head]:
+        head += 1
+    tail = 0
+    most = min(len(old_keys), len(new_keys)) - head
+    while tail < most and old_keys[-1 - tail] == new_keys[-1 - tail]:
+        tail += 1
+    pairs = [(i, i) for i in range(head)]
+    pairs += [(len(old_keys) - 1 - k, len(new_keys) - 1 - k) for k in range(tail)]
+    old_mid = list(range(head, len(old_keys) - tail))
+    new_mid = list(range(head, len(new_keys) - tail))
+    old_seq: list[Any] = [old_keys[i] for i in old_mid]
+    new_seq: list[Any] = [new_keys[j] for j in new_mid]
+    if max(len(old_mid), len(new_mid)) > ALIGN_MAX_LINES:
+        # Each line that holds a marker with the lines on either side of it: two lines
+        # alike (``KEY=[REDACTED]`` under ``[prod]`` and ``[dev]``) are told apart by
+        # them as the whole alignment would.
+        old_mid = [i for i in old_mid if REDACTED in old_keys[i]]
+        new_mid = [j for j in new_mid if REDACTED in new_keys[j]]
+        old_seq = [tuple(old_keys[max(0, i - 1) : i + 2]) for i in old_mid]
+        new_seq = [tuple(new_keys[max(0, j - 1) : j + 2]) for j in new_mid]
+    if 0 < max(len(old_mid), len(new_mid)) <= ALIGN_MAX_LINES:
+        matcher = SequenceMatcher(None, old_seq, new_seq, autojunk=False)
+        for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
+            if tag == "equal":
+                pairs += [(old_mid[i1 + k], new_mid[j1 + k]) for k in range(i2 - i1)]
     by_at = {h.at: h.value for h in scope}
     found: dict[int, str] = {}
-    matcher = SequenceMatcher(None, old_lines, new_lines, autojunk=False)
-    for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
-        if tag != "equal":
-            continue
-        for offset in range(i2 - i1):
-            old_at, new_at = old_starts[i1 + offset], new_starts[j1 + offset]
-            line = old_lines[i1 + offset]
-            pos = line.find(REDACTED)
-            while pos >= 0:
-                if old_at + pos in by_at:
-                    found[new_at + pos] = by_at[old_at + pos]
-                pos = line.find(REDACTED, pos + len(REDACTED))
+    for i, j in pairs:
+        line = old_keys[i]
+        pos = line.find(REDACTED)
+        while pos >= 0:
+            if old_starts[i] + pos in by_at:
+                found[new_starts[j] + pos] = by_at[old_starts[i] + pos]
+            pos = line.find(REDACTED, pos + len(REDACTED))
     return found
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s lines, each with its ``\n``: split there only."""
+    lines = text.split("\n")
+    out = [line + "\n" for line in lines[:-1]]
+    return [*out, lines[-1]] if lines[-1] else out
+
+
+def _key(line: str) -> str:
+    """A line as compared: without its ``\n`` and a ``\r`` before it."""
+    return line.removesuffix("\n").removesuffix("\r")
 
 
 def _one(values: set[str]) -> str | None:

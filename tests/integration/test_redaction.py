@@ -48,10 +48,17 @@ def test_formats_keep_their_context() -> None:
     assert redact_token_formats(f"x\n{PEM}\ny") == f"x\n{REDACTED}\ny"
     # Output cut in the middle of a key: everything from the header on goes.
     assert redact_token_formats("x\n-----BEGIN PRIVATE KEY-----\nMIIE") == f"x\n{REDACTED}"
+    # A label stays outside the marker: a model spelling the line out writes it once.
     aws = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-    assert redact_token_formats(aws) == REDACTED
+    assert redact_token_formats(aws) == f"aws_secret_access_key = {REDACTED}"
+    assert redact_token_formats('"AWS_SECRET_ACCESS_KEY": "' + aws[-40:] + '"') == (
+        f'"AWS_SECRET_ACCESS_KEY": "{REDACTED}"'
+    )
     assert redact_token_formats("Authorization: Bearer abcdefghijklmnop1234") == (
-        f"Authorization: {REDACTED}"
+        f"Authorization: Bearer {REDACTED}"
+    )
+    assert redact_token_formats("authorization: bearer abcdefghijklmnop1234==") == (
+        f"authorization: bearer {REDACTED}"
     )
 
 

@@ -17,7 +17,7 @@ from langchain_core.messages import ToolMessage
 from agentgraph.config import Settings
 from agentgraph.persistence import Store, open_store
 from agentgraph.runtime.history import validate_history
-from agentgraph.security.approvals import is_approved
+from agentgraph.security.approvals import APPROVAL_DIFF_MAX_CHARS, is_approved
 from agentgraph.session.agent import Agent, TurnResult
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.scripts import ai_text, ai_tools, tool_call
@@ -193,6 +193,77 @@ def test_an_edit_question_of_a_file_holding_a_token_stores_no_token(
     assert (workspace / "ci.py").read_text() == f'TOKEN = "{token}"\nY = 3\n'
     stored = [p for p in settings.home.rglob("*") if p.is_file() and "snapshots" not in p.parts]
     assert stored and not [p for p in stored if token.encode() in p.read_bytes()]
+
+
+def test_an_edit_question_cut_at_its_size_holds_no_part_of_a_token(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    """A question's diff is cut at :data:`APPROVAL_DIFF_MAX_CHARS`: cut first and
+    redacted after, a token the cut fell in no longer matched its pattern, and its first
+    29 characters reached the question and the database. Redacted first, none does."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    header = "--- a/ci.py\n+++ b/ci.py\n@@ -1,3 +1,3 @@\n"
+    # The cut falls 25 characters into the token: " # " + pad + "\n", ' TOKEN = "'.
+    pad = APPROVAL_DIFF_MAX_CHARS - len(header) - 4 - 10 - 25
+    (workspace / "ci.py").write_text(f'# {"a" * pad}\nTOKEN = "{token}"\nY = 2\n')
+    settings = make_settings(AGENTGRAPH_EDITS="ask")
+    edit = {"path": "ci.py", "old_string": "Y = 2", "new_string": "Y = 3"}
+    model = ScriptedChatModel([ai_tools(tool_call("edit_file", edit, id="e1")), ai_text("ok")])
+    seen: list[dict[str, Any]] = []
+
+    def approve(question: dict[str, Any]) -> bool:
+        seen.append(question)
+        return True
+
+    Agent(settings, store, model=model).run_turn("t", "edit", workspace, approve=approve)
+    assert len(seen) == 1 and "(diff cut)" in seen[0]["diff"], seen
+    assert token[:12] not in seen[0]["diff"]
+    stored = [p for p in settings.home.rglob("*") if p.is_file() and "snapshots" not in p.parts]
+    assert stored and not [p for p in stored if token[:12].encode() in p.read_bytes()]
+
+
+def test_a_rewrite_question_shows_the_change_the_tool_will_write(
+    make_settings: Callable[..., Settings], store: Store, workspace: Path
+) -> None:
+    """A rewrite keeping a token the model saw as the marker writes the token back: its
+    question showed the marker over the token as a change of that line (``-TOKEN`` /
+    ``+TOKEN``, both redacted alike). It shows the change the tool will make; a rewrite
+    whose markers' values are not certain is answered with the tool's error, unasked; an
+    edit whose old_string holds the marker is asked (it was answered "not found")."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    other = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+    (workspace / "ci.py").write_text(f'TOKEN = "{token}"\nY = 2\n')
+    (workspace / "pair.py").write_text(f'A = "{token}"\nB = "{other}"\n')
+    settings = make_settings(AGENTGRAPH_EDITS="ask")
+    rewrite = {"path": "ci.py", "content": 'TOKEN = "[REDACTED]"\nY = 3\n'}
+    both = {"path": "pair.py", "content": 'AB = ["[REDACTED]", "[REDACTED]"]\n'}
+    typed = {
+        "path": "ci.py",
+        "old_string": 'TOKEN = "[REDACTED]"',
+        "new_string": 'TOKEN: str = "[REDACTED]"',
+    }
+    model = ScriptedChatModel(
+        [
+            ai_tools(tool_call("write_file", rewrite, id="w1")),
+            ai_tools(tool_call("write_file", both, id="w2")),
+            ai_tools(tool_call("edit_file", typed, id="e1")),
+            ai_text("ok"),
+        ]
+    )
+    seen: list[dict[str, Any]] = []
+
+    def approve(question: dict[str, Any]) -> bool:
+        seen.append(question)
+        return True
+
+    Agent(settings, store, model=model).run_turn("t", "edit", workspace, approve=approve)
+    assert [q["tool"] for q in seen] == ["write_file", "edit_file"], seen
+    diff = seen[0]["diff"]
+    assert "+Y = 3" in diff and "-TOKEN" not in diff and "+TOKEN" not in diff, diff
+    assert '+TOKEN: str = "[REDACTED]"' in seen[1]["diff"], seen[1]
+    assert token not in str(seen)
+    assert (workspace / "ci.py").read_text() == f'TOKEN: str = "{token}"\nY = 3\n'
+    assert (workspace / "pair.py").read_text() == f'A = "{token}"\nB = "{other}"\n'
 
 
 def test_an_edit_that_cannot_apply_is_answered_without_asking(

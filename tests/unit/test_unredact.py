@@ -3,10 +3,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentgraph.capabilities.tools.base import ToolError
+from agentgraph.capabilities.tools.files import (
+    edit_text_file,
+    unredacted_content,
+    unredacted_edit,
+    write_text_file,
+)
 from agentgraph.security.redaction import REDACTED, Redactor
 from agentgraph.security.unredact import (
     Unrestorable,
@@ -166,3 +176,194 @@ def test_a_command_s_rewrite_gets_back_only_the_values_it_wrote_as_the_marker() 
     assert restore_rewrite("x = 1\n", f'x = "{REDACTED}"\n', redact) is None
     with pytest.raises(Unrestorable):
         restore_rewrite(raw, f'TOKENS = ["{REDACTED}", "{REDACTED}"]\n', redact)
+
+
+def _write(folder: Path, name: str, content: str) -> str:
+    """``content`` written over ``folder/name`` as write_file writes it."""
+    path = folder / name
+    written = unredacted_content(_redactor(), path.read_bytes(), name, content)
+    write_text_file(str(folder), name, written)
+    return path.read_bytes().decode()
+
+
+def _edit(folder: Path, name: str, old: str, new: str, replace_all: bool = False) -> str:
+    """``old`` replaced by ``new`` in ``folder/name`` as edit_file replaces it."""
+    path = folder / name
+    old, new = unredacted_edit(_redactor(), path.read_bytes(), name, old, new, replace_all)
+    edit_text_file(str(folder), name, old, new, replace_all)
+    return path.read_bytes().decode()
+
+
+AWS_KEY_ID = "AKIA" + "IOSFODNN7EXAMPLE"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize(
+    ("raw", "written"),
+    [
+        (f'A = "{GITHUB}"\nB = "{OTHER}"\n', f'A = "x{REDACTED}"\nB = "{REDACTED}"\n'),
+        (f"AWS_ACCESS_KEY_ID={AWS_KEY_ID}\n", f"AWS_ACCESS_KEY_ID={REDACTED}Z\n"),
+        (
+            "DB=postgres://app:s3cr3tPassw0rd@db.local/app\n",
+            f"DB=postgres://app:{REDACTED} @db.local/app\n",
+        ),
+    ],
+)
+def test_a_value_put_where_redaction_would_not_hide_it_is_refused(
+    tmp_path: Path, raw: str, written: str
+) -> None:
+    """A marker written against a word character or out of its pattern's context would
+    put the value where redaction no longer finds it: the next read showed the model the
+    whole token. Refused, the file unchanged."""
+    (tmp_path / "c.env").write_text(raw)
+    with pytest.raises(ToolError, match="nothing was written"):
+        _write(tmp_path, "c.env", written)
+    with pytest.raises(ToolError, match="nothing was written"):
+        first = written.split("\n")[0]
+        _edit(tmp_path, "c.env", _redactor().redact(raw).split("\n")[0], first)
+    assert (tmp_path / "c.env").read_text() == raw
+
+
+def test_a_label_stays_outside_the_marker_so_a_line_spelled_out_keeps_its_shape(
+    tmp_path: Path,
+) -> None:
+    """A marker that also hid its label (``Bearer``, ``aws_secret_access_key =``) had
+    the label written twice when the model spelled the line out: the file held
+    ``Bearer Bearer …``, and redacted, neither the model nor the user's diff showed it."""
+    assert _redactor().redact("Authorization: Bearer abcdefghijklmnop1234") == (
+        f"Authorization: Bearer {REDACTED}"
+    )
+    raw = (
+        f"[default]\naws_access_key_id = {AWS_KEY_ID}\naws_secret_access_key = {AWS_SECRET}\n"
+        'curl -H "Authorization: Bearer abcdefghijklmnop1234567890" https://api\n'
+    )
+    (tmp_path / "creds").write_text(raw)
+    shown = _redactor().redact(raw)
+    assert AWS_SECRET not in shown and "aws_secret_access_key = " in shown
+    spelled = shown.replace("https://api", "https://api/v2") + "region = eu-central-1\n"
+    assert _write(tmp_path, "creds", spelled) == (
+        raw.replace("https://api", "https://api/v2") + "region = eu-central-1\n"
+    )
+
+
+@pytest.mark.parametrize("sep", ["\x0c", "\x0b", "\x1c", "\x85", "\u2028", "\r", " "])
+def test_a_line_separator_inside_a_line_aligns_nothing_across_lines(
+    tmp_path: Path, sep: str
+) -> None:
+    """read_file splits lines at ``\\n`` only; the alignment split at every separator
+    ``str.splitlines`` knows, so a piece of one line matched a piece of another and the
+    value of a line the model deleted was written on the line it kept."""
+    (tmp_path / "t.txt").write_text(f"key:{sep}{GITHUB}\n{OTHER}", newline="")
+    assert _write(tmp_path, "t.txt", f"key:{sep}{REDACTED}") == f"key:{sep}{GITHUB}"
+    (tmp_path / "t.txt").write_text(f"prod:{sep}{GITHUB}\ndev:{sep}{OTHER}\n", newline="")
+    with pytest.raises(ToolError, match="nothing was written"):
+        _write(tmp_path, "t.txt", f"staging:{sep}{REDACTED}\n")
+
+
+def test_lines_of_a_crlf_file_keep_their_own_values_as_those_of_an_lf_file(
+    tmp_path: Path,
+) -> None:
+    """read_file shows a CRLF file's lines without their ``\\r``: the model writes them
+    back with ``\\n``, and the alignment matched none of them (two lines seen alike were
+    refused where the LF file's were restored). An edit of several lines too."""
+    for eol in ("\n", "\r\n"):
+        (tmp_path / "t.py").write_bytes(f'TOKEN = "{GITHUB}"{eol}TOKEN = "{OTHER}"{eol}'.encode())
+        written = f'# tokens\nTOKEN = "{REDACTED}"\nTOKEN = "{REDACTED}"\n'
+        assert (
+            _write(tmp_path, "t.py", written)
+            == f'# tokens\nTOKEN = "{GITHUB}"\nTOKEN = "{OTHER}"\n'
+        )
+        (tmp_path / "t.py").write_bytes(f'A = "{GITHUB}"{eol}B = "{OTHER}"{eol}'.encode())
+        old = f'A = "{REDACTED}"\nB = "{REDACTED}"'
+        new = f'A = "{REDACTED}"\nC = 1\nB = "{REDACTED}"'
+        assert _edit(tmp_path, "t.py", old, new) == (
+            f'A = "{GITHUB}"{eol}C = 1{eol}B = "{OTHER}"{eol}'
+        )
+
+
+def test_an_edit_whose_marker_no_line_decides_is_refused_not_guessed(tmp_path: Path) -> None:
+    """An edit's new marker is decided by the text it replaces and the lines it fits,
+    never by lining the edit up against the whole file (a new ``KEY=`` under
+    ``[staging]`` took prod's value), and a value given to one marker of the text is not
+    handed to another by a fallback (a line moved by deleting it and inserting it beside
+    another took the other's value)."""
+    (tmp_path / "c.ini").write_text(f"[prod]\nKEY={GITHUB}\n[dev]\nKEY={OTHER}\n[staging]\n")
+    with pytest.raises(ToolError, match="nothing was written"):
+        _edit(tmp_path, "c.ini", "[staging]\n", f"[staging]\nKEY={REDACTED}\n")
+    (tmp_path / "c.env").write_text(f"A_TOKEN={GITHUB}\nB_TOKEN={OTHER}\n")
+    _edit(tmp_path, "c.env", f"A_TOKEN={REDACTED}\n", "")
+    with pytest.raises(ToolError, match="nothing was written"):
+        _edit(
+            tmp_path, "c.env", f"B_TOKEN={REDACTED}\n", f"B_TOKEN={REDACTED}\nA_TOKEN={REDACTED}\n"
+        )
+    assert (tmp_path / "c.env").read_text() == f"B_TOKEN={OTHER}\n"
+    (tmp_path / "one.env").write_text(f"GITHUB_TOKEN={GITHUB}\n")
+    with pytest.raises(ToolError, match="nothing was written"):
+        _write(tmp_path, "one.env", f"GITHUB_TOKEN={REDACTED}\nSLACK_TOKEN={REDACTED}\n")
+
+
+def test_an_edit_of_text_the_model_saw_twice_is_refused_as_ambiguous(tmp_path: Path) -> None:
+    """A file that holds the marker literally (a document about redaction) beside a
+    token shows the model the same text twice: an edit of it went to the literal one
+    unasked, and the token was left as it was."""
+    raw = f"# example: KEY={REDACTED}\nKEY={GITHUB}\n"
+    (tmp_path / "c.env").write_text(raw)
+    with pytest.raises(ToolError, match="2 times"):
+        _edit(tmp_path, "c.env", f"KEY={REDACTED}", f"KEY={OTHER}")
+    assert (tmp_path / "c.env").read_text() == raw
+
+
+def test_the_alignment_of_a_big_rewrite_compares_a_bounded_number_of_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Aligning every line with difflib took 48 s for 4,000 repetitive lines (about
+    cubic): the lines the rewrite kept at both ends are taken off first, and a middle
+    still too big is aligned by its lines that hold markers only. The context kept per
+    marker is bounded too (a one-line JSON of 800 tokens took 714 MB)."""
+    import agentgraph.security.unredact as unredact
+
+    sizes: list[int] = []
+    real = unredact.SequenceMatcher
+
+    def counting(junk: Any, a: Any, b: Any, autojunk: bool = True) -> Any:
+        sizes.append(max(len(a), len(b)))
+        return real(junk, a, b, autojunk=autojunk)
+
+    monkeypatch.setattr(unredact, "SequenceMatcher", counting)
+    lines = [("}" if i % 3 else "    return None") for i in range(4000)]
+    lines[1000] = f'TOKEN = "{GITHUB}"'
+    raw = "\n".join(lines) + "\n"
+    shown = _redactor().redact(raw)
+    hidden = hidden_values(raw, shown)
+    assert hidden is not None
+    changed = shown.split("\n")
+    for i in range(0, 4000, 7):
+        if i != 1000:
+            changed[i] = f"# changed {i}"
+    assert restore_hidden("\n".join(changed), shown, hidden).count(GITHUB) == 1
+    assert sizes and max(sizes) <= unredact.ALIGN_MAX_LINES
+    long_line = "{" + ", ".join(f'"k{i}": "{GITHUB[:-4]}{i:04d}"' for i in range(300)) + "}"
+    hidden = hidden_values(long_line, _redactor().redact(long_line))
+    assert hidden is not None and len(hidden) == 300
+    assert all(
+        len(h.before) <= unredact.LINE_CONTEXT_MAX_CHARS
+        and len(h.after) <= unredact.LINE_CONTEXT_MAX_CHARS
+        for h in hidden
+    )
+
+
+def test_past_the_alignment_s_size_lines_alike_are_told_apart_by_their_neighbours() -> None:
+    """A rewrite too big to align line by line is aligned by its lines that hold
+    markers: each with the lines beside it, so the one of two ``KEY=`` lines the model
+    kept keeps its own value when it deleted the other's section."""
+    import agentgraph.security.unredact as unredact
+
+    filler = [f"line {i}" for i in range(unredact.ALIGN_MAX_LINES + 10)]
+    raw = "\n".join([*filler, "[prod]", f"KEY={GITHUB}", "[dev]", f"KEY={OTHER}", "end"]) + "\n"
+    shown = _redactor().redact(raw)
+    hidden = hidden_values(raw, shown)
+    assert hidden is not None
+    rewritten = [f"# {line}" for line in filler] + ["[dev]", f"KEY={REDACTED}", "end"]
+    assert restore_hidden("\n".join(rewritten) + "\n", shown, hidden).endswith(
+        f"[dev]\nKEY={OTHER}\nend\n"
+    )

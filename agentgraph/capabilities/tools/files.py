@@ -24,6 +24,7 @@ from typing import Any, BinaryIO, Protocol
 
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
+from pydantic import TypeAdapter, ValidationError
 
 from agentgraph.capabilities.tools.base import ToolError
 from agentgraph.capabilities.tools.search import (
@@ -53,6 +54,7 @@ from agentgraph.security.unredact import (
     restore_hidden,
     restore_rewrite,
     shown_to_raw,
+    written_as_hidden,
 )
 
 READ_FILE_MAX_LINES = 2000
@@ -1138,6 +1140,14 @@ def _unrestorable(path: str, exc: Unrestorable) -> ToolError:
     )
 
 
+def _unhidden(path: str) -> ToolError:
+    return ToolError(
+        f"a value shown to you as {REDACTED} would not be hidden where the new text puts "
+        f"it in {path} (the marker against other text); nothing was written. Keep each "
+        f"{REDACTED} apart from the text around it as read_file showed it"
+    )
+
+
 def unredacted_content(
     redactor: Redactor | None, before: bytes | None, path: str, content: str
 ) -> str:
@@ -1155,13 +1165,16 @@ def unredacted_content(
         ToolError: A marker whose value is not certain.
     """
     found = _hidden_in(redactor, before, path, content)
-    if found is None:
+    if found is None or redactor is None:
         return content
     _raw, shown, hidden = found
     try:
-        return restore_hidden(content, shown, hidden)
+        restored = restore_hidden(content, shown, hidden)
     except Unrestorable as exc:
         raise _unrestorable(path, exc) from exc
+    if not written_as_hidden(restored, content, redactor.redact):
+        raise _unhidden(path)
+    return restored
 
 
 def unredacted_edit(
@@ -1170,33 +1183,52 @@ def unredacted_edit(
     path: str,
     old_string: str,
     new_string: str,
+    replace_all: bool = False,
 ) -> tuple[str, str]:
     """An edit of a file now ``before`` as the model meant it: ``old_string`` as the file
-    holds it where the model copied it with markers, ``new_string`` with each marker given
-    the value it stands for (:func:`unredacted_content`).
+    holds it where the model copied it with markers (found in the file as the model saw
+    it: a marker the file holds literally is no other value's place), ``new_string`` with
+    each marker given the value it stands for (:func:`unredacted_content`), decided by
+    the text it replaces and the lines it fits only.
 
     Raises:
-        ToolError: ``old_string`` starts or ends inside a hidden value or stands for
-            different texts, or a marker of ``new_string`` whose value is not certain.
+        ToolError: ``old_string`` starts or ends inside a hidden value, stands for
+            different texts, or occurs more than once as the model saw the file (without
+            ``replace_all``); or a marker of ``new_string`` whose value is not certain, or
+            that would not be hidden where it lands.
     """
     found = _hidden_in(redactor, before, path, old_string, new_string)
-    if found is None:
+    if found is None or redactor is None:
         return old_string, new_string
     raw, shown, hidden = found
-    replaced = None
-    if REDACTED in old_string and old_string not in raw:
-        old_string_shown = old_string
-        spans: list[tuple[int, int]] = []
-        at = shown.find(old_string)
-        while at >= 0:
-            first, last = shown_to_raw(hidden, at), shown_to_raw(hidden, at + len(old_string))
-            if first is None or last is None:
-                raise ToolError(
-                    f"old_string starts or ends inside a value shown to you as {REDACTED} "
-                    f"in {path}; include the whole marker and the text around it"
-                )
-            spans.append((first, last))
-            at = shown.find(old_string, at + len(old_string))
+    if (
+        old_string not in shown
+        and "\r\n" in shown
+        and "\n" in old_string
+        and "\r" not in old_string
+        and old_string.replace("\n", "\r\n") in shown
+    ):  # as edit_file matches a CRLF file's lines (read_file shows them without \r)
+        old_string = old_string.replace("\n", "\r\n")
+        new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
+    old_shown = old_string
+    spans: list[tuple[int, int]] = []
+    at = shown.find(old_shown)
+    while at >= 0:
+        first, last = shown_to_raw(hidden, at), shown_to_raw(hidden, at + len(old_shown))
+        if first is None or last is None:
+            raise ToolError(
+                f"old_string starts or ends inside a value shown to you as {REDACTED} "
+                f"in {path}; include the whole marker and the text around it"
+            )
+        spans.append((first, last))
+        at = shown.find(old_shown, at + len(old_shown))
+    if REDACTED in old_shown:
+        if len(spans) > 1 and not replace_all:
+            raise ToolError(
+                f"old_string occurs {len(spans)} times in {path} as you were shown it; "
+                "include more surrounding lines to make it unique, or pass replace_all=true "
+                "to replace every occurrence"
+            )
         meant = {raw[a:b] for a, b in spans}
         if len(meant) > 1:
             raise ToolError(
@@ -1205,12 +1237,58 @@ def unredacted_edit(
             )
         if meant:
             old_string = meant.pop()
-            first = shown.find(old_string_shown)
-            replaced = (first, first + len(old_string_shown))
+    first = shown.find(old_shown)
+    replaced = (first, first + len(old_shown)) if first >= 0 else (0, 0)
     try:
-        return old_string, restore_hidden(new_string, shown, hidden, replaced)
+        restored = restore_hidden(new_string, shown, hidden, replaced)
     except Unrestorable as exc:
         raise _unrestorable(path, exc) from exc
+    count = -1 if replace_all else 1
+    if old_string in raw and not written_as_hidden(
+        raw.replace(old_string, restored, count),
+        raw.replace(old_string, new_string, count),
+        redactor.redact,
+    ):
+        raise _unhidden(path)
+    return old_string, restored
+
+
+def as_written(
+    redactor: Redactor | None, workspace: str, name: str, args: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The arguments a ``write_file`` or ``edit_file`` call writes with: its markers given
+    back the values they stand for, as the tool gives them (:func:`unredacted_content`,
+    :func:`unredacted_edit`); another call's, or arguments the tool would reject, as they
+    are. An edit's approval question previews this (redacted after), not the model's
+    markers over the file's values.
+
+    Args:
+        redactor: What the model's view of the file passed through.
+        workspace: The run's workspace.
+        name: The tool.
+        args: The call's arguments.
+
+    Raises:
+        ToolError: As the tool would, for a marker whose value is not certain.
+    """
+    path = args.get("path")
+    if name not in ("write_file", "edit_file") or not isinstance(path, str):
+        return dict(args)
+    before = _bytes_for_diff(workspace, path)
+    if name == "write_file":
+        content = args.get("content")
+        if not isinstance(content, str):
+            return dict(args)
+        return {**args, "content": unredacted_content(redactor, before, path, content)}
+    old, new, replace_all = args.get("old_string"), args.get("new_string"), args.get("replace_all")
+    if not isinstance(old, str) or not isinstance(new, str):
+        return dict(args)
+    try:  # read as the tool's schema reads it: "false" is False
+        every = TypeAdapter(bool).validate_python(replace_all if replace_all is not None else False)
+    except ValidationError:
+        return dict(args)
+    old, new = unredacted_edit(redactor, before, path, old, new, every)
+    return {**args, "old_string": old, "new_string": new}
 
 
 @dataclass(frozen=True)
@@ -1372,7 +1450,9 @@ def make_file_tools(redactor: Redactor | None = None) -> list[BaseTool]:
         """
         workspace = workspace_from_runtime(runtime)
         before = _bytes_for_diff(workspace, path)
-        old_string, new_string = unredacted_edit(redactor, before, path, old_string, new_string)
+        old_string, new_string = unredacted_edit(
+            redactor, before, path, old_string, new_string, replace_all
+        )
         result = edit_text_file(workspace, path, old_string, new_string, replace_all)
         _send_diff(runtime, workspace, path, before, redactor)
         return result

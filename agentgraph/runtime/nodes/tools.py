@@ -18,11 +18,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
 from agentgraph.capabilities.hooks import POST_TOOL_USE, PRE_TOOL_USE, Hooks, hook_feedback
-from agentgraph.capabilities.tools.base import format_tool_error
+from agentgraph.capabilities.tools.base import ToolError, format_tool_error
 from agentgraph.capabilities.tools.bash import bash_status
 from agentgraph.capabilities.tools.files import (
     READ_FILE_TOOL_NAME,
     RestoredWrites,
+    as_written,
     fit_read_page,
     read_span,
     restore_command_writes,
@@ -351,6 +352,21 @@ _ORDER: contextvars.ContextVar[CallOrder | None] = contextvars.ContextVar(
 )
 
 
+def _as_written(
+    call: ToolCall, workspace: str, redactor: Redactor | None
+) -> tuple[ToolCall, str | None]:
+    """``call`` with the arguments its file tool will write with (the values its markers
+    stand for given back: :func:`~agentgraph.capabilities.tools.files.as_written`), for
+    its question's diff, or as it is with the tool's error when a value is not certain."""
+    if redactor is None or tool_spec(call["name"]).approval != "edit":
+        return call, None
+    try:
+        args = as_written(redactor, workspace, call["name"], call.get("args") or {})
+    except ToolError as exc:
+        return call, format_tool_error(exc)
+    return {**call, "args": args}, None
+
+
 def ask_approvals(
     calls: list[ToolCall],
     state: Any,
@@ -394,18 +410,18 @@ def ask_approvals(
         if blocked is not None:
             refused[call["id"] or ""] = blocked
             continue
+        written, error = _as_written(call, ctx.workspace_path, redactor)
         request = approval_request(
-            call,
+            written,
             deps.settings,
             ctx.workspace_path,
             unsandboxed=deps.unsandboxed_shell,
             mode=mode,
             rules=rules,
+            redact=redactor.redact if redactor is not None else None,
         )
         if request is not None:
-            if redactor is not None and isinstance(request.get("diff"), str):
-                request["diff"] = redactor.redact(request["diff"])
-            asked.append((call, request, unappliable_edit(call, ctx.workspace_path)))
+            asked.append((call, request, error or unappliable_edit(written, ctx.workspace_path)))
     new_rules: list[Rule] = []
     # When every such call is an edit that cannot apply, nothing is asked: each gets the
     # tool's own error. Otherwise every one is asked, as always: resume answers reach
