@@ -14,6 +14,9 @@ Two kinds of evidence are used:
   PEM private keys, passwords inside URLs, Sentry DSN keys, bearer tokens, AWS secret
   keys next to their variable name. Matched with RE2, so hostile text cannot make
   redaction itself slow.
+- **A private key's body without its header** (:func:`redact_key_bodies`): two or more
+  lines of base64 of a key's width (a page of a key file from line 5, ``sed -n``,
+  ``grep -n``), the lines' prefixes kept.
 - **Known values**: the settings' secrets (API key, database URL and password) and
   the values of secret-named variables in the agent's own environment
   (:func:`secret_env_values`), which may have any format (``DB_PASS=hunter2-prod``).
@@ -106,6 +109,106 @@ _PASSWORD_IN_URL = r"(?P<url_head>\b[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s/@:]*:)[^
 _SENTRY_DSN = r"(?P<dsn_head>\bhttps?://)[0-9a-f]{32}(?P<dsn_at>@[A-Za-z0-9.-]*sentry)"
 
 _TOKEN_RE: Any = None
+
+# Widths, in characters, of a private key's full base64 lines: PEM (RFC 7468) and
+# OpenSSH's own format.
+KEY_BODY_LINE_WIDTHS = frozenset({64, 70})
+# Consecutive full lines that make a key's body (one line alone may be any base64 data).
+KEY_BODY_MIN_LINES = 2
+_BASE64_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_HEX_CHARS = frozenset("0123456789abcdefABCDEF")
+_KEY_LINE_RE: Any = None
+
+
+def _key_line_re() -> Any:
+    global _KEY_LINE_RE
+    if _KEY_LINE_RE is None:
+        _KEY_LINE_RE = re2.compile(r"(?m)[A-Za-z0-9+/]{64}(?:[A-Za-z0-9+/]{6})?\r?$")
+    return _KEY_LINE_RE
+
+
+def _base64_tail(line: str) -> tuple[int, str]:
+    """Where the base64 run that ends ``line`` starts (its ``=`` padding included), and
+    the run; a diff's ``+`` before a full line is left to the prefix."""
+    head = line.rstrip("=")
+    head = head.rstrip(_BASE64_CHARS)
+    run = line[len(head) :]
+    if run.startswith("+") and len(run) - 1 in KEY_BODY_LINE_WIDTHS:
+        return len(head) + 1, run[1:]
+    return len(head), run
+
+
+def _bare(prefix: str) -> str:
+    """A line's prefix without its digits and spaces: ``    12\t`` and ``     9\t``,
+    ``key:12:`` and ``key:9:`` alike."""
+    return "".join(c for c in prefix if not c.isdigit() and c != " ")
+
+
+def _key_end(line: str, body_line: str, body_start: int) -> tuple[int, str] | None:
+    """The base64 run of the line after a key's body lines when it is the body's last
+    line (its prefix shaped as theirs, ``=`` padding only at its end), else None."""
+    start, run = _base64_tail(line)
+    prefix = _bare(body_line[:body_start])
+    if run.startswith("+") and prefix.endswith("+"):
+        start, run = start + 1, run[1:]
+    data = run.rstrip("=")
+    if not data or "=" in data or _bare(line[:start]) != prefix:
+        return None
+    return start, run
+
+
+def redact_key_bodies(text: str) -> str:
+    """Replace the base64 lines of a private key's body shown without its ``BEGIN``
+    line: a read_file page from line 5, ``sed -n '3,9p'``, ``tail -n +2`` or ``grep -n``
+    of a key file showed them whole (the key's pattern needs the header).
+
+    A body is :data:`KEY_BODY_MIN_LINES` or more consecutive lines ending in a base64
+    run of one of :data:`KEY_BODY_LINE_WIDTHS` (not all hexadecimal: SHA-256 digests
+    are 64 hex characters), and the shorter line that ends it; each run is replaced,
+    what comes before it on its line (a line number, ``file:12:``) kept.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text with such runs replaced (the same object when there is none).
+    """
+    if not text or _key_line_re().search(text) is None:
+        return text
+    lines = text.split("\n")
+    tails = [_base64_tail(line.removesuffix("\r")) for line in lines]
+
+    def full(i: int, width: int) -> bool:
+        run = tails[i][1]
+        return len(run) == width and "=" not in run and not set(run) <= _HEX_CHARS
+
+    hidden: set[int] = set()
+    i = 0
+    while i < len(lines):
+        width = len(tails[i][1])
+        if width not in KEY_BODY_LINE_WIDTHS or not full(i, width):
+            i += 1
+            continue
+        end = i
+        while end + 1 < len(lines) and full(end + 1, width):
+            end += 1
+        if end - i + 1 >= KEY_BODY_MIN_LINES:
+            hidden.update(range(i, end + 1))
+            if end + 1 < len(lines):
+                last = _key_end(lines[end + 1].removesuffix("\r"), lines[end], tails[end][0])
+                if last is not None and len(last[1]) < width:
+                    tails[end + 1] = last
+                    hidden.add(end + 1)
+        i = end + 1
+    if not hidden:
+        return text
+    out = []
+    for n, line in enumerate(lines):
+        if n in hidden:
+            start, run = tails[n]
+            line = line[:start] + REDACTED + line[start + len(run) :]
+        out.append(line)
+    return "\n".join(out)
 
 
 def _token_re() -> Any:
@@ -256,7 +359,7 @@ class Redactor:
         for value in self._values:
             if value in text:
                 text = text.replace(value, REDACTED)
-        return redact_token_formats(text)
+        return redact_key_bodies(redact_token_formats(text))
 
     def redact_content(self, content: Any) -> Any:
         """Redact a message content: a string or a list of content blocks.

@@ -144,3 +144,60 @@ def test_only_a_local_endpoints_short_key_is_left_unredacted(
     text = f"url = http://localhost:8080  # key {key}"
     shown = build_redactor(values, None).redact(text)
     assert (REDACTED in shown) is redacted and ("localhost" in shown)
+
+
+def _key_body(width: int, lines: int, seed: int = 7) -> list[str]:
+    """Lines of a private key's base64 body, ``width`` characters each but the last."""
+    import random
+
+    rnd = random.Random(seed)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    body = "".join(rnd.choice(alphabet) for _ in range(width * lines - 20)) + "AB=="
+    return [body[i : i + width] for i in range(0, len(body), width)]
+
+
+@pytest.mark.parametrize(
+    ("header", "width"),
+    [("-----BEGIN PRIVATE KEY-----", 64), ("-----BEGIN OPENSSH PRIVATE KEY-----", 70)],
+)
+def test_a_private_key_shown_without_its_header_line_is_redacted(header: str, width: int) -> None:
+    """A private key's body matched only after its ``BEGIN`` line: a read_file page from
+    line 5, ``sed -n '3,9p'``, ``tail -n +2`` or ``grep -n`` showed its base64 lines
+    whole. Runs of two or more lines of a key's width (64, OpenSSH's 70) are hidden
+    wherever they start, line numbers and file names before them kept."""
+    body = _key_body(width, 12)
+    end = header.replace("BEGIN", "END")
+    raw_lines = [header, *body, end]
+    redactor = Redactor()
+    page = "".join(f"{n:6d}\t{line}\n" for n, line in enumerate(raw_lines, 1) if n >= 5)
+    by_sed = "\n".join(body[2:9]) + "\n"
+    by_grep = "".join(f"id_key:{n}:{line}\n" for n, line in enumerate(raw_lines, 1) if n > 2)
+    for shown in (page, by_sed, by_grep):
+        out = redactor.redact(shown)
+        assert not [line for line in body if line in out], out
+        assert out.count("\n") == shown.count("\n")
+    assert redactor.redact(page).startswith(f"     5\t{REDACTED}\n     6\t{REDACTED}\n")
+    assert redactor.redact(by_grep).startswith(f"id_key:3:{REDACTED}\n")
+
+
+def test_lines_that_only_look_like_a_key_s_are_left_alone() -> None:
+    """SHA-256 digests are 64 hexadecimal characters, a line of base64 alone may be any
+    data: a run of hex lines, or one base64 line, is shown."""
+    digests = "".join(f"{i:064x}\n" for i in range(1, 6))
+    one = _key_body(64, 1)[0] + "\n"
+    prose = "x" * 64 + "\n" + "y" * 63 + "\n"
+    for text in (digests, one, prose, "sha256:" + "ab" * 32 + "\n"):
+        assert Redactor().redact(text) == text
+
+
+def test_the_line_after_a_key_s_body_is_hidden_only_when_it_ends_the_body() -> None:
+    """The shorter line that ends a body is part of the key; a line of other text after
+    it keeps its last word."""
+    body = _key_body(64, 4)
+    page = "".join(f"{n:6d}\t{line}\n" for n, line in enumerate(body, 9))
+    out = Redactor().redact(page + "    13\tsee the docs\n")
+    assert body[-1] not in out and out.endswith("    13\tsee the docs\n")
+    diff = "".join(f"+{line}\n" for line in body) + " context word\n"
+    out = Redactor().redact(diff)
+    assert not [line for line in body if line in out] and out.endswith(" context word\n")
+    assert out.startswith(f"+{REDACTED}\n")
