@@ -246,6 +246,33 @@ def test_a_file_a_command_rewrites_around_its_tokens_keeps_them(
     assert GITHUB_TOKEN not in result.stdout + result.stderr
 
 
+def test_a_private_key_read_from_its_middle_never_reaches_the_model(
+    home: Path, workspace: Path
+) -> None:
+    """A page of a key file from line 5, ``sed -n`` or ``grep -n`` of it show no header
+    line, and the key's body reached the model whole; its lines are hidden."""
+    import random
+
+    rnd = random.Random(3)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    body = [("".join(rnd.choice(alphabet) for _ in range(64))) for _ in range(20)]
+    key = "-----BEGIN PRIVATE KEY-----\n" + "\n".join(body) + "\nAB==\n-----END PRIVATE KEY-----\n"
+    (workspace / "deploy.pem").write_text(key)
+    script = [
+        _call("read_file", path="deploy.pem", offset=5, limit=10),
+        _call("run_bash", command="sed -n '3,12p' deploy.pem; grep -n A deploy.pem | tail -5"),
+        {"content": "done"},
+    ]
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server)
+        result = run_cli(["run", "look at the key", "--json"], cwd=workspace, env=env)
+        assert result.returncode == 0, result.stderr
+        sent = json.dumps([r["messages"] for r in server.requests])
+    results = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert all("[REDACTED]" in r for r in results), results
+    assert not [line for line in body if line in sent]
+
+
 @pytest.mark.parametrize("damage", ["header-kept", "random", "truncated", "wal-garbage"])
 def test_damaged_store_is_reported_and_untouched(home: Path, workspace: Path, damage: str) -> None:
     with FakeOpenAIServer([{"content": "a"}] * 3) as server:
