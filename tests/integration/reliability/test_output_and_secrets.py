@@ -153,6 +153,21 @@ def _call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
+def _run_script(
+    home: Path, workspace: Path, script: list[dict[str, Any]], **settings: str
+) -> tuple[list[str], str]:
+    """Run ``script`` through the CLI: the tool results of its last request, and all it
+    sent the model (and printed) as one text."""
+    with FakeOpenAIServer(script) as server:
+        env = agent_env(home, server) | settings
+        result = run_cli(["run", "tidy the config", "--json"], cwd=workspace, env=env)
+        assert result.returncode == 0, result.stderr
+        assert server.violations == []
+        sent = json.dumps([r["messages"] for r in server.requests])
+    results = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    return results, sent + result.stdout + result.stderr
+
+
 def test_a_file_rewritten_or_edited_around_its_tokens_keeps_them(
     home: Path, workspace: Path
 ) -> None:
@@ -183,22 +198,15 @@ def test_a_file_rewritten_or_edited_around_its_tokens_keeps_them(
         _call("write_file", path="pair.py", content=f'TOKENS = ["{MARK}", "{MARK}"]\n'),
         {"content": "done"},
     ]
-    with FakeOpenAIServer(script) as server:
-        env = agent_env(home, server)
-        result = run_cli(["run", "tidy the config", "--json"], cwd=workspace, env=env)
-        assert result.returncode == 0, result.stderr
-        assert server.violations == []
-        sent = json.dumps([r["messages"] for r in server.requests])
+    results, sent = _run_script(home, workspace, script)
     assert (workspace / "ci.py").read_text() == (
         f'TOKEN = "{GITHUB_TOKEN}"\nURL = "x"\nTIMEOUT = 30\n'
     )
     assert (workspace / "pair.py").read_text() == (
         f'# moved\nB_TOKEN = "{OTHER_TOKEN}"\nA_TOKEN: str = "{GITHUB_TOKEN}"\n'
     )
-    results = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
     assert results[-1].startswith("Error:") and "nothing was written" in results[-1], results
     assert GITHUB_TOKEN not in sent and OTHER_TOKEN not in sent
-    assert GITHUB_TOKEN not in result.stdout + result.stderr
 
 
 def test_a_file_a_command_rewrites_around_its_tokens_keeps_them(
@@ -225,13 +233,8 @@ def test_a_file_a_command_rewrites_around_its_tokens_keeps_them(
         _call("run_bash", command=f'printf \'TOKENS = ["{MARK}", "{MARK}"]\\n\' > two.py'),
         {"content": "done"},
     ]
-    with FakeOpenAIServer(script) as server:
-        env = agent_env(home, server)
-        env["AGENTGRAPH_SANDBOX"] = "off"  # the shell's own behaviour, bubblewrap or not
-        result = run_cli(["run", "tidy the config", "--json"], cwd=workspace, env=env)
-        assert result.returncode == 0, result.stderr
-        assert server.violations == []
-        sent = json.dumps([r["messages"] for r in server.requests])
+    # The shell's own behaviour, bubblewrap or not.
+    results, sent = _run_script(home, workspace, script, AGENTGRAPH_SANDBOX="off")
     assert (workspace / "ci.py").read_text() == (
         f'TOKEN = "{GITHUB_TOKEN}"\nURL = "x"\nTIMEOUT = 30\n'
     )
@@ -239,11 +242,9 @@ def test_a_file_a_command_rewrites_around_its_tokens_keeps_them(
         f'# moved\nB_TOKEN = "{OTHER_TOKEN}"\nA_TOKEN = "{GITHUB_TOKEN}"\n'
     )
     assert (workspace / "two.py").read_text() == f'TOKENS = ["{MARK}", "{MARK}"]\n'
-    results = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
     assert "ci.py" in results[1] and "put back" in results[1], results[1]
     assert "two.py" in results[3] and "not certain" in results[3], results[3]
     assert GITHUB_TOKEN not in sent and OTHER_TOKEN not in sent
-    assert GITHUB_TOKEN not in result.stdout + result.stderr
 
 
 def test_a_private_key_read_from_its_middle_never_reaches_the_model(
@@ -263,12 +264,7 @@ def test_a_private_key_read_from_its_middle_never_reaches_the_model(
         _call("run_bash", command="sed -n '3,12p' deploy.pem; grep -n A deploy.pem | tail -5"),
         {"content": "done"},
     ]
-    with FakeOpenAIServer(script) as server:
-        env = agent_env(home, server)
-        result = run_cli(["run", "look at the key", "--json"], cwd=workspace, env=env)
-        assert result.returncode == 0, result.stderr
-        sent = json.dumps([r["messages"] for r in server.requests])
-    results = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    results, sent = _run_script(home, workspace, script)
     assert all("[REDACTED]" in r for r in results), results
     assert not [line for line in body if line in sent]
 
