@@ -1211,18 +1211,18 @@ def unredacted_edit(
         old_string = old_string.replace("\n", "\r\n")
         new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
     old_shown = old_string
-    spans: list[tuple[int, int]] = []
-    at = shown.find(old_shown)
-    while at >= 0:
-        first, last = shown_to_raw(hidden, at), shown_to_raw(hidden, at + len(old_shown))
-        if first is None or last is None:
-            raise ToolError(
-                f"old_string starts or ends inside a value shown to you as {REDACTED} "
-                f"in {path}; include the whole marker and the text around it"
-            )
-        spans.append((first, last))
-        at = shown.find(old_shown, at + len(old_shown))
     if REDACTED in old_shown:
+        spans: list[tuple[int, int]] = []
+        at = shown.find(old_shown)
+        while at >= 0:
+            first, last = shown_to_raw(hidden, at), shown_to_raw(hidden, at + len(old_shown))
+            if first is None or last is None:
+                raise ToolError(
+                    f"old_string starts or ends inside a value shown to you as {REDACTED} "
+                    f"in {path}; include the whole marker and the text around it"
+                )
+            spans.append((first, last))
+            at = shown.find(old_shown, at + len(old_shown))
         if len(spans) > 1 and not replace_all:
             raise ToolError(
                 f"old_string occurs {len(spans)} times in {path} as you were shown it; "
