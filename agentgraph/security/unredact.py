@@ -22,6 +22,7 @@ written with the values it could not see.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -155,7 +156,11 @@ def shown_to_raw(hidden: list[Hidden], offset: int) -> int | None:
 
 
 def restore_hidden(
-    text: str, shown: str, hidden: list[Hidden], replaced: tuple[int, int] | None = None
+    text: str,
+    shown: str,
+    hidden: list[Hidden],
+    replaced: tuple[int, int] | None = None,
+    only: Callable[[str], bool] | None = None,
 ) -> str:
     """``text`` with each marker replaced by the value it stands for (see the module
     docstring).
@@ -171,6 +176,8 @@ def restore_hidden(
         hidden: The file's markers and their values (:func:`hidden_values`).
         replaced: The part of ``shown`` that ``text`` replaces (an edit's); None for
             the whole file.
+        only: Whether the marker on this line (its text around it, bounded) stands for a
+            value; a marker it refuses stays the marker. None: every marker does.
 
     Raises:
         Unrestorable: A marker no rule decides.
@@ -187,6 +194,10 @@ def restore_hidden(
     pos = 0
     while (at := text.find(REDACTED, pos)) >= 0:
         before, after = _around(text, at)
+        if only is not None and not only(before + REDACTED + after):
+            out += [text[pos:at], REDACTED]
+            pos = at + len(REDACTED)
+            continue
         same = {h.value for h in hidden if h.before == before and h.after == after}
         fitting = {
             h.value for h in hidden if h.before.endswith(before) and h.after.startswith(after)
@@ -222,13 +233,19 @@ def written_as_hidden(restored: str, written: str, redact: Callable[[str], str])
     return redact(restored) == redact(written)
 
 
-def restore_rewrite(before: str, after: str, redact: Callable[[str], str]) -> str | None:
+def restore_rewrite(
+    before: str, after: str, redact: Callable[[str], str], command: str
+) -> str | None:
     """``after``, a file's text that was ``before`` until something the model ran rewrote
     it (a shell command: a here-document, ``printf``, a script), with each marker it
     wrote given back the value it stands for in ``before`` (:func:`restore_hidden`, the
     whole file replaced); None when it wrote none (no more markers than ``before`` held
     literally) or ``before`` hid nothing.
 
+    Only a marker whose line, as the file holds it, the command text holds too (its
+    backslash escapes aside) was written by the model from what it saw: a command that
+    scrubs tokens to the marker (``sed 's/ghp_…/[REDACTED]/'``) or copies a template
+    holding it means the marker, and putting the value back had the token on disk again.
     The text around the markers stays as the command wrote it: a value the command kept
     or wrote itself (from the environment, say) is never touched.
 
@@ -236,6 +253,7 @@ def restore_rewrite(before: str, after: str, redact: Callable[[str], str]) -> st
         before: The file's text before the command.
         after: Its text after.
         redact: What the model's view of the file passed through.
+        command: The step's command lines.
 
     Raises:
         Unrestorable: A marker whose value is not certain, or ``before``'s values whose
@@ -249,7 +267,8 @@ def restore_rewrite(before: str, after: str, redact: Callable[[str], str]) -> st
     hidden = hidden_values(before, shown)
     if hidden is None:
         raise Unrestorable("the places of the values the file hid cannot be told apart")
-    restored = restore_hidden(after, shown, hidden)
+    plain = command.replace("\\", "")
+    restored = restore_hidden(after, shown, hidden, only=lambda line: line in plain)
     if not written_as_hidden(restored, after, redact):
         raise Unrestorable("a value put back would not be hidden where it was written")
     return None if restored == after else restored
@@ -291,8 +310,8 @@ def _aligned(text: str, shown: str, start: int, end: int, scope: list[Hidden]) -
         # them as the whole alignment would.
         old_mid = [i for i in old_mid if REDACTED in old_keys[i]]
         new_mid = [j for j in new_mid if REDACTED in new_keys[j]]
-        old_seq = [tuple(old_keys[max(0, i - 1) : i + 2]) for i in old_mid]
-        new_seq = [tuple(new_keys[max(0, j - 1) : j + 2]) for j in new_mid]
+        old_seq = _unique([tuple(old_keys[max(0, i - 1) : i + 2]) for i in old_mid])
+        new_seq = _unique([tuple(new_keys[max(0, j - 1) : j + 2]) for j in new_mid])
     if 0 < max(len(old_mid), len(new_mid)) <= ALIGN_MAX_LINES:
         matcher = SequenceMatcher(None, old_seq, new_seq, autojunk=False)
         for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
@@ -308,6 +327,13 @@ def _aligned(text: str, shown: str, start: int, end: int, scope: list[Hidden]) -
                 found[new_starts[j] + pos] = by_at[old_starts[i] + pos]
             pos = line.find(REDACTED, pos + len(REDACTED))
     return found
+
+
+def _unique(keys: list[Any]) -> list[Any]:
+    """``keys`` with each one seen more than once made unlike any other: lines alike with
+    neighbours alike cannot be told apart, and matching them would guess."""
+    seen = Counter(keys)
+    return [key if seen[key] == 1 else object() for key in keys]
 
 
 def _lines(text: str) -> list[str]:

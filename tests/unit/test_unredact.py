@@ -169,13 +169,14 @@ def test_a_command_s_rewrite_gets_back_only_the_values_it_wrote_as_the_marker() 
         f'A_TOKEN = "{GITHUB}"\nDOC = "{REDACTED} is shown"\nB_TOKEN = "{REDACTED}"\n'
         f'NEW = "{SLACK}"\n'
     )
-    assert restore_rewrite(raw, after, redact) == (
+    assert restore_rewrite(raw, after, redact, after) == (
         f'A_TOKEN = "{GITHUB}"\nDOC = "{REDACTED} is shown"\nB_TOKEN = "{OTHER}"\nNEW = "{SLACK}"\n'
     )
-    assert restore_rewrite(raw, raw.replace("DOC", "NOTE"), redact) is None
-    assert restore_rewrite("x = 1\n", f'x = "{REDACTED}"\n', redact) is None
+    assert restore_rewrite(raw, raw.replace("DOC", "NOTE"), redact, "") is None
+    assert restore_rewrite("x = 1\n", f'x = "{REDACTED}"\n', redact, "") is None
+    two = f'TOKENS = ["{REDACTED}", "{REDACTED}"]\n'
     with pytest.raises(Unrestorable):
-        restore_rewrite(raw, f'TOKENS = ["{REDACTED}", "{REDACTED}"]\n', redact)
+        restore_rewrite(raw, two, redact, two)
 
 
 def _write(folder: Path, name: str, content: str) -> str:
@@ -367,3 +368,44 @@ def test_past_the_alignment_s_size_lines_alike_are_told_apart_by_their_neighbour
     assert restore_hidden("\n".join(rewritten) + "\n", shown, hidden).endswith(
         f"[dev]\nKEY={OTHER}\nend\n"
     )
+
+
+def test_past_the_alignment_s_size_lines_alike_with_alike_neighbours_are_refused() -> None:
+    """Two ``KEY=`` lines with the same lines beside them cannot be told apart by their
+    neighbours: the one the model kept took the first one's value unasked. Refused."""
+    a, b = "ghp_" + "A" * 36, "ghp_" + "B" * 36
+    block = ["host=h", "user=x", "KEY={}", "port=1"]
+    filler = [f"line {i}" for i in range(600)]
+    prod = [line.format(a) for line in block]
+    dev = [line.format(b) for line in block]
+    raw = "\n".join([*filler, "[prod]", *prod, "[dev]", *dev, *filler]) + "\n"
+    shown = _redactor().redact(raw)
+    hidden = hidden_values(raw, shown)
+    assert hidden is not None
+    kept = [line.format(REDACTED) for line in block]
+    ends = [f"# {x}" for x in filler]
+    rewritten = "\n".join([*ends, "[dev]", *kept, *ends]) + "\n"
+    with pytest.raises(Unrestorable):
+        restore_hidden(rewritten, shown, hidden)
+
+
+def test_a_command_s_markers_are_put_back_only_on_lines_it_wrote_itself() -> None:
+    """A command that scrubs a file's tokens to the marker (``sed 's/ghp_…/[REDACTED]/'``)
+    or copies a template holding it over the file means the marker: put back, the token
+    was on disk again. Only a marker whose line the command text holds (a here-document,
+    ``printf``, a script's string; backslash escapes aside) gets its value back."""
+    redact = _redactor().redact
+    raw = f"token={GITHUB}\nB = {OTHER}\n"
+    scrubbed = f"token={REDACTED}\nB = {REDACTED}\n"
+    scrub = f"sed -i -E 's/ghp_[A-Za-z0-9]+/{REDACTED}/g' app.log"
+    assert restore_rewrite(raw, scrubbed, redact, scrub) is None
+    assert restore_rewrite(raw, scrubbed, redact, "cp template.log app.log") is None
+    heredoc = f"cat > app.log <<'EOF'\ntoken={REDACTED}\nEOF"
+    assert restore_rewrite(raw, f"token={REDACTED}\n", redact, heredoc) == f"token={GITHUB}\n"
+    printf = f'printf "token={REDACTED}\\nB = \\"x\\"\\n" > app.log'
+    assert restore_rewrite(raw, f'token={REDACTED}\nB = "x"\n', redact, printf) == (
+        f'token={GITHUB}\nB = "x"\n'
+    )
+    # One line written, one scrubbed: only the written one is put back.
+    both = f"cat > app.log <<'EOF'\ntoken={REDACTED}\nEOF\nsed -i 's/x/{REDACTED}/' app.log"
+    assert restore_rewrite(raw, scrubbed, redact, both) == f"token={GITHUB}\nB = {REDACTED}\n"

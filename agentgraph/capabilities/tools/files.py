@@ -1311,6 +1311,7 @@ def restore_command_writes(
     modified: Iterable[str],
     redactor: Redactor | None,
     max_bytes: int,
+    command: str,
 ) -> RestoredWrites:
     """Give back, in each file a step's commands rewrote, the values the model saw as
     the marker and wrote as it (:func:`~agentgraph.security.unredact.restore_rewrite`):
@@ -1327,6 +1328,8 @@ def restore_command_writes(
         modified: The files the step changed (relative paths).
         redactor: What the model's view of every tool output passed through.
         max_bytes: The largest file read again.
+        command: The step's command lines (a marker is put back only on a line they
+            hold: :func:`~agentgraph.security.unredact.restore_rewrite`).
 
     Returns:
         The files restored and those left with markers.
@@ -1348,7 +1351,7 @@ def restore_command_writes(
         except UnicodeDecodeError:
             continue
         try:
-            text = restore_rewrite(before, after, redactor.redact)
+            text = restore_rewrite(before, after, redactor.redact, command)
         except Unrestorable:
             left.append(name)
             continue

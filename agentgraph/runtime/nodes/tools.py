@@ -242,7 +242,12 @@ def _with_step_changes(
     restored = RestoredWrites()
     if named and workspace:
         restored = restore_command_writes(
-            workspace, named, changes.modified, redactor, NAMED_FILE_MAX_BYTES
+            workspace,
+            named,
+            changes.modified,
+            redactor,
+            NAMED_FILE_MAX_BYTES,
+            "\n".join(_commands(calls)),
         )
         changes = replace(changes, spans=changed_spans(workspace, named, changes.modified))
     note = redactor.redact(_restored_note(restored))
@@ -268,7 +273,8 @@ def _restored_note(restored: RestoredWrites) -> str:
     if restored.restored:
         lines.append(
             f"[the values shown to you as {REDACTED} that this step wrote as the marker into "
-            f"{', '.join(restored.restored)} were put back in place]"
+            f"{', '.join(restored.restored)} were put back in place; to remove a value, "
+            f"write other text than {REDACTED}]"
         )
     if restored.left:
         lines.append(

@@ -222,6 +222,7 @@ def test_a_file_a_command_rewrites_around_its_tokens_keeps_them(
     (workspace / "ci.py").write_text(ci)
     (workspace / "pair.py").write_text(pair)
     (workspace / "two.py").write_text(pair)
+    (workspace / "app.log").write_text(f"token={GITHUB_TOKEN}\n")
     moved = f'# moved\\nB_TOKEN = \\"{MARK}\\"\\nA_TOKEN = \\"{MARK}\\"\\n'
     script = [
         _call("run_bash", command="cat ci.py pair.py"),
@@ -231,6 +232,8 @@ def test_a_file_a_command_rewrites_around_its_tokens_keeps_them(
         ),
         _call("run_bash", command=f'printf "{moved}" > pair.py'),
         _call("run_bash", command=f'printf \'TOKENS = ["{MARK}", "{MARK}"]\\n\' > two.py'),
+        # A scrub means the marker: it stays.
+        _call("run_bash", command=f"sed -i -E 's/ghp_[A-Za-z0-9]+/{MARK}/g' app.log"),
         {"content": "done"},
     ]
     # The shell's own behaviour, bubblewrap or not.
@@ -244,6 +247,8 @@ def test_a_file_a_command_rewrites_around_its_tokens_keeps_them(
     assert (workspace / "two.py").read_text() == f'TOKENS = ["{MARK}", "{MARK}"]\n'
     assert "ci.py" in results[1] and "put back" in results[1], results[1]
     assert "two.py" in results[3] and "not certain" in results[3], results[3]
+    assert (workspace / "app.log").read_text() == f"token={MARK}\n"
+    assert "put back" not in results[4], results[4]
     assert GITHUB_TOKEN not in sent and OTHER_TOKEN not in sent
 
 
