@@ -115,16 +115,27 @@ _TOKEN_RE: Any = None
 KEY_BODY_LINE_WIDTHS = frozenset({64, 70})
 # Consecutive full lines that make a key's body (one line alone may be any base64 data).
 KEY_BODY_MIN_LINES = 2
+# Characters of base64 on the line before a private key's END line taken for its last.
+KEY_END_MIN_CHARS = 16
 _BASE64_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-_HEX_CHARS = frozenset("0123456789abcdefABCDEF")
+_UPPER_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_LOWER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz")
+_DIGIT_CHARS = frozenset("0123456789")
 _KEY_LINE_RE: Any = None
 
 
 def _key_line_re() -> Any:
     global _KEY_LINE_RE
     if _KEY_LINE_RE is None:
-        _KEY_LINE_RE = re2.compile(r"(?m)[A-Za-z0-9+/]{64}(?:[A-Za-z0-9+/]{6})?\r?$")
+        _KEY_LINE_RE = re2.compile(r"(?m)[A-Za-z0-9+/]{64}(?:[A-Za-z0-9+/]{6})?\$?\r?$")
     return _KEY_LINE_RE
+
+
+def _content(line: str) -> str:
+    """``line`` without a ``\r`` and a ``$`` that ``cat -A`` puts at its end."""
+    line = line.removesuffix("\r")
+    marked = line.endswith("$") and line[-2:-1].strip("=" + _BASE64_CHARS) == ""
+    return line[:-1] if marked else line
 
 
 def _base64_tail(line: str) -> tuple[int, str]:
@@ -139,9 +150,9 @@ def _base64_tail(line: str) -> tuple[int, str]:
 
 
 def _bare(prefix: str) -> str:
-    """A line's prefix without its digits and spaces: ``    12\t`` and ``     9\t``,
-    ``key:12:`` and ``key:9:`` alike."""
-    return "".join(c for c in prefix if not c.isdigit() and c != " ")
+    """A line's prefix without its digits and spaces, ``-`` read as ``:``: ``    12\t``
+    and ``     9\t``, ``key:12:`` and ``key-9-`` (grep's context lines) alike."""
+    return "".join(c for c in prefix if not c.isdigit() and c != " ").replace("-", ":")
 
 
 def _key_end(line: str, body_line: str, body_start: int) -> tuple[int, str] | None:
@@ -157,15 +168,26 @@ def _key_end(line: str, body_line: str, body_start: int) -> tuple[int, str] | No
     return start, run
 
 
+def _random_looking(run: str) -> bool:
+    """Whether a run of base64 mixes upper and lower case letters and digits, as a key's
+    lines do (not hex digests, not a banner of slashes)."""
+    chars = set(run)
+    return bool(chars & _UPPER_CHARS and chars & _LOWER_CHARS and chars & _DIGIT_CHARS)
+
+
 def redact_key_bodies(text: str) -> str:
     """Replace the base64 lines of a private key's body shown without its ``BEGIN``
-    line: a read_file page from line 5, ``sed -n '3,9p'``, ``tail -n +2`` or ``grep -n``
-    of a key file showed them whole (the key's pattern needs the header).
+    line: a read_file page from line 5, ``sed -n '3,9p'``, ``tail -n +2``, ``grep -n``
+    or ``cat -A`` of a key file showed them whole (the key's pattern needs the header).
 
     A body is :data:`KEY_BODY_MIN_LINES` or more consecutive lines ending in a base64
-    run of one of :data:`KEY_BODY_LINE_WIDTHS` (not all hexadecimal: SHA-256 digests
-    are 64 hex characters), and the shorter line that ends it; each run is replaced,
-    what comes before it on its line (a line number, ``file:12:``) kept.
+    run of one of :data:`KEY_BODY_LINE_WIDTHS` that mixes cases and digits (SHA-256
+    digests are 64 hexadecimal characters), and the shorter line that ends it; or one
+    such line before the key's padded last line; and the line before a private key's
+    ``END`` line. A body right under
+    a certificate's or a public key's ``BEGIN`` line is no secret: left. Each run is
+    replaced, what comes before it on its line (a line number, ``file:12:``) and after
+    it (``cat -A``'s ``$``) kept.
 
     Args:
         text: Any text.
@@ -173,14 +195,15 @@ def redact_key_bodies(text: str) -> str:
     Returns:
         The text with such runs replaced (the same object when there is none).
     """
-    if not text or _key_line_re().search(text) is None:
+    if not text or (_key_line_re().search(text) is None and "PRIVATE KEY-----" not in text):
         return text
     lines = text.split("\n")
-    tails = [_base64_tail(line.removesuffix("\r")) for line in lines]
+    contents = [_content(line) for line in lines]
+    tails = [_base64_tail(content) for content in contents]
 
     def full(i: int, width: int) -> bool:
         run = tails[i][1]
-        return len(run) == width and "=" not in run and not set(run) <= _HEX_CHARS
+        return len(run) == width and "=" not in run and _random_looking(run)
 
     hidden: set[int] = set()
     i = 0
@@ -192,14 +215,25 @@ def redact_key_bodies(text: str) -> str:
         end = i
         while end + 1 < len(lines) and full(end + 1, width):
             end += 1
-        if end - i + 1 >= KEY_BODY_MIN_LINES:
+        public = i > 0 and "-----BEGIN" in lines[i - 1] and "PRIVATE" not in lines[i - 1]
+        last = None
+        if end + 1 < len(lines):
+            last = _key_end(contents[end + 1], contents[end], tails[end][0])
+            if last is not None and len(last[1]) >= width:
+                last = None
+        closing = last is not None and last[1].endswith("=")
+        if not public and (end - i + 1 >= KEY_BODY_MIN_LINES or closing):
             hidden.update(range(i, end + 1))
-            if end + 1 < len(lines):
-                last = _key_end(lines[end + 1].removesuffix("\r"), lines[end], tails[end][0])
-                if last is not None and len(last[1]) < width:
-                    tails[end + 1] = last
-                    hidden.add(end + 1)
+            if last is not None:
+                tails[end + 1] = last
+                hidden.add(end + 1)
         i = end + 1
+    # The line before a private key's END line is its last (``tail -n 2`` of a key).
+    for n in range(1, len(lines)):
+        if "-----END" in lines[n] and "PRIVATE KEY" in lines[n]:
+            run = tails[n - 1][1]
+            if len(run.rstrip("=")) >= KEY_END_MIN_CHARS and _random_looking(run):
+                hidden.add(n - 1)
     if not hidden:
         return text
     out = []

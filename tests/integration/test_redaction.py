@@ -201,3 +201,30 @@ def test_the_line_after_a_key_s_body_is_hidden_only_when_it_ends_the_body() -> N
     out = Redactor().redact(diff)
     assert not [line for line in body if line in out] and out.endswith(" context word\n")
     assert out.startswith(f"+{REDACTED}\n")
+
+
+def test_a_key_s_body_is_hidden_in_the_other_views_of_it_too() -> None:
+    """``cat -A`` ends each line with ``$``; ``grep -n -C2`` names context lines
+    ``key-N-`` and the match ``key:N:``; ``tail -n 2`` shows one full line and the
+    padded last one: each showed key material."""
+    body = _key_body(64, 6)
+    redactor = Redactor()
+    cat_a = "".join(f"{line}$\n" for line in body)
+    out = redactor.redact(cat_a)
+    assert not [line for line in body if line in out] and out.startswith(f"{REDACTED}$\n")
+    grep_c = f"key-4-{body[-3]}\nkey-5-{body[-2]}\nkey:6:{body[-1]}\n"
+    assert not [line for line in body if line in redactor.redact(grep_c)]
+    end = "-----END PRIVATE KEY-----\n"
+    for tail in (f"{body[-2]}\n{body[-1]}\n", f"{body[-1]}\n{end}", f"{body[0]}\n{end}"):
+        assert not [line for line in body if line in redactor.redact(tail)], tail
+
+
+def test_a_public_key_s_or_a_certificate_s_body_and_banners_stay() -> None:
+    """A certificate or a public key under its header is no secret, and a banner of
+    slashes is no key: shown."""
+    body = "\n".join(_key_body(64, 6)) + "\n"
+    for header in ("CERTIFICATE", "PUBLIC KEY", "PGP PUBLIC KEY BLOCK"):
+        text = f"-----BEGIN {header}-----\n{body}-----END {header}-----\n"
+        assert Redactor().redact(text) == text
+    banner = "/" * 64 + "\n" + "/" * 64 + "\n"
+    assert Redactor().redact(banner) == banner
