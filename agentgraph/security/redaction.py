@@ -17,6 +17,10 @@ Two kinds of evidence are used:
 - **A private key's body without its header** (:func:`redact_key_bodies`): two or more
   lines of base64 of a key's width (a page of a key file from line 5, ``sed -n``,
   ``grep -n``), the lines' prefixes kept.
+- **A private key encoded in base64 once more** (:func:`redact_encoded_keys`): a
+  kubeconfig's ``client-key-data``, a Kubernetes secret's ``tls.key``, ``base64 key.pem``,
+  a service account's JSON stored as a secret; found by the encoded ``-----BEGIN`` and
+  decoded to check it is a private key's.
 - **Known values**: the settings' secrets (API key, database URL and password) and
   the values of secret-named variables in the agent's own environment
   (:func:`secret_env_values`), which may have any format (``DB_PASS=hunter2-prod``).
@@ -24,7 +28,10 @@ Two kinds of evidence are used:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -245,6 +252,109 @@ def redact_key_bodies(text: str) -> str:
     return "\n".join(out)
 
 
+# "-----BEGIN " in base64 at each of the three places a byte can take in a 3-byte group,
+# with how many characters before it that group starts (those depend on the bytes before).
+_ENCODED_BEGIN = (("LS0tLS1CRUdJTi", 0), ("0tLS0tQkVHSU4g", 2), ("tLS0tLUJFR0lOI", 3))
+# Characters decoded from a group holding an encoded "-----BEGIN " to read the header
+# ("-----BEGIN " + a 40-character label + " PRIVATE KEY": 63 bytes, 2 before it, 88 chars).
+ENCODED_HEADER_PROBE_CHARS = 96
+# Widths, in characters, of the lines tools wrap base64 at (``base64`` and MIME at 76,
+# ``openssl base64`` and PEM at 64): only such a line goes on with the next one's data.
+ENCODED_WRAP_WIDTHS = frozenset({64, 76})
+_ENCODED_KEY_HEADER_RE = re.compile(rb"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----")
+_BASE64_RUN_RE = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+def _holds_encoded_private_key(data: str) -> bool:
+    """Whether base64 ``data`` (a run, or a wrapped block joined) encodes a private key's
+    ``BEGIN`` line somewhere in it."""
+    for signature, before in _ENCODED_BEGIN:
+        at = data.find(signature)
+        while at != -1:
+            start = at - before
+            probe = data[max(start, 0) : start + ENCODED_HEADER_PROBE_CHARS].rstrip("=")
+            probe = probe[: len(probe) - len(probe) % 4]
+            if start >= 0 and probe:
+                try:
+                    decoded = base64.b64decode(probe, validate=True)
+                except (binascii.Error, ValueError):
+                    decoded = b""
+                if _ENCODED_KEY_HEADER_RE.search(decoded):
+                    return True
+            at = data.find(signature, at + 1)
+    return False
+
+
+def _encoded_blocks(lines: list[str]) -> list[list[tuple[int, int, int]]]:
+    """The runs of base64 in ``lines`` as blocks of ``(line, start, end)`` segments: a run
+    inside a line is a block of one; a run of a wrapping width ending its line goes on
+    with the run that makes the next line (after a prefix shaped as its own: none, a
+    line number, ``f:3:``) while those are as long, up to a shorter or padded one
+    (``base64 key.pem``)."""
+    blocks: list[list[tuple[int, int, int]]] = []
+    n = 0
+    while n < len(lines):
+        content = _content(lines[n])
+        runs = list(_BASE64_RUN_RE.finditer(content))
+        blocks.extend([(n, inside.start(), inside.end())] for inside in runs[:-1])
+        if not runs:
+            n += 1
+            continue
+        last = runs[-1]
+        block = [(n, last.start(), last.end())]
+        width = last.end() - last.start()
+        prefix = _bare(content[: last.start()])
+        wraps = last.end() == len(content) and width in ENCODED_WRAP_WIDTHS
+        while wraps and not content.endswith("=") and n + 1 < len(lines):
+            content = _content(lines[n + 1])
+            start, tail = _base64_tail(content)
+            if not tail or len(tail) > width or _bare(content[:start]).strip() not in ("", prefix):
+                break
+            n += 1
+            block.append((n, start, len(content)))
+            if len(tail) < width:
+                break
+        blocks.append(block)
+        n += 1
+    return blocks
+
+
+def redact_encoded_keys(text: str) -> str:
+    """Replace the base64 of a private key encoded once more: a kubeconfig's
+    ``client-key-data``, a Kubernetes secret's ``tls.key``, ``base64 key.pem`` (wrapped
+    lines), a service account's JSON stored as a secret. The PEM pattern sees none of
+    them, and ``cat ~/.kube/config`` sent a cluster's key to the model.
+
+    A run of base64 (or a block of wrapped lines) is replaced when it encodes a private
+    key's ``BEGIN`` line at any offset (found by its three encodings, then decoded):
+    certificates, public keys and other data are shown. Each line's run is replaced on its
+    own line, what is around it kept.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text with such runs replaced (the same object when there is none).
+    """
+    if not text or not any(signature in text for signature, _ in _ENCODED_BEGIN):
+        return text
+    lines = text.split("\n")
+    hidden: dict[int, list[tuple[int, int]]] = {}
+    for block in _encoded_blocks(lines):
+        data = "".join(_content(lines[n])[start:end] for n, start, end in block)
+        if _holds_encoded_private_key(data):
+            for n, start, end in block:
+                hidden.setdefault(n, []).append((start, end))
+    if not hidden:
+        return text
+    for n, spans in hidden.items():
+        line = lines[n]
+        for start, end in sorted(spans, reverse=True):
+            line = line[:start] + REDACTED + line[end:]
+        lines[n] = line
+    return "\n".join(lines)
+
+
 def _token_re() -> Any:
     global _TOKEN_RE
     if _TOKEN_RE is None:
@@ -393,7 +503,7 @@ class Redactor:
         for value in self._values:
             if value in text:
                 text = text.replace(value, REDACTED)
-        return redact_key_bodies(redact_token_formats(text))
+        return redact_key_bodies(redact_encoded_keys(redact_token_formats(text)))
 
     def redact_content(self, content: Any) -> Any:
         """Redact a message content: a string or a list of content blocks.

@@ -228,3 +228,82 @@ def test_a_public_key_s_or_a_certificate_s_body_and_banners_stay() -> None:
         assert Redactor().redact(text) == text
     banner = "/" * 64 + "\n" + "/" * 64 + "\n"
     assert Redactor().redact(banner) == banner
+
+
+def _pem(label: str, seed: int = 5) -> str:
+    """A PEM block of ``label`` with a random body, as a key or certificate file holds."""
+    body = "\n".join(_key_body(64, 10, seed))
+    return f"-----BEGIN {label}-----\n{body}\n-----END {label}-----\n"
+
+
+def _wrapped(data: str, width: int) -> str:
+    return "\n".join(data[i : i + width] for i in range(0, len(data), width)) + "\n"
+
+
+def test_a_private_key_encoded_in_base64_is_redacted() -> None:
+    """A kubeconfig's ``client-key-data``, a Kubernetes secret's ``tls.key`` and
+    ``base64 key.pem`` hold a whole private key encoded once more: no pattern saw it,
+    and ``cat ~/.kube/config`` sent the user's cluster key to the model."""
+    import base64
+
+    key = _pem("RSA PRIVATE KEY")
+    encoded = base64.b64encode(key.encode()).decode()
+    cert = base64.b64encode(_pem("CERTIFICATE", 6).encode()).decode()
+    kubeconfig = (
+        "users:\n- name: admin\n  user:\n"
+        f"    client-certificate-data: {cert}\n    client-key-data: {encoded}\n"
+    )
+    secret_json = json_text = f'{{"data": {{"tls.crt": "{cert}", "tls.key": "{encoded}"}}}}\n'
+    by_tool = _wrapped(encoded, 76)
+    numbered = "".join(f"{n:6d}\t{line}\n" for n, line in enumerate(by_tool.splitlines(), 3))
+    redactor = Redactor()
+    for shown in (kubeconfig, secret_json, by_tool, numbered, kubeconfig + by_tool):
+        out = redactor.redact(shown)
+        pieces = [encoded[i : i + 24] for i in range(0, len(encoded) - 24, 24)]
+        assert not [p for p in pieces if p in out], out
+        assert out.count("\n") == shown.count("\n")
+    assert cert in redactor.redact(kubeconfig) and cert in redactor.redact(json_text)
+    assert f"client-key-data: {REDACTED}\n" in redactor.redact(kubeconfig)
+    assert redactor.redact(numbered).startswith(f"     3\t{REDACTED}\n     4\t{REDACTED}\n")
+
+
+@pytest.mark.parametrize("lead", ["", "x", "xy"])
+def test_a_credentials_file_encoded_in_base64_with_a_key_inside_is_redacted(lead: str) -> None:
+    """A service account's JSON stored as a secret (``GOOGLE_APPLICATION_CREDENTIALS``
+    in a Kubernetes secret) puts the key's header at any offset of the encoded text."""
+    import base64
+    import json
+
+    account = {"type": "service_account", "client_email": lead, "private_key": _pem("PRIVATE KEY")}
+    encoded = base64.b64encode(json.dumps(account).encode()).decode()
+    out = Redactor().redact(f"  key.json: {encoded}\n")
+    assert out == f"  key.json: {REDACTED}\n"
+
+
+def test_base64_that_holds_no_private_key_is_left_alone() -> None:
+    """Certificates, public keys and other data encoded in base64 are shown."""
+    import base64
+
+    for text in (
+        _pem("CERTIFICATE"),
+        _pem("PUBLIC KEY"),
+        "-----BEGIN nothing PRIVATE KEY ... just prose about keys",
+    ):
+        encoded = base64.b64encode(text.encode()).decode()
+        for shown in (f"data: {encoded}\n", _wrapped(encoded, 76)):
+            assert Redactor().redact(shown) == shown
+
+
+def test_an_encoded_key_wrapped_and_shown_by_grep_is_redacted_line_by_line() -> None:
+    """``grep -n`` names each wrapped line ``file:N:``; the header of a key inside an
+    encoded credentials file may fall across two wrapped lines."""
+    import base64
+    import json
+
+    pem = _pem("PRIVATE KEY")
+    account = {"type": "service_account", "project_id": "p" * 41, "private_key": pem}
+    encoded = base64.b64encode(json.dumps(account).encode()).decode()
+    lines = _wrapped(encoded, 76).splitlines()
+    shown = "".join(f"sa.b64:{n}:{line}\n" for n, line in enumerate(lines, 1))
+    out = Redactor().redact(shown)
+    assert out == "".join(f"sa.b64:{n}:{REDACTED}\n" for n in range(1, len(lines) + 1))

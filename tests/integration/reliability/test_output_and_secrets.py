@@ -274,6 +274,41 @@ def test_a_private_key_read_from_its_middle_never_reaches_the_model(
     assert not [line for line in body if line in sent]
 
 
+def test_a_private_key_encoded_in_base64_never_reaches_the_model(
+    home: Path, workspace: Path
+) -> None:
+    """A kubeconfig's ``client-key-data`` and ``base64 deploy.pem`` hold a private key
+    encoded once more, which no pattern saw: ``cat`` of a cluster's config sent its key.
+    Hidden; a rewrite of the config keeps the key on disk."""
+    import base64
+    import random
+
+    rnd = random.Random(4)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    body = "\n".join("".join(rnd.choice(alphabet) for _ in range(64)) for _ in range(12))
+    key = f"-----BEGIN EC PRIVATE KEY-----\n{body}\n-----END EC PRIVATE KEY-----\n"
+    encoded = base64.b64encode(key.encode()).decode()
+    config = f"users:\n- name: admin\n  user:\n    client-key-data: {encoded}\n"
+    (workspace / "kubeconfig.yaml").write_text(config)
+    (workspace / "deploy.pem").write_text(key)
+    script = [
+        _call("read_file", path="kubeconfig.yaml"),
+        _call("run_bash", command="cat kubeconfig.yaml; base64 deploy.pem | head -n 4"),
+        _call(
+            "write_file",
+            path="kubeconfig.yaml",
+            content=f"users:\n- name: ops\n  user:\n    client-key-data: {MARK}\n",
+        ),
+        {"content": "done"},
+    ]
+    results, sent = _run_script(home, workspace, script)
+    pieces = [encoded[i : i + 20] for i in range(0, len(encoded) - 20, 20)]
+    assert not [p for p in pieces if p in sent]
+    assert sum(r.count(MARK) for r in results) >= 5, results
+    config_now = (workspace / "kubeconfig.yaml").read_text()
+    assert config_now == f"users:\n- name: ops\n  user:\n    client-key-data: {encoded}\n"
+
+
 @pytest.mark.parametrize("damage", ["header-kept", "random", "truncated", "wal-garbage"])
 def test_damaged_store_is_reported_and_untouched(home: Path, workspace: Path, damage: str) -> None:
     with FakeOpenAIServer([{"content": "a"}] * 3) as server:
