@@ -21,6 +21,10 @@ Two kinds of evidence are used:
   kubeconfig's ``client-key-data``, a Kubernetes secret's ``tls.key``, ``base64 key.pem``,
   a service account's JSON stored as a secret; found by the encoded ``-----BEGIN`` and
   decoded to check it is a private key's.
+- **A secret-named setting's value** (:func:`redact_secret_assignments`): ``DB_PASS=…``
+  in a ``.env``, ``password: …`` in YAML or INI, ``_authToken=`` in ``.npmrc``, Docker's
+  ``"auth"``, ``.netrc``'s ``password``, a constant in code, when the value looks like a
+  credential and is no reference, path, template or placeholder.
 - **Known values**: the settings' secrets (API key, database URL and password) and
   the values of secret-named variables in the agent's own environment
   (:func:`secret_env_values`), which may have any format (``DB_PASS=hunter2-prod``).
@@ -355,6 +359,158 @@ def redact_encoded_keys(text: str) -> str:
     return "\n".join(lines)
 
 
+# Words of a setting's name (split at ``_ - .`` and case changes) that mark its value as a
+# credential: the environment's name parts but the plurals, ``PRIVATE`` (``tokens: 12``,
+# ``private: true`` are settings about them), ``SIGNATURE`` (a digest anyone may see) and
+# ``PAT`` (in code, a pattern's).
+ASSIGNED_SECRET_WORDS = SECRET_NAME_PARTS - {"KEYS", "TOKENS", "PRIVATE", "SIGNATURE", "PAT"}
+# Words that mark a credential only beside another word (``DB_PASS``, ``API_KEY``): alone,
+# ``pass:`` is prose or a flag and ``key:`` any mapping's key.
+ASSIGNED_QUALIFIED_WORDS = frozenset({"PASS", "KEY"})
+# A name ending in one of these words is a setting about a credential, not one
+# (``auth_method``, ``token_url``, ``secret_name``, ``private_key_file``).
+ASSIGNED_NOT_SECRET_LAST_WORDS = frozenset(
+    {
+        "TYPE", "MODE", "METHOD", "PROVIDER", "URL", "URI", "ENDPOINT", "HOST", "DOMAIN",
+        "FILE", "PATH", "DIR", "NAME", "ID", "ENABLED", "REQUIRED", "LENGTH", "SIZE",
+        "TIMEOUT", "EXPIRY", "EXPIRES", "TTL", "HEADER", "PREFIX", "FORMAT", "VERSION",
+        "ALGORITHM", "COUNT", "LIMIT", "FIELD", "PARAM", "ENV", "VAR", "LOCATION", "REF",
+    }
+)  # fmt: skip
+# Words before ``KEY`` that make it a database's or a data structure's key, not a secret.
+ASSIGNED_NOT_SECRET_KEY_KINDS = frozenset(
+    {
+        "PRIMARY", "FOREIGN", "SORT", "PARTITION", "HASH", "RANGE", "CACHE", "PUBLIC",
+        "ROUTING", "IDEMPOTENCY", "LOOKUP", "UNIQUE", "COMPOSITE", "SHORTCUT", "HOT",
+    }
+)  # fmt: skip
+_ASSIGNMENT_RE: Any = None
+_NAME_WORD_RE = re.compile(r"[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*(?![a-z])|[0-9]+")
+# What may follow a value written without quotes: the line's end, a comment, a URL query's
+# next parameter or the quote closing a shell word. Anything else (``?? x``, ``, y``,
+# ``&& z``) makes it an expression of code, and a credential in code is quoted.
+_UNQUOTED_END_RE = re.compile(r"(?:[ \t]*(?:#.*)?)?(?:\r?\n|$)|[&\"']")
+_IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DOTTED_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+")
+_FILE_NAME_RE = re.compile(r".*\.[A-Za-z][A-Za-z0-9]{0,4}")
+
+
+def _assignment_re() -> Any:
+    global _ASSIGNMENT_RE
+    if _ASSIGNMENT_RE is None:
+        options = re2.Options()
+        options.log_errors = False
+        value = r"[^\s\"'`,;:=&(){}\[\]<>\\]{8,}={0,2}"
+        _ASSIGNMENT_RE = re2.compile(
+            r"(?:^|[^A-Za-z0-9_.$-])(?:(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,63})"
+            rf"[\"']?[ \t]*[:=][ \t]*(?P<quote>[\"']?)(?P<value>{value})"
+            rf"|(?i:password|passwd)[ \t]+(?P<spaced>{value}))",
+            options,
+        )
+    return _ASSIGNMENT_RE
+
+
+def is_secret_setting_name(name: str) -> bool:
+    """Whether a setting's name (in a file, a header, code) marks its value a credential.
+
+    Args:
+        name: ``DB_PASSWORD``, ``_authToken``, ``clientSecret``, ``X-Api-Key``…
+
+    Returns:
+        True when a word of it (split at ``_``, ``-``, ``.`` and case changes) is one of
+        :data:`ASSIGNED_SECRET_WORDS` (:data:`ASSIGNED_QUALIFIED_WORDS` only beside
+        another word) or it holds ``PASSWORD`` or ``PASSWD`` (``PGPASSWORD``), unless its
+        last word makes it a setting about one
+        (:data:`ASSIGNED_NOT_SECRET_LAST_WORDS`) or a ``KEY`` is a database's
+        (:data:`ASSIGNED_NOT_SECRET_KEY_KINDS`).
+    """
+    words = [w.upper() for w in _NAME_WORD_RE.findall(name)]
+    if not words or words[-1] in ASSIGNED_NOT_SECRET_LAST_WORDS:
+        return False
+    if words[-1] == "KEY" and len(words) > 1 and words[-2] in ASSIGNED_NOT_SECRET_KEY_KINDS:
+        return False
+    marking = set(words) & ASSIGNED_SECRET_WORDS
+    if len(words) == 1:
+        marking -= ASSIGNED_QUALIFIED_WORDS
+    joined = "".join(words)
+    return bool(marking) or "PASSWORD" in joined or "PASSWD" in joined
+
+
+def looks_like_assigned_secret(value: str) -> bool:
+    """Whether a secret-named setting's value is a credential rather than a reference.
+
+    Args:
+        value: The value as written (without its quotes).
+
+    Returns:
+        True for a value :func:`looks_like_secret_value` takes that holds a digit or a
+        symbol other than ``_ - . /``, and is no dotted reference (``settings.DB_PASS``),
+        identifier (``api_key_2``), path, file name, URL, template (``${X}``, ``{{ x }}``,
+        ``%(x)s``) or environment variable (``$X``).
+    """
+    if (
+        not looks_like_secret_value(value)
+        or value[0] in "$~.%"
+        or "://" in value
+        or ("/" in value and _FILE_NAME_RE.fullmatch(value))
+        or (_FILE_NAME_RE.fullmatch(value) and not any(c.isdigit() for c in value[-5:]))
+        or _DOTTED_RE.fullmatch(value)
+        or ("_" in value and _IDENTIFIER_RE.fullmatch(value))
+    ):
+        return False
+    return any(c.isdigit() or not (c.isalpha() or c in "_-./") for c in value)
+
+
+def redact_secret_assignments(text: str) -> str:
+    """Replace the values of secret-named settings: ``DB_PASS=…`` in a ``.env``,
+    ``password: …`` in YAML, ``password = …`` in INI, ``_authToken=…`` in ``.npmrc``,
+    Docker's ``"auth": "…"``, ``.netrc``'s ``password …``, ``clientSecret: "…"`` in code,
+    ``X-Api-Key: …`` in a header. Such values have no format of their own, and a file
+    read or printed sent them to the model whole.
+
+    A value is replaced when its name is a credential's (:func:`is_secret_setting_name`)
+    and the value looks like one (:func:`looks_like_assigned_secret`); a value without
+    quotes counts only where it ends its line (a comment aside), a URL query's parameter
+    or a shell word: followed by more (``get_pass()``, ``x ?? y``) it is code. A value
+    set apart from its name by spaces alone counts only after ``password`` (``.netrc``).
+    The name, quotes and the rest of the line stay.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text with such values replaced (the same object when there is none).
+    """
+    if not text:
+        return text
+    spans: list[tuple[int, int]] = []
+    for match in _assignment_re().finditer(text):
+        # RE2's match takes group numbers for positions: name 1, quote 2, value 3, and
+        # a value set apart by spaces alone (``.netrc``'s ``password …``) 4.
+        if match.group(4) is not None:
+            start, end = match.start(4), match.end(4)
+            if looks_like_assigned_secret(match.group(4)):
+                spans.append((start, end))
+            continue
+        name, quote, value = match.group(1), match.group(2), match.group(3)
+        start, end = match.start(3), match.end(3)
+        if quote and text[end : end + 1] != quote:
+            continue
+        if not quote and not _UNQUOTED_END_RE.match(text, end):
+            continue
+        if is_secret_setting_name(name) and looks_like_assigned_secret(value):
+            spans.append((start, end))
+    if not spans:
+        return text
+    out = []
+    last = 0
+    for start, end in spans:
+        out.append(text[last:start] + REDACTED)
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
 def _token_re() -> Any:
     global _TOKEN_RE
     if _TOKEN_RE is None:
@@ -503,7 +659,8 @@ class Redactor:
         for value in self._values:
             if value in text:
                 text = text.replace(value, REDACTED)
-        return redact_key_bodies(redact_encoded_keys(redact_token_formats(text)))
+        text = redact_secret_assignments(redact_token_formats(text))
+        return redact_key_bodies(redact_encoded_keys(text))
 
     def redact_content(self, content: Any) -> Any:
         """Redact a message content: a string or a list of content blocks.

@@ -307,3 +307,58 @@ def test_an_encoded_key_wrapped_and_shown_by_grep_is_redacted_line_by_line() -> 
     shown = "".join(f"sa.b64:{n}:{line}\n" for n, line in enumerate(lines, 1))
     out = Redactor().redact(shown)
     assert out == "".join(f"sa.b64:{n}:{REDACTED}\n" for n in range(1, len(lines) + 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("DATABASE_PASSWORD=Sup3rS3cretPa55\n", "Sup3rS3cretPa55"),
+        ("export API_TOKEN='abcdef0123456789abcdef'\n", "abcdef0123456789abcdef"),
+        ("db:\n  password: Sup3rS3cretPa55\n  port: 5432\n", "Sup3rS3cretPa55"),
+        ("machine api.example.com\n  login me\n  password Sup3rS3cretPa55\n", "Sup3rS3cretPa55"),
+        ("db:\n  api_key: abcdef0123456789XYZ\n", "abcdef0123456789XYZ"),
+        ("[pypi]\nusername = __token__\npassword = pAssw0rd-very-secret-42\n", "pAssw0rd-very"),
+        ("//registry.npmjs.org/:_authToken=a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d\n", "a1b2c3d4-e5"),
+        ('{"auths": {"https://index.docker.io/v1/": {"auth": "bWU6ZGNrcl9wYXQ="}}}', "bWU6ZGNr"),
+        ("machine api.example.com login me password Sup3rS3cretPa55\n", "Sup3rS3cretPa55"),
+        ("    token: kubeadmtoken0123456789abcdef\n", "kubeadmtoken0123456789abcdef"),
+        ('const config = { clientSecret: "9f8e7d6c5b4a39f8e7d6", region: "eu" };', "9f8e7d6c5b4a"),
+        ('DB_PASS = "p@ss!w0rd#x"  # local only\n', "p@ss!w0rd#x"),
+        ("app.py:12:SECRET_KEY = 'django-insecure-4f3k2j1h0g9f8e7d'\n", "django-insecure-4f3k"),
+        ("curl -H 'X-Api-Key: 0c6a9f2e77d14b55a1c3' https://api.example.com\n", "0c6a9f2e77d1"),
+    ],
+)
+def test_a_value_written_to_a_secret_named_setting_is_redacted(text: str, value: str) -> None:
+    """A password, token or key set in a config file (``.env``, YAML, INI, ``.npmrc``,
+    ``.netrc``, Docker's ``auth``, a constant in code) has no format of its own: read or
+    printed, it reached the model whole. A secret-named setting's value that looks like
+    a credential is hidden, its name, quotes and the rest of the line kept."""
+    out = Redactor().redact(text)
+    assert value not in out, out
+    assert out.count(REDACTED) == 1 and out.count("\n") == text.count("\n")
+    name_end = text.index(value)
+    assert out.startswith(text[:name_end] + REDACTED)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password = request.form.get('password')",
+        "password = settings.DB_PASSWORD\n",
+        "token = tokenizer.encode(text)",
+        "tokenizer: gpt2-tokenizer\nmax_tokens: 4096\n",
+        'TOKEN_ENV = "GITHUB_TOKEN"\nPASSWORD_FILE = "secrets/db.txt"\n',
+        "auth_method: oauth2\nauth_provider: auth0\nauth_url: https://auth.example.com/v2/token\n",
+        "private_key: ~/.ssh/id_ed25519\nkey_file: certs/server2.key\n",
+        "primary_key: user_id2\nsort_key: created_at\npublic_key: ssh-ed25519\n",
+        "API_KEY=your-api-key-here\nPASSWORD=changeme\nSECRET=********\n",
+        'password = "${DB_PASSWORD}"\ntoken: "{{ vault_token }}"\nkey = "%(key)s"\n',
+        "key: ${{ hashFiles('**/uv.lock') }}\n",
+        "f(token=token_value, api_key=api_key_2)\n",
+        "secret_name: my-secret-2\nsecretName: tls-cert-2024\n",
+    ],
+)
+def test_code_and_settings_that_name_secrets_without_holding_one_are_left_alone(text: str) -> None:
+    """A reference (an attribute, a call, an environment variable, a template), a path,
+    a placeholder, an identifier or a setting about a secret holds none: shown."""
+    assert Redactor().redact(text) == text

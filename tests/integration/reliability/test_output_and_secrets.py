@@ -309,6 +309,29 @@ def test_a_private_key_encoded_in_base64_never_reaches_the_model(
     assert config_now == f"users:\n- name: ops\n  user:\n    client-key-data: {encoded}\n"
 
 
+def test_passwords_and_tokens_set_in_a_repository_s_config_never_reach_the_model(
+    home: Path, workspace: Path
+) -> None:
+    """A repository's ``.env``, YAML settings and ``.npmrc`` set passwords and tokens with
+    no format of their own: read, printed or grepped, they reached the model whole. Their
+    values are hidden, the names kept, and an edit of another line keeps them on disk."""
+    secrets = ["Sup3rS3cretPa55", "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d", "9f8e7d6c5b4a39f8e7d6"]
+    env_file = f"DEBUG=1\nDB_PASSWORD={secrets[0]}\nSTRIPE_WEBHOOK_SECRET='{secrets[2]}'\n"
+    (workspace / ".env").write_text(env_file)
+    (workspace / "settings.yaml").write_text(f"db:\n  host: db\n  password: {secrets[0]}\n")
+    (workspace / ".npmrc").write_text(f"//registry.npmjs.org/:_authToken={secrets[1]}\n")
+    script = [
+        _call("read_file", path=".env"),
+        _call("run_bash", command="cat settings.yaml .npmrc; grep -rn PASSWORD ."),
+        _call("edit_file", path=".env", old_string="DEBUG=1", new_string="DEBUG=0"),
+        {"content": "done"},
+    ]
+    results, sent = _run_script(home, workspace, script)
+    assert not [s for s in secrets if s in sent], [s for s in secrets if s in sent]
+    assert "DB_PASSWORD=[REDACTED]" in results[0] and "_authToken=[REDACTED]" in results[1]
+    assert (workspace / ".env").read_text() == env_file.replace("DEBUG=1", "DEBUG=0")
+
+
 @pytest.mark.parametrize("damage", ["header-kept", "random", "truncated", "wal-garbage"])
 def test_damaged_store_is_reported_and_untouched(home: Path, workspace: Path, damage: str) -> None:
     with FakeOpenAIServer([{"content": "a"}] * 3) as server:
