@@ -767,3 +767,36 @@ def test_no_tool_of_the_agent_shows_its_runtime_to_the_model(settings: Settings)
         schema = tool.tool_call_schema.model_json_schema()
         assert "runtime" not in schema.get("properties", {}), tool.name
         assert "runtime" not in schema.get("required", []), tool.name
+
+
+@pytest.mark.parametrize("tool", ["write", "edit"])
+def test_a_folder_swapped_for_a_link_after_the_check_gets_no_write_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str
+) -> None:
+    """A process running beside the agent (a command left in the background) can swap a
+    folder on a file's path for a link out of the workspace between the path's check and
+    the write: the write went through the link. The folder the file is written into is
+    checked again once it is open, and the write refused."""
+    from agentgraph.capabilities.tools import files
+
+    workspace, outside = tmp_path / "ws", tmp_path / "outside"
+    (workspace / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (workspace / "sub" / "app.cfg").write_text("mode = a\n")
+    (outside / "app.cfg").write_text("mode = a\n")
+    checked = files.resolve_in_workspace
+
+    def check_then_swap(*args: Any, **kwargs: Any) -> Path:
+        real = checked(*args, **kwargs)
+        (workspace / "sub").rename(workspace / "sub.old")
+        (workspace / "sub").symlink_to(outside)
+        return real
+
+    monkeypatch.setattr(files, "resolve_in_workspace", check_then_swap)
+    with pytest.raises(ToolError, match="moved out of the workspace"):
+        if tool == "write":
+            files.write_text_file(str(workspace), "sub/app.cfg", "mode = b\n")
+        else:
+            files.edit_text_file(str(workspace), "sub/app.cfg", "mode = a", "mode = b")
+    assert (outside / "app.cfg").read_text() == "mode = a\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["app.cfg"]

@@ -9,6 +9,8 @@ failures become :class:`~agentgraph.tools.base.ToolError`.
 
 import codecs
 import contextlib
+import errno
+import fcntl
 import json
 import mimetypes
 import os
@@ -79,6 +81,8 @@ READ_FILE_TOOL_NAME = "read_file"
 # Chars per token assumed for the opening stretch a page's size is guessed from.
 PAGE_GUESS_CHARS_PER_TOKEN = 4
 NEW_FILE_MODE = 0o666  # narrowed by the process umask, like any editor's new file
+# Bytes of the buffer macOS's F_GETPATH fills with an open folder's path (MAXPATHLEN).
+OPEN_FOLDER_PATH_MAX_BYTES = 1024
 
 _MAGIC_SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "PNG image"),
@@ -165,40 +169,68 @@ def _check_not_protected(root: str, real: Path, shown: str) -> None:
         raise ToolError(f"refusing to modify {shown}: files under .git/ are managed by git")
 
 
-def atomic_write_bytes(real: Path, data: bytes) -> None:
+def _open_folder_path(folder: int) -> str | None:
+    """The path an open folder has now (Linux's ``/proc``, macOS's ``F_GETPATH``), or
+    None where the system cannot tell."""
+    try:
+        return os.readlink(f"/proc/self/fd/{folder}")
+    except OSError:
+        pass
+    get_path = getattr(fcntl, "F_GETPATH", None)
+    if get_path is None:
+        return None
+    try:
+        return os.fsdecode(fcntl.fcntl(folder, get_path, bytes(OPEN_FOLDER_PATH_MAX_BYTES)))
+    except OSError:
+        return None
+
+
+def atomic_write_bytes(real: Path, data: bytes, within: str | None = None) -> None:
     """Replace ``real`` with ``data`` atomically (temp file in the same dir + ``os.replace``).
 
     An existing file keeps its permission bits; a new one gets the usual
-    umask-narrowed mode.
+    umask-narrowed mode. The folder is opened once and written through that handle;
+    with ``within``, it must be inside that folder once open: a process running beside
+    the agent could swap a folder on the path for a link out of the workspace after
+    the path was checked, and the write went through the link.
 
     Args:
         real: The destination (already confined and resolved).
         data: The new content.
+        within: The workspace's real path the file must be written in (None: any).
 
     Raises:
-        OSError: The write or rename failed; no partial file is left behind.
+        OSError: The write or rename failed, or the folder was no longer within
+            ``within``; no partial file is left behind.
     """
-    parent = real.parent
+    folder = os.open(real.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
-    except FileNotFoundError:
-        mode = None
-    # A short fixed-length name: the destination's own name may already be
-    # at the 255-byte limit.
-    tmp = parent / f".agentgraph-{secrets.token_hex(8)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, NEW_FILE_MODE)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        if within is not None:
+            path = _open_folder_path(folder)
+            if path is not None and os.path.commonpath([path, within]) != within:
+                raise OSError(errno.EXDEV, "a folder on the path was moved out of the workspace")
+        try:
+            mode: int | None = stat.S_IMODE(os.stat(real.name, dir_fd=folder).st_mode)
+        except FileNotFoundError:
+            mode = None
+        # A short fixed-length name: the destination's own name may already be
+        # at the 255-byte limit.
+        tmp = f".agentgraph-{secrets.token_hex(8)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, NEW_FILE_MODE, dir_fd=folder)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                if mode is not None:
+                    os.fchmod(handle.fileno(), mode)
+                os.fsync(handle.fileno())
+            os.replace(tmp, real.name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+    finally:
+        os.close(folder)
 
 
 def _require_regular_file(real: Path, shown: str) -> os.stat_result:
@@ -615,7 +647,7 @@ def write_text_file(workspace: str, path: str, content: str) -> str:
     data = content.encode("utf-8", errors="replace")
     try:
         os.makedirs(real.parent, exist_ok=True)
-        atomic_write_bytes(real, data)
+        atomic_write_bytes(real, data, within=root)
     except OSError as exc:
         raise _os_error(exc, shown) from exc
     action = "overwrote" if existed else "created"
@@ -737,7 +769,8 @@ def edit_text_file(
     """
     plan = plan_edit(workspace, path, old_string, new_string, replace_all)
     try:
-        atomic_write_bytes(plan.real, plan.after.encode("utf-8", errors="replace"))
+        data = plan.after.encode("utf-8", errors="replace")
+        atomic_write_bytes(plan.real, data, within=workspace_root(workspace))
     except OSError as exc:
         raise _os_error(exc, plan.shown) from exc
     noun = "occurrence" if plan.count == 1 else "occurrences"
@@ -1362,7 +1395,7 @@ def restore_command_writes(
             if read_regular(real, max_bytes) != new:  # written again meanwhile: theirs
                 left.append(name)
                 continue
-            atomic_write_bytes(real, text.encode("utf-8"))
+            atomic_write_bytes(real, text.encode("utf-8"), within=workspace_root(workspace))
         except (ToolError, OSError):
             left.append(name)
             continue
