@@ -33,6 +33,7 @@ from agentgraph.security.redaction import REDACTED
 
 __all__ = [
     "ALIGN_MAX_LINES",
+    "ALIKE_CONTEXT_MAX_LINES",
     "LINE_CONTEXT_MAX_CHARS",
     "Hidden",
     "Unrestorable",
@@ -51,6 +52,9 @@ LINE_CONTEXT_MAX_CHARS = 256
 # case (4,000 repetitive lines, every seventh changed, took 48 s; 1,000 took 1.8 s, 500
 # 0.2 s).
 ALIGN_MAX_LINES = 500
+# Lines on either side of a marker line the file holds more than once that are compared
+# with it to tell its places apart (``KEY=[REDACTED]`` under ``[prod]`` and ``[dev]``).
+ALIKE_CONTEXT_MAX_LINES = 8
 
 
 class Unrestorable(ValueError):
@@ -198,17 +202,7 @@ def restore_hidden(
             out += [text[pos:at], REDACTED]
             pos = at + len(REDACTED)
             continue
-        same = {h.value for h in hidden if h.before == before and h.after == after}
-        fitting = {
-            h.value for h in hidden if h.before.endswith(before) and h.after.startswith(after)
-        }
-        value = (
-            aligned.get(at)
-            or _one(same)
-            or _one(fitting)
-            or (_one({h.value for h in scope} - taken) if replaced is not None else None)
-            or _one({h.value for h in hidden} - taken)
-        )
+        value = aligned.get(at) or _fallback(before, after, hidden, scope, taken, replaced)
         if value is None:
             line = (before + REDACTED + after)[-2 * LINE_CONTEXT_MAX_CHARS :]
             raise Unrestorable(f"{REDACTED} on the line {line!r}")
@@ -274,6 +268,27 @@ def restore_rewrite(
     return None if restored == after else restored
 
 
+def _fallback(
+    before: str,
+    after: str,
+    hidden: list[Hidden],
+    scope: list[Hidden],
+    taken: set[str],
+    replaced: tuple[int, int] | None,
+) -> str | None:
+    """The value of a marker the alignment left, by the rules after it in the module
+    docstring (looked for only then: over every hidden value, for each marker, they
+    took seconds on a file of thousands)."""
+    same = {h.value for h in hidden if h.before == before and h.after == after}
+    fitting = {h.value for h in hidden if h.before.endswith(before) and h.after.startswith(after)}
+    return (
+        _one(same)
+        or _one(fitting)
+        or (_one({h.value for h in scope} - taken) if replaced is not None else None)
+        or _one({h.value for h in hidden} - taken)
+    )
+
+
 def _aligned(text: str, shown: str, start: int, end: int, scope: list[Hidden]) -> dict[int, str]:
     """Offset in ``text`` of each marker on a line that ``shown[start:end]`` holds in the
     same place of a line-by-line alignment → the value of the marker it matches.
@@ -291,19 +306,24 @@ def _aligned(text: str, shown: str, start: int, end: int, scope: list[Hidden]) -
     new_starts = [0, *accumulate(len(line) for line in new_lines)]
     old_keys = [_key(line) for line in old_lines]
     new_keys = [_key(line) for line in new_lines]
+    # Marker lines alike (``DB_PASSWORD=[REDACTED]`` under ``# prod`` and ``# dev``) are
+    # matched by their neighbours too, never by their place alone: two sections swapped
+    # had each value written under the other's heading.
+    alike = _alike_marker_lines(old_keys) | _alike_marker_lines(new_keys)
+    old_cmp, new_cmp = _told_apart(old_keys, new_keys, alike)
     head = 0
-    while head < min(len(old_keys), len(new_keys)) and old_keys[head] == new_keys[head]:
+    while head < min(len(old_cmp), len(new_cmp)) and old_cmp[head] == new_cmp[head]:
         head += 1
     tail = 0
-    most = min(len(old_keys), len(new_keys)) - head
-    while tail < most and old_keys[-1 - tail] == new_keys[-1 - tail]:
+    most = min(len(old_cmp), len(new_cmp)) - head
+    while tail < most and old_cmp[-1 - tail] == new_cmp[-1 - tail]:
         tail += 1
     pairs = [(i, i) for i in range(head)]
     pairs += [(len(old_keys) - 1 - k, len(new_keys) - 1 - k) for k in range(tail)]
     old_mid = list(range(head, len(old_keys) - tail))
     new_mid = list(range(head, len(new_keys) - tail))
-    old_seq: list[Any] = [old_keys[i] for i in old_mid]
-    new_seq: list[Any] = [new_keys[j] for j in new_mid]
+    old_seq: list[Any] = [old_cmp[i] for i in old_mid]
+    new_seq: list[Any] = [new_cmp[j] for j in new_mid]
     if max(len(old_mid), len(new_mid)) > ALIGN_MAX_LINES:
         # Each line that holds a marker with the lines on either side of it: two lines
         # alike (``KEY=[REDACTED]`` under ``[prod]`` and ``[dev]``) are told apart by
@@ -327,6 +347,42 @@ def _aligned(text: str, shown: str, start: int, end: int, scope: list[Hidden]) -
                 found[new_starts[j] + pos] = by_at[old_starts[i] + pos]
             pos = line.find(REDACTED, pos + len(REDACTED))
     return found
+
+
+def _alike_marker_lines(keys: list[str]) -> set[str]:
+    """The lines holding a marker that ``keys`` holds more than once."""
+    counts = Counter(key for key in keys if REDACTED in key)
+    return {key for key, count in counts.items() if count > 1}
+
+
+def _told_apart(
+    old_keys: list[str], new_keys: list[str], alike: set[str]
+) -> tuple[list[Any], list[Any]]:
+    """``old_keys`` and ``new_keys`` as compared: each line of ``alike`` with the fewest
+    lines on either side of it (up to :data:`ALIKE_CONTEXT_MAX_LINES`) that tell its
+    places apart in both texts, so that it matches only a line in the same surroundings;
+    a line no such window tells apart (alike lines side by side) is compared alone,
+    matched by its place as any other line."""
+    old_out: list[Any] = list(old_keys)
+    new_out: list[Any] = list(new_keys)
+    spots: dict[str, tuple[list[int], list[int]]] = {key: ([], []) for key in alike}
+    for side, keys in enumerate((old_keys, new_keys)):
+        for n, line in enumerate(keys):
+            if line in spots:
+                spots[line][side].append(n)
+    for old_spots, new_spots in spots.values():
+        for k in range(1, ALIKE_CONTEXT_MAX_LINES + 1):
+            old_windows = [tuple(old_keys[max(0, n - k) : n + k + 1]) for n in old_spots]
+            new_windows = [tuple(new_keys[max(0, n - k) : n + k + 1]) for n in new_spots]
+            if len(set(old_windows)) == len(old_windows) and len(set(new_windows)) == len(
+                new_windows
+            ):
+                for n, window in zip(old_spots, old_windows, strict=True):
+                    old_out[n] = window
+                for n, window in zip(new_spots, new_windows, strict=True):
+                    new_out[n] = window
+                break
+    return old_out, new_out
 
 
 def _unique(keys: list[Any]) -> list[Any]:

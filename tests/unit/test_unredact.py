@@ -409,3 +409,35 @@ def test_a_command_s_markers_are_put_back_only_on_lines_it_wrote_itself() -> Non
     # One line written, one scrubbed: only the written one is put back.
     both = f"cat > app.log <<'EOF'\ntoken={REDACTED}\nEOF\nsed -i 's/x/{REDACTED}/' app.log"
     assert restore_rewrite(raw, scrubbed, redact, both) == f"token={GITHUB}\nB = {REDACTED}\n"
+
+
+@pytest.mark.parametrize("how", ["write", "edit"])
+def test_sections_with_alike_secret_lines_swapped_never_swap_their_values(
+    tmp_path: Path, how: str
+) -> None:
+    """``DB_PASSWORD=[REDACTED]`` under ``# prod`` and under ``# dev`` are the same line to
+    the model: with the sections swapped, each was matched by its place and took the
+    other's value, the production password written under ``# dev``. Alike marker lines
+    are matched by their neighbours too: each keeps its own value, or the write is
+    refused."""
+    raw = "# prod\nDB_PASSWORD=Pr0d-Xk9mQ2vLp7\n# dev\nDB_PASSWORD=D3v-Zq81hVx03kLm\n"
+    (tmp_path / ".env").write_text(raw)
+    shown = _redactor().redact(raw)
+    assert shown.count(f"DB_PASSWORD={REDACTED}\n") == 2
+    prod, dev = shown.split("# dev\n")
+    swapped = f"# dev\n{dev}{prod}"
+    try:
+        if how == "write":
+            result = _write(tmp_path, ".env", swapped)
+        else:
+            result = _edit(tmp_path, ".env", shown, swapped)
+    except ToolError:
+        result = raw
+    assert result in (
+        raw,
+        swapped.replace(REDACTED, "D3v-Zq81hVx03kLm", 1).replace(REDACTED, "Pr0d-Xk9mQ2vLp7", 1),
+    )
+    assert (tmp_path / ".env").read_text() == result
+    # One line added beside a section keeps both values where they were.
+    added = shown.replace("# dev\n", "# dev\nDEBUG=1\n")
+    assert _write(tmp_path, ".env", added) == raw.replace("# dev\n", "# dev\nDEBUG=1\n")
