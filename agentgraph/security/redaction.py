@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import math
 import re
 from collections import Counter
@@ -106,6 +107,9 @@ _SECRET_FORMATS: tuple[str, ...] = (
     r"\bglpat-[A-Za-z0-9_-]{20,}",
     r"\bnpm_[A-Za-z0-9]{36}",
     r"\bpypi-[A-Za-z0-9_-]{50,}",
+    # SendGrid API keys and Telegram bots' tokens.
+    r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}\b",
+    r"\b[0-9]{8,10}:AA[A-Za-z0-9_-]{30,40}\b",
     # JSON Web Tokens (header and payload are base64url JSON objects: "eyJ").
     r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
 )
@@ -266,7 +270,8 @@ ENCODED_HEADER_PROBE_CHARS = 96
 # ``openssl base64`` and PEM at 64): only such a line goes on with the next one's data.
 ENCODED_WRAP_WIDTHS = frozenset({64, 76})
 _ENCODED_KEY_HEADER_RE = re.compile(rb"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----")
-_BASE64_RUN_RE = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+# Runs too short to hold the encoded ``-----BEGIN `` (14 characters) are not looked at.
+_BASE64_RUN_RE = re.compile(r"[A-Za-z0-9+/]{14,}={0,2}")
 
 
 def _holds_encoded_private_key(data: str) -> bool:
@@ -289,16 +294,17 @@ def _holds_encoded_private_key(data: str) -> bool:
     return False
 
 
-def _encoded_blocks(lines: list[str]) -> list[list[tuple[int, int, int]]]:
-    """The runs of base64 in ``lines`` as blocks of ``(line, start, end)`` segments: a run
+def _encoded_blocks(contents: list[str]) -> list[list[tuple[int, int, int]]]:
+    """The runs of base64 in ``contents`` (lines without a ``\r`` or ``cat -A``'s ``$``)
+    as blocks of ``(line, start, end)`` segments: a run
     inside a line is a block of one; a run of a wrapping width ending its line goes on
     with the run that makes the next line (after a prefix shaped as its own: none, a
     line number, ``f:3:``) while those are as long, up to a shorter or padded one
     (``base64 key.pem``)."""
     blocks: list[list[tuple[int, int, int]]] = []
     n = 0
-    while n < len(lines):
-        content = _content(lines[n])
+    while n < len(contents):
+        content = contents[n]
         runs = list(_BASE64_RUN_RE.finditer(content))
         blocks.extend([(n, inside.start(), inside.end())] for inside in runs[:-1])
         if not runs:
@@ -309,8 +315,8 @@ def _encoded_blocks(lines: list[str]) -> list[list[tuple[int, int, int]]]:
         width = last.end() - last.start()
         prefix = _bare(content[: last.start()])
         wraps = last.end() == len(content) and width in ENCODED_WRAP_WIDTHS
-        while wraps and not content.endswith("=") and n + 1 < len(lines):
-            content = _content(lines[n + 1])
+        while wraps and not content.endswith("=") and n + 1 < len(contents):
+            content = contents[n + 1]
             start, tail = _base64_tail(content)
             if not tail or len(tail) > width or _bare(content[:start]).strip() not in ("", prefix):
                 break
@@ -343,9 +349,10 @@ def redact_encoded_keys(text: str) -> str:
     if not text or not any(signature in text for signature, _ in _ENCODED_BEGIN):
         return text
     lines = text.split("\n")
+    contents = [_content(line) for line in lines]
     hidden: dict[int, list[tuple[int, int]]] = {}
-    for block in _encoded_blocks(lines):
-        data = "".join(_content(lines[n])[start:end] for n, start, end in block)
+    for block in _encoded_blocks(contents):
+        data = "".join(contents[n][start:end] for n, start, end in block)
         if _holds_encoded_private_key(data):
             for n, start, end in block:
                 hidden.setdefault(n, []).append((start, end))
@@ -353,9 +360,12 @@ def redact_encoded_keys(text: str) -> str:
         return text
     for n, spans in hidden.items():
         line = lines[n]
-        for start, end in sorted(spans, reverse=True):
-            line = line[:start] + REDACTED + line[end:]
-        lines[n] = line
+        pieces = []
+        last = 0
+        for start, end in sorted(spans):
+            pieces += [line[last:start], REDACTED]
+            last = end
+        lines[n] = "".join([*pieces, line[last:]])
     return "\n".join(lines)
 
 
@@ -367,32 +377,94 @@ ASSIGNED_SECRET_WORDS = SECRET_NAME_PARTS - {"KEYS", "TOKENS", "PRIVATE", "SIGNA
 # Words that mark a credential only beside another word (``DB_PASS``, ``API_KEY``): alone,
 # ``pass:`` is prose or a flag and ``key:`` any mapping's key.
 ASSIGNED_QUALIFIED_WORDS = frozenset({"PASS", "KEY"})
+# Credentials' names written as one word (``authtoken:`` in ngrok's config, MinIO's
+# ``secretkey``, ``PGPASSWORD``), looked for inside a name's words.
+ASSIGNED_SECRET_COMPOUNDS = (
+    "PASSWORD", "PASSWD", "APIKEY", "APITOKEN", "AUTHTOKEN", "ACCESSTOKEN", "ACCESSKEY",
+    "SECRETKEY", "CLIENTSECRET", "IDENTITYTOKEN", "REFRESHTOKEN", "PRIVATEKEY", "DBPASS",
+)  # fmt: skip
 # A name ending in one of these words is a setting about a credential, not one
-# (``auth_method``, ``token_url``, ``secret_name``, ``private_key_file``).
+# (``auth_method``, ``token_url``, ``secret_name``, ``private_key_file``,
+# ``PASSWORD_HASHER``).
 ASSIGNED_NOT_SECRET_LAST_WORDS = frozenset(
     {
         "TYPE", "MODE", "METHOD", "PROVIDER", "URL", "URI", "ENDPOINT", "HOST", "DOMAIN",
         "FILE", "PATH", "DIR", "NAME", "ID", "ENABLED", "REQUIRED", "LENGTH", "SIZE",
         "TIMEOUT", "EXPIRY", "EXPIRES", "TTL", "HEADER", "PREFIX", "FORMAT", "VERSION",
         "ALGORITHM", "COUNT", "LIMIT", "FIELD", "PARAM", "ENV", "VAR", "LOCATION", "REF",
+        "HASHER", "POLICY", "SERVER", "SCHEME", "PATTERN", "STRATEGY", "BACKEND", "CLASS",
+        "RESET", "HINT", "HELP", "MESSAGE", "ERROR", "LABEL", "TEXT", "PROMPT", "KIND",
+        "PLACEHOLDER", "TEMPLATE", "STYLE", "SOURCE", "STORE", "MANAGER", "RULES",
     }
 )  # fmt: skip
-# Words before ``KEY`` that make it a database's or a data structure's key, not a secret.
-ASSIGNED_NOT_SECRET_KEY_KINDS = frozenset(
+# Words before ``KEY`` that make it a database's, a store's or a data structure's key,
+# and words before ``TOKEN`` that make it a page's or a request's: not secrets
+# (``STORAGE_KEY = 'todos-2.0'``, ``nextPageToken``).
+ASSIGNED_NOT_SECRET_KINDS = frozenset(
     {
         "PRIMARY", "FOREIGN", "SORT", "PARTITION", "HASH", "RANGE", "CACHE", "PUBLIC",
         "ROUTING", "IDEMPOTENCY", "LOOKUP", "UNIQUE", "COMPOSITE", "SHORTCUT", "HOT",
+        "STORAGE", "QUERY", "LOCK", "FLAG", "OBJECT", "S3", "I18N", "REDIS", "METADATA",
+        "DIGEST", "CONFIG", "STATE", "EVENT", "ROW", "TABLE", "COLUMN", "INDEX", "ITEM",
+        "MESSAGE", "TRANSLATION", "DICT", "MAP", "RESULT", "GROUP", "BUCKET", "SETTING",
+        "SETTINGS", "LOCAL", "PREF", "PAGE", "NEXT", "CONTINUATION", "SYNC", "RESUME",
+        "CANCELLATION", "CURSOR", "PAGINATION", "DEDUP", "SEARCH", "SLOT",
+    }
+)  # fmt: skip
+# Characters after a value without quotes scanned for the line's end or a comment.
+ASSIGNED_TRAILING_SPACE_MAX_CHARS = 64
+# Longest value, in characters, taken for a setting's (a longer run is no setting's).
+ASSIGNED_VALUE_MAX_CHARS = 1000
+# Characters of a setting's line before its name looked at (a quote opened before it,
+# ``.netrc``'s ``machine``).
+ASSIGNED_LOOKBACK_CHARS = 256
+# A value's parts (split at ``- _ . / : +``) up to this long, all lower case, make a
+# slug (``todos-vuejs-2.0``, ``lock-job-42``), not a credential.
+ASSIGNED_SLUG_PART_MAX_CHARS = 7
+# An identifier's part this long mixing letters and digits is a token's random body
+# (``shpat_1a2b3c4d5e6f7a8b``, ``dop_v1_…``), not a word.
+ASSIGNED_RANDOM_PART_MIN_CHARS = 12
+# Words of one or two letters camel-case names hold (``moveToEnd``, ``userId``); any
+# other short lower-case piece reads as random characters.
+SHORT_WORDS = frozenset(
+    {
+        "a", "to", "of", "in", "by", "on", "at", "is", "id", "or", "as", "up", "if", "no",
+        "do", "go", "me", "my", "we", "be", "it", "an", "ok", "io", "ui", "db", "os",
     }
 )  # fmt: skip
 _ASSIGNMENT_RE: Any = None
+# Pieces one of which every credential's name holds (any case): the words above and
+# their compounds all hold one.
+_NAME_HINTS = (
+    "key", "token", "secret", "pass", "pwd", "auth", "bearer", "cred", "dsn", "webhook",
+    "cookie",
+)  # fmt: skip
 _NAME_WORD_RE = re.compile(r"[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*(?![a-z])|[0-9]+")
-# What may follow a value written without quotes: the line's end, a comment, a URL query's
-# next parameter or the quote closing a shell word. Anything else (``?? x``, ``, y``,
-# ``&& z``) makes it an expression of code, and a credential in code is quoted.
-_UNQUOTED_END_RE = re.compile(r"(?:[ \t]*(?:#.*)?)?(?:\r?\n|$)|[&\"']")
-_IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HUMP_RE = re.compile(r"[A-Z][a-z]+|[A-Z]+(?![a-z])|[a-z]+|[0-9]+")
 _DOTTED_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+")
 _FILE_NAME_RE = re.compile(r".*\.[A-Za-z][A-Za-z0-9]{0,4}")
+# A value after its name: in double quotes, in single quotes, or bare (group 1, 2, 3).
+_VALUE_RE = re.compile(
+    rb'(?:[bfruBFRU]{1,2}(?=["\']))?'
+    rb'(?:"([^"\s\\]{8,%d})"|\'([^\'\s\\]{8,%d})\'|([^\s"\'`,;(){}\[\]<>]{8,%d}))'
+    % ((ASSIGNED_VALUE_MAX_CHARS,) * 3)
+)
+# A value without quotes of a setting that starts its line (``.env``, YAML, INI): any
+# characters but parentheses (a call's, in code) up to its end (``DB_PASSWORD=a,b{c}``).
+_LINE_VALUE_RE = re.compile(rb"[^\s\"'`()]{8,%d}" % ASSIGNED_VALUE_MAX_CHARS)
+# An XML element's text (``<password>…</password>``, Maven's settings).
+_XML_VALUE_RE = re.compile(rb"([^<\s]{8,%d})</" % ASSIGNED_VALUE_MAX_CHARS)
+# What may come before a setting that starts its line.
+_LINE_LEADS = (b"", b"export", b"-", b"set", b"setx")
+# A call or an index (``get_pass()``, ``tokenizer.encode(``, ``keys[0]``): code.
+_CALL_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]*[(\[]")
+# ``grep -n``'s line number after a file name (``secrets.env:12:``), read as a value.
+_LINE_NUMBER_RE = re.compile(rb"[0-9]+[:-]")
+_NEXT_SETTING_RE = re.compile(rb"[ \t]*[A-Za-z_][A-Za-z0-9_ ]*=")
+_SLUG_SPLIT_RE = re.compile(r"[-_./:+]+")
+_IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A constant's name (``_IMDSV2_SESSION_TOKEN_TTL_SECONDS``): words, however long.
+_CONSTANT_RE = re.compile(r"_*[A-Z][A-Z0-9]*(?:_+[A-Z0-9]+)+")
 
 
 def _assignment_re() -> Any:
@@ -400,16 +472,26 @@ def _assignment_re() -> Any:
     if _ASSIGNMENT_RE is None:
         options = re2.Options()
         options.log_errors = False
-        value = r"[^\s\"'`,;:=&(){}\[\]<>\\]{8,}={0,2}"
+        # A setting's name and what sets it apart from its value, the value read after
+        # it (:data:`_VALUE_RE`): a match holds no value, so names inside a value
+        # refused (``https://x/?api_key=…``) are found as any other. Only names holding
+        # a credential's word are candidates: every other ``a=b`` would cost a check.
+        name = (
+            rf"(?:[A-Za-z_][A-Za-z0-9_.-]{{0,40}})?(?i:{'|'.join(_NAME_HINTS)})"
+            r"[A-Za-z0-9_.-]{0,40}"
+        )
         _ASSIGNMENT_RE = re2.compile(
-            r"(?:^|[^A-Za-z0-9_.$-])(?:(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,63})"
-            rf"[\"']?[ \t]*[:=][ \t]*(?P<quote>[\"']?)(?P<value>{value})"
-            rf"|(?i:password|passwd)[ \t]+(?P<spaced>{value}))",
+            # ``name=``, ``name: ``, ``"name": ``, ``'name' => `` (PHP), ``name := ``
+            # (Go), ``define('NAME', `` (PHP); ``.netrc``'s ``password ``; ``<name>``.
+            rf"(?:^|[^A-Za-z0-9_.])(?:(?P<name>{name})"
+            r"(?:[\"'][ \t]*,|[\"']?[ \t]*(?:=>|:=|[:=]))[ \t]*"
+            rf"|(?P<spaced>(?i:password|passwd))[ \t]+|<(?P<xml>{name})>)",
             options,
         )
     return _ASSIGNMENT_RE
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_setting_name(name: str) -> bool:
     """Whether a setting's name (in a file, a header, code) marks its value a credential.
 
@@ -419,23 +501,64 @@ def is_secret_setting_name(name: str) -> bool:
     Returns:
         True when a word of it (split at ``_``, ``-``, ``.`` and case changes) is one of
         :data:`ASSIGNED_SECRET_WORDS` (:data:`ASSIGNED_QUALIFIED_WORDS` only beside
-        another word) or it holds ``PASSWORD`` or ``PASSWD`` (``PGPASSWORD``), unless its
-        last word makes it a setting about one
-        (:data:`ASSIGNED_NOT_SECRET_LAST_WORDS`) or a ``KEY`` is a database's
-        (:data:`ASSIGNED_NOT_SECRET_KEY_KINDS`).
+        another word) or it holds one of :data:`ASSIGNED_SECRET_COMPOUNDS`
+        (``PGPASSWORD``, ``authtoken``), unless its last word makes it a setting about
+        one (:data:`ASSIGNED_NOT_SECRET_LAST_WORDS`) or the word before a last ``KEY`` or
+        ``TOKEN`` makes it a store's or a page's (:data:`ASSIGNED_NOT_SECRET_KINDS`).
     """
     words = [w.upper() for w in _NAME_WORD_RE.findall(name)]
     if not words or words[-1] in ASSIGNED_NOT_SECRET_LAST_WORDS:
         return False
-    if words[-1] == "KEY" and len(words) > 1 and words[-2] in ASSIGNED_NOT_SECRET_KEY_KINDS:
+    kind = words[-2] if len(words) > 1 else ""
+    if words[-1] in ("KEY", "TOKEN") and kind in ASSIGNED_NOT_SECRET_KINDS:
         return False
     marking = set(words) & ASSIGNED_SECRET_WORDS
     if len(words) == 1:
         marking -= ASSIGNED_QUALIFIED_WORDS
     joined = "".join(words)
-    return bool(marking) or "PASSWORD" in joined or "PASSWD" in joined
+    return bool(marking) or any(part in joined for part in ASSIGNED_SECRET_COMPOUNDS)
 
 
+def _word_like(value: str) -> bool:
+    """Whether ``value`` reads as words rather than random characters: a constant's or
+    an identifier's name (``API_KEY_ENV``, ``api_key_2``, ``id_GostR3410_2001``) but one
+    with a long part of letters and digits (``shpat_1a2b3c4d5e6f7a8b``), a lower-case
+    slug of short parts (``todos-vuejs-2.0``), or camel-case words
+    (``V1SecretVolumeSource``, ``OAuth2PasswordBearer``, ``moveToBeginningOfParagraph``)."""
+    if _CONSTANT_RE.fullmatch(value):
+        return True
+    parts = [p for p in _SLUG_SPLIT_RE.split(value) if p]
+    if not parts:
+        return True
+    if "_" in value and _IDENTIFIER_RE.fullmatch(value):
+        return not any(_random_part(part) for part in parts)
+    slug = len(parts) > 1 and value.islower()
+    if slug and max(map(len, parts)) <= ASSIGNED_SLUG_PART_MAX_CHARS:
+        return any(p.isalpha() for p in parts)
+    if not all(part.isalnum() for part in parts):
+        return False
+    for part in parts:
+        for hump in _HUMP_RE.findall(part):
+            if hump.isdigit() and len(hump) > 2:
+                return False
+            short = len(hump) < 3 and not hump.isupper()
+            if hump.isalpha() and short and hump.lower() not in SHORT_WORDS:
+                return False
+            if hump.isupper() and len(hump) > 5:
+                return False
+    return True
+
+
+def _random_part(part: str) -> bool:
+    """Whether an identifier's part is a token's random body: long, letters and digits."""
+    return (
+        len(part) >= ASSIGNED_RANDOM_PART_MIN_CHARS
+        and any(c.isdigit() for c in part)
+        and any(c.isalpha() for c in part)
+    )
+
+
+@functools.lru_cache(maxsize=4096)
 def looks_like_assigned_secret(value: str) -> bool:
     """Whether a secret-named setting's value is a credential rather than a reference.
 
@@ -444,36 +567,94 @@ def looks_like_assigned_secret(value: str) -> bool:
 
     Returns:
         True for a value :func:`looks_like_secret_value` takes that holds a digit or a
-        symbol other than ``_ - . /``, and is no dotted reference (``settings.DB_PASS``),
-        identifier (``api_key_2``), path, file name, URL, template (``${X}``, ``{{ x }}``,
-        ``%(x)s``) or environment variable (``$X``).
+        symbol other than ``_ - . /``, and is no reference (``settings.DB_PASS``,
+        ``process.env.API_KEY!``), call (``get_pass()``), identifier or slug that reads as
+        words (``api_key_2``, ``V1SecretVolumeSource``, ``lock-job-42``), path, file
+        name, URL, template (``${X}``, ``{{ x }}``, ``%(x)s``) or environment variable
+        (``$X``).
     """
+    bare = value.strip("!;,?")
     if (
-        not looks_like_secret_value(value)
-        or value[0] in "$~.%"
+        not bare
+        or not looks_like_secret_value(bare)
+        or ("{" in value and "}" in value)
+        or bare[0] in "$~.%<:{[("
+        or '"' in value
+        or "'" in value
         or "://" in value
+        or "${" in value
+        or "{{" in value
+        or "%(" in value
         or ("/" in value and _FILE_NAME_RE.fullmatch(value))
         or (_FILE_NAME_RE.fullmatch(value) and not any(c.isdigit() for c in value[-5:]))
-        or _DOTTED_RE.fullmatch(value)
-        or ("_" in value and _IDENTIFIER_RE.fullmatch(value))
+        or _DOTTED_RE.fullmatch(bare.replace("?.", "."))
+        or _CALL_RE.match(bare)
+        or _word_like(bare)
     ):
         return False
     return any(c.isdigit() or not (c.isalpha() or c in "_-./") for c in value)
+
+
+def _line_before(data: bytes, at: int) -> bytes:
+    """What comes before ``at`` on its line, at most :data:`ASSIGNED_LOOKBACK_CHARS` of
+    it (a line of a megabyte looked back over for every setting on it took minutes)."""
+    start = max(0, at - ASSIGNED_LOOKBACK_CHARS)
+    newline = data.rfind(b"\n", start, at)
+    return data[newline + 1 if newline >= 0 else start : at]
+
+
+def _ends_setting(data: bytes, end: int) -> bool:
+    """Whether a value without quotes ending at ``end`` ends its setting: the line's end
+    or a comment follows it (after at most :data:`ASSIGNED_TRAILING_SPACE_MAX_CHARS` of
+    spaces)."""
+    stop = min(len(data), end + ASSIGNED_TRAILING_SPACE_MAX_CHARS)
+    pos = end
+    while pos < stop and data[pos : pos + 1] in (b" ", b"\t"):
+        pos += 1
+    if pos == len(data) or data[pos : pos + 1] in (b"\r", b"\n"):
+        return True
+    return pos > end and data[pos : pos + 1] == b"#"
+
+
+def _bare_value_end(data: bytes, name_start: int, start: int, end: int) -> int | None:
+    """Where a value without quotes that starts at ``start`` (its run ending at ``end``)
+    ends as a credential, or None when it is code: it ends its line; a URL query's
+    parameter ends at ``&``; a command's flag (``--password=…``) at its word's end; a
+    connection string's (``Password=…;``) at ``;``; a shell
+    word's or a header's opened before its name (``-e 'X-Api-Key: …'``) at its quote."""
+    before = data[name_start - 1 : name_start]
+    if before == b"-":  # a command's flag: ``--password=…`` ends at its word's end
+        return end
+    if before in (b"?", b"&"):
+        amp = data.find(b"&", start, end)
+        return amp if amp >= 0 else end
+    if data[end : end + 1] == b";" and (before == b";" or _NEXT_SETTING_RE.match(data, end + 1)):
+        return end
+    line = _line_before(data, name_start)
+    for quote in (b"'", b'"'):
+        close = data.find(quote, start, end + 1)
+        if line.count(quote) % 2 == 1 and close >= 0:
+            return close
+    return end if _ends_setting(data, end) else None
 
 
 def redact_secret_assignments(text: str) -> str:
     """Replace the values of secret-named settings: ``DB_PASS=…`` in a ``.env``,
     ``password: …`` in YAML, ``password = …`` in INI, ``_authToken=…`` in ``.npmrc``,
     Docker's ``"auth": "…"``, ``.netrc``'s ``password …``, ``clientSecret: "…"`` in code,
-    ``X-Api-Key: …`` in a header. Such values have no format of their own, and a file
-    read or printed sent them to the model whole.
+    ``X-Api-Key: …`` in a header, ``?api_key=…`` in a URL. Such values have no format of
+    their own, and a file read or printed sent them to the model whole.
 
     A value is replaced when its name is a credential's (:func:`is_secret_setting_name`)
-    and the value looks like one (:func:`looks_like_assigned_secret`); a value without
-    quotes counts only where it ends its line (a comment aside), a URL query's parameter
-    or a shell word: followed by more (``get_pass()``, ``x ?? y``) it is code. A value
-    set apart from its name by spaces alone counts only after ``password`` (``.netrc``).
-    The name, quotes and the rest of the line stay.
+    and the value looks like one (:func:`looks_like_assigned_secret`). A quoted value is
+    what the quotes hold (without spaces); one without quotes counts only where it ends
+    its line (a comment aside), a URL query's parameter, a connection string's part or a
+    quoted shell word: followed by more (``x ?? y``, ``a, b``) it is code, and a
+    credential in code is quoted. A value set apart from its name by spaces alone counts
+    only after ``password`` at a line's start or after ``machine``/``login`` on it
+    (``.netrc``). The name, quotes and the rest of the line stay. Names are found first
+    and each value read after its own, so a name inside another's value
+    (``https://x/?api_key=…``) is found as any other.
 
     Args:
         text: Any text.
@@ -483,32 +664,88 @@ def redact_secret_assignments(text: str) -> str:
     """
     if not text:
         return text
+    # Searched as UTF-8: for a ``str``, RE2 counts its characters from its start again
+    # at every match after the first (a megabyte of settings took minutes).
+    data = text.encode("utf-8", "surrogatepass")
     spans: list[tuple[int, int]] = []
-    for match in _assignment_re().finditer(text):
-        # RE2's match takes group numbers for positions: name 1, quote 2, value 3, and
-        # a value set apart by spaces alone (``.netrc``'s ``password …``) 4.
-        if match.group(4) is not None:
-            start, end = match.start(4), match.end(4)
-            if looks_like_assigned_secret(match.group(4)):
-                spans.append((start, end))
-            continue
-        name, quote, value = match.group(1), match.group(2), match.group(3)
-        start, end = match.start(3), match.end(3)
-        if quote and text[end : end + 1] != quote:
-            continue
-        if not quote and not _UNQUOTED_END_RE.match(text, end):
-            continue
-        if is_secret_setting_name(name) and looks_like_assigned_secret(value):
-            spans.append((start, end))
+    for match in _assignment_re().finditer(data):
+        if spans and match.start() < spans[-1][1]:
+            continue  # inside a value already hidden
+        span = _secret_span(data, match)
+        if span is not None:
+            spans.append(span)
     if not spans:
         return text
     out = []
     last = 0
     for start, end in spans:
-        out.append(text[last:start] + REDACTED)
-        last = end
-    out.append(text[last:])
-    return "".join(out)
+        # Whole characters only: a text's unpaired surrogates are no UTF-8 RE2 reads.
+        while start > last and data[start] & 0xC0 == 0x80:
+            start -= 1
+        while end < len(data) and data[end] & 0xC0 == 0x80:
+            end += 1
+        out += [data[last:start], REDACTED.encode()]
+        last = max(last, end)
+    out.append(data[last:])
+    return b"".join(out).decode("utf-8", "surrogatepass")
+
+
+def _secret_span(data: bytes, match: Any) -> tuple[int, int] | None:
+    """The span in ``data`` of the value after ``match`` (a name and its separator) when
+    it is a credential, else None."""
+    # RE2's match takes group numbers for positions: the name 1, ``password`` 2, an XML
+    # element's name 3.
+    name = match.group(1) if match.group(1) is not None else match.group(3)
+    # An attribute's name is its last part: ``key_node.tag`` sets a tag, ``cfg.api_key``
+    # a key.
+    if name is not None and not is_secret_setting_name(
+        name.rsplit(b".", 1)[-1].decode("utf-8", "replace")
+    ):
+        return None
+    # A quoted name before a comma is a constant PHP defines (``define('DB_PASSWORD',``);
+    # any other is an argument list's (``headers.add('set-cookie', 'a=b')``).
+    define = match.group(1) is not None and b"," in data[match.end(1) : match.end()]
+    if define and not name.replace(b"_", b"").isupper():
+        return None
+    if match.group(3) is not None:
+        element = _XML_VALUE_RE.match(data, match.end())
+        if element is None:
+            return None
+        start, end = element.span(1)
+        value = data[start:end].decode("utf-8", "replace")
+        return (start, end) if looks_like_assigned_secret(value) else None
+    found = _VALUE_RE.match(data, match.end())
+    if match.group(1) is not None and not define and (found is None or found.group(3)):
+        lead = _line_before(data, match.start(1)).strip(b" \t")
+        whole = _LINE_VALUE_RE.match(data, match.end()) if lead in _LINE_LEADS else None
+        # A line ending in ``,`` or ``;`` is code's (``keyMap: c.#keyMap,``).
+        code = whole is not None and data[whole.end() - 1 : whole.end()] in (b",", b";")
+        if whole is not None and not code and _ends_setting(data, whole.end()):
+            if _LINE_NUMBER_RE.match(data, whole.start()):
+                return None
+            value = data[whole.start() : whole.end()].decode("utf-8", "replace")
+            return whole.span() if looks_like_assigned_secret(value) else None
+    if found is None:
+        return None
+    group = next(g for g in (1, 2, 3) if found.group(g) is not None)
+    start, end = found.span(group)
+    if define and group == 3:
+        return None
+    if name is None:
+        if group != 3:
+            return None
+        line = _line_before(data, match.start(2)).lower().strip(b" \t")
+        if line and b"machine " not in line and b"login " not in line:
+            return None
+    elif group == 3:
+        if _LINE_NUMBER_RE.match(data, start) or end - start == ASSIGNED_VALUE_MAX_CHARS:
+            return None
+        bare_end = _bare_value_end(data, match.start(1), start, end)
+        if bare_end is None or bare_end - start < SECRET_VALUE_MIN_CHARS:
+            return None
+        end = bare_end
+    value = data[start:end].decode("utf-8", "replace")
+    return (start, end) if looks_like_assigned_secret(value) else None
 
 
 def _token_re() -> Any:
