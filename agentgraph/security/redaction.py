@@ -267,8 +267,11 @@ _ENCODED_BEGIN = (("LS0tLS1CRUdJTi", 0), ("0tLS0tQkVHSU4g", 2), ("tLS0tLUJFR0lOI
 # ("-----BEGIN " + a 40-character label + " PRIVATE KEY": 63 bytes, 2 before it, 88 chars).
 ENCODED_HEADER_PROBE_CHARS = 96
 # Widths, in characters, of the lines tools wrap base64 at (``base64`` and MIME at 76,
-# ``openssl base64`` and PEM at 64): only such a line goes on with the next one's data.
+# ``openssl base64`` and PEM at 64): such a line goes on with a shorter next one.
 ENCODED_WRAP_WIDTHS = frozenset({64, 76})
+# Characters of base64 a line ending in it holds at least to go on with the next line's
+# data when that is as long (``base64 -w 48``, ``-w 100``).
+ENCODED_WRAP_MIN_CHARS = 40
 _ENCODED_KEY_HEADER_RE = re.compile(rb"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----")
 # Runs too short to hold the encoded ``-----BEGIN `` (14 characters) are not looked at.
 _BASE64_RUN_RE = re.compile(r"[A-Za-z0-9+/]{14,}={0,2}")
@@ -295,12 +298,14 @@ def _holds_encoded_private_key(data: str) -> bool:
 
 
 def _encoded_blocks(contents: list[str]) -> list[list[tuple[int, int, int]]]:
-    """The runs of base64 in ``contents`` (lines without a ``\r`` or ``cat -A``'s ``$``)
-    as blocks of ``(line, start, end)`` segments: a run
-    inside a line is a block of one; a run of a wrapping width ending its line goes on
-    with the run that makes the next line (after a prefix shaped as its own: none, a
-    line number, ``f:3:``) while those are as long, up to a shorter or padded one
-    (``base64 key.pem``)."""
+    """The runs of base64 in ``contents`` (lines without a ``\r``, ``cat -A``'s ``$`` or
+    trailing spaces) as blocks of ``(line, start, end)`` segments: a run inside a line is
+    a block of one; a run of at least :data:`ENCODED_WRAP_MIN_CHARS` ending its line goes
+    on with the runs that make the next lines (after a prefix shaped as its own: none, a
+    line number, ``f:3:``, a diff's ``+``) while those are as long, up to a shorter or
+    padded one (``base64 key.pem``, ``base64 -w 80``). A shorter line right after the
+    first ends the block only after a wrapping width (:data:`ENCODED_WRAP_WIDTHS`): a
+    config's one long line and the next line's data are not one run."""
     blocks: list[list[tuple[int, int, int]]] = []
     n = 0
     while n < len(contents):
@@ -311,19 +316,26 @@ def _encoded_blocks(contents: list[str]) -> list[list[tuple[int, int, int]]]:
             n += 1
             continue
         last = runs[-1]
-        block = [(n, last.start(), last.end())]
-        width = last.end() - last.start()
-        prefix = _bare(content[: last.start()])
-        wraps = last.end() == len(content) and width in ENCODED_WRAP_WIDTHS
+        diff = last.start() == 0 and content.startswith("+")
+        block = [(n, last.start() + diff, last.end())]
+        width = last.end() - last.start() - diff
+        prefix = _bare(content[: last.start() + diff])
+        full = 1
+        wraps = last.end() == len(content) and width >= ENCODED_WRAP_MIN_CHARS
         while wraps and not content.endswith("=") and n + 1 < len(contents):
             content = contents[n + 1]
             start, tail = _base64_tail(content)
+            if diff and tail.startswith("+"):
+                start, tail = start + 1, tail[1:]
             if not tail or len(tail) > width or _bare(content[:start]).strip() not in ("", prefix):
+                break
+            if len(tail) < width and full < 2 and width not in ENCODED_WRAP_WIDTHS:
                 break
             n += 1
             block.append((n, start, len(content)))
             if len(tail) < width:
                 break
+            full += 1
         blocks.append(block)
         n += 1
     return blocks
@@ -349,7 +361,7 @@ def redact_encoded_keys(text: str) -> str:
     if not text or not any(signature in text for signature, _ in _ENCODED_BEGIN):
         return text
     lines = text.split("\n")
-    contents = [_content(line) for line in lines]
+    contents = [_content(line).rstrip(" \t") for line in lines]
     hidden: dict[int, list[tuple[int, int]]] = {}
     for block in _encoded_blocks(contents):
         data = "".join(contents[n][start:end] for n, start, end in block)

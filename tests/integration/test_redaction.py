@@ -383,3 +383,25 @@ def test_code_and_settings_that_name_secrets_without_holding_one_are_left_alone(
     """A reference (an attribute, a call, an environment variable, a template), a path,
     a placeholder, an identifier or a setting about a secret holds none: shown."""
     assert Redactor().redact(text) == text
+
+
+@pytest.mark.parametrize("width", [48, 80, 100])
+def test_an_encoded_key_wrapped_at_any_width_in_a_diff_or_with_trailing_spaces_is_redacted(
+    width: int,
+) -> None:
+    """``base64 -w 80`` wraps at other widths, ``git diff`` puts a ``+`` before each line
+    and an editor may leave spaces after one: each line of the key was shown but the
+    first."""
+    import base64
+
+    encoded = base64.b64encode(_pem("PRIVATE KEY").encode()).decode()
+    lines = _wrapped(encoded, width).splitlines()
+    pieces = [encoded[i : i + 24] for i in range(0, len(encoded) - 24, 24)]
+    for shown in (
+        "\n".join(lines) + "\n",
+        "".join(f"+{line}\n" for line in lines),
+        "".join(f"{line}  \n" for line in lines),
+    ):
+        out = Redactor().redact(shown)
+        assert not [p for p in pieces if p in out], out
+        assert out.count(REDACTED) == len(lines)
